@@ -1,0 +1,32 @@
+"""rlx: a standalone, serializable, optimizable tensor IR for ML compilers."""
+
+from rlx import ops as _ops  # noqa: F401  (registers the built-in ops)
+from rlx.ir.attrs import AttrSpec
+from rlx.ir.dtype import DType, bf16, bool_, c64, f8e4m3, f8e5m2, f16, f32, f64, i8, i16, i32, i64, u8, u32
+from rlx.ir.errors import (
+    AttributeSchemaError,
+    AutodiffError,
+    FeedError,
+    FormatError,
+    ParseError,
+    RlxError,
+    ShapeError,
+    UnknownOpError,
+    VerifyError,
+)
+from rlx.ir.graph import Graph, GraphStage, Node, Provenance, Value
+from rlx.ir.opdef import OpDef, all_ops, get_op, register_op
+from rlx.ir.shape import Shape, TensorType
+from rlx.ir.text import parse
+from rlx.ir.verify import verify
+from rlx.runtime.reference import run
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AttrSpec", "AttributeSchemaError", "AutodiffError", "DType", "FeedError", "FormatError",
+    "Graph", "GraphStage", "Node", "OpDef", "ParseError", "Provenance", "RlxError", "Shape",
+    "ShapeError", "TensorType", "UnknownOpError", "Value", "VerifyError", "all_ops", "bf16",
+    "bool_", "c64", "f8e4m3", "f8e5m2", "f16", "f32", "f64", "get_op", "i8", "i16", "i32",
+    "i64", "parse", "register_op", "run", "u8", "u32", "verify",
+]

@@ -1,0 +1,186 @@
+"""Element types, their NumPy mapping, and a commutative JAX-style promotion lattice.
+
+Upstream's ``promote`` is order-dependent (``promote(i8, u8) != promote(u8, i8)``); rlx
+instead promotes along a lattice, so ``promote(a, b) == promote(b, a)`` always and the
+result is the least type that every operand type converts into:
+
+    bool -> u8 -> i16 -> i32 -> i64 -> f* ;  bool -> i8 -> i16 ;  u8 -> u32 -> i64
+    f* -> f16 -> f32 ;  f* -> f8e4m3 / f8e5m2 -> bf16 -> f32 -> f64 -> c64 ;  f32 -> c64
+
+``f*`` is JAX's weak float: integers meet floats at the float (``i32 + f16 = f16``,
+``i64 + f32 = f32``), as in ``jax.numpy``. Two fp8 kinds meet at bf16, fp8 and f16 at f32.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from rlx.ir.errors import RlxError
+
+_NUMPY = {
+    "f32": np.dtype(np.float32),
+    "f16": np.dtype(np.float16),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "f64": np.dtype(np.float64),
+    "i8": np.dtype(np.int8),
+    "i16": np.dtype(np.int16),
+    "i32": np.dtype(np.int32),
+    "i64": np.dtype(np.int64),
+    "u8": np.dtype(np.uint8),
+    "u32": np.dtype(np.uint32),
+    "bool": np.dtype(np.bool_),
+    "c64": np.dtype(np.complex64),
+    "f8e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
+    "f8e5m2": np.dtype(ml_dtypes.float8_e5m2),
+}
+
+# Edges of the promotion lattice (``a -> b`` means a converts into b without loss of kind).
+_EDGES = {
+    "bool": ("u8", "i8"),
+    "u8": ("i16", "u32"),
+    "i8": ("i16",),
+    "i16": ("i32",),
+    "i32": ("i64",),
+    "u32": ("i64",),
+    "i64": ("f*",),
+    "f*": ("f16", "f8e4m3", "f8e5m2"),
+    "f8e4m3": ("bf16",),
+    "f8e5m2": ("bf16",),
+    "f16": ("f32",),
+    "bf16": ("f32",),
+    "f32": ("f64", "c64"),
+    "f64": ("c64",),
+    "c64": (),
+}
+
+
+class DType(enum.Enum):
+    """An element type. The value is the short name used in text and JSON (``"f32"``)."""
+
+    F32 = "f32"
+    F16 = "f16"
+    BF16 = "bf16"
+    F64 = "f64"
+    I8 = "i8"
+    I16 = "i16"
+    I32 = "i32"
+    I64 = "i64"
+    U8 = "u8"
+    U32 = "u32"
+    BOOL = "bool"
+    C64 = "c64"
+    F8E4M3 = "f8e4m3"
+    F8E5M2 = "f8e5m2"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"rlx.{self.value}"
+
+    @property
+    def numpy(self) -> np.dtype:
+        """The NumPy dtype that stores this element type (bf16 / fp8 via ml_dtypes)."""
+        return _NUMPY[self.value]
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return _NUMPY[self.value].itemsize
+
+    @property
+    def is_float(self) -> bool:
+        return self in _FLOATS
+
+    @property
+    def is_int(self) -> bool:
+        return self in _INTS
+
+    @property
+    def is_complex(self) -> bool:
+        return self is DType.C64
+
+    @property
+    def is_bool(self) -> bool:
+        return self is DType.BOOL
+
+    @property
+    def is_low_precision_float(self) -> bool:
+        """Floats NumPy computes poorly in; reference kernels evaluate them in f32."""
+        return self in (DType.F16, DType.BF16, DType.F8E4M3, DType.F8E5M2)
+
+    @classmethod
+    def of(cls, value: Any) -> DType:
+        """Coerce a DType, a short name (``"f32"``) or anything ``np.dtype`` accepts."""
+        if isinstance(value, DType):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls(value)
+            except ValueError:
+                pass
+        try:
+            npd = np.dtype(value)
+        except TypeError:
+            raise DTypeError(f"not a dtype: {value!r}") from None
+        for name, candidate in _NUMPY.items():
+            if candidate == npd:
+                return cls(name)
+        raise DTypeError(f"dtype {npd} has no rlx equivalent")
+
+    @staticmethod
+    def promote(a: DType | str, b: DType | str) -> DType:
+        """Least upper bound of two element types in the promotion lattice (commutative)."""
+        return _PROMOTION[(DType.of(a), DType.of(b))]
+
+
+class DTypeError(RlxError, TypeError):
+    """A value could not be read as an rlx element type."""
+
+
+_FLOATS = frozenset({DType.F32, DType.F16, DType.BF16, DType.F64, DType.F8E4M3, DType.F8E5M2})
+_INTS = frozenset({DType.I8, DType.I16, DType.I32, DType.I64, DType.U8, DType.U32})
+
+
+def _upper_sets() -> dict[str, frozenset[str]]:
+    memo: dict[str, frozenset[str]] = {}
+
+    def up(node: str) -> frozenset[str]:
+        if node not in memo:
+            memo[node] = frozenset({node}).union(*(up(n) for n in _EDGES[node]))
+        return memo[node]
+
+    return {node: up(node) for node in _EDGES}
+
+
+def _promotion_table() -> dict[tuple[DType, DType], DType]:
+    ups = _upper_sets()
+    table = {}
+    for a in DType:
+        for b in DType:
+            common = ups[a.value] & ups[b.value]
+            least = [c for c in common if common <= ups[c]]
+            assert len(least) == 1, f"promotion lattice has no unique join for {a}, {b}"
+            table[(a, b)] = DType(least[0])
+    return table
+
+
+_PROMOTION = _promotion_table()
+
+
+def promote_all(dtypes: list[DType]) -> DType:
+    """Join of several element types (left fold; the lattice makes the order irrelevant)."""
+    result = dtypes[0]
+    for d in dtypes[1:]:
+        result = DType.promote(result, d)
+    return result
+
+
+f32, f16, bf16, f64 = DType.F32, DType.F16, DType.BF16, DType.F64
+i8, i16, i32, i64 = DType.I8, DType.I16, DType.I32, DType.I64
+u8, u32, bool_, c64 = DType.U8, DType.U32, DType.BOOL, DType.C64
+f8e4m3, f8e5m2 = DType.F8E4M3, DType.F8E5M2

@@ -1,0 +1,424 @@
+"""Graph, Node and Value: one append-only DAG type for HIR, MIR and LIR graphs.
+
+Insertion order is topological order: a node's inputs always have smaller ids. Nodes are
+immutable; passes build new graphs. Builder methods (``g.matmul``, ``g.gelu`` …) are not
+written here: they are looked up in the op registry on first use.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from rlx.ir.attrs import FrozenArray
+from rlx.ir.dtype import DType
+from rlx.ir.errors import AttributeSchemaError, RlxError, ShapeError, VerifyError
+from rlx.ir.opdef import OpDef, builder_method, get_op
+from rlx.ir.shape import Shape, TensorType
+
+
+class GraphStage(enum.Enum):
+    """Which level a graph is at: HIR (block ops), MIR (tensor DAG), LIR (MIR + plan)."""
+
+    HIR = "hir"
+    MIR = "mir"
+    LIR = "lir"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where a node came from: the HIR block id and label, and the passes that made it."""
+
+    hir: int | None = None
+    label: str | None = None
+    passes: tuple[str, ...] = ()
+
+    def with_pass(self, name: str) -> Provenance:
+        return Provenance(self.hir, self.label, (*self.passes, name))
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One immutable graph node. ``attrs`` is a read-only mapping of canonical values."""
+
+    id: int
+    op: str
+    attrs: Mapping[str, Any]
+    inputs: tuple[int, ...]
+    type: TensorType
+    name: str | None = None
+    prov: Provenance | None = None
+
+    @property
+    def shape(self) -> Shape:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.type.dtype
+
+
+class Value:
+    """A handle on a node of a graph, with NumPy-style operators that append ops."""
+
+    __slots__ = ("graph", "id")
+
+    def __init__(self, graph: Graph, node_id: int):
+        self.graph = graph
+        self.id = node_id
+
+    @property
+    def node(self) -> Node:
+        return self.graph.node(self.id)
+
+    @property
+    def shape(self) -> Shape:
+        return self.graph.node(self.id).type.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.graph.node(self.id).type.dtype
+
+    @property
+    def type(self) -> TensorType:
+        return self.graph.node(self.id).type
+
+    @property
+    def name(self) -> str | None:
+        return self.graph.node(self.id).name
+
+    def __repr__(self) -> str:
+        node = self.graph.node(self.id)
+        label = f" {node.name!r}" if node.name else ""
+        return f"<Value %{self.id}{label} {node.op} {node.type}>"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Value):
+            return self.graph is other.graph and self.id == other.id
+        if isinstance(other, (int, np.integer)) and not isinstance(other, bool):
+            return self.id == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def __index__(self) -> int:
+        return self.id
+
+    def __bool__(self) -> bool:
+        raise RlxError("a graph Value has no truth value (comparisons are methods: g.lt(a, b))")
+
+    def _binary(self, kind: str, other: Any, reverse: bool = False) -> Value:
+        other = self.graph.scalar(other, self.dtype)
+        a, b = (other, self) if reverse else (self, other)
+        return self.graph.apply("binary", a, b, op=kind)
+
+    def __add__(self, o: Any) -> Value:
+        return self._binary("add", o)
+
+    def __radd__(self, o: Any) -> Value:
+        return self._binary("add", o, True)
+
+    def __sub__(self, o: Any) -> Value:
+        return self._binary("sub", o)
+
+    def __rsub__(self, o: Any) -> Value:
+        return self._binary("sub", o, True)
+
+    def __mul__(self, o: Any) -> Value:
+        return self._binary("mul", o)
+
+    def __rmul__(self, o: Any) -> Value:
+        return self._binary("mul", o, True)
+
+    def __truediv__(self, o: Any) -> Value:
+        return self._binary("div", o)
+
+    def __rtruediv__(self, o: Any) -> Value:
+        return self._binary("div", o, True)
+
+    def __pow__(self, o: Any) -> Value:
+        return self._binary("pow", o)
+
+    def __rpow__(self, o: Any) -> Value:
+        return self._binary("pow", o, True)
+
+    def __matmul__(self, o: Any) -> Value:
+        return self.graph.apply("matmul", self, self.graph.scalar(o, self.dtype))
+
+    def __rmatmul__(self, o: Any) -> Value:
+        return self.graph.apply("matmul", self.graph.scalar(o, self.dtype), self)
+
+    def __neg__(self) -> Value:
+        return self.graph.apply("activation", self, kind="neg")
+
+
+Ref = Value | int
+
+
+def _scalar_dtype(value: Any, like: DType | None) -> DType:
+    """JAX-style weak typing: a Python scalar takes its partner's dtype when kinds agree."""
+    if isinstance(value, (bool, np.bool_)):
+        return DType.BOOL
+    if isinstance(value, (int, np.integer)):
+        return like if like is not None and not like.is_bool else DType.I32
+    if isinstance(value, (float, np.floating)):
+        return like if like is not None and (like.is_float or like.is_complex) else DType.F32
+    if isinstance(value, complex):
+        return DType.C64
+    raise RlxError(f"cannot use {type(value).__name__} {value!r} as a graph operand")
+
+
+class Graph:
+    """An append-only tensor DAG. Builder methods come from the op registry.
+
+    >>> g = Graph("mlp"); x = g.input("x", (2, 3)); y = g.gelu(x); g.set_outputs([y])
+    """
+
+    def __init__(self, name: str = "graph", stage: GraphStage | str = GraphStage.MIR):
+        self.name = name
+        self.stage = GraphStage(stage) if not isinstance(stage, GraphStage) else stage
+        self._nodes: list[Node] = []
+        self._outputs: list[int] = []
+        self._leaves: dict[str, int] = {}
+
+    # ----------------------------------------------------------------- access
+    @property
+    def nodes(self) -> list[Node]:
+        """The nodes in topological (insertion) order. Do not mutate."""
+        return self._nodes
+
+    def node(self, ref: Ref) -> Node:
+        node_id = self._id(ref)
+        if not 0 <= node_id < len(self._nodes):
+            raise RlxError(f"graph {self.name!r} has no node %{node_id}")
+        return self._nodes[node_id]
+
+    def value(self, ref: Ref) -> Value:
+        return Value(self, self.node(ref).id)
+
+    @property
+    def outputs(self) -> list[Value]:
+        return [Value(self, i) for i in self._outputs]
+
+    @property
+    def output_ids(self) -> tuple[int, ...]:
+        return tuple(self._outputs)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self._nodes)
+
+    def inputs(self) -> dict[str, Value]:
+        """Runtime inputs by name, in node order."""
+        return self._leaves_of("input")
+
+    def params(self) -> dict[str, Value]:
+        """Weights by name, in node order."""
+        return self._leaves_of("param")
+
+    def _leaves_of(self, op: str) -> dict[str, Value]:
+        return {n: Value(self, i) for n, i in self._leaves.items() if self._nodes[i].op == op}
+
+    def users(self) -> list[list[int]]:
+        """For each node, the ids of the nodes that read it (each consumer once)."""
+        users: list[list[int]] = [[] for _ in self._nodes]
+        for node in self._nodes:
+            for src in dict.fromkeys(node.inputs):
+                users[src].append(node.id)
+        return users
+
+    # ---------------------------------------------------------------- equality
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Graph):
+            return NotImplemented
+        return (
+            self.name == other.name
+            and self.stage == other.stage
+            and self._outputs == other._outputs
+            and self._nodes == other._nodes
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __str__(self) -> str:
+        from rlx.ir.text import print_graph
+
+        return print_graph(self)
+
+    def __repr__(self) -> str:
+        return f"<Graph {self.name!r} {self.stage}: {len(self._nodes)} nodes, {len(self._outputs)} outputs>"
+
+    # ---------------------------------------------------------------- building
+    def input(self, name: str, shape: Iterable[Any], dtype: Any = "f32") -> Value:
+        """Declare a named runtime input."""
+        return self.append("input", (), {"name": name, "shape": shape, "dtype": dtype}, name=name)
+
+    def param(self, name: str, shape: Iterable[Any], dtype: Any = "f32") -> Value:
+        """Declare a named weight."""
+        return self.append("param", (), {"name": name, "shape": shape, "dtype": dtype}, name=name)
+
+    def constant(self, value: Any, name: str | None = None, dtype: Any = None) -> Value:
+        """Embed a tensor (copied; stored immutable)."""
+        arr = np.asarray(value) if dtype is None else np.asarray(value).astype(DType.of(dtype).numpy)
+        DType.of(arr.dtype)  # reject dtypes rlx cannot represent
+        return self.append("constant", (), {"value": FrozenArray(arr)}, name=name)
+
+    def set_outputs(self, outputs: Iterable[Ref]) -> None:
+        ids = [self._id(o) for o in outputs]
+        for i in ids:
+            self.node(i)
+        self._outputs = ids
+
+    def apply(self, op_name: str, /, *args: Any, name: str | None = None, **attrs: Any) -> Value:
+        """Build op ``op``: operands positionally, then attributes positionally or by keyword."""
+        return self._build(get_op(op_name), {}, args, attrs, name)
+
+    def append(
+        self,
+        op: str,
+        inputs: Sequence[Ref],
+        attrs: Mapping[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        prov: Provenance | None = None,
+        type: TensorType | None = None,
+        check: bool = True,
+    ) -> Value:
+        """Low-level append used by builders, passes and loaders.
+
+        With ``check`` the attributes are validated and the type inferred (and compared
+        with ``type`` if one is given). Without it the node is stored as given, for
+        loaders that verify the whole graph afterwards.
+        """
+        ids = tuple(self._id(i) for i in inputs)
+        if not check:
+            if type is None:
+                raise RlxError("append(check=False) needs an explicit type")
+            return self._push(Node(len(self._nodes), op, MappingProxyType(dict(attrs or {})), ids, type, name, prov))
+        opdef = get_op(op)
+        where = f"{op}" if name is None else f"{op} {name!r}"
+        checked = opdef.check_attrs(attrs or {}, where)
+        for i in ids:
+            if not 0 <= i < len(self._nodes):
+                raise RlxError(f"{where}: operand %{i} does not exist in graph {self.name!r}")
+        inferred = infer_type(opdef, [self._nodes[i].type for i in ids], checked, where)
+        if type is not None and type != inferred:
+            raise ShapeError(f"{where}: declared type {type} but the op rule gives {inferred}")
+        return self._push(Node(len(self._nodes), op, MappingProxyType(checked), ids, inferred, name, prov))
+
+    def _push(self, node: Node) -> Value:
+        if node.op in ("input", "param"):
+            leaf = node.attrs.get("name")
+            if leaf in self._leaves:
+                raise RlxError(f"graph {self.name!r} already has an input or param named {leaf!r}")
+            self._leaves[leaf] = node.id
+        self._nodes.append(node)
+        return Value(self, node.id)
+
+    def _build(self, opdef: OpDef, preset: Mapping[str, Any], args: Sequence[Any], kwargs: dict[str, Any], name: str | None) -> Value:
+        given = {**preset, **kwargs}
+        where = opdef.name if name is None else f"{opdef.name} {name!r}"
+        if opdef.is_variadic:
+            if not args or isinstance(args[0], (Value, int, np.ndarray)):
+                raise AttributeSchemaError(f"{where}: operands are passed as one list, e.g. g.{opdef.name}([a, b], ...)")
+            operands, extra = list(args[0]), list(args[1:])
+        else:
+            n = opdef.expected_arity(opdef.check_attrs(given, where)) if callable(opdef.arity) else int(opdef.arity)  # type: ignore[arg-type]
+            operands, extra = list(args[:n]), list(args[n:])
+            if len(operands) < n:
+                raise ShapeError(f"{where}: expects {n} operands ({', '.join(opdef.operands)}), got {len(operands)}")
+        if extra:
+            free = [k for k in opdef.attrs if k not in given and opdef.aliases.get(k, k) not in given]
+            if len(extra) > len(free):
+                raise AttributeSchemaError(f"{where}: too many positional arguments ({len(args)})")
+            given.update(zip(free, extra))
+        like = next((self._nodes[o.id].type.dtype for o in operands if isinstance(o, Value)), None)
+        ids = [self._operand(o, like, where) for o in operands]
+        if opdef.canonicalize is not None:
+            checked = opdef.check_attrs(given, where)
+            given = opdef.canonicalize([self._nodes[i].type for i in ids], checked)
+        return self.append(opdef.name, ids, given, name=name)
+
+    def _operand(self, ref: Any, like: DType | None, where: str) -> int:
+        """Builder operands: Values and int node ids; float scalars and arrays become constants."""
+        if isinstance(ref, Value) or (isinstance(ref, (int, np.integer)) and not isinstance(ref, (bool, np.bool_))):
+            node_id = self._id(ref)
+            if not 0 <= node_id < len(self._nodes):
+                raise RlxError(f"{where}: operand %{node_id} does not exist in graph {self.name!r}")
+            return node_id
+        if isinstance(ref, np.ndarray):
+            return self.constant(ref).id
+        return self.scalar(ref, like).id
+
+    def scalar(self, value: Any, like: DType | None = None) -> Value:
+        """A rank-0 constant; its dtype follows ``like`` where kinds agree (JAX weak typing)."""
+        if isinstance(value, Value):
+            return value
+        if isinstance(value, np.ndarray):
+            return self.constant(value)
+        return self.constant(np.array(value, dtype=_scalar_dtype(value, like).numpy))
+
+    def _id(self, ref: Any) -> int:
+        if isinstance(ref, Value):
+            if ref.graph is not self:
+                raise RlxError(f"{ref!r} belongs to graph {ref.graph.name!r}, not {self.name!r}")
+            return ref.id
+        if isinstance(ref, (int, np.integer)) and not isinstance(ref, bool):
+            return int(ref)
+        raise RlxError(f"expected a Value or a node id, got {type(ref).__name__} {ref!r}")
+
+    def __getattr__(self, method: str) -> Any:
+        if method.startswith("_"):
+            raise AttributeError(method)
+        found = builder_method(method)
+        if found is None:
+            raise AttributeError(f"'Graph' has no attribute or op builder {method!r}")
+        builder = _make_builder(method)
+        setattr(Graph, method, builder)
+        return builder.__get__(self, Graph)
+
+
+def _make_builder(method: str) -> Any:
+    def build(self: Graph, *args: Any, name: str | None = None, **attrs: Any) -> Value:
+        found = builder_method(method)
+        if found is None:
+            raise AttributeError(f"op builder {method!r} is no longer registered")
+        opdef, preset = found
+        return self._build(opdef, preset, args, attrs, name)
+
+    found = builder_method(method)
+    assert found is not None
+    build.__name__ = method
+    build.__doc__ = found[0].doc
+    return build
+
+
+def infer_type(opdef: OpDef, in_types: list[TensorType], attrs: Mapping[str, Any], where: str) -> TensorType:
+    """Run an op's type rule, turning any failure into a ShapeError naming op and operands."""
+    expected = opdef.expected_arity(attrs)
+    if expected is None:
+        if len(in_types) < opdef.min_arity:
+            raise ShapeError(f"{where}: expects at least {opdef.min_arity} operands, got {len(in_types)}")
+    elif len(in_types) != expected:
+        raise ShapeError(f"{where}: expects {expected} operands ({', '.join(opdef.operands)}), got {len(in_types)}")
+    try:
+        return opdef.infer(in_types, attrs)
+    except ShapeError as exc:
+        listed = ", ".join(str(t) for t in in_types)
+        raise ShapeError(f"{where}: {exc} (operands: {listed or 'none'})") from None
+    except (AttributeSchemaError, VerifyError):
+        raise
+    except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError) as exc:
+        listed = ", ".join(str(t) for t in in_types)
+        raise ShapeError(f"{where}: {type(exc).__name__}: {exc} (operands: {listed or 'none'})") from None

@@ -1,0 +1,147 @@
+"""The op registry: every op is one :class:`OpDef`, defined once in its family module.
+
+Graph builder methods, the verifier, the printer and parser, the serializer and the
+reference runtime all read this registry; none keeps a per-op list of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rlx.ir.attrs import AttrSpec, normalize_attr
+from rlx.ir.errors import AttributeSchemaError, RlxError, UnknownOpError
+from rlx.ir.shape import TensorType
+
+LEVELS = ("source", "mir", "fused", "hir")
+
+InferFn = Callable[[list[TensorType], Mapping[str, Any]], TensorType]
+KernelFn = Callable[[list[np.ndarray], Mapping[str, Any], TensorType], np.ndarray]
+CanonFn = Callable[[list[TensorType], dict[str, Any]], dict[str, Any]]
+ArityFn = Callable[[Mapping[str, Any]], int]
+
+VARIADIC = "variadic"
+
+
+@dataclass(eq=False)
+class OpDef:
+    """Everything rlx knows about one op.
+
+    ``arity`` is an int, :data:`VARIADIC` (operands passed as one list, at least
+    ``min_arity``), or a function of the attributes (e.g. attention takes a 4th operand
+    only for some mask kinds). ``infer`` maps operand types and attributes to the output
+    type and raises :class:`rlx.ShapeError`; ``kernel`` is the NumPy reference.
+    ``canonicalize`` may fill input-dependent attribute defaults (e.g. ``axes=None`` →
+    every axis) before inference, so stored attributes are always explicit.
+    ``methods`` maps extra builder method names to preset attributes (``gelu`` →
+    ``activation(kind="gelu")``). The ``vjp`` / ``jvp`` / ``batch`` / ``decompose``
+    hooks are filled by the autodiff, vmap and unfuse machinery.
+    """
+
+    name: str
+    family: str
+    arity: int | str | ArityFn
+    infer: InferFn
+    kernel: KernelFn | None
+    doc: str
+    level: str = "mir"
+    operands: tuple[str, ...] = ()
+    attrs: Mapping[str, AttrSpec] = field(default_factory=dict)
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    methods: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    canonicalize: CanonFn | None = None
+    min_arity: int = 1
+    flags: frozenset[str] = frozenset()
+    vjp: Callable[..., Any] | None = None
+    jvp: Callable[..., Any] | None = None
+    batch: Callable[..., Any] | None = None
+    decompose: Callable[..., Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.level not in LEVELS:
+            raise RlxError(f"op {self.name!r}: level must be one of {LEVELS}, got {self.level!r}")
+        self.flags = frozenset(self.flags)
+
+    @property
+    def is_variadic(self) -> bool:
+        return self.arity == VARIADIC
+
+    def expected_arity(self, attrs: Mapping[str, Any]) -> int | None:
+        """Number of operands for these attributes; None for variadic ops."""
+        if self.arity == VARIADIC:
+            return None
+        if callable(self.arity):
+            return self.arity(attrs)
+        return int(self.arity)  # type: ignore[arg-type]
+
+    def check_attrs(self, given: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """Validate given attributes, fill defaults; raise AttributeSchemaError naming the field."""
+        out: dict[str, Any] = {}
+        for key, value in given.items():
+            key = self.aliases.get(key, key)
+            spec = self.attrs.get(key)
+            if spec is None:
+                known = ", ".join(self.attrs) or "none"
+                raise AttributeSchemaError(f"{where}: unknown attribute {key!r} (known: {known})")
+            out[key] = normalize_attr(spec, value, f"{where}.{key}")
+        for key, spec in self.attrs.items():
+            if key not in out:
+                if spec.required:
+                    raise AttributeSchemaError(f"{where}: missing required attribute {key!r}")
+                out[key] = normalize_attr(spec, spec.default, f"{where}.{key}")
+        return {k: out[k] for k in sorted(out)}
+
+
+_REGISTRY: dict[str, OpDef] = {}
+_METHODS: dict[str, tuple[str, Mapping[str, Any]]] = {}
+
+
+def register_op(opdef: OpDef, *, replace: bool = False) -> OpDef:
+    """Add an op (built-in or user custom) to the registry; the one door for every op."""
+    if opdef.name in _REGISTRY and not replace:
+        raise RlxError(f"op {opdef.name!r} is already registered (pass replace=True to override)")
+    for method in [opdef.name, *opdef.methods]:
+        owner = _METHODS.get(method)
+        if owner is not None and owner[0] != opdef.name and not replace:
+            raise RlxError(f"builder method {method!r} of op {opdef.name!r} is taken by op {owner[0]!r}")
+    _REGISTRY[opdef.name] = opdef
+    _METHODS[opdef.name] = (opdef.name, {})
+    for method, preset in opdef.methods.items():
+        _METHODS[method] = (opdef.name, dict(preset))
+    return opdef
+
+
+def defop(**fields: Any) -> OpDef:
+    """Shorthand used by op family modules: ``defop(name=..., ...)`` builds and registers."""
+    return register_op(OpDef(**fields))
+
+
+def get_op(name: str) -> OpDef:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownOpError(f"unknown op {name!r}") from None
+
+
+def has_op(name: str) -> bool:
+    return name in _REGISTRY
+
+
+def all_ops() -> list[OpDef]:
+    """Every registered op, sorted by name."""
+    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+
+
+def builder_method(name: str) -> tuple[OpDef, Mapping[str, Any]] | None:
+    """The op and preset attributes behind a ``Graph`` builder method name, if any."""
+    entry = _METHODS.get(name)
+    if entry is None:
+        return None
+    return _REGISTRY[entry[0]], entry[1]
+
+
+def builder_methods() -> dict[str, tuple[str, Mapping[str, Any]]]:
+    return dict(_METHODS)

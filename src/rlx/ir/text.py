@@ -1,0 +1,306 @@
+"""The text form of a graph: ``str(g)`` prints it, :func:`parse` reads it back exactly.
+
+    graph @"mlp" mir {
+      %0 = input {dtype="f32", name="x", shape=[2, 4]} : [2, 4] f32 name="x"
+      %2 = activation(%0) {kind="gelu"} : [2, 4] f32
+      return %2
+    }
+
+Attribute values are JSON (NaN / Infinity allowed), except tensors, written
+``tensor(f32, [2, 2], "<base64 of little-endian bytes>")``, and subgraphs, written as a
+nested ``graph`` block. A trailing ``name=`` and ``prov=`` give the node's name and
+provenance.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from typing import Any
+
+import numpy as np
+
+from rlx.ir.attrs import FrozenArray, normalize_attr
+from rlx.ir.dtype import DType
+from rlx.ir.errors import ParseError, RlxError
+from rlx.ir.graph import Graph, GraphStage, Node, Provenance
+from rlx.ir.opdef import get_op, has_op
+from rlx.ir.shape import Shape, TensorType
+
+_INDENT = "  "
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def format_tensor(arr: np.ndarray) -> str:
+    dtype = DType.of(arr.dtype)
+    data = np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<")).tobytes()
+    dims = ", ".join(str(d) for d in arr.shape)
+    return f'tensor({dtype}, [{dims}], "{base64.b64encode(data).decode()}")'
+
+
+def format_value(value: Any, depth: int) -> str:
+    if isinstance(value, FrozenArray):
+        return format_tensor(value.array)
+    if isinstance(value, Graph):
+        return _print(value, depth)
+    if isinstance(value, DType):
+        return _json(value.value)
+    if isinstance(value, tuple):
+        return "[" + ", ".join(format_value(v, depth) for v in value) + "]"
+    return _json(value)
+
+
+def format_type(t: TensorType) -> str:
+    return f"{t.shape!r} {t.dtype}"
+
+
+def print_node(node: Node, depth: int = 0) -> str:
+    parts = [f"%{node.id} = {node.op}"]
+    if node.inputs:
+        parts[0] += "(" + ", ".join(f"%{i}" for i in node.inputs) + ")"
+    if node.attrs:
+        body = ", ".join(f"{k}={format_value(v, depth + 1)}" for k, v in node.attrs.items())
+        parts.append("{" + body + "}")
+    parts.append(": " + format_type(node.type))
+    if node.name is not None:
+        parts.append(f"name={_json(node.name)}")
+    if node.prov is not None:
+        prov = {"hir": node.prov.hir, "label": node.prov.label, "passes": list(node.prov.passes)}
+        parts.append(f"prov={_json(prov)}")
+    return " ".join(parts)
+
+
+def _print(g: Graph, depth: int) -> str:
+    pad = _INDENT * depth
+    lines = [f"graph @{_json(g.name)} {g.stage.value} {{"]
+    lines += [pad + _INDENT + print_node(n, depth) for n in g.nodes]
+    lines.append(pad + _INDENT + "return" + ("" if not g.output_ids else " " + ", ".join(f"%{i}" for i in g.output_ids)))
+    lines.append(pad + "}")
+    return "\n".join(lines)
+
+
+def print_graph(g: Graph) -> str:
+    return _print(g, 0)
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_INT = re.compile(r"-?[0-9]+")
+_WS = re.compile(r"(?:\s|#[^\n]*)*")
+_DECODER = json.JSONDecoder()
+
+
+class _Cursor:
+    def __init__(self, text: str):
+        self.text = text
+        self.pos = 0
+
+    def error(self, msg: str) -> ParseError:
+        line = self.text.count("\n", 0, self.pos) + 1
+        start = self.text.rfind("\n", 0, self.pos) + 1
+        end = self.text.find("\n", self.pos)
+        snippet = self.text[start : end if end >= 0 else len(self.text)]
+        col = self.pos - start + 1
+        return ParseError(f"line {line}, column {col}: {msg}\n    {snippet[:200]}")
+
+    def ws(self) -> None:
+        self.pos = _WS.match(self.text, self.pos).end()  # type: ignore[union-attr]
+
+    def peek(self, token: str) -> bool:
+        self.ws()
+        return self.text.startswith(token, self.pos)
+
+    def accept(self, token: str) -> bool:
+        if self.peek(token):
+            self.pos += len(token)
+            return True
+        return False
+
+    def expect(self, token: str) -> None:
+        if not self.accept(token):
+            found = self.text[self.pos : self.pos + 20] or "end of text"
+            raise self.error(f"expected {token!r}, found {found!r}")
+
+    def regex(self, pattern: re.Pattern[str], what: str) -> str:
+        self.ws()
+        m = pattern.match(self.text, self.pos)
+        if not m:
+            raise self.error(f"expected {what}")
+        self.pos = m.end()
+        return m.group(0)
+
+    def json(self) -> Any:
+        self.ws()
+        try:
+            value, end = _DECODER.raw_decode(self.text, self.pos)
+        except json.JSONDecodeError as exc:
+            raise self.error(f"bad value: {exc.msg}") from None
+        self.pos = end
+        return value
+
+    def node_ref(self) -> int:
+        self.expect("%")
+        return int(self.regex(_INT, "a node id"))
+
+
+def _parse_tensor(cur: _Cursor) -> FrozenArray:
+    cur.expect("tensor(")
+    dtype_name = cur.regex(_IDENT, "a dtype")
+    try:
+        dtype = DType.of(dtype_name)
+    except RlxError:
+        raise cur.error(f"unknown dtype {dtype_name!r}") from None
+    cur.expect(",")
+    dims = _parse_dims(cur)
+    cur.expect(",")
+    encoded = cur.json()
+    cur.expect(")")
+    if not isinstance(encoded, str) or not all(isinstance(d, int) for d in dims):
+        raise cur.error("a tensor needs static dims and a base64 string")
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+    except ValueError:
+        raise cur.error("tensor data is not valid base64") from None
+    count = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    if len(raw) != count * dtype.itemsize:
+        raise cur.error(f"tensor data has {len(raw)} bytes, {dtype} {list(dims)} needs {count * dtype.itemsize}")
+    arr = np.frombuffer(raw, dtype=dtype.numpy.newbyteorder("<")).astype(dtype.numpy).reshape(dims)
+    return FrozenArray(arr)
+
+
+def _parse_dims(cur: _Cursor) -> list[Any]:
+    cur.expect("[")
+    dims: list[Any] = []
+    while not cur.accept("]"):
+        if dims:
+            cur.expect(",")
+        cur.ws()
+        if _INT.match(cur.text, cur.pos):
+            dims.append(int(cur.regex(_INT, "a dim")))
+        else:
+            dims.append(cur.regex(_IDENT, "a dim (int or symbol)"))
+    return dims
+
+
+def _parse_value(cur: _Cursor, op: str, key: str) -> Any:
+    if cur.peek("tensor("):
+        return _parse_tensor(cur)
+    if cur.peek("graph"):
+        return _parse_graph(cur)
+    raw = cur.json()
+    spec = get_op(op).attrs.get(key)
+    if spec is None:
+        raise cur.error(f"op {op!r} has no attribute {key!r}")
+    try:
+        return normalize_attr(spec, raw, f"{op}.{key}")
+    except RlxError as exc:
+        raise cur.error(str(exc)) from None
+
+
+def _parse_type(cur: _Cursor) -> TensorType:
+    dims = _parse_dims(cur)
+    name = cur.regex(_IDENT, "a dtype")
+    try:
+        return TensorType(Shape(dims), DType.of(name))
+    except RlxError as exc:
+        raise cur.error(str(exc)) from None
+
+
+def _parse_node(cur: _Cursor, g: Graph) -> None:
+    node_id = cur.node_ref()
+    if node_id != len(g):
+        raise cur.error(f"node %{node_id} is out of order (expected %{len(g)})")
+    cur.expect("=")
+    op = cur.regex(_IDENT, "an op name")
+    if not has_op(op):
+        raise cur.error(f"unknown op {op!r}")
+    inputs: list[int] = []
+    if cur.accept("("):
+        while not cur.accept(")"):
+            if inputs:
+                cur.expect(",")
+            inputs.append(cur.node_ref())
+    attrs: dict[str, Any] = {}
+    if cur.accept("{"):
+        while not cur.accept("}"):
+            if attrs:
+                cur.expect(",")
+            key = cur.regex(_IDENT, "an attribute name")
+            cur.expect("=")
+            if key in attrs:
+                raise cur.error(f"attribute {key!r} given twice")
+            attrs[key] = _parse_value(cur, op, key)
+    cur.expect(":")
+    ttype = _parse_type(cur)
+    name: str | None = None
+    prov: Provenance | None = None
+    while cur.peek("name=") or cur.peek("prov="):
+        if cur.accept("name="):
+            name = cur.json()
+            if not isinstance(name, str):
+                raise cur.error("name must be a string")
+        else:
+            cur.expect("prov=")
+            prov = _parse_prov(cur)
+    try:
+        g.append(op, inputs, attrs, name=name, prov=prov, type=ttype, check=False)
+    except RlxError as exc:
+        raise cur.error(str(exc)) from None
+
+
+def _parse_prov(cur: _Cursor) -> Provenance:
+    raw = cur.json()
+    if not isinstance(raw, dict) or set(raw) - {"hir", "label", "passes"}:
+        raise cur.error("prov must be an object with hir, label, passes")
+    hir, label, passes = raw.get("hir"), raw.get("label"), raw.get("passes", [])
+    if not (hir is None or isinstance(hir, int)) or not (label is None or isinstance(label, str)):
+        raise cur.error("prov.hir must be an int or null, prov.label a string or null")
+    if not isinstance(passes, list) or not all(isinstance(p, str) for p in passes):
+        raise cur.error("prov.passes must be a list of strings")
+    return Provenance(hir, label, tuple(passes))
+
+
+def _parse_graph(cur: _Cursor) -> Graph:
+    cur.expect("graph")
+    cur.expect("@")
+    name = cur.json()
+    if not isinstance(name, str):
+        raise cur.error("graph name must be a string")
+    stage = cur.regex(_IDENT, "a stage (hir, mir, lir)")
+    try:
+        g = Graph(name, GraphStage(stage))
+    except ValueError:
+        raise cur.error(f"unknown stage {stage!r}") from None
+    cur.expect("{")
+    while not cur.peek("return"):
+        _parse_node(cur, g)
+    cur.expect("return")
+    outputs: list[int] = []
+    while not cur.accept("}"):
+        if outputs:
+            cur.expect(",")
+        outputs.append(cur.node_ref())
+    try:
+        g.set_outputs(outputs)
+    except RlxError as exc:
+        raise cur.error(str(exc)) from None
+    return g
+
+
+def parse(text: str, *, verify: bool = True) -> Graph:
+    """Read the text form back into a Graph (verified unless ``verify=False``)."""
+    if not isinstance(text, str):
+        raise ParseError(f"parse expects str, got {type(text).__name__}")
+    cur = _Cursor(text)
+    g = _parse_graph(cur)
+    cur.ws()
+    if cur.pos != len(text):
+        raise cur.error("unexpected text after the graph")
+    if verify:
+        from rlx.ir.verify import verify as run_verify
+
+        run_verify(g)
+    return g

@@ -1,0 +1,96 @@
+"""``verify``: re-derive every node's type from its op rule and check every structural rule.
+
+Unlike upstream (which trusts builder-declared shapes for most ops), every node is
+re-inferred. All problems are collected; the error lists each with the node it concerns
+and the neighbouring lines of the text form.
+"""
+
+from __future__ import annotations
+
+from rlx.ir.errors import RlxError, ShapeError, VerifyError
+from rlx.ir.graph import Graph, GraphStage, Node, infer_type
+from rlx.ir.opdef import get_op, has_op
+
+MAX_REPORTED = 20
+
+
+def _describe(node: Node) -> str:
+    label = f" {node.name!r}" if node.name else ""
+    return f"node %{node.id} ({node.op}{label})"
+
+
+def collect_errors(g: Graph, prefix: str = "") -> list[tuple[int | None, str]]:
+    """Every broken rule in ``g`` as (node id or None, message), without raising."""
+    errors: list[tuple[int | None, str]] = []
+    leaves: dict[str, int] = {}
+    for index, node in enumerate(g.nodes):
+        def err(msg: str, node: Node = node) -> None:
+            errors.append((node.id, f"{prefix}{_describe(node)}: {msg}"))
+
+        if node.id != index:
+            err(f"id {node.id} stored at position {index}")
+        if not has_op(node.op):
+            err(f"unknown op {node.op!r}")
+            continue
+        opdef = get_op(node.op)
+        if opdef.level == "hir" and g.stage is not GraphStage.HIR:
+            err(f"HIR op {node.op!r} is not allowed in a {g.stage.value.upper()} graph")
+        bad_ref = False
+        for src in node.inputs:
+            if not 0 <= src < len(g.nodes):
+                err(f"operand %{src} does not exist")
+                bad_ref = True
+            elif src >= node.id:
+                err(f"operand %{src} is not defined before its use (forward reference)")
+                bad_ref = True
+        try:
+            attrs = opdef.check_attrs(node.attrs, node.op)
+        except RlxError as exc:
+            err(f"bad attributes: {exc}")
+            continue
+        if attrs != dict(node.attrs):
+            err(f"attributes {dict(node.attrs)} are not canonical (expected {attrs})")
+        if node.op in ("input", "param"):
+            leaf = node.attrs["name"]
+            if leaf in leaves:
+                err(f"name {leaf!r} already used by node %{leaves[leaf]}")
+            leaves[leaf] = node.id
+        for key, value in node.attrs.items():
+            if isinstance(value, Graph):
+                errors.extend(collect_errors(value, f"{prefix}{_describe(node)}.{key}: "))
+        if bad_ref:
+            continue
+        try:
+            inferred = infer_type(opdef, [g.nodes[i].type for i in node.inputs], attrs, node.op)
+        except ShapeError as exc:
+            err(f"type rule failed: {exc}")
+            continue
+        if inferred != node.type:
+            err(f"stored type {node.type} differs from the type the op rule gives, {inferred}")
+    for out in g.output_ids:
+        if not 0 <= out < len(g.nodes):
+            errors.append((None, f"{prefix}graph output %{out} does not exist"))
+    return errors
+
+
+def verify(g: Graph) -> Graph:
+    """Raise :class:`rlx.VerifyError` listing every broken rule; return ``g`` if it is valid."""
+    errors = collect_errors(g)
+    if not errors:
+        return g
+    from rlx.ir.text import print_node
+
+    lines = [f"graph {g.name!r} failed verification ({len(errors)} problem(s)):"]
+    for node_id, msg in errors[:MAX_REPORTED]:
+        lines.append(f"  - {msg}")
+        if node_id is not None and 0 <= node_id < len(g.nodes):
+            for near in range(max(0, node_id - 1), min(len(g.nodes), node_id + 2)):
+                marker = ">>" if near == node_id else "  "
+                try:
+                    text = print_node(g.nodes[near])
+                except Exception as exc:  # a broken node must not hide the report
+                    text = f"%{near} = <unprintable: {exc}>"
+                lines.append(f"      {marker} {text}")
+    if len(errors) > MAX_REPORTED:
+        lines.append(f"  … and {len(errors) - MAX_REPORTED} more")
+    raise VerifyError("\n".join(lines), [m for _, m in errors])

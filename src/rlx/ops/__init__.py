@@ -1,0 +1,14 @@
+"""Op families. Importing this package registers every built-in op."""
+
+from rlx.ops import (  # noqa: F401
+    attention,
+    backward,
+    conv,
+    elementwise,
+    fused,
+    linalg,
+    normalization,
+    reduction,
+    shape,
+    sources,
+)

@@ -1,0 +1,1 @@
+"""Op family: attention (being written)."""

@@ -1,0 +1,1 @@
+"""Op family: backward (being written)."""

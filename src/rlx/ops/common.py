@@ -1,0 +1,55 @@
+"""Small helpers shared by op family modules (type rules and kernel utilities)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from rlx.ir.dtype import DType, promote_all
+from rlx.ir.errors import ShapeError
+from rlx.ir.shape import Shape, TensorType, broadcast_shapes, normalize_axis
+
+
+def same_as_first(ins: list[TensorType], attrs: object = None) -> TensorType:
+    return ins[0]
+
+
+def broadcast_promoted(ins: list[TensorType]) -> TensorType:
+    """NumPy broadcast of every operand, dtype joined in the promotion lattice."""
+    return TensorType(broadcast_shapes(*(t.shape for t in ins)), promote_all([t.dtype for t in ins]))
+
+
+def require_float(t: TensorType, what: str = "operand") -> None:
+    if not (t.dtype.is_float or t.dtype.is_complex):
+        raise ShapeError(f"{what} must be a float tensor, got {t.dtype}")
+
+
+def require_rank(t: TensorType, ranks: Sequence[int] | int, what: str = "operand") -> None:
+    allowed = (ranks,) if isinstance(ranks, int) else tuple(ranks)
+    if len(t.shape) not in allowed:
+        want = " or ".join(str(r) for r in allowed)
+        raise ShapeError(f"{what} must have rank {want}, got {t.shape!r}")
+
+
+def require_dim(actual: object, expected: object, what: str) -> None:
+    """Static dims must match; symbolic dims must be the same symbol."""
+    if actual != expected:
+        raise ShapeError(f"{what}: expected {expected}, got {actual}")
+
+
+def axis_of(axis: int, t: TensorType, what: str = "axis") -> int:
+    return normalize_axis(axis, len(t.shape), what)
+
+
+def static_numel(shape: Shape) -> int:
+    if not shape.is_static:
+        raise ShapeError(f"shape {shape!r} must be static here")
+    return math.prod(shape)  # type: ignore[arg-type]
+
+
+def promote_args(args: list[np.ndarray], dtype: DType) -> list[np.ndarray]:
+    """Cast kernel operands to the computation dtype (low-precision floats stay f32)."""
+    target = np.dtype(np.float32) if dtype.is_low_precision_float else dtype.numpy
+    return [a.astype(target, copy=False) for a in args]

@@ -1,0 +1,1 @@
+"""Op family: fused (being written)."""

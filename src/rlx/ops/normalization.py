@@ -1,0 +1,1 @@
+"""Op family: normalization (being written)."""

@@ -1,0 +1,1 @@
+"""Op family: reduction (being written)."""

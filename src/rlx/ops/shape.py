@@ -1,0 +1,1 @@
+"""Op family: shape (being written)."""

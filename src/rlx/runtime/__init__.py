@@ -1,0 +1,1 @@
+"""Executors: the reference interpreter (and, with the LIR, the arena executor)."""

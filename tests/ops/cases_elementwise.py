@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import torch
+
 from opcases import OpCase, ShapeErrorCase, randn, torch_f64
 
 T = torch_f64

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from opcases import collect
 
 import rlx
+from opcases import collect
 
 ALL = collect()
 

@@ -19,7 +19,7 @@ REQUIRED: Any = object()  # sentinel: the attribute has no default
 class FrozenArray:
     """An immutable ndarray wrapper with value equality (bitwise, so NaN == NaN)."""
 
-    __slots__ = ("array", "_digest")
+    __slots__ = ("_digest", "array")
 
     def __init__(self, array: Any):
         arr = np.array(array, copy=True, order="C")

@@ -37,8 +37,10 @@ class OpDef:
     ``canonicalize`` may fill input-dependent attribute defaults (e.g. ``axes=None`` →
     every axis) before inference, so stored attributes are always explicit.
     ``methods`` maps extra builder method names to preset attributes (``gelu`` →
-    ``activation(kind="gelu")``). The ``vjp`` / ``jvp`` / ``batch`` / ``decompose``
-    hooks are filled by the autodiff, vmap and unfuse machinery.
+    ``activation(kind="gelu")``). ``decompose(g, operands, attrs) -> Value`` rebuilds a
+    fused op from primitive ops in ``g`` (unfuse); ``lower(g, operands, attrs, policy)``
+    lowers a HIR block into MIR ops. ``vjp`` / ``jvp`` / ``batch`` are the autodiff and
+    vmap rules.
     """
 
     name: str
@@ -59,6 +61,7 @@ class OpDef:
     jvp: Callable[..., Any] | None = None
     batch: Callable[..., Any] | None = None
     decompose: Callable[..., Any] | None = None
+    lower: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:

@@ -61,7 +61,7 @@ def bind_feed(g: Graph, inputs: Mapping[str, Any] | None, params: Mapping[str, A
                     break
             fed[node.id] = arr
     if problems:
-        raise FeedError("bad feed for graph {!r}:\n  - ".format(g.name) + "\n  - ".join(problems))
+        raise FeedError(f"bad feed for graph {g.name!r}:\n  - " + "\n  - ".join(problems))
     return fed, binding
 
 

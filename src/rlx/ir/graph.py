@@ -343,7 +343,7 @@ class Graph:
             if len(extra) > len(free):
                 raise AttributeSchemaError(f"{where}: too many positional arguments ({len(args)})")
             given.update(zip(free, extra))
-        like = next((self._nodes[o.id].type.dtype for o in operands if isinstance(o, Value)), None)
+        like = next((o.dtype for o in operands if isinstance(o, Value) and o.graph is self), None)
         ids = [self._operand(o, like, where) for o in operands]
         if opdef.canonicalize is not None:
             checked = opdef.check_attrs(given, where)

@@ -188,7 +188,7 @@ defop(
     attrs={"op": AttrSpec("str", choices=tuple(_COMPARE))},
     methods={k: {"op": k} for k in _COMPARE},
     infer=_compare_type,
-    kernel=lambda args, attrs, out: _COMPARE[attrs["op"]](*promote_args(args, DType.promote(DType.of(args[0].dtype), DType.of(args[1].dtype)))),
+    kernel=lambda args, attrs, out: _COMPARE[attrs["op"]](*promote_args(args, DType.promote(args[0].dtype, args[1].dtype))),
     flags={"elementwise"},
     doc="Broadcasting comparison in the promoted dtype; the result is bool. Not differentiable.",
 )

@@ -8,7 +8,7 @@ written here: they are looked up in the op registry on first use.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -77,23 +77,23 @@ class Value:
 
     @property
     def node(self) -> Node:
-        return self.graph.node(self.id)
+        return self.graph._nodes[self.id]
 
     @property
     def shape(self) -> Shape:
-        return self.graph.node(self.id).type.shape
+        return self.graph._nodes[self.id].type.shape
 
     @property
     def dtype(self) -> DType:
-        return self.graph.node(self.id).type.dtype
+        return self.graph._nodes[self.id].type.dtype
 
     @property
     def type(self) -> TensorType:
-        return self.graph.node(self.id).type
+        return self.graph._nodes[self.id].type
 
     @property
     def name(self) -> str | None:
-        return self.graph.node(self.id).name
+        return self.graph._nodes[self.id].name
 
     def __repr__(self) -> str:
         node = self.graph.node(self.id)
@@ -117,7 +117,8 @@ class Value:
         raise RlxError("a graph Value has no truth value (comparisons are methods: g.lt(a, b))")
 
     def _binary(self, kind: str, other: Any, reverse: bool = False) -> Value:
-        other = self.graph.scalar(other, self.dtype)
+        if not isinstance(other, Value):
+            other = self.graph.scalar(other, self.dtype)
         a, b = (other, self) if reverse else (self, other)
         return self.graph.apply("binary", a, b, op=kind)
 
@@ -301,7 +302,7 @@ class Graph:
         with ``type`` if one is given). Without it the node is stored as given, for
         loaders that verify the whole graph afterwards.
         """
-        ids = tuple(self._id(i) for i in inputs)
+        ids = tuple(i if i.__class__ is int else self._id(i) for i in inputs)
         if not check:
             if type is None:
                 raise RlxError("append(check=False) needs an explicit type")
@@ -327,7 +328,7 @@ class Graph:
         return Value(self, node.id)
 
     def _build(self, opdef: OpDef, preset: Mapping[str, Any], args: Sequence[Any], kwargs: dict[str, Any], name: str | None) -> Value:
-        given = {**preset, **kwargs}
+        given = {opdef.aliases.get(k, k): v for k, v in {**preset, **kwargs}.items()}
         where = opdef.name if name is None else f"{opdef.name} {name!r}"
         if opdef.is_variadic:
             if not args or isinstance(args[0], (Value, int, np.ndarray)):
@@ -339,15 +340,16 @@ class Graph:
             if len(operands) < n:
                 raise ShapeError(f"{where}: expects {n} operands ({', '.join(opdef.operands)}), got {len(operands)}")
         if extra:
-            free = [k for k in opdef.attrs if k not in given and opdef.aliases.get(k, k) not in given]
+            free = [k for k in opdef.attrs if k not in given]
             if len(extra) > len(free):
                 raise AttributeSchemaError(f"{where}: too many positional arguments ({len(args)})")
             given.update(zip(free, extra))
         like = next((o.dtype for o in operands if isinstance(o, Value) and o.graph is self), None)
         ids = [self._operand(o, like, where) for o in operands]
         if opdef.canonicalize is not None:
+            in_types = [self._nodes[i].type for i in ids]
             checked = opdef.check_attrs(given, where)
-            given = opdef.canonicalize([self._nodes[i].type for i in ids], checked)
+            given = _guarded(where, in_types, lambda: opdef.canonicalize(in_types, checked))  # type: ignore[misc]
         return self.append(opdef.name, ids, given, name=name)
 
     def _operand(self, ref: Any, like: DType | None, where: str) -> int:
@@ -412,8 +414,13 @@ def infer_type(opdef: OpDef, in_types: list[TensorType], attrs: Mapping[str, Any
             raise ShapeError(f"{where}: expects at least {opdef.min_arity} operands, got {len(in_types)}")
     elif len(in_types) != expected:
         raise ShapeError(f"{where}: expects {expected} operands ({', '.join(opdef.operands)}), got {len(in_types)}")
+    return _guarded(where, in_types, lambda: opdef.infer(in_types, attrs))
+
+
+def _guarded(where: str, in_types: list[TensorType], rule: Callable[[], Any]) -> Any:
+    """Run a type rule, turning any failure into a ShapeError naming the op and operands."""
     try:
-        return opdef.infer(in_types, attrs)
+        return rule()
     except ShapeError as exc:
         listed = ", ".join(str(t) for t in in_types)
         raise ShapeError(f"{where}: {exc} (operands: {listed or 'none'})") from None

@@ -1,1 +1,129 @@
-"""Op family: reduction (being written)."""
+"""Reductions: reduce (sum / mean / max / min / prod over any set of axes) and softmax.
+
+Upstream's CPU kernels only reduce a contiguous run of axes and softmax the last axis;
+rlx implements the general NumPy semantics: any axes, any softmax axis, negative axes
+normalized (and stored non-negative by builders).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlx.ir.attrs import AttrSpec
+from rlx.ir.errors import ShapeError
+from rlx.ir.opdef import defop
+from rlx.ir.shape import Shape, TensorType, normalize_axis
+from rlx.ops.common import axis_of, require_float
+
+REDUCE_OPS = ("sum", "mean", "max", "min", "prod")
+
+
+def reduce_axes(axes, rank: int) -> tuple[int, ...]:
+    """Sorted non-negative axes; None means every axis. Duplicates / out-of-range are ShapeErrors."""
+    if axes is None:
+        return tuple(range(rank))
+    norm = [normalize_axis(a, rank, "reduce axis") for a in axes]
+    if len(set(norm)) != len(norm):
+        raise ShapeError(f"axes {list(axes)} name the same axis twice")
+    return tuple(sorted(norm))
+
+
+def _reduce_canon(ins, attrs):
+    try:
+        return {**attrs, "axes": reduce_axes(attrs["axes"], len(ins[0].shape))}
+    except ShapeError:
+        return attrs
+
+
+def _reduce_type(ins, attrs):
+    t, op = ins[0], attrs["op"]
+    if t.dtype.is_bool and op not in ("max", "min"):
+        raise ShapeError(f"{op!r} is not defined on bool (max/min act as any/all)")
+    if op == "mean":
+        require_float(t, "mean input")
+    if t.dtype.is_complex and op in ("max", "min"):
+        raise ShapeError(f"{op!r} is not defined on c64")
+    axes = reduce_axes(attrs["axes"], len(t.shape))
+    if attrs["keep_dim"]:
+        dims = [1 if i in axes else d for i, d in enumerate(t.shape)]
+    else:
+        dims = [d for i, d in enumerate(t.shape) if i not in axes]
+    return TensorType(Shape(dims), t.dtype)
+
+
+def _identity(op: str, dtype: np.dtype):
+    """Start value of max / min, so that empty reductions give -inf / +inf (or the int limits)."""
+    if dtype.kind == "b":
+        return op == "min"
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return info.min if op == "max" else info.max
+    return -np.inf if op == "max" else np.inf
+
+
+def _reduce_kernel(args, attrs, out):
+    x, op, keep = args[0], attrs["op"], attrs["keep_dim"]
+    axes = reduce_axes(attrs["axes"], x.ndim)
+    if op == "sum":
+        return np.sum(x, axis=axes, keepdims=keep, dtype=x.dtype)
+    if op == "prod":
+        return np.prod(x, axis=axes, keepdims=keep, dtype=x.dtype)
+    if op == "mean":
+        return np.mean(x, axis=axes, keepdims=keep)
+    ufunc = np.fmax if op == "max" else np.fmin
+    if all(x.shape[a] for a in axes):
+        return ufunc.reduce(x, axis=axes, keepdims=keep)
+    return ufunc.reduce(x, axis=axes, keepdims=keep, initial=_identity(op, x.dtype))
+
+
+defop(
+    name="reduce", family="reduction", arity=1, operands=("x",),
+    attrs={
+        "op": AttrSpec("str", choices=REDUCE_OPS),
+        "axes": AttrSpec("ints", default=None, doc="axes to reduce; None = all (stored explicit, sorted, >= 0)"),
+        "keep_dim": AttrSpec("bool", default=False),
+    },
+    methods={op: {"op": op} for op in REDUCE_OPS},
+    canonicalize=_reduce_canon, infer=_reduce_type, kernel=_reduce_kernel, flags={"reduction"},
+    doc="Reduce x over `axes` with sum / mean / max / min / prod (builder methods g.sum, g.mean, g.max, g.min, "
+    "g.prod). Any set of axes (upstream's kernel: contiguous runs only); negative axes are normalized; "
+    "duplicates and out-of-range axes are ShapeErrors (upstream ignores them); axes=None means every axis, "
+    "[] is the identity. keep_dim keeps reduced axes as size 1. The dtype is kept: integer sum / prod wrap "
+    "in the input type; mean needs a float (or c64) input; bool allows only max / min (any / all). "
+    "max / min ignore NaN like np.fmax (upstream's f32::max): NaN only when every element is NaN; an empty "
+    "reduction gives -inf / +inf (int limits; False / True for bool).",
+)
+
+
+def _softmax_type(ins, attrs):
+    require_float(ins[0], "softmax input")
+    axis_of(attrs["axis"], ins[0])
+    return ins[0]
+
+
+def _softmax_canon(ins, attrs):
+    try:
+        return {**attrs, "axis": axis_of(attrs["axis"], ins[0])}
+    except ShapeError:
+        return attrs
+
+
+def _softmax_kernel(args, attrs, out):
+    x = args[0]
+    axis = normalize_axis(attrs["axis"], x.ndim)
+    if x.ndim == 0:
+        return np.ones_like(x)
+    m = np.max(x, axis=axis, keepdims=True) if x.shape[axis] else 0
+    m = np.where(np.isfinite(m), m, 0)
+    e = np.exp(x - m)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+defop(
+    name="softmax", family="reduction", arity=1, operands=("x",),
+    attrs={"axis": AttrSpec("int", default=-1)},
+    canonicalize=_softmax_canon, infer=_softmax_type, kernel=_softmax_kernel, flags={"reduction"},
+    doc="Numerically stable softmax exp(x - max) / sum along `axis` (default -1; any axis, upstream's kernel "
+    "is right only for the last one; stored non-negative). Needs a float input. A row whose max is not finite "
+    "is shifted by 0 instead (so a row of -inf gives NaN, like NumPy / torch).",
+)

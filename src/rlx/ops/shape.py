@@ -1,1 +1,241 @@
-"""Op family: shape (being written)."""
+"""Shape ops: reshape, transpose, narrow, concat, expand, gather.
+
+Every axis attribute accepts negative values (NumPy style); builders store the
+normalized, non-negative form so that passes see one spelling. Index tensors are integer
+tensors (upstream carries them as floats). Symbolic dims flow through where the result
+is expressible without symbolic arithmetic (rlx has no ``2*n``); otherwise the op raises
+:class:`rlx.ShapeError` and says why.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from rlx.ir.attrs import AttrSpec
+from rlx.ir.dtype import promote_all
+from rlx.ir.errors import RlxError, ShapeError
+from rlx.ir.opdef import VARIADIC, defop
+from rlx.ir.shape import Shape, TensorType, normalize_axis
+from rlx.ops.common import axis_of, promote_args
+
+
+def _canon_axis(ins, attrs, key="axis", operand=0):
+    """Store ``attrs[key]`` non-negative; leave bad values for the type rule to report."""
+    try:
+        return {**attrs, key: axis_of(attrs[key], ins[operand])}
+    except ShapeError:
+        return attrs
+
+
+# ---------------------------------------------------------------------------- reshape
+def _reshape_type(ins, attrs):
+    src, new = ins[0].shape, list(attrs["new_shape"])
+    if any(d < -1 for d in new):
+        raise ShapeError(f"new_shape {new} has a negative entry other than -1")
+    holes = [i for i, d in enumerate(new) if d == -1]
+    if len(holes) > 1:
+        raise ShapeError(f"new_shape {new} has more than one -1")
+    known = math.prod(d for d in new if d != -1)
+    out: list = list(new)
+    if src.is_static:
+        numel = math.prod(src)
+        if holes:
+            if known == 0 or numel % known:
+                raise ShapeError(f"cannot infer -1 in new_shape {new}: {numel} elements are not divisible by {known}")
+            out[holes[0]] = numel // known
+        elif known != numel:
+            raise ShapeError(f"cannot reshape {src!r} ({numel} elements) to {new} ({known} elements)")
+        return TensorType(Shape(out), ins[0].dtype)
+    syms = src.symbols
+    static = math.prod(d for d in src if isinstance(d, int))
+    if len(syms) != 1 or not holes or static != known:
+        raise ShapeError(
+            f"cannot reshape symbolic {src!r} to {new}: a symbolic input needs exactly one symbol, a -1 to carry it, "
+            f"and equal static parts ({static} vs {known})"
+        )
+    out[holes[0]] = syms[0]
+    return TensorType(Shape(out), ins[0].dtype)
+
+
+defop(
+    name="reshape", family="shape", arity=1, operands=("x",),
+    attrs={"new_shape": AttrSpec("ints", doc="target dims; at most one -1 (inferred); 0 is a literal 0")},
+    infer=_reshape_type,
+    kernel=lambda args, attrs, out: np.reshape(args[0], tuple(out.shape)),
+    doc="C-order reshape (np.reshape). At most one -1, inferred as numel // prod(others); the sizes must "
+    "divide (upstream does not check). Other negatives are errors; 0 is a literal 0. For a symbolic input "
+    "with exactly one symbol, the -1 takes that symbol when the static parts of both shapes are equal "
+    "(upstream guesses a symbol or ROWS otherwise; rlx raises ShapeError since it has no symbolic products).",
+)
+
+
+# -------------------------------------------------------------------------- transpose
+def _perm_of(ins, attrs) -> tuple[int, ...]:
+    rank = len(ins[0].shape)
+    perm = attrs["perm"]
+    if perm is None:
+        return tuple(range(rank - 1, -1, -1))
+    if len(perm) != rank:
+        raise ShapeError(f"perm {list(perm)} has {len(perm)} entries for rank {rank}")
+    norm = tuple(normalize_axis(p, rank, "perm entry") for p in perm)
+    if sorted(norm) != list(range(rank)):
+        raise ShapeError(f"perm {list(perm)} is not a permutation of 0..{rank - 1}")
+    return norm
+
+
+def _transpose_canon(ins, attrs):
+    try:
+        return {**attrs, "perm": _perm_of(ins, attrs)}
+    except ShapeError:
+        return attrs
+
+
+def _transpose_type(ins, attrs):
+    perm = _perm_of(ins, attrs)
+    return TensorType(Shape(ins[0].shape[p] for p in perm), ins[0].dtype)
+
+
+defop(
+    name="transpose", family="shape", arity=1, operands=("x",),
+    attrs={"perm": AttrSpec("ints", default=None, doc="axis permutation; None reverses the axes")},
+    canonicalize=_transpose_canon, infer=_transpose_type,
+    kernel=lambda args, attrs, out: np.transpose(args[0], attrs["perm"]),
+    doc="np.transpose(x, perm). perm=None reverses the axes (NumPy); negative entries are allowed. "
+    "Builders store the explicit, non-negative permutation.",
+)
+
+
+# ----------------------------------------------------------------------------- narrow
+def _narrow_type(ins, attrs):
+    shape = ins[0].shape
+    axis = axis_of(attrs["axis"], ins[0])
+    start, length = attrs["start"], attrs["length"]
+    if start < 0 or length < 0:
+        raise ShapeError(f"start {start} and length {length} must be >= 0")
+    dim = shape[axis]
+    if isinstance(dim, int) and start + length > dim:
+        raise ShapeError(f"slice [{start}, {start + length}) is out of bounds for axis {axis} of size {dim}")
+    return TensorType(Shape((*shape[:axis], length, *shape[axis + 1:])), ins[0].dtype)
+
+
+def _narrow_kernel(args, attrs, out):
+    x = args[0]
+    axis, start, length = attrs["axis"] % x.ndim, attrs["start"], attrs["length"]
+    if start + length > x.shape[axis]:
+        raise RlxError(f"narrow: slice [{start}, {start + length}) is out of bounds for axis {axis} of size {x.shape[axis]}")
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(start, start + length)
+    return x[tuple(index)]
+
+
+defop(
+    name="narrow", family="shape", arity=1, operands=("x",),
+    attrs={"axis": AttrSpec("int"), "start": AttrSpec("int"), "length": AttrSpec("int")},
+    aliases={"len": "length"},
+    canonicalize=_canon_axis, infer=_narrow_type, kernel=_narrow_kernel,
+    doc="x[..., start:start+length, ...] on `axis` (upstream attribute `len` is accepted as an alias). "
+    "Negative axis allowed (stored non-negative); start, length >= 0 and the slice must fit the axis "
+    "(upstream does not check). On a symbolic axis the bound is checked at run time (RlxError).",
+)
+
+
+# ----------------------------------------------------------------------------- concat
+def _concat_type(ins, attrs):
+    first = ins[0].shape
+    if len(first) == 0:
+        raise ShapeError("cannot concatenate rank-0 operands")
+    axis = axis_of(attrs["axis"], ins[0])
+    for i, t in enumerate(ins[1:], 1):
+        if len(t.shape) != len(first):
+            raise ShapeError(f"operand {i} has rank {len(t.shape)}, operand 0 has rank {len(first)}")
+        for ax, (a, b) in enumerate(zip(first, t.shape)):
+            if ax != axis and a != b:
+                raise ShapeError(f"operand {i} has dim {b} on axis {ax}, operand 0 has {a} (only axis {axis} may differ)")
+    parts = [t.shape[axis] for t in ins if t.shape[axis] != 0]
+    if not parts:
+        total = 0
+    elif len(parts) == 1:
+        total = parts[0]
+    elif all(isinstance(p, int) for p in parts):
+        total = sum(parts)
+    else:
+        raise ShapeError(f"concat along axis {axis} of sizes {parts}: a sum involving a symbolic dim is not expressible")
+    return TensorType(Shape((*first[:axis], total, *first[axis + 1:])), promote_all([t.dtype for t in ins]))
+
+
+defop(
+    name="concat", family="shape", arity=VARIADIC, operands=("parts",),
+    attrs={"axis": AttrSpec("int", default=0)},
+    canonicalize=_canon_axis, infer=_concat_type,
+    kernel=lambda args, attrs, out: np.concatenate(promote_args(args, out.dtype), axis=attrs["axis"] % args[0].ndim),
+    doc="np.concatenate(parts, axis); variadic (>= 1 operand, passed as one list). Same rank, equal dims off "
+    "the axis (upstream checks neither), dtypes promoted. Negative axis allowed (stored non-negative). On the "
+    "axis, parts of static size 0 are dropped; the size is the plain sum when static, the symbol when exactly "
+    "one nonempty part remains, and a ShapeError otherwise (upstream returns the symbol, which is wrong).",
+)
+
+
+# ----------------------------------------------------------------------------- expand
+def _expand_type(ins, attrs):
+    src, target = ins[0].shape, list(attrs["target_shape"])
+    if len(target) < len(src):
+        raise ShapeError(f"target_shape {target} has lower rank than the input {src!r}")
+    padded = (1,) * (len(target) - len(src)) + tuple(src)
+    lead = len(target) - len(src)
+    out: list = []
+    for i, (d, t) in enumerate(zip(padded, target)):
+        if t == -1:
+            if i < lead:
+                raise ShapeError(f"target_shape {target}: -1 at axis {i} has no input dim to keep")
+            out.append(d)
+        elif t < 0:
+            raise ShapeError(f"target_shape {target} has a negative entry other than -1")
+        elif d in (1, t):
+            out.append(t)
+        else:
+            raise ShapeError(f"cannot expand dim {d} to {t} at axis {i} (target_shape {target})")
+    return TensorType(Shape(out), ins[0].dtype)
+
+
+defop(
+    name="expand", family="shape", arity=1, operands=("x",),
+    attrs={"target_shape": AttrSpec("ints", doc="result dims; -1 keeps the input dim")},
+    infer=_expand_type,
+    kernel=lambda args, attrs, out: np.broadcast_to(args[0], tuple(out.shape)).copy(),
+    doc="np.broadcast_to after left-padding x with 1s. A target entry of -1 keeps the (aligned) input dim, "
+    "which is how a symbolic dim is kept; other negatives are errors.",
+)
+
+
+# ----------------------------------------------------------------------------- gather
+def _gather_type(ins, attrs):
+    table, idx = ins
+    if len(table.shape) == 0:
+        raise ShapeError("table must have rank >= 1")
+    if not idx.dtype.is_int:
+        raise ShapeError(f"indices must be an integer tensor, got {idx.dtype}")
+    axis = axis_of(attrs["axis"], table)
+    return TensorType(Shape((*table.shape[:axis], *idx.shape, *table.shape[axis + 1:])), table.dtype)
+
+
+def _gather_kernel(args, attrs, out):
+    table, idx = args[0], args[1].astype(np.int64)
+    axis = attrs["axis"] % table.ndim
+    n = table.shape[axis]
+    bad = (idx < -n) | (idx >= n)
+    if bad.any():
+        raise RlxError(f"gather: index {int(idx[bad].flat[0])} is out of range for axis {axis} of size {n}")
+    return np.take(table, idx, axis=axis)
+
+
+defop(
+    name="gather", family="shape", arity=2, operands=("table", "indices"),
+    attrs={"axis": AttrSpec("int", default=0)},
+    canonicalize=_canon_axis, infer=_gather_type, kernel=_gather_kernel,
+    doc="np.take(table, indices, axis): result shape table.shape[:axis] + indices.shape + "
+    "table.shape[axis+1:] (upstream's rule drops table.shape[:axis], wrong for axis > 0). Indices are an "
+    "integer tensor (upstream: floats); negative indices wrap as in NumPy; an index outside [-n, n) raises "
+    "RlxError at run time (upstream reads out of range). Negative axis allowed (stored non-negative).",
+)

@@ -81,6 +81,9 @@ def broadcast_dims(a: Dim, b: Dim) -> Dim:
 
 def broadcast_shapes(*shapes: Shape) -> Shape:
     """NumPy broadcasting of several shapes; raises ShapeError naming every shape."""
+    first = shapes[0]
+    if all(s == first for s in shapes):
+        return Shape(first)
     rank = max((len(s) for s in shapes), default=0)
     out: list[Dim] = []
     for i in range(rank):
@@ -112,8 +115,10 @@ class TensorType:
     dtype: DType
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", Shape(self.shape))
-        object.__setattr__(self, "dtype", DType.of(self.dtype))
+        if type(self.shape) is not Shape:
+            object.__setattr__(self, "shape", Shape(self.shape))
+        if type(self.dtype) is not DType:
+            object.__setattr__(self, "dtype", DType.of(self.dtype))
 
     @property
     def nbytes(self) -> int | None:

@@ -7,6 +7,8 @@ and the neighbouring lines of the text form.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rlx.ir.errors import RlxError, ShapeError, VerifyError
 from rlx.ir.graph import Graph, GraphStage, Node, infer_type
 from rlx.ir.opdef import get_op, has_op
@@ -24,53 +26,58 @@ def collect_errors(g: Graph, prefix: str = "") -> list[tuple[int | None, str]]:
     errors: list[tuple[int | None, str]] = []
     leaves: dict[str, int] = {}
     for index, node in enumerate(g.nodes):
-        def err(msg: str, node: Node = node) -> None:
-            errors.append((node.id, f"{prefix}{_describe(node)}: {msg}"))
-
-        if node.id != index:
-            err(f"id {node.id} stored at position {index}")
-        if not has_op(node.op):
-            err(f"unknown op {node.op!r}")
-            continue
-        opdef = get_op(node.op)
-        if opdef.level == "hir" and g.stage is not GraphStage.HIR:
-            err(f"HIR op {node.op!r} is not allowed in a {g.stage.value.upper()} graph")
-        bad_ref = False
-        for src in node.inputs:
-            if not 0 <= src < len(g.nodes):
-                err(f"operand %{src} does not exist")
-                bad_ref = True
-            elif src >= node.id:
-                err(f"operand %{src} is not defined before its use (forward reference)")
-                bad_ref = True
-        try:
-            attrs = opdef.check_attrs(node.attrs, node.op)
-        except RlxError as exc:
-            err(f"bad attributes: {exc}")
-            continue
-        if attrs != dict(node.attrs):
-            err(f"attributes {dict(node.attrs)} are not canonical (expected {attrs})")
-        if node.op in ("input", "param"):
-            leaf = node.attrs["name"]
-            if leaf in leaves:
-                err(f"name {leaf!r} already used by node %{leaves[leaf]}")
-            leaves[leaf] = node.id
+        problems: list[str] = []
+        err = problems.append
+        _check_node(g, index, node, err, leaves)
+        errors.extend((node.id, f"{prefix}{_describe(node)}: {msg}") for msg in problems)
         for key, value in node.attrs.items():
             if isinstance(value, Graph):
                 errors.extend(collect_errors(value, f"{prefix}{_describe(node)}.{key}: "))
-        if bad_ref:
-            continue
-        try:
-            inferred = infer_type(opdef, [g.nodes[i].type for i in node.inputs], attrs, node.op)
-        except ShapeError as exc:
-            err(f"type rule failed: {exc}")
-            continue
-        if inferred != node.type:
-            err(f"stored type {node.type} differs from the type the op rule gives, {inferred}")
     for out in g.output_ids:
         if not 0 <= out < len(g.nodes):
             errors.append((None, f"{prefix}graph output %{out} does not exist"))
     return errors
+
+
+def _check_node(g: Graph, index: int, node: Node, err: Callable[[str], None], leaves: dict[str, int]) -> None:
+    """Append to ``err`` every rule ``node`` breaks."""
+    if node.id != index:
+        err(f"id {node.id} stored at position {index}")
+    if not has_op(node.op):
+        err(f"unknown op {node.op!r}")
+        return
+    opdef = get_op(node.op)
+    if opdef.level == "hir" and g.stage is not GraphStage.HIR:
+        err(f"HIR op {node.op!r} is not allowed in a {g.stage.value.upper()} graph")
+    bad_ref = False
+    for src in node.inputs:
+        if not 0 <= src < len(g.nodes):
+            err(f"operand %{src} does not exist")
+            bad_ref = True
+        elif src >= node.id:
+            err(f"operand %{src} is not defined before its use (forward reference)")
+            bad_ref = True
+    try:
+        attrs = opdef.check_attrs(node.attrs, node.op)
+    except RlxError as exc:
+        err(f"bad attributes: {exc}")
+        return
+    if attrs != dict(node.attrs):
+        err(f"attributes {dict(node.attrs)} are not canonical (expected {attrs})")
+    if node.op in ("input", "param"):
+        leaf = node.attrs["name"]
+        if leaf in leaves:
+            err(f"name {leaf!r} already used by node %{leaves[leaf]}")
+        leaves[leaf] = node.id
+    if bad_ref:
+        return
+    try:
+        inferred = infer_type(opdef, [g.nodes[i].type for i in node.inputs], attrs, node.op)
+    except ShapeError as exc:
+        err(f"type rule failed: {exc}")
+        return
+    if inferred != node.type:
+        err(f"stored type {node.type} differs from the type the op rule gives, {inferred}")
 
 
 def verify(g: Graph) -> Graph:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rlx.ir.errors import RlxError, ShapeError, VerifyError
+from rlx.ir.errors import RlxError, VerifyError
 from rlx.ir.graph import Graph, GraphStage, Node, infer_type
 from rlx.ir.opdef import get_op, has_op
 
@@ -73,7 +73,7 @@ def _check_node(g: Graph, index: int, node: Node, err: Callable[[str], None], le
         return
     try:
         inferred = infer_type(opdef, [g.nodes[i].type for i in node.inputs], attrs, node.op)
-    except ShapeError as exc:
+    except RlxError as exc:
         err(f"type rule failed: {exc}")
         return
     if inferred != node.type:

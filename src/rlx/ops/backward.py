@@ -1,1 +1,746 @@
-"""Op family: backward (being written)."""
+"""Backward ops emitted by autodiff (OPS.md §7.20): gradient kernels of activations,
+pooling, convolution, cross-entropy, attention, normalisations, RoPE and gather.
+
+Data operands are float tensors; the result dtype is their promotion (as for the forward
+ops, which promote too). An op whose output shape cannot be derived from its operands
+carries it as an attribute (``input_shape``, ``weight_shape``, ``table_shape``), because
+``verify`` re-derives every node's type from its rule. Attributes mirror the forward op's
+(same names, defaults and canonical forms). Rlx's resolutions of upstream quirks:
+
+* normalisation backward ops normalise over the ``axis`` attribute (any axis, not only
+  the last one as upstream's kernels do); group norm accepts ``[N, C, *spatial]``;
+* ``attention_backward`` honours ``score_scale``, ``attn_logit_softcap``, ``window`` and
+  ``layout`` exactly as the forward ``attention`` does (upstream ignores scale and cap);
+* index operands (labels, gather indices) are integer tensors; a label outside ``[0, C)``
+  or a gather index outside ``[-n, n)`` (negative ones wrap, as ``gather``) is a run-time
+  RlxError;
+* ``gather_backward`` counts indices by ``indices.size`` (upstream reads
+  ``indices.shape[axis]``, which crashes for 1-D indices with axis > 0).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from rlx.ir.attrs import AttrSpec
+from rlx.ir.dtype import promote_all
+from rlx.ir.errors import RlxError, ShapeError
+from rlx.ir.opdef import defop, get_op
+from rlx.ir.shape import Shape, TensorType
+from rlx.ops.attention import MASK_FILL, _attention_type, _Layout, _rope_kernel, _rope_type, _softmax
+from rlx.ops.common import axis_of, promote_args, require_dim, require_float, require_rank
+from rlx.ops.conv import conv_out_size
+from rlx.ops.elementwise import ACTIVATIONS, erf, sigmoid
+
+_FAMILY = "backward"
+
+
+# --------------------------------------------------------------------------- type helpers
+def _data_type(ins: list[TensorType], names: tuple[str, ...], same_shape: bool = True) -> TensorType:
+    """Float data operands (with ``same_shape``, all of the first one's shape): the first
+    operand's shape with the promoted dtype of them all."""
+    for t, name in zip(ins, names):
+        require_float(t, name)
+        if same_shape and t.shape != ins[0].shape:
+            raise ShapeError(f"{name} has shape {t.shape!r}, expected {ins[0].shape!r} (like {names[0]})")
+    return TensorType(ins[0].shape, promote_all([t.dtype for t in ins]))
+
+
+def _require_index(t: TensorType, what: str) -> None:
+    if not t.dtype.is_int:
+        raise ShapeError(f"{what} must be an integer tensor, got {t.dtype}")
+
+
+def _check_indices(idx: np.ndarray, n: int, what: str, wrap: bool = False) -> np.ndarray:
+    """Integer indices as int64 in ``[0, n)``; with ``wrap``, ``[-n, 0)`` counts from the end."""
+    idx = idx.astype(np.int64, copy=False)
+    low = -n if wrap else 0
+    bad = (idx < low) | (idx >= n)
+    if bad.any():
+        raise RlxError(f"{what}: index {int(idx[bad].flat[0])} is out of range [{low}, {n})")
+    return idx % n if wrap and n else idx
+
+
+def _pair(values: tuple[int, ...] | None, what: str, minimum: int) -> tuple[int, int]:
+    if values is None or len(values) != 2 or any(v < minimum for v in values):
+        raise ShapeError(f"{what} must be two ints >= {minimum}, got {values!r}")
+    return values[0], values[1]
+
+
+_WINDOW_ATTRS = {
+    "kernel_size": AttrSpec("ints", doc="[kH, kW]"),
+    "stride": AttrSpec("ints", default=None, doc="[sH, sW]; None = kernel_size (stored explicit), as pool2d"),
+    "padding": AttrSpec("ints", default=(0, 0), doc="symmetric padding [pH, pW], smaller than kernel_size"),
+}
+_CONV_ATTRS = {
+    "kernel_size": AttrSpec("ints", default=None, doc="[kH, kW]; None = from the weight (stored explicit)"),
+    "stride": AttrSpec("ints", default=(1, 1)),
+    "padding": AttrSpec("ints", default=(0, 0), doc="symmetric zero padding [pH, pW]"),
+    "dilation": AttrSpec("ints", default=(1, 1)),
+    "groups": AttrSpec("int", default=1),
+}
+
+
+def _geometry(attrs, kernel=None) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int], tuple[int, int]]:
+    """(kernel, stride, padding, dilation) pairs. Pooling has no dilation; stride None means
+    the kernel size; kernel_size None means ``kernel`` (the weight's spatial dims)."""
+    k = _pair(attrs["kernel_size"] if attrs["kernel_size"] is not None else kernel, "kernel_size", 1)
+    s = _pair(attrs["stride"] if attrs["stride"] is not None else k, "stride", 1)
+    p = _pair(attrs["padding"], "padding", 0)
+    d = _pair(attrs.get("dilation", (1, 1)), "dilation", 1)
+    return k, s, p, d
+
+
+def _spatial_out(x_shape: Shape, attrs, what: str, kernel=None) -> tuple[object, object]:
+    """Output spatial dims of the forward window sweep over x (symbolic dims carried through)."""
+    k, s, p, d = _geometry(attrs, kernel)
+    out = []
+    for i in range(2):
+        size = x_shape[2 + i]
+        if not isinstance(size, int):
+            out.append(size)
+            continue
+        extent = conv_out_size(size, k[i], s[i], p[i], d[i])
+        if extent < 1:
+            raise ShapeError(f"{what}: window {k[i]} (dilation {d[i]}) does not fit axis {2 + i} of size {size} with padding {p[i]}")
+        out.append(extent)
+    return tuple(out)
+
+
+# ------------------------------------------------------------------------- window helpers
+def _windows(shape: tuple[int, ...], out_hw: tuple[int, int], attrs, kernel=None):
+    """Padded spatial size and, per kernel tap ``(kh, kw)``, the strided slices it reads.
+
+    A tap reads ``xp[:, :, hs, ws]`` of the zero-padded input ``xp`` (``[N, C, Hp, Wp]``),
+    one element per output position, so forward and adjoint are both slice arithmetic.
+    """
+    k, s, p, d = _geometry(attrs, kernel)
+    padded = tuple(max(shape[2 + i] + 2 * p[i], (out_hw[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1) for i in range(2))
+    taps = []
+    for kh in range(k[0]):
+        for kw in range(k[1]):
+            hs = slice(kh * d[0], kh * d[0] + (out_hw[0] - 1) * s[0] + 1, s[0])
+            ws = slice(kw * d[1], kw * d[1] + (out_hw[1] - 1) * s[1] + 1, s[1])
+            taps.append((kh, kw, hs, ws))
+    return padded, taps
+
+
+def _pad(x: np.ndarray, padded: tuple[int, int], p: tuple[int, int], value: float = 0.0) -> np.ndarray:
+    widths = [(0, 0), (0, 0)] + [(p[i], padded[i] - x.shape[2 + i] - p[i]) for i in range(2)]
+    return np.pad(x, widths, constant_values=value)
+
+
+def _crop(xp: np.ndarray, shape: tuple[int, ...], p: tuple[int, int]) -> np.ndarray:
+    return xp[:, :, p[0] : p[0] + shape[2], p[1] : p[1] + shape[3]]
+
+
+# ------------------------------------------------------------------ activation backward
+def _sqrt_guard(x: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """``value`` where ``sqrt(x) > 0``, else 0 (upstream's guard for sqrt / rsqrt)."""
+    with np.errstate(all="ignore"):
+        return np.where(np.sqrt(x) > 0, value, 0.0)
+
+
+def _gelu_grad(x):
+    return 0.5 * (1.0 + erf(x / math.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+
+
+def _gelu_approx_grad(x):
+    c = math.sqrt(2.0 / math.pi)
+    t = np.tanh(c * (x + 0.044715 * x**3))
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x)
+
+
+def _silu_grad(x):
+    sg = sigmoid(x)
+    return sg * (1.0 + x * (1.0 - sg))
+
+
+ACTIVATION_GRADS = {
+    "gelu": _gelu_grad,
+    "gelu_approx": _gelu_approx_grad,
+    "silu": _silu_grad,
+    "relu": lambda x: (x > 0).astype(x.dtype),
+    "sigmoid": lambda x: sigmoid(x) * (1.0 - sigmoid(x)),
+    "tanh": lambda x: 1.0 - np.tanh(x) ** 2,
+    "exp": np.exp,
+    "log": lambda x: 1.0 / x,
+    "sqrt": lambda x: _sqrt_guard(x, 0.5 / np.sqrt(x)),
+    "rsqrt": lambda x: _sqrt_guard(x, -0.5 * x ** -1.5),
+    "neg": lambda x: -np.ones_like(x),
+    "abs": np.sign,
+    "sin": np.cos,
+    "cos": lambda x: -np.sin(x),
+    "tan": lambda x: 1.0 + np.tan(x) ** 2,
+    "atan": lambda x: 1.0 / (1.0 + x * x),
+    "round": np.ones_like,
+}
+assert set(ACTIVATION_GRADS) == set(ACTIVATIONS), "every activation kind needs a derivative"
+
+
+def _act_grad(kind: str, x: np.ndarray, dy: np.ndarray) -> np.ndarray:
+    return dy * ACTIVATION_GRADS[kind](x)
+
+
+def _relu_grad(x: np.ndarray, dy: np.ndarray) -> np.ndarray:
+    return np.where(x > 0, dy, 0.0)
+
+
+defop(
+    name="relu_backward", family=_FAMILY, arity=2, operands=("x", "dy"),
+    infer=lambda ins, attrs: _data_type(ins, ("x", "dy")),
+    kernel=lambda args, attrs, out: _relu_grad(*promote_args(args, out.dtype)),
+    doc="Gradient of relu: dy where x > 0, else 0 (the derivative at 0 is 0). x and dy: float, same shape; "
+    "result dtype: their promotion.",
+)
+
+defop(
+    name="activation_backward", family=_FAMILY, arity=2, operands=("x", "dy"),
+    attrs={"kind": AttrSpec("str", choices=tuple(ACTIVATIONS))},
+    infer=lambda ins, attrs: _data_type(ins, ("x", "dy")),
+    kernel=lambda args, attrs, out: _act_grad(attrs["kind"], *promote_args(args, out.dtype)),
+    doc="dy·act'(x) for every activation kind (OPS.md §7.2 table): gelu uses the exact "
+    "Φ(x) + x·φ(x); sqrt and rsqrt give 0 where sqrt(x) <= 0; abs gives sign(x) (0 at 0); "
+    "round is the straight-through identity; relu gives 0 at 0. x and dy: real floats of one "
+    "shape; result dtype: their promotion.",
+)
+
+
+# ---------------------------------------------------------------------- max pool backward
+def _max_pool_backward_type(ins, attrs):
+    x = _data_type(ins, ("x", "dy"), same_shape=False)
+    dy = ins[1]
+    require_rank(x, 4, "x")
+    require_rank(dy, 4, "dy")
+    k, _, p, _ = _geometry(attrs)
+    if p[0] >= k[0] or p[1] >= k[1]:
+        raise ShapeError(f"padding {list(p)} must be smaller than kernel_size {list(k)}, as for pool2d")
+    want = Shape((*x.shape[:2], *_spatial_out(x.shape, attrs, "max_pool2d_backward")))
+    if dy.shape != want:
+        raise ShapeError(f"dy must have the pooled shape {want!r}, got {dy.shape!r}")
+    return x
+
+
+def _max_pool_backward_kernel(args, attrs, out):
+    x, dy = promote_args(args, out.dtype)
+    _, _, p, _ = _geometry(attrs)
+    padded, taps = _windows(x.shape, dy.shape[2:], attrs)
+    valid = _pad(np.ones(x.shape[2:], bool)[None, None], padded, p, value=False)
+    xp = _pad(x, padded, p, value=-np.inf)
+    vals = np.stack([xp[:, :, hs, ws] for _, _, hs, ws in taps])  # [taps, N, C, Ho, Wo]
+    ok = np.stack([np.broadcast_to(valid[:, :, hs, ws], dy.shape) for _, _, hs, ws in taps])
+    best = np.where(ok, vals, -np.inf).max(axis=0)
+    winner = ok & (vals == best)  # the first in-bounds maximum in row-major window order wins
+    first = winner.argmax(axis=0)
+    gated = dy * winner.any(axis=0)  # NaN-only windows pass no gradient
+    dxp = np.zeros(xp.shape, dtype=dy.dtype)
+    for t, (_, _, hs, ws) in enumerate(taps):
+        dxp[:, :, hs, ws] += np.where(first == t, gated, 0.0)
+    return _crop(dxp, x.shape, p)
+
+
+def _pool_canon(ins, attrs):
+    return attrs if attrs["stride"] is not None else {**attrs, "stride": attrs["kernel_size"]}
+
+
+defop(
+    name="max_pool2d_backward", family=_FAMILY, arity=2, operands=("x", "dy"), attrs=_WINDOW_ATTRS,
+    canonicalize=_pool_canon, infer=_max_pool_backward_type, kernel=_max_pool_backward_kernel,
+    doc="Gradient of 2-D max pooling (x [N,C,H,W], dy [N,C,Ho,Wo] → x.shape). Each window's "
+    "argmax is recomputed over in-bounds elements in row-major window order; the first "
+    "maximum wins ties and receives dy of that window; overlapping windows accumulate. "
+    "Padding never wins (it must be smaller than the kernel); a window whose in-bounds "
+    "values are all NaN passes no gradient. Ho = floor((H + 2p − k)/s) + 1; stride defaults "
+    "to kernel_size, as in pool2d.",
+)
+
+
+# ------------------------------------------------------------------------ conv backward
+def _conv_check(x_shape: Shape, w_shape: Shape, dy_shape: Shape, attrs, what: str) -> None:
+    """The forward conv2d geometry relating x, w and dy; raise ShapeError on any mismatch."""
+    for shape, name in ((x_shape, "input"), (w_shape, "weight"), (dy_shape, "dy")):
+        if len(shape) != 4:
+            raise ShapeError(f"{what}: {name} must have rank 4, got {shape!r}")
+    k, _, _, _ = _geometry(attrs, tuple(w_shape[2:]))
+    groups = attrs["groups"]
+    if groups < 1:
+        raise ShapeError(f"{what}: groups must be >= 1, got {groups}")
+    require_dim(tuple(w_shape[2:]), k, f"{what}: weight kernel dims vs kernel_size")
+    cout, cin_g = w_shape[0], w_shape[1]
+    if isinstance(cout, int) and cout % groups:
+        raise ShapeError(f"{what}: output channels {cout} not divisible by groups {groups}")
+    if isinstance(cin_g, int):
+        require_dim(x_shape[1], cin_g * groups, f"{what}: input channels (weight.shape[1]·groups)")
+    require_dim(dy_shape[0], x_shape[0], f"{what}: dy batch")
+    require_dim(dy_shape[1], cout, f"{what}: dy channels")
+    require_dim(tuple(dy_shape[2:]), _spatial_out(x_shape, attrs, what, k), f"{what}: dy spatial dims")
+
+
+def _conv_backward_input_type(ins, attrs):
+    dy = _data_type(ins, ("dy", "w"), same_shape=False)
+    x_shape = Shape(attrs["input_shape"])
+    _conv_check(x_shape, ins[1].shape, dy.shape, attrs, "conv2d_backward_input")
+    return TensorType(x_shape, dy.dtype)
+
+
+def _conv_backward_weight_type(ins, attrs):
+    x = _data_type(ins, ("x", "dy"), same_shape=False)
+    w_shape = Shape(attrs["weight_shape"])
+    _conv_check(x.shape, w_shape, ins[1].shape, attrs, "conv2d_backward_weight")
+    return TensorType(w_shape, x.dtype)
+
+
+def _grouped(a: np.ndarray, groups: int) -> np.ndarray:
+    """[N, C, H, W] → [N, G, C/G, H, W]."""
+    n, c, h, w = a.shape
+    return a.reshape(n, groups, c // groups, h, w)
+
+
+def _conv_backward_input_kernel(args, attrs, out):
+    dy, w = promote_args(args, out.dtype)
+    x_shape, groups = tuple(out.shape), attrs["groups"]
+    _, _, p, _ = _geometry(attrs, w.shape[2:])
+    padded, taps = _windows(x_shape, dy.shape[2:], attrs, w.shape[2:])
+    wg = w.reshape(groups, w.shape[0] // groups, *w.shape[1:])  # [G, O/G, C/G, kH, kW]
+    dyg = _grouped(dy, groups)
+    dxp = np.zeros((*x_shape[:2], *padded), dtype=dy.dtype)
+    for kh, kw, hs, ws in taps:
+        tap = np.einsum("ngohw,goc->ngchw", dyg, wg[..., kh, kw])
+        dxp[:, :, hs, ws] += tap.reshape(x_shape[0], x_shape[1], *dy.shape[2:])
+    return _crop(dxp, x_shape, p)
+
+
+def _conv_backward_weight_kernel(args, attrs, out):
+    x, dy = promote_args(args, out.dtype)
+    groups, kernel = attrs["groups"], tuple(out.shape[2:])
+    _, _, p, _ = _geometry(attrs, kernel)
+    padded, taps = _windows(x.shape, dy.shape[2:], attrs, kernel)
+    xp = _pad(x, padded, p)
+    dyg = _grouped(dy, groups)
+    dw = np.zeros(tuple(out.shape), dtype=x.dtype)
+    for kh, kw, hs, ws in taps:
+        tap = np.einsum("ngchw,ngohw->goc", _grouped(xp[:, :, hs, ws], groups), dyg)
+        dw[:, :, kh, kw] = tap.reshape(dw.shape[0], dw.shape[1])
+    return dw
+
+
+_CONV_DOC = (" Geometry attributes are those of the forward conv2d (cross-correlation, symmetric "
+             "zero padding, groups split channels contiguously); kernel_size defaults to the "
+             "weight's spatial dims. Result dtype: promotion of both operands.")
+
+
+def _conv_kernel_canon(weight_dims):
+    """Builders store kernel_size explicitly, read from the weight's trailing dims."""
+    def canon(ins, attrs):
+        if attrs["kernel_size"] is not None:
+            return attrs
+        dims = weight_dims(ins, attrs)
+        return {**attrs, "kernel_size": tuple(dims[2:])} if len(dims) == 4 else attrs
+    return canon
+
+
+defop(
+    name="conv2d_backward_input", family=_FAMILY, arity=2, operands=("dy", "w"),
+    attrs={**_CONV_ATTRS, "input_shape": AttrSpec("dims", doc="shape of the forward input x [N, Cin, H, W]")},
+    canonicalize=_conv_kernel_canon(lambda ins, attrs: ins[1].shape),
+    infer=_conv_backward_input_type, kernel=_conv_backward_input_kernel,
+    doc="Gradient of conv2d with respect to its input x: the exact adjoint of the forward "
+    "conv (dy [N,Cout,Ho,Wo], w [Cout,Cin/G,kH,kW] → input_shape). Input rows and columns "
+    "the forward never reads get 0." + _CONV_DOC,
+)
+
+defop(
+    name="conv2d_backward_weight", family=_FAMILY, arity=2, operands=("x", "dy"),
+    attrs={**_CONV_ATTRS, "weight_shape": AttrSpec("dims", doc="shape of the forward weight [Cout, Cin/G, kH, kW]")},
+    canonicalize=_conv_kernel_canon(lambda ins, attrs: attrs["weight_shape"]),
+    infer=_conv_backward_weight_type, kernel=_conv_backward_weight_kernel,
+    doc="Gradient of conv2d with respect to its weight: dw[co,ci,kh,kw] = Σ_{n,ho,wo} "
+    "x[n, g(co)·Cin/G + ci, ho·s + kh·d − p, wo·s + kw·d − p]·dy[n,co,ho,wo] (x outside "
+    "the image is 0); output weight_shape." + _CONV_DOC,
+)
+
+
+# ------------------------------------------------------------------------ cross entropy
+def _cross_entropy_types(ins, what_logits="logits"):
+    logits, labels = ins[0], ins[1]
+    require_float(logits, what_logits)
+    require_rank(logits, 2, what_logits)
+    _require_index(labels, "labels")
+    require_rank(labels, 1, "labels")
+    require_dim(labels.shape[0], logits.shape[0], "labels length vs logits rows")
+    return logits
+
+
+def _softmax_rows(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row-wise log-sum-exp and softmax (max-subtracted)."""
+    m = logits.max(axis=1, keepdims=True)
+    e = np.exp(logits - m)
+    total = e.sum(axis=1, keepdims=True)
+    return (np.log(total) + m)[:, 0], e / total
+
+
+def _labels(args) -> np.ndarray:
+    return _check_indices(args[1], args[0].shape[1], "softmax_cross_entropy labels")
+
+
+def _ce_logits(args, out) -> np.ndarray:
+    return promote_args(args[:1], out.dtype)[0]
+
+
+def _ce_type(ins, attrs):
+    logits = _cross_entropy_types(ins)
+    return TensorType(Shape(logits.shape[:1]), logits.dtype)
+
+
+def _ce_kernel(args, attrs, out):
+    logits = _ce_logits(args, out)
+    lse, _ = _softmax_rows(logits)
+    return lse - np.take_along_axis(logits, _labels(args)[:, None], axis=1)[:, 0]
+
+
+def _ce_backward_type(ins, attrs):
+    logits = _cross_entropy_types(ins)
+    require_rank(ins[2], 1, "d_loss")
+    require_dim(ins[2].shape[0], logits.shape[0], "d_loss length vs logits rows")
+    return _data_type([logits, ins[2]], ("logits", "d_loss"), same_shape=False)
+
+
+def _ce_backward_kernel(args, attrs, out):
+    logits, d_loss = promote_args([args[0], args[2]], out.dtype)
+    _, p = _softmax_rows(logits)
+    p[np.arange(len(p)), _labels(args)] -= 1.0
+    return p * d_loss[:, None]
+
+
+defop(
+    name="softmax_cross_entropy", family=_FAMILY, arity=2, operands=("logits", "labels"),
+    infer=_ce_type, kernel=_ce_kernel,
+    doc="Per-row softmax cross-entropy: logits [N, C] (float), labels [N] (integer class ids "
+    "in [0, C)) → [N], logsumexp(row) − row[label]. Not averaged (the caller reduces).",
+)
+
+defop(
+    name="softmax_cross_entropy_backward", family=_FAMILY, arity=3, operands=("logits", "labels", "d_loss"),
+    infer=_ce_backward_type, kernel=_ce_backward_kernel,
+    doc="Gradient of softmax_cross_entropy w.r.t. the logits: (softmax(row) − onehot(label))·d_loss[n] → [N, C].",
+)
+
+
+# ------------------------------------------------------------------------ normalisations
+def _affine_shape(x: TensorType, axis: int) -> Shape:
+    return Shape((x.shape[axis],))
+
+
+def _norm_types(ins, attrs, names: tuple[str, ...], affine: tuple[int, ...]) -> tuple[TensorType, int]:
+    """x and dy (last operand) alike; the operands at ``affine`` are ``[x.shape[axis]]``."""
+    x = ins[0]
+    _data_type([x, ins[-1]], (names[0], names[-1]))
+    axis = axis_of(attrs["axis"], x)
+    for i in affine:
+        require_dim(ins[i].shape, _affine_shape(x, axis), f"{names[i]} shape (x.shape[axis])")
+    return _data_type(ins, names, same_shape=False), axis
+
+
+def _along(v: np.ndarray, axis: int, rank: int) -> np.ndarray:
+    """A per-feature vector shaped to broadcast along ``axis`` of a rank-``rank`` array."""
+    return v.reshape([-1 if i == axis else 1 for i in range(rank)])
+
+
+def _layer_stats(x: np.ndarray, axes, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """Normalised x̂ = (x − mean)·r and r = 1/sqrt(var + eps) (two-pass, population variance)."""
+    xc = x - x.mean(axis=axes, keepdims=True)
+    r = 1.0 / np.sqrt((xc * xc).mean(axis=axes, keepdims=True) + eps)
+    return xc * r, r
+
+
+def _rms_scale(x: np.ndarray, axis: int, eps: float) -> np.ndarray:
+    return 1.0 / np.sqrt((x * x).mean(axis=axis, keepdims=True) + eps)
+
+
+def _ln_input_grad(xhat: np.ndarray, r: np.ndarray, gy: np.ndarray, axes) -> np.ndarray:
+    """LayerNorm input gradient r·(gy − mean(gy) − x̂·mean(gy·x̂)) with gy = dy·gamma."""
+    return r * (gy - gy.mean(axis=axes, keepdims=True) - xhat * (gy * xhat).mean(axis=axes, keepdims=True))
+
+
+def _sum_except(v: np.ndarray, axis: int) -> np.ndarray:
+    return v.sum(axis=tuple(i for i in range(v.ndim) if i != axis))
+
+
+_NORM_ATTRS = {
+    "axis": AttrSpec("int", default=-1, doc="the normalised axis (negative counts from the end)"),
+    "eps": AttrSpec("float", default=1e-5, doc="added to the variance inside the square root"),
+}
+
+
+def _ln_input_kernel(args, attrs, out):
+    x, gamma, dy = promote_args(args, out.dtype)
+    axis = attrs["axis"] % x.ndim
+    xhat, r = _layer_stats(x, axis, attrs["eps"])
+    return _ln_input_grad(xhat, r, dy * _along(gamma, axis, x.ndim), axis)
+
+
+def _ln_gamma_kernel(args, attrs, out):
+    x, dy = promote_args(args, out.dtype)
+    axis = attrs["axis"] % x.ndim
+    return _sum_except(dy * _layer_stats(x, axis, attrs["eps"])[0], axis)
+
+
+def _ln_gamma_type(ins, attrs):
+    x, axis = _norm_types(ins, attrs, ("x", "dy"), ())
+    return TensorType(_affine_shape(x, axis), x.dtype)
+
+
+defop(
+    name="layer_norm_backward_input", family=_FAMILY, arity=3, operands=("x", "gamma", "dy"), attrs=_NORM_ATTRS,
+    infer=lambda ins, attrs: _norm_types(ins, attrs, ("x", "gamma", "dy"), (1,))[0],
+    kernel=_ln_input_kernel,
+    doc="LayerNorm gradient w.r.t. x over `axis`: r·(gy − mean(gy) − x̂·mean(gy·x̂)) with "
+    "gy = dy·gamma, x̂ = (x − mean)·r, r = 1/sqrt(var + eps) (population variance). gamma is [x.shape[axis]].",
+)
+
+defop(
+    name="layer_norm_backward_gamma", family=_FAMILY, arity=2, operands=("x", "dy"), attrs=_NORM_ATTRS,
+    infer=_ln_gamma_type, kernel=_ln_gamma_kernel,
+    doc="LayerNorm gradient w.r.t. gamma: Σ over every axis but `axis` of dy·x̂ → [x.shape[axis]]. "
+    "(The beta gradient is a plain sum of dy, built from reduce.)",
+)
+
+_RMS_NAMES = ("x", "gamma", "beta", "dy")
+
+
+def _rms_input_kernel(args, attrs, out):
+    x, gamma, _, dy = promote_args(args, out.dtype)
+    axis = attrs["axis"] % x.ndim
+    r = _rms_scale(x, axis, attrs["eps"])
+    gy = dy * _along(gamma, axis, x.ndim)
+    return r * (gy - x * r * r * (gy * x).mean(axis=axis, keepdims=True))
+
+
+def _rms_gamma_kernel(args, attrs, out):
+    x, _, _, dy = promote_args(args, out.dtype)
+    axis = attrs["axis"] % x.ndim
+    return _sum_except(dy * x * _rms_scale(x, axis, attrs["eps"]), axis)
+
+
+def _rms_affine_type(ins, attrs):
+    x, axis = _norm_types(ins, attrs, _RMS_NAMES, (1, 2))
+    return TensorType(_affine_shape(x, axis), x.dtype)
+
+
+_RMS_DOC = " r = 1/sqrt(mean(x², axis) + eps); gamma and beta are [x.shape[axis]] (beta is unused but kept, as upstream)."
+
+defop(
+    name="rms_norm_backward_input", family=_FAMILY, arity=4, operands=_RMS_NAMES, attrs=_NORM_ATTRS,
+    infer=lambda ins, attrs: _norm_types(ins, attrs, _RMS_NAMES, (1, 2))[0], kernel=_rms_input_kernel,
+    doc="RMSNorm gradient w.r.t. x: r·(gamma·dy − x·r²·mean(dy·gamma·x))." + _RMS_DOC,
+)
+
+defop(
+    name="rms_norm_backward_gamma", family=_FAMILY, arity=4, operands=_RMS_NAMES, attrs=_NORM_ATTRS,
+    infer=_rms_affine_type, kernel=_rms_gamma_kernel,
+    doc="RMSNorm gradient w.r.t. gamma: Σ over every axis but `axis` of dy·x·r." + _RMS_DOC,
+)
+
+defop(
+    name="rms_norm_backward_beta", family=_FAMILY, arity=4, operands=_RMS_NAMES, attrs=_NORM_ATTRS,
+    infer=_rms_affine_type,
+    kernel=lambda args, attrs, out: _sum_except(promote_args(args[3:], out.dtype)[0], attrs["axis"] % args[3].ndim),
+    doc="RMSNorm gradient w.r.t. beta: Σ over every axis but `axis` of dy." + _RMS_DOC,
+)
+
+_GROUP_ATTRS = {
+    "num_groups": AttrSpec("int", doc="channels split into this many contiguous groups"),
+    "eps": AttrSpec("float", default=1e-5),
+}
+
+
+def _group_types(ins, attrs, names: tuple[str, ...], out_channels: bool = False) -> TensorType:
+    """x and dy alike ([N, C, *spatial]); gamma/beta (if any) [C]. Result: x's shape, or
+    ``[C]`` with ``out_channels``; dtype: promotion of every operand."""
+    x = _data_type([ins[0], ins[-1]], (names[0], names[-1]))
+    if len(x.shape) < 2:
+        raise ShapeError(f"x must be [N, C, *spatial], got {x.shape!r}")
+    groups, channels = attrs["num_groups"], x.shape[1]
+    if groups < 1 or (isinstance(channels, int) and channels % groups):
+        raise ShapeError(f"num_groups {groups} must be >= 1 and divide the channels {channels}")
+    for i in range(1, len(ins) - 1):
+        require_dim(ins[i].shape, Shape((channels,)), f"{names[i]} shape ([C])")
+    dtype = _data_type(ins, names, same_shape=False).dtype
+    return TensorType(Shape((channels,)) if out_channels else x.shape, dtype)
+
+
+def _group_stats(x: np.ndarray, groups: int, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """x̂ and r per (sample, group), returned in the grouped layout [N, G, C/G·spatial]."""
+    return _layer_stats(x.reshape(x.shape[0], groups, -1), 2, eps)
+
+
+def _per_channel(v: np.ndarray, x: np.ndarray) -> np.ndarray:
+    return v.reshape([-1 if i == 1 else 1 for i in range(x.ndim)])
+
+
+def _group_input_kernel(args, attrs, out):
+    x, gamma, _, dy = promote_args(args, out.dtype)
+    groups = attrs["num_groups"]
+    xhat, r = _group_stats(x, groups, attrs["eps"])
+    gy = (dy * _per_channel(gamma, x)).reshape(xhat.shape)
+    return _ln_input_grad(xhat, r, gy, 2).reshape(x.shape)
+
+
+def _group_gamma_kernel(args, attrs, out):
+    x, dy = promote_args(args, out.dtype)
+    xhat, _ = _group_stats(x, attrs["num_groups"], attrs["eps"])
+    return _sum_except(dy * xhat.reshape(x.shape), 1)
+
+
+_GROUP_DOC = " Statistics per (sample, group) over (C/G)·spatial elements, population variance, eps inside the root."
+_GROUP_NAMES = ("x", "gamma", "beta", "dy")
+
+defop(
+    name="group_norm_backward_input", family=_FAMILY, arity=4, operands=_GROUP_NAMES, attrs=_GROUP_ATTRS,
+    infer=lambda ins, attrs: _group_types(ins, attrs, _GROUP_NAMES), kernel=_group_input_kernel,
+    doc="GroupNorm gradient w.r.t. x [N, C, *spatial]: the LayerNorm formula per (sample, group) "
+    "with gy = dy·gamma[c]; beta is unused." + _GROUP_DOC,
+)
+
+defop(
+    name="group_norm_backward_gamma", family=_FAMILY, arity=2, operands=("x", "dy"), attrs=_GROUP_ATTRS,
+    infer=lambda ins, attrs: _group_types(ins, attrs, ("x", "dy"), out_channels=True),
+    kernel=_group_gamma_kernel,
+    doc="GroupNorm gradient w.r.t. gamma: Σ_{n, spatial} dy·x̂ → [C]." + _GROUP_DOC,
+)
+
+defop(
+    name="group_norm_backward_beta", family=_FAMILY, arity=2, operands=("x", "dy"), attrs=_GROUP_ATTRS,
+    infer=lambda ins, attrs: _group_types(ins, attrs, ("x", "dy"), out_channels=True),
+    kernel=lambda args, attrs, out: _sum_except(promote_args(args[1:], out.dtype)[0], 1),
+    doc="GroupNorm gradient w.r.t. beta: Σ_{n, spatial} dy → [C]. x only fixes the group layout." + _GROUP_DOC,
+)
+
+
+# --------------------------------------------------------------------------- rope backward
+defop(
+    name="rope_backward", family=_FAMILY, arity=3, operands=("dy", "cos", "sin"), attrs=get_op("rope").attrs,
+    infer=_rope_type,
+    kernel=lambda args, attrs, out: _rope_kernel([args[0], args[1], -args[2]], attrs, out),
+    doc="Gradient of rope w.r.t. x: the inverse rotation, i.e. rope(dy, cos, −sin) with the same "
+    "attributes (head_dim, n_rot, interleaved) and layout rules; dims past n_rot pass through. "
+    "dy [B, S, H*D] or [S, H*D]; result dtype: promotion of dy, cos, sin.",
+)
+
+
+# ---------------------------------------------------------------------- attention backward
+_WRT = ("query", "key", "value")
+
+
+def _attention_backward_arity(attrs) -> int:
+    return 5 if attrs["mask_kind"] in ("custom", "bias") else 4
+
+
+def _attention_backward_type(ins, attrs):
+    q, k, v, dy = ins[:4]
+    forward = _attention_type([q, k, v, *ins[4:]], attrs)
+    if dy.shape != q.shape:
+        raise ShapeError(f"dy must have the attention output shape (q's) {q.shape!r}, got {dy.shape!r}")
+    require_float(dy, "dy")
+    target = ins[_WRT.index(attrs["wrt"])]
+    return TensorType(target.shape, promote_all([forward.dtype, dy.dtype]))
+
+
+def _keep_mask(attrs, sq: int, sk: int, mask: np.ndarray | None) -> np.ndarray | None:
+    """Where scores survive the replacing masks (custom, causal, sliding_window); None if all do."""
+    kind = attrs["mask_kind"]
+    if kind == "custom":
+        return mask[..., None, None, :] >= 0.5
+    if kind in ("causal", "sliding_window"):
+        i = np.arange(sq)[:, None] + (sk - sq)  # bottom-right aligned, as the forward
+        j = np.arange(sk)[None, :]
+        keep = j <= i
+        return keep & (j >= i - attrs["window"]) if kind == "sliding_window" else keep
+    return None
+
+
+def _attention_backward_kernel(args, attrs, out):
+    heads, head_dim, cap = attrs["num_heads"], attrs["head_dim"], attrs["attn_logit_softcap"]
+    lay = _Layout(args[0].ndim, attrs["layout"])
+    q, k, v, dy = (lay.to_bhsd(a, heads, head_dim) for a in promote_args(args[:4], out.dtype))
+    mask = args[4] if len(args) > 4 else None
+    scale = attrs["score_scale"] if attrs["score_scale"] is not None else head_dim**-0.5
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
+    if cap is not None:
+        t = np.tanh(s / cap)
+        s = cap * t
+    keep = _keep_mask(attrs, s.shape[-2], s.shape[-1], mask)
+    if keep is not None:
+        s = np.where(keep, s, MASK_FILL)
+    elif attrs["mask_kind"] == "bias":
+        s = s + mask.astype(s.dtype, copy=False)
+    p = _softmax(s)
+    if attrs["wrt"] == "value":
+        return lay.from_bhsd(np.matmul(np.swapaxes(p, -1, -2), dy))
+    dp = np.matmul(dy, np.swapaxes(v, -1, -2))
+    ds = p * (dp - (p * dp).sum(axis=-1, keepdims=True))
+    if keep is not None:
+        ds = np.where(keep, ds, 0.0)  # replaced scores do not depend on q or k
+    if cap is not None:
+        ds = ds * (1.0 - t * t)
+    ds = ds * scale
+    grad = np.matmul(ds, k) if attrs["wrt"] == "query" else np.matmul(np.swapaxes(ds, -1, -2), q)
+    return lay.from_bhsd(grad)
+
+
+defop(
+    name="attention_backward", family=_FAMILY, arity=_attention_backward_arity, operands=("q", "k", "v", "dy", "mask"),
+    attrs={**get_op("attention").attrs, "wrt": AttrSpec("str", choices=_WRT, doc="which operand's gradient")},
+    infer=_attention_backward_type, kernel=_attention_backward_kernel,
+    doc="Gradient of attention w.r.t. q, k or v (`wrt`): operands q, k, v, dy (the output "
+    "gradient, q's shape), plus the forward's mask for mask kinds custom / bias; every "
+    "attention attribute (mask kind, window, layout, score_scale, attn_logit_softcap) means "
+    "what it means forward. The probabilities p are recomputed exactly as the forward; then "
+    "dV = pᵀ·dy, dP = dy·vᵀ, dS = p·(dP − rowsum(p·dP)), zeroed where a mask replaced the "
+    "score, times (1 − tanh²(s/c)) under a soft-cap c, times the scale; dQ = dS·k, dK = dSᵀ·q. "
+    "Upstream's kernel ignores score_scale and the soft-cap; rlx honours both. Output: the "
+    "shape of the chosen operand; dtype: promotion of q, k, v, dy. No gradient for the mask.",
+)
+
+
+# ------------------------------------------------------------------------- gather backward
+def _gather_backward_type(ins, attrs):
+    dy, idx = ins
+    require_float(dy, "dy")
+    _require_index(idx, "indices")
+    table = Shape(attrs["table_shape"])
+    axis = axis_of(attrs["axis"], TensorType(table, dy.dtype))
+    want = Shape((*table[:axis], *idx.shape, *table[axis + 1 :]))
+    if dy.shape != want:
+        raise ShapeError(f"dy must have the gather output shape {want!r} (table {table!r}, axis {axis}), got {dy.shape!r}")
+    return TensorType(table, dy.dtype)
+
+
+def _gather_backward_canon(ins, attrs):
+    rank = len(attrs["table_shape"])
+    return {**attrs, "axis": attrs["axis"] % rank} if rank and -rank <= attrs["axis"] < rank else attrs
+
+
+def _gather_backward_kernel(args, attrs, out):
+    dy, idx = args
+    table = tuple(out.shape)
+    axis = attrs["axis"] % len(table)
+    flat = _check_indices(idx, table[axis], "gather_backward", wrap=True).ravel()
+    grouped = dy.reshape(*table[:axis], flat.size, *table[axis + 1 :])
+    dt = np.zeros(table, dtype=dy.dtype)
+    np.add.at(dt, (slice(None),) * axis + (flat,), grouped)
+    return dt
+
+
+defop(
+    name="gather_backward", family=_FAMILY, arity=2, operands=("dy", "indices"),
+    attrs={"axis": AttrSpec("int", default=0, doc="the gathered axis of the table (negative allowed, stored non-negative)"),
+           "table_shape": AttrSpec("dims", doc="shape of the forward table")},
+    canonicalize=_gather_backward_canon, infer=_gather_backward_type, kernel=_gather_backward_kernel,
+    doc="Gradient of gather w.r.t. its table: zeros of table_shape, then dy rows are added at "
+    "their indices along `axis` (repeated indices accumulate). dy has the gather output "
+    "shape table[:axis] + indices.shape + table[axis+1:]; indices are integers in [-n, n) with "
+    "n = table[axis], negative ones counting from the end (as gather).",
+)

@@ -49,6 +49,6 @@ def test_shape_error(case):
 def test_every_op_has_cases():
     numeric = {c.op for c in ALL.cases}
     errors = {c.op for c in ALL.shape_errors}
-    ops = {op.name for op in rlx.all_ops()}
+    ops = {op.name for op in rlx.all_ops() if op.level != "hir"}  # HIR blocks: tests/hir checks their coverage
     assert not ops - numeric, f"ops without a numeric case: {sorted(ops - numeric)}"
     assert not ops - errors, f"ops without a ShapeError case: {sorted(ops - errors)}"

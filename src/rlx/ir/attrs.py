@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,6 +78,12 @@ def _fail(where: str, expected: str, value: Any) -> AttributeSchemaError:
     return AttributeSchemaError(f"{where}: expected {expected}, got {type(value).__name__} {value!r}"[:300])
 
 
+def _float(value: Any) -> float:
+    """``float(value)``, every NaN mapped to the one ``math.nan`` object so equal attributes compare equal."""
+    out = float(value)
+    return math.nan if out != out else out
+
+
 def _as_int(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise _fail(where, "int", value)
@@ -90,7 +97,7 @@ def _as_data(value: Any, where: str) -> Any:
     if isinstance(value, (int, np.integer)):
         return int(value)
     if isinstance(value, (float, np.floating)):
-        return float(value)
+        return _float(value)
     if isinstance(value, (list, tuple)):
         return tuple(_as_data(v, f"{where}[{i}]") for i, v in enumerate(value))
     raise _fail(where, "JSON-like data (None, bool, int, float, str, list)", value)
@@ -108,7 +115,7 @@ def normalize_attr(spec: AttrSpec, value: Any, where: str) -> Any:
     elif kind == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise _fail(where, "float", value)
-        out = float(value)
+        out = _float(value)
     elif kind == "bool":
         if not isinstance(value, (bool, np.bool_)):
             raise _fail(where, "bool", value)

@@ -6,6 +6,7 @@ from rlx.ops import (  # noqa: F401
     conv,
     elementwise,
     fused,
+    hir_blocks,
     linalg,
     normalization,
     reduction,

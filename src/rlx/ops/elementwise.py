@@ -88,14 +88,104 @@ def _activation_kernel(args, attrs, out):
     return ACTIVATIONS[attrs["kind"]](x)
 
 
+# ----------------------------------------------------------------------- autodiff rules
+# Derivatives are written with primitive elementwise ops (never activation_backward), so a
+# derivative graph is again differentiable by these same rules: hvp and higher orders work
+# for every activation. Rule contract: rlx.autodiff.rules (module docstring).
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_GELU_TAYLOR_RADIUS = 1e-3
+
+
+def _normal_cdf(g, x):
+    """Φ(x) from primitives: gelu(x) / x away from 0, its Taylor series near 0.
+
+    The series ½ + φ(0)(x − x³/6 + x⁵/40) is exact to f64 rounding for |x| < 1e-3, and it
+    keeps every derivative right at x = 0 (a plain ``where(x == 0, ½, …)`` guard would
+    give Φ' = 0 there). The unselected branch is evaluated on a safe operand (no 0/0).
+    """
+    near0 = g.lt(g.abs(x), g.scalar(_GELU_TAYLOR_RADIUS, x.dtype))
+    xs = g.where(near0, g.scalar(1.0, x.dtype), x)
+    far = g.gelu(xs) / xs
+    x2 = x * x
+    near = 0.5 + (x * (1.0 - x2 * (1.0 / 6.0 - x2 / 40.0))) * _INV_SQRT_2PI
+    return g.where(near0, near, far)
+
+
+def _times_derivative(ctx, kind: str, x, y, v):
+    """``v · act'(x)`` for activation ``kind`` (x the operand, y the output), in primitives."""
+    g = ctx.graph
+    zero = g.scalar(0.0, x.dtype)
+    if kind == "relu":
+        return ctx.where_zero(g.gt(x, zero), v)
+    if kind == "round":  # straight-through estimator
+        return v
+    if kind == "neg":
+        return -v
+    if kind == "abs":  # sign(x), 0 at 0
+        return g.where(g.gt(x, zero), v, ctx.where_zero(g.lt(x, zero), -v))
+    if kind == "exp":
+        return v * y
+    if kind == "log":
+        return v / x
+    if kind == "sqrt":  # 0.5 / sqrt(x), 0 where sqrt(x) <= 0
+        pos = g.gt(y, zero)
+        return ctx.where_zero(pos, v * (0.5 / ctx.safe(y, pos, 1.0)))
+    if kind == "rsqrt":  # -0.5 x^-1.5 = -0.5 y^3, 0 where sqrt(x) <= 0
+        ys = ctx.safe(y, g.gt(x, zero), 0.0)
+        return v * (ys * ys * ys * -0.5)
+    if kind == "sigmoid":
+        return v * (y * (1.0 - y))
+    if kind == "tanh":
+        return v * (1.0 - y * y)
+    if kind == "sin":
+        return v * g.cos(x)
+    if kind == "cos":
+        return -(v * g.sin(x))
+    if kind == "tan":
+        return v * (1.0 + y * y)
+    if kind == "atan":
+        return v / (1.0 + x * x)
+    if kind == "silu":
+        s = g.sigmoid(x)
+        return v * (s * (1.0 + x * (1.0 - s)))
+    if kind == "gelu":
+        pdf = g.exp(x * x * -0.5) * _INV_SQRT_2PI
+        return v * (_normal_cdf(g, x) + x * pdf)
+    if kind == "gelu_approx":
+        x2 = x * x
+        t = g.tanh((x + x2 * x * 0.044715) * _SQRT_2_OVER_PI)
+        return v * (0.5 * (1.0 + t) + (0.5 * _SQRT_2_OVER_PI) * x * (1.0 - t * t) * (1.0 + x2 * (3 * 0.044715)))
+    raise NotImplementedError(f"no derivative for activation {kind!r}")  # pragma: no cover
+
+
+def _activation_vjp(ctx, node, ct):
+    return [_times_derivative(ctx, node.attrs["kind"], ctx.operand(node, 0), ctx.output(node), ct)]
+
+
+def _activation_jvp(ctx, node, tangents):
+    return _times_derivative(ctx, node.attrs["kind"], ctx.operand(node, 0), ctx.output(node), tangents[0])
+
+
+def _broadcasting_batch(ctx, node, operands, batched):
+    return ctx.apply_broadcasting(node, operands, batched)
+
+
+assert set(ACTIVATIONS) == {
+    "gelu", "gelu_approx", "silu", "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt",
+    "neg", "abs", "sin", "cos", "tan", "atan", "round",
+}, "a new activation kind needs a case in _times_derivative"
+
+
 defop(
     name="activation", family="elementwise", arity=1, operands=("x",),
     attrs={"kind": AttrSpec("str", choices=tuple(ACTIVATIONS))},
     methods={k: {"kind": k} for k in ACTIVATIONS},
     infer=_activation_type, kernel=_activation_kernel, flags={"elementwise"},
+    vjp=_activation_vjp, jvp=_activation_jvp, batch=_broadcasting_batch,
     doc="Unary elementwise function. gelu is exact (erf); gelu_approx is the tanh form; "
     "round is half away from zero; relu/neg/abs/round also accept integers; only "
-    "neg/exp/log/sqrt accept c64.",
+    "neg/exp/log/sqrt accept c64. Derivatives (autodiff) follow OPS.md §7.2: relu' = 0 at 0, "
+    "abs' = sign (0 at 0), sqrt' and rsqrt' are 0 where sqrt(x) <= 0, round is straight-through.",
 )
 
 
@@ -108,11 +198,21 @@ def _cast_kernel(args, attrs, out):
     return x.astype(to.numpy if not to.is_low_precision_float else np.float32)
 
 
+def _cast_vjp(ctx, node, ct):
+    x = ctx.operand(node, 0)
+    return [ctx.cast(ct, x.dtype)]
+
+
+def _cast_jvp(ctx, node, tangents):
+    return ctx.cast(tangents[0], node.attrs["to"]) if node.attrs["to"].is_float else None
+
+
 defop(
     name="cast", family="elementwise", arity=1, operands=("x",),
     attrs={"to": AttrSpec("dtype")},
     infer=lambda ins, attrs: TensorType(ins[0].shape, attrs["to"]),
     kernel=_cast_kernel, flags={"elementwise"},
+    vjp=_cast_vjp, jvp=_cast_jvp, batch=_broadcasting_batch,
     doc="Convert the element type (x.astype(to)); float to int truncates toward zero, "
     "anything to bool is x != 0.",
 )
@@ -161,6 +261,58 @@ def _binary_type(ins, attrs):
     return t
 
 
+def _pow_log_term(ctx, a, y):
+    """``y·ln(a)``, the derivative of ``a**b`` in b; 0 where a == 0 (torch's convention), NaN-free."""
+    g = ctx.graph
+    is0 = g.eq(a, g.scalar(0.0, a.dtype))
+    a_safe = g.where(is0, g.scalar(1.0, a.dtype), a)
+    return ctx.where_zero(is0, y * g.log(a_safe), keep_where=False)
+
+
+def _binary_vjp(ctx, node, ct):
+    g, op = ctx.graph, node.attrs["op"]
+    a, b = ctx.operands(node)
+    if op == "add":
+        ga, gb = ct, ct
+    elif op == "sub":
+        ga, gb = ct, -ct
+    elif op == "mul":
+        ga, gb = ct * b, ct * a
+    elif op == "div":
+        ga = ct / b
+        gb = -(ga * ctx.output(node)) if ctx.wants(node, 1) else None
+    elif op in ("max", "min"):  # ties and NaN in b go to a (where a == out)
+        take = g.eq(a, ctx.output(node))
+        ga, gb = ctx.where_zero(take, ct), ctx.where_zero(take, ct, keep_where=False)
+    else:  # pow
+        ga = ct * b * g.pow(a, b - 1) if ctx.wants(node, 0) else None
+        gb = ct * _pow_log_term(ctx, a, ctx.output(node)) if ctx.wants(node, 1) else None
+    return [None if v is None or not ctx.wants(node, i) else ctx.unbroadcast(v, (a, b)[i]) for i, v in enumerate((ga, gb))]
+
+
+def _binary_jvp(ctx, node, tangents):
+    g, op = ctx.graph, node.attrs["op"]
+    a, b = ctx.operands(node)
+    ta, tb = tangents
+    if op in ("max", "min"):
+        take = g.eq(a, ctx.output(node))
+        zero = g.scalar(0.0, node.dtype)
+        return g.where(take, zero if ta is None else ta, zero if tb is None else tb)
+    if op == "pow":
+        parts = [ta * b * g.pow(a, b - 1) if ta is not None else None,
+                 tb * _pow_log_term(ctx, a, ctx.output(node)) if tb is not None else None]
+    elif op == "add":
+        parts = [ta, tb]
+    elif op == "sub":
+        parts = [ta, None if tb is None else -tb]
+    elif op == "mul":
+        parts = [None if ta is None else ta * b, None if tb is None else a * tb]
+    else:  # div: (ta - y·tb) / b
+        parts = [None if ta is None else ta / b, None if tb is None else -(tb * ctx.output(node) / b)]
+    present = [p for p in parts if p is not None]
+    return present[0] if len(present) == 1 else present[0] + present[1]
+
+
 BINARY_METHODS = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "maximum": "max", "minimum": "min", "pow": "pow"}
 
 defop(
@@ -168,9 +320,12 @@ defop(
     attrs={"op": AttrSpec("str", choices=("add", "sub", "mul", "div", "max", "min", "pow"))},
     methods={m: {"op": k} for m, k in BINARY_METHODS.items()},
     infer=_binary_type, kernel=_binary_kernel, flags={"elementwise"},
+    vjp=_binary_vjp, jvp=_binary_jvp, batch=_broadcasting_batch,
     doc="Broadcasting binary arithmetic in the promoted dtype. Builder methods: add, sub, "
     "mul, div, maximum, minimum, pow (g.max / g.min are reductions). Float div is IEEE; "
-    "integer div truncates toward zero; max/min ignore NaN.",
+    "integer div truncates toward zero; max/min ignore NaN. Gradients: max/min send the whole "
+    "gradient to lhs where lhs == out (ties and a NaN rhs), else to rhs; pow's exponent gradient "
+    "y·ln(lhs) is 0 where lhs == 0.",
 )
 
 _COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal}
@@ -189,7 +344,7 @@ defop(
     methods={k: {"op": k} for k in _COMPARE},
     infer=_compare_type,
     kernel=lambda args, attrs, out: _COMPARE[attrs["op"]](*promote_args(args, DType.promote(args[0].dtype, args[1].dtype))),
-    flags={"elementwise"},
+    flags={"elementwise", "no_grad"}, batch=_broadcasting_batch,
     doc="Broadcasting comparison in the promoted dtype; the result is bool. Not differentiable.",
 )
 
@@ -200,11 +355,28 @@ def _where_type(ins, attrs):
     return TensorType(full.shape, out.dtype)
 
 
+def _where_vjp(ctx, node, ct):
+    c, a, b = ctx.operands(node)
+    return [
+        None,
+        ctx.unbroadcast(ctx.where_zero(c, ct), a) if ctx.wants(node, 1) else None,
+        ctx.unbroadcast(ctx.where_zero(c, ct, keep_where=False), b) if ctx.wants(node, 2) else None,
+    ]
+
+
+def _where_jvp(ctx, node, tangents):
+    g = ctx.graph
+    c = ctx.operand(node, 0)
+    zero = g.scalar(0.0, node.dtype)
+    ta, tb = tangents[1], tangents[2]
+    return g.where(c, zero if ta is None else ta, zero if tb is None else tb)
+
+
 defop(
     name="where", family="elementwise", arity=3, operands=("cond", "on_true", "on_false"),
     infer=_where_type,
     kernel=lambda args, attrs, out: np.where(args[0] != 0, *promote_args(args[1:], out.dtype)),
-    flags={"elementwise"},
+    flags={"elementwise"}, vjp=_where_vjp, jvp=_where_jvp, batch=_broadcasting_batch,
     doc="np.where(cond != 0, on_true, on_false) with three-way broadcasting; the branches "
     "are promoted to a common dtype.",
 )

@@ -38,11 +38,30 @@ def _matmul_type(ins: list[TensorType], attrs) -> TensorType:
     return TensorType(Shape((*batch, a.shape[-2], b.shape[-1])), _contraction_dtype(a, b))
 
 
+def _matmul_vjp(ctx, node, ct):
+    """da = ct @ bᵀ, db = aᵀ @ ct, summed over broadcast batch axes (rules: rlx.autodiff.rules)."""
+    g = ctx.graph
+    a, b = ctx.operands(node)
+    da = ctx.unbroadcast(g.matmul(ct, ctx.transpose_last2(b)), a) if ctx.wants(node, 0) else None
+    db = ctx.unbroadcast(g.matmul(ctx.transpose_last2(a), ct), b) if ctx.wants(node, 1) else None
+    return [da, db]
+
+
+def _matmul_jvp(ctx, node, tangents):
+    g = ctx.graph
+    a, b = ctx.operands(node)
+    ta, tb = tangents
+    parts = [g.matmul(ta, b) if ta is not None else None, g.matmul(a, tb) if tb is not None else None]
+    present = [p for p in parts if p is not None]
+    return present[0] if len(present) == 1 else present[0] + present[1]
+
+
 defop(
     name="matmul", family="linalg", arity=2, operands=("a", "b"),
     infer=_matmul_type,
     kernel=lambda args, attrs, out: np.matmul(*promote_args(args, out.dtype)),
     flags={"blas"},
+    vjp=_matmul_vjp, jvp=_matmul_jvp, batch=lambda ctx, node, operands, batched: ctx.apply_broadcasting(node, operands, batched),
     doc="Batched matrix product a [..., M, K] @ b [..., K, N] -> [..., M, N] (np.matmul). "
     "Both ranks must be >= 2 (no 1-D promotion). The batch prefixes broadcast like NumPy, "
     "symbolic dims included (a symbol matches itself or 1). K must be the same static size "

@@ -76,6 +76,44 @@ def _reduce_kernel(args, attrs, out):
     return ufunc.reduce(x, axis=axes, keepdims=keep, initial=_identity(op, x.dtype))
 
 
+def _reduce_vjp(ctx, node, ct):
+    """sum: broadcast; mean: broadcast / N; max / min: split evenly between ties (torch's amax);
+    prod: ct·y / x (not defined where x == 0). Rule contract: rlx.autodiff.rules."""
+    g, x = ctx.graph, ctx.operand(node, 0)
+    op, axes = node.attrs["op"], node.attrs["axes"]
+    kshape = [1 if i in axes else d for i, d in enumerate(x.shape)]
+    ct_k = ctx.reshape(ct, kshape)
+    if op == "sum":
+        return [ctx.broadcast_like(ct_k, x)]
+    if op == "mean":
+        return [ctx.broadcast_like(ct_k * (1.0 / max(ctx.numel(x.shape, axes, "mean gradient"), 1)), x)]
+    y_k = ctx.reshape(ctx.output(node), kshape)
+    if op == "prod":
+        return [ctx.broadcast_like(ct_k * y_k, x) / x]
+    mask = g.cast(g.eq(x, y_k), to=x.dtype)
+    count = g.maximum(g.reduce(mask, op="sum", axes=list(axes), keep_dim=True), g.scalar(1.0, x.dtype))
+    return [mask * (ct_k / count)]
+
+
+def _reduce_jvp(ctx, node, tangents):
+    g, x, t = ctx.graph, ctx.operand(node, 0), tangents[0]
+    op, axes, keep = node.attrs["op"], list(node.attrs["axes"]), node.attrs["keep_dim"]
+    if op in ("sum", "mean"):
+        return g.reduce(t, op=op, axes=axes, keep_dim=keep)
+    y = ctx.output(node)
+    if op == "prod":
+        return y * g.reduce(t / x, op="sum", axes=axes, keep_dim=keep)
+    y_k = ctx.reshape(y, [1 if i in axes else d for i, d in enumerate(x.shape)])
+    mask = g.cast(g.eq(x, y_k), to=x.dtype)
+    count = g.maximum(g.reduce(mask, op="sum", axes=axes, keep_dim=True), g.scalar(1.0, x.dtype))
+    return g.reduce(t * mask / count, op="sum", axes=axes, keep_dim=keep)
+
+
+def _reduce_batch(ctx, node, operands, batched):
+    return ctx.graph.reduce(operands[0], op=node.attrs["op"], axes=[ctx.shift_axis(a) for a in node.attrs["axes"]],
+                            keep_dim=node.attrs["keep_dim"])
+
+
 defop(
     name="reduce", family="reduction", arity=1, operands=("x",),
     attrs={
@@ -85,6 +123,7 @@ defop(
     },
     methods={op: {"op": op} for op in REDUCE_OPS},
     canonicalize=_reduce_canon, infer=_reduce_type, kernel=_reduce_kernel, flags={"reduction"},
+    vjp=_reduce_vjp, jvp=_reduce_jvp, batch=_reduce_batch,
     doc="Reduce x over `axes` with sum / mean / max / min / prod (builder methods g.sum, g.mean, g.max, g.min, "
     "g.prod). Any set of axes (upstream's kernel: contiguous runs only); negative axes are normalized; "
     "duplicates and out-of-range axes are ShapeErrors (upstream ignores them); axes=None means every axis, "

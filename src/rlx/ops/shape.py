@@ -59,10 +59,19 @@ def _reshape_type(ins, attrs):
     return TensorType(Shape(out), ins[0].dtype)
 
 
+# Autodiff / vmap rules (contract: rlx.autodiff.rules), added with the autodiff issue because the
+# matmul and reduce rules emit reshape / transpose / expand and second order needs their rules.
+def _reshape_batch(ctx, node, operands, batched):
+    return ctx.reshape(operands[0], [ctx.batch_size, *node.shape])
+
+
 defop(
     name="reshape", family="shape", arity=1, operands=("x",),
     attrs={"new_shape": AttrSpec("ints", doc="target dims; at most one -1 (inferred); 0 is a literal 0")},
     infer=_reshape_type,
+    vjp=lambda ctx, node, ct: [ctx.reshape(ct, ctx.operand(node, 0).shape)],
+    jvp=lambda ctx, node, tangents: ctx.graph.reshape(tangents[0], new_shape=node.attrs["new_shape"]),
+    batch=_reshape_batch,
     kernel=lambda args, attrs, out: np.reshape(args[0], tuple(out.shape)),
     doc="C-order reshape (np.reshape). At most one -1, inferred as numel // prod(others); the sizes must "
     "divide (upstream does not check). Other negatives are errors; 0 is a literal 0. For a symbolic input "
@@ -101,6 +110,9 @@ defop(
     name="transpose", family="shape", arity=1, operands=("x",),
     attrs={"perm": AttrSpec("ints", default=None, doc="axis permutation; None reverses the axes")},
     canonicalize=_transpose_canon, infer=_transpose_type,
+    vjp=lambda ctx, node, ct: [ctx.graph.transpose(ct, perm=[int(i) for i in np.argsort(node.attrs["perm"])])],
+    jvp=lambda ctx, node, tangents: ctx.graph.transpose(tangents[0], perm=node.attrs["perm"]),
+    batch=lambda ctx, node, operands, batched: ctx.graph.transpose(operands[0], perm=[0, *(p + 1 for p in node.attrs["perm"])]),
     kernel=lambda args, attrs, out: np.transpose(args[0], attrs["perm"]),
     doc="np.transpose(x, perm). perm=None reverses the axes (NumPy); negative entries are allowed. "
     "Builders store the explicit, non-negative permutation.",
@@ -203,6 +215,10 @@ defop(
     name="expand", family="shape", arity=1, operands=("x",),
     attrs={"target_shape": AttrSpec("ints", doc="result dims; -1 keeps the input dim")},
     infer=_expand_type,
+    vjp=lambda ctx, node, ct: [ctx.unbroadcast(ct, ctx.operand(node, 0))],
+    jvp=lambda ctx, node, tangents: ctx.graph.expand(tangents[0], target_shape=node.attrs["target_shape"]),
+    batch=lambda ctx, node, operands, batched: ctx.graph.expand(
+        ctx.align(operands[0], len(node.shape)), target_shape=[-1, *node.attrs["target_shape"]]),
     kernel=lambda args, attrs, out: np.broadcast_to(args[0], tuple(out.shape)).copy(),
     doc="np.broadcast_to after left-padding x with 1s. A target entry of -1 keeps the (aligned) input dim, "
     "which is how a symbolic dim is kept; other negatives are errors.",

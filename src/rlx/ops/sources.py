@@ -1,4 +1,8 @@
-"""Source ops: graph inputs, weights (params) and embedded constants. They have no operands."""
+"""Source ops: graph inputs, weights (params) and embedded constants. They have no operands.
+
+They carry the ``no_grad`` flag: having no operands they need no VJP / JVP / batching rule
+(autodiff seeds inputs and params itself; vmap declares batched inputs itself).
+"""
 
 from __future__ import annotations
 
@@ -20,13 +24,13 @@ def _declared(ins, attrs):
 
 defop(
     name="input", family="sources", level="source", arity=0, attrs=_LEAF_ATTRS,
-    infer=_declared, kernel=None,
+    infer=_declared, kernel=None, flags={"no_grad"},
     doc="A named runtime input with a declared shape (symbolic dims allowed) and dtype.",
 )
 
 defop(
     name="param", family="sources", level="source", arity=0, attrs=_LEAF_ATTRS,
-    infer=_declared, kernel=None,
+    infer=_declared, kernel=None, flags={"no_grad"},
     doc="A named weight with a declared shape and dtype; fed by name like an input.",
 )
 
@@ -34,6 +38,6 @@ defop(
     name="constant", family="sources", level="source", arity=0,
     attrs={"value": AttrSpec("tensor", doc="the embedded tensor (immutable)")},
     infer=lambda ins, attrs: TensorType(Shape(attrs["value"].array.shape), DType.of(attrs["value"].array.dtype)),
-    kernel=lambda args, attrs, out: attrs["value"].array,
+    kernel=lambda args, attrs, out: attrs["value"].array, flags={"no_grad"},
     doc="An embedded tensor. Its bytes are stored little-endian in the declared dtype.",
 )

@@ -95,7 +95,7 @@ def run(g: Graph, inputs: Mapping[str, Any] | None = None, params: Mapping[str, 
             continue
         out_type = TensorType(node.shape.bind(binding), node.dtype) if binding else node.type
         values[node.id] = eval_node(node, [values[i] for i in node.inputs], out_type)
-        for src in node.inputs:
+        for src in set(node.inputs):
             if remaining.get(src) == node.id and src not in outputs:
                 del values[src]
     return [values[i] for i in g.output_ids]

@@ -1,0 +1,231 @@
+"""``prepare_graph_for_ad``: rewrite MIR into the primitive MIR that autodiff and vmap read.
+
+Steps (PIPELINE.md §5.1, in this order), each a pass returning an old → new id map that
+is composed so that references (``wrt``, ``in_axes``, outputs) never drift (§8 row 3):
+
+1. unfuse fused ops and elementwise regions through each fused op's ``decompose`` hook
+   (``rlx.opt.unfuse.unfuse_fused_for_autodiff``);
+2. lower ``dot_general`` to transposes, reshapes and a batched ``matmul``;
+3. legalize reductions: a ``reduce`` over several axes becomes a chain of single-axis
+   reduces (highest axis first, same ``keep_dim``), emitted in place, so the insertion
+   order stays topological (upstream appends them at the end and breaks it, §8 row 4).
+
+Control-flow ops (if / while / scan) are not in the registry yet; nothing to rewrite.
+Also here: turning what the caller passed into MIR (``as_mir``) and resolving ``wrt``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rlx.ir.errors import AutodiffError, RlxError
+from rlx.ir.graph import Graph, GraphStage, Node, Value
+from rlx.ir.shape import Shape
+from rlx.opt.manager import PassResult, run_passes
+from rlx.opt.rebuild import Rebuilder
+from rlx.opt.unfuse import unfuse_fused_for_autodiff
+
+#: ops that prepare_graph_for_ad removes (so they need no autodiff / batching rules of their own)
+LOWERED_OPS = frozenset({"dot_general"})
+
+
+@dataclass
+class Prepared:
+    """A prepared graph and the old → new id map from the caller's graph."""
+
+    graph: Graph
+    id_map: dict[int, int]
+
+
+# ------------------------------------------------------------------------------ input kinds
+def _autodiff_policy() -> Any:
+    try:
+        from rlx.hir import FusionPolicy  # type: ignore[attr-defined]  # lazy: hir sits beside autodiff
+    except ImportError:
+        return "fusable"
+    return FusionPolicy.for_autodiff()
+
+
+def as_mir(obj: Any, what: str = "autodiff") -> Graph:
+    """The MIR graph to differentiate: a MIR Graph as is; HIR modules (anything with
+    ``lower_to_mir(policy)``) lowered with ``FusionPolicy.for_autodiff()``; LIR refused."""
+    if isinstance(obj, Graph) and obj.stage is GraphStage.MIR:
+        return obj
+    stage = getattr(obj, "stage", None)
+    if stage is GraphStage.LIR or str(stage) == "lir" or (hasattr(obj, "plan") and hasattr(obj, "graph")):
+        raise AutodiffError(f"{what}: an LIR module cannot be differentiated (wrong stage); differentiate the MIR, then plan")
+    if hasattr(obj, "lower_to_mir"):
+        mir = obj.lower_to_mir(policy=_autodiff_policy())
+        if not isinstance(mir, Graph):
+            raise AutodiffError(f"{what}: lower_to_mir returned {type(mir).__name__}, not a Graph")
+        return mir
+    if isinstance(obj, Graph):
+        raise AutodiffError(f"{what}: a {obj.stage.value.upper()} graph cannot be differentiated; lower it to MIR first")
+    raise AutodiffError(f"{what}: expected a MIR Graph or an HIR module, got {type(obj).__name__}")
+
+
+def resolve_refs(g: Graph, refs: Iterable[Any], what: str) -> list[int]:
+    """Node ids of ``refs`` in ``g``: leaf names (inputs / params), Values of ``g``, or ids."""
+    if isinstance(refs, (str, Value, int)):
+        refs = [refs]
+    leaves = {**g.inputs(), **g.params()}
+    out: list[int] = []
+    for ref in refs:
+        if isinstance(ref, str):
+            if ref not in leaves:
+                raise AutodiffError(f"{what}: graph {g.name!r} has no input or param named {ref!r} (it has {sorted(leaves)})")
+            out.append(leaves[ref].id)
+        elif isinstance(ref, Value):
+            if ref.graph is not g:
+                if ref.name is not None and ref.node.op in ("input", "param") and ref.name in leaves:
+                    out.append(leaves[ref.name].id)  # a leaf of the caller's HIR / pre-lowering graph
+                    continue
+                raise AutodiffError(f"{what}: {ref!r} does not belong to graph {g.name!r}; pass it by name")
+            out.append(ref.id)
+        elif isinstance(ref, int) and not isinstance(ref, bool):
+            if not 0 <= ref < len(g.nodes):
+                raise AutodiffError(f"{what}: graph {g.name!r} has no node %{ref}")
+            out.append(int(ref))
+        else:
+            raise AutodiffError(f"{what}: expected a name, a Value or a node id, got {type(ref).__name__} {ref!r}")
+    return out
+
+
+def label(g: Graph, node_id: int) -> str:
+    node = g.nodes[node_id]
+    return f"{node.name!r}" if node.name else f"%{node_id} ({node.op})"
+
+
+# ------------------------------------------------------------------------------ passes
+def unfuse_pass(g: Graph) -> PassResult:
+    """Step 1: decompose fused ops and elementwise regions (``rlx.opt.unfuse``, via each op's decompose hook)."""
+    return unfuse_fused_for_autodiff(g)
+
+
+def _dims_attr(dims: Sequence[Any]) -> list[int] | None:
+    if sum(isinstance(d, str) for d in dims) > 1:
+        return None
+    return [-1 if isinstance(d, str) else d for d in dims]
+
+
+def _product(dims: Sequence[Any]) -> Any:
+    """Static product, the single dim itself, or None when not expressible."""
+    if len(dims) == 1:
+        return dims[0]
+    if all(isinstance(d, int) for d in dims):
+        p = 1
+        for d in dims:
+            p *= d
+        return p
+    return None
+
+
+def _lower_dot_general(rb: Rebuilder, node: Node) -> int | None:
+    """dot_general → transpose to [batch, free, contract] / [batch, contract, free] → reshape → matmul → reshape."""
+    src = rb.src.nodes
+    lhs_t, rhs_t = src[node.inputs[0]].type, src[node.inputs[1]].type
+    lr, rr = len(lhs_t.shape), len(rhs_t.shape)
+    lb = [a % lr for a in node.attrs["lhs_batch"]]
+    lc = [a % lr for a in node.attrs["lhs_contracting"]]
+    rb_ = [a % rr for a in node.attrs["rhs_batch"]]
+    rc = [a % rr for a in node.attrs["rhs_contracting"]]
+    lf = [i for i in range(lr) if i not in lb and i not in lc]
+    rf = [j for j in range(rr) if j not in rb_ and j not in rc]
+    bdims = [lhs_t.shape[i] for i in lb]
+    m_dims, k_dims, n_dims = [lhs_t.shape[i] for i in lf], [lhs_t.shape[i] for i in lc], [rhs_t.shape[j] for j in rf]
+    m, k, n = _product(m_dims) if m_dims else 1, _product(k_dims) if k_dims else 1, _product(n_dims) if n_dims else 1
+    if m is None or k is None or n is None:
+        return None
+    lhs_shape, rhs_shape = [*bdims, m, k], [*bdims, k, n]
+    if _dims_attr(lhs_shape) is None or _dims_attr(rhs_shape) is None or _dims_attr(list(node.shape)) is None:
+        return None
+    g = rb.dst
+    start = len(g.nodes)
+    a, b = rb.value(rb.mapped(node.inputs[0])), rb.value(rb.mapped(node.inputs[1]))
+    lperm, rperm = [*lb, *lf, *lc], [*rb_, *rc, *rf]
+    if lperm != list(range(lr)):
+        a = g.transpose(a, perm=lperm)
+    if rperm != list(range(rr)):
+        b = g.transpose(b, perm=rperm)
+    if tuple(a.shape) != tuple(lhs_shape):
+        a = g.reshape(a, new_shape=_dims_attr(lhs_shape))
+    if tuple(b.shape) != tuple(rhs_shape):
+        b = g.reshape(b, new_shape=_dims_attr(rhs_shape))
+    out = g.matmul(a, b)
+    if tuple(out.shape) != tuple(node.shape):
+        out = g.reshape(out, new_shape=_dims_attr(list(node.shape)))
+    if out.dtype != node.dtype:
+        out = g.cast(out, to=node.dtype)
+    rb.stamp(start, [node], name=node.name, last=out.id)
+    return out.id
+
+
+def lower_dot_general_pass(g: Graph) -> PassResult:
+    """Step 2: every dot_general expressible with static (or single-symbol) groups becomes matmul."""
+    if not any(n.op == "dot_general" for n in g.nodes):
+        return PassResult(g, None, {"lowered": 0})
+    rb = Rebuilder(g, "lower_dot_general")
+    count = 0
+    for node in g.nodes:
+        new = _lower_dot_general(rb, node) if node.op == "dot_general" else None
+        if new is None:
+            rb.copy(node)
+        else:
+            rb.alias(node.id, new)
+            count += 1
+    graph, id_map = rb.finish()
+    return PassResult(graph, id_map, {"lowered": count})
+
+
+def legalize_reduce_pass(g: Graph) -> PassResult:
+    """Step 3: multi-axis reduce → a chain of single-axis reduces, highest axis first (no reshape needed)."""
+    if not any(n.op == "reduce" and len(n.attrs["axes"]) > 1 for n in g.nodes):
+        return PassResult(g, None, {"split": 0})
+    rb = Rebuilder(g, "legalize_multi_axis_reduce")
+    count = 0
+    for node in g.nodes:
+        axes = node.attrs.get("axes") if node.op == "reduce" else None
+        if axes is None or len(axes) <= 1:
+            rb.copy(node)
+            continue
+        dst = rb.dst
+        start = len(dst.nodes)
+        v = rb.value(rb.mapped(node.inputs[0]))
+        for axis in sorted(axes, reverse=True):  # highest first: lower axis numbers stay valid
+            v = dst.reduce(v, op=node.attrs["op"], axes=[axis], keep_dim=node.attrs["keep_dim"])
+        rb.stamp(start, [node], name=node.name, last=v.id)
+        rb.alias(node.id, v.id)
+        count += 1
+    graph, id_map = rb.finish()
+    return PassResult(graph, id_map, {"split": count})
+
+
+PREPARE_PASSES = (unfuse_pass, lower_dot_general_pass, legalize_reduce_pass)
+
+
+def prepare(g: Any, what: str = "prepare_graph_for_ad") -> Prepared:
+    """Run the prepare steps on ``g`` (MIR, or HIR lowered for autodiff); keep the id map."""
+    mir = as_mir(g, what)
+    try:
+        result = run_passes(mir, list(PREPARE_PASSES), check=True)
+    except AutodiffError:
+        raise
+    except RlxError as exc:
+        raise AutodiffError(f"{what}: {exc}") from exc
+    return Prepared(result.graph, dict(result.id_map))
+
+
+def prepare_graph_for_ad(g: Any, *, with_map: bool = False) -> Graph | tuple[Graph, dict[int, int]]:
+    """Primitive MIR for autodiff: fused ops unfused, dot_general lowered, reductions legalized.
+
+    Returns the prepared graph, or ``(graph, id_map)`` with ``with_map=True`` where
+    ``id_map`` maps the caller's node ids to the prepared graph's (for values that survive).
+    """
+    p = prepare(g)
+    return (p.graph, p.id_map) if with_map else p.graph
+
+
+def shape_str(shape: Sequence[Any]) -> str:
+    return repr(Shape(shape))

@@ -1,0 +1,169 @@
+"""Reverse mode: ``grad_with_loss`` and ``grad`` (PIPELINE.md §5.2, with §8 rows 3 and 16 fixed).
+
+The backward graph is built in three parts: a copy of the prepared forward (same node ids
+as the prepared graph), one input ``d_output`` (the seed, the loss's shape and dtype), and
+the gradient nodes of a reverse walk that calls each op's ``vjp`` rule. Contributions to
+the same value are summed with ``add`` in visit order. Only nodes on a differentiable
+path from a ``wrt`` value to the loss get a rule call, and dead code is removed at the
+end, so the forward recomputation is pruned to what the gradients need. Inputs and
+params are always kept, so the backward graph is fed like the forward plus ``d_output``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rlx.autodiff.prepare import label, prepare, resolve_refs, shape_str
+from rlx.autodiff.rules import NO_GRAD, VjpContext, cast, is_diff_dtype
+from rlx.ir.errors import AutodiffError, RlxError
+from rlx.ir.graph import Graph, Node, Value
+from rlx.ir.opdef import get_op
+from rlx.ir.verify import verify
+from rlx.opt.cleanup import dce
+
+SEED = "d_output"
+
+
+def resolve_wrt(g: Any, wrt: Iterable[Any] | Any, what: str) -> tuple[Graph, list[int], list[str | None]]:
+    """Prepare ``g`` and map ``wrt`` (names, Values, ids of the caller's graph) into it.
+
+    Returns the prepared graph, the wrt ids in it, and each wrt's leaf name (or None).
+    """
+    from rlx.autodiff.prepare import as_mir
+
+    mir = as_mir(g, what)
+    if isinstance(wrt, (str, Value, int)):
+        wrt = [wrt]
+    wrt = list(wrt)
+    if not wrt:
+        raise AutodiffError(f"{what}: wrt is empty")
+    ids = resolve_refs(mir, wrt, what)
+    prepared = prepare(mir, what)
+    out: list[int] = []
+    names: list[str | None] = []
+    for ref, old in zip(wrt, ids):
+        new = prepared.id_map.get(old)
+        if new is None:
+            raise AutodiffError(f"{what}: wrt {ref!r} (node {label(mir, old)}) does not survive prepare_graph_for_ad")
+        node = prepared.graph.nodes[new]
+        if not is_diff_dtype(node.dtype):
+            raise AutodiffError(f"{what}: wrt {label(prepared.graph, new)} has dtype {node.dtype}; only float values have gradients")
+        out.append(new)
+        names.append(node.attrs["name"] if node.op in ("input", "param") else None)
+    return prepared.graph, out, names
+
+
+def active_set(g: Graph, sources: Iterable[int]) -> list[bool]:
+    """Nodes whose (float) value depends on ``sources`` through float values."""
+    active = [False] * len(g.nodes)
+    src = set(sources)
+    for node in g.nodes:
+        if not is_diff_dtype(node.dtype):
+            continue
+        if node.id in src or any(active[i] for i in node.inputs):
+            active[node.id] = True
+    return active
+
+
+def no_rule(node: Node, g: Graph, kind: str) -> AutodiffError:
+    opdef = get_op(node.op)
+    return AutodiffError(
+        f"op {node.op!r} (family {opdef.family}) has no {kind} rule; node {label(g, node.id)} lies on a "
+        f"differentiable path (add OpDef.{kind} or the {NO_GRAD!r} flag)"
+    )
+
+
+def _copy_forward(fwd: Graph, name: str) -> Graph:
+    out = Graph(name)
+    for node in fwd.nodes:
+        out._push(node)  # nodes are immutable; same ids as the prepared forward
+    return out
+
+
+def build_backward(fwd: Graph, wrt: list[int], *, with_loss: bool, name: str | None = None) -> Graph:
+    """The backward graph of a prepared single-output ``fwd`` for ``wrt`` ids (see module doc)."""
+    loss_id = fwd.output_ids[0]
+    loss = fwd.nodes[loss_id]
+    if not is_diff_dtype(loss.dtype):
+        raise AutodiffError(f"grad: the loss {label(fwd, loss_id)} has dtype {loss.dtype}; it must be a float")
+    if SEED in {**fwd.inputs(), **fwd.params()}:
+        raise AutodiffError(f"grad: the forward already has a leaf named {SEED!r}")
+    bwd = _copy_forward(fwd, name or f"{fwd.name}_grad")
+    seed = bwd.input(SEED, loss.shape, loss.dtype)
+    active = active_set(fwd, wrt)
+    ctx = VjpContext(bwd, {i: i for i in range(len(fwd.nodes))}, lambda i: active[i])
+    pending: dict[int, list[Value]] = {loss_id: [seed]} if active[loss_id] else {}
+    grads: dict[int, Value] = {}
+    wrt_set = set(wrt)
+    for node in reversed(fwd.nodes[: loss_id + 1]):
+        parts = pending.pop(node.id, None)
+        if not parts:
+            continue
+        ct = parts[0]
+        for p in parts[1:]:
+            ct = bwd.add(ct, p)
+        if node.id in wrt_set:
+            grads[node.id] = ct
+        if not any(active[i] for i in node.inputs):
+            continue
+        opdef = get_op(node.op)
+        if opdef.vjp is None:
+            if NO_GRAD in opdef.flags:
+                continue
+            raise no_rule(node, fwd, "vjp")
+        try:
+            results = opdef.vjp(ctx, node, ct)
+        except AutodiffError:
+            raise
+        except RlxError as exc:
+            raise AutodiffError(f"vjp rule of {node.op!r} failed at node {label(fwd, node.id)}: {exc}") from exc
+        results = list(results)
+        if len(results) != len(node.inputs):
+            raise AutodiffError(f"vjp rule of {node.op!r} returned {len(results)} gradients for {len(node.inputs)} operands")
+        for i, (src, gr) in enumerate(zip(node.inputs, results)):
+            if gr is None or not active[src]:
+                continue
+            target = fwd.nodes[src]
+            if tuple(gr.shape) != tuple(target.shape):
+                raise AutodiffError(
+                    f"vjp rule of {node.op!r} (node {label(fwd, node.id)}) gave operand {i} a gradient of shape "
+                    f"{shape_str(gr.shape)}, expected {shape_str(target.shape)}"
+                )
+            pending.setdefault(src, []).append(cast(bwd, gr, target.dtype))
+    missing = [i for i in wrt if i not in grads]
+    if missing:
+        names = ", ".join(label(fwd, i) for i in missing)
+        raise AutodiffError(f"grad: {names} get(s) no gradient: the loss does not depend on them through differentiable ops")
+    outs = ([seed.graph.value(loss_id)] if with_loss else []) + [grads[i] for i in wrt]
+    bwd.set_outputs(outs)
+    result = dce(bwd).graph
+    result.name = bwd.name
+    verify(result)
+    return result
+
+
+def grad_with_loss(g: Any, wrt: Iterable[Any] | Any, *, name: str | None = None) -> Graph:
+    """Backward graph of a one-output forward: outputs ``[loss, dL/dwrt...]``, seed input ``d_output``.
+
+    ``g``: a MIR Graph, or an HIR module (lowered with ``FusionPolicy.for_autodiff()``);
+    LIR raises :class:`rlx.AutodiffError`. ``wrt``: input / param names, Values or node ids
+    of ``g`` (resolved through the prepare passes' id maps, so they never drift).
+    """
+    fwd, ids, _ = _checked(g, wrt, "grad_with_loss")
+    return build_backward(fwd, ids, with_loss=True, name=name)
+
+
+def grad(g: Any, wrt: Iterable[Any] | Any, *, name: str | None = None) -> Graph:
+    """Like :func:`grad_with_loss` without the loss output: outputs ``[dL/dwrt...]``."""
+    fwd, ids, _ = _checked(g, wrt, "grad")
+    return build_backward(fwd, ids, with_loss=False, name=name)
+
+
+def _checked(g: Any, wrt: Any, what: str) -> tuple[Graph, list[int], list[str | None]]:
+    from rlx.autodiff.prepare import as_mir
+
+    mir = as_mir(g, what)
+    if len(mir.output_ids) != 1:
+        raise AutodiffError(f"{what}: the forward graph {mir.name!r} must have exactly one output (the loss), it has {len(mir.output_ids)}")
+    return resolve_wrt(mir, wrt, what)

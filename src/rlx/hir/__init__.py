@@ -1,0 +1,21 @@
+"""HIR: block ops for model builders, ``FusionPolicy`` lowering to MIR, staged modules.
+
+``rlx.define(name, build)`` builds a :class:`GraphModule` at stage HIR through the HIR
+builder ``h`` (:class:`HirGraph`); ``m.lower_to_mir(policy)`` lowers it to a verified
+MIR graph whose nodes keep their HIR provenance. The block ops themselves are defined in
+:mod:`rlx.ops.hir_blocks`.
+"""
+
+from rlx.hir.builder import HirGraph
+from rlx.hir.errors import LowerError
+from rlx.hir.inspect import inspect, inspect_graph_diff, inspect_hir, inspect_lir, inspect_mir, op_histogram, pretty_print, pretty_stats
+from rlx.hir.lower import lower_to_mir
+from rlx.hir.module import GraphModule, HirModule, define
+from rlx.hir.policy import FusionPolicy
+from rlx.hir.stages import AdPipelineStage
+
+__all__ = [
+    "AdPipelineStage", "FusionPolicy", "GraphModule", "HirGraph", "HirModule", "LowerError", "define", "inspect",
+    "inspect_graph_diff", "inspect_hir", "inspect_lir", "inspect_mir", "lower_to_mir", "op_histogram", "pretty_print",
+    "pretty_stats",
+]

@@ -1,0 +1,1126 @@
+"""Files: versioned canonical JSON documents, a safetensors weights payload, fingerprints, safe loading.
+
+Public functions (re-exported by :mod:`rlx`)::
+
+    to_json(obj) -> str                      # self-contained: every tensor inline (base64)
+    from_json(text, limits=None) -> obj      # validated, verified
+    save(obj, path, params=None)             # path (JSON) + "<path>.safetensors" sidecar when needed
+    load(path, limits=None, with_params=False) -> obj   (obj, params) with with_params=True
+    fingerprint(obj) -> str                  # SHA-256 hex of the canonical reference form
+
+``obj`` is a :class:`~rlx.ir.graph.Graph` (document level = its stage: ``"hir"``, ``"mir"``
+or ``"lir"``, kind ``"graph"``) or any object whose class has a registered codec. The
+schema, limits and payload layout are written down in ``docs/format.md``.
+
+Canonical encoding: ``json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+allow_nan=False)``; node ids are positions in arrays, never map keys; optional node fields
+are omitted when unset; every attribute is written, defaults included. Equal objects give
+identical bytes, in any process. Non-finite floats are the strings ``"NaN"``,
+``"Infinity"``, ``"-Infinity"`` (schema-typed float attributes) or ``{"float": "NaN"}``
+inside untyped ``data`` attributes.
+
+Codec registry (how higher layers add object kinds without ``ir`` importing them)::
+
+    register_codec(level, cls, encode, decode, kind=None)
+        encode(obj, enc: Encoder) -> dict      # the object's fields (JSON values)
+        decode(doc: dict, dec: Decoder) -> obj # doc holds those fields (header removed)
+
+The dict returned by ``encode`` is merged into the document next to the header keys
+``format``, ``version``, ``level``, ``kind`` and ``payload`` (which it must not use).
+``kind`` defaults to ``cls.__name__``; the pair (level, kind) selects the decoder.
+
+:class:`Encoder` offers ``graph(g) -> dict``, ``tensor(array) -> dict`` and ``float(x)``.
+:class:`Decoder` offers ``graph(doc, path) -> Graph`` (verified), ``tensor(doc, path) ->
+ndarray``, and field checks that raise :class:`~rlx.FormatError` naming the path:
+``keys(doc, path, required, optional)``, ``get(doc, key, types, path[, default])``,
+``int(doc, key, path, lo=, hi=)``, ``str(doc, key, path)``, ``list(doc, key, path)``,
+``float(value, path)`` and ``error(path, message)``. Its ``limits`` is the active
+:class:`LoadLimits`.
+
+Safety: no pickle, no eval, nothing imported by name from a file; sizes are checked
+against :class:`LoadLimits` before anything is allocated for them; every loaded graph is
+verified; only :class:`~rlx.FormatError` and :class:`~rlx.VerifyError` escape a loader.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import gc
+import hashlib
+import json
+import math
+import os
+import re
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from rlx.ir.attrs import AttrSpec, FrozenArray
+from rlx.ir.dtype import DType
+from rlx.ir.errors import FormatError, RlxError, UnknownOpError, VerifyError
+from rlx.ir.graph import Graph, GraphStage, Node, Provenance
+from rlx.ir.opdef import OpDef, get_op
+from rlx.ir.shape import Shape, TensorType
+from rlx.ir.verify import verify as _verify_graph
+
+__all__ = [
+    "FORMAT", "INLINE_MAX_BYTES", "VERSION", "Decoder", "Encoder", "LoadLimits", "LoadedParams",
+    "fingerprint", "from_json", "load", "register_codec", "save", "to_json",
+]
+
+FORMAT = "rlx-ir"
+VERSION = 1
+INLINE_MAX_BYTES = 4096  # tensors up to this many bytes stay inline in save() and fingerprint()
+LEVELS = ("hir", "mir", "lir")
+CONST_PREFIX = "rlx.const."  # sidecar names of constants: rlx.const.<sha256 of bytes>.<dtype>[<dims>]
+PAYLOAD_SUFFIX = ".safetensors"
+_HEADER = ("format", "version", "level", "kind", "payload")
+
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
+_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SHA = re.compile(r"[0-9a-f]{64}")
+_NONFINITE_IN = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+_DTYPES = {d.value: d for d in DType}
+_ST_DTYPE = {
+    "f64": "F64", "f32": "F32", "f16": "F16", "bf16": "BF16", "i64": "I64", "i32": "I32", "i16": "I16",
+    "i8": "I8", "u8": "U8", "u32": "U32", "bool": "BOOL", "c64": "C64", "f8e4m3": "F8_E4M3", "f8e5m2": "F8_E5M2",
+}
+_ST_DTYPE_IN = {v: DType(k) for k, v in _ST_DTYPE.items()}
+
+
+# ------------------------------------------------------------------------------------ limits
+
+
+@dataclass(frozen=True)
+class LoadLimits:
+    """Bounds a loader enforces before it allocates or loops; every field is configurable.
+
+    A hostile ten-line file cannot make the loader allocate more than these allow or loop
+    for long: declared sizes (shapes, base64 lengths, safetensors offsets) are checked
+    before any buffer is made, and no buffer is ever made for a node's declared type.
+    """
+
+    max_document_bytes: int = 1 << 31  # JSON text of one document
+    max_depth: int = 32  # graphs nested in graph attributes; nesting of ``data`` attributes
+    max_nodes: int = 10_000_000  # nodes over all graphs of a document, nested ones included
+    max_items: int = 1 << 20  # entries of one list (operands, outputs, ints, dims, passes ...)
+    max_string: int = 1 << 16  # characters of one name, op, symbol or str attribute
+    max_rank: int = 64  # dims of one shape
+    max_dim: int = 1 << 48  # one declared dim
+    max_tensor_bytes: int = 1 << 40  # declared bytes of one tensor (node type, constant, weight)
+    max_inline_bytes: int = 1 << 28  # bytes of one inline (base64) tensor
+    max_total_bytes: int = 1 << 40  # tensor bytes actually read: inline constants + payload file
+    max_header_bytes: int = 1 << 26  # safetensors JSON header
+
+
+DEFAULT_LIMITS = LoadLimits()
+
+
+# ------------------------------------------------------------------------------------ codecs
+
+
+@dataclass(frozen=True)
+class _Codec:
+    level: str
+    kind: str
+    cls: type
+    encode: Callable[[Any, Encoder], dict]
+    decode: Callable[[dict, Decoder], Any]
+
+
+_BY_TYPE: dict[type, _Codec] = {}
+_BY_KEY: dict[tuple[str, str], _Codec] = {}
+
+
+def register_codec(
+    level: str,
+    cls: type,
+    encode: Callable[[Any, Encoder], dict],
+    decode: Callable[[dict, Decoder], Any],
+    kind: str | None = None,
+    *,
+    replace: bool = False,
+) -> None:
+    """Let ``save`` / ``load`` / ``to_json`` / ``from_json`` / ``fingerprint`` handle ``cls``."""
+    if level not in LEVELS:
+        raise RlxError(f"register_codec: level must be one of {LEVELS}, got {level!r}")
+    kind = kind or cls.__name__
+    if kind == "graph" or issubclass(cls, Graph):
+        raise RlxError("register_codec: Graph has a built-in codec (kind 'graph')")
+    if not replace and ((level, kind) in _BY_KEY or cls in _BY_TYPE):
+        raise RlxError(f"register_codec: a codec for {cls.__name__} / ({level!r}, {kind!r}) exists (replace=True overrides)")
+    codec = _Codec(level, kind, cls, encode, decode)
+    _BY_TYPE[cls] = codec
+    _BY_KEY[(level, kind)] = codec
+
+
+def _codec_for(obj: Any) -> _Codec:
+    for klass in type(obj).__mro__:
+        codec = _BY_TYPE.get(klass)
+        if codec is not None:
+            return codec
+    raise FormatError(f"cannot serialize {type(obj).__name__}: no codec registered (Graph or a class passed to register_codec)")
+
+
+# ------------------------------------------------------------------------------------ encoding
+
+
+def _enc_float(x: float) -> float | str:
+    if math.isfinite(x):
+        return x
+    return "NaN" if x != x else ("Infinity" if x > 0 else "-Infinity")
+
+
+def _le(arr: np.ndarray) -> np.ndarray:
+    """C-contiguous little-endian copy (or view) of ``arr`` in its rlx dtype."""
+    dtype = DType.of(arr.dtype)
+    return np.ascontiguousarray(arr, dtype=dtype.numpy.newbyteorder("<"))
+
+
+def _const_key(sha: str, dtype: str, shape: tuple[int, ...]) -> str:
+    """Sidecar name of a constant: ``rlx.const.<sha256 of its bytes>.<dtype>[<dims>]``."""
+    return f"{CONST_PREFIX}{sha}.{dtype}[{','.join(str(d) for d in shape)}]"
+
+
+def _raw(arr: np.ndarray) -> memoryview:
+    return memoryview(arr.reshape(-1).view(np.uint8))
+
+
+class Encoder:
+    """Turns objects into JSON values. Codecs call ``graph``, ``tensor`` and ``float``.
+
+    ``inline_max`` is None for fully inline output (``to_json``); otherwise tensors larger
+    than it are written as ``{"dtype", "shape", "sha256"}`` references and collected in
+    ``blobs`` (sha256 hex -> little-endian array) for the payload.
+    """
+
+    def __init__(self, inline_max: int | None = None):
+        self.inline_max = inline_max
+        self.blobs: dict[str, np.ndarray] = {}
+
+    def float(self, x: float) -> float | str:
+        return _enc_float(float(x))
+
+    def tensor(self, array: Any) -> dict:
+        arr = np.asarray(array.array if isinstance(array, FrozenArray) else array)
+        try:
+            le = _le(arr)
+        except RlxError as exc:
+            raise FormatError(f"cannot serialize tensor: {exc}") from None
+        raw = _raw(le)
+        out: dict[str, Any] = {"dtype": DType.of(arr.dtype).value, "shape": list(arr.shape)}
+        if self.inline_max is None or raw.nbytes <= self.inline_max:
+            out["data"] = base64.b64encode(raw).decode("ascii")
+        else:
+            sha = hashlib.sha256(raw).hexdigest()
+            self.blobs[_const_key(sha, out["dtype"], arr.shape)] = le
+            out["sha256"] = sha
+        return out
+
+    def graph(self, g: Graph) -> dict:
+        nodes = []
+        ops: dict[str, OpDef | None] = {}
+        for n in g.nodes:
+            opdef = ops.get(n.op, False)
+            if opdef is False:
+                try:
+                    opdef = ops[n.op] = get_op(n.op)
+                except UnknownOpError:
+                    opdef = ops[n.op] = None
+            specs = opdef.attrs if opdef is not None else {}
+            attrs = {}
+            for key, value in n.attrs.items():
+                spec = specs.get(key)
+                attrs[key] = self._attr(value, spec.kind if spec is not None else None, f"node %{n.id} attribute {key!r}")
+            d: dict[str, Any] = {
+                "id": n.id, "op": n.op, "inputs": list(n.inputs), "attrs": attrs,
+                "shape": list(n.type.shape), "dtype": n.type.dtype.value,
+            }
+            if n.name is not None:
+                d["name"] = n.name
+            if n.prov is not None:
+                d["prov"] = {"hir": n.prov.hir, "label": n.prov.label, "passes": list(n.prov.passes)}
+            nodes.append(d)
+        return {"name": g.name, "stage": g.stage.value, "nodes": nodes, "outputs": list(g.output_ids)}
+
+    def _attr(self, v: Any, kind: str | None, where: str) -> Any:
+        if v is None:
+            return None
+        if kind == "float":
+            return _enc_float(float(v))
+        if kind == "floats":
+            return [_enc_float(float(x)) for x in v]
+        if kind == "data":
+            return self._data(v, where)
+        if isinstance(v, bool | str | int):
+            return v
+        if isinstance(v, float):
+            return _enc_float(v)
+        if isinstance(v, DType):
+            return v.value
+        if isinstance(v, tuple | list):
+            return [self._attr(x, None, where) for x in v]
+        if isinstance(v, FrozenArray | np.ndarray):
+            return self.tensor(v)
+        if isinstance(v, Graph):
+            return self.graph(v)
+        raise FormatError(f"{where}: cannot serialize a {type(v).__name__}")
+
+    def _data(self, v: Any, where: str) -> Any:
+        if isinstance(v, float):
+            return v if math.isfinite(v) else {"float": _enc_float(v)}
+        if isinstance(v, tuple | list):
+            return [self._data(x, where) for x in v]
+        if v is None or isinstance(v, bool | int | str):
+            return v
+        raise FormatError(f"{where}: cannot serialize a {type(v).__name__} in a data attribute")
+
+
+def _dumps(doc: Any) -> str:
+    try:
+        return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise FormatError(f"cannot encode document: {exc} (codecs must return JSON values; use enc.float for floats)") from None
+
+
+def _document(obj: Any, enc: Encoder) -> dict:
+    if isinstance(obj, Graph):
+        level, kind, body = obj.stage.value, "graph", enc.graph(obj)
+    else:
+        codec = _codec_for(obj)
+        level, kind = codec.level, codec.kind
+        body = codec.encode(obj, enc)
+        if not isinstance(body, dict):
+            raise FormatError(f"codec for {type(obj).__name__} returned {type(body).__name__}, expected dict")
+        clash = [k for k in _HEADER if k in body]
+        if clash:
+            raise FormatError(f"codec for {type(obj).__name__} uses reserved document keys {clash}")
+    return {"format": FORMAT, "version": VERSION, "level": level, "kind": kind, **body}
+
+
+def to_json(obj: Any) -> str:
+    """The canonical, self-contained JSON document of ``obj`` (every tensor inline)."""
+    return _dumps(_document(obj, Encoder(None)))
+
+
+def fingerprint(obj: Any) -> str:
+    """SHA-256 (hex) of the canonical reference form: the document ``save`` writes, minus ``payload``.
+
+    Tensors above :data:`INLINE_MAX_BYTES` enter through the SHA-256 of their bytes, so the
+    fingerprint changes when any attribute or any constant byte changes, and costs one pass
+    over the data, not a base64 copy of it.
+    """
+    return hashlib.sha256(_dumps(_document(obj, Encoder(INLINE_MAX_BYTES))).encode("ascii")).hexdigest()
+
+
+# ------------------------------------------------------------------------------------ decoding
+
+_JSON_TYPE = {dict: "object", list: "list", str: "str", int: "int", float: "float", bool: "bool", type(None): "null"}
+
+
+def _tname(v: Any) -> str:
+    return _JSON_TYPE.get(type(v), type(v).__name__)
+
+
+class _Bad(Exception):
+    """Internal: a field error whose path the caller completes (keeps the hot loop cheap)."""
+
+    def __init__(self, msg: str, suffix: str = ""):
+        super().__init__(msg)
+        self.msg = msg
+        self.suffix = suffix
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+_MISSING: Any = object()
+_NODE_KEYS = frozenset({"id", "op", "inputs", "attrs", "shape", "dtype"})
+_NODE_ALL = _NODE_KEYS | {"name", "prov"}
+_GRAPH_KEYS = ("name", "nodes", "outputs", "stage")
+_TENSOR_KEYS = frozenset({"dtype", "shape"})
+
+
+class Decoder:
+    """Reads JSON values back into objects, validating every field against ``limits``."""
+
+    def __init__(self, limits: LoadLimits | None = None, payload: _Payload | None = None):
+        self.limits = limits or DEFAULT_LIMITS
+        self.payload = payload
+        self.depth = 0
+        self.node_count = 0
+        self.bytes_read = 0
+        self._types: dict[tuple[Any, ...], TensorType] = {}
+        self._ops: dict[str, OpDef] = {}
+        self._kinds: dict[str, Callable[[Any, str], Any]] = {
+            "int": self._d_int, "float": self._d_float, "bool": self._d_bool, "str": self._d_str,
+            "dtype": self._d_dtype, "ints": self._d_ints, "floats": self._d_floats, "dims": self._d_dims,
+            "tensor": self._d_tensor, "graph": self._d_graph, "data": self._d_data,
+        }
+
+    # ----------------------------------------------------------- helpers for codecs
+    def error(self, path: str, message: str) -> FormatError:
+        return FormatError(f"{path or '<document>'}: {message}")
+
+    def keys(self, doc: Any, path: str, required: tuple[str, ...] | frozenset[str] = (), optional: tuple[str, ...] = ()) -> dict:
+        """``doc`` must be an object with every ``required`` key and no key outside both lists."""
+        if type(doc) is not dict:
+            raise self.error(path, f"expected object, got {_tname(doc)}")
+        missing = [k for k in required if k not in doc]
+        if missing:
+            raise self.error(_join(path, missing[0]), "missing field")
+        allowed = set(required) | set(optional)
+        extra = sorted(str(k) for k in doc if k not in allowed)
+        if extra:
+            raise self.error(_join(path, extra[0][:80]), "unknown field")
+        return doc
+
+    def get(self, doc: dict, key: str, types: type | tuple[type, ...], path: str, default: Any = _MISSING) -> Any:
+        """``doc[key]`` checked against ``types`` (``int`` never accepts bool; ``None`` for null)."""
+        where = _join(path, key)
+        if type(doc) is not dict:
+            raise self.error(path, f"expected object, got {_tname(doc)}")
+        if key not in doc:
+            if default is _MISSING:
+                raise self.error(where, "missing field")
+            return default
+        value = doc[key]
+        allowed = types if isinstance(types, tuple) else (types,)
+        allowed = tuple(type(None) if t is None else t for t in allowed)
+        if type(value) not in allowed and not (float in allowed and type(value) is int):
+            names = " or ".join(_JSON_TYPE.get(t, t.__name__) for t in allowed)
+            raise self.error(where, f"expected {names}, got {_tname(value)}")
+        if type(value) is str and len(value) > self.limits.max_string:
+            raise self.error(where, f"string of {len(value)} characters exceeds max_string={self.limits.max_string}")
+        if type(value) in (list, dict) and len(value) > self.limits.max_items:
+            raise self.error(where, f"{len(value)} entries exceed max_items={self.limits.max_items}")
+        return value
+
+    def int(self, doc: dict, key: str, path: str, *, lo: int | None = None, hi: int | None = None, default: Any = _MISSING) -> int:
+        value = self.get(doc, key, int, path, default)
+        if value is default and default is not _MISSING:
+            return value
+        lo = _INT_MIN if lo is None else lo
+        hi = _INT_MAX if hi is None else hi
+        if not lo <= value <= hi:
+            raise self.error(_join(path, key), f"{value if abs(value) < 10**30 else 'huge int'} is outside [{lo}, {hi}]")
+        return value
+
+    def str(self, doc: dict, key: str, path: str, default: Any = _MISSING) -> str:
+        return self.get(doc, key, str, path, default)
+
+    def list(self, doc: dict, key: str, path: str, default: Any = _MISSING) -> list:
+        return self.get(doc, key, list, path, default)
+
+    def float(self, value: Any, path: str) -> float:
+        try:
+            return self._d_float(value, path)
+        except _Bad as bad:
+            raise self.error(path + bad.suffix, bad.msg) from None
+
+    def tensor(self, doc: Any, path: str) -> np.ndarray:
+        """A tensor object (inline ``data`` or payload ``sha256``) as a read-only array."""
+        try:
+            return self._tensor(doc)
+        except _Bad as bad:
+            raise self.error(path + bad.suffix, bad.msg) from None
+
+    # ----------------------------------------------------------- graphs
+    def graph(self, doc: Any, path: str = "", verify: bool = True) -> Graph:
+        """Decode a graph object; ``verify`` runs :func:`rlx.verify` (nested graphs included)."""
+        lim = self.limits
+        self.keys(doc, path, _GRAPH_KEYS)
+        if self.depth >= lim.max_depth:
+            raise self.error(path, f"graphs nested deeper than max_depth={lim.max_depth}")
+        name = self.str(doc, "name", path)
+        stage = self.str(doc, "stage", path)
+        if stage not in LEVELS:
+            raise self.error(_join(path, "stage"), f"expected one of {list(LEVELS)}, got {stage[:40]!r}")
+        nodes = self.get(doc, "nodes", list, path)
+        self.node_count += len(nodes)
+        if self.node_count > lim.max_nodes:
+            raise self.error(_join(path, "nodes"), f"{self.node_count} nodes exceed max_nodes={lim.max_nodes}")
+        g = Graph(name, GraphStage(stage))
+        self.depth += 1
+        try:
+            for i, nd in enumerate(nodes):
+                try:
+                    g._push(self._node(nd, i, path))
+                except _Bad as bad:
+                    raise self.error(f"{_join(path, 'nodes')}[{i}]{bad.suffix}", bad.msg) from None
+                except FormatError:
+                    raise
+                except RlxError as exc:  # e.g. a duplicate input / param name
+                    raise self.error(f"{_join(path, 'nodes')}[{i}]", str(exc)) from None
+        finally:
+            self.depth -= 1
+        outputs = self.list(doc, "outputs", path)
+        for j, out in enumerate(outputs):
+            if type(out) is not int or not 0 <= out < len(nodes):
+                raise self.error(f"{_join(path, 'outputs')}[{j}]", f"expected the id of a node (0..{len(nodes) - 1}), got {_short(out)}")
+        g.set_outputs(outputs)
+        if verify:
+            _verify(g)
+        return g
+
+    def _node(self, nd: Any, i: int, path: str) -> Node:
+        if type(nd) is not dict:
+            raise _Bad(f"expected object, got {_tname(nd)}")
+        try:
+            nid, op, ins, raw, shape, dtype = nd["id"], nd["op"], nd["inputs"], nd["attrs"], nd["shape"], nd["dtype"]
+        except KeyError:
+            raise _Bad("missing field", f".{sorted(_NODE_KEYS - nd.keys())[0]}") from None
+        if len(nd) > 6:
+            extra = sorted(str(k) for k in nd.keys() - _NODE_ALL)
+            if extra:
+                raise _Bad("unknown field", f".{extra[0][:80]}")
+        if nid != i or type(nid) is not int:
+            raise _Bad(f"expected id {i} (ids are positions), got {_short(nid)}", ".id")
+        opdef = self._ops.get(op) if type(op) is str else None
+        if opdef is None:
+            opdef = self._opdef(op)
+        if type(ins) is not list:
+            raise _Bad(f"expected list, got {_tname(ins)}", ".inputs")
+        for j, src in enumerate(ins):
+            if type(src) is not int or not 0 <= src < i:
+                raise _Bad(f"expected the id of an earlier node (0..{i - 1}), got {_short(src)}", f".inputs[{j}]")
+        if type(raw) is not dict:
+            raise _Bad(f"expected object, got {_tname(raw)}", ".attrs")
+        specs = opdef.attrs
+        attrs: dict[str, Any] = {}
+        for key, value in raw.items():
+            spec = specs.get(key)
+            if spec is None:
+                raise _Bad(f"op {op!r} has no attribute {key[:80]!r}", f".attrs.{key[:80]}")
+            try:
+                if value is None:
+                    if not spec.optional:
+                        raise _Bad(f"expected {spec.kind}, got null")
+                    attrs[key] = None
+                    continue
+                out = self._kinds[spec.kind](value, f"{_join(path, 'nodes')}[{i}].attrs.{key}")
+                if spec.choices is not None and out not in spec.choices:
+                    raise _Bad(f"{_short(out)} is not one of {list(spec.choices)}")
+                attrs[key] = out
+            except _Bad as bad:
+                raise _Bad(bad.msg, f".attrs.{key}{bad.suffix}") from None
+        if len(attrs) != len(specs):
+            self._defaults(attrs, specs, op)
+        if len(attrs) > 1:
+            attrs = dict(sorted(attrs.items()))
+        ttype = self._type(shape, dtype)
+        name = prov = None
+        if len(nd) > 6:
+            name = nd.get("name")
+            if name is not None and (type(name) is not str or len(name) > self.limits.max_string):
+                raise _Bad(f"expected str (at most max_string={self.limits.max_string} characters), got {_tname(name)}", ".name")
+            if "prov" in nd:
+                prov = self._prov(nd["prov"])
+        return Node(i, op, MappingProxyType(attrs), tuple(ins), ttype, name, prov)
+
+    def _opdef(self, op: Any) -> OpDef:
+        if type(op) is not str:
+            raise _Bad(f"expected str, got {_tname(op)}", ".op")
+        try:
+            opdef = get_op(op)
+        except UnknownOpError:
+            raise _Bad(f"unknown op {op[:80]!r} (not in the op registry)", ".op") from None
+        self._ops[op] = opdef
+        return opdef
+
+    @staticmethod
+    def _defaults(attrs: dict[str, Any], specs: Mapping[str, AttrSpec], op: str) -> None:
+        """Fill attributes a file omits (e.g. added to the op after the file was written)."""
+        from rlx.ir.attrs import normalize_attr
+
+        for key, spec in specs.items():
+            if key not in attrs:
+                if spec.required:
+                    raise _Bad(f"op {op!r} requires attribute {key!r}", f".attrs.{key}")
+                attrs[key] = normalize_attr(spec, spec.default, f"{op}.{key}")
+
+    def _type(self, shape: Any, dtype: Any) -> TensorType:
+        try:
+            key = (dtype, *shape) if type(shape) is list else None
+            found = self._types.get(key) if key is not None else None
+        except TypeError:  # unhashable dims: reported below
+            found = None
+        if found is not None:
+            for d in shape:  # the key alone would let [true] or [1.0] hit the entry of [1]
+                if type(d) is not int and type(d) is not str:
+                    break
+            else:
+                return found
+        lim = self.limits
+        if type(dtype) is not str or dtype not in _DTYPES:
+            raise _Bad(f"expected a dtype name ({', '.join(_DTYPES)}), got {_short(dtype)}", ".dtype")
+        dims = self._dims(shape, ".shape")
+        if len(dims) > lim.max_rank:
+            raise _Bad(f"rank {len(dims)} exceeds max_rank={lim.max_rank}", ".shape")
+        dt = _DTYPES[dtype]
+        if all(type(d) is int for d in dims):
+            nbytes = math.prod(dims) * dt.itemsize
+            if nbytes > lim.max_tensor_bytes:
+                raise _Bad(f"declares a tensor of {nbytes} bytes, over max_tensor_bytes={lim.max_tensor_bytes}", ".shape")
+        ttype = TensorType(Shape(dims), dt)
+        self._types[(dtype, *dims)] = ttype
+        return ttype
+
+    def _dims(self, v: Any, suffix: str = "") -> tuple[Any, ...]:
+        lim = self.limits
+        if type(v) is not list:
+            raise _Bad(f"expected list, got {_tname(v)}", suffix)
+        if len(v) > lim.max_items:
+            raise _Bad(f"{len(v)} entries exceed max_items={lim.max_items}", suffix)
+        for j, d in enumerate(v):
+            if type(d) is int:
+                if not 0 <= d <= lim.max_dim:
+                    raise _Bad(f"dim {_short(d)} is outside [0, max_dim={lim.max_dim}]", f"{suffix}[{j}]")
+            elif type(d) is str:
+                if len(d) > 256 or not _SYMBOL.fullmatch(d):
+                    raise _Bad(f"expected an int or a symbol name, got {_short(d)}", f"{suffix}[{j}]")
+            else:
+                raise _Bad(f"expected int or symbol, got {_tname(d)}", f"{suffix}[{j}]")
+        return tuple(v)
+
+    def _prov(self, p: Any) -> Provenance:
+        if type(p) is not dict or not p.keys() <= {"hir", "label", "passes"}:
+            raise _Bad("expected an object with fields hir, label, passes", ".prov")
+        hir, label, passes = p.get("hir"), p.get("label"), p.get("passes", [])
+        if hir is not None and (type(hir) is not int or not 0 <= hir <= _INT_MAX):
+            raise _Bad(f"expected int or null, got {_tname(hir)}", ".prov.hir")
+        if label is not None and (type(label) is not str or len(label) > self.limits.max_string):
+            raise _Bad(f"expected str or null, got {_tname(label)}", ".prov.label")
+        if type(passes) is not list or len(passes) > self.limits.max_items:
+            raise _Bad(f"expected list, got {_tname(passes)}", ".prov.passes")
+        for j, item in enumerate(passes):
+            if type(item) is not str or len(item) > self.limits.max_string:
+                raise _Bad(f"expected str, got {_tname(item)}", f".prov.passes[{j}]")
+        return Provenance(hir, label, tuple(passes))
+
+    # ----------------------------------------------------------- attribute kinds
+    def _d_int(self, v: Any, path: str) -> int:
+        if type(v) is not int:
+            raise _Bad(f"expected int, got {_tname(v)}")
+        if not _INT_MIN <= v <= _INT_MAX:
+            raise _Bad("int outside the 64-bit range")
+        return v
+
+    def _d_float(self, v: Any, path: str) -> float:
+        t = type(v)
+        if t is float:
+            return v
+        if t is int:
+            if not _INT_MIN <= v <= _INT_MAX:
+                raise _Bad("number outside the 64-bit range")
+            return float(v)
+        if t is str and v in _NONFINITE_IN:
+            return _NONFINITE_IN[v]
+        raise _Bad(f"expected float (or \"NaN\", \"Infinity\", \"-Infinity\"), got {_tname(v)}")
+
+    def _d_bool(self, v: Any, path: str) -> bool:
+        if type(v) is not bool:
+            raise _Bad(f"expected bool, got {_tname(v)}")
+        return v
+
+    def _d_str(self, v: Any, path: str) -> str:
+        if type(v) is not str:
+            raise _Bad(f"expected str, got {_tname(v)}")
+        if len(v) > self.limits.max_string:
+            raise _Bad(f"string of {len(v)} characters exceeds max_string={self.limits.max_string}")
+        return v
+
+    def _d_dtype(self, v: Any, path: str) -> DType:
+        if type(v) is not str or v not in _DTYPES:
+            raise _Bad(f"expected a dtype name, got {_short(v)}")
+        return _DTYPES[v]
+
+    def _list(self, v: Any) -> list:
+        if type(v) is not list:
+            raise _Bad(f"expected list, got {_tname(v)}")
+        if len(v) > self.limits.max_items:
+            raise _Bad(f"{len(v)} entries exceed max_items={self.limits.max_items}")
+        return v
+
+    def _d_ints(self, v: Any, path: str) -> tuple[int, ...]:
+        for j, x in enumerate(self._list(v)):
+            if type(x) is not int or not _INT_MIN <= x <= _INT_MAX:
+                raise _Bad(f"expected int, got {_tname(x)}", f"[{j}]")
+        return tuple(v)
+
+    def _d_floats(self, v: Any, path: str) -> tuple[float, ...]:
+        out = []
+        for j, x in enumerate(self._list(v)):
+            try:
+                out.append(self._d_float(x, path))
+            except _Bad as bad:
+                raise _Bad(bad.msg, f"[{j}]") from None
+        return tuple(out)
+
+    def _d_dims(self, v: Any, path: str) -> tuple[Any, ...]:
+        return self._dims(v)
+
+    def _d_tensor(self, v: Any, path: str) -> FrozenArray:
+        return FrozenArray(self._tensor(v))
+
+    def _d_graph(self, v: Any, path: str) -> Graph:
+        return self.graph(v, path, verify=False)  # the enclosing graph's verify recurses
+
+    def _d_data(self, v: Any, path: str, depth: int = 0) -> Any:
+        if depth > self.limits.max_depth:
+            raise _Bad(f"data nested deeper than max_depth={self.limits.max_depth}")
+        t = type(v)
+        if v is None or t is bool or t is int or t is float:
+            return v
+        if t is str:
+            return self._d_str(v, path)
+        if t is list:
+            out = []
+            for j, x in enumerate(self._list(v)):
+                try:
+                    out.append(self._d_data(x, path, depth + 1))
+                except _Bad as bad:
+                    raise _Bad(bad.msg, f"[{j}]{bad.suffix}") from None
+            return tuple(out)
+        if t is dict and v.keys() == {"float"}:
+            return self._d_float(v["float"], path)
+        raise _Bad(f"expected null, bool, int, float, str, list or {{\"float\": ...}}, got {_tname(v)}")
+
+    def _tensor(self, doc: Any) -> np.ndarray:
+        lim = self.limits
+        if type(doc) is not dict:
+            raise _Bad(f"expected a tensor object, got {_tname(doc)}")
+        extra = doc.keys() - {"dtype", "shape", "data", "sha256"}
+        if extra:
+            raise _Bad("unknown field", f".{sorted(map(str, extra))[0][:80]}")
+        if not _TENSOR_KEYS <= doc.keys() or ("data" in doc) == ("sha256" in doc):
+            raise _Bad("a tensor needs dtype, shape and exactly one of data, sha256")
+        dt = doc["dtype"]
+        if type(dt) is not str or dt not in _DTYPES:
+            raise _Bad(f"expected a dtype name, got {_short(dt)}", ".dtype")
+        dtype = _DTYPES[dt]
+        dims = self._dims(doc["shape"], ".shape")
+        if len(dims) > lim.max_rank or not all(type(d) is int for d in dims):
+            raise _Bad(f"a tensor needs at most {lim.max_rank} static dims", ".shape")
+        nbytes = math.prod(dims) * dtype.itemsize
+        if nbytes > lim.max_tensor_bytes:
+            raise _Bad(f"declares {nbytes} bytes, over max_tensor_bytes={lim.max_tensor_bytes}", ".shape")
+        if self.bytes_read + nbytes > lim.max_total_bytes:
+            raise _Bad(f"tensor data would exceed max_total_bytes={lim.max_total_bytes}", ".shape")
+        if "data" in doc:
+            data = doc["data"]
+            if type(data) is not str:
+                raise _Bad(f"expected base64 str, got {_tname(data)}", ".data")
+            if nbytes > lim.max_inline_bytes:
+                raise _Bad(f"inline tensor of {nbytes} bytes exceeds max_inline_bytes={lim.max_inline_bytes}", ".data")
+            if len(data) != 4 * ((nbytes + 2) // 3):
+                raise _Bad(f"{len(data)} base64 characters cannot hold {nbytes} bytes ({dtype} {list(dims)})", ".data")
+            try:
+                raw = base64.b64decode(data, validate=True)
+            except (binascii.Error, ValueError):
+                raise _Bad("not valid base64", ".data") from None
+            if len(raw) != nbytes:
+                raise _Bad(f"decodes to {len(raw)} bytes, {dtype} {list(dims)} needs {nbytes}", ".data")
+            buf: Any = raw
+        else:
+            sha = doc["sha256"]
+            if type(sha) is not str or not _SHA.fullmatch(sha):
+                raise _Bad("expected 64 lowercase hex digits", ".sha256")
+            if self.payload is None:
+                raise _Bad("refers to a payload tensor but the document has no payload (use rlx.load on the saved file)", ".sha256")
+            buf = self.payload.constant(sha, dtype, dims)
+        self.bytes_read += nbytes
+        arr = np.frombuffer(buf, dtype=dtype.numpy.newbyteorder("<"), count=math.prod(dims)).reshape(dims)
+        if arr.dtype != dtype.numpy:
+            arr = arr.astype(dtype.numpy)
+        return arr
+
+
+def _short(v: Any) -> str:
+    if type(v) is int and abs(v) > 10**30:
+        return "a huge int"
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _verify(g: Graph) -> None:
+    try:
+        _verify_graph(g)
+    except VerifyError:
+        raise
+    except Exception as exc:  # an op rule crashing on hostile input is still a verification failure
+        raise VerifyError(f"graph {g.name!r}: verification failed: {type(exc).__name__}: {exc}"[:2000]) from exc
+
+
+# ------------------------------------------------------------------------------------ payload
+
+
+class _Payload:
+    """A validated safetensors sidecar, read into one buffer."""
+
+    def __init__(self, path: str, expect_bytes: int, expect_sha: str, limits: LoadLimits):
+        try:
+            size = os.stat(path).st_size
+        except OSError as exc:
+            raise FormatError(f"payload: cannot read {os.path.basename(path)!r}: {exc.strerror}") from None
+        if size != expect_bytes:
+            name = os.path.basename(path)
+            raise FormatError(f"payload: {name!r} has {size} bytes, the document says {expect_bytes} (stale or truncated)")
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) != 8:
+                raise FormatError("payload: file shorter than the 8-byte safetensors header length")
+            (n,) = struct.unpack("<Q", head)
+            if n > limits.max_header_bytes or 8 + n > size:
+                limit = limits.max_header_bytes
+                raise FormatError(f"payload: header of {n} bytes is too large (file {size} bytes, max_header_bytes={limit})")
+            header_bytes = f.read(n)
+            data = bytearray(size - 8 - n)
+            if f.readinto(data) != len(data):
+                raise FormatError("payload: file ended early")
+        digest = hashlib.sha256(head)
+        digest.update(header_bytes)
+        digest.update(data)
+        if digest.hexdigest() != expect_sha:
+            raise FormatError("payload: SHA-256 of the payload file does not match the document")
+        self.data = data
+        self.entries = _parse_st_header(header_bytes, len(data), limits)
+
+    def constant(self, sha: str, dtype: DType, dims: tuple[int, ...]) -> memoryview:
+        entry = self.entries.get(_const_key(sha, dtype.value, dims))
+        if entry is None:
+            raise _Bad("payload has no tensor with this sha256", ".sha256")
+        edtype, eshape, begin, end = entry
+        if edtype is not dtype or eshape != dims:
+            raise _Bad(f"payload tensor is {edtype} {list(eshape)}, the document says {dtype} {list(dims)}", ".sha256")
+        view = memoryview(self.data)[begin:end]
+        if hashlib.sha256(view).hexdigest() != sha:
+            raise _Bad("payload tensor bytes do not match their sha256", ".sha256")
+        return view
+
+    def array(self, name: str) -> np.ndarray:
+        dtype, dims, begin, _ = self.entries[name]
+        arr = np.frombuffer(self.data, dtype=dtype.numpy.newbyteorder("<"), count=math.prod(dims), offset=begin).reshape(dims)
+        return arr if arr.dtype == dtype.numpy else arr.astype(dtype.numpy)
+
+
+def _parse_st_header(raw: bytes, data_len: int, limits: LoadLimits) -> dict[str, tuple[DType, tuple[int, ...], int, int]]:
+    def bad(where: str, msg: str) -> FormatError:
+        return FormatError(f"payload header{where}: {msg}")
+
+    try:
+        header = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise bad("", f"not valid JSON ({exc})"[:300]) from None
+    if type(header) is not dict:
+        raise bad("", "expected an object")
+    entries: dict[str, tuple[DType, tuple[int, ...], int, int]] = {}
+    total = 0
+    for name, e in header.items():
+        where = f"[{name[:80]!r}]"
+        if name == "__metadata__":
+            if type(e) is not dict or not all(type(v) is str for v in e.values()):
+                raise bad(where, "expected an object of strings")
+            continue
+        if type(e) is not dict or e.keys() != {"dtype", "shape", "data_offsets"}:
+            raise bad(where, "expected an object with dtype, shape, data_offsets")
+        dtype = _ST_DTYPE_IN.get(e["dtype"]) if type(e["dtype"]) is str else None
+        if dtype is None:
+            raise bad(f"{where}.dtype", f"unsupported dtype {_short(e['dtype'])}")
+        shape, offsets = e["shape"], e["data_offsets"]
+        if type(shape) is not list or len(shape) > limits.max_rank or not all(type(d) is int and 0 <= d <= limits.max_dim for d in shape):
+            raise bad(f"{where}.shape", "expected a list of non-negative ints")
+        if type(offsets) is not list or len(offsets) != 2 or not all(type(o) is int for o in offsets):
+            raise bad(f"{where}.data_offsets", "expected [begin, end]")
+        begin, end = offsets
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes > limits.max_tensor_bytes:
+            raise bad(f"{where}.shape", f"declares {nbytes} bytes, over max_tensor_bytes={limits.max_tensor_bytes}")
+        if not 0 <= begin <= end <= data_len or end - begin != nbytes:
+            raise bad(f"{where}.data_offsets", f"[{begin}, {end}] does not hold {nbytes} bytes inside {data_len}")
+        total += nbytes
+        entries[name] = (dtype, tuple(shape), begin, end)
+    if total > limits.max_total_bytes:
+        raise bad("", f"{total} bytes of tensors exceed max_total_bytes={limits.max_total_bytes}")
+    cursor = 0
+    for _, _, begin, end in sorted(entries.values(), key=lambda t: (t[2], t[3])):
+        if begin != cursor:
+            raise bad("", "tensor data overlaps or leaves a hole (safetensors requires exact coverage)")
+        cursor = end
+    if cursor != data_len:
+        raise bad("", f"tensor data covers {cursor} of {data_len} bytes")
+    return entries
+
+
+def _write_safetensors(path: str, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> tuple[int, str]:
+    # Larger items first keeps every offset a multiple of each tensor's itemsize (all powers of 2).
+    order = sorted(tensors, key=lambda k: (-tensors[k].dtype.itemsize, k))
+    header: dict[str, Any] = {"__metadata__": metadata}
+    offset = 0
+    for name in order:
+        arr = tensors[name]
+        st_dtype = _ST_DTYPE[DType.of(arr.dtype).value]
+        header[name] = {"dtype": st_dtype, "shape": list(arr.shape), "data_offsets": [offset, offset + arr.nbytes]}
+        offset += arr.nbytes
+    hjson = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    hjson += b" " * (-len(hjson) % 8)
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "xb") as f:
+        for chunk in (struct.pack("<Q", len(hjson)), hjson, *(_raw(tensors[k]) for k in order)):
+            digest.update(chunk)
+            f.write(chunk)
+            size += len(chunk) if isinstance(chunk, bytes) else chunk.nbytes
+    return size, digest.hexdigest()
+
+
+# ------------------------------------------------------------------------------------ documents
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"bare {name} is not JSON (write non-finite floats as the strings \"NaN\", \"Infinity\", \"-Infinity\")")
+
+
+def _parse_json(text: str | bytes, limits: LoadLimits) -> dict:
+    if isinstance(text, bytes | bytearray):
+        if len(text) > limits.max_document_bytes:
+            raise FormatError(f"document of {len(text)} bytes exceeds max_document_bytes={limits.max_document_bytes}")
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FormatError(f"document is not UTF-8: {exc}") from None
+    if not isinstance(text, str):
+        raise FormatError(f"expected a JSON str or bytes, got {type(text).__name__}")
+    if len(text) > limits.max_document_bytes:
+        raise FormatError(f"document of {len(text)} characters exceeds max_document_bytes={limits.max_document_bytes}")
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise FormatError("document nests deeper than the JSON parser allows") from None
+    except ValueError as exc:  # JSONDecodeError, huge int literals
+        raise FormatError(f"not valid JSON: {exc}"[:500]) from None
+    if type(doc) is not dict:
+        raise FormatError(f"<document>: expected object, got {_tname(doc)}")
+    return doc
+
+
+def _header(doc: dict, dec: Decoder) -> tuple[str, str]:
+    fmt = doc.get("format")
+    if fmt != FORMAT:
+        raise FormatError(f"format: not an rlx-ir document (format is {_short(fmt)}, expected {FORMAT!r})")
+    version = doc.get("version")
+    if type(version) is not int:
+        raise FormatError(f"version: expected int, got {_tname(version)}")
+    if version > VERSION:
+        raise FormatError(f"version: this file uses rlx-ir format version {version}, newer than this rlx reads (<= {VERSION}); upgrade rlx")
+    if version < 1:
+        raise FormatError(f"version: {version} is not a valid rlx-ir format version")
+    level = dec.str(doc, "level", "")
+    if level not in LEVELS:
+        raise FormatError(f"level: expected one of {list(LEVELS)}, got {_short(level)}")
+    kind = dec.str(doc, "kind", "")
+    return level, kind
+
+
+def _decode(doc: dict, dec: Decoder) -> Any:
+    level, kind = _header(doc, dec)
+    body = {k: v for k, v in doc.items() if k not in _HEADER}
+    if kind == "graph":
+        g = dec.graph(body, "", verify=False)
+        if g.stage.value != level:
+            raise FormatError(f"stage: graph stage {g.stage.value!r} differs from the document level {level!r}")
+        _verify(g)
+        return g
+    codec = _BY_KEY.get((level, kind))
+    if codec is None:
+        raise FormatError(f"kind: no codec for level {level!r} kind {kind[:80]!r} (import the rlx module that provides it)")
+    return codec.decode(body, dec)
+
+
+def _guard(fn: Callable[[], Any]) -> Any:
+    """Run a loader step so that only FormatError / VerifyError escape.
+
+    The cyclic garbage collector is paused meanwhile: a loader makes millions of small
+    acyclic objects, and collections triggered by them would only rescan the document.
+    """
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return fn()
+    except (FormatError, VerifyError):
+        raise
+    except RlxError as exc:
+        raise FormatError(str(exc)[:2000]) from exc
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError, RecursionError, UnicodeError) as exc:
+        raise FormatError(f"malformed document: {type(exc).__name__}: {exc}"[:2000]) from exc
+    finally:
+        if paused:
+            gc.enable()
+
+
+def from_json(text: str | bytes, limits: LoadLimits | None = None) -> Any:
+    """Read a self-contained document (as written by :func:`to_json`); the result is verified."""
+    limits = limits or DEFAULT_LIMITS
+
+    def run() -> Any:
+        doc = _parse_json(text, limits)
+        if "payload" in doc:
+            raise FormatError("payload: the document refers to a payload file; read it with rlx.load(path)")
+        return _decode(doc, Decoder(limits))
+
+    return _guard(run)
+
+
+class LoadedParams(dict):
+    """Weights loaded with an object: a plain ``dict`` name -> ndarray (dtype as saved).
+
+    Attached as ``obj.params``. Calling it still calls the class's own ``params`` method,
+    so on a loaded :class:`Graph` both ``g.params["w"]`` (the array) and ``g.params()``
+    (name -> Value, the Graph API) work.
+    """
+
+    __slots__ = ("_owner",)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        method = getattr(type(self._owner), "params", None)
+        if not callable(method):
+            raise TypeError("loaded params are a dict, not callable")
+        return method(self._owner, *args, **kwargs)
+
+
+def _declared_params(obj: Any) -> dict[str, TensorType]:
+    g = obj if isinstance(obj, Graph) else getattr(obj, "graph", None)
+    if not isinstance(g, Graph):
+        return {}
+    return {n.attrs.get("name"): n.type for n in g.nodes if n.op == "param"}
+
+
+def _check_param(name: str, arr: np.ndarray, declared: dict[str, TensorType]) -> None:
+    t = declared.get(name)
+    if t is None:
+        return
+    ok = arr.dtype == t.dtype.numpy and arr.ndim == len(t.shape)
+    ok = ok and all(isinstance(d, str) or d == s for d, s in zip(t.shape, arr.shape))
+    if not ok:
+        raise FormatError(f"params[{name!r}]: {DType.of(arr.dtype)} {list(arr.shape)} does not match the declared param {t}")
+
+
+def _payload_name(path: str) -> str:
+    return os.path.basename(path) + PAYLOAD_SUFFIX
+
+
+def _atomic_write(path: str, write: Callable[[str], Any]) -> Any:
+    """Write through a temporary file next to ``path``, then rename over it."""
+    tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
+    try:
+        result = write(tmp)
+        os.replace(tmp, path)
+        return result
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _write_text(path: str, text: str) -> None:
+    with open(path, "x", encoding="ascii") as f:
+        f.write(text)
+
+
+def save(obj: Any, path: str | os.PathLike[str], params: Mapping[str, Any] | None = None) -> None:
+    """Write ``obj`` to ``path`` (canonical JSON) and, when there are weights or tensors over
+    :data:`INLINE_MAX_BYTES`, the safetensors sidecar ``path + ".safetensors"``."""
+    path = os.fspath(path)
+    enc = Encoder(INLINE_MAX_BYTES)
+    doc = _document(obj, enc)
+    tensors = dict(enc.blobs)
+    if params is not None:
+        declared = _declared_params(obj)
+        for name, value in params.items():
+            if not isinstance(name, str) or not name or name == "__metadata__" or name.startswith(CONST_PREFIX):
+                raise FormatError(f"params: invalid weight name {_short(name)} (reserved or not a str)")
+            arr = np.asarray(value)
+            try:
+                le = _le(arr)
+            except RlxError as exc:
+                raise FormatError(f"params[{name!r}]: {exc}") from None
+            _check_param(name, arr, declared)
+            tensors[name] = le
+    if tensors or params is not None:
+        side = _payload_name(path)
+        meta = {"format": "rlx-ir-payload", "version": str(VERSION)}
+        size, sha = _atomic_write(os.path.join(os.path.dirname(path), side), lambda tmp: _write_safetensors(tmp, tensors, meta))
+        doc["payload"] = {"file": side, "bytes": size, "sha256": sha}
+        if params is not None:
+            doc["payload"]["params"] = sorted(params)
+    text = _dumps(doc) + "\n"
+    _atomic_write(path, lambda tmp: _write_text(tmp, text))
+
+
+def load(path: str | os.PathLike[str], limits: LoadLimits | None = None, *, with_params: bool = False) -> Any:
+    """Read a file written by :func:`save`; the result is verified.
+
+    If weights were saved, the object gets ``.params`` (a :class:`LoadedParams` dict).
+    ``with_params=True`` returns ``(obj, params)`` instead (params ``{}`` if none were saved).
+    """
+    path = os.fspath(path)
+    limits = limits or DEFAULT_LIMITS
+
+    def run() -> tuple[Any, dict[str, np.ndarray] | None]:
+        try:
+            size = os.stat(path).st_size
+        except OSError as exc:
+            raise FormatError(f"cannot read {path!r}: {exc.strerror}") from None
+        if size > limits.max_document_bytes:
+            raise FormatError(f"document of {size} bytes exceeds max_document_bytes={limits.max_document_bytes}")
+        with open(path, "rb") as f:
+            doc = _parse_json(f.read(size), limits)  # read(n) allocates n bytes up front: never the limit
+        dec = Decoder(limits)
+        _header(doc, dec)
+        names = None
+        if "payload" in doc:
+            pl = dec.keys(doc["payload"], "payload", ("file", "bytes", "sha256"), ("params",))
+            side = dec.str(pl, "file", "payload")
+            if side != os.path.basename(side) or side in ("", ".", "..") or "\\" in side or "\0" in side:
+                raise dec.error("payload.file", "must be a plain file name next to the document")
+            nbytes = dec.int(pl, "bytes", "payload", lo=0, hi=limits.max_total_bytes + limits.max_header_bytes + 8)
+            sha = dec.str(pl, "sha256", "payload")
+            if not _SHA.fullmatch(sha):
+                raise dec.error("payload.sha256", "expected 64 lowercase hex digits")
+            if "params" in pl:
+                names = dec.list(pl, "params", "payload")
+                for j, n in enumerate(names):
+                    if type(n) is not str or n.startswith(CONST_PREFIX) or n == "__metadata__":
+                        raise dec.error(f"payload.params[{j}]", "expected a weight name")
+            dec.payload = _Payload(os.path.join(os.path.dirname(path), side), nbytes, sha, limits)
+        obj = _decode(doc, dec)
+        if names is None:
+            return obj, None
+        params: dict[str, np.ndarray] = {}
+        declared = _declared_params(obj)
+        stored = {k for k in dec.payload.entries if not k.startswith(CONST_PREFIX)}  # type: ignore[union-attr]
+        if stored != set(names):
+            raise FormatError(f"payload.params: lists {len(names)} weights, the payload file holds {len(stored)}")
+        for name in sorted(names):
+            arr = dec.payload.array(name)  # type: ignore[union-attr]
+            _check_param(name, arr, declared)
+            params[name] = arr
+        return obj, params
+
+    obj, params = _guard(run)
+    if with_params:
+        return obj, params if params is not None else {}
+    if params is not None:
+        loaded = LoadedParams(params)
+        loaded._owner = obj
+        try:
+            object.__setattr__(obj, "params", loaded)
+        except (AttributeError, TypeError):
+            raise FormatError(f"cannot attach .params to a {type(obj).__name__}; use load(path, with_params=True)") from None
+    return obj

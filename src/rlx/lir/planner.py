@@ -1,0 +1,256 @@
+"""Placement heuristics: assign byte offsets to buffers with closed lifetime intervals.
+
+Each heuristic visits the buffers in its own order and puts each one into the *best-fit*
+gap among the already placed buffers that overlap it in time (the smallest gap that
+holds it, lowest offset on ties), or on top of them when no gap fits. Orders:
+
+``size``     greedy by size (TFLite's greedy-by-size): largest first, equal sizes by birth.
+``order``    execution order (a heap simulator): by birth step, largest first on ties.
+``breadth``  greedy by breadth (TFLite): steps by decreasing live bytes; at each step its
+             unplaced buffers, largest first.
+``area``     by size x lifetime, largest first.
+``first_fit`` largest first, lowest feasible offset (upstream rlx's rule), for reference.
+
+Every tie is broken by the buffer key, so a plan is a pure function of its input.
+:func:`place_best` runs the heuristics, keeps the smallest arena and stops early when
+one reaches the lower bound.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from rlx.ir.errors import RlxError
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    key: int
+    size: int
+    birth: int
+    death: int
+
+
+def align_up(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+class _TimeIndex:
+    """Placed buffers bucketed by time, to find the ones overlapping an interval quickly."""
+
+    def __init__(self, n_steps: int, width: int):
+        self.width = max(1, width)
+        self.buckets: list[list[tuple[int, int, int, int]]] = [[] for _ in range(n_steps // self.width + 2)]
+
+    def add(self, birth: int, death: int, offset: int, end: int) -> None:
+        entry = (birth, death, offset, end)
+        w = self.width
+        for b in range(birth // w, death // w + 1):
+            self.buckets[b].append(entry)
+
+    def overlapping(self, birth: int, death: int) -> list[tuple[int, int]]:
+        w = self.width
+        lo, hi = birth // w, death // w
+        if lo == hi:
+            return [(o, e) for b, d, o, e in self.buckets[lo] if b <= death and d >= birth]
+        seen = set()
+        for k in range(lo, hi + 1):
+            for b, d, o, e in self.buckets[k]:
+                if b <= death and d >= birth:
+                    seen.add((o, e))
+        return list(seen)
+
+
+def _best_fit(occupied: list[tuple[int, int]], size: int, align: int, floor: int, first_fit: bool) -> int:
+    occupied.sort()
+    cur = floor
+    best, best_gap = -1, -1
+    for off, end in occupied:
+        start = align_up(cur, align)
+        if off - start >= size:
+            gap = off - start
+            if first_fit:
+                return start
+            if best < 0 or gap < best_gap:
+                best, best_gap = start, gap
+                if gap == size:
+                    return start
+        if end > cur:
+            cur = end
+    if best >= 0:
+        return best
+    return align_up(cur, align)
+
+
+def _width(items: Sequence[Item]) -> int:
+    if not items:
+        return 1
+    total = sum(it.death - it.birth + 1 for it in items)
+    return max(1, total // len(items))
+
+
+def _place_in_order(items: Sequence[Item], order: Sequence[int], n_steps: int, align: int, floor: int,
+                    first_fit: bool = False) -> dict[int, int]:
+    index = _TimeIndex(n_steps, _width(items))
+    out: dict[int, int] = {}
+    for i in order:
+        it = items[i]
+        off = _best_fit(index.overlapping(it.birth, it.death), it.size, align, floor, first_fit)
+        index.add(it.birth, it.death, off, off + it.size)
+        out[it.key] = off
+    return out
+
+
+def by_size(items, n_steps, align, floor):
+    # equal sizes in birth order: for one size class that is the optimal interval colouring
+    order = sorted(range(len(items)), key=lambda i: (-items[i].size, items[i].birth, items[i].key))
+    return _place_in_order(items, order, n_steps, align, floor)
+
+
+def by_order(items, n_steps, align, floor):
+    order = sorted(range(len(items)), key=lambda i: (items[i].birth, -items[i].size, items[i].key))
+    return _place_in_order(items, order, n_steps, align, floor)
+
+
+def by_area(items, n_steps, align, floor):
+    order = sorted(range(len(items)), key=lambda i: (-items[i].size * (items[i].death - items[i].birth + 1), -items[i].size, items[i].key))
+    return _place_in_order(items, order, n_steps, align, floor)
+
+
+def first_fit(items, n_steps, align, floor):
+    order = sorted(range(len(items)), key=lambda i: (-items[i].size, items[i].key))
+    return _place_in_order(items, order, n_steps, align, floor, first_fit=True)
+
+
+def by_breadth(items, n_steps, align, floor):
+    """TFLite's greedy by breadth: the widest steps first, each step's buffers largest first."""
+    delta = [0] * (n_steps + 3)
+    for it in items:
+        delta[it.birth] += it.size
+        delta[it.death + 1] -= it.size
+    breadth, cur = [], 0
+    for t in range(n_steps + 1):
+        cur += delta[t]
+        breadth.append(cur)
+    live = _TimeIndex(n_steps + 1, _width(items))
+    for i, it in enumerate(items):
+        live.add(it.birth, it.death, i, i)
+    order: list[int] = []
+    placed = [False] * len(items)
+    for t in sorted(range(n_steps + 1), key=lambda t: (-breadth[t], t)):
+        if len(order) == len(items):
+            break
+        here = [i for b, d, i, _ in live.buckets[t // live.width] if b <= t <= d and not placed[i]]
+        for i in sorted(set(here), key=lambda i: (-items[i].size, items[i].key)):
+            placed[i] = True
+            order.append(i)
+    return _place_in_order(items, order, n_steps, align, floor)
+
+
+def compact(items: Sequence[Item], offsets: dict[int, int], n_steps: int, align: int, floor: int) -> dict[int, int]:
+    """Local improvement: visit buffers by offset and move each to its lowest feasible offset.
+
+    Buffers only move down, so the arena never grows; repeated while anything moves (at most 4 rounds).
+    """
+    offsets = dict(offsets)
+    width = _width(items)
+    buckets: list[list[int]] = [[] for _ in range(n_steps // width + 2)]
+    for i, it in enumerate(items):
+        for b in range(it.birth // width, it.death // width + 1):
+            buckets[b].append(i)
+    for _ in range(4):
+        moved = False
+        for i in sorted(range(len(items)), key=lambda i: (offsets[items[i].key], items[i].key)):
+            it = items[i]
+            seen: set[int] = set()
+            occupied = []
+            cur_off = offsets[it.key]
+            for b in range(it.birth // width, it.death // width + 1):
+                for j in buckets[b]:
+                    if j != i and j not in seen:
+                        seen.add(j)
+                        o = items[j]
+                        if o.birth <= it.death and o.death >= it.birth and offsets[o.key] < cur_off:
+                            occupied.append((offsets[o.key], offsets[o.key] + o.size))
+            new = _best_fit(occupied, it.size, align, floor, first_fit=True)
+            if new < cur_off:
+                offsets[it.key] = new
+                moved = True
+        if not moved:
+            break
+    return offsets
+
+
+def perturbed(seed: int) -> Callable[..., dict[int, int]]:
+    """Greedy by size with sizes jittered by a seeded random factor (a deterministic restart)."""
+
+    def run(items, n_steps, align, floor):
+        import random
+
+        rnd = random.Random(seed)
+        noise = [1.0 + 0.3 * rnd.random() for _ in items]
+        order = sorted(range(len(items)), key=lambda i: (-items[i].size * noise[i], items[i].key))
+        return _place_in_order(items, order, n_steps, align, floor)
+
+    return run
+
+
+HEURISTICS: dict[str, Callable[..., dict[int, int]]] = {
+    "size": by_size,
+    "order": by_order,
+    "breadth": by_breadth,
+    "area": by_area,
+    "first_fit": first_fit,
+}
+DEFAULT_HEURISTICS = ("size", "order", "breadth", "area")
+SEARCH_ROUNDS = 8  # seeded restarts tried when no heuristic reaches the lower bound
+
+
+@dataclass
+class Placement:
+    offsets: dict[int, int]
+    arena: int
+    heuristic: str
+    tried: dict[str, int]
+    seconds: dict[str, float]
+
+
+def place_best(items: Sequence[Item], n_steps: int, align: int, floor: int, lower_bound: int,
+               heuristics: Sequence[str] = DEFAULT_HEURISTICS, fixed_top: int = 0, search: int | None = None,
+               budget_s: float = 2.0) -> Placement:
+    """Run the heuristics in order, each followed by :func:`compact`; keep the smallest arena.
+
+    Stops as soon as one reaches ``lower_bound``. Otherwise up to ``search`` seeded restarts
+    (jittered greedy by size, default :data:`SEARCH_ROUNDS`) run while the time spent stays
+    under ``budget_s``. Everything is deterministic: seeds are fixed.
+    """
+    if align <= 0 or align & (align - 1):
+        raise RlxError(f"alignment must be a power of two, got {align}")
+    unknown = [h for h in heuristics if h not in HEURISTICS]
+    if unknown or not heuristics:
+        raise RlxError(f"unknown placement heuristic(s) {unknown}; known: {sorted(HEURISTICS)}")
+    best: Placement | None = None
+    tried: dict[str, int] = {}
+    secs: dict[str, float] = {}
+    search = SEARCH_ROUNDS if search is None else search
+    start = time.perf_counter()
+    plan_list: list[tuple[str, Callable[..., dict[int, int]]]] = [(h, HEURISTICS[h]) for h in heuristics]
+    plan_list += [(f"search{k}", perturbed(k)) for k in range(search)]
+    for name, fn in plan_list:
+        if name.startswith("search") and time.perf_counter() - start > budget_s:
+            break
+        t0 = time.perf_counter()
+        offsets = fn(items, n_steps, align, floor)
+        offsets = compact(items, offsets, n_steps, align, floor)
+        secs[name] = time.perf_counter() - t0
+        arena = max([fixed_top, *(offsets[it.key] + it.size for it in items)])
+        tried[name] = arena
+        if best is None or arena < best.arena:
+            best = Placement(offsets, arena, name, tried, secs)
+        if arena <= lower_bound:
+            break
+    assert best is not None
+    best.tried, best.seconds = tried, secs
+    return best

@@ -1,0 +1,159 @@
+"""The optimizer: pass manager, cleanup passes, pattern fusion, elementwise regions, unfuse,
+legalization and the fusion report. ``optimize(g)`` runs the default pipeline.
+
+Default order (PIPELINE.md §3.3, plus CSE / folding / simplification, which upstream
+lacks): [unfuse ops the backend does not claim] → cse → fold_constants → simplify → dce → the seven fusion patterns (each gated
+on the backend claiming the op it creates) → elementwise regions (marked, then unfused
+unless the backend keeps them) → dce.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from rlx.ir.graph import Graph
+from rlx.opt.cleanup import CSE, DCE, FOLD, SIMPLIFY, cse, dce, fold_constants, simplify
+from rlx.opt.fusion import (
+    FUSE_MATMUL_BIAS_ACT,
+    FUSE_RESIDUAL_LN,
+    FUSE_RESIDUAL_RMS,
+    FUSE_RMS_NORM_RESHAPE,
+    FUSE_SHARED_MATMUL,
+    FUSE_SWIGLU,
+    FUSE_SWIGLU_DUAL,
+    PATTERN_PASSES,
+    fuse_matmul_bias_act,
+    fuse_residual_layer_norm,
+    fuse_residual_rms_norm,
+    fuse_rms_norm_reshape,
+    fuse_shared_input_matmul,
+    fuse_swiglu,
+    fuse_swiglu_dual_matmul,
+)
+from rlx.opt.legalize import LEGALIZE_BROADCAST, legalize_broadcast, unclaimed
+from rlx.opt.manager import Pass, PassError, PassResult, PipelineResult, run_passes
+from rlx.opt.regions import MARK_REGIONS, mark_elementwise_regions
+from rlx.opt.report import FusionReport, MissedFusion
+from rlx.opt.unfuse import (
+    UNFUSE_ALL,
+    UNFUSE_REGIONS,
+    unfuse,
+    unfuse_elementwise_regions,
+    unfuse_fused_for_autodiff,
+    unfuse_unclaimed,
+)
+
+_ALL_FUSED = frozenset({
+    "matmul", "elementwise_region", "fused_swiglu", "fused_matmul_bias_act", "fused_residual_layer_norm",
+    "fused_residual_rms_norm", "fused_attention_block",
+})
+
+
+@dataclass(frozen=True)
+class Backend:
+    """What a backend accepts. ``claims``: op kinds it runs natively (empty = everything);
+    fusion passes creating an unclaimed op are skipped. ``keep_regions``: keep
+    ``elementwise_region`` nodes (else they are unfused after marking, as upstream's CPU
+    pipeline does). ``max_steps`` / ``max_inputs``: region limits (None = unbounded)."""
+
+    name: str
+    claims: frozenset[str] = frozenset()
+    keep_regions: bool = False
+    max_steps: int | None = None
+    max_inputs: int | None = None
+    legalize_broadcast: bool = False
+    extra: dict = field(default_factory=dict)
+
+    def claims_op(self, op: str) -> bool:
+        return not self.claims or op in self.claims
+
+
+_GPU = _ALL_FUSED - {"fused_swiglu", "fused_attention_block"}
+BACKENDS: dict[str, Backend] = {
+    "cpu": Backend("cpu", _ALL_FUSED),
+    "numpy": Backend("numpy", _ALL_FUSED),
+    "metal": Backend("metal", _ALL_FUSED - {"fused_attention_block"}, keep_regions=True),
+    "cuda": Backend("cuda", _GPU, keep_regions=True, max_steps=32, max_inputs=16, legalize_broadcast=True),
+    "rocm": Backend("rocm", _GPU, keep_regions=True, max_steps=32, max_inputs=16, legalize_broadcast=True),
+    "tpu": Backend("tpu", frozenset({"matmul", "elementwise_region", "fused_matmul_bias_act", "fused_residual_layer_norm"}),
+                   keep_regions=True, max_steps=32, max_inputs=16),
+    "jax": Backend("jax", frozenset()),
+}
+
+
+def resolve_backend(backend: str | Backend | Iterable[str] | None) -> Backend:
+    if backend is None:
+        return BACKENDS["cpu"]
+    if isinstance(backend, Backend):
+        return backend
+    if isinstance(backend, str):
+        try:
+            return BACKENDS[backend]
+        except KeyError:
+            raise PassError(f"unknown backend {backend!r}; known: {sorted(BACKENDS)} (or pass a claim set)") from None
+    return Backend("custom", frozenset(backend))
+
+
+def default_passes(backend: str | Backend | Iterable[str] | None = None, *, fold: bool = True, fusion: bool = True) -> list[Pass]:
+    """The default pass list for ``backend`` (see the module docstring)."""
+    b = resolve_backend(backend)
+    passes: list[Pass] = []
+    if b.claims:
+        passes.append(Pass("unfuse_unclaimed", unfuse_unclaimed, options={"claims": b.claims}))
+    passes.append(CSE)
+    if fold:
+        passes.append(FOLD)
+    passes += [SIMPLIFY, DCE]
+    if fusion:
+        passes += [p for p in PATTERN_PASSES if all(b.claims_op(op) for op in p.produces)]
+        mark = MARK_REGIONS.with_options(max_steps=b.max_steps, max_inputs=b.max_inputs)
+        passes.append(mark)
+        if not (b.keep_regions and b.claims_op("elementwise_region")):
+            passes.append(UNFUSE_REGIONS)
+    if b.legalize_broadcast:
+        passes.append(LEGALIZE_BROADCAST)
+    passes.append(DCE)
+    return passes
+
+
+def optimize(
+    g: Graph,
+    passes: Sequence[Pass] | None = None,
+    backend: str | Backend | Iterable[str] | None = None,
+    *,
+    check: bool = True,
+    fold: bool = True,
+    return_result: bool = False,
+) -> tuple[Graph, FusionReport] | tuple[Graph, FusionReport, PipelineResult]:
+    """Run ``passes`` (default: :func:`default_passes` for ``backend``) on ``g``.
+
+    Returns the optimized graph and a :class:`FusionReport`; with ``return_result`` also
+    the :class:`PipelineResult` (its ``id_map`` maps old node ids to new ones). The
+    verifier runs after every pass unless ``check=False``. ``g`` is not modified.
+    """
+    b = resolve_backend(backend)
+    plist = list(passes) if passes is not None else default_passes(b, fold=fold)
+    result = run_passes(g, plist, check=check)
+    applied: dict[str, dict[str, int]] = {}
+    for entry in result.log:
+        if any(entry.stats.values()):
+            slot = applied.setdefault(entry.name, {})
+            for k, v in entry.stats.items():
+                slot[k] = slot.get(k, 0) + v
+    report = FusionReport.analyze(g, result.graph, applied, ran=[e.name for e in result.log])
+    if return_result:
+        return result.graph, report, result
+    return result.graph, report
+
+
+__all__ = [
+    "BACKENDS", "CSE", "DCE", "FOLD", "FUSE_MATMUL_BIAS_ACT", "FUSE_RESIDUAL_LN", "FUSE_RESIDUAL_RMS",
+    "FUSE_RMS_NORM_RESHAPE", "FUSE_SHARED_MATMUL", "FUSE_SWIGLU", "FUSE_SWIGLU_DUAL", "LEGALIZE_BROADCAST",
+    "MARK_REGIONS", "PATTERN_PASSES", "SIMPLIFY", "UNFUSE_ALL", "UNFUSE_REGIONS", "Backend", "FusionReport",
+    "MissedFusion", "Pass", "PassError", "PassResult", "PipelineResult", "cse", "dce", "default_passes",
+    "fold_constants", "fuse_matmul_bias_act", "fuse_residual_layer_norm", "fuse_residual_rms_norm",
+    "fuse_rms_norm_reshape", "fuse_shared_input_matmul", "fuse_swiglu", "fuse_swiglu_dual_matmul",
+    "legalize_broadcast", "mark_elementwise_regions", "optimize", "resolve_backend", "run_passes", "simplify",
+    "unclaimed", "unfuse", "unfuse_elementwise_regions", "unfuse_fused_for_autodiff", "unfuse_unclaimed",
+]

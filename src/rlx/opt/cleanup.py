@@ -1,0 +1,250 @@
+"""Cleanup passes: dead-code elimination, common-subexpression elimination, constant
+folding (evaluated with the reference kernels, in each node's own dtype) and algebraic
+simplification. Each returns a :class:`PassResult` with an old → new id map.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rlx.ir.attrs import FrozenArray
+from rlx.ir.graph import Graph, Node
+from rlx.ir.opdef import get_op, has_op
+from rlx.opt.manager import Pass, PassResult
+from rlx.opt.rebuild import Rebuilder
+
+#: flags marking ops that must never be merged or folded (nondeterministic / side effects)
+IMPURE_FLAGS = frozenset({"random", "effect", "stateful", "impure"})
+_COMMUTATIVE_BINARY = frozenset({"add", "mul", "max", "min"})
+_COMMUTATIVE_COMPARE = frozenset({"eq", "ne"})
+LEAVES = frozenset({"input", "param"})
+
+
+def _pure(op: str) -> bool:
+    return has_op(op) and not (get_op(op).flags & IMPURE_FLAGS)
+
+
+# ----------------------------------------------------------------------------- DCE
+def dce(g: Graph, keep_leaves: bool = True) -> PassResult:
+    """Drop nodes that no graph output depends on.
+
+    Inputs and params are kept by default so the feed contract of the graph does not
+    change (upstream removes unused ones; pass ``keep_leaves=False`` for that).
+    """
+    nodes = g.nodes
+    live = bytearray(len(nodes))
+    stack = list(g.output_ids)
+    if keep_leaves:
+        stack.extend(n.id for n in nodes if n.op in LEAVES)
+    while stack:
+        i = stack.pop()
+        if live[i]:
+            continue
+        live[i] = 1
+        stack.extend(nodes[i].inputs)
+    removed = len(nodes) - sum(live)
+    if not removed:
+        return PassResult(g, None, {"removed": 0})
+    rb = Rebuilder(g, "dce")
+    for node in nodes:
+        if live[node.id]:
+            rb.copy(node, trusted=True)
+    graph, id_map = rb.finish()
+    return PassResult(graph, id_map, {"removed": removed})
+
+
+# ----------------------------------------------------------------------------- CSE
+def _attrs_key(attrs: Any) -> tuple | None:
+    try:
+        key = tuple(attrs.items())
+        hash(key)
+    except TypeError:  # a sub-graph attribute: never merged
+        return None
+    return key
+
+
+def cse(g: Graph) -> PassResult:
+    """Merge nodes with the same op, attributes, type and (mapped) operands.
+
+    Add / mul / max / min / eq / ne operands are ordered first (their result dtype does
+    not depend on operand order: promotion is commutative). Inputs and params are never
+    merged; ops flagged impure are never merged.
+    """
+    rb = Rebuilder(g, "cse")
+    table: dict[tuple, int] = {}
+    merged = 0
+    m = rb.map
+    for node in g.nodes:
+        op = node.op
+        if op in LEAVES or not _pure(op):
+            rb.copy(node, trusted=True)
+            continue
+        ins = tuple(m[i] for i in node.inputs)
+        attrs_key = _attrs_key(node.attrs)
+        if attrs_key is None:
+            rb.copy(node, trusted=True)
+            continue
+        if (op == "binary" and node.attrs.get("op") in _COMMUTATIVE_BINARY) or (
+            op == "compare" and node.attrs.get("op") in _COMMUTATIVE_COMPARE
+        ):
+            ins = tuple(sorted(ins))
+        key = (op, attrs_key, ins, node.type)
+        hit = table.get(key)
+        if hit is not None:
+            rb.alias(node.id, hit)
+            merged += 1
+            continue
+        table[key] = rb.copy(node, trusted=True)
+    if not merged:
+        return PassResult(g, None, {"merged": 0})
+    graph, id_map = rb.finish()
+    return PassResult(graph, id_map, {"merged": merged})
+
+
+# --------------------------------------------------------------------- const fold
+DEFAULT_FOLD_LIMIT = 1 << 16
+
+
+def fold_constants(g: Graph, max_elements: int = DEFAULT_FOLD_LIMIT) -> PassResult:
+    """Replace nodes whose operands are all constants by a constant of the node's type.
+
+    Values come from the reference kernels (``rlx.runtime.reference.eval_node``) in the
+    node's own dtype. Results above ``max_elements`` elements are not folded (the graph
+    would grow). The old constant operands are left for DCE.
+    """
+    from rlx.runtime.reference import eval_node  # local: runtime sits above opt in layering
+
+    rb = Rebuilder(g, "fold_constants")
+    consts: dict[int, np.ndarray] = {}
+    folded = 0
+    m = rb.map
+    for node in g.nodes:
+        if node.op == "constant":
+            consts[rb.copy(node, trusted=True)] = node.attrs["value"].array
+            continue
+        if not node.inputs or node.op in LEAVES:
+            rb.copy(node, trusted=True)
+            continue
+        ins = [m[i] for i in node.inputs]
+        numel = node.shape.numel
+        if numel is None or numel > max_elements or not all(i in consts for i in ins) or not _pure(node.op):
+            rb.copy(node, trusted=True)
+            continue
+        opdef = get_op(node.op)
+        if opdef.kernel is None or opdef.level == "hir" or _attrs_key(node.attrs) is None:
+            rb.copy(node, trusted=True)
+            continue
+        try:
+            arr = eval_node(node, [consts[i] for i in ins], node.type)
+        except Exception:
+            rb.copy(node, trusted=True)
+            continue
+        new_id = rb.emit("constant", [], {"value": FrozenArray(arr)}, like=[node], name=node.name, type=node.type)
+        rb.alias(node.id, new_id)
+        consts[new_id] = rb.dst.nodes[new_id].attrs["value"].array
+        folded += 1
+    if not folded:
+        return PassResult(g, None, {"folded": 0})
+    graph, id_map = rb.finish()
+    return PassResult(graph, id_map, {"folded": folded})
+
+
+# ---------------------------------------------------------------------- simplify
+def _const_all(node: Node, value: float) -> bool:
+    if node.op != "constant":
+        return False
+    arr = node.attrs["value"].array
+    if arr.size == 0 or arr.size > 4096 or arr.dtype.kind not in "biufc":
+        return False
+    with np.errstate(all="ignore"):
+        return bool(np.all(arr.astype(np.complex128 if arr.dtype.kind == "c" else np.float64) == value))
+
+
+def _identity_of(node: Node, nodes: list[Node]) -> int | None:
+    """The operand (old id) this node is an identity of, or None."""
+    op, a = node.op, node.attrs
+    if op == "binary":
+        lhs, rhs = (nodes[i] for i in node.inputs)
+        kind = a["op"]
+        if kind == "add":
+            if _const_all(rhs, 0.0) and lhs.type == node.type:
+                return lhs.id
+            if _const_all(lhs, 0.0) and rhs.type == node.type:
+                return rhs.id
+        elif kind == "mul":
+            if _const_all(rhs, 1.0) and lhs.type == node.type:
+                return lhs.id
+            if _const_all(lhs, 1.0) and rhs.type == node.type:
+                return rhs.id
+        elif kind == "sub" and _const_all(rhs, 0.0) and lhs.type == node.type:
+            return lhs.id
+        elif kind in ("div", "pow") and _const_all(rhs, 1.0) and lhs.type == node.type and not lhs.dtype.is_int:
+            return lhs.id
+        return None
+    if op in ("cast", "reshape", "expand", "transpose", "narrow") or (op == "concat" and len(node.inputs) == 1):
+        src = nodes[node.inputs[0]]
+        if src.type != node.type:
+            return None
+        if op == "transpose" and tuple(a["perm"]) != tuple(range(len(node.shape))):
+            return None
+        return src.id
+    return None
+
+
+def simplify(g: Graph) -> PassResult:
+    """Algebraic identities: x+0, x-0, x*1, x/1, x**1 (types must be unchanged), identity
+    cast / reshape / expand / transpose / narrow, single-operand concat; transpose of a
+    transpose and reshape of a reshape collapse into one op (the inner one is left for DCE)."""
+    rb = Rebuilder(g, "simplify")
+    nodes = g.nodes
+    m = rb.map
+    removed = collapsed = 0
+    for node in nodes:
+        if node.op in LEAVES or node.op == "constant":
+            rb.copy(node, trusted=True)
+            continue
+        src = _identity_of(node, nodes)
+        if src is not None:
+            rb.alias(node.id, m[src])
+            removed += 1
+            continue
+        if node.op in ("transpose", "reshape") and nodes[node.inputs[0]].op == node.op:
+            inner = nodes[node.inputs[0]]
+            base = nodes[inner.inputs[0]]
+            if node.op == "transpose":
+                p1, p2 = inner.attrs["perm"], node.attrs["perm"]
+                perm = tuple(p1[j] for j in p2)
+                if perm == tuple(range(len(perm))) and base.type == node.type:
+                    rb.alias(node.id, m[base.id])
+                    removed += 1
+                    continue
+                attrs: dict[str, Any] = {"perm": list(perm)}
+            else:
+                if base.type == node.type:
+                    rb.alias(node.id, m[base.id])
+                    removed += 1
+                    continue
+                attrs = {"new_shape": list(node.attrs["new_shape"])}
+            try:
+                new_id = rb.emit(node.op, [m[base.id]], attrs, like=[inner, node], name=node.name, type=node.type)
+            except Exception:
+                rb.copy(node)
+                continue
+            rb.alias(node.id, new_id)
+            collapsed += 1
+            continue
+        rb.copy(node, trusted=True)
+    if not (removed or collapsed):
+        return PassResult(g, None, {"removed": 0, "collapsed": 0})
+    graph, id_map = rb.finish()
+    return PassResult(graph, id_map, {"removed": removed, "collapsed": collapsed})
+
+
+DCE = Pass("dce", dce)
+CSE = Pass("cse", cse)
+FOLD = Pass("fold_constants", fold_constants, frozenset({"constant"}))
+SIMPLIFY = Pass("simplify", simplify)
+
+__all__ = ["CSE", "DCE", "FOLD", "SIMPLIFY", "cse", "dce", "fold_constants", "simplify"]

@@ -1,0 +1,428 @@
+"""Pattern fusion passes (PIPELINE.md §3.4), with uniform single-use checks.
+
+Every pattern counts graph outputs as uses (:func:`use_counts`), so a value that is
+also an output or has a second consumer is never swallowed into a fused node. Each
+candidate is type-checked against the fused op's own rule before the rebuild, so a
+pass never produces a graph the verifier rejects. Replacements are emitted at the
+position of the pattern's last node (all its outside operands are defined by then);
+the shared-input matmul is emitted at the first matmul of its group (weights declared
+later are leaves there, and are hoisted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlx.ir.errors import RlxError
+from rlx.ir.graph import Graph, Node, infer_type
+from rlx.ir.opdef import get_op, has_op
+from rlx.ir.shape import TensorType
+from rlx.opt.manager import Pass, PassResult
+from rlx.opt.rebuild import Rebuilder, use_counts
+
+
+@dataclass
+class Match:
+    """One rewrite: at ``anchor`` run ``build(rb)`` which returns old id -> new id for every
+    value of ``consumed`` that is still used; the other consumed nodes disappear."""
+
+    anchor: int
+    consumed: frozenset[int]
+    build: Callable[[Rebuilder], Mapping[int, int]]
+    pattern: str = ""
+    extra_anchor_ids: Sequence[int] = field(default_factory=tuple)
+
+
+def infers(op: str, in_types: Sequence[TensorType], attrs: Mapping[str, Any], expect: TensorType | None = None) -> TensorType | None:
+    """The type ``op`` gives for these operands/attrs (None if the rule rejects them or
+    the result differs from ``expect``)."""
+    if not has_op(op):
+        return None
+    opdef = get_op(op)
+    try:
+        checked = opdef.check_attrs(attrs, op)
+        if opdef.canonicalize is not None:
+            checked = opdef.check_attrs(opdef.canonicalize(list(in_types), checked), op)
+        t = infer_type(opdef, list(in_types), checked, op)
+    except RlxError:
+        return None
+    if expect is not None and t != expect:
+        return None
+    return t
+
+
+def apply_matches(g: Graph, matches: Sequence[Match], pass_name: str) -> PassResult:
+    """Rebuild ``g`` applying non-overlapping matches (earlier ones win)."""
+    if not matches:
+        return PassResult(g, None, {"fused": 0})
+    at: dict[int, Match] = {}
+    skip: set[int] = set()
+    for mt in matches:
+        skip |= mt.consumed
+        at[mt.anchor] = mt
+    rb = Rebuilder(g, pass_name)
+    for node in g.nodes:
+        mt = at.get(node.id)
+        if mt is not None:
+            for old, new in mt.build(rb).items():
+                rb.alias(old, new)
+            continue
+        if node.id in skip or node.id in rb.map:  # consumed, or a leaf hoisted by a build
+            continue
+        rb.copy(node, trusted=True)
+    graph, id_map = rb.finish()
+    return PassResult(graph, id_map, {"fused": len(matches)})
+
+
+class _Ctx:
+    def __init__(self, g: Graph):
+        self.g = g
+        self.nodes = g.nodes
+        self.uses = use_counts(g)
+        self.users = g.users()
+        self.outputs = set(g.output_ids)
+        self.claimed: set[int] = set()
+
+    def single_consumer(self, i: int) -> Node | None:
+        """The only consumer of node ``i`` when it has exactly one use and is not an output."""
+        if self.uses[i] != 1 or i in self.outputs:
+            return None
+        (c,) = self.users[i]
+        return self.nodes[c]
+
+    def single_use(self, i: int) -> bool:
+        return self.uses[i] == 1 and i not in self.outputs
+
+    def free(self, ids: Sequence[int]) -> bool:
+        return not any(i in self.claimed for i in ids)
+
+    def claim(self, ids: Sequence[int]) -> frozenset[int]:
+        s = frozenset(ids)
+        self.claimed |= s
+        return s
+
+
+def _is(node: Node, op: str, kind: str | None = None) -> bool:
+    if node.op != op:
+        return False
+    if kind is None:
+        return True
+    return node.attrs.get("op", node.attrs.get("kind")) == kind
+
+
+def _last_axis(node: Node, rank: int) -> bool:
+    axis = node.attrs.get("axis", -1)
+    return rank > 0 and axis % rank == rank - 1
+
+
+# --------------------------------------------------------------- matmul + bias + act
+def _act_kinds() -> frozenset[str]:
+    if not has_op("fused_matmul_bias_act"):
+        return frozenset()
+    spec = get_op("fused_matmul_bias_act").attrs.get("activation")
+    if spec is not None and spec.choices is not None:
+        return frozenset(c for c in spec.choices if c is not None)
+    act = get_op("activation").attrs["kind"].choices or ()
+    return frozenset(act)
+
+
+def find_matmul_bias_act(g: Graph) -> list[Match]:
+    cx = _Ctx(g)
+    nodes = cx.nodes
+    kinds = _act_kinds()
+    out: list[Match] = []
+    for mm in nodes:
+        if mm.op != "matmul":
+            continue
+        add = cx.single_consumer(mm.id)
+        if add is None or not _is(add, "binary", "add") or add.inputs[0] == add.inputs[1]:
+            continue
+        bias = nodes[add.inputs[1] if add.inputs[0] == mm.id else add.inputs[0]]
+        if len(bias.shape) > 1:
+            continue
+        x, w = (nodes[i] for i in mm.inputs)
+        tail, act = add, None
+        nxt = cx.single_consumer(add.id)
+        if nxt is not None and _is(nxt, "activation") and nxt.attrs["kind"] in kinds:
+            if infers("fused_matmul_bias_act", [x.type, w.type, bias.type], {"activation": nxt.attrs["kind"]}, nxt.type):
+                tail, act = nxt, nxt.attrs["kind"]
+        if act is None and not infers("fused_matmul_bias_act", [x.type, w.type, bias.type], {"activation": None}, add.type):
+            continue
+        ids = [mm.id, add.id] + ([tail.id] if act else [])
+        if not cx.free(ids):
+            continue
+
+        def build(rb: Rebuilder, x=x, w=w, bias=bias, act=act, tail=tail, parts=(mm, add, tail)) -> dict[int, int]:
+            new = rb.emit("fused_matmul_bias_act", [rb.map[x.id], rb.map[w.id], rb.map[bias.id]], {"activation": act},
+                          like=parts, name=tail.name, type=tail.type)
+            return {tail.id: new}
+
+        out.append(Match(tail.id, cx.claim(ids), build, "matmul_bias_act"))
+    return out
+
+
+def fuse_matmul_bias_act(g: Graph) -> PassResult:
+    """MatMul (one use) → Add(bias of rank ≤ 1) [→ Activation (one use)] ⇒ fused_matmul_bias_act."""
+    return apply_matches(g, find_matmul_bias_act(g), "fuse_matmul_bias_act")
+
+
+# ------------------------------------------------------------- residual + norm
+def find_residual_norm(g: Graph, norm: str, fused: str) -> list[Match]:
+    cx = _Ctx(g)
+    nodes = cx.nodes
+    out: list[Match] = []
+    for n in nodes:
+        if n.op != norm:
+            continue
+        add = nodes[n.inputs[0]]
+        if not _is(add, "binary", "add") or not cx.single_use(add.id) or not _last_axis(n, len(n.shape)):
+            continue
+        x, res = (nodes[i] for i in add.inputs)
+        gamma, beta = nodes[n.inputs[1]], nodes[n.inputs[2]]
+        if x.shape != add.shape:
+            continue
+        attrs = {"has_bias": False, "eps": n.attrs["eps"]}
+        if not infers(fused, [x.type, res.type, gamma.type, beta.type], attrs, n.type):
+            continue
+        if not cx.free([add.id, n.id]):
+            continue
+
+        def build(rb: Rebuilder, x=x, res=res, gamma=gamma, beta=beta, n=n, add=add, attrs=attrs) -> dict[int, int]:
+            ins = [rb.map[i.id] for i in (x, res, gamma, beta)]
+            return {n.id: rb.emit(fused, ins, attrs, like=(add, n), name=n.name, type=n.type)}
+
+        out.append(Match(n.id, cx.claim([add.id, n.id]), build, fused))
+    return out
+
+
+def fuse_residual_layer_norm(g: Graph) -> PassResult:
+    """Add (one use) → LayerNorm (last axis) ⇒ fused_residual_layer_norm."""
+    return apply_matches(g, find_residual_norm(g, "layer_norm", "fused_residual_layer_norm"), "fuse_residual_layer_norm")
+
+
+def fuse_residual_rms_norm(g: Graph) -> PassResult:
+    """Add (one use) → RmsNorm (last axis) ⇒ fused_residual_rms_norm."""
+    return apply_matches(g, find_residual_norm(g, "rms_norm", "fused_residual_rms_norm"), "fuse_residual_rms_norm")
+
+
+# ------------------------------------------------------------- rms_norm → reshape
+def find_rms_norm_reshape(g: Graph) -> list[Match]:
+    """RmsNorm (last axis, one use) → Reshape to [∏leading, H]: reshape first, normalise 2-D.
+
+    rlx's rms_norm has no "declared flat output" form (upstream's fusion artefact), so the
+    rewrite moves the reshape (a view for the planner) in front of the norm, which then
+    runs as one 2-D kernel with the same values.
+    """
+    cx = _Ctx(g)
+    nodes = cx.nodes
+    out: list[Match] = []
+    for n in nodes:
+        if n.op != "rms_norm" or len(n.shape) < 3 or not _last_axis(n, len(n.shape)):
+            continue
+        r = cx.single_consumer(n.id)
+        if r is None or r.op != "reshape" or len(r.shape) != 2 or r.shape[-1] != n.shape[-1]:
+            continue
+        x, gamma, beta = (nodes[i] for i in n.inputs)
+        flat = infers("reshape", [x.type], {"new_shape": list(r.attrs["new_shape"])})
+        if flat is None or flat.shape != r.shape:
+            continue
+        attrs = {"axis": -1, "eps": n.attrs["eps"]}
+        if not infers("rms_norm", [flat, gamma.type, beta.type], attrs, r.type) or not cx.free([n.id, r.id]):
+            continue
+
+        def build(rb: Rebuilder, x=x, gamma=gamma, beta=beta, n=n, r=r, attrs=attrs) -> dict[int, int]:
+            flat_id = rb.emit("reshape", [rb.map[x.id]], {"new_shape": list(r.attrs["new_shape"])}, like=(r,))
+            new = rb.emit("rms_norm", [flat_id, rb.map[gamma.id], rb.map[beta.id]], attrs, like=(n, r), name=r.name or n.name, type=r.type)
+            return {r.id: new}
+
+        out.append(Match(r.id, cx.claim([n.id, r.id]), build, "rms_norm_reshape"))
+    return out
+
+
+def fuse_rms_norm_reshape(g: Graph) -> PassResult:
+    return apply_matches(g, find_rms_norm_reshape(g), "fuse_rms_norm_reshape")
+
+
+# ---------------------------------------------------------- SwiGLU dual matmul
+def _static2(t: TensorType) -> bool:
+    return len(t.shape) == 2 and t.shape.is_static
+
+
+def _swiglu_dual_candidates(cx: _Ctx, mul: Node) -> list[tuple[Node, Node, Node]]:
+    """(up matmul, silu, gate matmul) triples for ``mul`` (either operand order)."""
+    nodes = cx.nodes
+    found = []
+    a, b = mul.inputs
+    for u_id, s_id in ((a, b), (b, a)):
+        s, up = nodes[s_id], nodes[u_id]
+        if not _is(s, "activation", "silu") or up.op != "matmul":
+            continue
+        gate = nodes[s.inputs[0]]
+        if gate.op == "matmul" and gate.id != up.id:
+            found.append((up, s, gate))
+    return found
+
+
+def find_swiglu_dual_matmul(g: Graph) -> list[Match]:
+    cx = _Ctx(g)
+    nodes = cx.nodes
+    out: list[Match] = []
+    for mul in nodes:
+        if not _is(mul, "binary", "mul") or mul.inputs[0] == mul.inputs[1]:
+            continue
+        for up, s, gate in _swiglu_dual_candidates(cx, mul):
+            if up.inputs[0] != gate.inputs[0] or not all(cx.single_use(i) for i in (up.id, s.id, gate.id)):
+                continue
+            x, w_up, w_gate = nodes[up.inputs[0]], nodes[up.inputs[1]], nodes[gate.inputs[1]]
+            if not (_static2(w_up.type) and _static2(w_gate.type)) or w_up.shape != w_gate.shape or w_up.dtype != w_gate.dtype:
+                continue
+            cat_t = infers("concat", [w_up.type, w_gate.type], {"axis": 1})
+            mm_t = cat_t and infers("matmul", [x.type, cat_t], {})
+            if not mm_t or not infers("fused_swiglu", [mm_t], {"gate_first": False}, mul.type):
+                continue
+            ids = [up.id, s.id, gate.id, mul.id]
+            if not cx.free(ids):
+                continue
+
+            def build(rb: Rebuilder, x=x, w_up=w_up, w_gate=w_gate, parts=(up, s, gate, mul), mul=mul) -> dict[int, int]:
+                cat = rb.emit("concat", [rb.map[w_up.id], rb.map[w_gate.id]], {"axis": 1}, like=parts[::2])
+                mm = rb.emit("matmul", [rb.map[x.id], cat], {}, like=parts[::2])
+                return {mul.id: rb.emit("fused_swiglu", [mm], {"gate_first": False}, like=parts, name=mul.name, type=mul.type)}
+
+            out.append(Match(mul.id, cx.claim(ids), build, "swiglu_dual_matmul"))
+            break
+    return out
+
+
+def fuse_swiglu_dual_matmul(g: Graph) -> PassResult:
+    """Mul(x@W_up, silu(x@W_gate)) with single-use parts ⇒ concat weights → one matmul → fused_swiglu."""
+    return apply_matches(g, find_swiglu_dual_matmul(g), "fuse_swiglu_dual_matmul")
+
+
+# ------------------------------------------------------------ shared-input matmul
+def shared_matmul_groups(g: Graph) -> dict[int, list[Node]]:
+    """MatMuls with a rank-2 static weight, grouped by lhs id (node order)."""
+    groups: dict[int, list[Node]] = {}
+    nodes = g.nodes
+    for mm in nodes:
+        if mm.op == "matmul" and _static2(nodes[mm.inputs[1]].type) and len(nodes[mm.inputs[0]].shape) >= 2:
+            groups.setdefault(mm.inputs[0], []).append(mm)
+    return {k: v for k, v in groups.items() if len(v) >= 2}
+
+
+def _shared_members(g: Graph, group: list[Node]) -> list[Node]:
+    nodes = g.nodes
+    first = group[0]
+    w0 = nodes[first.inputs[1]]
+    return [
+        mm for mm in group
+        if (mm.inputs[1] < first.id or not nodes[mm.inputs[1]].inputs)
+        and nodes[mm.inputs[1]].shape[0] == w0.shape[0] and nodes[mm.inputs[1]].dtype == w0.dtype and mm.dtype == first.dtype
+    ]
+
+
+def find_shared_input_matmul(g: Graph) -> list[Match]:
+    nodes = g.nodes
+    out: list[Match] = []
+    for lhs, group in shared_matmul_groups(g).items():
+        members = _shared_members(g, group)
+        if len(members) < 2:
+            continue
+        ws = [nodes[m.inputs[1]] for m in members]
+        cat_t = infers("concat", [w.type for w in ws], {"axis": 1})
+        mm_t = cat_t and infers("matmul", [nodes[lhs].type, cat_t], {})
+        if not mm_t:
+            continue
+        axis = len(mm_t.shape) - 1
+        starts = [0]
+        for w in ws[:-1]:
+            starts.append(starts[-1] + w.shape[1])
+        spans = zip(starts, ws, members)
+        if not all(infers("narrow", [mm_t], {"axis": axis, "start": s, "length": w.shape[1]}, m.type) for s, w, m in spans):
+            continue
+
+        def build(rb: Rebuilder, lhs=lhs, ws=ws, members=members, starts=starts, axis=axis) -> dict[int, int]:
+            for w in ws:  # weights declared after the first matmul are leaves: hoist them
+                if w.id not in rb.map:
+                    rb.copy(w, trusted=True)
+            cat = rb.emit("concat", [rb.map[w.id] for w in ws], {"axis": 1}, like=members)
+            mm = rb.emit("matmul", [rb.map[lhs], cat], {}, like=members)
+            return {
+                m.id: rb.emit("narrow", [mm], {"axis": axis, "start": s, "length": w.shape[1]}, like=(m,), name=m.name, type=m.type)
+                for s, w, m in zip(starts, ws, members)
+            }
+
+        out.append(Match(members[0].id, frozenset(m.id for m in members), build, "shared_input_matmul"))
+    return out
+
+
+def fuse_shared_input_matmul(g: Graph) -> PassResult:
+    """≥ 2 MatMuls of one lhs with rank-2 weights of equal K ⇒ concat weights → one matmul → narrows."""
+    return apply_matches(g, find_shared_input_matmul(g), "fuse_shared_input_matmul")
+
+
+# ------------------------------------------------------------------- SwiGLU (narrows)
+def find_swiglu(g: Graph) -> list[Match]:
+    cx = _Ctx(g)
+    nodes = cx.nodes
+    out: list[Match] = []
+    for mul in nodes:
+        if not _is(mul, "binary", "mul") or mul.inputs[0] == mul.inputs[1]:
+            continue
+        a, b = mul.inputs
+        for u_id, s_id in ((a, b), (b, a)):
+            s, up = nodes[s_id], nodes[u_id]
+            if not _is(s, "activation", "silu") or up.op != "narrow":
+                continue
+            gate = nodes[s.inputs[0]]
+            if gate.op != "narrow" or gate.inputs[0] != up.inputs[0] or gate.id == up.id:
+                continue
+            src = nodes[up.inputs[0]]
+            rank = len(src.shape)
+            if not (_last_axis(up, rank) and _last_axis(gate, rank)):
+                continue
+            n = up.attrs["length"]
+            if gate.attrs["length"] != n or src.shape[-1] != 2 * n:
+                continue
+            starts = (up.attrs["start"], gate.attrs["start"])
+            if starts == (0, n):
+                gate_first = False
+            elif starts == (n, 0):
+                gate_first = True
+            else:
+                continue
+            ids = [up.id, s.id, gate.id, mul.id]
+            if not all(cx.single_use(i) for i in ids[:3]) or not cx.free(ids):
+                continue
+            if not infers("fused_swiglu", [src.type], {"gate_first": gate_first}, mul.type):
+                continue
+
+            def build(rb: Rebuilder, src=src, gf=gate_first, parts=(up, s, gate, mul), mul=mul) -> dict[int, int]:
+                return {mul.id: rb.emit("fused_swiglu", [rb.map[src.id]], {"gate_first": gf}, like=parts, name=mul.name, type=mul.type)}
+
+            out.append(Match(mul.id, cx.claim(ids), build, "swiglu"))
+            break
+    return out
+
+
+def fuse_swiglu(g: Graph) -> PassResult:
+    """Mul(narrow(src, lo half), silu(narrow(src, hi half))) with single-use parts ⇒ fused_swiglu."""
+    return apply_matches(g, find_swiglu(g), "fuse_swiglu")
+
+
+FUSE_MATMUL_BIAS_ACT = Pass("fuse_matmul_bias_act", fuse_matmul_bias_act, frozenset({"fused_matmul_bias_act"}))
+FUSE_RESIDUAL_LN = Pass("fuse_residual_layer_norm", fuse_residual_layer_norm, frozenset({"fused_residual_layer_norm"}))
+FUSE_RESIDUAL_RMS = Pass("fuse_residual_rms_norm", fuse_residual_rms_norm, frozenset({"fused_residual_rms_norm"}))
+FUSE_RMS_NORM_RESHAPE = Pass("fuse_rms_norm_reshape", fuse_rms_norm_reshape, frozenset())
+FUSE_SWIGLU_DUAL = Pass("fuse_swiglu_dual_matmul", fuse_swiglu_dual_matmul, frozenset({"fused_swiglu"}))
+FUSE_SHARED_MATMUL = Pass("fuse_shared_input_matmul", fuse_shared_input_matmul, frozenset({"matmul"}))
+FUSE_SWIGLU = Pass("fuse_swiglu", fuse_swiglu, frozenset({"fused_swiglu"}))
+
+PATTERN_PASSES = (
+    FUSE_MATMUL_BIAS_ACT, FUSE_RESIDUAL_LN, FUSE_RESIDUAL_RMS, FUSE_RMS_NORM_RESHAPE,
+    FUSE_SWIGLU_DUAL, FUSE_SHARED_MATMUL, FUSE_SWIGLU,
+)
+
+__all__ = ["PATTERN_PASSES", "Match", "apply_matches", "infers"]

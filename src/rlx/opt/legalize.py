@@ -1,0 +1,68 @@
+"""Legalization for backends: explicit broadcasts and claim-set checks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rlx.ir.graph import Graph, Node
+from rlx.ir.shape import Shape
+from rlx.opt.manager import Pass, PassResult
+from rlx.opt.rebuild import Rebuilder
+
+BROADCASTING_OPS = frozenset({"binary", "compare", "where"})
+
+
+def _clean_trailing(operand: Shape, out: Shape) -> bool:
+    """``operand`` equals the right-aligned tail of ``out`` with no size-1 dims."""
+    if len(operand) > len(out):
+        return False
+    tail = out[len(out) - len(operand):]
+    return tuple(operand) == tuple(tail) and 1 not in operand
+
+
+def needs_expand(operand: Node, out: Node) -> bool:
+    s, o = operand.shape, out.shape
+    if s == o or not o.is_static:  # a dynamic target cannot be spelled for a size-1 operand dim
+        return False
+    if s.numel == 1:
+        return False
+    return not _clean_trailing(s, o)
+
+
+def legalize_broadcast(g: Graph) -> PassResult:
+    """Give every broadcasting operand of binary / compare / where an explicit ``expand``
+    to the output shape, unless it is a 1-element tensor or a clean trailing slice."""
+    nodes = g.nodes
+    todo = [n for n in nodes if n.op in BROADCASTING_OPS and any(needs_expand(nodes[i], n) for i in n.inputs)]
+    if not todo:
+        return PassResult(g, None, {"expanded": 0})
+    rb = Rebuilder(g, "legalize_broadcast")
+    expanded = 0
+    for node in nodes:
+        if node.op not in BROADCASTING_OPS or not any(needs_expand(nodes[i], node) for i in node.inputs):
+            rb.copy(node, trusted=True)
+            continue
+        ins = []
+        for i in node.inputs:
+            src = nodes[i]
+            if needs_expand(src, node):
+                target = list(node.shape)
+                ins.append(rb.emit("expand", [rb.map[i]], {"target_shape": target}, like=(node,)))
+                expanded += 1
+            else:
+                ins.append(rb.map[i])
+        rb.alias(node.id, rb.dst.append(node.op, ins, dict(node.attrs), name=node.name, prov=node.prov, type=node.type).id)
+    graph, id_map = rb.finish()
+    return PassResult(graph, id_map, {"expanded": expanded})
+
+
+def unclaimed(g: Graph, claims: Iterable[str]) -> list[tuple[int, str]]:
+    """(id, op) of nodes a backend does not claim; an empty claim set accepts everything."""
+    claimed = frozenset(claims)
+    if not claimed:
+        return []
+    always = {"input", "param", "constant"}
+    return [(n.id, n.op) for n in g.nodes if n.op not in claimed and n.op not in always]
+
+
+LEGALIZE_BROADCAST = Pass("legalize_broadcast", legalize_broadcast, frozenset({"expand"}))

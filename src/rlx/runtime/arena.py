@@ -1,0 +1,287 @@
+"""The ``"numpy"`` backend: run a planned LIR inside one preallocated arena.
+
+Every tensor is a NumPy view into its planned slot of a single ``uint8`` arena; views
+(reshape, same-dtype cast, contiguous narrow …) are views of their root's bytes and cost
+nothing at run time. Each node becomes a small closure; common kernels write straight into
+their slot with ``out=`` (the table :data:`FAST_KERNELS`), every other op runs its reference
+kernel from the registry and its result is copied into the slot. A wrong plan therefore
+produces wrong numbers: the plan is proven by running it.
+
+Params are bound once (``compile(..., params=...)`` or :meth:`ArenaExecutor.set_params`)
+and copied into their slots; params passed to :meth:`run` replace the bound ones (and
+stay bound for later runs). Inputs
+are copied into their slots when a run starts (or used in place with ``inputs="outside"``).
+Outputs are returned as fresh arrays, never as views of the arena. A graph with symbolic
+dims is specialized to the sizes of each feed and planned again (cached per binding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from rlx.ir.dtype import DType
+from rlx.ir.errors import FeedError, RlxError
+from rlx.ir.graph import Node
+from rlx.ir.opdef import get_op
+from rlx.ir.shape import TensorType
+from rlx.lir.liveness import LEAVES
+from rlx.lir.plan import LirModule
+from rlx.runtime.reference import bind_feed
+
+Step = Callable[[], None]
+FastBuilder = Callable[[Node, list[TensorType]], "Callable[..., None] | None"]
+
+_FLOATS = (DType.F32, DType.F64)
+_UNARY = {
+    "exp": np.exp, "tanh": np.tanh, "neg": np.negative, "abs": np.abs, "sqrt": np.sqrt, "log": np.log,
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "atan": np.arctan,
+}
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.fmax, "min": np.fmin, "pow": np.power}
+_INT_BINARY = ("add", "sub", "mul", "max", "min")
+
+
+def _same_dtype(node: Node, ins: list[TensorType], allowed=_FLOATS) -> bool:
+    return node.dtype in allowed and all(t.dtype == node.dtype for t in ins)
+
+
+def _fast_binary(node, ins):
+    op = node.attrs["op"]
+    ok = _same_dtype(node, ins) or (op in _INT_BINARY and _same_dtype(node, ins, (DType.I32, DType.I64)))
+    if not ok:
+        return None
+    uf = _BINARY[op]
+    return lambda a, b, out: uf(a, b, out=out)
+
+
+def _sigmoid_out(x, out):
+    np.multiply(x, 0.5, out=out)
+    np.tanh(out, out=out)
+    np.add(out, 1.0, out=out)
+    np.multiply(out, 0.5, out=out)
+
+
+def _rsqrt_out(x, out):
+    np.sqrt(x, out=out)
+    np.divide(1.0, out, out=out)
+
+
+def _fast_activation(node, ins):
+    if not _same_dtype(node, ins):
+        return None
+    kind = node.attrs["kind"]
+    if kind in _UNARY:
+        uf = _UNARY[kind]
+        return lambda x, out: uf(x, out=out)
+    if kind == "relu":
+        return lambda x, out: np.maximum(x, 0, out=out)
+    if kind == "sigmoid":
+        return _sigmoid_out
+    if kind == "rsqrt":
+        return _rsqrt_out
+    return None
+
+
+def _fast_matmul(node, ins):
+    if not _same_dtype(node, ins):
+        return None
+    return lambda a, b, out: np.matmul(a, b, out=out)
+
+
+# Backend mapping table: op name -> builder of an ``f(*operands, out)`` kernel, or None to use
+# the registry's reference kernel. Results must equal the reference bit for bit.
+FAST_KERNELS: dict[str, FastBuilder] = {
+    "binary": _fast_binary,
+    "activation": _fast_activation,
+    "matmul": _fast_matmul,
+}
+
+
+def _slot_array(buf: np.ndarray, offset: int, t: TensorType) -> np.ndarray:
+    size = t.nbytes or 0
+    return buf[offset:offset + size].view(t.dtype.numpy).reshape(tuple(t.shape))
+
+
+def _byte_view(root: np.ndarray, offset: int, t: TensorType) -> np.ndarray:
+    flat = np.ascontiguousarray(root).reshape(-1).view(np.uint8)
+    return _slot_array(flat, offset, t)
+
+
+class ArenaExecutor:
+    """``exe.run(inputs={...}, params={...}) -> list[np.ndarray]``; ``exe(**inputs)`` also works."""
+
+    backend = "numpy"
+
+    def __init__(self, lir: LirModule, params: Mapping[str, Any] | None = None):
+        self.lir = lir
+        self.graph = lir.graph
+        self._params: dict[str, np.ndarray] = {}
+        self._dynamic = bool(lir.plan.dynamic_symbols)
+        self._special: dict[tuple[tuple[str, int], ...], ArenaExecutor] = {}
+        if not self._dynamic:
+            self._build()
+        if params:
+            self.set_params(params)
+
+    # ------------------------------------------------------------------ setup
+    def _build(self) -> None:
+        g, p = self.graph, self.lir.plan
+        nodes = g.nodes
+        align = max(p.alignment, 64)
+        raw = np.zeros(p.arena_size + align, np.uint8)
+        base = (-raw.ctypes.data) % align
+        self._raw = raw
+        self.arena = raw[base:base + p.arena_size]
+        env: list[Any] = [None] * len(nodes)
+        fixed = [False] * len(nodes)
+        for nid, slot in p.assignments.items():
+            env[nid] = _slot_array(self.arena, slot.offset, nodes[nid].type)
+            fixed[nid] = True
+        self._env = env
+        self._runtime_views: list[tuple[int, int, int]] = []  # views of roots outside the arena
+        self._arena_inputs: list[tuple[str, int]] = []
+        self._outside_inputs: list[tuple[str, int]] = []
+        self._param_ids = dict(p.io.params)
+        steps: list[Step] = []
+        for nid in p.schedule:
+            node = nodes[nid]
+            if node.op in LEAVES:
+                if node.op == "constant":
+                    arr = node.attrs["value"].array
+                    if fixed[nid]:
+                        np.copyto(env[nid], arr)
+                    else:
+                        env[nid] = arr
+                        fixed[nid] = True
+                elif node.op == "input":
+                    (self._arena_inputs if fixed[nid] else self._outside_inputs).append((node.attrs["name"], nid))
+                continue
+            if nid in p.view_aliases:
+                if not fixed[nid]:
+                    alias = p.view_aliases[nid]
+                    root = nodes[alias.root]
+                    if root.op == "constant":
+                        env[nid] = _byte_view(root.attrs["value"].array, alias.byte_offset, node.type)
+                        fixed[nid] = True
+                    else:
+                        self._runtime_views.append((nid, alias.root, alias.byte_offset))
+                continue
+            if not fixed[nid]:  # zero-sized or otherwise unplanned: a private buffer
+                env[nid] = np.empty(tuple(node.shape), node.dtype.numpy)
+                fixed[nid] = True
+            steps.append(self._make_step(node, fixed))
+        self._steps = steps
+        self._step_count = len(steps)
+
+    def _make_step(self, node: Node, fixed: list[bool]) -> Step:
+        env = self._env
+        nodes = self.graph.nodes
+        in_types = [nodes[i].type for i in node.inputs]
+        out = env[node.id]
+        builder = FAST_KERNELS.get(node.op)
+        fast = builder(node, in_types) if builder is not None else None
+        static = all(fixed[i] for i in node.inputs)
+        ins = node.inputs
+        if fast is not None:
+            if static:
+                args = tuple(env[i] for i in ins)
+                if len(args) == 1:
+                    a0 = args[0]
+                    return lambda: fast(a0, out)
+                if len(args) == 2:
+                    a0, a1 = args
+                    return lambda: fast(a0, a1, out)
+                return lambda: fast(*args, out)
+            return lambda: fast(*[env[i] for i in ins], out)
+        opdef = get_op(node.op)
+        kernel = opdef.kernel
+        if kernel is None:
+            raise RlxError(f"op {node.op!r} (node %{node.id}) has no reference kernel")
+        attrs, out_type, shape = node.attrs, node.type, tuple(node.shape)
+        widen = [nodes[i].dtype.is_low_precision_float for i in ins]
+        nid, op = node.id, node.op
+
+        def finish(res: Any) -> None:
+            res = np.asarray(res)
+            if res.shape != shape:
+                raise RlxError(f"kernel of {op!r} (node %{nid}) returned shape {list(res.shape)}, expected {list(shape)}")
+            np.copyto(out, res, casting="unsafe")
+
+        if any(widen):
+            def step_widen() -> None:
+                args = [env[i].astype(np.float32) if w else env[i] for i, w in zip(ins, widen)]
+                finish(kernel(args, attrs, out_type))
+
+            return step_widen
+        if static:
+            args = [env[i] for i in ins]
+            return lambda: finish(kernel(args, attrs, out_type))
+        return lambda: finish(kernel([env[i] for i in ins], attrs, out_type))
+
+    # ------------------------------------------------------------------ params
+    def set_params(self, params: Mapping[str, Any]) -> None:
+        """Bind weights by name (checked against the graph); they persist across runs."""
+        declared = self.graph.params()
+        unknown = sorted(set(params) - set(declared))
+        if unknown:
+            raise FeedError(f"unknown param(s) {unknown}; the graph's params are {sorted(declared)}")
+        for name, value in params.items():
+            node = declared[name].node
+            arr = np.asarray(value)
+            if arr.dtype != node.dtype.numpy or (node.shape.is_static and arr.shape != tuple(node.shape)):
+                raise FeedError(f"param {name!r}: {arr.dtype} {list(arr.shape)} given, {node.type} declared")
+            self._params[name] = arr
+            if not self._dynamic:
+                self._load_param(name, arr)
+        for ex in self._special.values():
+            ex.set_params(params)
+
+    def _load_param(self, name: str, arr: np.ndarray) -> None:
+        nid = self._param_ids[name]
+        if nid in self.lir.plan.assignments:
+            np.copyto(self._env[nid], arr)
+        else:
+            self._env[nid] = np.ascontiguousarray(arr)
+
+    # ------------------------------------------------------------------ run
+    def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
+        feed_params = {**self._params, **(params or {})}
+        fed, binding = bind_feed(self.graph, inputs, feed_params)
+        if self._dynamic:
+            return self._specialized(binding).run(inputs, params)
+        env = self._env
+        for name, nid in self._arena_inputs:
+            np.copyto(env[nid], fed[nid])
+        for name, nid in self._outside_inputs:
+            env[nid] = np.ascontiguousarray(fed[nid])
+        if params:
+            for name in params:
+                arr = fed[self._param_ids[name]]
+                self._params[name] = arr
+                self._load_param(name, arr)
+        nodes = self.graph.nodes
+        for vid, root, off in self._runtime_views:
+            env[vid] = _byte_view(env[root], off, nodes[vid].type)
+        with np.errstate(all="ignore"):
+            for step in self._steps:
+                step()
+        return [np.array(env[o], copy=True) for o in self.graph.output_ids]
+
+    def __call__(self, **inputs: Any) -> list[np.ndarray]:
+        return self.run(inputs=inputs)
+
+    def _specialized(self, binding: Mapping[str, int]) -> ArenaExecutor:
+        from rlx.lir.specialize import specialize
+
+        key = tuple(sorted(binding.items()))
+        ex = self._special.get(key)
+        if ex is None:
+            ex = ArenaExecutor(specialize(self.lir, dict(binding)), params=self._params or None)
+            self._special[key] = ex
+        return ex
+
+    def __repr__(self) -> str:
+        p = self.lir.plan
+        return f"<ArenaExecutor {self.graph.name!r}: arena {p.arena_size} B, {getattr(self, '_step_count', 0)} kernels>"

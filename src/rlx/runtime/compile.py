@@ -1,0 +1,69 @@
+"""``rlx.compile(obj, backend="numpy")``: a runnable executable from a HIR/MIR graph or an LIR.
+
+Backends register a factory ``(obj, **options) -> executable`` with :func:`register_backend`;
+the built-in ``"numpy"`` backend plans the graph (unless given an LirModule) and runs it
+inside one arena (:mod:`rlx.runtime.arena`). Planning options (``alignment``, ``inputs``,
+``params`` policy …) pass through to :func:`rlx.plan`; ``params=`` given as a mapping binds
+weights at compile time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rlx.ir.errors import RlxError
+from rlx.ir.graph import Graph, GraphStage
+from rlx.lir.plan import LirModule, plan
+
+BACKENDS: dict[str, Callable[..., Any]] = {}
+
+
+def register_backend(name: str, factory: Callable[..., Any], *, replace: bool = False) -> None:
+    if name in BACKENDS and not replace:
+        raise RlxError(f"backend {name!r} is already registered")
+    BACKENDS[name] = factory
+
+
+def to_mir(obj: Any) -> Graph:
+    """The MIR graph of a Graph, an LirModule or a HIR module (lowered with its own policy)."""
+    if isinstance(obj, LirModule):
+        return obj.graph
+    if isinstance(obj, Graph) and obj.stage is GraphStage.MIR:
+        return obj
+    lower = getattr(obj, "lower_to_mir", None)
+    if callable(lower):
+        return lower()
+    if isinstance(obj, Graph):
+        raise RlxError(f"cannot compile graph {obj.name!r} at stage {obj.stage}: lower it to MIR first")
+    raise RlxError(f"cannot compile a {type(obj).__name__}: expected a Graph, HIR module or LirModule")
+
+
+_PLAN_KEYS = ("alignment", "inputs", "constants", "inplace", "heuristics", "weight_layout", "schedule")
+
+
+def _numpy_backend(obj: Any, params: Any = None, **options: Any) -> Any:
+    from rlx.runtime.arena import ArenaExecutor
+
+    unknown = sorted(set(options) - set(_PLAN_KEYS) - {"param_policy"})
+    if unknown:
+        raise RlxError(f"numpy backend: unknown option(s) {unknown}; known: {sorted((*_PLAN_KEYS, 'param_policy', 'params'))}")
+    if isinstance(obj, LirModule) and not options:
+        lir = obj
+    else:
+        kw = {k: v for k, v in options.items() if k in _PLAN_KEYS}
+        if "param_policy" in options:
+            kw["params"] = options["param_policy"]
+        lir = plan(to_mir(obj), **kw)
+    return ArenaExecutor(lir, params=params)
+
+
+register_backend("numpy", _numpy_backend)
+
+
+def compile(obj: Any, backend: str = "numpy", **options: Any) -> Any:  # noqa: A001
+    """Compile ``obj`` for ``backend``; ``exe.run(inputs=..., params=...)`` returns NumPy arrays."""
+    factory = BACKENDS.get(backend)
+    if factory is None:
+        raise RlxError(f"unknown backend {backend!r}; available backends: {sorted(BACKENDS)}")
+    return factory(obj, **options)

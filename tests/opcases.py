@@ -99,6 +99,23 @@ def torch_f64(x: np.ndarray):
     return t.double() if t.is_floating_point() else t
 
 
+def symbolic(build: Callable[..., Any], shapes: dict[str, tuple[Any, ...]], expect: tuple[Any, ...]) -> Callable[..., Any]:
+    """Wrap an ``OpCase.build`` so it also checks shape inference on symbolic dims.
+
+    Numeric cases need static shapes, so the wrapper first builds the op in a scratch graph
+    on inputs of the symbolic ``shapes`` (operand name -> dims, strings are symbols) and
+    asserts the inferred output shape is ``expect``; then it builds on the real operands.
+    """
+
+    def wrapped(g, **operands):
+        h = rlx.Graph("symbolic")
+        out = build(h, **{k: h.input(k, shape, operands[k].dtype) for k, shape in shapes.items()})
+        assert tuple(out.shape) == tuple(expect), f"symbolic inference gave {out.shape!r}, expected {list(expect)}"
+        return build(g, **operands)
+
+    return wrapped
+
+
 @dataclass
 class CaseSet:
     cases: list[OpCase] = field(default_factory=list)

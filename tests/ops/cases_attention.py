@@ -13,8 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from opcases import OpCase, ShapeErrorCase, randn, torch_f64
-from ops.cases_linalg import symbolic
+from opcases import OpCase, ShapeErrorCase, randn, symbolic, torch_f64
 
 T = torch_f64
 H, D = 2, 4  # heads and head_dim used by most cases

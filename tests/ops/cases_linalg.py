@@ -5,26 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-import rlx
-from opcases import OpCase, ShapeErrorCase, randn, torch_f64
+from opcases import OpCase, ShapeErrorCase, randn, symbolic, torch_f64
 
 T = torch_f64
-
-
-def symbolic(build, shapes, expect):
-    """Wrap ``build`` so it first checks shape inference on symbolic dims in a scratch graph.
-
-    The numeric run uses the static feed; ``shapes`` maps operand names to symbolic shapes
-    and ``expect`` is the symbolic output shape the op rule must give for them.
-    """
-
-    def wrapped(g, **operands):
-        h = rlx.Graph("symbolic")
-        out = build(h, **{k: h.input(k, shape, operands[k].dtype) for k, shape in shapes.items()})
-        assert tuple(out.shape) == tuple(expect), f"symbolic inference gave {out.shape!r}, expected {list(expect)}"
-        return build(g, **operands)
-
-    return wrapped
 
 
 CASES = [

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch.nn.functional as F
 
-from opcases import OpCase, ShapeErrorCase, randn, torch_f64
-from ops.cases_linalg import symbolic
+from opcases import OpCase, ShapeErrorCase, randn, symbolic, torch_f64
 
 T = torch_f64
 

@@ -28,8 +28,8 @@ MASK_FILL = -1e9  # upstream's value for masked scores (not -inf)
 # -------------------------------------------------------------------------- attention
 
 
-class _Layout:
-    """How an attention operand of some rank holds (batch, heads, seq, head_dim)."""
+class Layout:
+    """How an attention operand of some rank holds (batch, heads, seq, head_dim); kernels work in [*batch, H, S, D]."""
 
     def __init__(self, rank: int, layout: str):
         self.rank, self.layout = rank, layout
@@ -73,7 +73,8 @@ def _check_attention_attrs(attrs) -> None:
         raise ShapeError(f"attn_logit_softcap must be > 0 (None disables it), got {cap}")
 
 
-def _attention_type(ins: list[TensorType], attrs) -> TensorType:
+def attention_type(ins: list[TensorType], attrs) -> TensorType:
+    """Type rule of attention; attention_backward reuses it so both accept exactly the same operands."""
     _check_attention_attrs(attrs)
     q, k, v = ins[:3]
     heads, head_dim, kind = attrs["num_heads"], attrs["head_dim"], attrs["mask_kind"]
@@ -81,7 +82,7 @@ def _attention_type(ins: list[TensorType], attrs) -> TensorType:
         require_float(t, what)
     if len(q.shape) not in (2, 3, 4) or not len(q.shape) == len(k.shape) == len(v.shape):
         raise ShapeError(f"q, k, v must share a rank of 2, 3 or 4, got {q.shape!r}, {k.shape!r}, {v.shape!r}")
-    lay = _Layout(len(q.shape), attrs["layout"])
+    lay = Layout(len(q.shape), attrs["layout"])
     batch, sq = lay.split(q.shape, heads, head_dim, "q")
     kbatch, sk = lay.split(k.shape, heads, head_dim, "k")
     vbatch, sv = lay.split(v.shape, heads, head_dim, "v")
@@ -101,34 +102,54 @@ def _attention_type(ins: list[TensorType], attrs) -> TensorType:
     return TensorType(q.shape, promote_all([t.dtype for t in ins[:3]]))
 
 
-def _softmax(s: np.ndarray) -> np.ndarray:
+def softmax(s: np.ndarray) -> np.ndarray:
+    """Max-subtracted softmax over the last axis, so large (capped or biased) scores cannot overflow."""
     e = np.exp(s - s.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def _attention_kernel(args, attrs, out):
-    heads, head_dim, kind = attrs["num_heads"], attrs["head_dim"], attrs["mask_kind"]
-    lay = _Layout(args[0].ndim, attrs["layout"])
-    q, k, v = (lay.to_bhsd(a, heads, head_dim) for a in promote_args(args[:3], out.dtype))
-    scale = attrs["score_scale"] if attrs["score_scale"] is not None else head_dim**-0.5
-    s = np.matmul(q, np.swapaxes(k, -1, -2)) * np.asarray(scale, q.dtype)  # [*batch, H, Sq, Sk]
-    cap = attrs["attn_logit_softcap"]
-    if cap is not None:
-        s = cap * np.tanh(s / cap)
+def attention_scale(attrs) -> float:
+    """The score multiplier: ``score_scale``, else head_dim**-0.5 (backward scales dS by it too)."""
+    return attrs["score_scale"] if attrs["score_scale"] is not None else attrs["head_dim"] ** -0.5
+
+
+def attention_scores(
+    q: np.ndarray, k: np.ndarray, attrs, mask: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Masked scores of q, k ([*batch, H, S, D]) -> (s, keep, t), shared by forward and backward so both
+    see the same probabilities softmax(s). ``keep`` marks scores a replacing mask (custom, causal,
+    sliding_window) left alone, None if none replaces; ``t`` = tanh(raw/c) under a soft-cap c, else
+    None; backward needs both, to zero replaced scores' gradient and for the cap's derivative.
+    """
+    kind, cap = attrs["mask_kind"], attrs["attn_logit_softcap"]
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * np.asarray(attention_scale(attrs), q.dtype)  # [*batch, H, Sq, Sk]
+    t = None
+    if cap is not None:  # before the mask, so masked scores stay MASK_FILL
+        t = np.tanh(s / cap)
+        s = cap * t
     sq, sk = s.shape[-2:]
+    keep = None
     if kind == "custom":
-        keep = args[3][..., None, None, :] >= 0.5  # [*batch, 1, 1, Sk]
-        s = np.where(keep, s, MASK_FILL)
+        keep = mask[..., None, None, :] >= 0.5  # [*batch, 1, 1, Sk]
     elif kind == "bias":
-        s = s + args[3].astype(s.dtype, copy=False)
+        s = s + mask.astype(s.dtype, copy=False)
     elif kind in ("causal", "sliding_window"):
-        i = np.arange(sq)[:, None] + (sk - sq)  # the key position aligned with query row i
+        i = np.arange(sq)[:, None] + (sk - sq)  # the key position aligned with query row i (bottom-right)
         j = np.arange(sk)[None, :]
         keep = j <= i
         if kind == "sliding_window":
             keep &= j >= i - attrs["window"]
+    if keep is not None:
         s = np.where(keep, s, MASK_FILL)
-    return lay.from_bhsd(np.matmul(_softmax(s), v))
+    return s, keep, t
+
+
+def _attention_kernel(args, attrs, out):
+    heads, head_dim = attrs["num_heads"], attrs["head_dim"]
+    lay = Layout(args[0].ndim, attrs["layout"])
+    q, k, v = (lay.to_bhsd(a, heads, head_dim) for a in promote_args(args[:3], out.dtype))
+    s, _, _ = attention_scores(q, k, attrs, args[3] if len(args) > 3 else None)
+    return lay.from_bhsd(np.matmul(softmax(s), v))
 
 
 defop(
@@ -142,7 +163,7 @@ defop(
         "attn_logit_softcap": AttrSpec("float", default=None, doc="c > 0: scores become c*tanh(s/c); None = off"),
         "layout": AttrSpec("str", default="bhsd", choices=("bhsd", "bshd"), doc="rank-4 operand layout"),
     },
-    infer=_attention_type, kernel=_attention_kernel,
+    infer=attention_type, kernel=_attention_kernel,
     doc="Scaled dot-product attention, per batch b and head h: s = q_h @ k_h.T * scale "
     "(scale = score_scale, default head_dim**-0.5); soft-cap s = c*tanh(s/c) if "
     "attn_logit_softcap = c; then the mask; p = softmax(s) (max-subtracted); out_h = p @ v_h. "
@@ -170,7 +191,8 @@ def _rope_n_rot(attrs) -> int:
     return attrs["head_dim"] if attrs["n_rot"] is None else attrs["n_rot"]
 
 
-def _rope_type(ins: list[TensorType], attrs) -> TensorType:
+def rope_type(ins: list[TensorType], attrs) -> TensorType:
+    """Type rule of rope, reused by rope_backward (same operands, same layout rules)."""
     x, cos, sin = ins
     head_dim, n_rot = attrs["head_dim"], _rope_n_rot(attrs)
     for t, what in zip(ins, ("x", "cos", "sin")):
@@ -195,7 +217,8 @@ def _rope_type(ins: list[TensorType], attrs) -> TensorType:
     return TensorType(x.shape, promote_all([t.dtype for t in ins]))
 
 
-def _rope_kernel(args, attrs, out):
+def rope_kernel(args, attrs, out):
+    """Rotate x by (cos, sin); rope_backward calls it with -sin, the inverse rotation."""
     x, cos, sin = promote_args(args, out.dtype)
     head_dim, n_rot = attrs["head_dim"], _rope_n_rot(attrs)
     seq = x.shape[-2]
@@ -224,7 +247,7 @@ defop(
         "n_rot": AttrSpec("int", default=None, doc="rotated dims per head (even, <= head_dim); None = head_dim"),
         "interleaved": AttrSpec("bool", default=False, doc="rotate adjacent pairs (GPT-J) instead of halves (NeoX)"),
     },
-    infer=_rope_type, kernel=_rope_kernel,
+    infer=rope_type, kernel=rope_kernel,
     doc="Rotary position embedding of x [B, S, H*D] or [S, H*D] (heads packed). Tables cos, "
     "sin are [T, head_dim/2] with T >= S; sequence index s uses row s (no position offset: "
     "decode callers narrow the tables); only the first n_rot/2 columns are read, even when "

@@ -29,7 +29,7 @@ from rlx.ir.dtype import promote_all
 from rlx.ir.errors import RlxError, ShapeError
 from rlx.ir.opdef import defop, get_op
 from rlx.ir.shape import Shape, TensorType
-from rlx.ops.attention import MASK_FILL, _attention_type, _Layout, _rope_kernel, _rope_type, _softmax
+from rlx.ops.attention import Layout, attention_scale, attention_scores, attention_type, rope_kernel, rope_type, softmax
 from rlx.ops.common import axis_of, promote_args, require_dim, require_float, require_rank
 from rlx.ops.conv import conv_out_size
 from rlx.ops.elementwise import ACTIVATIONS, erf, sigmoid
@@ -622,8 +622,8 @@ defop(
 # --------------------------------------------------------------------------- rope backward
 defop(
     name="rope_backward", family=_FAMILY, arity=3, operands=("dy", "cos", "sin"), attrs=get_op("rope").attrs,
-    infer=_rope_type,
-    kernel=lambda args, attrs, out: _rope_kernel([args[0], args[1], -args[2]], attrs, out),
+    infer=rope_type,
+    kernel=lambda args, attrs, out: rope_kernel([args[0], args[1], -args[2]], attrs, out),
     doc="Gradient of rope w.r.t. x: the inverse rotation, i.e. rope(dy, cos, −sin) with the same "
     "attributes (head_dim, n_rot, interleaved) and layout rules; dims past n_rot pass through. "
     "dy [B, S, H*D] or [S, H*D]; result dtype: promotion of dy, cos, sin.",
@@ -640,7 +640,7 @@ def _attention_backward_arity(attrs) -> int:
 
 def _attention_backward_type(ins, attrs):
     q, k, v, dy = ins[:4]
-    forward = _attention_type([q, k, v, *ins[4:]], attrs)
+    forward = attention_type([q, k, v, *ins[4:]], attrs)
     if dy.shape != q.shape:
         raise ShapeError(f"dy must have the attention output shape (q's) {q.shape!r}, got {dy.shape!r}")
     require_float(dy, "dy")
@@ -648,44 +648,21 @@ def _attention_backward_type(ins, attrs):
     return TensorType(target.shape, promote_all([forward.dtype, dy.dtype]))
 
 
-def _keep_mask(attrs, sq: int, sk: int, mask: np.ndarray | None) -> np.ndarray | None:
-    """Where scores survive the replacing masks (custom, causal, sliding_window); None if all do."""
-    kind = attrs["mask_kind"]
-    if kind == "custom":
-        return mask[..., None, None, :] >= 0.5
-    if kind in ("causal", "sliding_window"):
-        i = np.arange(sq)[:, None] + (sk - sq)  # bottom-right aligned, as the forward
-        j = np.arange(sk)[None, :]
-        keep = j <= i
-        return keep & (j >= i - attrs["window"]) if kind == "sliding_window" else keep
-    return None
-
-
 def _attention_backward_kernel(args, attrs, out):
-    heads, head_dim, cap = attrs["num_heads"], attrs["head_dim"], attrs["attn_logit_softcap"]
-    lay = _Layout(args[0].ndim, attrs["layout"])
+    heads, head_dim = attrs["num_heads"], attrs["head_dim"]
+    lay = Layout(args[0].ndim, attrs["layout"])
     q, k, v, dy = (lay.to_bhsd(a, heads, head_dim) for a in promote_args(args[:4], out.dtype))
-    mask = args[4] if len(args) > 4 else None
-    scale = attrs["score_scale"] if attrs["score_scale"] is not None else head_dim**-0.5
-    s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
-    if cap is not None:
-        t = np.tanh(s / cap)
-        s = cap * t
-    keep = _keep_mask(attrs, s.shape[-2], s.shape[-1], mask)
-    if keep is not None:
-        s = np.where(keep, s, MASK_FILL)
-    elif attrs["mask_kind"] == "bias":
-        s = s + mask.astype(s.dtype, copy=False)
-    p = _softmax(s)
+    s, keep, t = attention_scores(q, k, attrs, args[4] if len(args) > 4 else None)
+    p = softmax(s)
     if attrs["wrt"] == "value":
         return lay.from_bhsd(np.matmul(np.swapaxes(p, -1, -2), dy))
     dp = np.matmul(dy, np.swapaxes(v, -1, -2))
     ds = p * (dp - (p * dp).sum(axis=-1, keepdims=True))
     if keep is not None:
         ds = np.where(keep, ds, 0.0)  # replaced scores do not depend on q or k
-    if cap is not None:
+    if t is not None:  # soft-cap c: d(c·tanh(s/c))/ds = 1 − tanh²
         ds = ds * (1.0 - t * t)
-    ds = ds * scale
+    ds = ds * attention_scale(attrs)
     grad = np.matmul(ds, k) if attrs["wrt"] == "query" else np.matmul(np.swapaxes(ds, -1, -2), q)
     return lay.from_bhsd(grad)
 

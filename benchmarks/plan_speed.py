@@ -19,8 +19,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lir"))
 
-import rlx  # noqa: E402
-from rlx.lir import plan  # noqa: E402
+import rlx
+from rlx.lir import plan
 
 
 def synthetic(n_buffers: int, seed: int = 0) -> rlx.Graph:

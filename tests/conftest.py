@@ -1,4 +1,25 @@
 import os
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.dirname(__file__))
+
+
+@pytest.fixture
+def temporary_op():
+    """Register test-only ops for one test; they are removed afterwards so registry walks stay clean."""
+    from rlx.ir.opdef import has_op, register_op, unregister_op
+
+    added: list[str] = []
+
+    def add(opdef):
+        if has_op(opdef.name):
+            unregister_op(opdef.name)
+        register_op(opdef)
+        added.append(opdef.name)
+        return opdef
+
+    yield add
+    for name in added:
+        unregister_op(name)

@@ -23,6 +23,7 @@ from rlx.ir.shape import Shape, TensorType
 from rlx.ir.text import parse
 from rlx.ir.verify import verify
 from rlx.opt import FusionReport, optimize  # noqa: F401  (API.md "Stages": the optimizer)
+from rlx.runtime.compile import BufferPlan, LirModule, compile, plan, specialize  # noqa: F401  (API.md "Stages": LIR, "Checking, running")
 from rlx.runtime.reference import run
 
 __version__ = "0.1.0"

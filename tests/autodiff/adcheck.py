@@ -8,7 +8,7 @@ import numpy as np
 
 import rlx
 from opcases import OpCase, collect
-from rlx.autodiff.prepare import LOWERED_OPS
+from rlx.autodiff.prepare import LOWERED_OPS  # noqa: F401  (re-exported for the tests)
 from rlx.autodiff.rules import NO_GRAD
 
 #: Families whose VJP / JVP / batching rules come in phase 2. An op of these families that
@@ -60,7 +60,7 @@ def checkable(case: OpCase) -> str | None:
         return "HIR op"
     if not diff_names(case):
         return "no finite float64 feed"
-    g, outs = case.graph()
+    _, outs = case.graph()
     if not any(o.dtype == rlx.f64 for o in outs):
         return "no float64 output"
     if rlx.get_op(case.op).flags & {NO_GRAD}:

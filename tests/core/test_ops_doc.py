@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-import rlx  # noqa: F401  (registers the ops)
+import rlx
 from rlx.ir.optable import render_op_table
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "ops.md"

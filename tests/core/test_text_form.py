@@ -21,7 +21,7 @@ def random_graphs(draw):
     g = rlx.Graph(draw(st.text(max_size=10)))
     shape = tuple(draw(st.lists(st.integers(1, 3), max_size=3)))
     pool = [g.input("x", shape, draw(st.sampled_from(FLOAT_DTYPES)))]
-    for i in range(draw(st.integers(1, 12))):
+    for _ in range(draw(st.integers(1, 12))):
         choice = draw(st.integers(0, 4))
         name = draw(NAMES)
         a = draw(st.sampled_from(pool))
@@ -35,12 +35,12 @@ def random_graphs(draw):
         elif choice == 3:
             v = g.where(g.lt(a, draw(st.sampled_from(pool))), a, draw(st.sampled_from(pool)))
         else:
-            v = g.cast(a, to=draw(st.sampled_from(FLOAT_DTYPES + ["i32", "bool"])), name=name)
+            v = g.cast(a, to=draw(st.sampled_from([*FLOAT_DTYPES, "i32", "bool"])), name=name)
             if not v.dtype.is_float:
                 v = g.cast(v, to="f32")
         pool.append(v)
     if draw(st.booleans()):
-        g.param(f"p{i}", ("batch", 2), "bf16")
+        g.param("p", ("batch", 2), "bf16")
     g.set_outputs(draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3)))
     return g
 
@@ -94,7 +94,8 @@ def test_parse_errors_name_the_line(text, needle):
 
 
 def test_parse_verifies():
-    text = 'graph @"g" mir {\n  %0 = input {dtype="f32", name="x", shape=[2]} : [2] f32\n  %1 = activation(%0) {kind="exp"} : [3] f32\n  return %1\n}'
+    text = ('graph @"g" mir {\n  %0 = input {dtype="f32", name="x", shape=[2]} : [2] f32\n'
+            '  %1 = activation(%0) {kind="exp"} : [3] f32\n  return %1\n}')
     with pytest.raises(rlx.VerifyError, match="differs from the type the op rule gives"):
         rlx.parse(text)
     assert rlx.parse(text, verify=False).node(1).shape == (3,)

@@ -10,7 +10,7 @@ import pytest
 
 import rlx
 from rlx.ir.graph import Node
-from rlx.ir.opdef import OpDef, register_op
+from rlx.ir.opdef import OpDef
 
 
 def _mlp() -> rlx.Graph:
@@ -80,10 +80,9 @@ def test_missing_operand_and_output():
     _fails(bad2, "graph output %4 does not exist")
 
 
-def test_hir_op_in_mir_graph():
-    if not rlx.ir.opdef.has_op("test_hir_block"):
-        register_op(OpDef(name="test_hir_block", family="test", arity=1, level="hir", operands=("x",),
-                          infer=lambda ins, attrs: ins[0], kernel=lambda a, at, o: a[0], doc="test-only HIR block"))
+def test_hir_op_in_mir_graph(temporary_op):
+    temporary_op(OpDef(name="test_hir_block", family="test", arity=1, level="hir", operands=("x",),
+                      infer=lambda ins, attrs: ins[0], kernel=lambda a, at, o: a[0], doc="test-only HIR block"))
     h = rlx.Graph("h", stage="hir")
     x = h.input("x", (2,))
     h.set_outputs([h.test_hir_block(x)])

@@ -464,3 +464,19 @@ def test_fixtures_are_canonical_v1():
             doc = json.loads(text)
             assert doc["format"] == "rlx-ir" and doc["version"] == 1, name
             assert text == json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True) + "\n", name
+
+
+def test_verify_memo_does_not_hide_errors():
+    """rlx.verify checks each distinct (op, attrs, types) once; True must never pass for 1."""
+    g = rlx.Graph("memo")
+    x = g.input("x", (2, 3))
+    ok = g.reduce(x, op="sum", axes=[1], keep_dim=False)
+    bad_attrs = dict(g.node(ok).attrs, axes=(True,))
+    g.append("reduce", [x], bad_attrs, type=g.node(ok).type, check=False)
+    g.append("reduce", [x], dict(g.node(ok).attrs), type=g.node(ok).type, check=False)
+    with pytest.raises(rlx.VerifyError) as info:
+        rlx.verify(g)
+    assert len(info.value.errors) == 1 and "%2" in info.value.errors[0]
+    # the loader shares one attrs mapping between equal nodes; all of them still verify
+    back = rlx.from_json(rlx.to_json(samples.chain(31)))
+    assert back.nodes[4].attrs is back.nodes[7].attrs

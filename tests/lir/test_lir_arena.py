@@ -66,7 +66,7 @@ def test_missing_and_bad_feeds_raise():
 
 def test_unknown_backend_is_a_clear_error():
     g, _, _ = mlp()
-    with pytest.raises(rlx.RlxError, match="unknown backend 'tpu'.*numpy"):
+    with pytest.raises(rlx.RlxError, match=r"unknown backend 'tpu'.*numpy"):
         rlx_compile(g, backend="tpu")
 
 
@@ -82,7 +82,7 @@ def test_outputs_are_fresh_arrays_and_runs_repeat():
 
 
 def test_every_tensor_lives_in_the_arena():
-    g, feed, params = mlp()
+    g, _feed, params = mlp()
     exe = rlx_compile(g, params=params)
     for nid in exe.lir.plan.assignments:
         assert np.shares_memory(exe._env[nid], exe.arena)
@@ -169,7 +169,7 @@ def test_lir_codec_round_trip_and_tamper_detection():
         serialize.from_json(json.dumps(doc))
     doc = json.loads(text)
     doc["plan"]["schedule"] = "nope"
-    with pytest.raises(rlx.FormatError, match="plan.schedule"):
+    with pytest.raises(rlx.FormatError, match=r"plan\.schedule"):
         serialize.from_json(json.dumps(doc))
 
 
@@ -180,3 +180,37 @@ def test_dispatch_uses_out_kernels_for_common_ops():
     g.set_outputs([g.sigmoid(y), g.rsqrt(g.abs(y) + 1.0)])
     feed = {"x": np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)}
     _equal(rlx_compile(g).run(feed), rlx.run(g, feed))
+
+
+@pytest.mark.parametrize("outputs", ["arena", "outside"])
+def test_output_policies(outputs):
+    g = rlx.Graph("outp")
+    x = g.input("x", (4, 8))
+    y = g.exp(x)
+    v = g.reshape(y, new_shape=[32])            # an output that is a view of another output
+    z = g.layer_norm(y, g.param("g", (8,)), g.param("b", (8,)))
+    g.set_outputs([y, v, z, y, x])
+    params = {"g": np.ones(8, np.float32), "b": np.zeros(8, np.float32)}
+    feed = {"x": np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)}
+    exe = rlx_compile(g, params=params, outputs=outputs)
+    assert (y.id in exe.lir.plan.assignments) == (outputs == "arena")
+    a = exe.run(feed)
+    b = exe.run({"x": feed["x"] * 2})
+    _equal(a, rlx.run(g, feed, params))
+    _equal(b, rlx.run(g, {"x": feed["x"] * 2}, params))
+    assert not np.shares_memory(a[0], a[3]) and not np.shares_memory(a[0], b[0])
+    assert not np.shares_memory(a[4], feed["x"])
+
+
+def test_compile_accepts_hir_and_graph_modules():
+    define = getattr(rlx, "define", None)
+    if define is None:
+        pytest.skip("rlx.define is not available")
+    m = define("layer", lambda h: h.linear(h.input("x", (2, 8)), h.param("w", (8, 8)), bias=h.param("b", (8,)), activation="gelu"))
+    rng = np.random.default_rng(0)
+    params = {"w": rng.standard_normal((8, 8)).astype(np.float32), "b": rng.standard_normal(8).astype(np.float32)}
+    feed = {"x": rng.standard_normal((2, 8)).astype(np.float32)}
+    mir = m.lower_to_mir()
+    ref = rlx.run(mir, feed, params)
+    _equal(rlx.compile(m, params=params).run(feed), ref)
+    _equal(rlx.compile(rlx.plan(mir), params=params)(**feed), ref)

@@ -43,9 +43,9 @@ def test_model_plan_ratio_checker_and_exact_execution(model, policy):
 
 
 def test_training_plan_keeps_backward_buffers_off_the_weights():
-    g, feed, params = MODELS["train-mlp"]()
+    g, _feed, params = MODELS["train-mlp"]()
     lir = plan(g, params="reserved")
-    lo, hi = lir.plan.weight_region
+    _lo, hi = lir.plan.weight_region
     assert sum(v.nbytes for v in params.values()) <= hi <= sum(-(-v.nbytes // 64) * 64 for v in params.values())
     for nid, slot in lir.plan.assignments.items():
         if g.nodes[nid].op != "param":

@@ -241,7 +241,7 @@ def test_root_is_not_reused_while_a_view_is_live():
     assert death == p.schedule.index(last.id)
     rs = p.assignments[r.id]
     for nid, (b, d) in p.lifetimes.items():
-        if nid == r.id or nid in p.inplace and p.inplace[nid] in (r.id, v.id, t.id):
+        if nid == r.id or (nid in p.inplace and p.inplace[nid] in (r.id, v.id, t.id)):
             continue
         if b <= death and d >= birth:
             s = p.assignments[nid]
@@ -372,3 +372,35 @@ def test_lower_bound_counts_each_root_once():
     p2 = plan(g, inplace=False).plan
     assert p2.lower_bound == 1024 + 1024              # without reuse x and r meet at step 1
 
+
+
+# ------------------------------------------------------------------ property test of the heuristics
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def _items(draw):
+    n = draw(st.integers(1, 40))
+    out = []
+    for k in range(n):
+        b = draw(st.integers(0, 30))
+        out.append(Item(k, draw(st.integers(1, 5000)), b, b + draw(st.integers(0, 12))))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(_items(), st.sampled_from([1, 16, 64]))
+def test_heuristics_never_overlap_and_respect_the_bound(items, align):
+    lower = max(sum(it.size for it in items if it.birth <= t <= it.death) for t in range(45))
+    for name in HEURISTIC_NAMES:
+        offs = HEURISTICS[name](items, 45, align, 0)
+        for i, a in enumerate(items):
+            assert offs[a.key] % align == 0
+            for b in items[i + 1:]:
+                if a.birth <= b.death and b.birth <= a.death:
+                    oa, ob = offs[a.key], offs[b.key]
+                    assert oa + a.size <= ob or ob + b.size <= oa, (name, a, b)
+        assert max(offs[it.key] + it.size for it in items) >= lower
+    best = place_best(items, 45, align, 0, lower)
+    assert best.arena <= min(v for k, v in best.tried.items() if k in HEURISTICS)

@@ -255,3 +255,31 @@ def test_optimize_on_cleanup_graph():
     rlx.verify(opt)
     assert_same_outputs(g, opt)
     assert g.nodes[-1].name == "dead"  # the input graph is untouched
+
+
+def test_plain_function_pass_and_options():
+    g = rlx.Graph()
+    x = g.input("x", (1,))
+    big = g.expand(g.exp(g.constant(np.float32(1.0))), target_shape=[300])
+    g.set_outputs([g.add(big, g.expand(x, target_shape=[300]))])
+    res = run_passes(g, [FOLD.with_options(max_elements=10), dce])  # a bare function is a pass too
+    assert res.log[1].name == "dce"
+    assert op_counts(res.graph)["expand"] == 2  # the exp folded, the 300-element expand did not
+    assert_same_outputs(g, res.graph)
+
+
+def test_backend_legalizes_broadcast():
+    g = rlx.Graph()
+    x = g.input("x", (4, 3))
+    col = g.input("col", (4, 1))
+    g.set_outputs([x * col])
+    opt, _ = optimize(g, backend="cuda")
+    assert op_counts(opt).get("expand") == 1
+    assert_same_outputs(g, opt)
+    opt2, _ = optimize(g)  # the CPU backend broadcasts implicitly
+    assert "expand" not in op_counts(opt2)
+
+
+def test_unknown_backend_is_a_typed_error():
+    with pytest.raises(PassError, match="unknown backend"):
+        optimize(_chain(), backend="nope")

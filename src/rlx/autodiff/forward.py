@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rlx.autodiff.prepare import label, shape_str
-from rlx.autodiff.reverse import _copy_forward, no_rule, resolve_wrt
+from rlx.autodiff.reverse import _copy_forward, active_set, no_rule, resolve_wrt
 from rlx.autodiff.rules import NO_GRAD, JvpContext, broadcast_like, cast, is_diff_dtype, zeros_like
 from rlx.ir.errors import AutodiffError, RlxError
 from rlx.ir.graph import Graph, Value
@@ -30,6 +30,9 @@ def build_jvp(fwd: Graph, wrt: list[int], names: list[str], *, name: str | None 
     leaves = {**fwd.inputs(), **fwd.params()}
     ctx = JvpContext(out, {i: i for i in range(len(fwd.nodes))})
     tangents: dict[int, Value] = {}
+    if len(set(wrt)) != len(wrt):
+        raise AutodiffError(f"jvp: wrt lists a leaf twice ({names})")
+    active_set(fwd, wrt, "jvp")  # refuses complex values downstream of a tangent
     for node_id, leaf in zip(wrt, names):
         tname = f"{TANGENT_PREFIX}{leaf}"
         if tname in leaves:

@@ -54,15 +54,21 @@ def resolve_wrt(g: Any, wrt: Iterable[Any] | Any, what: str) -> tuple[Graph, lis
     return prepared.graph, out, names
 
 
-def active_set(g: Graph, sources: Iterable[int]) -> list[bool]:
-    """Nodes whose (float) value depends on ``sources`` through float values."""
+def active_set(g: Graph, sources: Iterable[int], what: str = "grad") -> list[bool]:
+    """Nodes whose (float) value depends on ``sources`` through float values.
+
+    A complex value computed from an active one is an error rather than a silently
+    dropped contribution (complex differentiation is not implemented yet).
+    """
     active = [False] * len(g.nodes)
     src = set(sources)
     for node in g.nodes:
-        if not is_diff_dtype(node.dtype):
-            continue
         if node.id in src or any(active[i] for i in node.inputs):
-            active[node.id] = True
+            if is_diff_dtype(node.dtype):
+                active[node.id] = True
+            elif node.dtype.is_complex:
+                raise AutodiffError(f"{what}: node {label(g, node.id)} is complex ({node.dtype}) and depends on a wrt value; "
+                                    "complex values are not differentiated yet")
     return active
 
 
@@ -81,19 +87,19 @@ def _copy_forward(fwd: Graph, name: str) -> Graph:
     return out
 
 
-def build_backward(fwd: Graph, wrt: list[int], *, with_loss: bool, name: str | None = None) -> Graph:
+def build_backward(fwd: Graph, wrt: list[int], *, with_loss: bool, name: str | None = None, seed: str = SEED) -> Graph:
     """The backward graph of a prepared single-output ``fwd`` for ``wrt`` ids (see module doc)."""
     loss_id = fwd.output_ids[0]
     loss = fwd.nodes[loss_id]
     if not is_diff_dtype(loss.dtype):
         raise AutodiffError(f"grad: the loss {label(fwd, loss_id)} has dtype {loss.dtype}; it must be a float")
-    if SEED in {**fwd.inputs(), **fwd.params()}:
-        raise AutodiffError(f"grad: the forward already has a leaf named {SEED!r}")
+    if seed in {**fwd.inputs(), **fwd.params()}:
+        raise AutodiffError(f"grad: the forward already has a leaf named {seed!r} (pass seed= another name)")
     bwd = _copy_forward(fwd, name or f"{fwd.name}_grad")
-    seed = bwd.input(SEED, loss.shape, loss.dtype)
+    seed_v = bwd.input(seed, loss.shape, loss.dtype)
     active = active_set(fwd, wrt)
     ctx = VjpContext(bwd, {i: i for i in range(len(fwd.nodes))}, lambda i: active[i])
-    pending: dict[int, list[Value]] = {loss_id: [seed]} if active[loss_id] else {}
+    pending: dict[int, list[Value]] = {loss_id: [seed_v]} if active[loss_id] else {}
     grads: dict[int, Value] = {}
     wrt_set = set(wrt)
     for node in reversed(fwd.nodes[: loss_id + 1]):
@@ -135,7 +141,7 @@ def build_backward(fwd: Graph, wrt: list[int], *, with_loss: bool, name: str | N
     if missing:
         names = ", ".join(label(fwd, i) for i in missing)
         raise AutodiffError(f"grad: {names} get(s) no gradient: the loss does not depend on them through differentiable ops")
-    outs = ([seed.graph.value(loss_id)] if with_loss else []) + [grads[i] for i in wrt]
+    outs = ([bwd.value(loss_id)] if with_loss else []) + [grads[i] for i in wrt]
     bwd.set_outputs(outs)
     result = dce(bwd).graph
     result.name = bwd.name
@@ -143,21 +149,22 @@ def build_backward(fwd: Graph, wrt: list[int], *, with_loss: bool, name: str | N
     return result
 
 
-def grad_with_loss(g: Any, wrt: Iterable[Any] | Any, *, name: str | None = None) -> Graph:
+def grad_with_loss(g: Any, wrt: Iterable[Any] | Any, *, name: str | None = None, seed: str = SEED) -> Graph:
     """Backward graph of a one-output forward: outputs ``[loss, dL/dwrt...]``, seed input ``d_output``.
 
     ``g``: a MIR Graph, or an HIR module (lowered with ``FusionPolicy.for_autodiff()``);
     LIR raises :class:`rlx.AutodiffError`. ``wrt``: input / param names, Values or node ids
-    of ``g`` (resolved through the prepare passes' id maps, so they never drift).
+    of ``g`` (resolved through the prepare passes' id maps, so they never drift). ``seed``
+    renames the seed input (for a grad of a graph that already has a ``d_output``).
     """
     fwd, ids, _ = _checked(g, wrt, "grad_with_loss")
-    return build_backward(fwd, ids, with_loss=True, name=name)
+    return build_backward(fwd, ids, with_loss=True, name=name, seed=seed)
 
 
-def grad(g: Any, wrt: Iterable[Any] | Any, *, name: str | None = None) -> Graph:
+def grad(g: Any, wrt: Iterable[Any] | Any, *, name: str | None = None, seed: str = SEED) -> Graph:
     """Like :func:`grad_with_loss` without the loss output: outputs ``[dL/dwrt...]``."""
     fwd, ids, _ = _checked(g, wrt, "grad")
-    return build_backward(fwd, ids, with_loss=False, name=name)
+    return build_backward(fwd, ids, with_loss=False, name=name, seed=seed)
 
 
 def _checked(g: Any, wrt: Any, what: str) -> tuple[Graph, list[int], list[str | None]]:

@@ -174,32 +174,11 @@ def transpose_last2(g: Graph, v: Value) -> Value:
 
 
 # ------------------------------------------------------------------------------ contexts
-class RuleContext:
-    """What every rule receives. ``graph`` is the graph being built.
+class Helpers:
+    """Graph-building helpers shared by every rule context (see the module functions)."""
 
-    ``primal(fwd_id)`` is the forward value as a :class:`Value` of ``graph`` (forward
-    nodes are recomputed in the new graph). Helpers are methods so op modules need not
-    import :mod:`rlx.autodiff` (ops sit below autodiff in the layering).
-    """
+    graph: Graph
 
-    def __init__(self, graph: Graph, primal_map: dict[int, int]):
-        self.graph = graph
-        self._primal = primal_map
-
-    # forward values
-    def primal(self, fwd_id: int) -> Value:
-        return Value(self.graph, self._primal[fwd_id])
-
-    def operand(self, node: Node, i: int) -> Value:
-        return self.primal(node.inputs[i])
-
-    def operands(self, node: Node) -> list[Value]:
-        return [self.primal(i) for i in node.inputs]
-
-    def output(self, node: Node) -> Value:
-        return self.primal(node.id)
-
-    # helpers (see the module functions)
     def const(self, value: float, dtype: DType) -> Value:
         return const(self.graph, value, dtype)
 
@@ -234,6 +213,42 @@ class RuleContext:
         """Static element count of ``shape`` over ``axes`` (AutodiffError if symbolic)."""
         return numel(shape, axes, what)
 
+    def count(self, like: Value, axes: Sequence[int], dtype: DType | None = None) -> Value:
+        """Element count of ``like`` over ``axes`` as a value of ``dtype``: a constant when
+        static, else computed at run time (keep_dim form), so symbolic dims work."""
+        dtype = dtype or like.dtype
+        dims = [like.shape[a] for a in axes]
+        if all(isinstance(d, int) for d in dims):
+            return const(self.graph, float(math.prod(dims)), dtype)  # type: ignore[arg-type]
+        ones = broadcast_like(self.graph, const(self.graph, 1.0, dtype), like)
+        return self.graph.reduce(ones, op="sum", axes=list(axes), keep_dim=True)
+
+
+class RuleContext(Helpers):
+    """What every rule receives. ``graph`` is the graph being built.
+
+    ``primal(fwd_id)`` is the forward value as a :class:`Value` of ``graph`` (forward
+    nodes are recomputed in the new graph). Helpers are methods so op modules need not
+    import :mod:`rlx.autodiff` (ops sit below autodiff in the layering).
+    """
+
+    def __init__(self, graph: Graph, primal_map: dict[int, int]):
+        self.graph = graph
+        self._primal = primal_map
+
+    # forward values
+    def primal(self, fwd_id: int) -> Value:
+        return Value(self.graph, self._primal[fwd_id])
+
+    def operand(self, node: Node, i: int) -> Value:
+        return self.primal(node.inputs[i])
+
+    def operands(self, node: Node) -> list[Value]:
+        return [self.primal(i) for i in node.inputs]
+
+    def output(self, node: Node) -> Value:
+        return self.primal(node.id)
+
 
 class VjpContext(RuleContext):
     """Reverse mode. ``wants(node, i)``: does operand ``i`` need a gradient?"""
@@ -250,7 +265,7 @@ class JvpContext(RuleContext):
     """Forward mode. ``tangents`` passed to a rule are Values of ``graph`` or None (zero)."""
 
 
-class BatchContext:
+class BatchContext(Helpers):
     """vmap. ``batch_size`` is an int or a symbolic dim name; batched values carry it on axis 0."""
 
     def __init__(self, graph: Graph, batch_size: Dim, template: Callable[[], Value]):

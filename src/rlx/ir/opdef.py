@@ -117,6 +117,16 @@ def register_op(opdef: OpDef, *, replace: bool = False) -> OpDef:
     return opdef
 
 
+def unregister_op(name: str) -> None:
+    """Remove an op and its builder methods (for user custom ops and tests)."""
+    opdef = _REGISTRY.pop(name, None)
+    if opdef is None:
+        raise UnknownOpError(f"unknown op {name!r}")
+    for method in [name, *opdef.methods]:
+        if _METHODS.get(method, (None,))[0] == name:
+            del _METHODS[method]
+
+
 def defop(**fields: Any) -> OpDef:
     """Shorthand used by op family modules: ``defop(name=..., ...)`` builds and registers."""
     return register_op(OpDef(**fields))

@@ -358,6 +358,7 @@ class Decoder:
         self.bytes_read = 0
         self._types: dict[tuple[Any, ...], TensorType] = {}
         self._ops: dict[str, OpDef] = {}
+        self._attr_memo: dict[tuple[Any, ...], Mapping[str, Any]] = {}
         self._kinds: dict[str, Callable[[Any, str], Any]] = {
             "int": self._d_int, "float": self._d_float, "bool": self._d_bool, "str": self._d_str,
             "dtype": self._d_dtype, "ints": self._d_ints, "floats": self._d_floats, "dims": self._d_dims,
@@ -492,6 +493,27 @@ class Decoder:
                 raise _Bad(f"expected the id of an earlier node (0..{i - 1}), got {_short(src)}", f".inputs[{j}]")
         if type(raw) is not dict:
             raise _Bad(f"expected object, got {_tname(raw)}", ".attrs")
+        try:  # identical attribute objects are common (every "gelu"): decode each distinct one once
+            types = tuple(map(type, raw.values()))
+            memo_key = (op, tuple(raw.items()), types) if float not in types else None  # 0.0 == -0.0
+            attrs = self._attr_memo.get(memo_key)
+        except TypeError:  # list values: not hashable, decode every time
+            memo_key = attrs = None
+        if attrs is None:
+            attrs = MappingProxyType(self._attrs(op, opdef, raw, i, path))
+            if memo_key is not None:
+                self._attr_memo[memo_key] = attrs
+        ttype = self._type(shape, dtype)
+        name = prov = None
+        if len(nd) > 6:
+            name = nd.get("name")
+            if name is not None and (type(name) is not str or len(name) > self.limits.max_string):
+                raise _Bad(f"expected str (at most max_string={self.limits.max_string} characters), got {_tname(name)}", ".name")
+            if "prov" in nd:
+                prov = self._prov(nd["prov"])
+        return Node(i, op, attrs, tuple(ins), ttype, name, prov)
+
+    def _attrs(self, op: str, opdef: OpDef, raw: dict, i: int, path: str) -> dict[str, Any]:
         specs = opdef.attrs
         attrs: dict[str, Any] = {}
         for key, value in raw.items():
@@ -514,15 +536,7 @@ class Decoder:
             self._defaults(attrs, specs, op)
         if len(attrs) > 1:
             attrs = dict(sorted(attrs.items()))
-        ttype = self._type(shape, dtype)
-        name = prov = None
-        if len(nd) > 6:
-            name = nd.get("name")
-            if name is not None and (type(name) is not str or len(name) > self.limits.max_string):
-                raise _Bad(f"expected str (at most max_string={self.limits.max_string} characters), got {_tname(name)}", ".name")
-            if "prov" in nd:
-                prov = self._prov(nd["prov"])
-        return Node(i, op, MappingProxyType(attrs), tuple(ins), ttype, name, prov)
+        return attrs
 
     def _opdef(self, op: Any) -> OpDef:
         if type(op) is not str:

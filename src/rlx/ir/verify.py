@@ -8,6 +8,7 @@ and the neighbouring lines of the text form.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from rlx.ir.errors import RlxError, VerifyError
 from rlx.ir.graph import Graph, GraphStage, Node, infer_type
@@ -25,10 +26,18 @@ def collect_errors(g: Graph, prefix: str = "") -> list[tuple[int | None, str]]:
     """Every broken rule in ``g`` as (node id or None, message), without raising."""
     errors: list[tuple[int | None, str]] = []
     leaves: dict[str, int] = {}
+    passed: set[tuple[Any, ...]] = set()  # memo keys of nodes whose checks passed
     for index, node in enumerate(g.nodes):
         problems: list[str] = []
-        err = problems.append
-        _check_node(g, index, node, err, leaves)
+        key = _memo_key(g, index, node)
+        try:
+            known = key is not None and key in passed
+        except TypeError:  # an unhashable attribute (a subgraph): always check
+            key, known = None, False
+        if not known:
+            _check_node(g, index, node, problems.append, leaves)
+            if key is not None and not problems:
+                passed.add(key)
         errors.extend((node.id, f"{prefix}{_describe(node)}: {msg}") for msg in problems)
         for key, value in node.attrs.items():
             if isinstance(value, Graph):
@@ -37,6 +46,22 @@ def collect_errors(g: Graph, prefix: str = "") -> list[tuple[int | None, str]]:
         if not 0 <= out < len(g.nodes):
             errors.append((None, f"{prefix}graph output %{out} does not exist"))
     return errors
+
+
+def _memo_key(g: Graph, index: int, node: Node) -> tuple[Any, ...] | None:
+    """Everything :func:`_check_node` reads for a non-leaf node: op, attributes (values and
+    classes, so ``True`` never stands for ``1``), its type and its operand types. Nodes with
+    equal keys pass or fail together, so a repeated layer is checked once (loaders, passes)."""
+    if node.id != index or not node.inputs:  # sources (input, param, constant) are cheap to check; leaf names need each
+        return None
+    nodes = g.nodes
+    for src in node.inputs:
+        if src.__class__ is not int or not 0 <= src < index:
+            return None
+    attrs = tuple(
+        (k, v.__class__, tuple(x.__class__ for x in v) if v.__class__ is tuple else None, v) for k, v in node.attrs.items()
+    )
+    return (node.op, attrs, node.type, tuple(nodes[src].type for src in node.inputs))
 
 
 def _check_node(g: Graph, index: int, node: Node, err: Callable[[str], None], leaves: dict[str, int]) -> None:

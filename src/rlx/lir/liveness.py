@@ -6,7 +6,8 @@ steps: born at its own step, dead after the last step that reads it or any view 
 (views keep their root alive). Graph outputs (through their roots) live to ``n`` (one
 past the last step). Params and constants inside the arena are *persistent*: ``[0, n]``,
 they survive across runs. Inputs inside the arena are copied in when a run starts, so
-they live ``[0, last use]``.
+they live ``[0, last use]``. With ``outputs="outside"`` the roots of graph outputs get no
+slot: the runtime writes them into fresh arrays that it hands to the caller.
 
 In-place reuse: an op flagged ``elementwise`` may write into the buffer of an operand
 whose root dies at that very step, when both have the same shape, dtype and bytes, the
@@ -111,6 +112,9 @@ def analyze(g: Graph, policy: Mapping[str, str] | None = None, schedule: Sequenc
             continue
         if node.op in LEAVES and not _in_arena(node.op, policy):
             outside.add(nid)
+            continue
+        if node.op not in LEAVES and last.get(nid, -1) >= n and policy.get("outputs", "arena") == "outside":
+            outside.add(nid)  # written straight into a fresh array handed to the caller
             continue
         t = step[nid]
         death = max(t, last.get(nid, t))

@@ -50,7 +50,7 @@ def draw_plan(lir: Any, path: str, width: int = 900, height: int = 520, title: s
     from matplotlib.patches import Rectangle
 
     fig, ax = plt.subplots(figsize=(width / 100, height / 100), dpi=100)
-    for i, (t0, t1, off, size, label, kind) in enumerate(rects):
+    for i, (t0, t1, off, size, _label, kind) in enumerate(rects):
         ax.add_patch(Rectangle((t0, off), t1 - t0, size, facecolor=_color(i, kind), edgecolor="black", linewidth=0.3))
     ax.axhline(p.lower_bound, color="red", linestyle="--", linewidth=0.8, label="lower bound")
     ax.set_xlim(0, steps)

@@ -8,6 +8,8 @@ Boundary policy (keyword options of :func:`plan`):
                bottom of the arena in name order, so that the forward and backward plans of
                one model agree on every weight's offset), or ``"outside"``.
 ``constants``  ``"arena"`` or ``"outside"``.
+``outputs``    ``"arena"`` (outputs have slots; a runtime copies them out) or ``"outside"``
+               (no slot: the runtime writes each output root into a fresh array).
 ``weight_layout`` a ``{param name: offset}`` map (e.g. ``forward.plan.weight_layout()``):
                params of that name are pinned there and every other buffer is placed above
                the whole weight region, so backward activations never overlap weights.
@@ -20,6 +22,7 @@ proves that no two buffers overlap in both time and memory.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -201,15 +204,12 @@ class LirModule:
         """SHA-256 (hex) of the canonical encoding of graph and plan."""
         try:
             from rlx.ir.serialize import fingerprint
-        except ImportError:
+        except ImportError:  # serialization not available: hash graph text + plan instead
             fingerprint = None
         if fingerprint is not None:
-            try:
-                import rlx.lir.codec  # noqa: F401  (registers the "lir" codec)
+            import rlx.lir.codec  # noqa: F401  (registers the "lir" codec)
 
-                return fingerprint(self)
-            except RlxError:
-                pass
+            return fingerprint(self)
         import hashlib
 
         doc = json.dumps({"graph": str(self.graph), "plan": self.plan.to_dict()}, sort_keys=True, separators=(",", ":"))
@@ -240,7 +240,8 @@ class LirModule:
     __hash__ = None  # type: ignore[assignment]
 
 
-_POLICY_CHOICES = {"inputs": ("arena", "outside"), "params": ("arena", "reserved", "outside"), "constants": ("arena", "outside")}
+_POLICY_CHOICES = {"inputs": ("arena", "outside"), "params": ("arena", "reserved", "outside"), "constants": ("arena", "outside"),
+                   "outputs": ("arena", "outside")}
 
 
 def plan(
@@ -250,6 +251,7 @@ def plan(
     inputs: str = "arena",
     params: str = "arena",
     constants: str = "arena",
+    outputs: str = "arena",
     inplace: bool = True,
     heuristics: Sequence[str] = DEFAULT_HEURISTICS,
     schedule: Sequence[int] | None = None,
@@ -270,7 +272,7 @@ def plan(
         raise RlxError(f"rlx.plan expects a Graph or LirModule, got {type(g).__name__}")
     if alignment <= 0 or alignment & (alignment - 1):
         raise RlxError(f"alignment must be a power of two, got {alignment}")
-    policy = {"inputs": inputs, "params": params, "constants": constants}
+    policy = {"inputs": inputs, "params": params, "constants": constants, "outputs": outputs}
     for key, value in policy.items():
         if value not in _POLICY_CHOICES[key]:
             raise RlxError(f"rlx.plan: {key}={value!r}; choose one of {_POLICY_CHOICES[key]}")
@@ -299,7 +301,7 @@ def plan(
                 offsets[grp.id] = off
                 pinned.append((off, off + grp.size))
         pinned.sort()
-        for (_, e1), (s2, _) in zip(pinned, pinned[1:]):
+        for (_, e1), (s2, _) in itertools.pairwise(pinned):
             if s2 < e1:
                 raise PlanError("weight_layout has overlapping params")
         top = max((e for _, e in pinned), default=0)
@@ -362,7 +364,8 @@ def plan(
         tried=dict(placement.tried),
         timings=dict(placement.seconds),
     )
-    options = {"alignment": alignment, "inputs": inputs, "params": params, "constants": constants, "inplace": inplace,
+    options = {"alignment": alignment, "inputs": inputs, "params": params, "constants": constants, "outputs": outputs,
+               "inplace": inplace,
                "heuristics": tuple(heuristics), "weight_layout": dict(weight_layout) if weight_layout else None,
                "search": search}
     lir = LirModule(g, bp, options)
@@ -420,12 +423,20 @@ def check(lir: LirModule) -> None:
     if {v: (r, o) for v, (r, o) in views.items()} != {v: (a.root, a.byte_offset) for v, a in p.view_aliases.items()}:
         problems.append("view_aliases differ from the view rules")
     policy = p.policy
+    out_roots = set()
+    for o in g.output_ids:
+        while o in views:
+            o = views[o][0]
+        out_roots.add(o)
     roots: list[int] = []
     for node in nodes:
         if node.id in views:
             continue
         size = node.type.nbytes
-        inside = not (node.op in _liveness.LEAVES and not _liveness._in_arena(node.op, policy))
+        if node.op in _liveness.LEAVES:
+            inside = _liveness._in_arena(node.op, policy)
+        else:
+            inside = not (node.id in out_roots and policy.get("outputs", "arena") == "outside")
         if not size or not inside:
             if node.id in p.assignments:
                 problems.append(f"%{node.id} ({node.op}) has a slot but should have none")

@@ -149,37 +149,18 @@ def by_breadth(items, n_steps, align, floor):
     return _place_in_order(items, order, n_steps, align, floor)
 
 
-def compact(items: Sequence[Item], offsets: dict[int, int], n_steps: int, align: int, floor: int) -> dict[int, int]:
-    """Local improvement: visit buffers by offset and move each to its lowest feasible offset.
+def compact(items: Sequence[Item], offsets: dict[int, int], n_steps: int, align: int, floor: int, rounds: int = 1) -> dict[int, int]:
+    """Local improvement: re-place every buffer, lowest first, at its lowest feasible offset.
 
-    Buffers only move down, so the arena never grows; repeated while anything moves (at most 4 rounds).
+    Visiting buffers by their current offset, each one's old place stays feasible (everything
+    below it only moved down), so nothing moves up and the arena never grows. ``rounds`` passes.
     """
-    offsets = dict(offsets)
-    width = _width(items)
-    buckets: list[list[int]] = [[] for _ in range(n_steps // width + 2)]
-    for i, it in enumerate(items):
-        for b in range(it.birth // width, it.death // width + 1):
-            buckets[b].append(i)
-    for _ in range(4):
-        moved = False
-        for i in sorted(range(len(items)), key=lambda i: (offsets[items[i].key], items[i].key)):
-            it = items[i]
-            seen: set[int] = set()
-            occupied = []
-            cur_off = offsets[it.key]
-            for b in range(it.birth // width, it.death // width + 1):
-                for j in buckets[b]:
-                    if j != i and j not in seen:
-                        seen.add(j)
-                        o = items[j]
-                        if o.birth <= it.death and o.death >= it.birth and offsets[o.key] < cur_off:
-                            occupied.append((offsets[o.key], offsets[o.key] + o.size))
-            new = _best_fit(occupied, it.size, align, floor, first_fit=True)
-            if new < cur_off:
-                offsets[it.key] = new
-                moved = True
-        if not moved:
+    for _ in range(rounds):
+        order = sorted(range(len(items)), key=lambda i: (offsets[items[i].key], items[i].key))
+        new = _place_in_order(items, order, n_steps, align, floor, first_fit=True)
+        if new == offsets:
             break
+        offsets = new
     return offsets
 
 
@@ -206,6 +187,7 @@ HEURISTICS: dict[str, Callable[..., dict[int, int]]] = {
 }
 DEFAULT_HEURISTICS = ("size", "order", "breadth", "area")
 SEARCH_ROUNDS = 8  # seeded restarts tried when no heuristic reaches the lower bound
+SEARCH_WORK = 10_000  # restarts x buffers: bounds the search by problem size, not by time
 
 
 @dataclass
@@ -218,13 +200,13 @@ class Placement:
 
 
 def place_best(items: Sequence[Item], n_steps: int, align: int, floor: int, lower_bound: int,
-               heuristics: Sequence[str] = DEFAULT_HEURISTICS, fixed_top: int = 0, search: int | None = None,
-               budget_s: float = 2.0) -> Placement:
-    """Run the heuristics in order, each followed by :func:`compact`; keep the smallest arena.
+               heuristics: Sequence[str] = DEFAULT_HEURISTICS, fixed_top: int = 0, search: int | None = None) -> Placement:
+    """Run the heuristics in order and keep the smallest arena; stop once one reaches ``lower_bound``.
 
-    Stops as soon as one reaches ``lower_bound``. Otherwise up to ``search`` seeded restarts
-    (jittered greedy by size, default :data:`SEARCH_ROUNDS`) run while the time spent stays
-    under ``budget_s``. Everything is deterministic: seeds are fixed.
+    When none does, the best placement is compacted (:func:`compact`) and up to ``search``
+    seeded restarts follow (jittered greedy by size, each compacted). The default number of
+    restarts shrinks with the problem (``SEARCH_WORK // len(items)``, at most
+    :data:`SEARCH_ROUNDS`), never with the clock, so a plan is the same on every machine.
     """
     if align <= 0 or align & (align - 1):
         raise RlxError(f"alignment must be a power of two, got {align}")
@@ -234,22 +216,27 @@ def place_best(items: Sequence[Item], n_steps: int, align: int, floor: int, lowe
     best: Placement | None = None
     tried: dict[str, int] = {}
     secs: dict[str, float] = {}
-    search = SEARCH_ROUNDS if search is None else search
-    start = time.perf_counter()
-    plan_list: list[tuple[str, Callable[..., dict[int, int]]]] = [(h, HEURISTICS[h]) for h in heuristics]
-    plan_list += [(f"search{k}", perturbed(k)) for k in range(search)]
-    for name, fn in plan_list:
-        if name.startswith("search") and time.perf_counter() - start > budget_s:
-            break
+    if search is None:
+        search = min(SEARCH_ROUNDS, SEARCH_WORK // max(1, len(items)))
+
+    def top_of(offsets: dict[int, int]) -> int:
+        return max([fixed_top, *(offsets[it.key] + it.size for it in items)])
+
+    runs: list[tuple[str, Callable[..., dict[int, int]]]] = [(h, HEURISTICS[h]) for h in heuristics]
+    runs.append(("compact", lambda *a: compact(items, best.offsets, n_steps, align, floor)))  # type: ignore[union-attr]
+    runs += [(f"search{k}", perturbed(k)) for k in range(search)]
+    for name, fn in runs:
         t0 = time.perf_counter()
         offsets = fn(items, n_steps, align, floor)
-        offsets = compact(items, offsets, n_steps, align, floor)
+        if name.startswith("search"):
+            offsets = compact(items, offsets, n_steps, align, floor)
         secs[name] = time.perf_counter() - t0
-        arena = max([fixed_top, *(offsets[it.key] + it.size for it in items)])
+        arena = top_of(offsets)
         tried[name] = arena
         if best is None or arena < best.arena:
-            best = Placement(offsets, arena, name, tried, secs)
-        if arena <= lower_bound:
+            label = best.heuristic + "+compact" if name == "compact" and best is not None else name
+            best = Placement(offsets, arena, label, tried, secs)
+        if best.arena <= lower_bound:
             break
     assert best is not None
     best.tried, best.seconds = tried, secs

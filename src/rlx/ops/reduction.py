@@ -86,7 +86,7 @@ def _reduce_vjp(ctx, node, ct):
     if op == "sum":
         return [ctx.broadcast_like(ct_k, x)]
     if op == "mean":
-        return [ctx.broadcast_like(ct_k * (1.0 / max(ctx.numel(x.shape, axes, "mean gradient"), 1)), x)]
+        return [ctx.broadcast_like(ct_k / ctx.count(x, axes), x)]
     y_k = ctx.reshape(ctx.output(node), kshape)
     if op == "prod":
         return [ctx.broadcast_like(ct_k * y_k, x) / x]

@@ -32,7 +32,7 @@ from rlx.opt.fusion import (
     fuse_swiglu_dual_matmul,
 )
 from rlx.opt.legalize import LEGALIZE_BROADCAST, legalize_broadcast, unclaimed
-from rlx.opt.manager import Pass, PassError, PassResult, PipelineResult, run_passes
+from rlx.opt.manager import Pass, PassError, PassResult, PipelineResult, paused_gc, run_passes
 from rlx.opt.regions import MARK_REGIONS, mark_elementwise_regions
 from rlx.opt.report import FusionReport, MissedFusion
 from rlx.opt.unfuse import (
@@ -132,7 +132,11 @@ def optimize(
     the :class:`PipelineResult` (its ``id_map`` maps old node ids to new ones). The
     verifier runs after every pass unless ``check=False``. ``g`` is not modified.
     """
-    b = resolve_backend(backend)
+    with paused_gc():
+        return _optimize(g, passes, resolve_backend(backend), check, fold, return_result)
+
+
+def _optimize(g, passes, b, check, fold, return_result):  # type: ignore[no-untyped-def]
     plist = list(passes) if passes is not None else default_passes(b, fold=fold)
     result = run_passes(g, plist, check=check)
     applied: dict[str, dict[str, int]] = {}

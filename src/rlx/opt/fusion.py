@@ -20,7 +20,7 @@ from rlx.ir.graph import Graph, Node, infer_type
 from rlx.ir.opdef import get_op, has_op
 from rlx.ir.shape import TensorType
 from rlx.opt.manager import Pass, PassResult
-from rlx.opt.rebuild import Rebuilder, use_counts
+from rlx.opt.rebuild import Rebuilder, uses_and_consumer
 
 
 @dataclass
@@ -80,8 +80,7 @@ class _Ctx:
     def __init__(self, g: Graph):
         self.g = g
         self.nodes = g.nodes
-        self.uses = use_counts(g)
-        self.users = g.users()
+        self.uses, self.last = uses_and_consumer(g)
         self.outputs = set(g.output_ids)
         self.claimed: set[int] = set()
 
@@ -89,8 +88,7 @@ class _Ctx:
         """The only consumer of node ``i`` when it has exactly one use and is not an output."""
         if self.uses[i] != 1 or i in self.outputs:
             return None
-        (c,) = self.users[i]
-        return self.nodes[c]
+        return self.nodes[self.last[i]]
 
     def single_use(self, i: int) -> bool:
         return self.uses[i] == 1 and i not in self.outputs

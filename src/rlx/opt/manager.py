@@ -9,9 +9,10 @@ the pass.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,10 +93,17 @@ def run_passes(g: Graph, passes: Sequence[Pass | PassFn], *, check: bool = True)
     of small acyclic objects (freed by reference counting), and its full collections
     would otherwise make the time per node grow with graph size.
     """
+    with paused_gc():
+        return _run_passes(g, passes, check)
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector (reference counting still frees memory)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _run_passes(g, passes, check)
+        yield
     finally:
         if was_enabled:
             gc.enable()

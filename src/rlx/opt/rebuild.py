@@ -31,6 +31,31 @@ def use_counts(g: Graph) -> list[int]:
     return counts
 
 
+def uses_and_consumer(g: Graph) -> tuple[list[int], list[int]]:
+    """:func:`use_counts` plus, per node, its last consumer node id (-1 if none).
+
+    For a node with exactly one use that is not a graph output, that is its only consumer;
+    two flat int lists are much cheaper than ``g.users()`` on large graphs.
+    """
+    n = len(g.nodes)
+    counts = [0] * n
+    last = [-1] * n
+    for node in g.nodes:
+        nid = node.id
+        ins = node.inputs
+        if len(ins) == 1:
+            src = ins[0]
+            counts[src] += 1
+            last[src] = nid
+        else:
+            for src in set(ins):
+                counts[src] += 1
+                last[src] = nid
+    for out in g.output_ids:
+        counts[out] += 1
+    return counts, last
+
+
 def consumers(g: Graph) -> list[list[int]]:
     """Consumer node ids per node (each consumer once), not counting graph outputs."""
     return g.users()

@@ -17,7 +17,7 @@ from rlx.ir.graph import Graph, Node
 from rlx.ir.opdef import has_op
 from rlx.opt.fusion import Match, apply_matches, infers
 from rlx.opt.manager import Pass, PassResult
-from rlx.opt.rebuild import Rebuilder, use_counts
+from rlx.opt.rebuild import Rebuilder, uses_and_consumer
 
 ELIGIBLE = frozenset({"activation", "binary", "compare", "where", "cast"})
 
@@ -46,7 +46,7 @@ def encode_step(node: Node, operands: list[tuple[str, int]]) -> Any:
 
 def find_regions(g: Graph, max_steps: int | None = None, max_inputs: int | None = None) -> list[Match]:
     nodes = g.nodes
-    uses = use_counts(g)
+    uses, last = uses_and_consumer(g)
     outputs = set(g.output_ids)
     region: dict[int, int] = {}
     step: dict[int, int] = {}
@@ -69,14 +69,14 @@ def find_regions(g: Graph, max_steps: int | None = None, max_inputs: int | None 
         else:
             region[n.id], step[n.id] = n.id, 0
             members[n.id] = [n.id]
-    users = g.users()
     out: list[Match] = []
     for ms in members.values():
         if len(ms) < 2:
             continue
         ms.sort()
         inside = set(ms)
-        escaping = [m for m in ms if m in outputs or any(u not in inside for u in users[m])]
+        # a member stays internal iff its one use is a consumer inside the region
+        escaping = [m for m in ms if m in outputs or uses[m] != 1 or last[m] not in inside]
         tail = ms[-1]
         if escaping != [tail]:
             continue

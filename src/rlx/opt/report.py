@@ -153,8 +153,8 @@ def scan(g: Graph, ran: Iterable[str] | None = None) -> list[MissedFusion]:
                 if cn.op != "binary" or cn.attrs.get("op") != "add" or cn.inputs[0] == cn.inputs[1]:
                     continue
                 bias = nodes[cn.inputs[1] if cn.inputs[0] == n.id else cn.inputs[0]]
-                if len(bias.shape) > 1:
-                    continue  # a residual add, not a bias
+                if len(bias.shape) != 1 or bias.shape[0] != cn.shape[-1]:
+                    continue  # a residual or scalar add, not a bias over the output features
                 x, w = (nodes[i].type for i in n.inputs)
                 reason = _why_not_single(n.id, uses, outputs, "the matmul")
                 if reason is None and not infers("fused_matmul_bias_act", [x, w, bias.type], {"activation": None}, cn.type):

@@ -11,7 +11,9 @@ Params are bound once (``compile(..., params=...)`` or :meth:`ArenaExecutor.set_
 and copied into their slots; params passed to :meth:`run` replace the bound ones (and
 stay bound for later runs). Inputs
 are copied into their slots when a run starts (or used in place with ``inputs="outside"``).
-Outputs are returned as fresh arrays, never as views of the arena. A graph with symbolic
+Outputs are returned as fresh arrays, never as views of the arena: with the plan policy
+``outputs="outside"`` (the default of ``rlx.compile``) the kernel producing an output
+writes it straight into a new array; with ``outputs="arena"`` it is copied out of its slot. A graph with symbolic
 dims is specialized to the sizes of each feed and planned again (cached per binding).
 """
 
@@ -52,8 +54,7 @@ def _fast_binary(node, ins):
     ok = _same_dtype(node, ins) or (op in _INT_BINARY and _same_dtype(node, ins, (DType.I32, DType.I64)))
     if not ok:
         return None
-    uf = _BINARY[op]
-    return lambda a, b, out: uf(a, b, out=out)
+    return _BINARY[op]  # a ufunc: the step calls it directly with out=
 
 
 def _sigmoid_out(x, out):
@@ -73,8 +74,7 @@ def _fast_activation(node, ins):
         return None
     kind = node.attrs["kind"]
     if kind in _UNARY:
-        uf = _UNARY[kind]
-        return lambda x, out: uf(x, out=out)
+        return _UNARY[kind]
     if kind == "relu":
         return lambda x, out: np.maximum(x, 0, out=out)
     if kind == "sigmoid":
@@ -90,12 +90,72 @@ def _fast_matmul(node, ins):
     return lambda a, b, out: np.matmul(a, b, out=out)
 
 
-# Backend mapping table: op name -> builder of an ``f(*operands, out)`` kernel, or None to use
-# the registry's reference kernel. Results must equal the reference bit for bit.
+def _fast_layer_norm(node, ins):
+    """Same operations, in the same order, as the reference kernel; one reused scratch buffer for (x-mu)**2."""
+    if not _same_dtype(node, ins) or not node.type.shape.is_static:
+        return None
+    rank = len(node.shape)
+    axis, eps = node.attrs["axis"] % rank, node.attrs["eps"]
+    shape = [1] * rank
+    shape[axis] = -1
+    scratch = np.empty(tuple(node.shape), node.dtype.numpy)
+
+    def run(x, gamma, beta, out):
+        mu = x.mean(axis=axis, keepdims=True)
+        np.subtract(x, mu, out=out)
+        np.multiply(out, out, out=scratch)
+        var = scratch.mean(axis=axis, keepdims=True)
+        np.add(var, eps, out=var)
+        np.sqrt(var, out=var)
+        np.divide(out, var, out=out)
+        np.multiply(out, gamma.reshape(shape), out=out)
+        np.add(out, beta.reshape(shape), out=out)
+
+    return run
+
+
+def _fast_attention(node, ins):
+    """Rank-4 bhsd attention without soft-cap or mask operand, written into reused scratch."""
+    a = node.attrs
+    if (not _same_dtype(node, ins) or len(node.shape) != 4 or a["layout"] != "bhsd" or a["attn_logit_softcap"] is not None
+            or a["mask_kind"] not in ("none", "causal") or not all(t.shape.is_static for t in ins)):
+        return None
+    from rlx.ops.attention import MASK_FILL
+
+    q_t, k_t = ins[0], ins[1]
+    b, h, sq, _ = q_t.shape
+    sk = k_t.shape[2]
+    dtype = node.dtype.numpy
+    scale = np.asarray(a["score_scale"] if a["score_scale"] is not None else a["head_dim"] ** -0.5, dtype)
+    scores = np.empty((b, h, sq, sk), dtype)
+    drop = None
+    if a["mask_kind"] == "causal":
+        i = np.arange(sq)[:, None] + (sk - sq)
+        drop = np.broadcast_to(~(np.arange(sk)[None, :] <= i), scores.shape)
+    fill = dtype.type(MASK_FILL)
+
+    def run(q, k, v, out):
+        np.matmul(q, np.swapaxes(k, -1, -2), out=scores)
+        np.multiply(scores, scale, out=scores)
+        if drop is not None:
+            np.copyto(scores, fill, where=drop)
+        np.subtract(scores, scores.max(axis=-1, keepdims=True), out=scores)
+        np.exp(scores, out=scores)
+        np.divide(scores, scores.sum(axis=-1, keepdims=True), out=scores)
+        np.matmul(scores, v, out=out)
+
+    return run
+
+
+# Backend mapping table: op name -> builder of an ``f(*operands, out)`` kernel (or a NumPy ufunc,
+# called with out=), or None to use the registry's reference kernel. Results must equal the
+# reference bit for bit.
 FAST_KERNELS: dict[str, FastBuilder] = {
     "binary": _fast_binary,
     "activation": _fast_activation,
     "matmul": _fast_matmul,
+    "layer_norm": _fast_layer_norm,
+    "attention": _fast_attention,
 }
 
 
@@ -144,6 +204,8 @@ class ArenaExecutor:
         self._arena_inputs: list[tuple[str, int]] = []
         self._outside_inputs: list[tuple[str, int]] = []
         self._param_ids = dict(p.io.params)
+        self._fresh: list[tuple[int, tuple[int, ...], np.dtype]] = []  # output roots written into new arrays each run
+        outside = set(p.outside)
         steps: list[Step] = []
         for nid in p.schedule:
             node = nodes[nid]
@@ -168,22 +230,43 @@ class ArenaExecutor:
                     else:
                         self._runtime_views.append((nid, alias.root, alias.byte_offset))
                 continue
-            if not fixed[nid]:  # zero-sized or otherwise unplanned: a private buffer
-                env[nid] = np.empty(tuple(node.shape), node.dtype.numpy)
-                fixed[nid] = True
+            if not fixed[nid]:
+                if nid in outside:  # an output root outside the arena: a fresh array per run
+                    self._fresh.append((nid, tuple(node.shape), node.dtype.numpy))
+                else:  # zero-sized or otherwise unplanned: a private buffer
+                    env[nid] = np.empty(tuple(node.shape), node.dtype.numpy)
+                    fixed[nid] = True
             steps.append(self._make_step(node, fixed))
         self._steps = steps
         self._step_count = len(steps)
+        fresh_ids = {nid for nid, _, _ in self._fresh}
+        given: set[int] = set()
+        self._hand_over: list[bool] = []  # output i returned as is (a fresh array) rather than copied
+        for o in g.output_ids:
+            self._hand_over.append(o in fresh_ids and o not in given)
+            given.add(o)
 
     def _make_step(self, node: Node, fixed: list[bool]) -> Step:
         env = self._env
         nodes = self.graph.nodes
         in_types = [nodes[i].type for i in node.inputs]
+        if not fixed[node.id]:
+            return self._make_dynamic_step(node)
         out = env[node.id]
         builder = FAST_KERNELS.get(node.op)
         fast = builder(node, in_types) if builder is not None else None
         static = all(fixed[i] for i in node.inputs)
         ins = node.inputs
+        if isinstance(fast, np.ufunc) and static:
+            args = tuple(env[i] for i in ins)
+            if len(args) == 1:
+                a0 = args[0]
+                return lambda: fast(a0, out=out)
+            a0, a1 = args
+            return lambda: fast(a0, a1, out=out)
+        if isinstance(fast, np.ufunc):
+            uf = fast
+            fast = lambda *a: uf(*a[:-1], out=a[-1])
         if fast is not None:
             if static:
                 args = tuple(env[i] for i in ins)
@@ -193,6 +276,9 @@ class ArenaExecutor:
                 if len(args) == 2:
                     a0, a1 = args
                     return lambda: fast(a0, a1, out)
+                if len(args) == 3:
+                    a0, a1, a2 = args
+                    return lambda: fast(a0, a1, a2, out)
                 return lambda: fast(*args, out)
             return lambda: fast(*[env[i] for i in ins], out)
         opdef = get_op(node.op)
@@ -219,6 +305,37 @@ class ArenaExecutor:
             args = [env[i] for i in ins]
             return lambda: finish(kernel(args, attrs, out_type))
         return lambda: finish(kernel([env[i] for i in ins], attrs, out_type))
+
+    def _make_dynamic_step(self, node: Node) -> Step:
+        """A node whose output array changes per run (an output root outside the arena)."""
+        env, nodes, nid, ins = self._env, self.graph.nodes, node.id, node.inputs
+        builder = FAST_KERNELS.get(node.op)
+        fast = builder(node, [nodes[i].type for i in ins]) if builder is not None else None
+        if isinstance(fast, np.ufunc):
+            uf = fast
+            return lambda: uf(*[env[i] for i in ins], out=env[nid])
+        if fast is not None:
+            return lambda: fast(*[env[i] for i in ins], env[nid])
+        kernel, attrs, out_type = get_op(node.op).kernel, node.attrs, node.type
+        if kernel is None:
+            raise RlxError(f"op {node.op!r} (node %{nid}) has no reference kernel")
+        widen = [nodes[i].dtype.is_low_precision_float for i in ins]
+        shape, op, dtype = tuple(node.shape), node.op, node.dtype.numpy
+        adopt = nid not in {a.root for a in self.lir.plan.view_aliases.values()}  # no view was made of env[nid]
+        guarded = [i for i in ins if not self.graph.nodes[i].op == "constant"]
+
+        def step() -> None:
+            args = [env[i].astype(np.float32) if w else env[i] for i, w in zip(ins, widen)]
+            res = np.asarray(kernel(args, attrs, out_type))
+            if res.shape != shape:
+                raise RlxError(f"kernel of {op!r} (node %{nid}) returned shape {list(res.shape)}, expected {list(shape)}")
+            if (adopt and res.dtype == dtype and res.base is None and res.flags.c_contiguous and res.flags.writeable
+                    and not any(res is env[i] for i in guarded)):
+                env[nid] = res  # a fresh array from the kernel: hand it over instead of copying it
+            else:
+                np.copyto(env[nid], res, casting="unsafe")
+
+        return step
 
     # ------------------------------------------------------------------ params
     def set_params(self, params: Mapping[str, Any]) -> None:
@@ -252,22 +369,24 @@ class ArenaExecutor:
         if self._dynamic:
             return self._specialized(binding).run(inputs, params)
         env = self._env
-        for name, nid in self._arena_inputs:
+        for _name, nid in self._arena_inputs:
             np.copyto(env[nid], fed[nid])
-        for name, nid in self._outside_inputs:
+        for _name, nid in self._outside_inputs:
             env[nid] = np.ascontiguousarray(fed[nid])
         if params:
             for name in params:
                 arr = fed[self._param_ids[name]]
                 self._params[name] = arr
                 self._load_param(name, arr)
+        for nid, shape, dtype in self._fresh:
+            env[nid] = np.empty(shape, dtype)
         nodes = self.graph.nodes
         for vid, root, off in self._runtime_views:
             env[vid] = _byte_view(env[root], off, nodes[vid].type)
         with np.errstate(all="ignore"):
             for step in self._steps:
                 step()
-        return [np.array(env[o], copy=True) for o in self.graph.output_ids]
+        return [env[o] if hand else np.array(env[o], copy=True) for o, hand in zip(self.graph.output_ids, self._hand_over)]
 
     def __call__(self, **inputs: Any) -> list[np.ndarray]:
         return self.run(inputs=inputs)

@@ -4,7 +4,9 @@ Backends register a factory ``(obj, **options) -> executable`` with :func:`regis
 the built-in ``"numpy"`` backend plans the graph (unless given an LirModule) and runs it
 inside one arena (:mod:`rlx.runtime.arena`). Planning options (``alignment``, ``inputs``,
 ``params`` policy …) pass through to :func:`rlx.plan`; ``params=`` given as a mapping binds
-weights at compile time.
+weights at compile time. Unless told otherwise (``outputs="arena"``) the numpy backend plans
+graph outputs outside the arena: each run writes them into fresh arrays it returns, so
+nothing is copied out. An LirModule is run with the plan it carries.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from typing import Any
 
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, GraphStage
-from rlx.lir.plan import LirModule, plan
+from rlx.lir.plan import BufferPlan, LirModule, plan
+from rlx.lir.specialize import specialize
+
+__all__ = ["BACKENDS", "BufferPlan", "LirModule", "compile", "plan", "register_backend", "specialize", "to_mir"]
 
 BACKENDS: dict[str, Callable[..., Any]] = {}
 
@@ -39,11 +44,15 @@ def to_mir(obj: Any) -> Graph:
     raise RlxError(f"cannot compile a {type(obj).__name__}: expected a Graph, HIR module or LirModule")
 
 
-_PLAN_KEYS = ("alignment", "inputs", "constants", "inplace", "heuristics", "weight_layout", "schedule")
+_PLAN_KEYS = ("alignment", "inputs", "constants", "outputs", "inplace", "heuristics", "weight_layout", "schedule", "search")
 
 
 def _numpy_backend(obj: Any, params: Any = None, **options: Any) -> Any:
     from rlx.runtime.arena import ArenaExecutor
+
+    held = getattr(obj, "_lir", None)  # a GraphModule at the LIR stage holds its LirModule
+    if isinstance(held, LirModule):
+        obj = held
 
     unknown = sorted(set(options) - set(_PLAN_KEYS) - {"param_policy"})
     if unknown:
@@ -51,7 +60,7 @@ def _numpy_backend(obj: Any, params: Any = None, **options: Any) -> Any:
     if isinstance(obj, LirModule) and not options:
         lir = obj
     else:
-        kw = {k: v for k, v in options.items() if k in _PLAN_KEYS}
+        kw = {"outputs": "outside", **{k: v for k, v in options.items() if k in _PLAN_KEYS}}
         if "param_policy" in options:
             kw["params"] = options["param_policy"]
         lir = plan(to_mir(obj), **kw)
@@ -61,7 +70,16 @@ def _numpy_backend(obj: Any, params: Any = None, **options: Any) -> Any:
 register_backend("numpy", _numpy_backend)
 
 
-def compile(obj: Any, backend: str = "numpy", **options: Any) -> Any:  # noqa: A001
+def _jax_backend(obj: Any, **options: Any) -> Any:
+    from rlx.backends.jax import compile_jax  # lazy: `import rlx` must not import jax
+
+    return compile_jax(obj, **options)
+
+
+register_backend("jax", _jax_backend)
+
+
+def compile(obj: Any, backend: str = "numpy", **options: Any) -> Any:
     """Compile ``obj`` for ``backend``; ``exe.run(inputs=..., params=...)`` returns NumPy arrays."""
     factory = BACKENDS.get(backend)
     if factory is None:

@@ -1,0 +1,335 @@
+"""``JaxExecutable``: an MIR graph as one ``jax.jit`` function, on CPU, GPU or a device mesh.
+
+The graph is interpreted once at trace time through the lowering table
+(:mod:`rlx.backends.jax.lowering`); XLA sees a single program and fuses it. The jitted
+function is cached by the graph's content fingerprint (plus the x64 mode, matmul precision
+and placement), so compiling the same graph twice reuses one XLA executable per input shape.
+
+Params are placed on the device (or sharded over the mesh) once, by ``compile(params=...)``,
+:meth:`JaxExecutable.set_params` or ``run(params=...)``, and stay there between calls.
+
+64-bit types: JAX computes in 32 bits unless x64 is enabled. A graph that holds an ``f64`` or
+``i64`` tensor is traced and run inside ``jax.enable_x64(True)`` (a scoped, thread-local
+switch), so its dtypes are kept exactly; other graphs run in the process's default mode and
+are not affected. Every other dtype (bf16, f16, fp8, i8 …) is kept as declared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from rlx.backends.jax import lowering as L
+from rlx.backends.jax import sharding as S
+from rlx.ir.dtype import DType
+from rlx.ir.errors import FeedError, RlxError
+from rlx.ir.graph import Graph, Node
+from rlx.ir.opdef import get_op
+from rlx.ir.shape import TensorType
+
+_X64_TYPES = (DType.F64, DType.I64)
+_PRECISIONS = {"highest": lax.Precision.HIGHEST, "high": lax.Precision.HIGH, "default": lax.Precision.DEFAULT, None: None}
+
+_CACHE: dict[tuple, Any] = {}
+_CACHE_LOCK = threading.Lock()
+_STATS = {"hits": 0, "misses": 0}
+
+
+def cache_info() -> dict[str, int]:
+    """Jit-cache counters: entries, hits, misses (compile() calls that reused a jitted function)."""
+    return {"entries": len(_CACHE), **_STATS}
+
+
+def clear_cache() -> None:
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+def needs_x64(g: Graph) -> bool:
+    return any(n.dtype in _X64_TYPES for n in g.nodes)
+
+
+def x64_scope(enabled: bool) -> Any:
+    return jax.enable_x64(True) if enabled else contextlib.nullcontext()
+
+
+# ---------------------------------------------------------------------------- interpreter
+def _live(g: Graph) -> list[bool]:
+    live = [False] * len(g)
+    for o in g.output_ids:
+        live[o] = True
+    for node in reversed(g.nodes):
+        if live[node.id]:
+            for i in node.inputs:
+                live[i] = True
+    return live
+
+
+def _bind_symbols(g: Graph, leaves: Mapping[int, Any]) -> dict[str, int]:
+    binding: dict[str, int] = {}
+    for nid, arr in leaves.items():
+        for dim, size in zip(g.node(nid).shape, arr.shape):
+            if isinstance(dim, str):
+                if binding.setdefault(dim, int(size)) != int(size):
+                    raise FeedError(f"symbol {dim!r} is bound to {binding[dim]} and {size}")
+    return binding
+
+
+def evaluate(g: Graph, leaves: Mapping[int, Any], *, host_fallback: bool = False) -> list[Any]:
+    """Trace ``g`` with jax: ``leaves`` maps input / param node ids to arrays; returns the outputs."""
+    binding = _bind_symbols(g, leaves)
+    live = _live(g)
+    env: dict[int, Any] = {}
+    for node in g.nodes:
+        if not live[node.id]:
+            continue
+        if node.op in L.LEAVES:
+            env[node.id] = leaves[node.id]
+            continue
+        out = TensorType(node.shape.bind(binding), node.dtype) if binding else node.type
+        env[node.id] = lower_node(node, [env[i] for i in node.inputs], out, host_fallback=host_fallback)
+    return [env[o] for o in g.output_ids]
+
+
+def lower_node(node: Node, args: list[Any], out: TensorType, *, host_fallback: bool = False) -> Any:
+    """One node through the lowering table; the result has exactly ``out``'s shape and dtype."""
+    op = node.op
+    fn = L.LOWERINGS.get(op)
+    if fn is not None:
+        if op not in L.NATIVE_LOW_PRECISION:
+            args = [a.astype(jnp.float32) if _low(a) else a for a in args]
+        result = fn(args, node.attrs, out)
+    elif op in L.DECOMPOSED:
+        result = lower_decomposed(node, args, out, host_fallback=host_fallback)
+    elif op in L.REFUSED:
+        raise RlxError(f"jax backend: op {op!r} (node %{node.id}) is not lowered: {L.REFUSED[op]}")
+    elif host_fallback and get_op(op).kernel is not None:
+        result = _host_callback(node, args, out)
+    else:
+        raise RlxError(
+            f"jax backend: no lowering for op {op!r} (node %{node.id}); add one with "
+            "rlx.backends.jax.register_lowering, or compile with host_fallback=True to run its NumPy kernel on the host"
+        )
+    if tuple(result.shape) != tuple(out.shape):
+        raise RlxError(f"jax lowering of {op!r} (node %{node.id}) gave shape {list(result.shape)}, expected {out.shape!r}")
+    want = L.jnp_dtype(out.dtype)
+    return result if result.dtype == want else result.astype(want)
+
+
+def _low(a: Any) -> bool:
+    return a.dtype in (jnp.bfloat16, jnp.float16) or (jnp.dtype(a.dtype).itemsize == 1 and jnp.issubdtype(a.dtype, jnp.floating))
+
+
+def lower_decomposed(node: Node, args: list[Any], out: TensorType, *, host_fallback: bool = False) -> Any:
+    """A fused op through its registry decomposition, in f32 scratch for narrow floats (as its kernel)."""
+    opdef = get_op(node.op)
+    sub = Graph(f"{node.op}_decomposed")
+    wide = [a.astype(jnp.float32) if _low(a) else a for a in args]
+    operands = [sub.input(f"a{i}", a.shape, DType.of(np.dtype(a.dtype))) for i, a in enumerate(wide)]
+    sub.set_outputs([opdef.decompose(sub, operands, node.attrs)])
+    leaves = {v.id: a for v, a in zip(operands, wide)}
+    return evaluate(sub, leaves, host_fallback=host_fallback)[0]
+
+
+def _host_callback(node: Node, args: list[Any], out: TensorType) -> Any:
+    from rlx.runtime.reference import eval_node
+
+    shape = jax.ShapeDtypeStruct(tuple(out.shape), L.jnp_dtype(out.dtype))
+
+    def kernel(*arrays: Any) -> np.ndarray:
+        return eval_node(node, [np.asarray(a) for a in arrays], out)
+
+    return jax.pure_callback(kernel, shape, *args)
+
+
+# ------------------------------------------------------------------------------ executable
+def _device(device: Any) -> Any:
+    if device is None or isinstance(device, jax.Device):
+        return device
+    if isinstance(device, int):
+        return jax.devices()[device]
+    if isinstance(device, str):
+        platform = {"cuda": "gpu", "rocm": "gpu"}.get(device, device)
+        try:
+            return jax.devices(platform)[0]
+        except RuntimeError as exc:
+            raise RlxError(f"jax backend: no {device!r} device ({exc})") from None
+    raise RlxError(f"device must be a jax.Device, an index or a platform name, got {device!r}")
+
+
+class JaxExecutable:
+    """``exe.run(inputs={...}, params={...}) -> list[np.ndarray]``; ``exe(**inputs)`` also works.
+
+    ``exe.run_device`` returns the jax arrays without copying them to the host.
+    """
+
+    backend = "jax"
+
+    def __init__(
+        self,
+        graph: Graph,
+        params: Mapping[str, Any] | None = None,
+        *,
+        device: Any = None,
+        mesh: Any = None,
+        in_shardings: Mapping[str, Any] | None = None,
+        out_shardings: Any = None,
+        precision: str | None = "highest",
+        host_fallback: bool = False,
+    ):
+        if precision not in _PRECISIONS:
+            raise RlxError(f"precision must be one of {sorted(k for k in _PRECISIONS if k)} or None, got {precision!r}")
+        if device is not None and mesh is not None:
+            raise RlxError("give either device= or mesh=, not both")
+        if in_shardings and mesh is None and not all(isinstance(s, jax.sharding.Sharding) for s in in_shardings.values()):
+            raise RlxError("in_shardings given as partition specs need mesh=")
+        self.graph = graph
+        self.device = _device(device)
+        self.mesh = mesh
+        self.precision = precision
+        self.host_fallback = host_fallback
+        self.x64 = needs_x64(graph)
+        self._input_names = list(graph.inputs())
+        self._param_names = list(graph.params())
+        self._leaf_nodes = {**{n: v.node for n, v in graph.inputs().items()}, **{n: v.node for n, v in graph.params().items()}}
+        self._symbolic = any(not n.shape.is_static for n in self._leaf_nodes.values())
+        self._shardings = self._placement(in_shardings)
+        self._out_shardings = S.output_shardings(graph, mesh, out_shardings) if (mesh is not None or out_shardings is not None) else None
+        if self.device is not None and self._out_shardings is None:
+            self._out_shardings = tuple(S.single_device(self.device) for _ in graph.output_ids)
+        self._params: dict[str, Any] = {}
+        self._jitted = self._jit()
+        if params:
+            self.set_params(params)
+
+    # ----------------------------------------------------------------- building
+    def _placement(self, in_shardings: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        if self.mesh is not None:
+            return S.leaf_shardings(self.graph, self.mesh, in_shardings)
+        if in_shardings:
+            return {n: in_shardings.get(n) or S.single_device(jax.devices()[0]) for n in self._leaf_nodes}
+        if self.device is not None:
+            one = S.single_device(self.device)
+            return dict.fromkeys(self._leaf_nodes, one)
+        return None
+
+    def _placement_key(self) -> tuple:
+        if self._shardings is None:
+            return ("default",)
+        return (tuple((n, repr(s)) for n, s in sorted(self._shardings.items())), repr(self._out_shardings))
+
+    def _jit(self) -> Any:
+        from rlx.ir.serialize import fingerprint
+
+        self.fingerprint = fingerprint(self.graph)
+        key = (self.fingerprint, self.x64, self.precision, self.host_fallback, self._placement_key())
+        with _CACHE_LOCK:
+            cached = _CACHE.get(key)
+            if cached is not None:
+                _STATS["hits"] += 1
+                return cached
+            _STATS["misses"] += 1
+        g, input_ids, param_ids = self.graph, [v.id for v in self.graph.inputs().values()], [v.id for v in self.graph.params().values()]
+        precision, host_fallback = _PRECISIONS[self.precision], self.host_fallback
+
+        def program(inputs: Sequence[Any], params: Sequence[Any]) -> tuple[Any, ...]:
+            saved = L._PRECISION[0]
+            L._PRECISION[0] = precision
+            try:
+                leaves = dict(zip(input_ids, inputs))
+                leaves.update(zip(param_ids, params))
+                return tuple(evaluate(g, leaves, host_fallback=host_fallback))
+            finally:
+                L._PRECISION[0] = saved
+
+        kw: dict[str, Any] = {}
+        if self._shardings is not None:
+            sh = self._shardings
+            kw["in_shardings"] = (tuple(sh[n] for n in self._input_names), tuple(sh[n] for n in self._param_names))
+        if self._out_shardings is not None:
+            kw["out_shardings"] = self._out_shardings
+        jitted = jax.jit(program, **kw)
+        with _CACHE_LOCK:
+            _CACHE.setdefault(key, jitted)
+        return jitted
+
+    # ------------------------------------------------------------------ feeding
+    def _check(self, kind: str, name: str, value: Any) -> Any:
+        node = self._leaf_nodes[name]
+        want = node.dtype.numpy
+        if isinstance(value, jax.Array):
+            if np.dtype(value.dtype) != want:
+                raise FeedError(f"{kind} {name!r}: dtype {value.dtype} given, {node.dtype} declared (use .astype)")
+            arr = value
+        else:
+            arr = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=want)
+            if arr.dtype != want:
+                raise FeedError(f"{kind} {name!r}: dtype {arr.dtype} given, {node.dtype} declared (use .astype)")
+        shape = node.shape
+        if len(arr.shape) != len(shape) or any(isinstance(d, int) and d != s for d, s in zip(shape, arr.shape)):
+            raise FeedError(f"{kind} {name!r}: shape {list(arr.shape)} given, {shape!r} declared")
+        return arr
+
+    def set_params(self, params: Mapping[str, Any]) -> None:
+        """Bind weights by name; they are placed (or sharded) on the device(s) once and persist across runs."""
+        unknown = sorted(set(params) - set(self._param_names))
+        if unknown:
+            raise FeedError(f"unknown param(s) {unknown}; the graph's params are {sorted(self._param_names)}")
+        with x64_scope(self.x64):
+            for name, value in params.items():
+                arr = self._check("param", name, value)
+                target = self._shardings[name] if self._shardings is not None else self.device
+                self._params[name] = jax.device_put(arr, target) if target is not None else jnp.asarray(arr)
+
+    def _feed(self, inputs: Mapping[str, Any] | None, params: Mapping[str, Any] | None) -> tuple[tuple, tuple]:
+        inputs = inputs or {}
+        if params:
+            self.set_params(params)
+        problems = []
+        extra = sorted(set(inputs) - set(self._input_names))
+        if extra:
+            hint = " (params go in params=)" if set(extra) & set(self._param_names) else ""
+            problems.append(f"unknown input(s) {extra}{hint}; the graph's inputs are {self._input_names}")
+        missing = [n for n in self._input_names if n not in inputs] + [f"param {n}" for n in self._param_names if n not in self._params]
+        if missing:
+            problems.append(f"missing {missing}")
+        if problems:
+            raise FeedError(f"bad feed for graph {self.graph.name!r}: " + "; ".join(problems))
+        ins = tuple(self._check("input", n, inputs[n]) for n in self._input_names)
+        ps = tuple(self._params[n] for n in self._param_names)
+        if self._symbolic:
+            _bind_symbols(self.graph, {self._leaf_nodes[n].id: a for n, a in zip(self._input_names + self._param_names, ins + ps)})
+        return ins, ps
+
+    # -------------------------------------------------------------------- running
+    def run_device(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[Any]:
+        """Run and return the outputs as jax arrays (on the device, sharded as XLA left them)."""
+        with x64_scope(self.x64):
+            ins, ps = self._feed(inputs, params)
+            return list(self._jitted(ins, ps))
+
+    def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
+        with x64_scope(self.x64):
+            ins, ps = self._feed(inputs, params)
+            outs = self._jitted(ins, ps)
+            return [np.asarray(o) for o in outs]
+
+    def __call__(self, **inputs: Any) -> list[np.ndarray]:
+        return self.run(inputs=inputs)
+
+    def lower_text(self, inputs: Mapping[str, Any] | None = None) -> str:
+        """The StableHLO text of the program for a feed (for inspection)."""
+        with x64_scope(self.x64):
+            ins, ps = self._feed(inputs, None)
+            return self._jitted.lower(ins, ps).as_text()
+
+    def __repr__(self) -> str:
+        where = f"mesh {dict(self.mesh.shape)}" if self.mesh is not None else str(self.device or jax.devices()[0])
+        return f"<JaxExecutable {self.graph.name!r} on {where}: {len(self.graph)} nodes, x64={self.x64}>"

@@ -1,0 +1,977 @@
+"""The JAX lowering table: one function per MIR op, ``fn(args, attrs, out) -> jax array``.
+
+``args`` are the operands as jax arrays, ``attrs`` the node's canonical attributes and
+``out`` its :class:`~rlx.TensorType` with symbolic dims bound. Each function reproduces the
+op's reference kernel (the registry docstring is the contract) with ``jax.numpy`` /
+``jax.lax``; :mod:`rlx.backends.jax.executable` casts every result to the node's dtype.
+
+Precision: like :func:`rlx.run`, operands narrower than f32 (f16, bf16, fp8) are widened to
+f32 before a lowering runs and the result is rounded to the node's dtype afterwards, except
+for the lowerings in :data:`NATIVE_LOW_PRECISION` (matmul, dot_general, conv), which feed
+bf16 / f16 operands to the MXU / tensor cores as they are and accumulate in f32
+(``preferred_element_type``): the same numbers, since a product of two bf16 values is exact
+in f32.
+
+Fused ops without a hand-written lowering are lowered through their registry
+decomposition (:data:`DECOMPOSED`), evaluated in f32 scratch for low-precision operands as
+the reference kernel does. :data:`REFUSED` lists, with the reason, every op the backend does
+not lower; a test walks the registry and fails for an op in neither table.
+
+Differences from the reference that cannot be expressed in a compiled XLA program (no
+host round trip) are documented here rather than hidden: an out-of-range ``gather`` index
+or cross-entropy label gives NaN (floats) / the dtype's fill value instead of raising
+``RlxError``, and a ``narrow`` past a symbolic axis's end is caught when the program is traced
+(shapes are static under ``jax.jit``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from rlx.ir.dtype import DType
+from rlx.ir.errors import RlxError
+from rlx.ir.shape import TensorType
+
+Lowering = Callable[[list[Any], Mapping[str, Any], TensorType], Any]
+
+LOWERINGS: dict[str, Lowering] = {}
+NATIVE_LOW_PRECISION: set[str] = set()
+DECOMPOSED: set[str] = set()
+
+# Ops the executable binds itself (graph leaves), and ops deliberately not lowered.
+LEAVES = {
+    "input": "bound by name from exe.run(inputs=...)",
+    "param": "bound by name from compile(params=...) / exe.run(params=...); kept on the device",
+}
+REFUSED: dict[str, str] = {}
+
+MASK_FILL = -1e9
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+# Matmul precision for f32/f64 operands; the executable sets it per trace ("highest" = exact f32
+# products as in NumPy; None = the platform default, e.g. TF32 on recent NVIDIA GPUs).
+_PRECISION: list[Any] = [lax.Precision.HIGHEST]
+
+
+def lowering(*names: str, native_low_precision: bool = False) -> Callable[[Lowering], Lowering]:
+    def register(fn: Lowering) -> Lowering:
+        for name in names:
+            LOWERINGS[name] = fn
+            if native_low_precision:
+                NATIVE_LOW_PRECISION.add(name)
+        return fn
+
+    return register
+
+
+def jnp_dtype(dtype: DType) -> Any:
+    return jnp.dtype(dtype.numpy)
+
+
+def compute_dtype(dtype: DType) -> Any:
+    """The dtype a lowering computes a node of ``dtype`` in (f32 for the narrow floats)."""
+    return jnp.dtype(jnp.float32) if dtype.is_low_precision_float else jnp_dtype(dtype)
+
+
+def _cast_all(args: list[Any], out: TensorType) -> list[Any]:
+    dt = compute_dtype(out.dtype)
+    return [a.astype(dt) if a.dtype != dt else a for a in args]
+
+
+def _scalar(value: float, like: Any) -> Any:
+    return jnp.asarray(value, dtype=like.dtype)
+
+
+def _is_float(a: Any) -> bool:
+    return jnp.issubdtype(a.dtype, jnp.floating)
+
+
+def _is_complex(a: Any) -> bool:
+    return jnp.issubdtype(a.dtype, jnp.complexfloating)
+
+
+# ------------------------------------------------------------------------------ sources
+@lowering("constant")
+def _constant(args, attrs, out):
+    return jnp.asarray(attrs["value"].array)
+
+
+# -------------------------------------------------------------------------- elementwise
+def _erf(x):
+    return lax.erf(x)
+
+
+def _sigmoid(x):
+    return 0.5 * (1.0 + jnp.tanh(0.5 * x))
+
+
+ACTIVATIONS: dict[str, Callable[[Any], Any]] = {
+    "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
+    "gelu_approx": lambda x: 0.5 * x * (1.0 + jnp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x**3))),
+    "silu": lambda x: x * _sigmoid(x),
+    "relu": lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)),
+    "sigmoid": _sigmoid,
+    "tanh": jnp.tanh,
+    "exp": jnp.exp,
+    "log": jnp.log,
+    "sqrt": jnp.sqrt,
+    "rsqrt": lambda x: 1.0 / jnp.sqrt(x),
+    "neg": jnp.negative,
+    "abs": jnp.abs,
+    "sin": jnp.sin,
+    "cos": jnp.cos,
+    "tan": jnp.tan,
+    "atan": jnp.arctan,
+    "round": lambda x: jnp.sign(x) * jnp.floor(jnp.abs(x) + 0.5),
+}
+
+
+def activate(kind: str | None, x: Any) -> Any:
+    if kind is None:
+        return x
+    if kind == "round" and not (_is_float(x) or _is_complex(x)):
+        return x
+    return ACTIVATIONS[kind](x)
+
+
+@lowering("activation")
+def _activation(args, attrs, out):
+    return activate(attrs["kind"], args[0])
+
+
+@lowering("cast")
+def _cast(args, attrs, out):
+    x, to = args[0], attrs["to"]
+    if to.is_bool:
+        return x != 0
+    if _is_complex(x) and not to.is_complex:
+        x = jnp.real(x)
+    if to.is_int and (_is_float(x) or _is_complex(x)):
+        x = jnp.trunc(x)
+    if to.is_low_precision_float and x.dtype != jnp.float32 and not _is_int_or_bool(x):
+        x = x.astype(jnp.float32)  # the reference rounds through f32 (no double-rounding drift)
+    return x.astype(jnp_dtype(to))
+
+
+def _is_int_or_bool(a: Any) -> bool:
+    return jnp.issubdtype(a.dtype, jnp.integer) or a.dtype == jnp.bool_
+
+
+def _fmax(a, b):
+    """np.fmax: NaN-ignoring maximum (NaN only when both are NaN)."""
+    if not _is_float(a):
+        return jnp.logical_or(a, b) if a.dtype == jnp.bool_ else jnp.maximum(a, b)
+    return jnp.where(jnp.isnan(a), b, jnp.where(jnp.isnan(b), a, jnp.maximum(a, b)))
+
+
+def _fmin(a, b):
+    if not _is_float(a):
+        return jnp.logical_and(a, b) if a.dtype == jnp.bool_ else jnp.minimum(a, b)
+    return jnp.where(jnp.isnan(a), b, jnp.where(jnp.isnan(b), a, jnp.minimum(a, b)))
+
+
+def _int_div(a, b):
+    """Truncating integer division; x / 0 gives 0 (as the reference)."""
+    zero = b == 0
+    safe = jnp.where(zero, jnp.ones((), b.dtype), b)
+    return jnp.where(zero, jnp.zeros((), a.dtype), lax.div(*jnp.broadcast_arrays(a, safe)))
+
+
+def _int_pow(a, b):
+    a, b = jnp.broadcast_arrays(a, b)
+    neg = b < 0
+    pos = _int_power(a, jnp.where(neg, jnp.zeros((), b.dtype), b))
+    recip = jnp.where(jnp.abs(a) == 1, _int_power(a, jnp.abs(b) % 2), jnp.zeros((), a.dtype))
+    return jnp.where(neg, recip, pos)
+
+
+def _int_power(a, e):
+    """a ** e for integer arrays, e >= 0 (square-and-multiply over the exponent's bits, wrapping)."""
+    bits = jnp.iinfo(e.dtype).bits
+    result = jnp.ones_like(a)
+    base = a
+    for _ in range(bits - (1 if jnp.issubdtype(e.dtype, jnp.signedinteger) else 0)):
+        result = jnp.where((e & 1) == 1, result * base, result)
+        base = base * base
+        e = e >> 1
+    return result
+
+
+@lowering("binary")
+def _binary(args, attrs, out):
+    a, b = _cast_all(args, out)
+    op = attrs["op"]
+    is_bool = a.dtype == jnp.bool_
+    is_int = is_bool or jnp.issubdtype(a.dtype, jnp.integer)
+    if op == "add":
+        return jnp.logical_or(a, b) if is_bool else a + b
+    if op == "sub":
+        return a - b
+    if op == "mul":
+        return jnp.logical_and(a, b) if is_bool else a * b
+    if op == "div":
+        return _int_div(a, b) if is_int else a / b
+    if op == "max":
+        return _fmax(a, b)
+    if op == "min":
+        return _fmin(a, b)
+    return _int_pow(a, b) if is_int else jnp.power(a, b)
+
+
+_COMPARE = {"eq": jnp.equal, "ne": jnp.not_equal, "lt": jnp.less, "le": jnp.less_equal, "gt": jnp.greater, "ge": jnp.greater_equal}
+
+
+@lowering("compare")
+def _compare(args, attrs, out):
+    common = DType.promote(DType.of(np.dtype(args[0].dtype)), DType.of(np.dtype(args[1].dtype)))
+    a, b = _cast_all(args, TensorType(out.shape, common))
+    return _COMPARE[attrs["op"]](a, b)
+
+
+@lowering("where")
+def _where(args, attrs, out):
+    c = args[0] if args[0].dtype == jnp.bool_ else args[0] != 0
+    a, b = _cast_all(args[1:], out)
+    return jnp.where(c, a, b)
+
+
+# ------------------------------------------------------------------------------- linalg
+def _contraction_operands(args, out) -> tuple[list[Any], Any, Any]:
+    """Operands in a common dtype, the XLA preferred (accumulation) dtype, and the precision."""
+    dt = jnp_dtype(out.dtype)
+    ops = [a.astype(dt) if a.dtype != dt else a for a in args]
+    if out.dtype.is_low_precision_float:
+        return ops, jnp.float32, None
+    precision = _PRECISION[0] if out.dtype.is_float or out.dtype.is_complex else None
+    return ops, None, precision
+
+
+@lowering("matmul", native_low_precision=True)
+def _matmul(args, attrs, out):
+    (a, b), acc, precision = _contraction_operands(args, out)
+    return jnp.matmul(a, b, precision=precision, preferred_element_type=acc)
+
+
+@lowering("dot_general", native_low_precision=True)
+def _dot_general(args, attrs, out):
+    (a, b), acc, precision = _contraction_operands(args, out)
+
+    def norm(axes, rank):
+        return tuple(int(x) % rank for x in axes)
+
+    dims = ((norm(attrs["lhs_contracting"], a.ndim), norm(attrs["rhs_contracting"], b.ndim)),
+            (norm(attrs["lhs_batch"], a.ndim), norm(attrs["rhs_batch"], b.ndim)))
+    return lax.dot_general(a, b, dims, precision=precision, preferred_element_type=acc)
+
+
+# ---------------------------------------------------------------------------- reduction
+def _reduce_identity(op: str, dtype: Any) -> Any:
+    if dtype == jnp.bool_:
+        return op == "min"
+    if jnp.issubdtype(dtype, jnp.integer):
+        info = jnp.iinfo(dtype)
+        return info.min if op == "max" else info.max
+    return -np.inf if op == "max" else np.inf
+
+
+def fmax_reduce(x, axes: tuple[int, ...], keep: bool, op: str) -> Any:
+    """NaN-ignoring max / min over ``axes`` (np.fmax.reduce); empty reductions give the identity."""
+    if any(x.shape[a] == 0 for a in axes):
+        shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if keep else [d for i, d in enumerate(x.shape) if i not in axes]
+        return jnp.full(shape, _reduce_identity(op, x.dtype), dtype=x.dtype)
+    if x.dtype == jnp.bool_:
+        return (jnp.any if op == "max" else jnp.all)(x, axis=axes, keepdims=keep)
+    reduce = jnp.max if op == "max" else jnp.min
+    if not _is_float(x):
+        return reduce(x, axis=axes, keepdims=keep)
+    nan = jnp.isnan(x)
+    clean = jnp.where(nan, jnp.asarray(_reduce_identity(op, x.dtype), x.dtype), x)
+    r = reduce(clean, axis=axes, keepdims=keep)
+    return jnp.where(jnp.all(nan, axis=axes, keepdims=keep), jnp.asarray(np.nan, x.dtype), r)
+
+
+@lowering("reduce")
+def _reduce(args, attrs, out):
+    x, op, keep = args[0], attrs["op"], attrs["keep_dim"]
+    axes = tuple(int(a) % x.ndim for a in attrs["axes"]) if attrs["axes"] is not None else tuple(range(x.ndim))
+    if not axes:
+        return x
+    if op == "sum":
+        return jnp.sum(x, axis=axes, keepdims=keep, dtype=x.dtype)
+    if op == "prod":
+        return jnp.prod(x, axis=axes, keepdims=keep, dtype=x.dtype)
+    if op == "mean":
+        return jnp.mean(x, axis=axes, keepdims=keep)
+    return fmax_reduce(x, axes, keep, op)
+
+
+def softmax(x, axis: int) -> Any:
+    """Max-subtracted softmax; a row whose max is not finite is shifted by 0 (as the reference)."""
+    if x.ndim == 0:
+        return jnp.ones_like(x)
+    if x.shape[axis] == 0:
+        return x
+    m = lax.stop_gradient(jnp.max(x, axis=axis, keepdims=True))
+    m = jnp.where(jnp.isfinite(m), m, jnp.zeros((), x.dtype))
+    e = jnp.exp(x - m)
+    return e / jnp.sum(e, axis=axis, keepdims=True)
+
+
+@lowering("softmax")
+def _softmax(args, attrs, out):
+    x = args[0]
+    return softmax(x, int(attrs["axis"]) % max(x.ndim, 1))
+
+
+# -------------------------------------------------------------------------------- shape
+@lowering("reshape")
+def _reshape(args, attrs, out):
+    return jnp.reshape(args[0], tuple(out.shape))
+
+
+@lowering("transpose")
+def _transpose(args, attrs, out):
+    perm = attrs["perm"] if attrs["perm"] is not None else tuple(range(args[0].ndim - 1, -1, -1))
+    return jnp.transpose(args[0], perm)
+
+
+@lowering("narrow")
+def _narrow(args, attrs, out):
+    x = args[0]
+    axis, start, length = attrs["axis"] % x.ndim, attrs["start"], attrs["length"]
+    if start + length > x.shape[axis]:
+        raise RlxError(f"narrow: slice [{start}, {start + length}) is out of bounds for axis {axis} of size {x.shape[axis]}")
+    return lax.slice_in_dim(x, start, start + length, axis=axis)
+
+
+@lowering("concat")
+def _concat(args, attrs, out):
+    parts = _cast_all(args, out)
+    return jnp.concatenate(parts, axis=attrs["axis"] % parts[0].ndim)
+
+
+@lowering("expand")
+def _expand(args, attrs, out):
+    return jnp.broadcast_to(args[0], tuple(out.shape))
+
+
+@lowering("gather")
+def _gather(args, attrs, out):
+    table, idx = args
+    return jnp.take(table, idx, axis=attrs["axis"] % table.ndim, mode="fill")
+
+
+# ------------------------------------------------------------------------ normalization
+def _along(v, axis: int, rank: int):
+    return jnp.reshape(v, [-1 if i == axis else 1 for i in range(rank)])
+
+
+def _affine(y, gamma, beta, axis: int):
+    return y * _along(gamma, axis, y.ndim) + _along(beta, axis, y.ndim)
+
+
+def standardize(x, axes, eps: float):
+    mu = jnp.mean(x, axis=axes, keepdims=True)
+    d = x - mu
+    var = jnp.mean(d * d, axis=axes, keepdims=True)
+    return d / jnp.sqrt(var + _scalar(eps, x))
+
+
+def layer_norm(x, gamma, beta, axis: int, eps: float):
+    axis %= x.ndim
+    return _affine(standardize(x, axis, eps), gamma, beta, axis)
+
+
+def rms_norm(x, gamma, beta, axis: int, eps: float):
+    axis %= x.ndim
+    y = x / jnp.sqrt(jnp.mean(x * x, axis=axis, keepdims=True) + _scalar(eps, x))
+    return _affine(y, gamma, beta, axis)
+
+
+@lowering("layer_norm")
+def _layer_norm(args, attrs, out):
+    x, gamma, beta = _cast_all(args, out)
+    return layer_norm(x, gamma, beta, attrs["axis"], attrs["eps"])
+
+
+@lowering("layer_norm2d")
+def _layer_norm2d(args, attrs, out):
+    x, gamma, beta = _cast_all(args, out)
+    return layer_norm(x, gamma, beta, 1, attrs["eps"])
+
+
+@lowering("rms_norm")
+def _rms_norm(args, attrs, out):
+    x, gamma, beta = _cast_all(args, out)
+    return rms_norm(x, gamma, beta, attrs["axis"], attrs["eps"])
+
+
+@lowering("group_norm")
+def _group_norm(args, attrs, out):
+    x, gamma, beta = _cast_all(args, out)
+    n, groups = x.shape[0], attrs["num_groups"]
+    y = standardize(jnp.reshape(x, (n, groups, -1)), 2, attrs["eps"]).reshape(x.shape)
+    return _affine(y, gamma, beta, 1)
+
+
+# ---------------------------------------------------------------------------- attention
+class _Layout:
+    """Attention operand layouts; kernels work in [*batch, H, S, D] (see rlx.ops.attention.Layout)."""
+
+    def __init__(self, rank: int, layout: str):
+        self.rank, self.layout = rank, layout
+
+    def to_bhsd(self, a, heads: int, head_dim: int):
+        if self.rank in (2, 3):
+            return jnp.swapaxes(jnp.reshape(a, (*a.shape[:-1], heads, head_dim)), -3, -2)
+        return a if self.layout == "bhsd" else jnp.swapaxes(a, 1, 2)
+
+    def from_bhsd(self, a):
+        if self.rank in (2, 3):
+            a = jnp.swapaxes(a, -3, -2)
+            return jnp.reshape(a, (*a.shape[:-2], -1))
+        return a if self.layout == "bhsd" else jnp.swapaxes(a, 1, 2)
+
+
+def attention_scale(attrs) -> float:
+    return attrs["score_scale"] if attrs["score_scale"] is not None else attrs["head_dim"] ** -0.5
+
+
+def attention_bhsd(q, k, v, attrs, mask=None):
+    """softmax(mask(cap(q kᵀ · scale))) v on [*batch, H, S, D] operands."""
+    kind, cap = attrs["mask_kind"], attrs["attn_logit_softcap"]
+    precision = None if q.dtype in (jnp.bfloat16, jnp.float16) else _PRECISION[0]
+    s = jnp.matmul(q, jnp.swapaxes(k, -1, -2), precision=precision) * _scalar(attention_scale(attrs), q)
+    if cap is not None:
+        s = _scalar(cap, s) * jnp.tanh(s / _scalar(cap, s))
+    sq, sk = s.shape[-2:]
+    keep = None
+    if kind == "custom":
+        m = mask if mask.dtype == jnp.bool_ else mask >= 0.5
+        keep = m[..., None, None, :]
+    elif kind == "bias":
+        s = s + mask.astype(s.dtype)
+    elif kind in ("causal", "sliding_window"):
+        i = np.arange(sq)[:, None] + (sk - sq)
+        j = np.arange(sk)[None, :]
+        keep_np = j <= i
+        if kind == "sliding_window":
+            keep_np &= j >= i - attrs["window"]
+        keep = jnp.asarray(keep_np)
+    if keep is not None:
+        s = jnp.where(keep, s, _scalar(MASK_FILL, s))
+    m = lax.stop_gradient(jnp.max(s, axis=-1, keepdims=True))
+    e = jnp.exp(s - m)
+    p = e / jnp.sum(e, axis=-1, keepdims=True)
+    return jnp.matmul(p, v, precision=precision)
+
+
+def attention(args, attrs, out):
+    heads, head_dim = attrs["num_heads"], attrs["head_dim"]
+    lay = _Layout(args[0].ndim, attrs["layout"])
+    q, k, v = (lay.to_bhsd(a, heads, head_dim) for a in _cast_all(list(args[:3]), out))
+    return lay.from_bhsd(attention_bhsd(q, k, v, attrs, args[3] if len(args) > 3 else None))
+
+
+LOWERINGS["attention"] = attention
+
+
+def rope(x, cos, sin, attrs):
+    head_dim = attrs["head_dim"]
+    n_rot = head_dim if attrs["n_rot"] is None else attrs["n_rot"]
+    seq = x.shape[-2]
+    if cos.shape[0] < seq:
+        raise RlxError(f"rope: cos/sin tables have {cos.shape[0]} rows, fewer than the sequence length {seq}")
+    half = n_rot // 2
+    c = cos[:seq, None, :half]
+    s = sin[:seq, None, :half]
+    xh = jnp.reshape(x, (*x.shape[:-1], -1, head_dim))
+    rest = xh[..., n_rot:]
+    if attrs["interleaved"]:
+        a, b = xh[..., 0:n_rot:2], xh[..., 1:n_rot:2]
+        rot = jnp.stack([a * c - b * s, b * c + a * s], axis=-1).reshape((*xh.shape[:-1], n_rot))
+    else:
+        a, b = xh[..., :half], xh[..., half:n_rot]
+        rot = jnp.concatenate([a * c - b * s, b * c + a * s], axis=-1)
+    y = jnp.concatenate([rot, rest], axis=-1) if n_rot < head_dim else rot
+    return jnp.reshape(y, x.shape)
+
+
+@lowering("rope")
+def _rope(args, attrs, out):
+    x, cos, sin = _cast_all(args, out)
+    return rope(x, cos, sin, attrs)
+
+
+# --------------------------------------------------------------------------------- conv
+def _pair(v) -> tuple[int, int]:
+    return int(v[0]), int(v[1])
+
+
+def conv2d(x, w, stride, padding, dilation, groups, acc=None, precision=None):
+    p = _pair(padding)
+    return lax.conv_general_dilated(
+        x, w, window_strides=_pair(stride), padding=[(p[0], p[0]), (p[1], p[1])], rhs_dilation=_pair(dilation),
+        dimension_numbers=("NCHW", "OIHW", "NCHW"), feature_group_count=groups,
+        precision=precision, preferred_element_type=acc,
+    )
+
+
+@lowering("conv2d", native_low_precision=True)
+def _conv2d(args, attrs, out):
+    (x, w), acc, precision = _contraction_operands(args, out)
+    return conv2d(x, w, attrs["stride"], attrs["padding"], attrs["dilation"], attrs["groups"], acc, precision)
+
+
+@lowering("conv_transpose2d", native_low_precision=True)
+def _conv_transpose2d(args, attrs, out):
+    """A stride-1 conv of the stride-dilated input with the flipped, I/O-swapped kernel; negative padding cropped."""
+    (x, w), acc, precision = _contraction_operands(args, out)
+    s, p, d, op = _pair(attrs["stride"]), _pair(attrs["padding"]), _pair(attrs["dilation"]), _pair(attrs["output_padding"])
+    g = attrs["groups"]
+    cin, cout_g, kh, kw = w.shape
+    wt = jnp.reshape(w, (g, cin // g, cout_g, kh, kw)).swapaxes(1, 2).reshape(g * cout_g, cin // g, kh, kw)
+    wt = wt[:, :, ::-1, ::-1]
+    lo = [d[i] * ((kh, kw)[i] - 1) - p[i] for i in range(2)]
+    hi = [lo[i] + op[i] for i in range(2)]
+    y = lax.conv_general_dilated(
+        x, wt, window_strides=(1, 1), padding=[(max(lo[i], 0), max(hi[i], 0)) for i in range(2)],
+        lhs_dilation=s, rhs_dilation=d, dimension_numbers=("NCHW", "OIHW", "NCHW"), feature_group_count=g,
+        precision=precision, preferred_element_type=acc,
+    )
+    crop_lo = [max(-lo[i], 0) for i in range(2)]
+    return y[:, :, crop_lo[0] : crop_lo[0] + out.shape[2], crop_lo[1] : crop_lo[1] + out.shape[3]]
+
+
+def _window(x, init, fn, k, s, p):
+    return lax.reduce_window(x, jnp.asarray(init, x.dtype), fn, (1, 1, *k), (1, 1, *s), ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])))
+
+
+@lowering("pool2d")
+def _pool2d(args, attrs, out):
+    x, kind = args[0], attrs["kind"]
+    k, p = _pair(attrs["kernel_size"]), _pair(attrs["padding"])
+    s = _pair(attrs["stride"]) if attrs["stride"] is not None else k
+    if kind in ("max", "min"):
+        ident = _reduce_identity(kind, x.dtype)
+        fn = lax.max if kind == "max" else lax.min
+        if not _is_float(x):
+            return _window(x, ident, fn, k, s, p)
+        nan = jnp.isnan(x)
+        r = _window(jnp.where(nan, jnp.asarray(ident, x.dtype), x), ident, fn, k, s, p)
+        seen = _window((~nan).astype(jnp.int32), 0, lax.add, k, s, p)
+        return jnp.where(seen == 0, jnp.asarray(np.nan, x.dtype), r)
+    if kind == "prod":
+        return _window(x, 1, lax.mul, k, s, p)
+    total = _window(x, 0, lax.add, k, s, p)
+    if kind == "sum":
+        return total
+    if attrs["count_include_pad"]:
+        return total / _scalar(k[0] * k[1], total)
+    ones = np.pad(np.ones(x.shape[2:], np.float64), ((p[0], p[0]), (p[1], p[1])))
+    win = np.lib.stride_tricks.sliding_window_view(ones, k)[:: s[0], :: s[1]]
+    count = win.sum(axis=(-2, -1))[: out.shape[2], : out.shape[3]]
+    return total / jnp.asarray(count, total.dtype)
+
+
+@lowering("resize_nearest_2x")
+def _resize(args, attrs, out):
+    return jnp.repeat(jnp.repeat(args[0], 2, axis=2), 2, axis=3)
+
+
+# ----------------------------------------------------------------------------- backward
+@lowering("relu_backward")
+def _relu_backward(args, attrs, out):
+    x, dy = _cast_all(args, out)
+    return jnp.where(x > 0, dy, jnp.zeros((), dy.dtype))
+
+
+def _sqrt_guard(x, value):
+    return jnp.where(jnp.sqrt(x) > 0, value, jnp.zeros((), value.dtype))
+
+
+def _gelu_grad(x):
+    return 0.5 * (1.0 + _erf(x / math.sqrt(2.0))) + x * jnp.exp(-0.5 * x * x) * _INV_SQRT_2PI
+
+
+def _gelu_approx_grad(x):
+    c = _SQRT_2_OVER_PI
+    t = jnp.tanh(c * (x + 0.044715 * x**3))
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x)
+
+
+def _silu_grad(x):
+    sg = _sigmoid(x)
+    return sg * (1.0 + x * (1.0 - sg))
+
+
+ACTIVATION_GRADS: dict[str, Callable[[Any], Any]] = {
+    "gelu": _gelu_grad,
+    "gelu_approx": _gelu_approx_grad,
+    "silu": _silu_grad,
+    "relu": lambda x: (x > 0).astype(x.dtype),
+    "sigmoid": lambda x: _sigmoid(x) * (1.0 - _sigmoid(x)),
+    "tanh": lambda x: 1.0 - jnp.tanh(x) ** 2,
+    "exp": jnp.exp,
+    "log": lambda x: 1.0 / x,
+    "sqrt": lambda x: _sqrt_guard(x, 0.5 / jnp.sqrt(x)),
+    "rsqrt": lambda x: _sqrt_guard(x, -0.5 * x**-1.5),
+    "neg": lambda x: -jnp.ones_like(x),
+    "abs": jnp.sign,
+    "sin": jnp.cos,
+    "cos": lambda x: -jnp.sin(x),
+    "tan": lambda x: 1.0 + jnp.tan(x) ** 2,
+    "atan": lambda x: 1.0 / (1.0 + x * x),
+    "round": jnp.ones_like,
+}
+
+
+@lowering("activation_backward")
+def _activation_backward(args, attrs, out):
+    x, dy = _cast_all(args, out)
+    return dy * ACTIVATION_GRADS[attrs["kind"]](x)
+
+
+@lowering("max_pool2d_backward")
+def _max_pool2d_backward(args, attrs, out):
+    """Per kernel tap, the first in-bounds maximum of each window (row-major) takes the window's dy."""
+    x, dy = _cast_all(args, out)
+    k, p = _pair(attrs["kernel_size"]), _pair(attrs["padding"])
+    s = _pair(attrs["stride"]) if attrs["stride"] is not None else k
+    ho, wo = dy.shape[2:]
+    padded = [max(x.shape[2 + i] + 2 * p[i], ((ho, wo)[i] - 1) * s[i] + k[i]) for i in range(2)]
+    widths = [(0, 0), (0, 0)] + [(p[i], padded[i] - x.shape[2 + i] - p[i]) for i in range(2)]
+    xp = jnp.pad(x, widths, constant_values=-np.inf)
+    valid = np.pad(np.ones(x.shape[2:], bool), widths[2:], constant_values=False)
+    taps = [(slice(kh, kh + (ho - 1) * s[0] + 1, s[0]), slice(kw, kw + (wo - 1) * s[1] + 1, s[1]))
+            for kh in range(k[0]) for kw in range(k[1])]
+    vals = jnp.stack([xp[:, :, hs, ws] for hs, ws in taps])
+    ok = jnp.asarray(np.stack([valid[hs, ws] for hs, ws in taps]))[:, None, None]
+    neg_inf = jnp.asarray(-np.inf, x.dtype)
+    best = jnp.max(jnp.where(ok, vals, neg_inf), axis=0)
+    winner = ok & (vals == best)
+    first = jnp.argmax(winner, axis=0)
+    gated = jnp.where(jnp.any(winner, axis=0), dy, jnp.zeros((), dy.dtype))
+    dxp = jnp.zeros(xp.shape, dy.dtype)
+    for t, (hs, ws) in enumerate(taps):
+        dxp = dxp.at[:, :, hs, ws].add(jnp.where(first == t, gated, jnp.zeros((), dy.dtype)))
+    return dxp[:, :, p[0] : p[0] + x.shape[2], p[1] : p[1] + x.shape[3]]
+
+
+def _conv_attrs(attrs, kernel) -> tuple:
+    return attrs["stride"], attrs["padding"], attrs["dilation"], attrs["groups"]
+
+
+@lowering("conv2d_backward_input")
+def _conv2d_backward_input(args, attrs, out):
+    """The adjoint (linear transpose) of the forward conv2d in x."""
+    (dy, w), _, precision = _contraction_operands(args, out)
+    stride, padding, dilation, groups = _conv_attrs(attrs, w.shape[2:])
+    x0 = jax.ShapeDtypeStruct(tuple(out.shape), w.dtype)
+    (dx,) = jax.linear_transpose(lambda x: conv2d(x, w, stride, padding, dilation, groups, None, precision), x0)(dy)
+    return dx
+
+
+@lowering("conv2d_backward_weight")
+def _conv2d_backward_weight(args, attrs, out):
+    """The adjoint (linear transpose) of the forward conv2d in w."""
+    (x, dy), _, precision = _contraction_operands(args, out)
+    stride, padding, dilation, groups = _conv_attrs(attrs, out.shape[2:])
+    w0 = jax.ShapeDtypeStruct(tuple(out.shape), x.dtype)
+    (dw,) = jax.linear_transpose(lambda w: conv2d(x, w, stride, padding, dilation, groups, None, precision), w0)(dy)
+    return dw
+
+
+def _softmax_rows(logits):
+    m = jnp.max(logits, axis=1, keepdims=True)
+    e = jnp.exp(logits - m)
+    total = jnp.sum(e, axis=1, keepdims=True)
+    return (jnp.log(total) + m)[:, 0], e / total
+
+
+@lowering("softmax_cross_entropy")
+def _softmax_cross_entropy(args, attrs, out):
+    (logits,) = _cast_all(args[:1], out)
+    lse, _ = _softmax_rows(logits)
+    picked = jnp.take_along_axis(logits, args[1][:, None].astype(jnp.int32), axis=1, mode="fill")[:, 0]
+    return lse - picked
+
+
+@lowering("softmax_cross_entropy_backward")
+def _softmax_cross_entropy_backward(args, attrs, out):
+    logits, d_loss = _cast_all([args[0], args[2]], out)
+    _, p = _softmax_rows(logits)
+    onehot = jax.nn.one_hot(args[1], logits.shape[1], dtype=p.dtype)
+    return (p - onehot) * d_loss[:, None]
+
+
+def _layer_stats(x, axes, eps: float):
+    xc = x - jnp.mean(x, axis=axes, keepdims=True)
+    r = 1.0 / jnp.sqrt(jnp.mean(xc * xc, axis=axes, keepdims=True) + _scalar(eps, x))
+    return xc * r, r
+
+
+def _ln_input_grad(xhat, r, gy, axes):
+    return r * (gy - jnp.mean(gy, axis=axes, keepdims=True) - xhat * jnp.mean(gy * xhat, axis=axes, keepdims=True))
+
+
+def _sum_except(v, axis: int):
+    return jnp.sum(v, axis=tuple(i for i in range(v.ndim) if i != axis))
+
+
+@lowering("layer_norm_backward_input")
+def _ln_backward_input(args, attrs, out):
+    x, gamma, dy = _cast_all(args, out)
+    axis = attrs["axis"] % x.ndim
+    xhat, r = _layer_stats(x, axis, attrs["eps"])
+    return _ln_input_grad(xhat, r, dy * _along(gamma, axis, x.ndim), axis)
+
+
+@lowering("layer_norm_backward_gamma")
+def _ln_backward_gamma(args, attrs, out):
+    x, dy = _cast_all(args, out)
+    axis = attrs["axis"] % x.ndim
+    return _sum_except(dy * _layer_stats(x, axis, attrs["eps"])[0], axis)
+
+
+def _rms_scale(x, axis: int, eps: float):
+    return 1.0 / jnp.sqrt(jnp.mean(x * x, axis=axis, keepdims=True) + _scalar(eps, x))
+
+
+@lowering("rms_norm_backward_input")
+def _rms_backward_input(args, attrs, out):
+    x, gamma, _, dy = _cast_all(args, out)
+    axis = attrs["axis"] % x.ndim
+    r = _rms_scale(x, axis, attrs["eps"])
+    gy = dy * _along(gamma, axis, x.ndim)
+    return r * (gy - x * r * r * jnp.mean(gy * x, axis=axis, keepdims=True))
+
+
+@lowering("rms_norm_backward_gamma")
+def _rms_backward_gamma(args, attrs, out):
+    x, _, _, dy = _cast_all(args, out)
+    axis = attrs["axis"] % x.ndim
+    return _sum_except(dy * x * _rms_scale(x, axis, attrs["eps"]), axis)
+
+
+@lowering("rms_norm_backward_beta")
+def _rms_backward_beta(args, attrs, out):
+    (dy,) = _cast_all(args[3:], out)
+    return _sum_except(dy, attrs["axis"] % dy.ndim)
+
+
+def _group_stats(x, groups: int, eps: float):
+    return _layer_stats(jnp.reshape(x, (x.shape[0], groups, -1)), 2, eps)
+
+
+def _per_channel(v, x):
+    return jnp.reshape(v, [-1 if i == 1 else 1 for i in range(x.ndim)])
+
+
+@lowering("group_norm_backward_input")
+def _gn_backward_input(args, attrs, out):
+    x, gamma, _, dy = _cast_all(args, out)
+    xhat, r = _group_stats(x, attrs["num_groups"], attrs["eps"])
+    gy = jnp.reshape(dy * _per_channel(gamma, x), xhat.shape)
+    return jnp.reshape(_ln_input_grad(xhat, r, gy, 2), x.shape)
+
+
+@lowering("group_norm_backward_gamma")
+def _gn_backward_gamma(args, attrs, out):
+    x, dy = _cast_all(args, out)
+    xhat, _ = _group_stats(x, attrs["num_groups"], attrs["eps"])
+    return _sum_except(dy * jnp.reshape(xhat, x.shape), 1)
+
+
+@lowering("group_norm_backward_beta")
+def _gn_backward_beta(args, attrs, out):
+    (dy,) = _cast_all(args[1:], out)
+    return _sum_except(dy, 1)
+
+
+@lowering("rope_backward")
+def _rope_backward(args, attrs, out):
+    dy, cos, sin = _cast_all(args, out)
+    return rope(dy, cos, -sin, attrs)
+
+
+@lowering("attention_backward")
+def _attention_backward(args, attrs, out):
+    """The VJP of the attention lowering in the chosen operand (masked scores pass no gradient)."""
+    heads, head_dim = attrs["num_heads"], attrs["head_dim"]
+    lay = _Layout(args[0].ndim, attrs["layout"])
+    q, k, v, dy = (lay.to_bhsd(a, heads, head_dim) for a in _cast_all(list(args[:4]), out))
+    mask = args[4] if len(args) > 4 else None
+    which = ("query", "key", "value").index(attrs["wrt"])
+    operands = [q, k, v]
+
+    def forward(t):
+        ops = list(operands)
+        ops[which] = t
+        return attention_bhsd(*ops, attrs, mask)
+
+    _, vjp = jax.vjp(forward, operands[which])
+    return lay.from_bhsd(vjp(dy)[0])
+
+
+@lowering("gather_backward")
+def _gather_backward(args, attrs, out):
+    dy, idx = args
+    table = tuple(out.shape)
+    axis = attrs["axis"] % len(table)
+    dt = jnp.zeros(table, jnp_dtype(out.dtype) if not out.dtype.is_low_precision_float else jnp.float32)
+    return dt.at[(slice(None),) * axis + (idx,)].add(dy.astype(dt.dtype))
+
+
+# ------------------------------------------------------------------------------ math_ext
+UNARY_MATH: dict[str, Callable[[Any], Any]] = {
+    "erf": lax.erf, "floor": jnp.floor, "ceil": jnp.ceil, "sign": jnp.sign, "round_even": jnp.round, "trunc": jnp.trunc,
+    "asin": jnp.arcsin, "acos": jnp.arccos, "sinh": jnp.sinh, "cosh": jnp.cosh, "asinh": jnp.arcsinh,
+    "acosh": jnp.arccosh, "atanh": jnp.arctanh,
+}
+
+
+@lowering("unary_math")
+def _unary_math(args, attrs, out):
+    x, kind = args[0], attrs["kind"]
+    if not _is_float(x) and kind != "sign":
+        return x
+    return UNARY_MATH[kind](x)
+
+
+@lowering("binary_ext")
+def _binary_ext(args, attrs, out):
+    a, b = _cast_all(args, out)
+    op = attrs["op"]
+    if op in ("mod", "fmod"):
+        fn = jnp.mod if op == "mod" else jnp.fmod
+        if _is_float(a):
+            return fn(a, b)
+        zero = b == 0
+        r = fn(a, jnp.where(zero, jnp.ones((), b.dtype), b))
+        return jnp.where(zero, jnp.zeros((), a.dtype), r)
+    if op.startswith("bitwise"):
+        return {"bitwise_and": jnp.bitwise_and, "bitwise_or": jnp.bitwise_or, "bitwise_xor": jnp.bitwise_xor}[op](a, b)
+    bits = jnp.iinfo(a.dtype).bits
+    shift = jnp.clip(b.astype(jnp.int32) if jnp.iinfo(b.dtype).bits <= 32 else b, 0, bits)
+    big = shift >= bits
+    shift = jnp.where(big, 0, shift).astype(a.dtype)
+    r = jnp.left_shift(a, shift) if op == "shift_left" else jnp.right_shift(a, shift)
+    return jnp.where(big, jnp.zeros((), a.dtype), r)
+
+
+# ------------------------------------------------------------------------------ indexing
+@lowering("arg_reduce")
+def _arg_reduce(args, attrs, out):
+    x = args[0]
+    axis = attrs["axis"] % x.ndim
+    fn = jnp.argmax if attrs["op"] == "argmax" else jnp.argmin
+    if attrs["select_last"]:
+        r = x.shape[axis] - 1 - fn(jnp.flip(x, axis), axis=axis)
+    else:
+        r = fn(x, axis=axis)
+    r = r.astype(jnp_dtype(out.dtype))
+    return jnp.expand_dims(r, axis) if attrs["keep_dim"] else r
+
+
+@lowering("topk_indices")
+def _topk_indices(args, attrs, out):
+    x, k = args[0], attrs["k"]
+    axis = attrs["axis"] % x.ndim
+    key = -x if attrs["largest"] else x
+    if _is_float(x):
+        key = jnp.where(jnp.isnan(x), jnp.asarray(-np.inf if attrs["largest"] else np.inf, x.dtype), key)
+    elif attrs["largest"] and jnp.issubdtype(x.dtype, jnp.unsignedinteger):
+        key = jnp.iinfo(x.dtype).max - x  # -x wraps for unsigned ints
+    order = jnp.argsort(key, axis=axis, stable=True)
+    return lax.slice_in_dim(order, 0, k, axis=axis).astype(jnp_dtype(out.dtype))
+
+
+@lowering("cumulative")
+def _cumulative(args, attrs, out):
+    x = args[0]
+    axis = attrs["axis"] % x.ndim
+    if attrs["reverse"]:
+        x = jnp.flip(x, axis)
+    fn = jnp.cumsum if attrs["op"] == "sum" else jnp.cumprod
+    r = fn(x, axis=axis, dtype=x.dtype)
+    if attrs["exclusive"] and x.shape[axis]:
+        first = (jnp.zeros_like if attrs["op"] == "sum" else jnp.ones_like)(lax.slice_in_dim(r, 0, 1, axis=axis))
+        r = jnp.concatenate([first, lax.slice_in_dim(r, 0, x.shape[axis] - 1, axis=axis)], axis=axis)
+    return jnp.flip(r, axis) if attrs["reverse"] else r
+
+
+def _wrap(idx, n: int):
+    return jnp.where(idx < 0, idx + n, idx)
+
+
+@lowering("gather_elements")
+def _gather_elements(args, attrs, out):
+    data, idx = args
+    axis = attrs["axis"] % data.ndim
+    sub = tuple(slice(0, s) if i != axis else slice(None) for i, s in enumerate(idx.shape))
+    return jnp.take_along_axis(data[sub], _wrap(idx, data.shape[axis]), axis=axis, mode="fill")
+
+
+@lowering("scatter_elements")
+def _scatter_elements(args, attrs, out):
+    data, idx, upd = args
+    axis = attrs["axis"] % data.ndim
+    idx = _wrap(idx, data.shape[axis])
+    where = tuple(idx if i == axis else lax.broadcasted_iota(idx.dtype, idx.shape, i) for i in range(data.ndim))
+    red = attrs["reduction"]
+    if red == "none":  # duplicates: the last update in C order wins, as NumPy assignment (XLA's order is unspecified)
+        order = jnp.arange(upd.size, dtype=jnp.int32).reshape(upd.shape)
+        winner = jnp.full(data.shape, -1, jnp.int32).at[where].max(order)
+        picked = jnp.take(upd.reshape(-1), jnp.maximum(winner, 0))
+        return jnp.where(winner >= 0, picked, data)
+    at = data.at[where]
+    return {"add": at.add, "mul": at.multiply, "max": at.max, "min": at.min}[red](upd)
+
+
+# ------------------------------------------------------------------------------- fused
+@lowering("fused_matmul_bias_act", native_low_precision=True)
+def _fused_matmul_bias_act(args, attrs, out):
+    x, w, b = args
+    y = _matmul([x, w], {}, TensorType(out.shape, out.dtype))
+    dt = compute_dtype(out.dtype)
+    y = y.astype(dt) + b.astype(dt)
+    return activate(attrs["activation"], y)
+
+
+# Fused ops lowered through their registry decomposition (see executable.lower_decomposed).
+DECOMPOSED.update({
+    "elementwise_region", "fused_attention_block", "fused_residual_layer_norm", "fused_residual_rms_norm",
+    "fused_swiglu", "fused_transformer_layer", "lora_matmul",
+})
+
+_HIR_REASON = ("HIR block: rlx.compile lowers a HIR module to MIR (FusionPolicy) before any backend sees it; "
+               "an MIR graph never holds this op")
+for _name in ("depthwise_conv1d_causal", "linear", "linear_fused", "llama_decoder_block", "residual_rms_norm",
+              "shared_linear_pair", "swiglu"):
+    REFUSED[_name] = _HIR_REASON
+
+
+def coverage() -> dict[str, str]:
+    """How the backend handles each registered op: 'lowered', 'decomposed', 'leaf' or 'refused: why'; None if unknown."""
+    from rlx.ir.opdef import all_ops
+
+    table: dict[str, str] = {}
+    for op in all_ops():
+        if op.name in LOWERINGS:
+            table[op.name] = "lowered"
+        elif op.name in DECOMPOSED and op.decompose is not None:
+            table[op.name] = "decomposed"
+        elif op.name in LEAVES:
+            table[op.name] = "leaf"
+        elif op.name in REFUSED:
+            table[op.name] = "refused: " + REFUSED[op.name]
+    return table

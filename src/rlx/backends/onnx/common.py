@@ -1,0 +1,54 @@
+"""Shared ONNX helpers: element type tables and the import / export errors."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rlx.ir.dtype import DType
+from rlx.ir.errors import RlxError
+
+# TensorProto.DataType numbers (stable across onnx releases; written out so that this module
+# does not import onnx).
+ONNX_TO_RLX: dict[int, DType] = {
+    1: DType.F32, 2: DType.U8, 3: DType.I8, 5: DType.I16, 6: DType.I32, 7: DType.I64, 9: DType.BOOL,
+    10: DType.F16, 11: DType.F64, 12: DType.U32, 14: DType.C64, 16: DType.BF16, 17: DType.F8E4M3, 19: DType.F8E5M2,
+}
+RLX_TO_ONNX: dict[DType, int] = {v: k for k, v in ONNX_TO_RLX.items()}
+ONNX_TYPE_NAMES = {
+    0: "UNDEFINED", 1: "FLOAT", 2: "UINT8", 3: "INT8", 4: "UINT16", 5: "INT16", 6: "INT32", 7: "INT64", 8: "STRING",
+    9: "BOOL", 10: "FLOAT16", 11: "DOUBLE", 12: "UINT32", 13: "UINT64", 14: "COMPLEX64", 15: "COMPLEX128",
+    16: "BFLOAT16", 17: "FLOAT8E4M3FN", 18: "FLOAT8E4M3FNUZ", 19: "FLOAT8E5M2", 20: "FLOAT8E5M2FNUZ", 21: "UINT4",
+    22: "INT4", 23: "FLOAT4E2M1", 24: "FLOAT8E8M0", 25: "UINT2", 26: "INT2",
+}
+
+
+class OnnxError(RlxError):
+    """An ONNX model or graph could not be converted."""
+
+
+class OnnxUnsupported(OnnxError):
+    """The model uses something rlx cannot represent (an op, an attribute value, a dtype)."""
+
+
+class UnsupportedOpsError(OnnxUnsupported):
+    """The model has op types with no converter; ``counts`` maps each op type to its node count."""
+
+    def __init__(self, counts: Counter):
+        self.counts = dict(counts)
+        listed = ", ".join(f"{op} x{n}" for op, n in sorted(counts.items()))
+        super().__init__(f"unsupported ONNX op types ({sum(counts.values())} nodes): {listed}")
+
+
+def rlx_dtype(elem_type: int, where: str = "") -> DType:
+    try:
+        return ONNX_TO_RLX[elem_type]
+    except KeyError:
+        name = ONNX_TYPE_NAMES.get(elem_type, str(elem_type))
+        raise OnnxUnsupported(f"{where}element type {name} has no rlx equivalent") from None
+
+
+def onnx_dtype(dtype: DType, where: str = "") -> int:
+    try:
+        return RLX_TO_ONNX[dtype]
+    except KeyError:
+        raise OnnxUnsupported(f"{where}rlx dtype {dtype} has no ONNX equivalent") from None

@@ -1,0 +1,2 @@
+def export(*a, **k):
+    raise NotImplementedError

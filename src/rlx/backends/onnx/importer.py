@@ -1,0 +1,1650 @@
+"""ONNX → rlx MIR importer.
+
+``import_model(model) -> (graph, params)``: initializers become params (floats) or constants
+(integer / bool tensors, which are shape-like in practice); every ONNX node is converted by a
+small function in :data:`CONVERTERS` (keyed by op type) into one or several MIR ops. Ops with
+no converter whose ONNX schema defines a function body (``MeanVarianceNormalization``,
+``Celu``, context-dependent ones like ``LayerNormalization``…) are expanded into that body and
+imported node by node. Values computable at import time (``Shape`` of a static tensor and
+everything downstream of constants: ``Gather``, ``Concat``, ``ConstantOfShape``, ``Range`` …)
+are folded with rlx's own reference kernels, so static shape chains end up as attributes.
+
+An unsupported model raises :class:`UnsupportedOpsError` listing every unsupported op type
+with its count before anything is converted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from rlx.backends.onnx.common import ONNX_TYPE_NAMES, OnnxError, OnnxUnsupported, UnsupportedOpsError, onnx_dtype, rlx_dtype
+from rlx.ir.dtype import DType
+from rlx.ir.errors import RlxError
+from rlx.ir.graph import Graph, Value
+from rlx.ir.opdef import get_op
+from rlx.ir.shape import TensorType, broadcast_shapes
+from rlx.runtime.reference import eval_node
+
+Converter = Callable[["Importer", Any, list, dict], Any]
+CONVERTERS: dict[str, Converter] = {}
+FOLD_LIMIT = 1 << 22  # elements: larger computed constants are left as graph nodes
+
+
+class NeedsStatic(OnnxUnsupported):
+    """An operand that must be known at import time (a shape, axes …) is a runtime value.
+
+    ``inputs`` names the graph inputs it depends on; binding them (``static_inputs=``) makes
+    the import succeed (specialization)."""
+
+    def __init__(self, what: str, inputs: frozenset[str]):
+        self.inputs = inputs
+        super().__init__(f"{what} must be static, but depends on graph inputs {sorted(inputs)}")
+
+
+def converter(*op_types: str):
+    def wrap(fn: Converter) -> Converter:
+        for op in op_types:
+            CONVERTERS[op] = fn
+        return fn
+
+    return wrap
+
+
+def _onnx():
+    try:
+        import onnx
+    except ImportError as exc:  # pragma: no cover
+        raise OnnxError("rlx.onnx needs the 'onnx' package: pip install 'rlx[onnx]'") from exc
+    return onnx
+
+
+def _attrs(node) -> dict[str, Any]:
+    onnx = _onnx()
+    out = {}
+    for a in node.attribute:
+        v = onnx.helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode("utf-8", "replace")
+        elif isinstance(v, list) and v and isinstance(v[0], bytes):
+            v = [x.decode("utf-8", "replace") for x in v]
+        out[a.name] = v
+    return out
+
+
+def tensor_to_array(t) -> np.ndarray:
+    onnx = _onnx()
+    if t.data_type in (8,):
+        raise OnnxUnsupported("string tensors have no rlx equivalent")
+    rlx_dtype(t.data_type, f"tensor {t.name!r}: ")
+    arr = onnx.numpy_helper.to_array(t)
+    want = rlx_dtype(t.data_type).numpy
+    return np.asarray(arr).astype(want, copy=False) if arr.dtype != want else np.asarray(arr)
+
+
+class Importer:
+    """Converts one ONNX graph into an rlx Graph (state of one import)."""
+
+    def __init__(self, model, *, static_inputs: Mapping[str, np.ndarray] | None = None,
+                 input_shapes: Mapping[str, Sequence[Any]] | None = None, name: str | None = None):
+        self.model = model
+        self.opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
+        self.opset = self.opsets.get("ai.onnx", 1)
+        self.g = Graph(name or model.graph.name or "onnx")
+        self.env: dict[str, Value] = {}
+        self.deps: dict[str, frozenset[str]] = {}
+        self.known: dict[int, np.ndarray] = {}
+        self.static_inputs = dict(static_inputs or {})
+        self.input_shapes = dict(input_shapes or {})
+        self.params: dict[str, np.ndarray] = {}
+        self._uid = itertools.count()
+        self.expected: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ values
+    def value(self, name: str) -> Value:
+        try:
+            return self.env[name]
+        except KeyError:
+            raise OnnxError(f"value {name!r} is used before it is defined") from None
+
+    def static(self, name: str, what: str = "operand") -> np.ndarray:
+        v = self.value(name)
+        arr = self.known.get(v.id)
+        if arr is None:
+            raise NeedsStatic(f"{what} {name!r}", self.deps.get(name, frozenset()))
+        return arr
+
+    def maybe_static(self, v: Value) -> np.ndarray | None:
+        return self.known.get(v.id)
+
+    def const(self, arr: Any, dtype: Any = None) -> Value:
+        arr = np.asarray(arr) if dtype is None else np.asarray(arr).astype(DType.of(dtype).numpy)
+        v = self.g.constant(arr)
+        self.known[v.id] = v.node.attrs["value"].array
+        return v
+
+    def scalar(self, value: Any, like: Value) -> Value:
+        """A rank-0 constant in ``like``'s dtype."""
+        return self.const(np.array(value).astype(like.dtype.numpy))
+
+    def _fold_from(self, start: int) -> None:
+        """Evaluate every new node whose operands are all known (constant folding)."""
+        for node in self.g.nodes[start:]:
+            if node.id in self.known:
+                continue
+            if node.op == "constant":
+                self.known[node.id] = node.attrs["value"].array
+                continue
+            if node.op in ("input", "param") or not node.inputs:
+                continue
+            if not all(i in self.known for i in node.inputs) or not node.shape.is_static or node.shape.numel > FOLD_LIMIT:
+                continue
+            try:
+                self.known[node.id] = eval_node(node, [self.known[i] for i in node.inputs], node.type)
+            except RlxError:
+                continue
+
+    # ------------------------------------------------------------------ graph
+    def run(self) -> tuple[Graph, dict[str, np.ndarray]]:
+        onnx = _onnx()
+        graph = self.model.graph
+        self._check_supported(graph.node)
+        try:
+            inferred = onnx.shape_inference.infer_shapes(self.model, strict_mode=False)
+            for vi in [*inferred.graph.value_info, *inferred.graph.output]:
+                if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+                    self.expected[vi.name] = vi.type.tensor_type.elem_type
+        except Exception:  # noqa: BLE001 - inference is only a hint for output dtypes
+            pass
+        inits = {t.name: t for t in graph.initializer}
+        for t in graph.initializer:
+            arr = tensor_to_array(t)
+            if DType.of(arr.dtype).is_float and t.name not in self.static_inputs:
+                v = self.g.param(self._leaf_name(t.name), arr.shape, DType.of(arr.dtype))
+                self.params[v.node.attrs["name"]] = arr
+                self.env[t.name] = v
+            else:
+                self.env[t.name] = self.const(arr)
+            self.deps[t.name] = frozenset()
+        for vi in graph.input:
+            if vi.name in inits:
+                continue
+            if vi.name in self.static_inputs:
+                self.env[vi.name] = self.const(np.asarray(self.static_inputs[vi.name]))
+                self.deps[vi.name] = frozenset()
+                continue
+            self.env[vi.name] = self._declare_input(vi)
+            self.deps[vi.name] = frozenset({vi.name})
+        for node in graph.node:
+            self.convert_node(node, self.opsets)
+        outs = []
+        for vi in graph.output:
+            v = self.value(vi.name)
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+                want = rlx_dtype(vi.type.tensor_type.elem_type, f"output {vi.name!r}: ")
+                if v.dtype != want:
+                    v = self.g.cast(v, to=want)
+            outs.append(v)
+        self.g.set_outputs(outs)
+        from rlx.opt.cleanup import dce
+
+        g = dce(self.g, keep_leaves=True).graph
+        from rlx.ir.verify import verify
+
+        verify(g)
+        return g, self.params
+
+    def _leaf_name(self, name: str) -> str:
+        return name if name else f"onnx_{next(self._uid)}"
+
+    def _declare_input(self, vi) -> Value:
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is None:
+            raise OnnxUnsupported(f"input {vi.name!r}: only tensor inputs are supported (not sequence / map / optional)")
+        dtype = rlx_dtype(tt.elem_type, f"input {vi.name!r}: ")
+        if vi.name in self.input_shapes:
+            shape = list(self.input_shapes[vi.name])
+        else:
+            shape = []
+            for i, d in enumerate(tt.shape.dim):
+                if d.HasField("dim_value"):
+                    shape.append(int(d.dim_value))
+                elif d.dim_param:
+                    shape.append("".join(c if c.isalnum() else "_" for c in d.dim_param).lstrip("0123456789") or f"d{i}")
+                else:
+                    raise OnnxUnsupported(f"input {vi.name!r}: dim {i} has no size or name (pass input_shapes=)")
+        return self.g.input(vi.name, shape, dtype)
+
+    def _check_supported(self, nodes) -> None:
+        missing: Counter = Counter()
+        for node in nodes:
+            if not self._convertible(node):
+                missing[node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"] += 1
+        if missing:
+            raise UnsupportedOpsError(missing)
+
+    def _convertible(self, node) -> bool:
+        if node.domain in ("", "ai.onnx") and node.op_type in CONVERTERS:
+            return True
+        return self._function_of(node, probe=True) is not None
+
+    def _function_of(self, node, probe: bool = False, opsets: Mapping[str, int] | None = None):
+        onnx = _onnx()
+        domain = node.domain or ""
+        version = (opsets or self.opsets).get(domain or "ai.onnx")
+        if version is None or domain not in ("", "ai.onnx"):
+            return None
+        try:
+            schema = onnx.defs.get_schema(node.op_type, version, domain)
+        except Exception:  # noqa: BLE001 - unknown op
+            return None
+        if schema.has_function:
+            if probe:
+                return True
+            fn = onnx.FunctionProto()
+            versions = [v for v in schema.function_opset_versions if v <= version]
+            if not versions:
+                return None
+            fn.ParseFromString(schema.get_function_with_opset_version(max(versions)))
+            return fn
+        if schema.has_context_dependent_function:
+            if probe:
+                return True
+            versions = [v for v in schema.context_dependent_function_opset_versions if v <= version]
+            if not versions:
+                return None
+            types = []
+            for name in node.input:
+                if not name:
+                    types.append(onnx.TypeProto())
+                    continue
+                v = self.value(name)
+                types.append(onnx.helper.make_tensor_type_proto(onnx_dtype(v.dtype), [d if isinstance(d, int) else None for d in v.shape]))
+            with_defaults = onnx.NodeProto()
+            with_defaults.CopyFrom(node)
+            given = {a.name for a in node.attribute}
+            for key, spec in schema.attributes.items():
+                if key not in given and spec.default_value.name:
+                    with_defaults.attribute.append(spec.default_value)
+            try:
+                raw = schema.get_context_dependent_function_with_opset_version(
+                    max(versions), with_defaults.SerializeToString(), [t.SerializeToString() for t in types])
+            except Exception as exc:  # noqa: BLE001
+                raise OnnxUnsupported(f"{node.op_type}: its ONNX function body could not be built: {exc}") from None
+            fn = onnx.FunctionProto()
+            fn.ParseFromString(raw)
+            return fn
+        return None
+
+    # ------------------------------------------------------------------ nodes
+    def convert_node(self, node, opsets: Mapping[str, int]) -> None:
+        start = len(self.g)
+        deps = frozenset().union(*(self.deps.get(n, frozenset()) for n in node.input if n))
+        fn = CONVERTERS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        if fn is None:
+            body = self._function_of(node, opsets=opsets)
+            if body is None:
+                raise UnsupportedOpsError(Counter({node.op_type: 1}))
+            self._expand(node, body, opsets)
+            return
+        saved = self.opset
+        self.opset = opsets.get("ai.onnx", self.opset)
+        try:
+            ins = [self.value(n) if n else None for n in node.input]
+            result = fn(self, node, ins, _attrs(node))
+        except (OnnxError, RlxError) as exc:
+            if isinstance(exc, OnnxError):
+                raise
+            raise OnnxError(f"{node.op_type} node {node.name or node.output[0]!r}: {exc}") from exc
+        finally:
+            self.opset = saved
+        results = list(result) if isinstance(result, (list, tuple)) else [result]
+        self._fold_from(start)
+        for i, name in enumerate(node.output):
+            if not name:
+                continue
+            if i >= len(results) or results[i] is None:
+                raise OnnxUnsupported(f"{node.op_type}: output {i} ({name!r}) is not supported")
+            v = results[i]
+            want = self.expected.get(name)
+            if want and want in ONNX_TYPE_NAMES:
+                try:
+                    wd = rlx_dtype(want)
+                except OnnxUnsupported:
+                    wd = None
+                if wd is not None and wd != v.dtype:
+                    v = self.g.cast(v, to=wd)
+                    self._fold_from(v.id)
+            if v.id in self.known and self.g.node(v.id).op != "constant":
+                v = self.const(self.known[v.id])
+            self.env[name] = v
+            self.deps[name] = deps
+
+    def _expand(self, node, fn, opsets: Mapping[str, int]) -> None:
+        """Import an op through its ONNX function body (attributes substituted, names scoped)."""
+        onnx = _onnx()
+        prefix = f"__{node.op_type}_{next(self._uid)}_"
+        rename = {formal: actual for formal, actual in zip(fn.input, node.input)}
+        rename.update({formal: "" for formal in list(fn.input)[len(node.input):]})
+        attrs = {a.name: a for a in node.attribute}
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opsets.get(node.domain or "ai.onnx", 1), node.domain or "")
+            for key, spec in schema.attributes.items():
+                if key not in attrs and spec.default_value.name:
+                    attrs[key] = spec.default_value
+        except Exception:  # noqa: BLE001 - defaults are best effort
+            pass
+        inner_opsets = dict(opsets)
+        inner_opsets.update({o.domain or "ai.onnx": o.version for o in fn.opset_import})
+        for inner in fn.node:
+            new = onnx.NodeProto()
+            new.CopyFrom(inner)
+            del new.attribute[:]
+            for a in inner.attribute:
+                if a.ref_attr_name:
+                    if a.ref_attr_name in attrs:
+                        copy = onnx.AttributeProto()
+                        copy.CopyFrom(attrs[a.ref_attr_name])
+                        copy.name = a.name
+                        new.attribute.append(copy)
+                else:
+                    new.attribute.append(a)
+            new.input[:] = [rename.get(n, prefix + n) if n else "" for n in inner.input]
+            new.output[:] = [prefix + n if n else "" for n in inner.output]
+            self.convert_node(new, inner_opsets)
+            for n in inner.output:
+                if n:
+                    rename[n] = prefix + n
+        for formal, actual in zip(fn.output, node.output):
+            if actual:
+                src = rename.get(formal, prefix + formal)
+                self.env[actual] = self.value(src)
+                self.deps[actual] = self.deps.get(src, frozenset())
+
+
+def import_model(model: Any, *, static_inputs: Mapping[str, np.ndarray] | None = None,
+                 input_shapes: Mapping[str, Sequence[Any]] | None = None) -> tuple[Graph, dict[str, np.ndarray]]:
+    """Import an ONNX model (path, bytes or ``onnx.ModelProto``) as an rlx MIR graph and its params.
+
+    ``static_inputs`` binds graph inputs to constant values (specialization: shape-like
+    inputs become attributes); ``input_shapes`` overrides the declared input shapes.
+    """
+    onnx = _onnx()
+    if isinstance(model, (str, bytes)) and not isinstance(model, bytes) or hasattr(model, "__fspath__"):
+        model = onnx.load(str(model))
+    elif isinstance(model, bytes):
+        model = onnx.load_from_string(model)
+    if not isinstance(model, onnx.ModelProto):
+        raise OnnxError(f"import_model expects a path or an onnx.ModelProto, got {type(model).__name__}")
+    return Importer(model, static_inputs=static_inputs, input_shapes=input_shapes).run()
+
+
+# ====================================================================== converter helpers
+def _axis(a: int, rank: int) -> int:
+    if not -max(rank, 1) <= a < max(rank, 1):
+        raise OnnxUnsupported(f"axis {a} out of range for rank {rank}")
+    return a % rank if rank else 0
+
+
+def _ints(cx: Importer, node, idx: int, attr: str | None, attrs: dict, default=None):
+    """An int list given as attribute (older opsets) or as a static input (newer)."""
+    if attr is not None and attr in attrs:
+        return [int(v) for v in attrs[attr]]
+    if idx < len(node.input) and node.input[idx]:
+        return [int(v) for v in np.asarray(cx.static(node.input[idx], attr or "operand")).reshape(-1)]
+    return default
+
+
+def _reshape(cx: Importer, v: Value, shape: Sequence[int]) -> Value:
+    if tuple(v.shape) == tuple(shape):
+        return v
+    return cx.g.reshape(v, new_shape=[int(s) for s in shape])
+
+
+def _static_shape(v: Value) -> list[int]:
+    if not v.shape.is_static:
+        raise OnnxUnsupported(f"a static shape is needed, got {v.shape!r}")
+    return [int(d) for d in v.shape]
+
+
+def _broadcast_to(cx: Importer, v: Value, shape: Sequence[int]) -> Value:
+    if tuple(v.shape) == tuple(shape):
+        return v
+    return cx.g.expand(v, target_shape=list(shape))
+
+
+def _cast(cx: Importer, v: Value, dtype: DType) -> Value:
+    return v if v.dtype == dtype else cx.g.cast(v, to=dtype)
+
+
+# ====================================================================== elementwise
+_ACT = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Neg": "neg",
+        "Abs": "abs", "Sin": "sin", "Cos": "cos", "Tan": "tan", "Atan": "atan"}
+_MATH = {"Erf": "erf", "Floor": "floor", "Ceil": "ceil", "Sign": "sign", "Round": "round_even", "Asin": "asin",
+         "Acos": "acos", "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh"}
+
+
+@converter(*_ACT)
+def _act(cx, node, ins, attrs):
+    x = ins[0]
+    if node.op_type == "Relu" and x.dtype.is_int:
+        return cx.g.maximum(x, cx.scalar(0, x))
+    return cx.g.activation(x, kind=_ACT[node.op_type])
+
+
+@converter(*_MATH)
+def _math(cx, node, ins, attrs):
+    return cx.g.unary_math(ins[0], kind=_MATH[node.op_type])
+
+
+@converter("Reciprocal")
+def _reciprocal(cx, node, ins, attrs):
+    return cx.scalar(1.0, ins[0]) / ins[0]
+
+
+@converter("Identity")
+def _identity(cx, node, ins, attrs):
+    return ins[0]
+
+
+_BIN = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow"}
+
+
+@converter(*_BIN)
+def _binary(cx, node, ins, attrs):
+    a, b = ins
+    op = _BIN[node.op_type]
+    if op == "pow" and a.dtype != b.dtype:
+        b = _cast(cx, b, a.dtype) if a.dtype.is_float else b
+    if a.dtype.is_int and b.dtype.is_int and a.dtype != b.dtype:
+        b = _cast(cx, b, a.dtype)
+    out = cx.g.binary(a, b, op=op)
+    return _cast(cx, out, a.dtype)
+
+
+@converter("Max", "Min", "Sum", "Mean")
+def _variadic(cx, node, ins, attrs):
+    op = {"Max": "max", "Min": "min", "Sum": "add", "Mean": "add"}[node.op_type]
+    acc = ins[0]
+    for v in ins[1:]:
+        acc = cx.g.binary(acc, v, op=op)
+    if node.op_type == "Mean":
+        acc = acc / cx.scalar(float(len(ins)), acc)
+    return acc
+
+
+_CMP = {"Equal": "eq", "Less": "lt", "LessOrEqual": "le", "Greater": "gt", "GreaterOrEqual": "ge"}
+
+
+@converter(*_CMP)
+def _compare(cx, node, ins, attrs):
+    return cx.g.compare(ins[0], ins[1], op=_CMP[node.op_type])
+
+
+@converter("And", "Or", "Xor")
+def _logical(cx, node, ins, attrs):
+    a, b = ins
+    if node.op_type == "Xor":
+        return cx.g.ne(a, b)
+    return cx.g.binary(a, b, op="mul" if node.op_type == "And" else "add")
+
+
+@converter("Not")
+def _not(cx, node, ins, attrs):
+    return cx.g.eq(ins[0], cx.const(np.array(False)))
+
+
+@converter("BitwiseAnd", "BitwiseOr", "BitwiseXor")
+def _bitwise(cx, node, ins, attrs):
+    return cx.g.binary_ext(ins[0], ins[1], op={"BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor"}[node.op_type])
+
+
+@converter("BitwiseNot")
+def _bitwise_not(cx, node, ins, attrs):
+    x = ins[0]
+    ones = np.array(-1).astype(x.dtype.numpy) if x.dtype.numpy.kind == "i" else np.array(np.iinfo(x.dtype.numpy).max, x.dtype.numpy)
+    return cx.g.binary_ext(x, cx.const(ones), op="bitwise_xor")
+
+
+@converter("BitShift")
+def _bitshift(cx, node, ins, attrs):
+    return cx.g.binary_ext(ins[0], ins[1], op="shift_left" if attrs["direction"] == "LEFT" else "shift_right")
+
+
+@converter("Mod")
+def _mod(cx, node, ins, attrs):
+    a, b = ins
+    fmod = attrs.get("fmod", 0)
+    if a.dtype.is_float and not fmod:
+        raise OnnxUnsupported("Mod: fmod=0 on floats is not allowed by ONNX")
+    return cx.g.binary_ext(a, b, op="fmod" if fmod else "mod")
+
+
+@converter("IsNaN")
+def _isnan(cx, node, ins, attrs):
+    return cx.g.ne(ins[0], ins[0])
+
+
+@converter("IsInf")
+def _isinf(cx, node, ins, attrs):
+    x = ins[0]
+    pos, neg = attrs.get("detect_positive", 1), attrs.get("detect_negative", 1)
+    parts = []
+    if pos:
+        parts.append(cx.g.eq(x, cx.scalar(np.inf, x)))
+    if neg:
+        parts.append(cx.g.eq(x, cx.scalar(-np.inf, x)))
+    if not parts:
+        return cx.g.ne(x, x) if False else cx.g.lt(x, x)
+    return parts[0] if len(parts) == 1 else cx.g.add(parts[0], parts[1])
+
+
+@converter("Where")
+def _where(cx, node, ins, attrs):
+    return cx.g.where(ins[0], ins[1], ins[2])
+
+
+@converter("Cast")
+def _cast_op(cx, node, ins, attrs):
+    to = rlx_dtype(attrs["to"], "Cast: ")
+    return _cast_saturating(cx, ins[0], to, attrs.get("saturate", 1))
+
+
+@converter("CastLike")
+def _castlike(cx, node, ins, attrs):
+    return _cast_saturating(cx, ins[0], ins[1].dtype, attrs.get("saturate", 1))
+
+
+def _cast_saturating(cx, x: Value, to: DType, saturate: int) -> Value:
+    if to in (DType.F8E4M3, DType.F8E5M2) and x.dtype.is_float and x.dtype not in (DType.F8E4M3, DType.F8E5M2):
+        if saturate:
+            big = float(ml_dtypes.finfo(to.numpy).max)
+            inf = cx.g.eq(cx.g.abs(x), cx.scalar(np.inf, x))
+            clipped = cx.g.minimum(cx.g.maximum(x, cx.scalar(-big, x)), cx.scalar(big, x))
+            x = cx.g.where(inf, x, clipped) if to == DType.F8E5M2 else clipped
+        elif to == DType.F8E4M3:
+            raise OnnxUnsupported("Cast to FLOAT8E4M3FN with saturate=0 (overflow to NaN) is not modelled")
+    return _cast(cx, x, to)
+
+
+# activations with parameters
+@converter("Elu")
+def _elu(cx, node, ins, attrs):
+    x, alpha = ins[0], attrs.get("alpha", 1.0)
+    return cx.g.where(cx.g.gt(x, cx.scalar(0.0, x)), x, (cx.g.exp(x) - cx.scalar(1.0, x)) * cx.scalar(alpha, x))
+
+
+@converter("Selu")
+def _selu(cx, node, ins, attrs):
+    x = ins[0]
+    alpha, gamma = attrs.get("alpha", 1.67326319217681884765625), attrs.get("gamma", 1.05070102214813232421875)
+    neg = cx.g.exp(x) * cx.scalar(alpha, x) - cx.scalar(alpha, x)
+    return cx.g.where(cx.g.gt(x, cx.scalar(0.0, x)), x, neg) * cx.scalar(gamma, x)
+
+
+@converter("LeakyRelu")
+def _leaky(cx, node, ins, attrs):
+    x = ins[0]
+    return cx.g.where(cx.g.lt(x, cx.scalar(0.0, x)), x * cx.scalar(attrs.get("alpha", 0.01), x), x)
+
+
+@converter("PRelu")
+def _prelu(cx, node, ins, attrs):
+    x, slope = ins
+    return cx.g.where(cx.g.lt(x, cx.scalar(0, x)), x * slope, x)
+
+
+@converter("ThresholdedRelu")
+def _thresholded(cx, node, ins, attrs):
+    x = ins[0]
+    return cx.g.where(cx.g.gt(x, cx.scalar(attrs.get("alpha", 1.0), x)), x, cx.scalar(0.0, x))
+
+
+@converter("HardSigmoid")
+def _hard_sigmoid(cx, node, ins, attrs):
+    x = ins[0]
+    y = x * cx.scalar(attrs.get("alpha", 0.2), x) + cx.scalar(attrs.get("beta", 0.5), x)
+    return cx.g.maximum(cx.g.minimum(y, cx.scalar(1.0, x)), cx.scalar(0.0, x))
+
+
+@converter("HardSwish")
+def _hard_swish(cx, node, ins, attrs):
+    x = ins[0]
+    y = x * cx.scalar(1.0 / 6.0, x) + cx.scalar(0.5, x)
+    return x * cx.g.maximum(cx.g.minimum(y, cx.scalar(1.0, x)), cx.scalar(0.0, x))
+
+
+@converter("Softplus")
+def _softplus(cx, node, ins, attrs):
+    x = ins[0]
+    return cx.g.log(cx.g.exp(x) + cx.scalar(1.0, x))
+
+
+@converter("Softsign")
+def _softsign(cx, node, ins, attrs):
+    x = ins[0]
+    return x / (cx.g.abs(x) + cx.scalar(1.0, x))
+
+
+@converter("Mish")
+def _mish(cx, node, ins, attrs):
+    x = ins[0]
+    return x * cx.g.tanh(cx.g.log(cx.g.exp(x) + cx.scalar(1.0, x)))
+
+
+@converter("Gelu")
+def _gelu(cx, node, ins, attrs):
+    return cx.g.activation(ins[0], kind="gelu_approx" if attrs.get("approximate", "none") == "tanh" else "gelu")
+
+
+@converter("Swish")
+def _swish(cx, node, ins, attrs):
+    x = ins[0]
+    alpha = attrs.get("alpha", 1.0)
+    return x * cx.g.sigmoid(x * cx.scalar(alpha, x)) if alpha != 1.0 else cx.g.silu(x)
+
+
+@converter("Shrink")
+def _shrink(cx, node, ins, attrs):
+    x = ins[0]
+    lambd, bias = attrs.get("lambd", 0.5), attrs.get("bias", 0.0)
+    zero = cx.scalar(0, x)
+    hi = cx.g.where(cx.g.gt(x, cx.scalar(lambd, x)), x - cx.scalar(bias, x), zero)
+    return cx.g.where(cx.g.lt(x, cx.scalar(-lambd, x)), x + cx.scalar(bias, x), hi)
+
+
+@converter("Clip")
+def _clip(cx, node, ins, attrs):
+    x = ins[0]
+    if cx.opset < 11:
+        lo, hi = attrs.get("min"), attrs.get("max")
+        lo = cx.scalar(lo, x) if lo is not None else None
+        hi = cx.scalar(hi, x) if hi is not None else None
+    else:
+        lo = ins[1] if len(ins) > 1 else None
+        hi = ins[2] if len(ins) > 2 else None
+    if lo is not None:
+        x = cx.g.where(cx.g.lt(x, lo), lo, x)
+    if hi is not None:
+        x = cx.g.where(cx.g.gt(x, hi), hi, x)
+    return x
+
+
+# ====================================================================== linear algebra
+@converter("MatMul")
+def _matmul(cx, node, ins, attrs):
+    a, b = ins
+    a_vec, b_vec = len(a.shape) == 1, len(b.shape) == 1
+    if a_vec:
+        a = _reshape(cx, a, [1, *a.shape])
+    if b_vec:
+        b = _reshape(cx, b, [*b.shape, 1])
+    y = cx.g.matmul(a, b)
+    if a_vec or b_vec:
+        shape = list(y.shape)
+        if b_vec:
+            shape.pop(-1)
+        if a_vec:
+            shape.pop(-2 if not b_vec else -1)
+        y = _reshape(cx, y, shape)
+    return y
+
+
+@converter("Gemm")
+def _gemm(cx, node, ins, attrs):
+    a, b = ins[0], ins[1]
+    if attrs.get("transA", 0):
+        a = cx.g.transpose(a, perm=[1, 0])
+    if attrs.get("transB", 0):
+        b = cx.g.transpose(b, perm=[1, 0])
+    y = cx.g.matmul(a, b)
+    alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
+    if alpha != 1.0:
+        y = y * cx.scalar(alpha, y)
+    if len(ins) > 2 and ins[2] is not None:
+        c = ins[2]
+        if beta != 1.0:
+            c = c * cx.scalar(beta, c)
+        y = y + c
+    return y
+
+
+@converter("Einsum")
+def _einsum(cx, node, ins, attrs):
+    eq = attrs["equation"].replace(" ", "")
+    lhs, _, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ins):
+        raise OnnxUnsupported(f"Einsum {eq!r}: {len(terms)} terms for {len(ins)} operands")
+    letters = iter(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in eq)
+    ell: list[str] = []
+
+    def expand(term: str, rank: int) -> str:
+        if "..." not in term:
+            return term
+        n = rank - (len(term) - 3)
+        while len(ell) < n:
+            ell.insert(0, next(letters))
+        return term.replace("...", "".join(ell[len(ell) - n:]))
+
+    terms = [expand(t, len(v.shape)) for t, v in zip(terms, ins)]
+    if not _:
+        counts = Counter("".join(terms))
+        out = "".join(ell) + "".join(sorted(c for c in counts if counts[c] == 1 and c not in ell))
+    else:
+        out = rhs.replace("...", "".join(ell))
+    for t, v in zip(terms, ins):
+        if len(set(t)) != len(t):
+            raise OnnxUnsupported(f"Einsum {eq!r}: repeated index in one operand (diagonal) is not expressible")
+        if len(t) != len(v.shape):
+            raise OnnxUnsupported(f"Einsum {eq!r}: term {t!r} does not match rank {len(v.shape)}")
+    operands = list(zip(terms, ins))
+
+    def reduce_unused(t: str, v: Value, keep: str) -> tuple[str, Value]:
+        drop = [i for i, c in enumerate(t) if c not in keep]
+        if drop:
+            v = cx.g.reduce(v, op="sum", axes=drop, keep_dim=False)
+            t = "".join(c for c in t if c in keep)
+        return t, v
+
+    t0, v0 = operands[0]
+    rest = "".join(t for t, _v in operands[1:]) + out
+    t0, v0 = reduce_unused(t0, v0, rest)
+    for k in range(1, len(operands)):
+        t1, v1 = operands[k]
+        later = "".join(t for t, _v in operands[k + 1:]) + out
+        t1, v1 = reduce_unused(t1, v1, t0 + later)
+        batch = [c for c in t0 if c in t1 and c in later]
+        contract = [c for c in t0 if c in t1 and c not in later]
+        v0 = cx.g.dot_general(v0, v1, lhs_contracting=[t0.index(c) for c in contract], rhs_contracting=[t1.index(c) for c in contract],
+                              lhs_batch=[t0.index(c) for c in batch], rhs_batch=[t1.index(c) for c in batch])
+        t0 = "".join(batch) + "".join(c for c in t0 if c not in t1) + "".join(c for c in t1 if c not in t0)
+    t0, v0 = reduce_unused(t0, v0, out)
+    if t0 != out:
+        if sorted(t0) != sorted(out):
+            raise OnnxUnsupported(f"Einsum {eq!r}: output {out!r} not expressible")
+        v0 = cx.g.transpose(v0, perm=[t0.index(c) for c in out])
+    return v0
+
+
+# ====================================================================== shape ops
+@converter("Reshape")
+def _reshape_op(cx, node, ins, attrs):
+    x = ins[0]
+    shape = _ints(cx, node, 1, "shape" if cx.opset < 5 else None, attrs)
+    allowzero = attrs.get("allowzero", 0)
+    src = list(x.shape)
+    out = []
+    for i, d in enumerate(shape):
+        if d == 0 and not allowzero:
+            out.append(src[i])
+        else:
+            out.append(d)
+    if all(isinstance(d, int) for d in out) and -1 not in out:
+        return _reshape(cx, x, out)
+    if not x.shape.is_static and any(isinstance(d, str) for d in out):
+        return cx.g.reshape(x, new_shape=[-1 if isinstance(d, str) else d for d in out])
+    return cx.g.reshape(x, new_shape=out)
+
+
+@converter("Flatten")
+def _flatten(cx, node, ins, attrs):
+    x = ins[0]
+    shape = _static_shape(x)
+    axis = attrs.get("axis", 1)
+    axis = axis + len(shape) if axis < 0 else axis
+    if not 0 <= axis <= len(shape):
+        raise OnnxError(f"Flatten: axis {attrs.get('axis')} out of range for rank {len(shape)}")
+    return _reshape(cx, x, [math.prod(shape[:axis]), math.prod(shape[axis:])])
+
+
+@converter("Transpose")
+def _transpose(cx, node, ins, attrs):
+    perm = attrs.get("perm")
+    return cx.g.transpose(ins[0], perm=list(perm) if perm is not None else None)
+
+
+@converter("Squeeze")
+def _squeeze(cx, node, ins, attrs):
+    x = ins[0]
+    axes = _ints(cx, node, 1, "axes" if cx.opset < 13 else None, attrs)
+    shape = list(x.shape)
+    if axes is None:
+        axes = [i for i, d in enumerate(shape) if d == 1]
+    axes = {_axis(a, len(shape)) for a in axes}
+    return _reshape(cx, x, [d for i, d in enumerate(shape) if i not in axes])
+
+
+@converter("Unsqueeze")
+def _unsqueeze(cx, node, ins, attrs):
+    x = ins[0]
+    axes = _ints(cx, node, 1, "axes" if cx.opset < 13 else None, attrs)
+    rank = len(x.shape) + len(axes)
+    axes = sorted(_axis(a, rank) for a in axes)
+    shape = list(x.shape)
+    for a in axes:
+        shape.insert(a, 1)
+    return _reshape(cx, x, shape)
+
+
+@converter("Concat")
+def _concat(cx, node, ins, attrs):
+    parts = [v for v in ins if v is not None]
+    return cx.g.concat(parts, axis=attrs["axis"])
+
+
+@converter("Split")
+def _split(cx, node, ins, attrs):
+    x = ins[0]
+    axis = _axis(attrs.get("axis", 0), len(x.shape))
+    size = x.shape[axis]
+    split = _ints(cx, node, 1, "split" if cx.opset < 13 else None, attrs)
+    n = len(node.output)
+    if split is None:
+        parts = attrs.get("num_outputs", n)
+        chunk = -(-size // parts)
+        split = [min(chunk, size - i * chunk) for i in range(parts)]
+    outs, start = [], 0
+    for s in split:
+        outs.append(cx.g.narrow(x, axis=axis, start=start, length=s))
+        start += s
+    return outs
+
+
+def _index_along(cx, x: Value, axis: int, index: np.ndarray) -> Value:
+    """x restricted to ``index`` (static positions) on ``axis``: narrow when contiguous, else gather."""
+    n = x.shape[axis]
+    if len(index) == n and (index == np.arange(n)).all():
+        return x
+    if len(index) and (np.diff(index) == 1).all():
+        return cx.g.narrow(x, axis=axis, start=int(index[0]), length=len(index))
+    return cx.g.gather(x, cx.const(index.astype(np.int64)), axis=axis)
+
+
+@converter("Slice")
+def _slice(cx, node, ins, attrs):
+    x = ins[0]
+    if cx.opset < 10:
+        starts, ends, axes, steps = attrs["starts"], attrs["ends"], attrs.get("axes"), None
+    else:
+        starts, ends = _ints(cx, node, 1, None, attrs), _ints(cx, node, 2, None, attrs)
+        axes, steps = _ints(cx, node, 3, None, attrs), _ints(cx, node, 4, None, attrs)
+    rank = len(x.shape)
+    axes = list(range(len(starts))) if axes is None else [_axis(a, rank) for a in axes]
+    steps = [1] * len(starts) if steps is None else steps
+    for a, s, e, st in zip(axes, starts, ends, steps):
+        n = x.shape[a]
+        if not isinstance(n, int):
+            raise OnnxUnsupported(f"Slice on symbolic axis {a}")
+        idx = np.arange(n)[slice(*slice(int(s), int(e), int(st)).indices(n))]
+        x = _index_along(cx, x, a, idx)
+    return x
+
+
+@converter("Expand")
+def _expand_op(cx, node, ins, attrs):
+    x = ins[0]
+    shape = _ints(cx, node, 1, None, attrs)
+    out = broadcast_shapes(x.shape, tuple(shape))
+    return _broadcast_to(cx, x, list(out))
+
+
+@converter("Tile")
+def _tile(cx, node, ins, attrs):
+    x = ins[0]
+    reps = _ints(cx, node, 1, None, attrs)
+    shape = _static_shape(x)
+    if all(r == 1 for r in reps):
+        return x
+    inter = []
+    for d, r in zip(shape, reps):
+        inter += [r, d]
+    y = _reshape(cx, x, [s for pair in zip([1] * len(shape), shape) for s in pair])
+    y = _broadcast_to(cx, y, inter)
+    return _reshape(cx, y, [d * r for d, r in zip(shape, reps)])
+
+
+@converter("Pad")
+def _pad(cx, node, ins, attrs):
+    x = ins[0]
+    rank = len(x.shape)
+    mode = attrs.get("mode", "constant")
+    if cx.opset < 11:
+        pads, value, axes = attrs["pads"], attrs.get("value", 0.0), None
+    else:
+        pads = _ints(cx, node, 1, None, attrs)
+        value = 0
+        if len(node.input) > 2 and node.input[2]:
+            value = cx.static(node.input[2], "constant_value").reshape(-1)[0] if ins[2].shape.numel else 0
+        axes = _ints(cx, node, 3, None, attrs)
+    axes = list(range(rank)) if axes is None else [_axis(a, rank) for a in axes]
+    k = len(axes)
+    return pad_value(cx, x, {a: (pads[i], pads[i + k]) for i, a in enumerate(axes)}, mode, value)
+
+
+def pad_value(cx, x: Value, pads: dict[int, tuple[int, int]], mode: str = "constant", value: Any = 0) -> Value:
+    """Pad (or crop, for negative amounts) x axis by axis, exactly: concat / gather of static indices."""
+    for axis, (before, after) in sorted(pads.items()):
+        n = x.shape[axis]
+        if not isinstance(n, int):
+            raise OnnxUnsupported(f"Pad on symbolic axis {axis}")
+        if before < 0 or after < 0:
+            x = cx.g.narrow(x, axis=axis, start=max(-before, 0), length=n + min(before, 0) + min(after, 0))
+            before, after = max(before, 0), max(after, 0)
+            n = x.shape[axis]
+        if before == 0 and after == 0:
+            continue
+        if mode == "constant":
+            parts = []
+            for amount in (before, after):
+                shape = list(x.shape)
+                shape[axis] = amount
+                block = cx.const(np.full(shape, value, dtype=x.dtype.numpy)) if amount else None
+                parts.append(block)
+            pieces = [p for p in (parts[0], x, parts[1]) if p is not None]
+            x = cx.g.concat(pieces, axis=axis)
+            continue
+        pos = np.arange(-before, n + after)
+        if mode == "edge":
+            idx = np.clip(pos, 0, n - 1)
+        elif mode == "reflect":
+            if n == 1:
+                idx = np.zeros_like(pos)
+            else:
+                period = 2 * (n - 1)
+                m = np.mod(pos, period)
+                idx = np.where(m < n, m, period - m)
+        elif mode == "wrap":
+            idx = np.mod(pos, n)
+        else:
+            raise OnnxUnsupported(f"Pad mode {mode!r}")
+        x = cx.g.gather(x, cx.const(idx.astype(np.int64)), axis=axis)
+    return x
+
+
+@converter("Gather")
+def _gather(cx, node, ins, attrs):
+    x, idx = ins
+    axis = _axis(attrs.get("axis", 0), len(x.shape))
+    if not idx.dtype.is_int:
+        raise OnnxUnsupported("Gather with non-integer indices")
+    return cx.g.gather(x, idx, axis=axis)
+
+
+@converter("GatherElements")
+def _gather_elements(cx, node, ins, attrs):
+    return cx.g.gather_elements(ins[0], ins[1], axis=attrs.get("axis", 0))
+
+
+@converter("ScatterElements", "Scatter")
+def _scatter_elements(cx, node, ins, attrs):
+    return cx.g.scatter_elements(ins[0], ins[1], ins[2], axis=attrs.get("axis", 0), reduction=attrs.get("reduction", "none"))
+
+
+@converter("Shape")
+def _shape(cx, node, ins, attrs):
+    shape = ins[0].shape
+    if not shape.is_static:
+        raise OnnxUnsupported(f"Shape of a symbolic shape {shape!r}")
+    rank = len(shape)
+    start, end = attrs.get("start", 0), attrs.get("end", rank)
+    start = min(max(start + rank if start < 0 else start, 0), rank)
+    end = min(max(end + rank if end < 0 else end, 0), rank)
+    return cx.const(np.array(list(shape)[start:end], dtype=np.int64))
+
+
+@converter("Size")
+def _size(cx, node, ins, attrs):
+    return cx.const(np.array(math.prod(_static_shape(ins[0])), dtype=np.int64))
+
+
+@converter("Constant")
+def _constant(cx, node, ins, attrs):
+    if "value" in attrs:
+        return cx.const(tensor_to_array(attrs["value"]))
+    if "value_float" in attrs:
+        return cx.const(np.array(attrs["value_float"], np.float32))
+    if "value_floats" in attrs:
+        return cx.const(np.array(attrs["value_floats"], np.float32))
+    if "value_int" in attrs:
+        return cx.const(np.array(attrs["value_int"], np.int64))
+    if "value_ints" in attrs:
+        return cx.const(np.array(attrs["value_ints"], np.int64))
+    raise OnnxUnsupported(f"Constant with attributes {sorted(attrs)}")
+
+
+@converter("ConstantOfShape")
+def _constant_of_shape(cx, node, ins, attrs):
+    shape = [int(d) for d in cx.static(node.input[0], "shape").reshape(-1)]
+    value = tensor_to_array(attrs["value"]).reshape(-1) if "value" in attrs else np.zeros(1, np.float32)
+    return cx.const(np.full(shape, value[0], dtype=value.dtype))
+
+
+@converter("Range")
+def _range(cx, node, ins, attrs):
+    start, limit, delta = (cx.static(n, "Range operand") for n in node.input[:3])
+    n = max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
+    return cx.const((start + np.arange(n) * delta).astype(start.dtype))
+
+
+@converter("EyeLike")
+def _eyelike(cx, node, ins, attrs):
+    x = ins[0]
+    shape = _static_shape(x)
+    dtype = rlx_dtype(attrs["dtype"]) if "dtype" in attrs else x.dtype
+    return cx.const(np.eye(shape[0], shape[1], k=attrs.get("k", 0), dtype=dtype.numpy))
+
+
+@converter("OneHot")
+def _onehot(cx, node, ins, attrs):
+    idx, values = ins[0], ins[2]
+    depth = int(np.asarray(cx.static(node.input[1], "depth")).reshape(-1)[0])
+    axis = attrs.get("axis", -1)
+    rank = len(idx.shape) + 1
+    axis = _axis(axis, rank)
+    idx = _cast(cx, idx, DType.I64) if not idx.dtype.is_int else _cast(cx, idx, DType.I64)
+    idx = cx.g.where(cx.g.lt(idx, cx.scalar(0, idx)), idx + cx.scalar(depth, idx), idx)
+    shape = [1] * rank
+    shape[axis] = depth
+    iota = cx.const(np.arange(depth, dtype=np.int64).reshape(shape))
+    idx_shape = list(idx.shape)
+    idx_shape.insert(axis, 1)
+    hit = cx.g.eq(_reshape(cx, idx, idx_shape), iota)
+    off = cx.g.narrow(values, axis=0, start=0, length=1)
+    on = cx.g.narrow(values, axis=0, start=1, length=1)
+    return cx.g.where(hit, _reshape(cx, on, []), _reshape(cx, off, []))
+
+
+@converter("Trilu")
+def _trilu(cx, node, ins, attrs):
+    x = ins[0]
+    k = 0
+    if len(node.input) > 1 and node.input[1]:
+        k = int(cx.static(node.input[1], "k").reshape(-1)[0])
+    n, m = _static_shape(x)[-2:]
+    rows, cols = np.arange(n)[:, None], np.arange(m)[None, :]
+    keep = (cols - rows >= k) if attrs.get("upper", 1) else (cols - rows <= k)
+    return cx.g.where(cx.const(keep), x, cx.const(np.zeros((), x.dtype.numpy)))
+
+
+@converter("DepthToSpace")
+def _depth_to_space(cx, node, ins, attrs):
+    x = ins[0]
+    b = attrs["blocksize"]
+    n, c, h, w = _static_shape(x)
+    if attrs.get("mode", "DCR") == "DCR":
+        y = _reshape(cx, x, [n, b, b, c // (b * b), h, w])
+        y = cx.g.transpose(y, perm=[0, 3, 4, 1, 5, 2])
+    else:
+        y = _reshape(cx, x, [n, c // (b * b), b, b, h, w])
+        y = cx.g.transpose(y, perm=[0, 1, 4, 2, 5, 3])
+    return _reshape(cx, y, [n, c // (b * b), h * b, w * b])
+
+
+@converter("SpaceToDepth")
+def _space_to_depth(cx, node, ins, attrs):
+    x = ins[0]
+    b = attrs["blocksize"]
+    n, c, h, w = _static_shape(x)
+    y = _reshape(cx, x, [n, c, h // b, b, w // b, b])
+    y = cx.g.transpose(y, perm=[0, 1, 3, 5, 2, 4] if attrs.get("mode", "DCR") == "CRD" else [0, 3, 5, 1, 2, 4])
+    return _reshape(cx, y, [n, c * b * b, h // b, w // b])
+
+
+@converter("Dropout")
+def _dropout(cx, node, ins, attrs):
+    x = ins[0]
+    training = False
+    if len(node.input) > 2 and node.input[2]:
+        training = bool(cx.static(node.input[2], "training_mode").reshape(-1)[0])
+    ratio = 0.0
+    if len(node.input) > 1 and node.input[1]:
+        ratio = float(cx.static(node.input[1], "ratio").reshape(-1)[0])
+    if training and ratio != 0.0:
+        raise OnnxUnsupported("Dropout in training mode (random) is not modelled")
+    mask = cx.const(np.ones(_static_shape(x), dtype=bool))
+    return [x, mask]
+
+
+@converter("Compress")
+def _compress(cx, node, ins, attrs):
+    x = ins[0]
+    cond = np.asarray(cx.static(node.input[1], "condition")).reshape(-1).astype(bool)
+    axis = attrs.get("axis")
+    if axis is None:
+        x = _reshape(cx, x, [math.prod(_static_shape(x))])
+        axis = 0
+    axis = _axis(axis, len(x.shape))
+    return cx.g.gather(x, cx.const(np.nonzero(cond)[0].astype(np.int64)), axis=axis)
+
+
+# ====================================================================== reductions
+def _reduce_axes(cx, node, ins, attrs, from_input_since: int) -> list[int] | None:
+    if cx.opset >= from_input_since:
+        axes = _ints(cx, node, 1, None, attrs)
+    else:
+        axes = attrs.get("axes")
+    rank = len(ins[0].shape)
+    if not axes:
+        if attrs.get("noop_with_empty_axes", 0):
+            return None
+        return list(range(rank))
+    return sorted({_axis(a, rank) for a in axes})
+
+
+def _reduce_generic(cx, node, ins, attrs, op: str, since: int = 18):
+    x = ins[0]
+    axes = _reduce_axes(cx, node, ins, attrs, since)
+    keep = bool(attrs.get("keepdims", 1))
+    if axes is None:
+        return x, None, keep
+    return x, axes, keep
+
+
+_REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min", "ReduceProd": "prod"}
+
+
+@converter(*_REDUCE, "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
+def _reduce(cx, node, ins, attrs):
+    x, axes, keep = _reduce_generic(cx, node, ins, attrs, "", 13 if node.op_type == "ReduceSum" else 18)
+    kind = node.op_type
+    if axes is None:
+        if kind in ("ReduceL1",):
+            return cx.g.abs(x)
+        if kind == "ReduceL2":
+            return cx.g.abs(x)
+        if kind == "ReduceSumSquare":
+            return x * x
+        if kind == "ReduceLogSum":
+            return cx.g.log(x)
+        return x
+    if kind in _REDUCE:
+        op = _REDUCE[kind]
+        if op == "mean" and not x.dtype.is_float:
+            y = cx.g.reduce(x, op="sum", axes=axes, keep_dim=keep)
+            return cx.g.div(y, cx.scalar(math.prod(x.shape[a] for a in axes), y))
+        if op in ("max", "min") and x.dtype.is_bool:
+            return cx.g.reduce(x, op=op, axes=axes, keep_dim=keep)
+        return cx.g.reduce(x, op=op, axes=axes, keep_dim=keep)
+    if kind == "ReduceL1":
+        return cx.g.reduce(cx.g.abs(x), op="sum", axes=axes, keep_dim=keep)
+    if kind == "ReduceL2":
+        y = cx.g.reduce(x * x, op="sum", axes=axes, keep_dim=keep)
+        return _cast(cx, cx.g.sqrt(_cast(cx, y, DType.F32) if not y.dtype.is_float else y), x.dtype)
+    if kind == "ReduceSumSquare":
+        return cx.g.reduce(x * x, op="sum", axes=axes, keep_dim=keep)
+    if kind == "ReduceLogSum":
+        return cx.g.log(cx.g.reduce(x, op="sum", axes=axes, keep_dim=keep))
+    # ReduceLogSumExp, stabilised by the max
+    m = cx.g.reduce(x, op="max", axes=axes, keep_dim=True)
+    m = cx.g.where(cx.g.eq(cx.g.abs(m), cx.scalar(np.inf, m)), cx.scalar(0.0, m), m)
+    s = cx.g.log(cx.g.reduce(cx.g.exp(x - m), op="sum", axes=axes, keep_dim=True)) + m
+    return s if keep else _reshape(cx, s, [d for i, d in enumerate(x.shape) if i not in axes])
+
+
+@converter("ArgMax", "ArgMin")
+def _argreduce(cx, node, ins, attrs):
+    return cx.g.arg_reduce(ins[0], op=node.op_type.lower(), axis=attrs.get("axis", 0), keep_dim=bool(attrs.get("keepdims", 1)),
+                           select_last=bool(attrs.get("select_last_index", 0)))
+
+
+def _coerced(cx, node, x: Value, attrs, fn):
+    """Softmax-family semantics: opset >= 13 acts on one axis; older opsets flatten to 2-D at axis."""
+    rank = len(x.shape)
+    if cx.opset >= 13:
+        return fn(x, _axis(attrs.get("axis", -1), rank))
+    axis = _axis(attrs.get("axis", 1), rank) if rank else 0
+    shape = _static_shape(x)
+    flat = _reshape(cx, x, [math.prod(shape[:axis]), math.prod(shape[axis:])])
+    return _reshape(cx, fn(flat, 1), shape)
+
+
+@converter("Softmax")
+def _softmax(cx, node, ins, attrs):
+    return _coerced(cx, node, ins[0], attrs, lambda v, a: cx.g.softmax(v, axis=a))
+
+
+def _log_softmax(cx, v: Value, a: int) -> Value:
+    m = cx.g.reduce(v, op="max", axes=[a], keep_dim=True)
+    d = v - m
+    return d - cx.g.log(cx.g.reduce(cx.g.exp(d), op="sum", axes=[a], keep_dim=True))
+
+
+@converter("LogSoftmax")
+def _logsoftmax(cx, node, ins, attrs):
+    return _coerced(cx, node, ins[0], attrs, lambda v, a: _log_softmax(cx, v, a))
+
+
+@converter("Hardmax")
+def _hardmax(cx, node, ins, attrs):
+    def fn(v, a):
+        idx = cx.g.arg_reduce(v, op="argmax", axis=a, keep_dim=True)
+        shape = [1] * len(v.shape)
+        shape[a] = v.shape[a]
+        hit = cx.g.eq(idx, cx.const(np.arange(v.shape[a], dtype=np.int64).reshape(shape)))
+        return cx.g.cast(hit, to=v.dtype)
+
+    return _coerced(cx, node, ins[0], attrs, fn)
+
+
+@converter("CumSum", "CumProd")
+def _cumsum(cx, node, ins, attrs):
+    axis = int(cx.static(node.input[1], "axis").reshape(-1)[0])
+    return cx.g.cumulative(ins[0], op="sum" if node.op_type == "CumSum" else "prod", axis=axis,
+                           exclusive=bool(attrs.get("exclusive", 0)), reverse=bool(attrs.get("reverse", 0)))
+
+
+@converter("TopK")
+def _topk(cx, node, ins, attrs):
+    x = ins[0]
+    k = int(cx.static(node.input[1], "K").reshape(-1)[0]) if cx.opset >= 10 else attrs["k"]
+    axis = attrs.get("axis", -1)
+    idx = cx.g.topk_indices(x, k=k, axis=axis, largest=bool(attrs.get("largest", 1)))
+    return [cx.g.gather_elements(x, idx, axis=axis), idx]
+
+
+# ====================================================================== normalization
+def _moments(cx, x: Value, axes: list[int]):
+    mu = cx.g.reduce(x, op="mean", axes=axes, keep_dim=True)
+    d = x - mu
+    var = cx.g.reduce(d * d, op="mean", axes=axes, keep_dim=True)
+    return mu, d, var
+
+
+@converter("BatchNormalization")
+def _batchnorm(cx, node, ins, attrs):
+    x, scale, bias, mean, var = ins[:5]
+    eps = attrs.get("epsilon", 1e-5)
+    rank = len(x.shape)
+    shape = [1] * rank
+    if rank > 1:
+        shape[1] = x.shape[1]
+    training = attrs.get("training_mode", 0) or (cx.opset < 7 and not attrs.get("is_test", 1)) or len(node.output) > 1 and any(node.output[1:])
+    if training:
+        axes = [i for i in range(rank) if i != 1]
+        mu, d, v = _moments(cx, x, axes)
+        y = d / cx.g.sqrt(v + cx.scalar(eps, v)) * _reshape(cx, scale, shape) + _reshape(cx, bias, shape)
+        mom = attrs.get("momentum", 0.9)
+        bm = _reshape(cx, mu, [x.shape[1]])
+        bv = _reshape(cx, v, [x.shape[1]])
+        run_mean = mean * cx.scalar(mom, mean) + bm * cx.scalar(1 - mom, bm)
+        run_var = var * cx.scalar(mom, var) + bv * cx.scalar(1 - mom, bv)
+        return [y, run_mean, run_var]
+    inv = cx.g.rsqrt(_reshape(cx, var, shape) + cx.scalar(eps, var))
+    return (x - _reshape(cx, mean, shape)) * (inv * _reshape(cx, scale, shape)) + _reshape(cx, bias, shape)
+
+
+@converter("InstanceNormalization")
+def _instancenorm(cx, node, ins, attrs):
+    x, scale, bias = ins
+    rank = len(x.shape)
+    shape = [1, x.shape[1]] + [1] * (rank - 2)
+    _mu, d, var = _moments(cx, x, list(range(2, rank)))
+    y = d / cx.g.sqrt(var + cx.scalar(attrs.get("epsilon", 1e-5), var))
+    return y * _reshape(cx, scale, shape) + _reshape(cx, bias, shape)
+
+
+@converter("LayerNormalization")
+def _layernorm(cx, node, ins, attrs):
+    x, scale = ins[0], ins[1]
+    bias = ins[2] if len(ins) > 2 else None
+    rank = len(x.shape)
+    axis = _axis(attrs.get("axis", -1), rank)
+    eps = attrs.get("epsilon", 1e-5)
+    axes = list(range(axis, rank))
+    stash = DType.F32 if attrs.get("stash_type", 1) == 1 and x.dtype != DType.F64 else x.dtype
+    xs = _cast(cx, x, stash)
+    want_stats = len(node.output) > 1 and any(node.output[1:])
+    if (axis == rank - 1 and len(scale.shape) == 1 and (bias is None or len(bias.shape) == 1) and not want_stats
+            and stash == x.dtype):
+        b = bias if bias is not None else cx.const(np.zeros(scale.shape, scale.dtype.numpy))
+        return cx.g.layer_norm(x, scale, b, axis=-1, eps=eps)
+    mu, d, var = _moments(cx, xs, axes)
+    inv = cx.g.rsqrt(var + cx.scalar(eps, var))
+    y = _cast(cx, d * inv, x.dtype) * scale
+    if bias is not None:
+        y = y + bias
+    return [y, mu, inv]
+
+
+@converter("RMSNormalization")
+def _rmsnorm(cx, node, ins, attrs):
+    x, scale = ins
+    rank = len(x.shape)
+    axis = _axis(attrs.get("axis", -1), rank)
+    stash = DType.F32 if attrs.get("stash_type", 1) == 1 and x.dtype != DType.F64 else x.dtype
+    xs = _cast(cx, x, stash)
+    ms = cx.g.reduce(xs * xs, op="mean", axes=list(range(axis, rank)), keep_dim=True)
+    y = xs * cx.g.rsqrt(ms + cx.scalar(attrs.get("epsilon", 1e-5), ms))
+    return _cast(cx, y, x.dtype) * scale
+
+
+@converter("GroupNormalization")
+def _groupnorm(cx, node, ins, attrs):
+    x, scale, bias = ins
+    g_ = attrs["num_groups"]
+    shape = _static_shape(x)
+    n, c = shape[:2]
+    eps = attrs.get("epsilon", 1e-5)
+    if cx.opset < 21:
+        raise OnnxUnsupported("GroupNormalization-18 (per-group scale) is deprecated; use opset 21")
+    if len(shape) == 4 and scale.shape == (c,) and c % g_ == 0 and x.dtype == scale.dtype:
+        return cx.g.group_norm(x, scale, bias, num_groups=g_, eps=eps)
+    grouped = _reshape(cx, x, [n, g_, -1]) if False else _reshape(cx, x, [n, g_, math.prod(shape[1:]) // g_])
+    _mu, d, var = _moments(cx, grouped, [2])
+    y = _reshape(cx, d / cx.g.sqrt(var + cx.scalar(eps, var)), shape)
+    cs = [1, c] + [1] * (len(shape) - 2)
+    return y * _reshape(cx, scale, cs) + _reshape(cx, bias, cs)
+
+
+@converter("LpNormalization")
+def _lpnorm(cx, node, ins, attrs):
+    x = ins[0]
+    axis = _axis(attrs.get("axis", -1), len(x.shape))
+    p = attrs.get("p", 2)
+    if p == 1:
+        norm = cx.g.reduce(cx.g.abs(x), op="sum", axes=[axis], keep_dim=True)
+    else:
+        norm = cx.g.sqrt(cx.g.reduce(x * x, op="sum", axes=[axis], keep_dim=True))
+    return x / norm
+
+
+# ====================================================================== conv and pooling
+def _spatial(x: Value, what: str) -> int:
+    n = len(x.shape) - 2
+    if n not in (1, 2):
+        raise OnnxUnsupported(f"{what}: only 1-D and 2-D spatial inputs are supported (rank {len(x.shape)})")
+    return n
+
+
+def _auto_pads(auto_pad: str, sizes, kernel, strides, dilations) -> list[int]:
+    n = len(sizes)
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pads = [0] * (2 * n)
+        for i in range(n):
+            out = -(-sizes[i] // strides[i])
+            total = max((out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - sizes[i], 0)
+            small, big = total // 2, total - total // 2
+            pads[i], pads[i + n] = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
+        return pads
+    return [0] * (2 * n)
+
+
+def _to2d(cx, x: Value) -> Value:
+    return _reshape(cx, x, [*x.shape[:2], 1, x.shape[2]])
+
+
+@converter("Conv")
+def _conv(cx, node, ins, attrs):
+    x, w = ins[0], ins[1]
+    b = ins[2] if len(ins) > 2 else None
+    nsp = _spatial(x, "Conv")
+    kernel = list(attrs.get("kernel_shape", _static_shape(w)[2:]))
+    strides = list(attrs.get("strides", [1] * nsp))
+    dil = list(attrs.get("dilations", [1] * nsp))
+    group = attrs.get("group", 1)
+    auto = attrs.get("auto_pad", "NOTSET")
+    sizes = _static_shape(x)[2:]
+    pads = list(attrs.get("pads", [0] * (2 * nsp))) if auto in ("NOTSET", "VALID") else _auto_pads(auto, sizes, kernel, strides, dil)
+    if auto == "VALID":
+        pads = [0] * (2 * nsp)
+    if nsp == 1:
+        x, w = _to2d(cx, x), _to2d(cx, w)
+        kernel, strides, dil, pads = [1, *kernel], [1, *strides], [1, *dil], [0, pads[0], 0, pads[1]]
+    sym = [pads[0], pads[1]] if pads[0] == pads[2] and pads[1] == pads[3] else [0, 0]
+    if sym == [0, 0] and any(pads):
+        x = pad_value(cx, x, {2: (pads[0], pads[2]), 3: (pads[1], pads[3])})
+    y = cx.g.conv2d(x, w, stride=strides, padding=sym, dilation=dil, groups=group)
+    if b is not None:
+        y = y + _reshape(cx, b, [1, b.shape[0], 1, 1])
+    if nsp == 1:
+        y = _reshape(cx, y, [y.shape[0], y.shape[1], y.shape[3]])
+    return y
+
+
+@converter("ConvTranspose")
+def _conv_transpose(cx, node, ins, attrs):
+    x, w = ins[0], ins[1]
+    b = ins[2] if len(ins) > 2 else None
+    nsp = _spatial(x, "ConvTranspose")
+    if nsp != 2:
+        x, w = _to2d(cx, x), _to2d(cx, w)
+    kernel = list(_static_shape(w)[2:])
+    strides = list(attrs.get("strides", [1] * nsp))
+    dil = list(attrs.get("dilations", [1] * nsp))
+    outpad = list(attrs.get("output_padding", [0] * nsp))
+    pads = list(attrs.get("pads", [0] * (2 * nsp)))
+    sizes = _static_shape(x)[2:][-nsp:]
+    auto = attrs.get("auto_pad", "NOTSET")
+    if "output_shape" in attrs or auto in ("SAME_UPPER", "SAME_LOWER"):
+        out_shape = list(attrs["output_shape"])[-nsp:] if "output_shape" in attrs else [sizes[i] * strides[i] for i in range(nsp)]
+        pads = [0] * (2 * nsp)
+        for i in range(nsp):
+            total = strides[i] * (sizes[i] - 1) + outpad[i] + ((kernel[-nsp + i] - 1) * dil[i] + 1) - out_shape[i]
+            if total < 0:
+                outpad[i] += -total
+                total = 0
+            if auto == "SAME_UPPER" or (auto != "SAME_LOWER" and "output_shape" in attrs):
+                pads[i], pads[i + nsp] = total // 2, total - total // 2
+            else:
+                pads[i], pads[i + nsp] = total - total // 2, total // 2
+    if nsp == 1:
+        strides, dil, outpad, pads = [1, *strides], [1, *dil], [0, *outpad], [0, pads[0], 0, pads[1]]
+    # asymmetric padding: compute with the smaller pad, then crop the extra
+    lo = [min(pads[0], pads[2]), min(pads[1], pads[3])]
+    extra_op = [0, 0]
+    for i in range(2):
+        extra_op[i] = outpad[i]
+    big_out = cx.g.conv_transpose2d(x, w, stride=strides, padding=lo, dilation=dil, output_padding=[0, 0],
+                                    groups=attrs.get("group", 1)) if any(extra_op) or pads[0] != pads[2] or pads[1] != pads[3] else None
+    if big_out is None:
+        y = cx.g.conv_transpose2d(x, w, stride=strides, padding=lo, dilation=dil, groups=attrs.get("group", 1))
+    else:
+        y = big_out
+        crops = {}
+        for i in range(2):
+            before = pads[i] - lo[i]
+            after = pads[i + 2] - lo[i]
+            crops[2 + i] = (-before, -after + extra_op[i])
+        y = pad_value(cx, y, crops)
+    if b is not None:
+        y = y + _reshape(cx, b, [1, b.shape[0], 1, 1])
+    if nsp == 1:
+        y = _reshape(cx, y, [y.shape[0], y.shape[1], y.shape[3]])
+    return y
+
+
+def _pool_geometry(cx, x: Value, attrs, nsp: int):
+    kernel = list(attrs["kernel_shape"])
+    strides = list(attrs.get("strides", [1] * nsp))
+    dil = list(attrs.get("dilations", [1] * nsp))
+    sizes = _static_shape(x)[2:]
+    auto = attrs.get("auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = _auto_pads(auto, sizes, kernel, strides, dil)
+    elif auto == "VALID":
+        pads = [0] * (2 * nsp)
+    else:
+        pads = list(attrs.get("pads", [0] * (2 * nsp)))
+    extra = [0] * nsp
+    outs = []
+    for i in range(nsp):
+        span = (kernel[i] - 1) * dil[i] + 1
+        total = sizes[i] + pads[i] + pads[i + nsp] - span
+        if attrs.get("ceil_mode", 0):
+            out = -(-total // strides[i]) + 1
+            if (out - 1) * strides[i] >= sizes[i] + pads[i]:
+                out -= 1
+        else:
+            out = total // strides[i] + 1
+        need = (out - 1) * strides[i] + span - (sizes[i] + pads[i] + pads[i + nsp])
+        extra[i] = max(need, 0)
+        outs.append(out)
+    return kernel, strides, dil, pads, extra, outs
+
+
+@converter("MaxPool", "AveragePool", "LpPool")
+def _pool(cx, node, ins, attrs):
+    x = ins[0]
+    if len(node.output) > 1 and node.output[1]:
+        raise OnnxUnsupported("MaxPool Indices output is not supported")
+    nsp = _spatial(x, node.op_type)
+    kernel, strides, dil, pads, extra, outs = _pool_geometry(cx, x, attrs, nsp)
+    if any(d != 1 for d in dil):
+        raise OnnxUnsupported(f"{node.op_type} with dilations {dil}")
+    if nsp == 1:
+        x = _to2d(cx, x)
+        kernel, strides, pads, extra, outs = [1, *kernel], [1, *strides], [0, pads[0], 0, pads[1]], [0, *extra], [1, *outs]
+    is_max = node.op_type == "MaxPool"
+    lp = node.op_type == "LpPool"
+    src = x
+    if lp:
+        p = attrs.get("p", 2)
+        src = cx.g.abs(x) ** cx.scalar(float(p), x) if p != 2 else x * x
+    fill = (-np.inf if x.dtype.is_float else np.iinfo(x.dtype.numpy).min) if is_max else 0
+    amounts = {2: (pads[0], pads[2] + extra[0]), 3: (pads[1], pads[3] + extra[1])}
+    padded = pad_value(cx, src, amounts, value=fill) if any(a or b for a, b in amounts.values()) else src
+    y = cx.g.pool2d(padded, kind="max" if is_max else "sum", kernel_size=kernel, stride=strides, padding=[0, 0])
+    if tuple(y.shape[2:]) != tuple(outs):
+        y = pad_value(cx, y, {2: (0, outs[0] - y.shape[2]), 3: (0, outs[1] - y.shape[3])})
+    if node.op_type == "AveragePool":
+        h, w = _static_shape(x)[2:]
+        ones = np.zeros((h + pads[0] + pads[2] + extra[0], w + pads[1] + pads[3] + extra[1]))
+        if attrs.get("count_include_pad", 0):
+            ones[: h + pads[0] + pads[2], : w + pads[1] + pads[3]] = 1
+        else:
+            ones[pads[0]: pads[0] + h, pads[1]: pads[1] + w] = 1
+        win = np.lib.stride_tricks.sliding_window_view(ones, kernel)[:: strides[0], :: strides[1]].sum(axis=(-2, -1))
+        count = win[: outs[0], : outs[1]]
+        y = y / cx.const(count.astype(x.dtype.numpy))
+    if lp:
+        p = attrs.get("p", 2)
+        y = cx.g.sqrt(y) if p == 2 else y ** cx.scalar(1.0 / p, y)
+    if nsp == 1:
+        y = _reshape(cx, y, [y.shape[0], y.shape[1], y.shape[3]])
+    return y
+
+
+@converter("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
+def _global_pool(cx, node, ins, attrs):
+    x = ins[0]
+    axes = list(range(2, len(x.shape)))
+    if node.op_type == "GlobalLpPool":
+        p = attrs.get("p", 2)
+        s = cx.g.reduce(cx.g.abs(x) ** cx.scalar(float(p), x), op="sum", axes=axes, keep_dim=True)
+        return s ** cx.scalar(1.0 / p, s)
+    return cx.g.reduce(x, op="mean" if node.op_type == "GlobalAveragePool" else "max", axes=axes, keep_dim=True)
+
+
+@converter("LRN")
+def _lrn(cx, node, ins, attrs):
+    x = ins[0]
+    size = attrs["size"]
+    alpha, beta, bias = attrs.get("alpha", 1e-4), attrs.get("beta", 0.75), attrs.get("bias", 1.0)
+    c = _static_shape(x)[1]
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    sq = pad_value(cx, x * x, {1: (lo, hi)})
+    acc = None
+    for i in range(size):
+        part = cx.g.narrow(sq, axis=1, start=i, length=c)
+        acc = part if acc is None else acc + part
+    return x / (cx.scalar(bias, x) + acc * cx.scalar(alpha / size, x)) ** cx.scalar(beta, x)
+
+
+# ====================================================================== losses
+@converter("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss")
+def _nll(cx, node, ins, attrs):
+    x, target = ins[0], ins[1]
+    weight = ins[2] if len(ins) > 2 else None
+    reduction = attrs.get("reduction", "mean")
+    ignore = attrs.get("ignore_index")
+    log_prob = None
+    if node.op_type == "SoftmaxCrossEntropyLoss":
+        log_prob = _log_softmax(cx, x, 1)
+        x = log_prob
+    shape = _static_shape(x)
+    n, c = shape[:2]
+    t = _cast(cx, target, DType.I64)
+    if ignore is not None:
+        ign = cx.g.eq(t, cx.scalar(ignore, t))
+        t_safe = cx.g.where(ign, cx.scalar(0, t), t)
+    else:
+        ign, t_safe = None, t
+    t_exp = _reshape(cx, t_safe, [n, 1, *shape[2:]])
+    picked = _reshape(cx, cx.g.gather_elements(x, t_exp, axis=1), [n, *shape[2:]])
+    loss = -picked
+    w = None
+    if weight is not None:
+        w = cx.g.gather(weight, t_safe, axis=0)
+    if ign is not None:
+        zero = cx.scalar(0.0, loss)
+        w = cx.g.where(ign, zero, w if w is not None else cx.scalar(1.0, loss))
+        w = _broadcast_to(cx, w, list(loss.shape))
+    if w is not None:
+        loss = loss * w
+    if reduction == "none":
+        out = loss
+    elif reduction == "sum":
+        out = cx.g.reduce(loss, op="sum", axes=None, keep_dim=False)
+    elif w is not None:
+        out = cx.g.reduce(loss, op="sum", axes=None) / cx.g.reduce(w, op="sum", axes=None)
+    else:
+        out = cx.g.reduce(loss, op="mean", axes=None)
+    return [out, log_prob] if node.op_type == "SoftmaxCrossEntropyLoss" else out
+
+
+# ====================================================================== quantization
+@converter("DequantizeLinear")
+def _dequantize(cx, node, ins, attrs):
+    x, scale = ins[0], ins[1]
+    zp = ins[2] if len(ins) > 2 else None
+    if len(scale.shape) > 1 or attrs.get("block_size", 0):
+        raise OnnxUnsupported("DequantizeLinear with blocked scales")
+    axis = _axis(attrs.get("axis", 1), max(len(x.shape), 1))
+    shape = [1] * len(x.shape)
+
+    def lay(v):
+        if len(v.shape) == 1 and v.shape[0] != 1 or (len(v.shape) == 1 and len(x.shape) > axis and x.shape[axis] == 1):
+            s = list(shape)
+            s[axis] = v.shape[0]
+            return _reshape(cx, v, s)
+        return v
+
+    out_dtype = rlx_dtype(attrs["output_dtype"]) if attrs.get("output_dtype") else scale.dtype
+    xf = _cast(cx, x, DType.F32)
+    if zp is not None:
+        xf = xf - _cast(cx, lay(zp), DType.F32)
+    return _cast(cx, xf * _cast(cx, lay(scale), DType.F32), out_dtype)
+
+
+@converter("QuantizeLinear")
+def _quantize(cx, node, ins, attrs):
+    x, scale = ins[0], ins[1]
+    zp = ins[2] if len(ins) > 2 else None
+    if len(scale.shape) > 1 or attrs.get("block_size", 0):
+        raise OnnxUnsupported("QuantizeLinear with blocked scales")
+    out = zp.dtype if zp is not None else (rlx_dtype(attrs["output_dtype"]) if attrs.get("output_dtype") else DType.U8)
+    if out not in (DType.U8, DType.I8, DType.I16):
+        raise OnnxUnsupported(f"QuantizeLinear to {out}")
+    axis = _axis(attrs.get("axis", 1), max(len(x.shape), 1))
+
+    def lay(v):
+        if len(v.shape) == 1 and len(x.shape) > 1:
+            s = [1] * len(x.shape)
+            s[axis] = v.shape[0]
+            return _reshape(cx, v, s)
+        return v
+
+    xf = _cast(cx, x, DType.F32)
+    y = cx.g.unary_math(xf / _cast(cx, lay(scale), DType.F32), kind="round_even")
+    if zp is not None:
+        y = y + _cast(cx, lay(zp), DType.F32)
+    info = np.iinfo(out.numpy)
+    y = cx.g.minimum(cx.g.maximum(y, cx.scalar(float(info.min), y)), cx.scalar(float(info.max), y))
+    return _cast(cx, y, out)

@@ -1,0 +1,275 @@
+"""Index-producing and index-consuming ops: arg_reduce, topk_indices, cumulative,
+gather_elements, scatter_elements.
+
+Indices are integer tensors (i64 results). Every axis attribute accepts negative values and
+is stored non-negative. Semantics follow NumPy (``np.argmax``, ``np.take_along_axis``,
+``np.cumsum``); the ONNX operators ArgMax / ArgMin, TopK, CumSum, GatherElements and
+ScatterElements map onto them one to one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlx.ir.attrs import AttrSpec
+from rlx.ir.dtype import DType
+from rlx.ir.errors import AutodiffError, RlxError, ShapeError
+from rlx.ir.opdef import defop
+from rlx.ir.shape import Shape, TensorType
+from rlx.ops.common import axis_of
+
+
+def _canon_axis(ins, attrs):
+    try:
+        return {**attrs, "axis": axis_of(attrs["axis"], ins[0])}
+    except ShapeError:
+        return attrs
+
+
+def _shifted(ctx, node, operands, batched, **extra):
+    """Batch rule for ops that act along one axis: batch every operand, shift the axis."""
+    ins = [v if b else ctx.materialize(v) for v, b in zip(operands, batched)]
+    attrs = {**dict(node.attrs), "axis": ctx.shift_axis(node.attrs["axis"]), **extra}
+    return ctx.graph.append(node.op, ins, attrs)
+
+
+# -------------------------------------------------------------------------- arg_reduce
+def _arg_type(ins, attrs):
+    t = ins[0]
+    if t.dtype.is_complex:
+        raise ShapeError(f"arg_reduce is not defined on {t.dtype}")
+    if len(t.shape) == 0:
+        raise ShapeError("arg_reduce needs rank >= 1")
+    axis = axis_of(attrs["axis"], t)
+    if t.shape[axis] == 0:
+        raise ShapeError(f"arg_reduce over the empty axis {axis}")
+    dims = [1 if i == axis else d for i, d in enumerate(t.shape)] if attrs["keep_dim"] else \
+        [d for i, d in enumerate(t.shape) if i != axis]
+    return TensorType(Shape(dims), DType.I64)
+
+
+def _arg_kernel(args, attrs, out):
+    x, axis = args[0], attrs["axis"] % args[0].ndim
+    fn = np.argmax if attrs["op"] == "argmax" else np.argmin
+    if attrs["select_last"]:
+        n = x.shape[axis]
+        r = n - 1 - fn(np.flip(x, axis), axis=axis)
+    else:
+        r = fn(x, axis=axis)
+    r = r.astype(np.int64)
+    return np.expand_dims(r, axis) if attrs["keep_dim"] else r
+
+
+defop(
+    name="arg_reduce", family="indexing", arity=1, operands=("x",),
+    attrs={"op": AttrSpec("str", choices=("argmax", "argmin")), "axis": AttrSpec("int", default=0),
+           "keep_dim": AttrSpec("bool", default=True), "select_last": AttrSpec("bool", default=False)},
+    canonicalize=_canon_axis, infer=_arg_type, kernel=_arg_kernel, flags={"no_grad", "reduction"},
+    batch=_shifted,
+    doc="Index (i64) of the largest (argmax) or smallest (argmin) element along `axis` (np.argmax): the first "
+    "one on ties, or the last with select_last. NaN counts as the extreme (NumPy). keep_dim keeps the axis "
+    "as size 1 (ONNX default). Not differentiable.",
+)
+
+
+# ------------------------------------------------------------------------ topk_indices
+def _topk_type(ins, attrs):
+    t = ins[0]
+    if t.dtype.is_complex or t.dtype.is_bool:
+        raise ShapeError(f"topk_indices is not defined on {t.dtype}")
+    if len(t.shape) == 0:
+        raise ShapeError("topk_indices needs rank >= 1")
+    axis = axis_of(attrs["axis"], t)
+    k, n = attrs["k"], t.shape[axis]
+    if k < 0 or (isinstance(n, int) and k > n):
+        raise ShapeError(f"k={k} must be in [0, {n}] (axis {axis})")
+    return TensorType(Shape((*t.shape[:axis], k, *t.shape[axis + 1:])), DType.I64)
+
+
+def _topk_kernel(args, attrs, out):
+    x, axis, k = args[0], attrs["axis"] % args[0].ndim, attrs["k"]
+    key = -x if attrs["largest"] else x
+    if x.dtype.kind == "f":  # NaN first for largest (it compares greater), last for smallest
+        key = np.where(np.isnan(x), -np.inf if attrs["largest"] else np.inf, key)
+    order = np.argsort(key, axis=axis, kind="stable")
+    return np.take(order, np.arange(k), axis=axis).astype(np.int64)
+
+
+defop(
+    name="topk_indices", family="indexing", arity=1, operands=("x",),
+    attrs={"k": AttrSpec("int"), "axis": AttrSpec("int", default=-1), "largest": AttrSpec("bool", default=True)},
+    canonicalize=_canon_axis, infer=_topk_type, kernel=_topk_kernel, flags={"no_grad"},
+    batch=_shifted,
+    doc="Indices (i64) of the k largest (or smallest) elements along `axis`, sorted by value; ties keep the "
+    "lower index first (stable sort, ONNX TopK). The values are gather_elements(x, indices, axis). "
+    "Not differentiable (the values are, through gather_elements).",
+)
+
+
+# -------------------------------------------------------------------------- cumulative
+def _cum_type(ins, attrs):
+    t = ins[0]
+    if t.dtype.is_bool or t.dtype.is_complex:
+        raise ShapeError(f"cumulative is not defined on {t.dtype}")
+    if len(t.shape) == 0:
+        raise ShapeError("cumulative needs rank >= 1")
+    axis_of(attrs["axis"], t)
+    return t
+
+
+def _cum_kernel(args, attrs, out):
+    x, axis = args[0], attrs["axis"] % args[0].ndim
+    if attrs["reverse"]:
+        x = np.flip(x, axis)
+    fn = np.cumsum if attrs["op"] == "sum" else np.cumprod
+    r = fn(x, axis=axis, dtype=x.dtype)
+    if attrs["exclusive"]:
+        ident = np.zeros_like if attrs["op"] == "sum" else np.ones_like
+        first = ident(np.take(r, [0], axis=axis)) if x.shape[axis] else np.take(r, [], axis=axis)
+        r = np.concatenate([first, np.take(r, np.arange(max(x.shape[axis] - 1, 0)), axis=axis)], axis=axis)
+    return np.flip(r, axis) if attrs["reverse"] else r
+
+
+def _cum_vjp(ctx, node, ct):
+    if node.attrs["op"] != "sum":
+        raise AutodiffError("cumulative 'prod' has no gradient rule (not defined at zeros)")
+    return [ctx.graph.cumulative(ct, op="sum", axis=node.attrs["axis"], exclusive=node.attrs["exclusive"],
+                                 reverse=not node.attrs["reverse"])]
+
+
+def _cum_jvp(ctx, node, tangents):
+    if node.attrs["op"] != "sum":
+        raise AutodiffError("cumulative 'prod' has no tangent rule")
+    return ctx.graph.append("cumulative", [tangents[0]], dict(node.attrs))
+
+
+defop(
+    name="cumulative", family="indexing", arity=1, operands=("x",),
+    attrs={"op": AttrSpec("str", choices=("sum", "prod")), "axis": AttrSpec("int", default=0),
+           "exclusive": AttrSpec("bool", default=False), "reverse": AttrSpec("bool", default=False)},
+    canonicalize=_canon_axis, infer=_cum_type, kernel=_cum_kernel,
+    vjp=_cum_vjp, jvp=_cum_jvp, batch=_shifted,
+    doc="Running sum or product along `axis` (np.cumsum / np.cumprod in the input dtype). exclusive shifts "
+    "by one (the first element is 0 or 1); reverse accumulates from the end (ONNX CumSum / CumProd). "
+    "Gradient: sum only (the reverse running sum).",
+)
+
+
+# --------------------------------------------------------------------- gather_elements
+def _elements_check(data: TensorType, idx: TensorType, attrs, what: str) -> int:
+    if not idx.dtype.is_int:
+        raise ShapeError(f"indices must be an integer tensor, got {idx.dtype}")
+    if len(idx.shape) != len(data.shape) or len(data.shape) == 0:
+        raise ShapeError(f"indices {idx.shape!r} must have the rank of {what} {data.shape!r} (>= 1)")
+    return axis_of(attrs["axis"], data)
+
+
+def _gather_elements_type(ins, attrs):
+    data, idx = ins
+    axis = _elements_check(data, idx, attrs, "data")
+    for i, (a, b) in enumerate(zip(data.shape, idx.shape)):
+        if i != axis and isinstance(a, int) and isinstance(b, int) and b > a:
+            raise ShapeError(f"indices dim {b} exceeds data dim {a} on axis {i}")
+    return TensorType(idx.shape, data.dtype)
+
+
+def _checked_index(idx: np.ndarray, n: int, op: str) -> np.ndarray:
+    idx = idx.astype(np.int64)
+    bad = (idx < -n) | (idx >= n)
+    if bad.any():
+        raise RlxError(f"{op}: index {int(idx[bad].flat[0])} is out of range for an axis of size {n}")
+    return np.where(idx < 0, idx + n, idx)
+
+
+def _gather_elements_kernel(args, attrs, out):
+    data, idx = args
+    axis = attrs["axis"] % data.ndim
+    idx = _checked_index(idx, data.shape[axis], "gather_elements")
+    sub = tuple(slice(0, s) if i != axis else slice(None) for i, s in enumerate(idx.shape))
+    return np.take_along_axis(data[sub], idx, axis=axis)
+
+
+def _gather_elements_vjp(ctx, node, ct):
+    data, idx = ctx.operands(node)
+    zeros = ctx.zeros_like(data)
+    return [ctx.graph.scatter_elements(zeros, idx, ct, axis=node.attrs["axis"], reduction="add"), None]
+
+
+defop(
+    name="gather_elements", family="indexing", arity=2, operands=("data", "indices"),
+    attrs={"axis": AttrSpec("int", default=0)},
+    canonicalize=_canon_axis, infer=_gather_elements_type, kernel=_gather_elements_kernel,
+    vjp=_gather_elements_vjp,
+    jvp=lambda ctx, node, tangents: ctx.graph.gather_elements(tangents[0], ctx.operand(node, 1), axis=node.attrs["axis"]),
+    batch=_shifted,
+    doc="np.take_along_axis(data, indices, axis) (ONNX GatherElements): out[i][j][k] = data[idx[i][j][k]][j][k] "
+    "for axis 0. indices has data's rank; off the axis its dims may be smaller than data's (a leading "
+    "sub-block is read). Negative indices wrap; out-of-range ones raise RlxError at run time. "
+    "Gradient: scatter_elements(zeros, indices, dy, reduction='add').",
+)
+
+
+# -------------------------------------------------------------------- scatter_elements
+def _scatter_elements_type(ins, attrs):
+    data, idx, upd = ins
+    _elements_check(data, idx, attrs, "data")
+    if tuple(upd.shape) != tuple(idx.shape):
+        raise ShapeError(f"updates {upd.shape!r} must have the shape of indices {idx.shape!r}")
+    if upd.dtype != data.dtype:
+        raise ShapeError(f"updates dtype {upd.dtype} differs from data dtype {data.dtype}")
+    return data
+
+
+def _scatter_elements_kernel(args, attrs, out):
+    data, idx, upd = args
+    axis = attrs["axis"] % data.ndim
+    idx = _checked_index(idx, data.shape[axis], "scatter_elements")
+    result = data.copy()
+    grid = np.indices(idx.shape)
+    where = tuple(idx if i == axis else grid[i] for i in range(data.ndim))
+    red = attrs["reduction"]
+    if red == "none":
+        result[where] = upd
+    elif red == "add":
+        np.add.at(result, where, upd)
+    elif red == "mul":
+        np.multiply.at(result, where, upd)
+    elif red == "max":
+        np.maximum.at(result, where, upd)
+    else:
+        np.minimum.at(result, where, upd)
+    return result
+
+
+def _scatter_elements_vjp(ctx, node, ct):
+    red = node.attrs["reduction"]
+    if red not in ("none", "add"):
+        raise AutodiffError(f"scatter_elements reduction {red!r} has no gradient rule")
+    data, idx, upd = ctx.operands(node)
+    g, axis = ctx.graph, node.attrs["axis"]
+    d_upd = g.gather_elements(ct, idx, axis=axis) if ctx.wants(node, 2) else None
+    d_data = ct if red == "add" else g.scatter_elements(ct, idx, ctx.zeros_like(upd), axis=axis, reduction="none")
+    return [d_data, None, d_upd]
+
+
+def _scatter_elements_jvp(ctx, node, tangents):
+    red = node.attrs["reduction"]
+    if red not in ("none", "add"):
+        raise AutodiffError(f"scatter_elements reduction {red!r} has no tangent rule")
+    data, idx, upd = ctx.operands(node)
+    td = tangents[0] if tangents[0] is not None else ctx.zeros_like(data)
+    tu = tangents[2] if tangents[2] is not None else ctx.zeros_like(upd)
+    return ctx.graph.append("scatter_elements", [td, idx, tu], dict(node.attrs))
+
+
+defop(
+    name="scatter_elements", family="indexing", arity=3, operands=("data", "indices", "updates"),
+    attrs={"axis": AttrSpec("int", default=0),
+           "reduction": AttrSpec("str", default="none", choices=("none", "add", "mul", "max", "min"))},
+    canonicalize=_canon_axis, infer=_scatter_elements_type, kernel=_scatter_elements_kernel,
+    vjp=_scatter_elements_vjp, jvp=_scatter_elements_jvp, batch=_shifted,
+    doc="A copy of data with updates written at the positions indices names along `axis` (ONNX "
+    "ScatterElements): out[idx[i][j]][j] = upd[i][j] for axis 0. reduction none overwrites (with duplicate "
+    "indices the last update wins, as NumPy assignment), add / mul / max / min combine with the existing "
+    "value (np.add.at …). Negative indices wrap. Gradients for none and add only.",
+)

@@ -6,6 +6,7 @@ MIR graph whose nodes keep their HIR provenance. The block ops themselves are de
 :mod:`rlx.ops.hir_blocks`.
 """
 
+from rlx.hir import codec as _codec  # noqa: F401  (registers the module codec)
 from rlx.hir.builder import HirGraph
 from rlx.hir.errors import LowerError
 from rlx.hir.inspect import inspect, inspect_graph_diff, inspect_hir, inspect_lir, inspect_mir, op_histogram, pretty_print, pretty_stats

@@ -260,7 +260,7 @@ def _full(cx: _Ctx, value: Any, dtype: DType) -> Value:
 
 # ------------------------------------------------------------------------ pass-throughs
 @_conv("aten.clone", "aten.alias", "aten.detach", "aten.contiguous", "aten.lift_fresh_copy", "aten.alias_copy",
-       "aten.detach_copy", "aten.clone.default")
+       "aten.detach_copy")
 def _identity(cx, node, x, *args, **kwargs):
     return x
 
@@ -1024,7 +1024,8 @@ def _adaptive_max_pool2d(cx, node, x, output_size):
 @_conv("aten.upsample_nearest2d.vec", "aten.upsample_nearest2d.default")
 def _upsample_nearest2d(cx, node, x, *args, **kwargs):
     n, c, h, w = x.shape
-    if cx.out_shape() != (n, c, 2 * h, 2 * w) if isinstance(h, int) and isinstance(w, int) else True:
+    static = isinstance(h, int) and isinstance(w, int)
+    if not static or cx.out_shape() != (n, c, 2 * h, 2 * w):
         raise cx.fail("only 2x nearest upsampling of static H, W is supported (rlx resize_nearest_2x)")
     return cx.g.resize_nearest_2x(x)
 

@@ -4,6 +4,8 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):  # jax sharding tests: 8 CPU devices, set before jax loads
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
 
 
 @pytest.fixture

@@ -419,3 +419,33 @@ def test_complex_values_downstream_of_wrt_are_refused():
         rlx.grad(g, ["x"])
     with pytest.raises(rlx.AutodiffError, match="complex"):
         rlx.jvp(g, ["x"])
+
+
+def test_hir_module_refuses_ambiguous_ids_but_takes_values():
+    holder = {}
+
+    def build(h):
+        w = h.param("w", (4, 3), "f64")
+        holder["w"] = w
+        return h.linear(h.input("x", (2, 4), "f64"), w, activation="tanh")
+
+    m = rlx.define("layer", build)
+
+    class Module:
+        def lower_to_mir(self, policy):
+            return _with_sum(m.lower_to_mir(policy=policy), rlx.Graph("x"))
+
+    with pytest.raises(rlx.AutodiffError, match="ambiguous"):
+        rlx.grad(Module(), [1])
+    (dw,) = rlx.run(rlx.grad(Module(), [holder["w"]]), {"x": np.ones((2, 4)), "d_output": ONE}, {"w": np.zeros((4, 3))})
+    np.testing.assert_allclose(dw, np.full((4, 3), 2.0))
+
+
+def test_every_activation_kind_has_a_derivative():
+    from rlx.ops.elementwise import ACTIVATIONS
+
+    for kind in ACTIVATIONS:
+        g = rlx.Graph("k")
+        x = g.input("x", (2,), "f64")
+        g.set_outputs([g.sum(g.activation(x, kind=kind))])
+        rlx.verify(rlx.hvp(g, ["x"]))

@@ -19,9 +19,8 @@ import pytest
 
 jax = pytest.importorskip("jax")
 
-from jax_cases import assert_close, compile_fn, f32_variant, merge  # noqa: E402
-
 import rlx  # noqa: E402
+from backends.jax_cases import assert_close, compile_fn, f32_variant, merge  # noqa: E402
 from opcases import collect  # noqa: E402
 from rlx.backends.jax import DECOMPOSED, LEAVES, LOWERINGS, REFUSED, coverage  # noqa: E402
 

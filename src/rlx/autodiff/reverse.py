@@ -25,19 +25,21 @@ from rlx.opt.cleanup import dce
 SEED = "d_output"
 
 
-def resolve_wrt(g: Any, wrt: Iterable[Any] | Any, what: str) -> tuple[Graph, list[int], list[str | None]]:
+def resolve_wrt(g: Any, wrt: Iterable[Any] | Any, what: str, mir: Graph | None = None) -> tuple[Graph, list[int], list[str | None]]:
     """Prepare ``g`` and map ``wrt`` (names, Values, ids of the caller's graph) into it.
 
     Returns the prepared graph, the wrt ids in it, and each wrt's leaf name (or None).
     """
     from rlx.autodiff.prepare import as_mir
 
-    mir = as_mir(g, what)
+    mir = mir if mir is not None else as_mir(g, what)
     if isinstance(wrt, (str, Value, int)):
         wrt = [wrt]
     wrt = list(wrt)
     if not wrt:
         raise AutodiffError(f"{what}: wrt is empty")
+    if mir is not g and any(isinstance(r, int) and not isinstance(r, Value) for r in wrt):
+        raise AutodiffError(f"{what}: node ids are ambiguous for an HIR module (they name HIR nodes); pass wrt by name or Value")
     ids = resolve_refs(mir, wrt, what)
     prepared = prepare(mir, what)
     out: list[int] = []
@@ -173,4 +175,4 @@ def _checked(g: Any, wrt: Any, what: str) -> tuple[Graph, list[int], list[str | 
     mir = as_mir(g, what)
     if len(mir.output_ids) != 1:
         raise AutodiffError(f"{what}: the forward graph {mir.name!r} must have exactly one output (the loss), it has {len(mir.output_ids)}")
-    return resolve_wrt(mir, wrt, what)
+    return resolve_wrt(g, wrt, what, mir)

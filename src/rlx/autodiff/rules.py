@@ -23,8 +23,9 @@ Rules for op families must follow these rules of the road:
   non-float operands and sums contributions to the same value. ``ctx.wants(node, i)``
   says whether operand ``i`` needs a gradient at all (a rule may skip work when not).
 * ``jvp``: ``tangents[i]`` is ``None`` for a zero tangent; the rule is only called when
-  at least one is not ``None``. Return the output tangent (output shape and dtype) or
-  ``None`` for zero.
+  at least one is not ``None``. Return the output tangent or ``None`` for zero; a tangent
+  that broadcasts to the output shape, or has another float dtype, is broadcast / cast by
+  the driver.
 * ``batch``: operands marked ``batched`` carry a new leading batch axis of size
   ``ctx.batch_size``; the others are the per-example values unchanged. Return the batched
   result ``[batch, *node.shape]``. ``ctx.apply_broadcasting(node, operands, batched)`` is
@@ -32,10 +33,23 @@ Rules for op families must follow these rules of the road:
   unbatched operands broadcast on their own, batched ones get 1-axes inserted after the
   batch axis. ``ctx.materialize(v)`` gives an unbatched value a batch axis where an op
   needs all operands batched; ``ctx.shift_axis(a)`` maps a per-example axis attribute.
-* Only real floats are differentiated (complex values get no gradient yet). Ops that are
-  nowhere differentiable (compare, sources) carry the flag :data:`NO_GRAD` so that a
-  missing rule is never silent: a differentiable-looking op without a rule on a path from
-  ``wrt`` to the outputs raises :class:`rlx.AutodiffError` naming it.
+* Helpers every context offers (methods, so op modules need not import autodiff):
+  ``const``, ``cast``, ``unbroadcast``, ``where_zero``, ``safe``, ``zeros_like``,
+  ``reshape`` (one symbolic dim allowed), ``broadcast_like`` (symbolic dims allowed),
+  ``transpose_last2``, ``numel``, ``count`` (element count over axes, symbolic too);
+  rule contexts add ``operand`` / ``operands`` / ``output`` / ``primal``, the vjp context
+  ``wants``, the batch context ``batch_size``, ``align``, ``materialize``, ``shift_axis``,
+  ``apply_broadcasting``.
+* Only real floats are differentiated: int / bool values carry no gradient (rules are not
+  called for them), and a complex value downstream of ``wrt`` is an AutodiffError (not
+  implemented yet). Ops that are nowhere differentiable (compare, sources) carry the flag
+  :data:`NO_GRAD` so that a missing rule is never silent: an op without a rule on a path
+  from ``wrt`` to the outputs raises :class:`rlx.AutodiffError` naming it. ``no_grad``
+  ops with operands still need a ``batch`` rule. Ops that ``prepare_graph_for_ad``
+  removes (fused ops via ``decompose``, ``dot_general``) need no rules.
+* Tests: every op case in ``tests/ops/cases_*.py`` with float64 feeds is gradient- and
+  JVP-checked against finite differences and vmap-checked against a loop
+  (``tests/autodiff``); ``OpCase.differentiable`` narrows the feeds checked.
 * Use primitive ops in rules wherever that is cheap, so the derivative graph is again
   differentiable without rules on backward-kernel ops (elementwise activations are
   differentiated with elementwise primitives, not ``activation_backward``).

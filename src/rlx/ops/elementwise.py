@@ -15,7 +15,7 @@ import numpy as np
 
 from rlx.ir.attrs import AttrSpec
 from rlx.ir.dtype import DType
-from rlx.ir.errors import ShapeError
+from rlx.ir.errors import AutodiffError, ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import TensorType
 from rlx.ops.common import broadcast_promoted, promote_args
@@ -155,7 +155,7 @@ def _times_derivative(ctx, kind: str, x, y, v):
         x2 = x * x
         t = g.tanh((x + x2 * x * 0.044715) * _SQRT_2_OVER_PI)
         return v * (0.5 * (1.0 + t) + (0.5 * _SQRT_2_OVER_PI) * x * (1.0 - t * t) * (1.0 + x2 * (3 * 0.044715)))
-    raise NotImplementedError(f"no derivative for activation {kind!r}")  # pragma: no cover
+    raise AutodiffError(f"activation {kind!r} has no derivative in the activation rules")
 
 
 def _activation_vjp(ctx, node, ct):
@@ -168,12 +168,6 @@ def _activation_jvp(ctx, node, tangents):
 
 def _broadcasting_batch(ctx, node, operands, batched):
     return ctx.apply_broadcasting(node, operands, batched)
-
-
-assert set(ACTIVATIONS) == {
-    "gelu", "gelu_approx", "silu", "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt",
-    "neg", "abs", "sin", "cos", "tan", "atan", "round",
-}, "a new activation kind needs a case in _times_derivative"
 
 
 defop(

@@ -245,7 +245,7 @@ def _scatter_elements_vjp(ctx, node, ct):
     red = node.attrs["reduction"]
     if red not in ("none", "add"):
         raise AutodiffError(f"scatter_elements reduction {red!r} has no gradient rule")
-    data, idx, upd = ctx.operands(node)
+    _data, idx, upd = ctx.operands(node)
     g, axis = ctx.graph, node.attrs["axis"]
     d_upd = g.gather_elements(ct, idx, axis=axis) if ctx.wants(node, 2) else None
     d_data = ct if red == "add" else g.scatter_elements(ct, idx, ctx.zeros_like(upd), axis=axis, reduction="none")

@@ -200,6 +200,8 @@ class JaxExecutable:
         self._param_names = list(graph.params())
         self._leaf_nodes = {**{n: v.node for n, v in graph.inputs().items()}, **{n: v.node for n, v in graph.params().items()}}
         self._symbolic = any(not n.shape.is_static for n in self._leaf_nodes.values())
+        self._expect = {name: (node.dtype.numpy, tuple(d if isinstance(d, int) else None for d in node.shape))
+                        for name, node in self._leaf_nodes.items()}
         self._shardings = self._placement(in_shardings)
         self._out_shardings = S.output_shardings(graph, mesh, out_shardings) if (mesh is not None or out_shardings is not None) else None
         if self.device is not None and self._out_shardings is None:
@@ -262,19 +264,18 @@ class JaxExecutable:
 
     # ------------------------------------------------------------------ feeding
     def _check(self, kind: str, name: str, value: Any) -> Any:
-        node = self._leaf_nodes[name]
-        want = node.dtype.numpy
+        want, dims = self._expect[name]
         if isinstance(value, jax.Array):
-            if np.dtype(value.dtype) != want:
-                raise FeedError(f"{kind} {name!r}: dtype {value.dtype} given, {node.dtype} declared (use .astype)")
+            if value.dtype != want:
+                raise FeedError(f"{kind} {name!r}: dtype {value.dtype} given, {DType.of(want)} declared (use .astype)")
             arr = value
         else:
-            arr = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=want)
+            arr = value if value.__class__ is np.ndarray else np.asarray(value, dtype=want)
             if arr.dtype != want:
-                raise FeedError(f"{kind} {name!r}: dtype {arr.dtype} given, {node.dtype} declared (use .astype)")
-        shape = node.shape
-        if len(arr.shape) != len(shape) or any(isinstance(d, int) and d != s for d, s in zip(shape, arr.shape)):
-            raise FeedError(f"{kind} {name!r}: shape {list(arr.shape)} given, {shape!r} declared")
+                raise FeedError(f"{kind} {name!r}: dtype {arr.dtype} given, {DType.of(want)} declared (use .astype)")
+        shape = arr.shape
+        if len(shape) != len(dims) or any(d is not None and d != s for d, s in zip(dims, shape)):
+            raise FeedError(f"{kind} {name!r}: shape {list(shape)} given, {self._leaf_nodes[name].shape!r} declared")
         return arr
 
     def set_params(self, params: Mapping[str, Any]) -> None:
@@ -292,6 +293,17 @@ class JaxExecutable:
         inputs = inputs or {}
         if params:
             self.set_params(params)
+        names = self._input_names
+        if len(inputs) != len(names) or len(self._params) != len(self._param_names) or not all(n in inputs for n in names):
+            self._feed_problems(inputs)
+        check = self._check
+        ins = tuple([check("input", n, inputs[n]) for n in self._input_names])
+        ps = tuple([self._params[n] for n in self._param_names])
+        if self._symbolic:
+            _bind_symbols(self.graph, {self._leaf_nodes[n].id: a for n, a in zip(self._input_names + self._param_names, ins + ps)})
+        return ins, ps
+
+    def _feed_problems(self, inputs: Mapping[str, Any]) -> None:
         problems = []
         extra = sorted(set(inputs) - set(self._input_names))
         if extra:
@@ -300,13 +312,7 @@ class JaxExecutable:
         missing = [n for n in self._input_names if n not in inputs] + [f"param {n}" for n in self._param_names if n not in self._params]
         if missing:
             problems.append(f"missing {missing}")
-        if problems:
-            raise FeedError(f"bad feed for graph {self.graph.name!r}: " + "; ".join(problems))
-        ins = tuple(self._check("input", n, inputs[n]) for n in self._input_names)
-        ps = tuple(self._params[n] for n in self._param_names)
-        if self._symbolic:
-            _bind_symbols(self.graph, {self._leaf_nodes[n].id: a for n, a in zip(self._input_names + self._param_names, ins + ps)})
-        return ins, ps
+        raise FeedError(f"bad feed for graph {self.graph.name!r}: " + "; ".join(problems))
 
     # -------------------------------------------------------------------- running
     def run_device(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[Any]:
@@ -318,8 +324,7 @@ class JaxExecutable:
     def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
         with x64_scope(self.x64):
             ins, ps = self._feed(inputs, params)
-            outs = self._jitted(ins, ps)
-            return [np.asarray(o) for o in outs]
+            return [np.asarray(o) for o in self._jitted(ins, ps)]
 
     def __call__(self, **inputs: Any) -> list[np.ndarray]:
         return self.run(inputs=inputs)

@@ -181,7 +181,7 @@ def run_case(case) -> Result:
         return Result(case.name, op, "passed")
     except OnnxUnsupported as exc:
         return Result(case.name, op, "unsupported", str(exc).splitlines()[0][:200])
-    except Exception as exc:  # noqa: BLE001 - the report records every failure
+    except Exception as exc:
         return Result(case.name, op, "failed", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200])
 
 

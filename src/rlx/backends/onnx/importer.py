@@ -28,8 +28,7 @@ from rlx.backends.onnx.common import ONNX_TYPE_NAMES, OnnxError, OnnxUnsupported
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Value
-from rlx.ir.opdef import get_op
-from rlx.ir.shape import TensorType, broadcast_shapes
+from rlx.ir.shape import broadcast_shapes
 from rlx.runtime.reference import eval_node
 
 Converter = Callable[["Importer", Any, list, dict], Any]
@@ -160,7 +159,7 @@ class Importer:
             for vi in [*inferred.graph.value_info, *inferred.graph.output]:
                 if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
                     self.expected[vi.name] = vi.type.tensor_type.elem_type
-        except Exception:  # noqa: BLE001 - inference is only a hint for output dtypes
+        except Exception:
             pass
         inits = {t.name: t for t in graph.initializer}
         for t in graph.initializer:
@@ -236,13 +235,13 @@ class Importer:
 
     def _function_of(self, node, probe: bool = False, opsets: Mapping[str, int] | None = None):
         onnx = _onnx()
-        domain = node.domain or ""
+        domain = "" if node.domain in ("", "ai.onnx") else node.domain
         version = (opsets or self.opsets).get(domain or "ai.onnx")
-        if version is None or domain not in ("", "ai.onnx"):
+        if version is None:
             return None
         try:
             schema = onnx.defs.get_schema(node.op_type, version, domain)
-        except Exception:  # noqa: BLE001 - unknown op
+        except Exception:
             return None
         if schema.has_function:
             if probe:
@@ -275,7 +274,7 @@ class Importer:
             try:
                 raw = schema.get_context_dependent_function_with_opset_version(
                     max(versions), with_defaults.SerializeToString(), [t.SerializeToString() for t in types])
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise OnnxUnsupported(f"{node.op_type}: its ONNX function body could not be built: {exc}") from None
             fn = onnx.FunctionProto()
             fn.ParseFromString(raw)
@@ -338,7 +337,7 @@ class Importer:
             for key, spec in schema.attributes.items():
                 if key not in attrs and spec.default_value.name:
                     attrs[key] = spec.default_value
-        except Exception:  # noqa: BLE001 - defaults are best effort
+        except Exception:
             pass
         inner_opsets = dict(opsets)
         inner_opsets.update({o.domain or "ai.onnx": o.version for o in fn.opset_import})
@@ -353,6 +352,11 @@ class Importer:
                         copy.CopyFrom(attrs[a.ref_attr_name])
                         copy.name = a.name
                         new.attribute.append(copy)
+                elif a.type == onnx.AttributeProto.GRAPH:
+                    copy = onnx.AttributeProto()
+                    copy.CopyFrom(a)
+                    _rename_outer(copy.g, lambda nm: rename.get(nm, prefix + nm))
+                    new.attribute.append(copy)
                 else:
                     new.attribute.append(a)
             new.input[:] = [rename.get(n, prefix + n) if n else "" for n in inner.input]
@@ -368,6 +372,19 @@ class Importer:
                 self.deps[actual] = self.deps.get(src, frozenset())
 
 
+def _rename_outer(graph, rename: Callable[[str], str]) -> None:
+    """Rename, in place, the outer-scope names a subgraph reads (its own names are left alone)."""
+    local = {vi.name for vi in graph.input} | {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output}
+    for n in graph.node:
+        n.input[:] = [x if not x or x in local else rename(x) for x in n.input]
+        for a in n.attribute:
+            if a.g is not None and a.type == 5:  # GRAPH
+                _rename_outer(a.g, lambda nm, local=local: nm if nm in local else rename(nm))
+    for o in graph.output:
+        if o.name not in local:
+            o.name = rename(o.name)
+
+
 def import_model(model: Any, *, static_inputs: Mapping[str, np.ndarray] | None = None,
                  input_shapes: Mapping[str, Sequence[Any]] | None = None) -> tuple[Graph, dict[str, np.ndarray]]:
     """Import an ONNX model (path, bytes or ``onnx.ModelProto``) as an rlx MIR graph and its params.
@@ -376,7 +393,7 @@ def import_model(model: Any, *, static_inputs: Mapping[str, np.ndarray] | None =
     inputs become attributes); ``input_shapes`` overrides the declared input shapes.
     """
     onnx = _onnx()
-    if isinstance(model, (str, bytes)) and not isinstance(model, bytes) or hasattr(model, "__fspath__"):
+    if (isinstance(model, (str, bytes)) and not isinstance(model, bytes)) or hasattr(model, "__fspath__"):
         model = onnx.load(str(model))
     elif isinstance(model, bytes):
         model = onnx.load_from_string(model)
@@ -502,7 +519,8 @@ def _not(cx, node, ins, attrs):
 
 @converter("BitwiseAnd", "BitwiseOr", "BitwiseXor")
 def _bitwise(cx, node, ins, attrs):
-    return cx.g.binary_ext(ins[0], ins[1], op={"BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor"}[node.op_type])
+    ops = {"BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor"}
+    return cx.g.binary_ext(ins[0], ins[1], op=ops[node.op_type])
 
 
 @converter("BitwiseNot")
@@ -521,8 +539,6 @@ def _bitshift(cx, node, ins, attrs):
 def _mod(cx, node, ins, attrs):
     a, b = ins
     fmod = attrs.get("fmod", 0)
-    if a.dtype.is_float and not fmod:
-        raise OnnxUnsupported("Mod: fmod=0 on floats is not allowed by ONNX")
     return cx.g.binary_ext(a, b, op="fmod" if fmod else "mod")
 
 
@@ -565,9 +581,8 @@ def _cast_saturating(cx, x: Value, to: DType, saturate: int) -> Value:
     if to in (DType.F8E4M3, DType.F8E5M2) and x.dtype.is_float and x.dtype not in (DType.F8E4M3, DType.F8E5M2):
         if saturate:
             big = float(ml_dtypes.finfo(to.numpy).max)
-            inf = cx.g.eq(cx.g.abs(x), cx.scalar(np.inf, x))
-            clipped = cx.g.minimum(cx.g.maximum(x, cx.scalar(-big, x)), cx.scalar(big, x))
-            x = cx.g.where(inf, x, clipped) if to == DType.F8E5M2 else clipped
+            hi, lo = cx.scalar(big, x), cx.scalar(-big, x)
+            x = cx.g.where(cx.g.gt(x, hi), hi, cx.g.where(cx.g.lt(x, lo), lo, x))  # NaN stays NaN
         elif to == DType.F8E4M3:
             raise OnnxUnsupported("Cast to FLOAT8E4M3FN with saturate=0 (overflow to NaN) is not modelled")
     return _cast(cx, x, to)
@@ -1028,8 +1043,8 @@ def _constant_of_shape(cx, node, ins, attrs):
 
 @converter("Range")
 def _range(cx, node, ins, attrs):
-    start, limit, delta = (cx.static(n, "Range operand") for n in node.input[:3])
-    n = max(int(math.ceil((float(limit) - float(start)) / float(delta))), 0)
+    start, limit, delta = (np.asarray(cx.static(n, "Range operand")).reshape(-1)[0] for n in node.input[:3])
+    n = max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
     return cx.const((start + np.arange(n) * delta).astype(start.dtype))
 
 
@@ -1048,7 +1063,7 @@ def _onehot(cx, node, ins, attrs):
     axis = attrs.get("axis", -1)
     rank = len(idx.shape) + 1
     axis = _axis(axis, rank)
-    idx = _cast(cx, idx, DType.I64) if not idx.dtype.is_int else _cast(cx, idx, DType.I64)
+    idx = _cast(cx, idx, DType.I64)
     idx = cx.g.where(cx.g.lt(idx, cx.scalar(0, idx)), idx + cx.scalar(depth, idx), idx)
     shape = [1] * rank
     shape[axis] = depth
@@ -1265,7 +1280,8 @@ def _batchnorm(cx, node, ins, attrs):
     shape = [1] * rank
     if rank > 1:
         shape[1] = x.shape[1]
-    training = attrs.get("training_mode", 0) or (cx.opset < 7 and not attrs.get("is_test", 1)) or len(node.output) > 1 and any(node.output[1:])
+    stats_wanted = len(node.output) > 1 and any(node.output[1:])
+    training = attrs.get("training_mode", 0) or (cx.opset < 7 and not attrs.get("is_test", 1)) or stats_wanted
     if training:
         axes = [i for i in range(rank) if i != 1]
         mu, d, v = _moments(cx, x, axes)
@@ -1352,7 +1368,7 @@ def _lpnorm(cx, node, ins, attrs):
         norm = cx.g.reduce(cx.g.abs(x), op="sum", axes=[axis], keep_dim=True)
     else:
         norm = cx.g.sqrt(cx.g.reduce(x * x, op="sum", axes=[axis], keep_dim=True))
-    return x / norm
+    return x / cx.g.where(cx.g.eq(norm, cx.scalar(0, norm)), cx.scalar(1, norm), norm)  # a zero vector stays zero
 
 
 # ====================================================================== conv and pooling
@@ -1569,7 +1585,7 @@ def _nll(cx, node, ins, attrs):
         log_prob = _log_softmax(cx, x, 1)
         x = log_prob
     shape = _static_shape(x)
-    n, c = shape[:2]
+    n = shape[0]
     t = _cast(cx, target, DType.I64)
     if ignore is not None:
         ign = cx.g.eq(t, cx.scalar(ignore, t))
@@ -1610,7 +1626,7 @@ def _dequantize(cx, node, ins, attrs):
     shape = [1] * len(x.shape)
 
     def lay(v):
-        if len(v.shape) == 1 and v.shape[0] != 1 or (len(v.shape) == 1 and len(x.shape) > axis and x.shape[axis] == 1):
+        if (len(v.shape) == 1 and v.shape[0] != 1) or (len(v.shape) == 1 and len(x.shape) > axis and x.shape[axis] == 1):
             s = list(shape)
             s[axis] = v.shape[0]
             return _reshape(cx, v, s)
@@ -1648,3 +1664,410 @@ def _quantize(cx, node, ins, attrs):
     info = np.iinfo(out.numpy)
     y = cx.g.minimum(cx.g.maximum(y, cx.scalar(float(info.min), y)), cx.scalar(float(info.max), y))
     return _cast(cx, y, out)
+
+
+# ====================================================================== control flow (static)
+def _inline_graph(cx: Importer, body, bindings: Mapping[str, Value], deps: frozenset[str]) -> list[Value]:
+    """Convert a subgraph inline: its inputs bound to ``bindings``, its local names scoped, outer names shared."""
+    onnx = _onnx()
+    prefix = f"__sub{next(cx._uid)}_"
+    local = {vi.name for vi in body.input} | {t.name for t in body.initializer} | {o for n in body.node for o in n.output if o}
+    for vi in body.input:
+        cx.env[prefix + vi.name] = bindings[vi.name]
+        cx.deps[prefix + vi.name] = deps
+    for t in body.initializer:
+        cx.env[prefix + t.name] = cx.const(tensor_to_array(t))
+        cx.deps[prefix + t.name] = frozenset()
+    for inner in body.node:
+        for a in inner.attribute:
+            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+                raise OnnxUnsupported(f"{inner.op_type} with a subgraph inside a subgraph")
+        new = onnx.NodeProto()
+        new.CopyFrom(inner)
+        new.input[:] = [prefix + n if n in local else n for n in inner.input]
+        new.output[:] = [prefix + n if n else "" for n in inner.output]
+        cx.convert_node(new, cx.opsets)
+    return [cx.value(prefix + o.name if o.name in local else o.name) for o in body.output]
+
+
+@converter("Scan")
+def _scan(cx, node, ins, attrs):
+    if cx.opset < 9:
+        raise OnnxUnsupported("Scan-8 (batch axis and sequence_lens) is not supported; use opset >= 9")
+    body = attrs["body"]
+    m = attrs["num_scan_inputs"]
+    n = len(ins) - m
+    states, xs = list(ins[:n]), ins[n:]
+    k = len(body.output) - n
+    in_axes = [_axis(a, len(x.shape)) for a, x in zip(attrs.get("scan_input_axes", [0] * m), xs)]
+    in_dirs = list(attrs.get("scan_input_directions", [0] * m))
+    out_dirs = list(attrs.get("scan_output_directions", [0] * k))
+    lengths = {x.shape[a] for x, a in zip(xs, in_axes)}
+    if len(lengths) != 1 or not isinstance(next(iter(lengths)), int):
+        raise OnnxUnsupported(f"Scan needs one static sequence length, got {sorted(map(str, lengths))}")
+    steps = next(iter(lengths))
+    deps = frozenset().union(*(cx.deps.get(nm, frozenset()) for nm in node.input if nm))
+    per_step: list[list[Value]] = []
+    for t in range(steps):
+        bind = {}
+        for i, vi in enumerate(body.input):
+            if i < n:
+                bind[vi.name] = states[i]
+            else:
+                j = i - n
+                pos = steps - 1 - t if in_dirs[j] else t
+                sl = cx.g.narrow(xs[j], axis=in_axes[j], start=pos, length=1)
+                bind[vi.name] = _reshape(cx, sl, [d for a, d in enumerate(xs[j].shape) if a != in_axes[j]])
+        outs = _inline_graph(cx, body, bind, deps)
+        states = outs[:n]
+        per_step.append(outs[n:])
+    results = list(states)
+    out_axes = attrs.get("scan_output_axes", [0] * k)
+    for j in range(k):
+        items = [step[j] for step in per_step]
+        if out_dirs[j]:
+            items = items[::-1]
+        rank = len(items[0].shape) + 1
+        axis = _axis(out_axes[j], rank)
+        parts = []
+        for v in items:
+            shape = list(v.shape)
+            shape.insert(axis, 1)
+            parts.append(_reshape(cx, v, shape))
+        results.append(cx.g.concat(parts, axis=axis) if len(parts) > 1 else parts[0])
+    return results
+
+
+@converter("If")
+def _if(cx, node, ins, attrs):
+    cond = bool(np.asarray(cx.static(node.input[0], "If condition")).reshape(-1)[0])
+    branch = attrs["then_branch"] if cond else attrs["else_branch"]
+    return _inline_graph(cx, branch, {}, cx.deps.get(node.input[0], frozenset()))
+
+
+# ====================================================================== Resize (static geometry)
+def _resize_weights(mode: str, ratio: float, scale: float, attrs) -> np.ndarray:
+    """Interpolation weights of the neighbours of a source coordinate with fractional part ``ratio`` in (0, 1]."""
+    a = attrs.get("cubic_coeff_a", -0.75)
+    if mode == "nearest":
+        if float(ratio).is_integer():
+            return np.array([0.0, 1.0])
+        nm = attrs.get("nearest_mode", "round_prefer_floor")
+        pick_hi = {"round_prefer_floor": ratio > 0.5, "round_prefer_ceil": ratio >= 0.5, "floor": False, "ceil": True}[nm]
+        return np.array([0.0, 1.0]) if pick_hi else np.array([1.0, 0.0])
+    antialias = attrs.get("antialias", 0) and scale < 1.0
+    if mode == "linear":
+        if not antialias:
+            return np.array([1.0 - ratio, ratio])
+        start = int(np.floor(-1 / scale) + 1)
+        args = (np.arange(start, 2 - start) - ratio) * scale
+        w = np.clip(1 - np.abs(args), 0, 1)
+        return w / w.sum()
+
+    def kernel(x: float) -> float:
+        x = abs(x)
+        if x <= 1:
+            return (a + 2) * x**3 - (a + 3) * x**2 + 1
+        if x < 2:
+            return a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a
+        return 0.0
+
+    if not antialias:
+        return np.array([kernel(ratio + 1), kernel(ratio), kernel(1 - ratio), kernel(2 - ratio)])
+    start = int(np.floor(-2 / scale) + 1)
+    w = np.array([kernel(scale * (i - ratio)) for i in range(start, 2 - start)])
+    return w / w.sum()
+
+
+def _resize_axis(n_in: int, n_out: int, scale: float, attrs, roi: tuple[float, float] | None):
+    """The 1-D resize along one axis as a matrix [n_out, n_in] plus the rows to extrapolate."""
+    mode = attrs.get("mode", "nearest")
+    ctm = attrs.get("coordinate_transformation_mode", "half_pixel")
+    width = scale * n_in
+    y = np.arange(n_out, dtype=np.float64)
+    extrap = np.zeros(n_out, bool)
+    if ctm == "align_corners":
+        x = np.zeros(n_out) if width == 1 else y * (n_in - 1) / (width - 1)
+    elif ctm == "asymmetric":
+        x = y / scale
+    elif ctm == "tf_crop_and_resize":
+        lo, hi = roi
+        x = np.full(n_out, (hi - lo) * (n_in - 1) / 2) if width == 1 else y * (hi - lo) * (n_in - 1) / (width - 1)
+        x = x + lo * (n_in - 1)
+        extrap = (x < 0) | (x > n_in - 1)
+    elif ctm == "pytorch_half_pixel":
+        x = np.full(n_out, -0.5) if width == 1 else (y + 0.5) / scale - 0.5
+    elif ctm == "half_pixel":
+        x = (y + 0.5) / scale - 0.5
+    elif ctm == "half_pixel_symmetric":
+        offset = (n_in / 2) * (1 - n_out / width)
+        x = offset + (y + 0.5) / scale - 0.5
+    else:
+        raise OnnxUnsupported(f"Resize coordinate_transformation_mode {ctm!r}")
+    m = np.zeros((n_out, n_in))
+    for row in range(n_out):
+        if extrap[row]:
+            continue
+        xo = float(x[row])
+        base = math.floor(xo)
+        ratio = 1.0 if xo == base else xo - base
+        w = _resize_weights(mode, ratio, scale, attrs)
+        k = len(w)
+        pad = -(-k // 2)
+        cands = sorted(range(base - k - 1, base + k + 2), key=lambda i: (abs(xo - i), i))
+        cands = [i for i in cands if -pad <= i < n_in + pad][:k]
+        idx = np.array(sorted(cands))
+        if attrs.get("exclude_outside", 0):
+            w = np.where((idx < 0) | (idx >= n_in), 0.0, w)
+            w = w / w.sum()
+        np.add.at(m[row], np.clip(idx, 0, n_in - 1), w)
+    return m, extrap
+
+
+@converter("Resize")
+def _resize(cx, node, ins, attrs):
+    if cx.opset < 11:
+        raise OnnxUnsupported("Resize-10 (asymmetric, no coordinate modes) is not supported")
+    x = ins[0]
+    shape = _static_shape(x)
+    rank = len(shape)
+    axes = [_axis(a, rank) for a in attrs.get("axes", range(rank))]
+    roi = np.asarray(cx.static(node.input[1], "roi")).reshape(-1).astype(np.float64) if len(node.input) > 1 and node.input[1] else None
+    scales = None
+    if len(node.input) > 2 and node.input[2]:
+        arr = np.asarray(cx.static(node.input[2], "scales")).reshape(-1)
+        scales = arr.astype(np.float64) if arr.size else None
+    sizes = _ints(cx, node, 3, None, attrs) if len(node.input) > 3 and node.input[3] else None
+    if sizes is not None:
+        scale_of = {a: sizes[i] / shape[a] for i, a in enumerate(axes)}
+        out = {a: sizes[i] for i, a in enumerate(axes)}
+        policy = attrs.get("keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            s = min(scale_of.values()) if policy == "not_larger" else max(scale_of.values())
+            scale_of = dict.fromkeys(axes, s)
+            out = {a: int(s * shape[a] + 0.5) for a in axes}
+    elif scales is not None:
+        scale_of = {a: float(scales[i]) for i, a in enumerate(axes)}
+        out = {a: int(scale_of[a] * shape[a]) for a in axes}
+    else:
+        raise OnnxUnsupported("Resize needs scales or sizes")
+    mode = attrs.get("mode", "nearest")
+    if mode == "nearest" and attrs.get("antialias", 0):
+        raise OnnxUnsupported("Resize nearest with antialias")
+    extrapolation = attrs.get("extrapolation_value", 0.0)
+    for a in axes:
+        r = None if roi is None else (float(roi[axes.index(a)]), float(roi[axes.index(a) + len(axes)])) if len(roi) == 2 * len(axes) \
+            else (float(roi[a]), float(roi[a + rank]))
+        if math.isclose(scale_of[a], 1.0) and out[a] == x.shape[a] and (r is None or (math.isclose(r[0], 0) and math.isclose(r[1], 1))):
+            continue
+        m, extrap = _resize_axis(x.shape[a], out[a], scale_of[a], attrs, r)
+        if mode == "nearest":
+            idx = np.argmax(m, axis=1).astype(np.int64)
+            y = cx.g.gather(x, cx.const(idx), axis=a)
+        else:
+            xf = _cast(cx, x, DType.F32) if not x.dtype.is_float else x
+            y = cx.g.dot_general(xf, cx.const(m.astype(xf.dtype.numpy)), lhs_contracting=[a], rhs_contracting=[1])
+            perm = list(range(rank - 1))
+            perm.insert(a, rank - 1)
+            y = cx.g.transpose(y, perm=perm) if perm != list(range(rank)) else y
+            if not x.dtype.is_float:
+                y = _cast(cx, cx.g.unary_math(y, kind="round_even"), x.dtype)
+        if extrap.any():
+            mshape = [1] * rank
+            mshape[a] = out[a]
+            y = cx.g.where(cx.const(extrap.reshape(mshape)), cx.scalar(extrapolation, y), y)
+        x = y
+    return x
+
+
+@converter("Upsample")
+def _upsample(cx, node, ins, attrs):
+    scales = attrs.get("scales") if cx.opset < 9 else np.asarray(cx.static(node.input[1], "scales")).reshape(-1)
+    mode = attrs.get("mode", "nearest")
+    fake = {"mode": "linear" if mode in ("linear", "bilinear") else "nearest", "coordinate_transformation_mode": "asymmetric",
+            "nearest_mode": "floor"}
+    x = ins[0]
+    for a, s in enumerate(scales):
+        n_out = int(x.shape[a] * float(s))
+        if n_out == x.shape[a]:
+            continue
+        m, _ = _resize_axis(x.shape[a], n_out, float(s), fake, None)
+        if fake["mode"] == "nearest":
+            x = cx.g.gather(x, cx.const(np.argmax(m, axis=1).astype(np.int64)), axis=a)
+        else:
+            y = cx.g.dot_general(x, cx.const(m.astype(x.dtype.numpy)), lhs_contracting=[a], rhs_contracting=[1])
+            perm = list(range(len(x.shape) - 1))
+            perm.insert(a, len(x.shape) - 1)
+            x = cx.g.transpose(y, perm=perm)
+    return x
+
+
+# ====================================================================== recurrent layers (unrolled)
+def _rnn_activation(cx, name: str, x: Value, alpha: float | None, beta: float | None) -> Value:
+    name = name.lower()
+    if name in ("tanh", "sigmoid", "relu"):
+        return cx.g.activation(x, kind=name)
+    if name == "leakyrelu":
+        return cx.g.where(cx.g.lt(x, cx.scalar(0.0, x)), x * cx.scalar(alpha if alpha is not None else 0.01, x), x)
+    if name == "hardsigmoid":
+        y = x * cx.scalar(alpha if alpha is not None else 0.2, x) + cx.scalar(beta if beta is not None else 0.5, x)
+        return cx.g.maximum(cx.g.minimum(y, cx.scalar(1.0, x)), cx.scalar(0.0, x))
+    if name == "affine":
+        return x * cx.scalar(alpha, x) + cx.scalar(beta, x)
+    if name == "scaledtanh":
+        return cx.g.tanh(x * cx.scalar(beta, x)) * cx.scalar(alpha, x)
+    if name == "softsign":
+        return x / (cx.g.abs(x) + cx.scalar(1.0, x))
+    if name == "softplus":
+        return cx.g.log(cx.g.exp(x) + cx.scalar(1.0, x))
+    if name == "elu":
+        return cx.g.where(cx.g.gt(x, cx.scalar(0.0, x)), x, (cx.g.exp(x) - cx.scalar(1.0, x)) * cx.scalar(alpha or 1.0, x))
+    if name == "thresholdedrelu":
+        return cx.g.where(cx.g.gt(x, cx.scalar(alpha if alpha is not None else 1.0, x)), x, cx.scalar(0.0, x))
+    raise OnnxUnsupported(f"recurrent activation {name!r}")
+
+
+@converter("RNN", "GRU", "LSTM")
+def _recurrent(cx, node, ins, attrs):
+    kind = node.op_type
+    gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[kind]
+    x, w, r = ins[0], ins[1], ins[2]
+    get = lambda i: ins[i] if len(ins) > i and ins[i] is not None else None  # noqa: E731
+    b, seq_lens, h0 = get(3), get(4), get(5)
+    c0, peep = (get(6), get(7)) if kind == "LSTM" else (None, None)
+    if seq_lens is not None:
+        lens = cx.static(node.input[4], "sequence_lens")
+        if not (np.asarray(lens) == (x.shape[1] if not attrs.get("layout", 0) else x.shape[0])).all():
+            raise OnnxUnsupported(f"{kind} with per-batch sequence_lens shorter than the sequence")
+    layout = attrs.get("layout", 0)
+    if layout:
+        x = cx.g.transpose(x, perm=[1, 0, 2])
+    seq, batch, _ = _static_shape(x)
+    hidden = attrs["hidden_size"]
+    direction = attrs.get("direction", "forward")
+    nd = 2 if direction == "bidirectional" else 1
+    defaults = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}[kind]
+    acts = list(attrs.get("activations", defaults * nd))
+    alphas, betas = list(attrs.get("activation_alpha", [])), list(attrs.get("activation_beta", []))
+    clip = attrs.get("clip")
+    ys, hs, cs = [], [], []
+    for d in range(nd):
+        reverse = direction == "reverse" or d == 1
+        na = len(defaults)
+        fns = []
+        for j in range(na):
+            k = d * na + j
+            fns.append((acts[k], alphas[k] if k < len(alphas) else None, betas[k] if k < len(betas) else None))
+
+        def act(j, v, fns=fns):
+            name, al, be = fns[j]
+            return _rnn_activation(cx, name, v, al, be)
+
+        wd = _reshape(cx, cx.g.narrow(w, axis=0, start=d, length=1), list(w.shape[1:]))
+        rd = _reshape(cx, cx.g.narrow(r, axis=0, start=d, length=1), list(r.shape[1:]))
+        wt, rt = cx.g.transpose(wd, perm=[1, 0]), cx.g.transpose(rd, perm=[1, 0])
+        if b is not None:
+            bd = _reshape(cx, cx.g.narrow(b, axis=0, start=d, length=1), [b.shape[1]])
+            wb = cx.g.narrow(bd, axis=0, start=0, length=gates * hidden)
+            rb = cx.g.narrow(bd, axis=0, start=gates * hidden, length=gates * hidden)
+        else:
+            wb = rb = cx.const(np.zeros(gates * hidden, x.dtype.numpy))
+        h = _reshape(cx, cx.g.narrow(h0, axis=0, start=d, length=1), [batch, hidden]) if h0 is not None else \
+            cx.const(np.zeros((batch, hidden), x.dtype.numpy))
+        c = _reshape(cx, cx.g.narrow(c0, axis=0, start=d, length=1), [batch, hidden]) if c0 is not None else \
+            cx.const(np.zeros((batch, hidden), x.dtype.numpy))
+        pd = _reshape(cx, cx.g.narrow(peep, axis=0, start=d, length=1), [3 * hidden]) if peep is not None else None
+
+        def part(v, i):
+            return cx.g.narrow(v, axis=-1 if len(v.shape) > 1 else 0, start=i * hidden, length=hidden) if len(v.shape) > 1 else \
+                cx.g.narrow(v, axis=0, start=i * hidden, length=hidden)
+
+        def clipped(v):
+            if clip is None:
+                return v
+            return cx.g.maximum(cx.g.minimum(v, cx.scalar(clip, v)), cx.scalar(-clip, v))
+
+        outs = [None] * seq
+        for step in (range(seq - 1, -1, -1) if reverse else range(seq)):
+            xt = _reshape(cx, cx.g.narrow(x, axis=0, start=step, length=1), [batch, x.shape[2]])
+            xw = cx.g.matmul(xt, wt) + wb
+            if kind == "RNN":
+                h = act(0, clipped(xw + cx.g.matmul(h, rt) + rb))
+            elif kind == "GRU":
+                hr = cx.g.matmul(h, cx.g.narrow(rt, axis=1, start=0, length=2 * hidden))
+                z = act(0, clipped(part(xw, 0) + part(hr, 0) + part(rb, 0)))
+                rr = act(0, clipped(part(xw, 1) + part(hr, 1) + part(rb, 1)))
+                rh = cx.g.narrow(rt, axis=1, start=2 * hidden, length=hidden)
+                if attrs.get("linear_before_reset", 0):
+                    hh = act(1, clipped(part(xw, 2) + rr * (cx.g.matmul(h, rh) + part(rb, 2))))
+                else:
+                    hh = act(1, clipped(part(xw, 2) + cx.g.matmul(rr * h, rh) + part(rb, 2)))
+                h = (cx.scalar(1.0, z) - z) * hh + z * h
+            else:
+                pre = xw + cx.g.matmul(h, rt) + rb
+                gi, go, gf, gc = (part(pre, i) for i in range(4))
+                if pd is not None:
+                    gi = gi + part(pd, 0) * c
+                    gf = gf + part(pd, 2) * c
+                i_ = act(0, clipped(gi))
+                f_ = act(0, clipped(gf))
+                if attrs.get("input_forget", 0):
+                    f_ = cx.scalar(1.0, i_) - i_
+                c = f_ * c + i_ * act(1, clipped(gc))
+                if pd is not None:
+                    go = go + part(pd, 1) * c
+                o_ = act(0, clipped(go))
+                h = o_ * act(2, c)
+            outs[step] = h
+        ys.append(cx.g.concat([_reshape(cx, o, [1, 1, batch, hidden]) for o in outs], axis=0))
+        hs.append(_reshape(cx, h, [1, batch, hidden]))
+        cs.append(_reshape(cx, c, [1, batch, hidden]))
+    y = cx.g.concat(ys, axis=1) if nd > 1 else ys[0]
+    yh = cx.g.concat(hs, axis=0) if nd > 1 else hs[0]
+    yc = cx.g.concat(cs, axis=0) if nd > 1 else cs[0]
+    if layout:
+        y = cx.g.transpose(y, perm=[2, 0, 1, 3])
+        yh, yc = cx.g.transpose(yh, perm=[1, 0, 2]), cx.g.transpose(yc, perm=[1, 0, 2])
+    return [y, yh, yc] if kind == "LSTM" else [y, yh]
+
+
+# ====================================================================== N-d gather / scatter (flat-index decompositions)
+def _flat_index(cx, idx: Value, dims: Sequence[int]) -> Value:
+    """Row-major flat position of the index tuples in ``idx[..., k]`` over ``dims`` (negative entries wrap)."""
+    idx = _cast(cx, idx, DType.I64)
+    k = len(dims)
+    sizes = cx.const(np.array(dims, np.int64))
+    idx = cx.g.where(cx.g.lt(idx, cx.scalar(0, idx)), idx + sizes, idx)
+    strides = np.array([math.prod(dims[j + 1:]) for j in range(k)], np.int64)
+    return cx.g.reduce(idx * cx.const(strides), op="sum", axes=[len(idx.shape) - 1], keep_dim=False)
+
+
+@converter("GatherND")
+def _gather_nd(cx, node, ins, attrs):
+    data, idx = ins
+    b = attrs.get("batch_dims", 0)
+    dshape, ishape = _static_shape(data), _static_shape(idx)
+    k = ishape[-1]
+    nb = math.prod(dshape[:b])
+    inner = math.prod(dshape[b:b + k])
+    flat = _flat_index(cx, idx, dshape[b:b + k])
+    if b:
+        offs = np.arange(nb, dtype=np.int64).reshape(list(dshape[:b]) + [1] * (len(ishape) - 1 - b)) * inner
+        flat = flat + cx.const(offs)
+    table = _reshape(cx, data, [nb * inner, *dshape[b + k:]])
+    out = cx.g.gather(table, flat, axis=0)
+    return _reshape(cx, out, [*ishape[:-1], *dshape[b + k:]])
+
+
+@converter("ScatterND")
+def _scatter_nd(cx, node, ins, attrs):
+    data, idx, upd = ins
+    dshape, ishape = _static_shape(data), _static_shape(idx)
+    k = ishape[-1]
+    n, rest = math.prod(dshape[:k]), math.prod(dshape[k:])
+    m = math.prod(ishape[:-1])
+    flat = _reshape(cx, _flat_index(cx, idx, dshape[:k]), [m, 1])
+    table = _reshape(cx, data, [n, rest])
+    rows = _broadcast_to(cx, flat, [m, rest])
+    out = cx.g.scatter_elements(table, rows, _reshape(cx, upd, [m, rest]), axis=0, reduction=attrs.get("reduction", "none"))
+    return _reshape(cx, out, dshape)

@@ -1,0 +1,298 @@
+"""Graph pictures through Graphviz: DOT text generation and ``dot -Tsvg``.
+
+``to_dot(obj)`` turns a HIR or MIR :class:`rlx.Graph`, an :class:`rlx.LirModule` or a
+:class:`rlx.GraphModule` into DOT text:
+
+* one box per node, labelled with its compact op text (``linear+bias+gelu``,
+  ``fused_swiglu``, ``add`` …) and ``%id``; inputs, params and constants are ellipses;
+* nodes are grouped into nested clusters by their HIR block label (``layer0/attn`` is the
+  cluster ``attn`` inside ``layer0``): the node's own label on a HIR graph, the provenance
+  label on MIR / LIR;
+* colours by kind: HIR block, fused MIR op (created by the optimizer's fusion passes),
+  primitive MIR op, input, param, constant; graph outputs get a double border;
+* every edge carries the shape and dtype of the tensor it transports;
+* tooltips (SVG ``<title>`` / ``xlink:title``) hold the provenance (HIR node, label, the
+  passes that made the node), the attributes and, on LIR, the buffer slot and lifetime.
+
+``render(dot_text, path)`` runs the ``dot`` program (found on ``PATH``) with a timeout;
+when Graphviz is not installed it raises :class:`DotMissing`, an :class:`rlx.RlxError`
+that says how to install it. ``draw_graph`` combines the two and also writes plain
+``.dot`` files without Graphviz. ``draw_plan`` draws the memory-plan timeline with
+:meth:`rlx.LirModule.draw` (matplotlib for PNG).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import Any
+
+from rlx.hir.inspect import op_text, provenance_text
+from rlx.ir.errors import RlxError
+from rlx.ir.graph import Graph, GraphStage, Node
+from rlx.ir.opdef import get_op, has_op
+
+__all__ = ["DotMissing", "draw_graph", "draw_plan", "find_dot", "render", "to_dot"]
+
+DOT_TIMEOUT_S = 120.0
+
+#: fill colours by node kind (also used for the legend)
+COLORS = {
+    "input": "#c8e6c9",
+    "param": "#fff3b0",
+    "constant": "#e0e0e0",
+    "hir": "#bbdefb",
+    "fused": "#ffb74d",
+    "mir": "#ffffff",
+}
+_CLUSTER_FILLS = ("#f5f9ff", "#eef3fb", "#e6edf7", "#dfe7f3")
+_LEAVES = ("input", "param", "constant")
+
+
+class DotMissing(RlxError):
+    """The Graphviz ``dot`` program is not installed (or not on ``PATH``)."""
+
+
+# ----------------------------------------------------------------------------- DOT text
+
+
+def _q(text: Any) -> str:
+    """A DOT double-quoted string (backslashes, quotes and newlines escaped)."""
+    s = str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\r", "")
+    return '"' + s.replace("\n", "\\n") + '"'
+
+
+def _split(obj: Any) -> tuple[Graph, Any]:
+    """(graph, plan or None) of a Graph, an LirModule or a GraphModule."""
+    if isinstance(obj, Graph):
+        return obj, None
+    if hasattr(obj, "graph") and hasattr(obj, "plan") and isinstance(obj.graph, Graph):
+        return obj.graph, obj.plan
+    lir = getattr(obj, "_lir", None)
+    if lir is not None:
+        return lir.graph, lir.plan
+    g = getattr(obj, "graph", None)
+    if isinstance(g, Graph):
+        return g, None
+    raise RlxError(f"cannot draw a {type(obj).__name__}: expected a Graph, GraphModule or LirModule")
+
+
+def node_kind(node: Node) -> str:
+    """``input`` / ``param`` / ``constant`` / ``hir`` / ``fused`` / ``mir``."""
+    if node.op in _LEAVES:
+        return node.op
+    level = get_op(node.op).level if has_op(node.op) else "mir"
+    if level in ("hir", "fused"):
+        return level
+    return "mir"
+
+
+def block_label(node: Node, stage: GraphStage) -> str | None:
+    """The HIR block path a node belongs to (None for leaves and unlabelled nodes)."""
+    if node.op in _LEAVES:
+        return None
+    if node.prov is not None and node.prov.label:
+        return node.prov.label
+    if stage is GraphStage.HIR:
+        return node.name
+    return None
+
+
+def _tooltip(node: Node, stage: GraphStage, plan: Any, step: dict[int, int]) -> str:
+    lines = [f"%{node.id} = {node.op} : {node.type}"]
+    if node.name and node.op not in _LEAVES:
+        lines.append(f"name: {node.name}")
+    origin = provenance_text(node)
+    lines.append(f"provenance: {origin}" if origin else f"provenance: built at {stage.value.upper()}")
+    shown = [(k, v) for k, v in node.attrs.items() if node.op not in _LEAVES and not isinstance(v, Graph)]
+    if shown:
+        text = ", ".join(f"{k}={v}" for k, v in shown)
+        lines.append("attrs: " + (text if len(text) <= 300 else text[:297] + "..."))
+    if plan is not None:
+        slot = plan.assignments.get(node.id)
+        if slot is not None:
+            lines.append(f"slot: offset {slot.offset}, {slot.size} B")
+        view = plan.view_aliases.get(node.id)
+        if view is not None:
+            lines.append(f"view of %{view.root} at +{view.byte_offset} B")
+        if node.id in plan.lifetimes:
+            birth, death = plan.lifetimes[node.id]
+            lines.append(f"live: steps {birth}..{death}")
+        if node.id in step:
+            lines.append(f"schedule step {step[node.id]}")
+        if node.id in plan.outside:
+            lines.append("outside the arena")
+    return "\n".join(lines)
+
+
+def _label(node: Node, plan: Any) -> str:
+    if node.op in ("input", "param"):
+        return f"{node.attrs['name']}\n{node.type}"
+    text = op_text(node)
+    if len(text) > 48:
+        text = text[:45] + "..."
+    head = f"{text}\n%{node.id}"
+    if node.name and node.op != "constant" and node.prov is None:
+        head += f" {node.name}"
+    if plan is not None:
+        slot = plan.assignments.get(node.id)
+        if slot is not None:
+            head += f"\n@{slot.offset} +{slot.size}B"
+            if node.id in plan.view_aliases:
+                head += " (view)"
+    return head
+
+
+def _node_stmt(node: Node, stage: GraphStage, plan: Any, step: dict[int, int], outputs: set[int]) -> str:
+    kind = node_kind(node)
+    attrs = {
+        "label": _label(node, plan),
+        "tooltip": _tooltip(node, stage, plan, step),
+        "fillcolor": COLORS[kind],
+        "shape": "ellipse" if kind in _LEAVES else "box",
+        "style": "filled" if kind in _LEAVES else "filled,rounded",
+    }
+    if kind == "fused":
+        attrs["penwidth"] = "2"
+        attrs["color"] = "#e65100"
+    if node.id in outputs:
+        attrs["peripheries"] = "2"
+    body = ", ".join(f"{k}={_q(v)}" for k, v in attrs.items())
+    return f"n{node.id} [{body}];"
+
+
+class _Tree:
+    """Nested clusters: block path components -> subtree, plus the nodes placed at this level."""
+
+    def __init__(self) -> None:
+        self.children: dict[str, _Tree] = {}
+        self.nodes: list[str] = []
+
+    def add(self, path: list[str], stmt: str) -> None:
+        tree = self
+        for part in path:
+            tree = tree.children.setdefault(part, _Tree())
+        tree.nodes.append(stmt)
+
+    def emit(self, lines: list[str], indent: str, prefix: str, depth: int, counter: list[int]) -> None:
+        lines.extend(indent + s for s in self.nodes)
+        for name, child in self.children.items():
+            counter[0] += 1
+            full = f"{prefix}/{name}" if prefix else name
+            lines.append(f"{indent}subgraph cluster_{counter[0]} {{")
+            lines.append(f"{indent}  label={_q(name)}; tooltip={_q('block ' + full)}; style=\"filled,rounded\";")
+            lines.append(f"{indent}  fillcolor={_q(_CLUSTER_FILLS[depth % len(_CLUSTER_FILLS)])}; color=\"#7f9cc0\";")
+            child.emit(lines, indent + "  ", full, depth + 1, counter)
+            lines.append(f"{indent}}}")
+
+
+def to_dot(obj: Any, *, title: str | None = None, show_params: bool = True, legend: bool = True, rankdir: str = "TB") -> str:
+    """DOT text for a HIR / MIR graph, an LirModule or a GraphModule (see the module docstring).
+
+    ``show_params=False`` leaves out params and constants (and their edges), which keeps
+    pictures of large models readable.
+    """
+    g, plan = _split(obj)
+    stage = GraphStage.LIR if plan is not None else g.stage
+    step = {nid: i for i, nid in enumerate(plan.schedule)} if plan is not None else {}
+    outputs = set(g.output_ids)
+    hidden = set() if show_params else {n.id for n in g.nodes if n.op in ("param", "constant")}
+    fused = sum(1 for n in g.nodes if node_kind(n) == "fused")
+    head = title or f"{g.name} — {stage.value.upper()}, {len(g)} nodes" + (f", {fused} fused" if fused else "")
+    if plan is not None:
+        head += f"\narena {plan.arena_size} B, lower bound {plan.lower_bound} B"
+    lines = [
+        f"digraph {_q(g.name)} {{",
+        f"  graph [label={_q(head)}, labelloc=\"t\", fontname=\"Helvetica\", rankdir={_q(rankdir)}, "
+        "nodesep=\"0.25\", ranksep=\"0.35\", tooltip=" + _q(f"{g.name} ({stage.value.upper()})") + "];",
+        '  node [fontname="Helvetica", fontsize="10", margin="0.08,0.04"];',
+        '  edge [fontname="Helvetica", fontsize="8", color="#555555", fontcolor="#37474f"];',
+    ]
+    tree = _Tree()
+    for node in g.nodes:
+        if node.id in hidden:
+            continue
+        stmt = _node_stmt(node, stage, plan, step, outputs)
+        label = block_label(node, stage)
+        tree.add([p for p in (label or "").split("/") if p], stmt)
+    tree.emit(lines, "  ", "", 0, [0])
+    for node in g.nodes:
+        if node.id in hidden:
+            continue
+        for slot, src in enumerate(node.inputs):
+            if src in hidden:
+                continue
+            t = g.node(src).type
+            tip = f"%{src} -> %{node.id} (operand {slot}): {t}"
+            lines.append(f"  n{src} -> n{node.id} [label={_q(' ' + str(t))}, tooltip={_q(tip)}];")
+    if legend:
+        used = {node_kind(n) for n in g.nodes if n.id not in hidden}
+        keys = [k for k in COLORS if k in used]
+        if keys:
+            lines.append("  subgraph cluster_legend {")
+            lines.append('    label="legend"; style="dashed"; color="#9e9e9e"; fontsize="9";')
+            for k in keys:
+                name = {"hir": "HIR block", "fused": "fused op", "mir": "MIR op"}.get(k, k)
+                style = "filled" if k in _LEAVES else "filled,rounded"
+                lines.append(f"    legend_{k} [label={_q(name)}, shape={'ellipse' if k in _LEAVES else 'box'}, "
+                             f"style={_q(style)}, fillcolor={_q(COLORS[k])}, fontsize=\"9\", tooltip={_q(name)}];")
+            for a, b in zip(keys, keys[1:]):
+                lines.append(f"    legend_{a} -> legend_{b} [style=invis];")
+            lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- rendering
+
+
+def find_dot() -> str | None:
+    """The path of Graphviz's ``dot`` program, or None."""
+    return shutil.which("dot")
+
+
+def render(dot_text: str, path: str | os.PathLike[str], fmt: str | None = None, *, timeout: float = DOT_TIMEOUT_S) -> str:
+    """Run ``dot -T<fmt>`` on ``dot_text`` and write ``path`` (format from the suffix by default)."""
+    path = os.fspath(path)
+    fmt = fmt or (os.path.splitext(path)[1].lstrip(".").lower() or "svg")
+    exe = find_dot()
+    if exe is None:
+        raise DotMissing("Graphviz 'dot' was not found on PATH; install Graphviz (e.g. apt-get install graphviz, "
+                         "brew install graphviz) or write the DOT text instead (-o FILE.dot)")
+    try:
+        proc = subprocess.run([exe, f"-T{fmt}", "-o", path], input=dot_text.encode("utf-8"), capture_output=True,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise RlxError(f"Graphviz dot took longer than {timeout:g} s; try --no-params or a smaller graph") from None
+    if proc.returncode != 0:
+        msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise RlxError(f"Graphviz dot failed (exit {proc.returncode}): {msg[0] if msg else 'no message'}")
+    return path
+
+
+def draw_graph(obj: Any, path: str | os.PathLike[str], **options: Any) -> str:
+    """Write a picture of ``obj`` to ``path``: ``.dot`` / ``.gv`` as DOT text, anything else
+    (``.svg``, ``.png``, ``.pdf``) rendered by Graphviz. ``options`` go to :func:`to_dot`."""
+    path = os.fspath(path)
+    text = to_dot(obj, **options)
+    if path.lower().endswith((".dot", ".gv")):
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return path
+    return render(text, path)
+
+
+def draw_plan(obj: Any, path: str | os.PathLike[str], **options: Any) -> str:
+    """The memory-plan timeline of an LirModule (or a GraphModule at LIR): PNG / PDF through
+    matplotlib, SVG by hand — :meth:`rlx.LirModule.draw`."""
+    lir = getattr(obj, "_lir", None) or obj
+    if not hasattr(lir, "draw") or not hasattr(lir, "plan"):
+        raise RlxError(f"a memory-plan picture needs an LIR module, got {type(obj).__name__}")
+    path = os.fspath(path)
+    if not path.lower().endswith(".svg"):
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise RlxError("a PNG/PDF plan picture needs matplotlib (pip install 'rlx[viz]'); an .svg needs nothing") from None
+    return lir.draw(path, **options)

@@ -1,0 +1,121 @@
+"""Export round trips: rlx graph -> ONNX (checker, full_check) -> onnxruntime == rlx.run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlx
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+import rlx.onnx  # noqa: E402
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def _params(g, seed=1):
+    r = _rng(seed)
+    return {k: (r.standard_normal(tuple(v.shape)) * 0.3).astype(v.dtype.numpy) for k, v in g.params().items()}
+
+
+def _round_trip(g, inputs, params, rtol=1e-4, atol=1e-5):
+    proto = rlx.onnx.export(g, params)
+    onnx.checker.check_model(proto, full_check=True)
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = sess.run(None, inputs)
+    want = rlx.run(g, inputs, params)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+    return proto
+
+
+def mlp():
+    g = rlx.Graph("mlp")
+    x = g.input("x", (4, 16))
+    h = g.gelu(g.matmul(x, g.param("w1", (16, 32))) + g.param("b1", (32,)))
+    h = g.relu(g.matmul(h, g.param("w2", (32, 32))) + g.param("b2", (32,)))
+    y = g.softmax(g.matmul(h, g.param("w3", (32, 8))) + g.param("b3", (8,)), axis=-1)
+    g.set_outputs([y])
+    return g
+
+
+def transformer_block(mask_kind="causal"):
+    g = rlx.Graph("block")
+    b, s, heads, hd = 2, 5, 2, 4
+    d = heads * hd
+    x = g.input("x", (b, s, d))
+    h = g.layer_norm(x, g.param("ln1_g", (d,)), g.param("ln1_b", (d,)), axis=-1, eps=1e-5)
+    q = g.matmul(h, g.param("wq", (d, d)))
+    k = g.matmul(h, g.param("wk", (d, d)))
+    v = g.matmul(h, g.param("wv", (d, d)))
+    a = g.attention(q, k, v, num_heads=heads, head_dim=hd, mask_kind=mask_kind)
+    x = x + g.matmul(a, g.param("wo", (d, d)))
+    h = g.rms_norm(x, g.param("ln2_g", (d,)), g.param("ln2_b", (d,)), axis=-1, eps=1e-6)
+    up = g.silu(g.matmul(h, g.param("w_up", (d, 16))) + g.param("b_up", (16,)))
+    y = x + g.matmul(up, g.param("w_down", (16, d)))
+    g.set_outputs([y])
+    return g
+
+
+def cnn():
+    g = rlx.Graph("cnn")
+    x = g.input("x", (2, 3, 12, 12))
+    h = g.conv2d(x, g.param("c1", (8, 3, 3, 3)), stride=[1, 1], padding=[1, 1]) + g.reshape(g.param("cb1", (8,)), new_shape=[1, 8, 1, 1])
+    h = g.relu(g.group_norm(h, g.param("gn_g", (8,)), g.param("gn_b", (8,)), num_groups=2))
+    h = g.pool2d(h, kind="max", kernel_size=[2, 2], stride=[2, 2])
+    h = g.conv2d(h, g.param("c2", (8, 2, 3, 3)), stride=[2, 2], padding=[1, 1], groups=4)
+    h = g.pool2d(h, kind="mean", kernel_size=[3, 3], stride=[1, 1], padding=[1, 1])
+    h = g.reshape(g.mean(h, axes=[2, 3]), new_shape=[2, 8])
+    y = g.matmul(h, g.param("fc", (8, 4)))
+    g.set_outputs([y])
+    return g
+
+
+def test_mlp_round_trip():
+    g = mlp()
+    _round_trip(g, {"x": _rng().standard_normal((4, 16)).astype(np.float32)}, _params(g))
+
+
+@pytest.mark.parametrize("mask_kind", ["causal", "none", "sliding_window"])
+def test_transformer_block_round_trip(mask_kind):
+    g = transformer_block(mask_kind) if mask_kind != "sliding_window" else None
+    if g is None:
+        g = rlx.Graph("sw")
+        q = g.input("q", (1, 2, 6, 4))
+        g.set_outputs([g.attention(q, q, q, num_heads=2, head_dim=4, mask_kind="sliding_window", window=2, attn_logit_softcap=5.0)])
+        _round_trip(g, {"q": _rng().standard_normal((1, 2, 6, 4)).astype(np.float32)}, {})
+        return
+    _round_trip(g, {"x": _rng().standard_normal((2, 5, 8)).astype(np.float32)}, _params(g))
+
+
+def test_transformer_block_optimized_fused_ops_are_unfused():
+    g = transformer_block()
+    opt, _ = rlx.optimize(g)
+    _round_trip(opt, {"x": _rng().standard_normal((2, 5, 8)).astype(np.float32)}, _params(g))
+
+
+def test_cnn_round_trip():
+    g = cnn()
+    _round_trip(g, {"x": _rng().standard_normal((2, 3, 12, 12)).astype(np.float32)}, _params(g))
+
+
+def test_export_then_import_round_trip():
+    g = mlp()
+    params = _params(g)
+    proto = rlx.onnx.export(g, params)
+    back, bparams = rlx.onnx.import_model(proto)
+    x = _rng(3).standard_normal((4, 16)).astype(np.float32)
+    np.testing.assert_allclose(rlx.run(back, {"x": x}, bparams)[0], rlx.run(g, {"x": x}, params)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_params_without_values_become_inputs():
+    g = mlp()
+    proto = rlx.onnx.export(g)
+    assert {i.name for i in proto.graph.input} >= {"x", "w1", "b3"}
+    assert not proto.graph.initializer or all(t.name not in g.params() for t in proto.graph.initializer)

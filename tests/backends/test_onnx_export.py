@@ -119,3 +119,44 @@ def test_params_without_values_become_inputs():
     proto = rlx.onnx.export(g)
     assert {i.name for i in proto.graph.input} >= {"x", "w1", "b3"}
     assert not proto.graph.initializer or all(t.name not in g.params() for t in proto.graph.initializer)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rope_round_trip(interleaved):
+    g = rlx.Graph("rope")
+    x = g.input("x", (2, 5, 12))
+    cos = g.input("cos", (7, 3))
+    sin = g.input("sin", (7, 3))
+    g.set_outputs([g.rope(x, cos, sin, head_dim=6, n_rot=4, interleaved=interleaved)])
+    r = _rng(4)
+    ang = r.standard_normal((7, 3)).astype(np.float32)
+    _round_trip(g, {"x": r.standard_normal((2, 5, 12)).astype(np.float32), "cos": np.cos(ang), "sin": np.sin(ang)}, {})
+
+
+def test_refused_op_names_the_reason():
+    g = rlx.Graph("bwd")
+    x = g.input("x", (3,))
+    dy = g.input("dy", (3,))
+    g.set_outputs([g.relu_backward(x, dy)])
+    with pytest.raises(rlx.onnx.OnnxUnsupported, match="training-only"):
+        rlx.onnx.export(g)
+
+
+@pytest.mark.parametrize("build", [
+    lambda g, x: g.unary_math(x, kind="erf") + g.unary_math(x, kind="trunc") + g.round(x),
+    lambda g, x: g.binary_ext(x, g.abs(x) + 1.0, op="mod") + g.cast(g.arg_reduce(x, op="argmax", axis=1), to="f32"),
+    lambda g, x: g.cumulative(x, op="sum", axis=1, reverse=True) + g.cumulative(x, op="sum", axis=0, exclusive=True),
+    lambda g, x: g.gather_elements(x, g.topk_indices(x, k=3, axis=1), axis=1),
+    lambda g, x: g.pool2d(g.reshape(x, new_shape=[1, 1, 4, 6]), kind="min", kernel_size=[2, 2]),
+    lambda g, x: g.dot_general(x, x, lhs_contracting=[1], rhs_contracting=[1]),
+    lambda g, x: g.where(g.ne(x, g.scalar(0.5, x.dtype)), g.cast(x, to="i32"), g.scalar(0, rlx.i32)),
+    lambda g, x: g.apply("cumsum", x, axis=0, exclusive=True) + g.apply("cumsum_backward", x, axis=1),
+    lambda g, x: g.apply("top_k", x, k=2, axis=1, output="values"),
+    lambda g, x: g.apply("scatter_add", x, g.constant(np.array([1, -1, 1, 0])), num_rows=3),
+], ids=["unary", "mod_argmax", "cumsum", "topk_gather", "minpool", "dot_general", "cast_where", "numerics_cumsum", "numerics_topk",
+        "scatter_add"])
+def test_small_ops_round_trip(build):
+    g = rlx.Graph("small")
+    x = g.input("x", (4, 6))
+    g.set_outputs([build(g, x)])
+    _round_trip(g, {"x": (_rng(5).standard_normal((4, 6)) * 3).astype(np.float32)}, {})

@@ -11,6 +11,8 @@ from rlx.ops import (  # noqa: F401
     linalg,
     math_ext,
     normalization,
+    numerics,
+    quant,
     reduction,
     shape,
     sources,

@@ -711,11 +711,32 @@ def _gather_backward_kernel(args, attrs, out):
     return dt
 
 
+def _gather_backward_batch(ctx, node, operands, batched):
+    """Shared indices: gather_backward on the shifted axis into [B, *table_shape]. Batched indices:
+    scatter_elements(add) of dy at per-example element indices (rules: rlx.autodiff.rules)."""
+    from rlx.ops.shape import per_example_indices  # local: the helper lives with gather, this section stays self-contained
+
+    g, (dy, idx), axis, table = ctx.graph, operands, node.attrs["axis"], list(node.attrs["table_shape"])
+    if not batched[1]:
+        return g.gather_backward(dy, idx, axis=ctx.shift_axis(axis), table_shape=[ctx.batch_size, *table])
+    dy = dy if batched[0] else ctx.materialize(dy)
+    eidx = per_example_indices(ctx, idx, axis, table[:axis], table[axis + 1:])
+    if not Shape(table).is_static:
+        raise ShapeError(f"batched indices need a static table_shape, got {Shape(table)!r}")
+    zeros = ctx.materialize(g.constant(np.zeros(table, np.float32 if node.dtype.is_low_precision_float else node.dtype.numpy),
+                                       dtype=node.dtype))
+    return g.scatter_elements(zeros, eidx, ctx.reshape(dy, list(eidx.shape)), axis=ctx.shift_axis(axis), reduction="add")
+
+
 defop(
     name="gather_backward", family=_FAMILY, arity=2, operands=("dy", "indices"),
     attrs={"axis": AttrSpec("int", default=0, doc="the gathered axis of the table (negative allowed, stored non-negative)"),
            "table_shape": AttrSpec("dims", doc="shape of the forward table")},
     canonicalize=_gather_backward_canon, infer=_gather_backward_type, kernel=_gather_backward_kernel,
+    vjp=lambda ctx, node, ct: [ctx.graph.gather(ct, ctx.operand(node, 1), axis=node.attrs["axis"]), None],
+    jvp=lambda ctx, node, tangents: None if tangents[0] is None else ctx.graph.append(
+        "gather_backward", [tangents[0], ctx.operand(node, 1)], dict(node.attrs)),
+    batch=_gather_backward_batch,
     doc="Gradient of gather w.r.t. its table: zeros of table_shape, then dy rows are added at "
     "their indices along `axis` (repeated indices accumulate). dy has the gather output "
     "shape table[:axis] + indices.shape + table[axis+1:]; indices are integers in [-n, n) with "

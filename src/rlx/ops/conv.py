@@ -70,6 +70,344 @@ def _windows(x: np.ndarray, k, s, d) -> np.ndarray:
     return v[:, :, :: s[0], :: s[1], :: d[0], :: d[1]]
 
 
+# =============================================================================== autodiff
+# VJP / JVP / batch rules of the conv family (contract: rlx.autodiff.rules). Gradients use
+# the backward kernels (PIPELINE.md §5.3): conv2d -> conv2d_backward_input / _weight, max
+# pooling -> max_pool2d_backward, mean / sum pooling -> conv2d_backward_input with a
+# constant depthwise kernel. Window taps are read with a depthwise conv2d whose kernel is
+# one-hot ("patches", im2col) and written back with its adjoint conv2d_backward_input
+# (col2im), so every rule is exact for any stride / padding / dilation / groups.
+#
+# vmap: every op here is per-sample and per-channel (up to its weight), so a batched
+# [B, N, C, H, W] value is folded to 4-D (see Fold): into N when B and N are static, else
+# the static one of them into the channels (weights tiled, groups multiplied), because a
+# product of a symbol and a size is not expressible. Batched weights go through im2col:
+# patches @ per-example weights (matmul batches over B, any B).
+def _np_dtype(dtype):
+    return np.float32 if dtype.is_low_precision_float else dtype.numpy
+
+
+def const_like(g, arr, dtype):
+    """A constant array in ``dtype``."""
+    return g.constant(np.asarray(arr, dtype=_np_dtype(dtype)), dtype=dtype)
+
+
+def tap_weight(channels: int, k) -> np.ndarray:
+    """One-hot depthwise kernel [C·K, 1, kH, kW] (K = kH·kW): channel c·K + t reads tap t
+    (row-major window order) of channel c when used with groups = C."""
+    kk = k[0] * k[1]
+    return np.tile(np.eye(kk).reshape(kk, 1, k[0], k[1]), (channels, 1, 1, 1))
+
+
+def patches(g, x, k, stride, padding, dilation):
+    """im2col of NCHW ``x``: [N, C·K, Ho, Wo], channel c·K + t = tap t of channel c (zero padding)."""
+    c = x.shape[1]
+    w = const_like(g, tap_weight(c, k), x.dtype)
+    return g.conv2d(x, w, kernel_size=list(k), stride=list(stride), padding=list(padding), dilation=list(dilation), groups=c)
+
+
+def col2im(g, cols, input_shape, k, stride, padding, dilation):
+    """Adjoint of :func:`patches`: [N, C·K, Ho, Wo] summed back into ``input_shape`` [N, C, H, W]."""
+    c = input_shape[1]
+    w = const_like(g, tap_weight(c, k), cols.dtype)
+    return g.conv2d_backward_input(cols, w, input_shape=list(input_shape), kernel_size=list(k), stride=list(stride),
+                                   padding=list(padding), dilation=list(dilation), groups=c)
+
+
+class Fold:
+    """A batched NCHW value [B, N, C, H, W] as a 4-D [M, F·C, H, W] for per-sample, per-channel ops.
+
+    mode "n": M = B·N, F = 1 (B and N static); "b": M = B, F = N (N static); "t": M = N,
+    F = B (B static; the value is transposed to [N, B, C, H, W] first). Symbolic B and N
+    together are an AutodiffError (B·N is not expressible).
+    """
+
+    def __init__(self, ctx, n):
+        from rlx.ir.errors import AutodiffError
+
+        self.ctx, self.b, self.n = ctx, ctx.batch_size, n
+        if isinstance(self.b, int) and isinstance(n, int):
+            self.mode, self.f, self.m = "n", 1, self.b * n
+        elif isinstance(n, int):
+            self.mode, self.f, self.m = "b", n, self.b
+        elif isinstance(self.b, int):
+            self.mode, self.f, self.m = "t", self.b, n
+        else:
+            raise AutodiffError(f"vmap of a conv-family op: batch size {self.b!r} and per-example batch dim {n!r} are both "
+                                "symbolic; one of them must be static")
+
+    def fold(self, v):
+        _, _, c, h, w = v.shape
+        if self.mode == "t":
+            v = self.ctx.graph.transpose(v, perm=[1, 0, 2, 3, 4])
+        return self.ctx.reshape(v, [self.m, self.f * c, h, w])
+
+    def unfold(self, v):
+        _, fc, h, w = v.shape
+        c = fc // self.f
+        if self.mode == "t":
+            return self.ctx.graph.transpose(self.ctx.reshape(v, [self.n, self.b, c, h, w]), perm=[1, 0, 2, 3, 4])
+        return self.ctx.reshape(v, [self.b, self.n, c, h, w])
+
+    def shape(self, per_example) -> list:
+        """The folded 4-D shape of a per-example [N, C, H, W] shape."""
+        return [self.m, self.f * per_example[1], *per_example[2:]]
+
+    def tile(self, w):
+        """A weight [O, I, kH, kW] repeated F times along O (for groups·F)."""
+        if self.f == 1:
+            return w
+        g = self.ctx.graph
+        t = g.expand(self.ctx.reshape(w, [1, *w.shape]), target_shape=[self.f, *w.shape])
+        return self.ctx.reshape(t, [self.f * w.shape[0], *w.shape[1:]])
+
+
+def batched_ops(ctx, operands, batched):
+    """Every operand with the batch axis (unbatched ones broadcast to it)."""
+    return [v if b else ctx.materialize(v) for v, b in zip(operands, batched)]
+
+
+def fold_channelwise(ctx, node, operands, batched, **attrs):
+    """Batch rule of a per-sample, per-channel op without weights: fold, apply, unfold."""
+    ops = batched_ops(ctx, operands, batched)
+    f = Fold(ctx, ops[0].shape[1])
+    out = ctx.graph.append(node.op, [f.fold(v) for v in ops], {**dict(node.attrs), **attrs})
+    return f.unfold(out)
+
+
+def _sum_parts(parts):
+    present = [p for p in parts if p is not None]
+    if not present:
+        return None
+    out = present[0]
+    for p in present[1:]:
+        out = out + p
+    return out
+
+
+def conv_geo(attrs) -> dict:
+    return {k: list(attrs[k]) for k in ("kernel_size", "stride", "padding", "dilation")} | {"groups": attrs["groups"]}
+
+
+# ---------------------------------------------------------------------- conv2d rules
+def _conv2d_vjp(ctx, node, ct):
+    g = ctx.graph
+    x, w = ctx.operands(node)
+    geo = conv_geo(node.attrs)
+    dx = g.conv2d_backward_input(ct, w, input_shape=list(x.shape), **geo) if ctx.wants(node, 0) else None
+    dw = g.conv2d_backward_weight(x, ct, weight_shape=list(w.shape), **geo) if ctx.wants(node, 1) else None
+    return [dx, dw]
+
+
+def _conv2d_jvp(ctx, node, tangents):
+    g = ctx.graph
+    x, w = ctx.operands(node)
+    tx, tw = tangents
+    return _sum_parts([None if tx is None else g.append("conv2d", [tx, w], node.attrs),
+                       None if tw is None else g.append("conv2d", [x, tw], node.attrs)])
+
+
+def _conv2d_batch(ctx, node, operands, batched):
+    g = ctx.graph
+    x, w = operands
+    a = node.attrs
+    if not batched[1]:
+        f = Fold(ctx, x.shape[1])
+        y = g.conv2d(f.fold(x), f.tile(w), **{**conv_geo(a), "groups": a["groups"] * f.f})
+        return f.unfold(y)
+    # per-example weights: im2col, then a batched matmul with the weights
+    b = ctx.batch_size
+    cout, cin_g, kh, kw = w.shape[1:]
+    groups, kk = a["groups"], kh * kw
+    ho, wo = node.shape[2:]
+    geo = (a["kernel_size"], a["stride"], a["padding"], a["dilation"])
+    if batched[0]:
+        f = Fold(ctx, x.shape[1])
+        cols = f.unfold(patches(g, f.fold(x), *geo))  # [B, N, C·K, Ho, Wo]
+        lead = [b, x.shape[1]]
+    else:
+        cols = patches(g, x, *geo)  # [N, C·K, Ho, Wo]
+        lead = [x.shape[0]]
+    cols = ctx.reshape(cols, [*lead, groups, cin_g * kk, ho * wo])
+    wm = ctx.reshape(w, [b, 1, groups, cout // groups, cin_g * kk])
+    y = g.matmul(wm, cols)  # [B, N, G, Cout/G, Ho·Wo]
+    return ctx.reshape(y, [b, node.shape[0], cout, ho, wo])
+
+
+# ------------------------------------------------------------- conv_transpose2d rules
+def zero_pad_end(ctx, v, axis: int, extra: int):
+    """``v`` with ``extra`` zero rows appended along ``axis`` (2 or 3); the batch dim may be symbolic."""
+    if extra <= 0:
+        return v
+    g = ctx.graph
+    shape = list(v.shape)
+    shape[axis] = extra
+    if all(isinstance(d, int) for d in shape):
+        zeros = const_like(g, np.zeros(shape), v.dtype)
+    else:  # broadcast a [1, ...] zero block to the symbolic batch dim through where(cond, z, z)
+        z = const_like(g, np.zeros([1, *shape[1:]]), v.dtype)
+        cond = g.cast(g.reduce(v, op="sum", axes=[axis], keep_dim=True), to="bool")
+        zeros = g.where(cond, z, z)
+    return g.concat([v, zeros], axis=axis)
+
+
+def _conv_t_vjp(ctx, node, ct):
+    """conv_transpose2d is the adjoint of conv2d(·, w) with the same geometry, so
+    dx = conv2d(ct, w) (cropped to x's size) and dw = conv2d_backward_weight(ct, x)
+    (x padded with zero rows where conv2d(ct) would be larger than x)."""
+    g = ctx.graph
+    x, w = ctx.operands(node)
+    a = node.attrs
+    geo = conv_geo(a)
+    k, s, p, d = a["kernel_size"], a["stride"], a["padding"], a["dilation"]
+    fwd = [conv_out_size(node.shape[2 + i], k[i], s[i], p[i], d[i]) for i in range(2)]
+    dx = dw = None
+    if ctx.wants(node, 0):
+        dx = g.conv2d(ct, w, **geo)
+        for i in range(2):
+            if fwd[i] != x.shape[2 + i]:
+                dx = g.narrow(dx, axis=2 + i, start=0, length=x.shape[2 + i])
+    if ctx.wants(node, 1):
+        xe = x
+        for i in range(2):
+            xe = zero_pad_end(ctx, xe, 2 + i, fwd[i] - x.shape[2 + i])
+        dw = g.conv2d_backward_weight(ct, xe, weight_shape=list(w.shape), **geo)
+    return [dx, dw]
+
+
+def _conv_t_jvp(ctx, node, tangents):
+    g = ctx.graph
+    x, w = ctx.operands(node)
+    tx, tw = tangents
+    return _sum_parts([None if tx is None else g.append("conv_transpose2d", [tx, w], node.attrs),
+                       None if tw is None else g.append("conv_transpose2d", [x, tw], node.attrs)])
+
+
+def _conv_t_batch(ctx, node, operands, batched):
+    g = ctx.graph
+    x, w = operands
+    a = node.attrs
+    if not batched[1]:
+        f = Fold(ctx, x.shape[1])
+        y = g.append("conv_transpose2d", [f.fold(x), f.tile(w)], {**dict(a), "groups": a["groups"] * f.f})
+        return f.unfold(y)
+    # per-example weights: columns = wᵀ·x per group (matmul over B), then col2im by a
+    # conv_transpose2d with the one-hot tap kernel
+    b = ctx.batch_size
+    cin, cout_g, kh, kw = w.shape[1:]
+    groups, kk = a["groups"], kh * kw
+    cin_g = cin // groups
+    xb = x if batched[0] else ctx.reshape(x, [1, *x.shape])
+    n, _, h, wd = xb.shape[1:]
+    xm = ctx.reshape(xb, [xb.shape[0], n, groups, cin_g, h * wd])
+    wm = ctx.transpose_last2(ctx.reshape(w, [b, 1, groups, cin_g, cout_g * kk]))
+    cols = g.matmul(wm, xm)  # [B, N, G, Cout/G·K, H·W]
+    cout = cout_g * groups
+    cols = ctx.reshape(cols, [b, n, cout * kk, h, wd])
+    f = Fold(ctx, n)
+    ones = const_like(g, tap_weight(f.f * cout, (kh, kw)), cols.dtype)
+    y = g.append("conv_transpose2d", [f.fold(cols), ones], {**dict(a), "groups": f.f * cout})
+    return f.unfold(y)
+
+
+# ------------------------------------------------------------------------ pool2d rules
+def pool_geo(attrs):
+    k = tuple(attrs["kernel_size"])
+    s = tuple(attrs["stride"]) if attrs["stride"] is not None else k
+    return k, s, tuple(attrs["padding"])
+
+
+def pool_valid(x_shape, attrs) -> np.ndarray:
+    """bool [1, 1, K, Ho, Wo]: which window taps fall inside the (unpadded) image."""
+    k, s, p = pool_geo(attrs)
+    ones = np.ones((1, 1, *x_shape[2:]))
+    cols = conv2d_reference(ones, tap_weight(1, k), s, p, (1, 1), 1)
+    return (cols > 0.5).reshape(1, 1, *cols.shape[1:])
+
+
+def pool_taps(ctx, v, attrs):
+    """The window taps of NCHW ``v``: [N, C, K, Ho, Wo] (zero where a tap is padding)."""
+    k, s, p = pool_geo(attrs)
+    cols = patches(ctx.graph, v, k, s, p, (1, 1))
+    return ctx.reshape(cols, [v.shape[0], v.shape[1], k[0] * k[1], *cols.shape[2:]])
+
+
+def first_max_mask(ctx, x, y, attrs):
+    """bool [N, C, K, Ho, Wo]: the first in-bounds tap (row-major window order) equal to the
+    window's max ``y``, the tap max_pool2d_backward routes the gradient to (none if y is NaN)."""
+    g = ctx.graph
+    taps = pool_taps(ctx, x, attrs)
+    valid = g.constant(pool_valid(x.shape, attrs))
+    hit = g.mul(g.eq(taps, ctx.reshape(y, [y.shape[0], y.shape[1], 1, *y.shape[2:]])), valid)
+    count = g.cumulative(g.cast(hit, to=x.dtype), op="sum", axis=2)
+    return g.mul(hit, g.eq(count, g.scalar(1.0, x.dtype)))
+
+
+def select_taps(ctx, mask, t, attrs):
+    """Σ over window taps of ``t``'s taps where ``mask``: [N, C, Ho, Wo] (linear in t)."""
+    return ctx.graph.reduce(ctx.where_zero(mask, pool_taps(ctx, t, attrs)), op="sum", axes=[2])
+
+
+def _prod_others(ctx, x, attrs):
+    """[N, C, K, Ho, Wo]: product of a window's other in-bounds taps (exact at zeros)."""
+    g = ctx.graph
+    k, _, _ = pool_geo(attrs)
+    kk = k[0] * k[1]
+    one = g.scalar(1.0, x.dtype)
+    taps = g.where(g.constant(pool_valid(x.shape, attrs)), pool_taps(ctx, x, attrs), one)
+    n, c, _, ho, wo = taps.shape
+    taps = ctx.reshape(taps, [n, c, 1, kk, ho, wo])
+    eye = g.constant(np.eye(kk, dtype=bool).reshape(1, 1, kk, kk, 1, 1))
+    return g.reduce(g.where(eye, one, taps), op="prod", axes=[3])
+
+
+def _pool_mean_scale(ctx, x, u, attrs):
+    g = ctx.graph
+    k, _, _ = pool_geo(attrs)
+    if attrs["count_include_pad"]:
+        return u * g.scalar(1.0 / (k[0] * k[1]), u.dtype)
+    count = pool_valid(x.shape, attrs).sum(axis=2, dtype=np.float64)[0, 0]  # [Ho, Wo]
+    return u / const_like(g, count, u.dtype)
+
+
+def _pool_vjp(ctx, node, ct):
+    g = ctx.graph
+    x = ctx.operand(node, 0)
+    a, kind = node.attrs, node.attrs["kind"]
+    k, s, p = pool_geo(a)
+    win = {"kernel_size": list(k), "stride": list(s), "padding": list(p)}
+    if kind == "max":
+        return [g.max_pool2d_backward(x, ct, **win)]
+    if kind == "min":  # min = -max(-x): same first-winner rule on -x
+        return [g.max_pool2d_backward(g.neg(x), ct, **win)]
+    if kind == "prod":
+        u = _prod_others(ctx, x, a) * ctx.reshape(ct, [ct.shape[0], ct.shape[1], 1, *ct.shape[2:]])
+        u = ctx.reshape(u, [x.shape[0], x.shape[1] * k[0] * k[1], *ct.shape[2:]])
+        return [col2im(g, u, list(x.shape), k, s, p, (1, 1))]
+    u = _pool_mean_scale(ctx, x, ct, a) if kind == "mean" else ct
+    ones = const_like(g, np.ones((x.shape[1], 1, *k)), u.dtype)
+    return [g.conv2d_backward_input(u, ones, input_shape=list(x.shape), dilation=[1, 1], groups=x.shape[1], **win)]
+
+
+def _pool_jvp(ctx, node, tangents):
+    g = ctx.graph
+    (t,) = tangents
+    x, y = ctx.operand(node, 0), ctx.output(node)
+    kind = node.attrs["kind"]
+    if kind in ("sum", "mean"):
+        return g.append("pool2d", [t], node.attrs)
+    if kind == "max":
+        return select_taps(ctx, first_max_mask(ctx, x, y, node.attrs), t, node.attrs)
+    if kind == "min":
+        return select_taps(ctx, first_max_mask(ctx, g.neg(x), g.neg(y), node.attrs), t, node.attrs)
+    return g.reduce(_prod_others(ctx, x, node.attrs) * pool_taps(ctx, t, node.attrs), op="sum", axes=[2])
+
+
+# ------------------------------------------------------------------- resize rules
+def _resize_vjp(ctx, node, ct):
+    return [ctx.graph.pool2d(ct, kind="sum", kernel_size=[2, 2], stride=[2, 2])]
+
+
 # ----------------------------------------------------------------------------- conv2d
 def _conv2d_type(ins, attrs):
     dtype = _conv_dtype(ins)
@@ -117,6 +455,7 @@ defop(
     name="conv2d", family="conv", arity=2, operands=("x", "w"),
     attrs=_CONV_ATTRS,
     canonicalize=_kernel_size_canon, infer=_conv2d_type, kernel=_conv2d_kernel, flags={"blas"},
+    vjp=_conv2d_vjp, jvp=_conv2d_jvp, batch=_conv2d_batch,
     doc="NCHW cross-correlation = torch.nn.functional.conv2d without bias: x [N, Cin, H, W], "
     "w [Cout, Cin/groups, kH, kW] -> [N, Cout, Hout, Wout], Hout = (H + 2pH - dH(kH-1) - 1) // sH + 1. "
     "Symmetric zero padding. kernel_size defaults to w's spatial dims and must match them (upstream trusts it). "
@@ -168,6 +507,7 @@ defop(
     name="conv_transpose2d", family="conv", arity=2, operands=("x", "w"),
     attrs={**_CONV_ATTRS, "output_padding": AttrSpec("ints", default=(0, 0))},
     canonicalize=_kernel_size_canon, infer=_conv_t_type, kernel=_conv_t_kernel, flags={"blas"},
+    vjp=_conv_t_vjp, jvp=_conv_t_jvp, batch=_conv_t_batch,
     doc="torch.nn.functional.conv_transpose2d without bias: x [N, Cin, H, W], w [Cin, Cout/groups, kH, kW] -> "
     "[N, Cout, Hout, Wout], Hout = (H-1)sH - 2pH + dH(kH-1) + opH + 1. Input pixel (iy, ix) adds x*w at "
     "(iy*s + ky*d - p, ix*s + kx*d - p); output_padding only grows the output and must be smaller than stride "
@@ -245,6 +585,7 @@ defop(
         "count_include_pad": AttrSpec("bool", default=True, doc="mean divides by kH*kW (True) or by the in-bounds count"),
     },
     canonicalize=_pool_canon, infer=_pool_type, kernel=_pool_kernel, flags={"reduction"},
+    vjp=_pool_vjp, jvp=_pool_jvp, batch=fold_channelwise,
     doc="NCHW pooling (no dilation): windows start at ho*s - p; Hout = (H + 2p - k) // s + 1. max / min / sum / "
     "prod reduce the in-bounds elements only (padding never wins); upstream's kernel computes a plain sum for "
     "sum, min and prod, rlx computes each as named. max / min ignore NaN like np.fmax. mean divides by kH*kW "
@@ -267,6 +608,7 @@ defop(
     name="resize_nearest_2x", family="conv", arity=1, operands=("x",),
     infer=_resize_type,
     kernel=lambda args, attrs, out: args[0].repeat(2, axis=2).repeat(2, axis=3),
+    vjp=_resize_vjp, jvp=lambda ctx, node, tangents: ctx.graph.resize_nearest_2x(tangents[0]), batch=fold_channelwise,
     doc="2x nearest-neighbour upsampling of NCHW: [N, C, H, W] -> [N, C, 2H, 2W], x.repeat(2, 2).repeat(2, 3) "
     "(= torch interpolate(scale_factor=2, mode='nearest')). H and W must be static.",
 )

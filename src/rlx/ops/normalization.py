@@ -9,11 +9,13 @@ variance in one pass (``E[x²] - mu²``); rlx honours ``axis`` and uses two pass
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from rlx.ir.attrs import AttrSpec
 from rlx.ir.dtype import promote_all
-from rlx.ir.errors import ShapeError
+from rlx.ir.errors import AutodiffError, ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import TensorType
 from rlx.ops.common import axis_of, promote_args, require_dim, require_float, require_rank
@@ -47,6 +49,148 @@ def _standardize(x: np.ndarray, axes: int | tuple[int, ...], eps: float) -> np.n
     return d / np.sqrt(var + eps)
 
 
+# ----------------------------------------------------------------------- autodiff rules
+# Design (contract: rlx.autodiff.rules): every derivative is written with primitive ops
+# (reduce mean/sum, binary, sqrt, reshape, cast) instead of the fused *_backward kernels, so a
+# derivative graph is itself differentiable by existing rules (hvp and higher orders work
+# through the norms). All four norms share one engine: x is viewed (group_norm: reshaped to
+# [*lead, N, G, C/G*spatial]) so that the statistics are a keep_dim reduction over `axes`,
+# xhat = (x - mu) / sqrt(var + eps) (rms_norm: x / sqrt(mean(x²) + eps)), y = xhat*gamma + beta
+# with gamma/beta laid along the channel axis. Work happens in the result dtype.
+
+
+class _NormView:
+    """How a norm node (per-example rank ``rank``, ``lead`` extra leading axes) sees x."""
+
+    def __init__(self, node, rank: int, lead: int = 0):
+        self.op, self.eps, self.lead, self.rank = node.op, node.attrs["eps"], lead, rank + lead
+        self.center = node.op != "rms_norm"
+        self.groups = node.attrs["num_groups"] if node.op == "group_norm" else None
+        per = node.attrs["axis"] % rank if node.op in ("layer_norm", "rms_norm") else 1
+        self.axis = per + lead  # the channel axis of gamma / beta in x
+
+    def view(self, ctx, x):
+        if self.groups is None:
+            return x
+        c = self.lead + 1
+        rest = list(x.shape[c:])
+        if any(not isinstance(d, int) for d in rest):
+            raise AutodiffError(f"group_norm rules need static channel and spatial dims, got {x.shape!r}")
+        return ctx.reshape(x, [*x.shape[:c], self.groups, math.prod(rest) // self.groups])
+
+    def axes(self, xv) -> list[int]:
+        return [len(xv.shape) - 1] if self.groups is not None else [self.axis]
+
+    def along(self, ctx, v, batched: bool = False):
+        """A rank-1 gamma / beta ([B, C] when ``batched``) shaped to broadcast along the channel axis."""
+        tail = [1] * (self.rank - self.axis - 1)
+        if batched:
+            return ctx.reshape(v, [v.shape[0], *([1] * (self.axis - 1)), v.shape[-1], *tail])
+        return ctx.reshape(v, [v.shape[-1], *tail])
+
+
+def _mean(g, v, axes):
+    return g.reduce(v, op="mean", axes=axes, keep_dim=True)
+
+
+def _standardize_v(ctx, nv: _NormView, xv):
+    """(xhat, 1/sqrt(var + eps)) in the view, statistics keep_dim over the view's axes."""
+    g, axes = ctx.graph, nv.axes(xv)
+    d = xv - _mean(g, xv, axes) if nv.center else xv
+    s = g.sqrt(_mean(g, d * d, axes) + ctx.const(nv.eps, xv.dtype))
+    return d / s, ctx.const(1.0, xv.dtype) / s
+
+
+def _sum_except(g, v, axis: int):
+    others = [i for i in range(len(v.shape)) if i != axis]
+    return g.reduce(v, op="sum", axes=others, keep_dim=False) if others else v
+
+
+def _norm_vjp(ctx, node, ct):
+    g, dt = ctx.graph, node.dtype
+    x, gamma, beta = ctx.operands(node)
+    xc, ct = ctx.cast(x, dt), ctx.cast(ct, dt)
+    nv = _NormView(node, len(x.shape))
+    xv = nv.view(ctx, xc)
+    xhat_v, r = _standardize_v(ctx, nv, xv)
+    grads = [None, None, None]
+    if ctx.wants(node, 0):
+        gv = nv.view(ctx, ct * nv.along(ctx, ctx.cast(gamma, dt)))
+        axes = nv.axes(xv)
+        inner = gv - _mean(g, gv, axes) if nv.center else gv
+        inner = inner - xhat_v * _mean(g, gv * xhat_v, axes)
+        grads[0] = ctx.cast(ctx.reshape(inner * r, x.shape), x.dtype)
+    if ctx.wants(node, 1):
+        grads[1] = ctx.cast(_sum_except(g, ct * ctx.reshape(xhat_v, x.shape), nv.axis), gamma.dtype)
+    if ctx.wants(node, 2):
+        grads[2] = ctx.cast(_sum_except(g, ct, nv.axis), beta.dtype)
+    return grads
+
+
+def _norm_jvp(ctx, node, tangents):
+    g, dt = ctx.graph, node.dtype
+    x, gamma, _ = ctx.operands(node)
+    tx, tg, tb = tangents
+    nv = _NormView(node, len(x.shape))
+    xv = nv.view(ctx, ctx.cast(x, dt))
+    xhat_v, r = _standardize_v(ctx, nv, xv)
+    parts = []
+    if tx is not None:
+        tv = nv.view(ctx, ctx.cast(tx, dt))
+        axes = nv.axes(xv)
+        td = tv - _mean(g, tv, axes) if nv.center else tv
+        txh = (td - xhat_v * _mean(g, xhat_v * td, axes)) * r
+        parts.append(ctx.reshape(txh, x.shape) * nv.along(ctx, ctx.cast(gamma, dt)))
+    if tg is not None:
+        parts.append(ctx.reshape(xhat_v, x.shape) * nv.along(ctx, ctx.cast(tg, dt)))
+    if tb is not None:
+        parts.append(nv.along(ctx, ctx.cast(tb, dt)))
+    out = parts[0]
+    for p in parts[1:]:
+        out = out + p
+    return out
+
+
+def _filled(ctx, like, value: float, dtype):
+    """A rank-1 constant of ``like``'s last dim (symbolic allowed) filled with ``value``."""
+    n = like.shape[-1]
+    if isinstance(n, int):
+        return ctx.graph.constant(np.full(n, value, dtype=np.float32 if dtype.is_low_precision_float else dtype.numpy), dtype=dtype)
+    if len(like.shape) > 1:
+        like = ctx.graph.reduce(like, op="max", axes=list(range(len(like.shape) - 1)), keep_dim=False)
+    return ctx.broadcast_like(ctx.const(value, dtype), like)
+
+
+def _norm_batch(ctx, node, operands, batched):
+    """Standardize with the op itself (extra leading axes are fine for layer_norm / rms_norm over
+    a shifted axis; group_norm standardizes its grouped view with layer_norm over the last axis),
+    then apply gamma / beta with broadcasting when they are batched."""
+    g, dt = ctx.graph, node.dtype
+    x, gamma, beta = operands
+    xb, gb, bb = batched
+    eps = node.attrs["eps"]
+    nv = _NormView(node, len(node.shape), lead=1 if xb else 0)
+    x = ctx.cast(x, dt)
+    if node.op == "group_norm" and not xb:
+        xhat = g.group_norm(x, _filled(ctx, gamma, 1.0, dt), _filled(ctx, gamma, 0.0, dt),
+                            num_groups=node.attrs["num_groups"], eps=eps)
+    elif node.op == "group_norm":
+        xv = nv.view(ctx, x)
+        xhat = ctx.reshape(g.layer_norm(xv, _filled(ctx, xv, 1.0, dt), _filled(ctx, xv, 0.0, dt), axis=-1, eps=eps), x.shape)
+    else:
+        op = "rms_norm" if node.op == "rms_norm" else "layer_norm"
+        if not gb and not bb:
+            return g.append(op, [x, gamma, beta], {"axis": nv.axis, "eps": eps})
+        xhat = g.append(op, [x, _filled(ctx, gamma, 1.0, dt), _filled(ctx, gamma, 0.0, dt)], {"axis": nv.axis, "eps": eps})
+    full = _NormView(node, len(node.shape), lead=1)
+    gv = full.along(ctx, gamma, True) if gb else nv.along(ctx, gamma)
+    bv = full.along(ctx, beta, True) if bb else nv.along(ctx, beta)
+    return xhat * ctx.cast(gv, dt) + ctx.cast(bv, dt)
+
+
+_NORM_RULES = {"vjp": _norm_vjp, "jvp": _norm_jvp, "batch": _norm_batch}
+
+
 # ------------------------------------------------------------------------- layer_norm
 
 
@@ -63,7 +207,7 @@ def _layer_norm_kernel(args, attrs, out):
 defop(
     name="layer_norm", family="normalization", arity=3, operands=("x", "gamma", "beta"),
     attrs={"axis": _AXIS, "eps": _EPS},
-    infer=_layer_norm_type, kernel=_layer_norm_kernel,
+    infer=_layer_norm_type, kernel=_layer_norm_kernel, **_NORM_RULES,
     doc="Layer normalization over one axis: mu = mean(x, axis), var = mean((x-mu)**2, axis) "
     "(biased, two-pass), y = (x-mu)/sqrt(var+eps)*gamma + beta, gamma/beta of shape "
     "[x.shape[axis]]. Any axis, negative allowed (upstream's kernel always uses the last "
@@ -87,7 +231,7 @@ def _layer_norm2d_kernel(args, attrs, out):
 defop(
     name="layer_norm2d", family="normalization", arity=3, operands=("x", "gamma", "beta"),
     attrs={"eps": _EPS},
-    infer=_layer_norm2d_type, kernel=_layer_norm2d_kernel,
+    infer=_layer_norm2d_type, kernel=_layer_norm2d_kernel, **_NORM_RULES,
     doc="Channel layer norm of an NCHW tensor (SAM / candle LayerNorm2d): statistics over C "
     "at every (n, h, w) (not PyTorch's LayerNorm over H x W); gamma/beta [C]. Biased "
     "two-pass variance, eps inside the square root. Equals layer_norm(x, axis=1).",
@@ -123,7 +267,7 @@ def _group_norm_kernel(args, attrs, out):
 defop(
     name="group_norm", family="normalization", arity=3, operands=("x", "gamma", "beta"),
     attrs={"num_groups": AttrSpec("int", doc="number of contiguous channel groups; divides C"), "eps": _EPS},
-    infer=_group_norm_type, kernel=_group_norm_kernel,
+    infer=_group_norm_type, kernel=_group_norm_kernel, **_NORM_RULES,
     doc="Group normalization of x [N, C, *spatial] (upstream: rank 4 NCHW only; rlx accepts "
     "any spatial rank, as torch does). Channels split into num_groups contiguous groups of "
     "C/G; mean and biased variance over (C/G) x spatial per sample and group; per-channel "
@@ -144,7 +288,7 @@ def _rms_norm_kernel(args, attrs, out):
 defop(
     name="rms_norm", family="normalization", arity=3, operands=("x", "gamma", "beta"),
     attrs={"axis": _AXIS, "eps": _EPS},
-    infer=_layer_norm_type, kernel=_rms_norm_kernel,
+    infer=_layer_norm_type, kernel=_rms_norm_kernel, **_NORM_RULES,
     doc="RMS normalization over one axis: y = x / sqrt(mean(x**2, axis) + eps) * gamma + beta. "
     "beta is a mandatory operand, as upstream (pass zeros for LLaMA-style RMSNorm). Any "
     "axis, negative allowed (upstream's kernel uses the last axis). The result has x's "

@@ -225,7 +225,7 @@ def _fq_core(x: TensorType, attrs) -> tuple[Shape, int | None, object]:
 
 
 def _check_param(x: TensorType, p: TensorType, attrs, what: str) -> None:
-    lead, axis, c = _fq_core(x, attrs)
+    lead, _axis, c = _fq_core(x, attrs)
     want = Shape((*lead, c))
     if tuple(p.shape) != tuple(want):
         raise ShapeError(f"{what} must have shape {want!r} (batch dims + one entry per channel), got {p.shape!r}")
@@ -338,7 +338,7 @@ defop(
 
 def _obs_type(ins, attrs):
     x = ins[0]
-    lead, axis, c = _fq_core(x, attrs)
+    lead, _axis, c = _fq_core(x, attrs)
     if len(ins) > 1:
         _check_param(x, ins[1], attrs, "state")
     return TensorType(Shape((*lead, c)), x.dtype)
@@ -404,9 +404,12 @@ def _fqb_nonlinear(node) -> None:
 
 
 def _fqb_vjp(ctx, node, ct):
-    if any(ctx.wants(node, i) for i in range(len(node.inputs)) if i != 1):
-        _fqb_nonlinear(node)  # identity / clipped_identity: 0 almost everywhere in x and state
-    return [None, _fqb_linear(ctx, node, ct)] + [None] * (len(node.inputs) - 2)
+    out = [None, _fqb_linear(ctx, node, ct) if ctx.wants(node, 1) else None] + [None] * (len(node.inputs) - 2)
+    for i in range(len(node.inputs)):
+        if i != 1 and ctx.wants(node, i):
+            _fqb_nonlinear(node)  # identity / clipped_identity: 0 almost everywhere in x and state
+            out[i] = ctx.zeros_like(ctx.operand(node, i))
+    return out
 
 
 def _fqb_jvp(ctx, node, tangents):
@@ -447,7 +450,7 @@ def _lsq_parts(args, attrs):
 
 
 def _lsq_kernel(args, attrs, out):
-    _, x, s, z, q = _lsq_parts(args, attrs)
+    _, _x, s, z, q = _lsq_parts(args, attrs)
     return np.clip(round_half_away(z), -q, q) * s
 
 
@@ -540,7 +543,8 @@ defop(
 def _lsq_bx_vjp(ctx, node, ct):
     x, scale, _ = ctx.operands(node)
     # piecewise constant in x and scale: their derivative is 0 almost everywhere
-    return [None, None, ctx.graph.fake_quantize_lsq_backward_x(x, scale, ct, **dict(node.attrs))]
+    zero = [ctx.zeros_like(v) if ctx.wants(node, i) else None for i, v in enumerate((x, scale))]
+    return [*zero, ctx.graph.fake_quantize_lsq_backward_x(x, scale, ct, **dict(node.attrs)) if ctx.wants(node, 2) else None]
 
 
 def _lsq_bx_jvp(ctx, node, tangents):

@@ -158,10 +158,21 @@ def _softmax_kernel(args, attrs, out):
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
+def _softmax_linearized(ctx, node, v):
+    """y·(v − sum(y·v, axis, keep)): the VJP of ct = v and the JVP of t = v (the Jacobian is
+    symmetric). Emits mul / sub / reduce and the recomputed softmax, so it is differentiable
+    again. Rule contract: rlx.autodiff.rules."""
+    y = ctx.output(node)
+    return y * (v - ctx.graph.reduce(y * v, op="sum", axes=[node.attrs["axis"]], keep_dim=True))
+
+
 defop(
     name="softmax", family="reduction", arity=1, operands=("x",),
     attrs={"axis": AttrSpec("int", default=-1)},
     canonicalize=_softmax_canon, infer=_softmax_type, kernel=_softmax_kernel, flags={"reduction"},
+    vjp=lambda ctx, node, ct: [_softmax_linearized(ctx, node, ct)],
+    jvp=lambda ctx, node, tangents: _softmax_linearized(ctx, node, tangents[0]),
+    batch=lambda ctx, node, operands, batched: ctx.graph.softmax(operands[0], axis=ctx.shift_axis(node.attrs["axis"])),
     doc="Numerically stable softmax exp(x - max) / sum along `axis` (default -1; any axis, upstream's kernel "
     "is right only for the last one; stored non-negative). Needs a float input. A row whose max is not finite "
     "is shifted by 0 instead (so a row of -inf gives NaN, like NumPy / torch).",

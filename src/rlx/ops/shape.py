@@ -15,7 +15,7 @@ import numpy as np
 
 from rlx.ir.attrs import AttrSpec
 from rlx.ir.dtype import promote_all
-from rlx.ir.errors import RlxError, ShapeError
+from rlx.ir.errors import AutodiffError, RlxError, ShapeError
 from rlx.ir.opdef import VARIADIC, defop
 from rlx.ir.shape import Shape, TensorType, normalize_axis
 from rlx.ops.common import axis_of, promote_args
@@ -142,11 +142,41 @@ def _narrow_kernel(args, attrs, out):
     return x[tuple(index)]
 
 
+def _zero_slab(ctx, x, axis, start, length, dtype):
+    """Zeros shaped like x[..., start:start+length, ...] (symbolic dims off the axis are read from x)."""
+    shape = [length if i == axis else d for i, d in enumerate(x.shape)]
+    if Shape(shape).is_static:
+        arr = np.zeros(shape, dtype=np.float32 if dtype.is_low_precision_float else dtype.numpy)
+        return ctx.graph.constant(arr, dtype=dtype)
+    return ctx.zeros_like(ctx.graph.narrow(x, axis, start, length), dtype)
+
+
+def _narrow_vjp(ctx, node, ct):
+    """Zero-pad the cotangent back to x's extent: concat(zeros, ct, zeros) along the axis; on a
+    symbolic axis (pad size not expressible) gather_backward of the sliced rows. Contract: rlx.autodiff.rules."""
+    g, x = ctx.graph, ctx.operand(node, 0)
+    axis, start, length = node.attrs["axis"], node.attrs["start"], node.attrs["length"]
+    dim = x.shape[axis]
+    if not isinstance(dim, int):
+        idx = g.constant(np.arange(start, start + length, dtype=np.int64))
+        return [g.gather_backward(ct, idx, axis=axis, table_shape=list(x.shape))]
+    rest = dim - start - length
+    parts = [_zero_slab(ctx, x, axis, 0, start, ct.dtype)] if start else []
+    parts.append(ct)
+    if rest:
+        parts.append(_zero_slab(ctx, x, axis, start + length, rest, ct.dtype))
+    return [ct if len(parts) == 1 else g.concat(parts, axis=axis)]
+
+
 defop(
     name="narrow", family="shape", arity=1, operands=("x",),
     attrs={"axis": AttrSpec("int"), "start": AttrSpec("int"), "length": AttrSpec("int")},
     aliases={"len": "length"},
     canonicalize=_canon_axis, infer=_narrow_type, kernel=_narrow_kernel,
+    vjp=_narrow_vjp,
+    jvp=lambda ctx, node, tangents: ctx.graph.append("narrow", [tangents[0]], dict(node.attrs)),
+    batch=lambda ctx, node, operands, batched: ctx.graph.append(
+        "narrow", [operands[0]], {**dict(node.attrs), "axis": ctx.shift_axis(node.attrs["axis"])}),
     doc="x[..., start:start+length, ...] on `axis` (upstream attribute `len` is accepted as an alias). "
     "Negative axis allowed (stored non-negative); start, length >= 0 and the slice must fit the axis "
     "(upstream does not check). On a symbolic axis the bound is checked at run time (RlxError).",
@@ -177,10 +207,37 @@ def _concat_type(ins, attrs):
     return TensorType(Shape((*first[:axis], total, *first[axis + 1:])), promote_all([t.dtype for t in ins]))
 
 
+def _concat_vjp(ctx, node, ct):
+    """One narrow of the cotangent per part. A symbolic part is the only nonempty one (the type
+    rule allows no symbolic sums), so its gradient is the whole cotangent. Contract: rlx.autodiff.rules."""
+    axis, offset, grads = node.attrs["axis"], 0, []
+    for i, x in enumerate(ctx.operands(node)):
+        size = x.shape[axis]
+        if not ctx.wants(node, i):
+            grads.append(None)
+        elif not isinstance(size, int) or (offset == 0 and size == ct.shape[axis]):
+            grads.append(ct)
+        else:
+            grads.append(ctx.graph.narrow(ct, axis, offset, size))
+        offset += size if isinstance(size, int) else 0
+    return grads
+
+
+def _concat_jvp(ctx, node, tangents):
+    parts = [t if t is not None else ctx.zeros_like(x, node.dtype) for x, t in zip(ctx.operands(node), tangents)]
+    return ctx.graph.concat(parts, axis=node.attrs["axis"])
+
+
+def _concat_batch(ctx, node, operands, batched):
+    parts = [v if b else ctx.materialize(v) for v, b in zip(operands, batched)]
+    return ctx.graph.concat(parts, axis=ctx.shift_axis(node.attrs["axis"]))
+
+
 defop(
     name="concat", family="shape", arity=VARIADIC, operands=("parts",),
     attrs={"axis": AttrSpec("int", default=0)},
     canonicalize=_canon_axis, infer=_concat_type,
+    vjp=_concat_vjp, jvp=_concat_jvp, batch=_concat_batch,
     kernel=lambda args, attrs, out: np.concatenate(promote_args(args, out.dtype), axis=attrs["axis"] % args[0].ndim),
     doc="np.concatenate(parts, axis); variadic (>= 1 operand, passed as one list). Same rank, equal dims off "
     "the axis (upstream checks neither), dtypes promoted. Negative axis allowed (stored non-negative). On the "
@@ -246,10 +303,48 @@ def _gather_kernel(args, attrs, out):
     return np.take(table, idx, axis=axis)
 
 
+def per_example_indices(ctx, idx, axis: int, pre, post):
+    """Batched gather indices ``[B, *ishape]`` (gathering on per-example ``axis``) as element
+    indices ``[B, *pre, K, *post]`` (K = numel(ishape)) for gather_elements / scatter_elements on
+    ``axis + 1``. Shared by the batch rules of gather and gather_backward (vmap with batched indices)."""
+    ishape = list(idx.shape[1:])
+    if not Shape(ishape).is_static or not Shape([*pre, *post]).is_static:
+        raise AutodiffError(f"vmap of gather with batched indices needs static index and off-axis dims, got indices "
+                            f"{Shape(ishape)!r} and table dims {Shape([*pre, *post])!r} around axis {axis}")
+    k = math.prod(ishape)
+    flat = ctx.reshape(idx, [idx.shape[0], *([1] * len(pre)), k, *([1] * len(post))])
+    return ctx.graph.expand(flat, target_shape=[-1, *pre, k, *post])
+
+
+def _gather_vjp(ctx, node, ct):
+    """Scatter-add of the cotangent rows at the indices (gather_backward); None for the indices."""
+    table, idx = ctx.operands(node)
+    return [ctx.graph.gather_backward(ct, idx, axis=node.attrs["axis"], table_shape=list(table.shape)), None]
+
+
+def _gather_batch(ctx, node, operands, batched):
+    """Table batched only: gather on the shifted axis. Indices batched only: gather, then move the
+    batch axis (it lands at ``axis``) to the front. Both: gather_elements with per-example indices."""
+    g, (table, idx), axis = ctx.graph, operands, node.attrs["axis"]
+    if not batched[1]:
+        return g.gather(table, idx, axis=ctx.shift_axis(axis))
+    if not batched[0]:
+        out = g.gather(table, idx, axis=axis)
+        rank = len(out.shape)
+        return out if axis == 0 else g.transpose(out, perm=[axis, *range(axis), *range(axis + 1, rank)])
+    pre, post = list(table.shape[1:axis + 1]), list(table.shape[axis + 2:])
+    out = g.gather_elements(table, per_example_indices(ctx, idx, axis, pre, post), axis=ctx.shift_axis(axis))
+    return ctx.reshape(out, [ctx.batch_size, *node.shape])
+
+
 defop(
     name="gather", family="shape", arity=2, operands=("table", "indices"),
     attrs={"axis": AttrSpec("int", default=0)},
     canonicalize=_canon_axis, infer=_gather_type, kernel=_gather_kernel,
+    vjp=_gather_vjp,
+    jvp=lambda ctx, node, tangents: None if tangents[0] is None else ctx.graph.gather(
+        tangents[0], ctx.operand(node, 1), axis=node.attrs["axis"]),
+    batch=_gather_batch,
     doc="np.take(table, indices, axis): result shape table.shape[:axis] + indices.shape + "
     "table.shape[axis+1:] (upstream's rule drops table.shape[:axis], wrong for axis > 0). Indices are an "
     "integer tensor (upstream: floats); negative indices wrap as in NumPy; an index outside [-n, n) raises "

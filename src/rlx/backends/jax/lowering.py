@@ -446,10 +446,19 @@ def attention_scale(attrs) -> float:
 
 
 def attention_bhsd(q, k, v, attrs, mask=None):
-    """softmax(mask(cap(q kᵀ · scale))) v on [*batch, H, S, D] operands."""
+    """softmax(mask(cap(q kᵀ · scale))) v on [*batch, H, S, D] operands.
+
+    f32 / f64 operands compute in their dtype. bf16 / f16 operands (all of one dtype) feed
+    both matmuls as they are, accumulating in f32; scores, mask and softmax are f32 and the
+    probabilities are rounded to the operand dtype before ``p @ v`` (as fused attention
+    kernels do), so a bf16 result may differ from the reference (all f32) by about one bf16 ulp.
+    """
     kind, cap = attrs["mask_kind"], attrs["attn_logit_softcap"]
-    precision = None if q.dtype in (jnp.bfloat16, jnp.float16) else _PRECISION[0]
-    s = jnp.matmul(q, jnp.swapaxes(k, -1, -2), precision=precision) * _scalar(attention_scale(attrs), q)
+    low = q.dtype in (jnp.bfloat16, jnp.float16)
+    precision = None if low else _PRECISION[0]
+    acc = jnp.float32 if low else None
+    s = jnp.matmul(q, jnp.swapaxes(k, -1, -2), precision=precision, preferred_element_type=acc)
+    s = s * _scalar(attention_scale(attrs), s)
     if cap is not None:
         s = _scalar(cap, s) * jnp.tanh(s / _scalar(cap, s))
     sq, sk = s.shape[-2:]
@@ -471,17 +480,26 @@ def attention_bhsd(q, k, v, attrs, mask=None):
     m = lax.stop_gradient(jnp.max(s, axis=-1, keepdims=True))
     e = jnp.exp(s - m)
     p = e / jnp.sum(e, axis=-1, keepdims=True)
-    return jnp.matmul(p, v, precision=precision)
+    if low:
+        p = p.astype(q.dtype)
+    return jnp.matmul(p, v, precision=precision, preferred_element_type=acc)
 
 
 def attention(args, attrs, out):
     heads, head_dim = attrs["num_heads"], attrs["head_dim"]
     lay = _Layout(args[0].ndim, attrs["layout"])
-    q, k, v = (lay.to_bhsd(a, heads, head_dim) for a in _cast_all(list(args[:3]), out))
-    return lay.from_bhsd(attention_bhsd(q, k, v, attrs, args[3] if len(args) > 3 else None))
+    qkv = list(args[:3])
+    if not (out.dtype.is_low_precision_float and all(a.dtype == qkv[0].dtype for a in qkv)):
+        qkv = _cast_all(qkv, out)  # mixed or wide dtypes: compute in the (f32 for narrow floats) promoted dtype
+    q, k, v = (lay.to_bhsd(a, heads, head_dim) for a in qkv)
+    mask = args[3] if len(args) > 3 else None
+    if mask is not None and mask.dtype in (jnp.bfloat16, jnp.float16):
+        mask = mask.astype(jnp.float32)
+    return lay.from_bhsd(attention_bhsd(q, k, v, attrs, mask))
 
 
 LOWERINGS["attention"] = attention
+NATIVE_LOW_PRECISION.add("attention")
 
 
 def rope(x, cos, sin, attrs):
@@ -861,11 +879,14 @@ def _binary_ext(args, attrs, out):
     if op.startswith("bitwise"):
         return {"bitwise_and": jnp.bitwise_and, "bitwise_or": jnp.bitwise_or, "bitwise_xor": jnp.bitwise_xor}[op](a, b)
     bits = jnp.iinfo(a.dtype).bits
-    shift = jnp.clip(b.astype(jnp.int32) if jnp.iinfo(b.dtype).bits <= 32 else b, 0, bits)
-    big = shift >= bits
-    shift = jnp.where(big, 0, shift).astype(a.dtype)
-    r = jnp.left_shift(a, shift) if op == "shift_left" else jnp.right_shift(a, shift)
-    return jnp.where(big, jnp.zeros((), a.dtype), r)
+    count = b.astype(jnp.dtype(f"uint{bits}"))  # the count is read as unsigned (a negative count is huge)
+    big = count >= bits
+    shift = jnp.where(big, jnp.zeros((), count.dtype), count).astype(a.dtype)
+    zero = jnp.zeros((), a.dtype)
+    if op == "shift_left":
+        return jnp.where(big, zero, jnp.left_shift(a, shift))
+    fill = jnp.where(a < 0, jnp.asarray(-1, a.dtype), zero) if jnp.issubdtype(a.dtype, jnp.signedinteger) else zero
+    return jnp.where(big, fill, jnp.right_shift(a, shift))
 
 
 # ------------------------------------------------------------------------------ indexing
@@ -966,7 +987,9 @@ def coverage() -> dict[str, str]:
 
     table: dict[str, str] = {}
     for op in all_ops():
-        if op.name in LOWERINGS:
+        if op.name in HOST:
+            table[op.name] = "host: " + HOST[op.name]
+        elif op.name in LOWERINGS:
             table[op.name] = "lowered"
         elif op.name in DECOMPOSED and op.decompose is not None:
             table[op.name] = "decomposed"
@@ -975,3 +998,6 @@ def coverage() -> dict[str, str]:
         elif op.name in REFUSED:
             table[op.name] = "refused: " + REFUSED[op.name]
     return table
+
+
+from rlx.backends.jax.lowering_ext import HOST  # noqa: E402  (registers the quant / numerics lowerings)

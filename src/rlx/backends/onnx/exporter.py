@@ -33,7 +33,6 @@ REFUSED: dict[str, str] = {
     "input": "a graph input, not a node (written as a graph input)",
     "param": "a weight, not a node (written as an initializer, or a graph input when no value is given)",
     "constant": "written as an initializer",
-    "rope": "rotary embedding over packed heads: not exported yet (no ONNX RotaryEmbedding below opset 23)",
     "resize_nearest_2x": "",  # replaced below when exported; kept here only if not
     "relu_backward": "training-only backward op (export forward graphs)",
     "activation_backward": "training-only backward op (export forward graphs)",
@@ -52,6 +51,24 @@ REFUSED: dict[str, str] = {
     "group_norm_backward_gamma": "training-only backward op (export forward graphs)",
     "group_norm_backward_beta": "training-only backward op (export forward graphs)",
     "gather_backward": "training-only backward op (export forward graphs)",
+    "complex_norm_sq_backward": "training-only backward op (export forward graphs)",
+    "fake_quantize_backward": "training-only backward op (export forward graphs)",
+    "fake_quantize_lsq_backward_scale": "training-only backward op (export forward graphs)",
+    "fake_quantize_lsq_backward_x": "training-only backward op (export forward graphs)",
+    "complex_norm_sq": "c64 tensors: onnxruntime has no complex arithmetic kernels",
+    "conjugate": "c64 tensors: onnxruntime has no complex arithmetic kernels",
+    "fft": "c64 tensors (ONNX DFT works on a real [..., 2] layout; not mapped yet)",
+    "dense_solve": "no ONNX linear-solve operator",
+    "batched_dense_solve": "no ONNX linear-solve operator",
+    "sample": "random sampling: ONNX Multinomial has another random stream, results cannot match",
+    "quantize": "rounds half away from zero; ONNX QuantizeLinear rounds half to even (not exact)",
+    "dequantize": "paired with quantize's rounding; DequantizeLinear mapping not written yet",
+    "fake_quantize": "QAT op with observer state (training-time)",
+    "fake_quantize_lsq": "QAT op (training-time)",
+    "observer_update": "QAT observer state update (training-time)",
+    "q_matmul": "requantizes with round half away from zero; ONNX QLinearMatMul rounds half to even (not exact)",
+    "q_conv2d": "requantizes with round half away from zero; ONNX QLinearConv rounds half to even (not exact)",
+    "dequant_matmul": "packed weight schemes (int4 / GGUF / NVFP4 blocks) have no ONNX equivalent here",
 }
 del REFUSED["resize_nearest_2x"]
 
@@ -403,6 +420,34 @@ def _cumulative(ex, node, ins):
                    reverse=int(node.attrs["reverse"]))
 
 
+@exporter("cumsum", "cumsum_backward")
+def _cumsum(ex, node, ins):
+    rev = bool(node.attrs.get("reverse", False)) ^ (node.op == "cumsum_backward")
+    return ex.node("CumSum", [ins[0], ex.ints([node.attrs.get("axis", -1)])], exclusive=int(node.attrs.get("exclusive", False)),
+                   reverse=int(rev))
+
+
+@exporter("top_k")
+def _top_k(ex, node, ins):
+    vals, idx = ex.node("TopK", [ins[0], ex.ints([node.attrs["k"]])], n_out=2, axis=node.attrs.get("axis", -1),
+                        largest=int(node.attrs.get("largest", True)), sorted=1)
+    return vals if node.attrs.get("output", "indices") == "values" else idx
+
+
+@exporter("scatter_add")
+def _scatter_add(ex, node, ins):
+    if node.attrs.get("batch_dims", 0):
+        raise OnnxUnsupported("scatter_add with batch_dims")
+    upd, idx = ins
+    rows = node.attrs["num_rows"]
+    idx = ex.cast(idx, _in_dtype(ex, node, 1), DType.I64)
+    idx = ex.node("Where", [ex.node("Less", [idx, ex.scalar(0, DType.I64)]), ex.node("Add", [idx, ex.scalar(rows, DType.I64)]), idx])
+    zeros = ex.const(np.zeros([d if isinstance(d, int) else 0 for d in node.shape], node.dtype.numpy))
+    if not node.shape.is_static:
+        raise OnnxUnsupported("scatter_add with a symbolic shape")
+    return ex.node("ScatterND", [zeros, ex.node("Unsqueeze", [idx, ex.ints([1])]), upd], reduction="add")
+
+
 @exporter("softmax_cross_entropy")
 def _sce(ex, node, ins):
     logits, labels = ins
@@ -505,6 +550,43 @@ def _attention(ex, node, ins):
         return o if a["layout"] == "bhsd" else ex.node("Transpose", [o], perm=[0, 2, 1, 3])
     o = ex.node("Transpose", [o], perm=[*list(range(rank - 2)), rank - 1, rank - 2, rank])
     return ex.node("Reshape", [o, ex.ints(_dims(node.shape))])
+
+
+@exporter("rope")
+def _rope(ex, node, ins):
+    x, cos, sin = _operands(ex, node, ins)
+    hd = node.attrs["head_dim"]
+    n_rot = node.attrs["n_rot"] if node.attrs["n_rot"] is not None else hd
+    half = n_rot // 2
+    shape = node.shape
+    rank, seq = len(shape), shape[-2]
+    if not isinstance(seq, int):
+        raise OnnxUnsupported("rope with a symbolic sequence length")
+    xh = ex.node("Reshape", [x, ex.ints([0] * (rank - 1) + [shape[-1] // hd, hd])])
+
+    def table(t):
+        t = ex.node("Slice", [t, ex.ints([0, 0]), ex.ints([seq, half]), ex.ints([0, 1])])
+        return ex.node("Unsqueeze", [t, ex.ints([1])])
+
+    c, s = table(cos), table(sin)
+
+    def sl(start, end, step=1):
+        return ex.node("Slice", [xh, ex.ints([start]), ex.ints([end]), ex.ints([-1]), ex.ints([step])])
+
+    if node.attrs["interleaved"]:
+        a, b = sl(0, n_rot, 2), sl(1, n_rot, 2)
+    else:
+        a, b = sl(0, half), sl(half, n_rot)
+    ya = ex.node("Sub", [ex.node("Mul", [a, c]), ex.node("Mul", [b, s])])
+    yb = ex.node("Add", [ex.node("Mul", [b, c]), ex.node("Mul", [a, s])])
+    if node.attrs["interleaved"]:
+        pair = ex.node("Concat", [ex.node("Unsqueeze", [ya, ex.ints([-1])]), ex.node("Unsqueeze", [yb, ex.ints([-1])])], axis=-1)
+        rot = ex.node("Reshape", [pair, ex.ints([0] * rank + [n_rot])])
+    else:
+        rot = ex.node("Concat", [ya, yb], axis=-1)
+    if n_rot < hd:
+        rot = ex.node("Concat", [rot, sl(n_rot, hd)], axis=-1)
+    return ex.node("Reshape", [rot, ex.ints([0] * (rank - 1) + [-1])])
 
 
 # ================================================================ driver

@@ -1038,6 +1038,8 @@ def _constant(cx, node, ins, attrs):
 def _constant_of_shape(cx, node, ins, attrs):
     shape = [int(d) for d in cx.static(node.input[0], "shape").reshape(-1)]
     value = tensor_to_array(attrs["value"]).reshape(-1) if "value" in attrs else np.zeros(1, np.float32)
+    if math.prod(shape) > FOLD_LIMIT:  # a large splat stays a broadcast, not a materialized constant
+        return cx.g.expand(cx.const(value[:1].reshape(())), target_shape=shape)
     return cx.const(np.full(shape, value[0], dtype=value.dtype))
 
 
@@ -2071,3 +2073,168 @@ def _scatter_nd(cx, node, ins, attrs):
     rows = _broadcast_to(cx, flat, [m, rest])
     out = cx.g.scatter_elements(table, rows, _reshape(cx, upd, [m, rest]), axis=0, reduction=attrs.get("reduction", "none"))
     return _reshape(cx, out, dshape)
+
+
+# ====================================================================== integer / quantized linear algebra
+def _zero_point(cx, v: Value | None, rank: int, axis: int | None) -> Value | None:
+    """A zero point / scale laid out to broadcast: scalars as they are, a vector along ``axis``."""
+    if v is None:
+        return None
+    if len(v.shape) == 1 and v.shape[0] != 1 and axis is not None:
+        shape = [1] * rank
+        shape[axis] = v.shape[0]
+        return _reshape(cx, v, shape)
+    return _reshape(cx, v, []) if v.shape.numel == 1 else v
+
+
+@converter("MatMulInteger")
+def _matmul_integer(cx, node, ins, attrs):
+    a, b = (_cast(cx, v, DType.I32) for v in ins[:2])
+    azp = ins[2] if len(ins) > 2 else None
+    bzp = ins[3] if len(ins) > 3 else None
+    if azp is not None:
+        a = a - _cast(cx, _zero_point(cx, azp, len(a.shape), len(a.shape) - 2), DType.I32)
+    if bzp is not None:
+        b = b - _cast(cx, _zero_point(cx, bzp, len(b.shape), len(b.shape) - 1), DType.I32)
+    return _matmul(cx, node, [a, b], {})
+
+
+@converter("ConvInteger")
+def _conv_integer(cx, node, ins, attrs):
+    x, w = (_cast(cx, v, DType.F64) for v in ins[:2])
+    xzp = ins[2] if len(ins) > 2 else None
+    wzp = ins[3] if len(ins) > 3 else None
+    if xzp is not None:
+        x = x - _cast(cx, _zero_point(cx, xzp, len(x.shape), 1), DType.F64)
+    if wzp is not None:
+        w = w - _cast(cx, _zero_point(cx, wzp, len(w.shape), 0), DType.F64)
+    return _cast(cx, _conv(cx, node, [x, w], attrs), DType.I32)  # exact: integer sums far below 2**53
+
+
+@converter("QLinearMatMul")
+def _qlinear_matmul(cx, node, ins, attrs):
+    a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = ins
+    out = y_zp.dtype
+    if out not in (DType.U8, DType.I8):
+        raise OnnxUnsupported(f"QLinearMatMul to {out}")
+    af = _cast(cx, a, DType.F64) - _cast(cx, _zero_point(cx, a_zp, len(a.shape), len(a.shape) - 2), DType.F64)
+    bf = _cast(cx, b, DType.F64) - _cast(cx, _zero_point(cx, b_zp, len(b.shape), len(b.shape) - 1), DType.F64)
+    acc = _matmul(cx, node, [af, bf], {})
+    scale = _cast(cx, (_reshape(cx, a_s, []) * _reshape(cx, b_s, [])) / _reshape(cx, y_s, []), DType.F64)
+    y = cx.g.unary_math(acc * scale, kind="round_even") + _cast(cx, _reshape(cx, y_zp, []), DType.F64)
+    info = np.iinfo(out.numpy)
+    y = cx.g.minimum(cx.g.maximum(y, cx.scalar(float(info.min), y)), cx.scalar(float(info.max), y))
+    return _cast(cx, y, out)
+
+
+# ====================================================================== DFT (constant matrices)
+def _twiddles(k: np.ndarray, t: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of 2*pi*k*t/length, with the angle reduced mod 2*pi and exact values at quarter turns."""
+    m = (k * t) % length
+    ang = 2 * np.pi * m / length
+    c, s = np.cos(ang), np.sin(ang)
+    quarter = (4 * m) % length == 0
+    q = (4 * m) // length
+    c = np.where(quarter, np.choose(q % 4, [1.0, 0.0, -1.0, 0.0]), c)
+    s = np.where(quarter, np.choose(q % 4, [0.0, 1.0, 0.0, -1.0]), s)
+    return c, s
+
+
+def _along(cx, v: Value, m: np.ndarray, axis: int) -> Value:
+    """Apply the matrix ``m`` [out, in] along ``axis`` of ``v``."""
+    rank = len(v.shape)
+    y = cx.g.dot_general(v, cx.const(m.astype(v.dtype.numpy)), lhs_contracting=[axis], rhs_contracting=[1])
+    perm = list(range(rank - 1))
+    perm.insert(axis, rank - 1)
+    return cx.g.transpose(y, perm=perm) if perm != list(range(rank)) else y
+
+
+@converter("DFT")
+def _dft(cx, node, ins, attrs):
+    x = ins[0]
+    shape = _static_shape(x)
+    rank = len(shape)
+    if cx.opset >= 20:
+        axis = int(cx.static(node.input[2], "axis").reshape(-1)[0]) if len(node.input) > 2 and node.input[2] else -2
+    else:
+        axis = attrs.get("axis", 1)
+    axis %= rank
+    if axis == rank - 1:
+        raise OnnxUnsupported("DFT along the real / imaginary axis")
+    inverse, onesided = attrs.get("inverse", 0), attrs.get("onesided", 0)
+    n = shape[axis]
+    length = int(cx.static(node.input[1], "dft_length").reshape(-1)[0]) if len(node.input) > 1 and node.input[1] else \
+        (2 * (n - 1) if inverse and onesided else n)
+    xf = _cast(cx, x, DType.F64)
+    re = _reshape(cx, cx.g.narrow(xf, axis=rank - 1, start=0, length=1), shape[:-1])
+    im = _reshape(cx, cx.g.narrow(xf, axis=rank - 1, start=1, length=1), shape[:-1]) if shape[-1] == 2 else None
+    k = length // 2 + 1
+    n_in = min(n, k if inverse and onesided else length)  # samples beyond the transform length are dropped
+    if n_in < n:
+        re = cx.g.narrow(re, axis=axis, start=0, length=n_in)
+        im = cx.g.narrow(im, axis=axis, start=0, length=n_in) if im is not None else None
+    if inverse and onesided:
+        kk = np.arange(n_in)[None, :]
+        t = np.arange(length)[:, None]
+        w = np.where((kk == 0) | ((length % 2 == 0) & (kk == length // 2)), 1.0, 2.0) / length
+        cos, sin = _twiddles(kk, t, length)
+        y = _along(cx, re, w * cos, axis)
+        if im is not None:
+            y = y - _along(cx, im, w * sin, axis)
+        return _cast(cx, _reshape(cx, y, [*y.shape, 1]), x.dtype)
+    rows = k if onesided and not inverse else length
+    kk = np.arange(rows)[:, None]
+    t = np.arange(n_in)[None, :]
+    c, s = _twiddles(kk, t, length)
+    if inverse:
+        c, s = c / length, -s / length
+    out_re = _along(cx, re, c, axis)
+    out_im = -_along(cx, re, s, axis)
+    if im is not None:
+        out_re = out_re + _along(cx, im, s, axis)
+        out_im = out_im + _along(cx, im, c, axis)
+    parts = [_reshape(cx, v, [*v.shape, 1]) for v in (out_re, out_im)]
+    return _cast(cx, cx.g.concat(parts, axis=rank - 1), x.dtype)
+
+
+# ====================================================================== static index rearrangements
+@converter("ReverseSequence")
+def _reverse_sequence(cx, node, ins, attrs):
+    x = ins[0]
+    lens = np.asarray(cx.static(node.input[1], "sequence_lens")).reshape(-1).astype(np.int64)
+    shape = _static_shape(x)
+    b_ax, t_ax = attrs.get("batch_axis", 1), attrs.get("time_axis", 0)
+    grid = np.indices(shape)
+    t, b = grid[t_ax], grid[b_ax]
+    n = lens[b]
+    idx = np.where(t < n, n - 1 - t, t)
+    return cx.g.gather_elements(x, cx.const(idx), axis=t_ax)
+
+
+@converter("Col2Im")
+def _col2im(cx, node, ins, attrs):
+    x = ins[0]
+    image = [int(v) for v in cx.static(node.input[1], "image_shape").reshape(-1)]
+    block = [int(v) for v in cx.static(node.input[2], "block_shape").reshape(-1)]
+    nd = len(image)
+    dil = list(attrs.get("dilations", [1] * nd))
+    pads = list(attrs.get("pads", [0] * (2 * nd)))
+    strides = list(attrs.get("strides", [1] * nd))
+    n, ck, length = _static_shape(x)
+    kprod = math.prod(block)
+    c = ck // kprod
+    outs = [(image[i] + pads[i] + pads[i + nd] - dil[i] * (block[i] - 1) - 1) // strides[i] + 1 for i in range(nd)]
+    if math.prod(outs) != length:
+        raise OnnxError(f"Col2Im: {length} columns, geometry gives {outs}")
+    hw = math.prod(image)
+    dest = np.full((kprod, length), hw, np.int64)  # hw = a spare slot for taps that land in the padding
+    for kpos, kidx in enumerate(np.ndindex(*block)):
+        for lpos, lidx in enumerate(np.ndindex(*outs)):
+            p = [lidx[i] * strides[i] + kidx[i] * dil[i] - pads[i] for i in range(nd)]
+            if all(0 <= p[i] < image[i] for i in range(nd)):
+                dest[kpos, lpos] = np.ravel_multi_index(p, image)
+    cols = _reshape(cx, x, [n, c, kprod * length])
+    idx = cx.const(np.broadcast_to(dest.reshape(1, 1, -1), (n, c, kprod * length)).copy())
+    zeros = cx.const(np.zeros((n, c, hw + 1), x.dtype.numpy))
+    out = cx.g.scatter_elements(zeros, idx, cols, axis=2, reduction="add")
+    return _reshape(cx, cx.g.narrow(out, axis=2, start=0, length=hw), [n, c, *image])

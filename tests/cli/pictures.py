@@ -37,7 +37,7 @@ def svg_clusters(root: ET.Element) -> list[str]:
     labels = []
     for g in root.iter(f"{SVG}g"):
         if g.get("class") == "cluster":
-            labels += [(t.text or "").strip() for t in g.findall(f"{SVG}text")]
+            labels += svg_texts(g)
     return labels
 
 

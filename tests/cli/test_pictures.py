@@ -32,7 +32,7 @@ def test_dot_text_structure():
     hir, _, opt, lir = _stages()
     text = to_dot(opt)
     assert text.startswith('digraph "cli_hir" {') and text.rstrip().endswith("}")
-    assert text.count("subgraph cluster_") == 2  # the "encoder" block and the legend
+    assert text.count("subgraph cluster_") == 3  # the "encoder" and "head" blocks, the legend
     assert 'label="encoder"' in text
     assert text.count(f'fillcolor="{gs.COLORS["fused"]}"') == 2 + 1  # two fused nodes and the legend entry
     n_edges = sum(len(n.inputs) for n in opt.nodes)

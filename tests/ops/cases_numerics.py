@@ -178,12 +178,14 @@ for exclusive in (False, True):
         tag = f"{'exclusive' if exclusive else 'inclusive'}{'_reverse' if reverse else ''}"
         CASES.append(OpCase("cumsum", tag, lambda g, x, e=exclusive, r=reverse: g.cumsum(x, axis=1, exclusive=e, reverse=r), {"x": XC},
                             lambda x, e=exclusive, r=reverse: _torch_cumsum(x, 1, e, r), rtol=1e-12, atol=1e-12))
-        CASES.append(OpCase("cumsum_backward", tag, lambda g, d, e=exclusive, r=reverse: g.cumsum_backward(d, axis=-1, exclusive=e, reverse=r),
-                            {"d": XC}, lambda d, e=exclusive, r=reverse: _torch_cumsum_vjp(d, 1, e, r), rtol=1e-12, atol=1e-12))
+        CASES.append(OpCase("cumsum_backward", tag,
+                            lambda g, d, e=exclusive, r=reverse: g.cumsum_backward(d, axis=-1, exclusive=e, reverse=r), {"d": XC},
+                            lambda d, e=exclusive, r=reverse: _torch_cumsum_vjp(d, 1, e, r), rtol=1e-12, atol=1e-12))
 CASES += [
     OpCase("cumsum", "axis0_int32", lambda g, x: g.cumsum(x, axis=0), {"x": np.arange(12, dtype=np.int32).reshape(4, 3)},
            lambda x: torch.cumsum(torch.from_numpy(x), 0).to(torch.int32)),
-    OpCase("cumsum", "c64", lambda g, x: g.cumsum(x), {"x": Z}, lambda x: np.cumsum(x.astype(np.complex128), axis=-1), rtol=1e-5, atol=1e-5),
+    OpCase("cumsum", "c64", lambda g, x: g.cumsum(x), {"x": Z}, lambda x: np.cumsum(x.astype(np.complex128), axis=-1),
+           rtol=1e-5, atol=1e-5),
     OpCase("cumsum_backward", "axis0_f32", lambda g, d: g.cumsum_backward(d, axis=0), {"d": XC.astype(np.float32)},
            lambda d: _torch_cumsum_vjp(d, 0), rtol=1e-6, atol=1e-6),
 ]
@@ -216,7 +218,8 @@ CASES += [
     OpCase("complex_norm_sq_backward", "g_times_z", lambda g, z, d: g.complex_norm_sq_backward(z, d),
            {"z": Z, "d": randn(3, 8, seed=18).astype(np.float32)}, lambda z, d: d.astype(np.complex128) * z, rtol=1e-6),
     OpCase("conjugate", "torch_conj", lambda g, z: g.conjugate(z), {"z": Z}, lambda z: torch.conj(torch.from_numpy(z)).resolve_conj()),
-    OpCase("conjugate", "twice_is_identity_rank0", lambda g, z: g.conjugate(g.conjugate(z)), {"z": np.array(1 - 2j, np.complex64)}, lambda z: z),
+    OpCase("conjugate", "twice_is_identity_rank0", lambda g, z: g.conjugate(g.conjugate(z)), {"z": np.array(1 - 2j, np.complex64)},
+           lambda z: z),
 ]
 
 

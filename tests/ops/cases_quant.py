@@ -53,7 +53,8 @@ CASES = [
     OpCase("quantize", "ties_half_away_saturate_nan", lambda g, x: g.quantize(x, scales=[0.5], zero_points=[1]),
            {"x": np.array([0.25, 0.75, -0.25, -0.75, 1.25, 100.0, -100.0, np.nan], np.float32)},
            lambda x: np.array([2, 3, 0, -1, 4, 127, -128, 0], np.int8)),
-    OpCase("quantize", "negative_axis_formula", lambda g, x: g.quantize(x, axis=-1, scales=[0.1, 0.2, 0.3, 0.4, 0.5], zero_points=[0, 1, 2, 3, 4]),
+    OpCase("quantize", "negative_axis_formula",
+           lambda g, x: g.quantize(x, axis=-1, scales=[0.1, 0.2, 0.3, 0.4, 0.5], zero_points=[0, 1, 2, 3, 4]),
            {"x": X3}, lambda x: _q_formula(x, [0.1, 0.2, 0.3, 0.4, 0.5], [0, 1, 2, 3, 4], 2)),
     OpCase("quantize", "f64_one_shared_scale_per_channel", lambda g, x: g.quantize(x, axis=0, scales=[0.03]),
            {"x": randn(3, 4, seed=13)}, lambda x: np.clip(rha(x * (1 / 0.03)), -128, 127).astype(np.int8)),
@@ -63,8 +64,9 @@ Q8 = np.random.default_rng(14).integers(-128, 128, size=(3, 4)).astype(np.int8)
 CASES += [
     OpCase("dequantize", "per_tensor_torch", lambda g, q: g.dequantize(q, scales=[0.05], zero_points=[3]), {"q": Q8},
            lambda q: torch._make_per_tensor_quantized_tensor(torch.from_numpy(q), 0.05, 3).dequantize()),
-    OpCase("dequantize", "per_channel_formula", lambda g, q: g.dequantize(q, axis=1, scales=[0.1, 0.2, 0.3, 0.4], zero_points=[0, -1, 2, 5]),
-           {"q": Q8}, lambda q: ((q.astype(np.float32) - np.array([0, -1, 2, 5], np.float32)) * np.array([0.1, 0.2, 0.3, 0.4], np.float32))),
+    OpCase("dequantize", "per_channel_formula",
+           lambda g, q: g.dequantize(q, axis=1, scales=[0.1, 0.2, 0.3, 0.4], zero_points=[0, -1, 2, 5]), {"q": Q8},
+           lambda q: (q.astype(np.float32) - np.array([0, -1, 2, 5], np.float32)) * np.array([0.1, 0.2, 0.3, 0.4], np.float32)),
     OpCase("dequantize", "to_f64_from_i32", lambda g, q: g.dequantize(q, scales=[0.25], to="f64"),
            {"q": np.array([-3, 0, 1000], np.int32)}, lambda q: q * 0.25),
 ]
@@ -87,6 +89,11 @@ def _fq_formula(x, s, bits):
     return np.clip(rha(x / s), -q, q) * s
 
 
+def _ema_scale(x, s, axis_red, decay=0.9, q=127):
+    cur = np.maximum(np.max(np.abs(x), axis=axis_red) / q, 1e-12)
+    return np.where(s <= 0, cur, decay * s + (1 - decay) * cur)
+
+
 STATE3 = np.array([0.0, 0.02, 0.5], np.float32)  # 0 = "no EMA yet": the batch scale is used
 CASES += [
     OpCase("fake_quantize", "per_tensor_8bit_torch", lambda g, x: g.fake_quantize(x), {"x": X32}, lambda x: _torch_fq(x, 8)),
@@ -96,8 +103,7 @@ CASES += [
            lambda x: _torch_fq(x, 2, axis=0)),
     OpCase("fake_quantize", "ema_state_read_only", lambda g, x, s: g.fake_quantize(x, s, axis=1, scale_mode="ema", decay=0.8),
            {"x": X3, "s": STATE3},
-           lambda x, s: _fq_formula(x, np.where(s <= 0, np.max(np.abs(x), axis=(0, 2)) / 127,
-                                                0.8 * s + 0.2 * np.max(np.abs(x), axis=(0, 2)) / 127).astype(np.float32).reshape(1, 3, 1), 8)),
+           lambda x, s: _fq_formula(x, _ema_scale(x, s, (0, 2), decay=0.8).astype(np.float32).reshape(1, 3, 1), 8)),
     OpCase("fake_quantize", "fixed_scale_clips", lambda g, x, s: g.fake_quantize(x, s, scale_mode="fixed", bits=4),
            {"x": X32, "s": np.array([0.1], np.float32)}, lambda x, s: _fq_formula(x, np.float32(0.1), 4)),
     # f64 and gradient-checked: every |x| > q_max·s, where clipped_identity's estimate (0) is the derivative
@@ -105,11 +111,6 @@ CASES += [
            {"x": np.array([[3.0, -2.5, 4.0], [-3.5, 2.2, -5.0]]), "s": np.array([0.01])},
            lambda x, s: np.sign(x) * 127 * 0.01, differentiable=("x",)),
 ]
-
-
-def _ema_scale(x, s, axis_red, decay=0.9, q=127):
-    cur = np.maximum(np.max(np.abs(x), axis=axis_red) / q, 1e-12)
-    return np.where(s <= 0, cur, decay * s + (1 - decay) * cur)
 
 
 CASES += [
@@ -137,7 +138,8 @@ XB = randn(3, 4, seed=15)
 DYB = randn(3, 4, seed=16)
 for ste in ("identity", "clipped_identity", "tanh", "hard_tanh"):
     CASES.append(OpCase(
-        "fake_quantize_backward", f"{ste}_per_channel_f64", lambda g, x, dy, ste=ste: g.fake_quantize_backward(x, dy, bits=4, axis=0, ste=ste),
+        "fake_quantize_backward", f"{ste}_per_channel_f64",
+        lambda g, x, dy, ste=ste: g.fake_quantize_backward(x, dy, bits=4, axis=0, ste=ste),
         {"x": XB, "dy": DYB},
         lambda x, dy, ste=ste: _fqb_formula(x, dy, 4, ste, np.maximum(np.max(np.abs(x), axis=1, keepdims=True) / 7, 1e-12)),
         rtol=1e-12, differentiable=("dy",)))
@@ -330,13 +332,15 @@ SHAPE_ERRORS = [
     ShapeErrorCase("fake_quantize_lsq_backward_x", "dy_dtype",
                    lambda g: g.fake_quantize_lsq_backward_x(_in(g, "x", (2,)), _in(g, "s", (1,)), _in(g, "dy", (2,), "f64"))),
     ShapeErrorCase("fake_quantize_lsq_backward_scale", "batch_dims_mismatch",
-                   lambda g: g.fake_quantize_lsq_backward_scale(_in(g, "x", (2, 3)), _in(g, "s", (3, 1)), _in(g, "dy", (2, 3)), batch_dims=1)),
+                   lambda g: g.fake_quantize_lsq_backward_scale(_in(g, "x", (2, 3)), _in(g, "s", (3, 1)), _in(g, "dy", (2, 3)),
+                                                                batch_dims=1)),
     ShapeErrorCase("q_matmul", "float_operand",
                    lambda g: g.q_matmul(_in(g, "x", (2, 3)), _in(g, "w", (3, 4), "i8"), _in(g, "b", (4,), "i32"), mult=1.0)),
     ShapeErrorCase("q_matmul", "k_mismatch",
                    lambda g: g.q_matmul(_in(g, "x", (2, 3), "i8"), _in(g, "w", (2, 4), "i8"), _in(g, "b", (4,), "i32"), mult=1.0)),
     ShapeErrorCase("q_conv2d", "bias_length",
-                   lambda g: g.q_conv2d(_in(g, "x", (1, 2, 4, 4), "i8"), _in(g, "w", (3, 2, 3, 3), "i8"), _in(g, "b", (2,), "i32"), mult=1.0)),
+                   lambda g: g.q_conv2d(_in(g, "x", (1, 2, 4, 4), "i8"), _in(g, "w", (3, 2, 3, 3), "i8"), _in(g, "b", (2,), "i32"),
+                                        mult=1.0)),
     ShapeErrorCase("dequant_matmul", "scale_blocks",
                    lambda g: g.dequant_matmul(_in(g, "x", (2, 8)), _in(g, "w", (8, 3), "i8"), _in(g, "s", (1, 3)), _in(g, "z", (1,)),
                                               scheme="int8_block", block_size=4)),

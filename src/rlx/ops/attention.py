@@ -308,13 +308,15 @@ class _Attn:
 
 def _attention_vjp(ctx, node, ct):
     """dv = pᵀ·do; ds = softmax'(do·vᵀ); dbias = unbroadcast(ds); dq = ds'·k·scale, dk = ds'ᵀ·q·scale
-    (ds' = ds through the mask and cap). A custom mask gets None (a 0/1 step: zero a.e.)."""
+    (ds' = ds through the mask and cap). A float custom mask gets zeros (a threshold: zero a.e.)."""
     g, dt = ctx.graph, node.dtype
     ops = ctx.operands(node)
     mask = ops[3] if len(ops) > 3 else None
     a = _Attn(ctx, node, *ops[:3], mask)
     do4 = _to_heads(ctx, node, ctx.cast(ct, dt))
     grads: list = [None] * len(ops)
+    if node.attrs["mask_kind"] == "custom" and ctx.wants(node, 3):
+        grads[3] = ctx.zeros_like(mask)  # a 0/1 threshold: zero almost everywhere (explicit, so grad wrt it works)
     if ctx.wants(node, 2):
         grads[2] = ctx.unbroadcast(_from_heads(ctx, node, g.matmul(ctx.transpose_last2(a.p), do4)), ops[2])
     want_bias = node.attrs["mask_kind"] == "bias" and ctx.wants(node, 3)
@@ -604,7 +606,7 @@ def _rope_batch(ctx, node, operands, batched):
     axis when static). Batched tables or a symbolic batch: the rotation from primitives."""
     g, dt, bsize = ctx.graph, node.dtype, ctx.batch_size
     x, cos, sin = operands
-    xb, cb, sb = batched
+    _, cb, sb = batched
     rank = len(node.shape)
     if not cb and not sb:
         if rank == 2:

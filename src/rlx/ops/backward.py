@@ -31,8 +31,8 @@ from rlx.ir.opdef import defop, get_op
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops.attention import Layout, attention_scale, attention_scores, attention_type, rope_kernel, rope_type, softmax
 from rlx.ops.common import axis_of, promote_args, require_dim, require_float, require_rank
-from rlx.ops.conv import conv_out_size
-from rlx.ops.elementwise import ACTIVATIONS, erf, sigmoid
+from rlx.ops.conv import Fold, col2im, conv_geo, conv_out_size, first_max_mask, fold_channelwise, patches, select_taps
+from rlx.ops.elementwise import ACTIVATIONS, _times_derivative, erf, sigmoid
 
 _FAMILY = "backward"
 
@@ -136,6 +136,120 @@ def _crop(xp: np.ndarray, shape: tuple[int, ...], p: tuple[int, int]) -> np.ndar
     return xp[:, :, p[0] : p[0] + shape[2], p[1] : p[1] + shape[3]]
 
 
+# ================================================================== autodiff rule helpers
+# Rules of the backward ops (contract: rlx.autodiff.rules), so that reverse-over-reverse,
+# forward-over-reverse (hvp) and vmap of gradients work. Most backward ops are linear in dy
+# and their rules emit the forward op or the other backward op (conv, pooling, rope). Ops
+# whose derivative in the primal operands is a long formula (normalisations, activations,
+# cross-entropy, attention) get *composite* rules: the op is rebuilt from primitive MIR ops
+# in a small decomposition graph, which rlx.grad / rlx.jvp / rlx.vmap transform with the
+# primitives' own rules, and the result is inlined. The decomposition is only used by the
+# derivative graphs; the forward keeps the fused backward kernel.
+def _decomposition(build, operands, attrs, dtype, per_example: tuple[bool, ...] | None = None):
+    """A graph with inputs a0, a1, … (the operands' types, minus the batch axis where
+    ``per_example[i]``) and one output: ``build(g, inputs, attrs)`` cast to ``dtype``."""
+    from rlx.ir.graph import Graph
+
+    g = Graph("decomposition")
+    ins = []
+    for i, v in enumerate(operands):
+        shape = list(v.shape[1:]) if per_example and per_example[i] else list(v.shape)
+        ins.append(g.input(f"a{i}", shape, v.dtype))
+    out = build(g, ins, attrs)
+    g.set_outputs([out if out.dtype == dtype else g.cast(out, to=dtype)])
+    return g
+
+
+def _inline(g, sub, feeds: dict) -> list:
+    """Copy ``sub``'s nodes into ``g`` with its inputs bound to ``feeds`` (name -> Value); its outputs."""
+    env: dict[int, object] = {}
+    for node in sub.nodes:
+        if node.op in ("input", "param"):
+            env[node.id] = feeds[node.attrs["name"]]
+        else:
+            env[node.id] = g.append(node.op, [env[i] for i in node.inputs], dict(node.attrs))
+    return [env[i] for i in sub.output_ids]
+
+
+def _reaches_output(sub, name: str) -> bool:
+    """Does input ``name`` reach the output of ``sub`` through float values?"""
+    live = set()
+    for node in sub.nodes:
+        if (node.op == "input" and node.attrs["name"] == name) or (
+                node.dtype.is_float and any(i in live for i in node.inputs)):
+            live.add(node.id)
+    return any(i in live for i in sub.output_ids)
+
+
+def _composite_vjp(build):
+    def vjp(ctx, node, ct):
+        from rlx.autodiff import grad
+
+        ops = ctx.operands(node)
+        sub = _decomposition(build, ops, node.attrs, node.dtype)
+        wanted = [i for i, v in enumerate(ops) if v.dtype.is_float and ctx.wants(node, i)]
+        names = [f"a{i}" for i in wanted if _reaches_output(sub, f"a{i}")]
+        grads = {}
+        if names:
+            bwd = grad(sub, names, seed="ct")
+            grads = dict(zip(names, _inline(ctx.graph, bwd, {**{f"a{i}": v for i, v in enumerate(ops)}, "ct": ct})))
+        # an operand the op is locally constant in (a step, a straight-through) gets explicit zeros
+        return [grads.get(f"a{i}", ctx.zeros_like(ops[i])) if i in wanted else None for i in range(len(ops))]
+    return vjp
+
+
+def _composite_jvp(build):
+    def jvp(ctx, node, tangents):
+        from rlx.autodiff import jvp as forward
+
+        ops = ctx.operands(node)
+        sub = _decomposition(build, ops, node.attrs, node.dtype)
+        names = [f"a{i}" for i, t in enumerate(tangents) if t is not None and _reaches_output(sub, f"a{i}")]
+        if not names:
+            return None
+        fwd = forward(sub, names)
+        feeds = {f"a{i}": v for i, v in enumerate(ops)}
+        for i, (v, t) in enumerate(zip(ops, tangents)):
+            if f"a{i}" in names:
+                feeds[f"t_a{i}"] = ctx.broadcast_like(ctx.cast(t, v.dtype), v)
+        return _inline(ctx.graph, fwd, feeds)[1]
+    return jvp
+
+
+def _composite_batch(build):
+    def batch(ctx, node, operands, batched):
+        from rlx.autodiff import vmap
+
+        sub = _decomposition(build, operands, node.attrs, node.dtype, tuple(batched))
+        vg = vmap(sub, {f"a{i}": 0 if b else None for i, b in enumerate(batched)}, batch_size=ctx.batch_size)
+        out = _inline(ctx.graph, vg, {f"a{i}": v for i, v in enumerate(operands)})[0]
+        return out if len(out.shape) == len(node.shape) + 1 else ctx.materialize(out)
+    return batch
+
+
+def _composite(build) -> dict:
+    """vjp / jvp / batch rules of an op from its primitive decomposition ``build(g, operands, attrs)``."""
+    return {"vjp": _composite_vjp(build), "jvp": _composite_jvp(build), "batch": _composite_batch(build)}
+
+
+def _scalar(g, value: float, like):
+    return g.scalar(float(value), like.dtype)
+
+
+class _Emit:
+    """The few rule-context helpers the activation derivative (elementwise._times_derivative) uses."""
+
+    def __init__(self, g):
+        self.graph = g
+
+    def where_zero(self, cond, v, keep_where: bool = True):
+        zero = self.graph.scalar(0.0, v.dtype)
+        return self.graph.where(cond, v, zero) if keep_where else self.graph.where(cond, zero, v)
+
+    def safe(self, v, cond, fill: float):
+        return self.graph.where(cond, v, self.graph.scalar(fill, v.dtype))
+
+
 # ------------------------------------------------------------------ activation backward
 def _sqrt_guard(x: np.ndarray, value: np.ndarray) -> np.ndarray:
     """``value`` where ``sqrt(x) > 0``, else 0 (upstream's guard for sqrt / rsqrt)."""
@@ -188,10 +302,22 @@ def _relu_grad(x: np.ndarray, dy: np.ndarray) -> np.ndarray:
     return np.where(x > 0, dy, 0.0)
 
 
+def _relu_backward_prims(g, ops, attrs):
+    x, dy = ops
+    return g.where(g.gt(x, _scalar(g, 0.0, x)), dy, _scalar(g, 0.0, dy))
+
+
+def _activation_backward_prims(g, ops, attrs):
+    """dy·act'(x) with the activation rules' own primitive derivative (same guards as the kernel)."""
+    x, dy = ops
+    return _times_derivative(_Emit(g), attrs["kind"], x, g.activation(x, kind=attrs["kind"]), dy)
+
+
 defop(
     name="relu_backward", family=_FAMILY, arity=2, operands=("x", "dy"),
     infer=lambda ins, attrs: _data_type(ins, ("x", "dy")),
     kernel=lambda args, attrs, out: _relu_grad(*promote_args(args, out.dtype)),
+    **_composite(_relu_backward_prims),
     doc="Gradient of relu: dy where x > 0, else 0 (the derivative at 0 is 0). x and dy: float, same shape; "
     "result dtype: their promotion.",
 )
@@ -201,6 +327,7 @@ defop(
     attrs={"kind": AttrSpec("str", choices=tuple(ACTIVATIONS))},
     infer=lambda ins, attrs: _data_type(ins, ("x", "dy")),
     kernel=lambda args, attrs, out: _act_grad(attrs["kind"], *promote_args(args, out.dtype)),
+    **_composite(_activation_backward_prims),
     doc="dy·act'(x) for every activation kind (OPS.md §7.2 table): gelu uses the exact "
     "Φ(x) + x·φ(x); sqrt and rsqrt give 0 where sqrt(x) <= 0; abs gives sign(x) (0 at 0); "
     "round is the straight-through identity; relu gives 0 at 0. x and dy: real floats of one "
@@ -241,13 +368,32 @@ def _max_pool_backward_kernel(args, attrs, out):
     return _crop(dxp, x.shape, p)
 
 
+def _window(attrs) -> dict:
+    return {k: list(attrs[k]) for k in ("kernel_size", "stride", "padding")}
+
+
 def _pool_canon(ins, attrs):
     return attrs if attrs["stride"] is not None else {**attrs, "stride": attrs["kernel_size"]}
+
+
+def _max_pool_backward_vjp(ctx, node, ct):
+    """Linear in dy: its transpose reads ct at each window's winning tap. The winners are
+    piecewise constant in x, so x gets no gradient (zero almost everywhere)."""
+    g = ctx.graph
+    x = ctx.operand(node, 0)
+    y = g.pool2d(x, kind="max", **_window(node.attrs))
+    dx = ctx.zeros_like(x) if ctx.wants(node, 0) else None
+    return [dx, select_taps(ctx, first_max_mask(ctx, x, y, node.attrs), ct, node.attrs)]
+
+
+def _max_pool_backward_jvp(ctx, node, tangents):
+    return None if tangents[1] is None else ctx.graph.append(node.op, [ctx.operand(node, 0), tangents[1]], node.attrs)
 
 
 defop(
     name="max_pool2d_backward", family=_FAMILY, arity=2, operands=("x", "dy"), attrs=_WINDOW_ATTRS,
     canonicalize=_pool_canon, infer=_max_pool_backward_type, kernel=_max_pool_backward_kernel,
+    vjp=_max_pool_backward_vjp, jvp=_max_pool_backward_jvp, batch=fold_channelwise,
     doc="Gradient of 2-D max pooling (x [N,C,H,W], dy [N,C,Ho,Wo] → x.shape). Each window's "
     "argmax is recomputed over in-bounds elements in row-major window order; the first "
     "maximum wins ties and receives dy of that window; overlapping windows accumulate. "
@@ -341,11 +487,94 @@ def _conv_kernel_canon(weight_dims):
     return canon
 
 
+def _geo4(a):
+    return a["kernel_size"], a["stride"], a["padding"], a["dilation"]
+
+
+def _bilinear_jvp(ctx, node, tangents):
+    """Both conv backward ops are bilinear in their two operands."""
+    g = ctx.graph
+    u, v = ctx.operands(node)
+    tu, tv = tangents
+    parts = [None if tu is None else g.append(node.op, [tu, v], node.attrs),
+             None if tv is None else g.append(node.op, [u, tv], node.attrs)]
+    present = [q for q in parts if q is not None]
+    return present[0] if len(present) == 1 else present[0] + present[1]
+
+
+def _conv_input_vjp(ctx, node, ct):
+    """<ct, Bi(dy, w)> = <conv2d(ct, w), dy>: d dy = conv2d(ct, w); d w = conv2d_backward_weight(ct, dy)."""
+    g = ctx.graph
+    dy, w = ctx.operands(node)
+    geo = conv_geo(node.attrs)
+    ddy = g.conv2d(ct, w, **geo) if ctx.wants(node, 0) else None
+    dw = g.conv2d_backward_weight(ct, dy, weight_shape=list(w.shape), **geo) if ctx.wants(node, 1) else None
+    return [ddy, dw]
+
+
+def _conv_weight_vjp(ctx, node, ct):
+    """<ct, Bw(x, dy)> = <conv2d(x, ct), dy>: d x = conv2d_backward_input(dy, ct); d dy = conv2d(x, ct)."""
+    g = ctx.graph
+    x, dy = ctx.operands(node)
+    geo = conv_geo(node.attrs)
+    dx = g.conv2d_backward_input(dy, ct, input_shape=list(x.shape), **geo) if ctx.wants(node, 0) else None
+    ddy = g.conv2d(x, ct, **geo) if ctx.wants(node, 1) else None
+    return [dx, ddy]
+
+
+def _lead(ctx, v, batched: bool):
+    """``v`` with a leading batch axis: its own, or a broadcastable 1."""
+    return v if batched else ctx.reshape(v, [1, *v.shape])
+
+
+def _conv_input_batch(ctx, node, operands, batched):
+    g = ctx.graph
+    dy, w = operands
+    a = node.attrs
+    xs = list(a["input_shape"])
+    if not batched[1]:
+        f = Fold(ctx, dy.shape[1])
+        out = g.append(node.op, [f.fold(dy), f.tile(w)], {**dict(a), "groups": a["groups"] * f.f, "input_shape": f.shape(xs)})
+        return f.unfold(out)
+    # per-example weights: columns wᵀ·dy per group (matmul over B), then col2im
+    b = ctx.batch_size
+    cout, cin_g, kh, kw = w.shape[1:]
+    groups, kk = a["groups"], kh * kw
+    dyb = _lead(ctx, dy, batched[0])
+    n, _, ho, wo = dyb.shape[1:]
+    dym = ctx.reshape(dyb, [dyb.shape[0], n, groups, cout // groups, ho * wo])
+    wm = ctx.transpose_last2(ctx.reshape(w, [b, 1, groups, cout // groups, cin_g * kk]))
+    cols = ctx.reshape(g.matmul(wm, dym), [b, n, xs[1] * kk, ho, wo])
+    f = Fold(ctx, n)
+    return f.unfold(col2im(g, f.fold(cols), f.shape(xs), *_geo4(a)))
+
+
+def _conv_weight_batch(ctx, node, operands, batched):
+    """Per-example weight gradients: im2col of x, then dy @ colsᵀ summed over N."""
+    g = ctx.graph
+    x, dy = operands
+    a = node.attrs
+    cout, cin_g, kh, kw = a["weight_shape"]
+    groups, kk = a["groups"], kh * kw
+    if batched[0]:
+        f = Fold(ctx, x.shape[1])
+        cols = f.unfold(patches(g, f.fold(x), *_geo4(a)))
+    else:
+        cols = _lead(ctx, patches(g, x, *_geo4(a)), False)
+    n, _, ho, wo = cols.shape[1:]
+    cols = ctx.reshape(cols, [cols.shape[0], n, groups, cin_g * kk, ho * wo])
+    dyb = _lead(ctx, dy, batched[1])
+    dym = ctx.reshape(dyb, [dyb.shape[0], n, groups, cout // groups, ho * wo])
+    dw = g.reduce(g.matmul(dym, ctx.transpose_last2(cols)), op="sum", axes=[1])  # [B, G, Cout/G, Cin/G·K]
+    return ctx.reshape(dw, [ctx.batch_size, cout, cin_g, kh, kw])
+
+
 defop(
     name="conv2d_backward_input", family=_FAMILY, arity=2, operands=("dy", "w"),
     attrs={**_CONV_ATTRS, "input_shape": AttrSpec("dims", doc="shape of the forward input x [N, Cin, H, W]")},
     canonicalize=_conv_kernel_canon(lambda ins, attrs: ins[1].shape),
     infer=_conv_backward_input_type, kernel=_conv_backward_input_kernel,
+    vjp=_conv_input_vjp, jvp=_bilinear_jvp, batch=_conv_input_batch,
     doc="Gradient of conv2d with respect to its input x: the exact adjoint of the forward "
     "conv (dy [N,Cout,Ho,Wo], w [Cout,Cin/G,kH,kW] → input_shape). Input rows and columns "
     "the forward never reads get 0." + _CONV_DOC,
@@ -356,6 +585,7 @@ defop(
     attrs={**_CONV_ATTRS, "weight_shape": AttrSpec("dims", doc="shape of the forward weight [Cout, Cin/G, kH, kW]")},
     canonicalize=_conv_kernel_canon(lambda ins, attrs: attrs["weight_shape"]),
     infer=_conv_backward_weight_type, kernel=_conv_backward_weight_kernel,
+    vjp=_conv_weight_vjp, jvp=_bilinear_jvp, batch=_conv_weight_batch,
     doc="Gradient of conv2d with respect to its weight: dw[co,ci,kh,kw] = Σ_{n,ho,wo} "
     "x[n, g(co)·Cin/G + ci, ho·s + kh·d − p, wo·s + kw·d − p]·dy[n,co,ho,wo] (x outside "
     "the image is 0); output weight_shape." + _CONV_DOC,
@@ -414,16 +644,48 @@ def _ce_backward_kernel(args, attrs, out):
     return p * d_loss[:, None]
 
 
+def _onehot(g, labels, classes: int, dtype):
+    """[N, C] one-hot rows of integer labels (C static), as ``dtype``."""
+    if not isinstance(classes, int):
+        raise ShapeError(f"cross-entropy rules need a static class count, got {classes!r}")
+    row = g.reshape(labels, new_shape=[-1, 1]) if not isinstance(labels.shape[0], int) else g.reshape(labels, new_shape=[labels.shape[0], 1])
+    ids = g.constant(np.arange(classes, dtype=labels.dtype.numpy))
+    return g.cast(g.eq(row, ids), to=dtype)
+
+
+def _log_softmax_prims(g, z):
+    m = g.reduce(z, op="max", axes=[1], keep_dim=True)
+    zc = z - m
+    return zc - g.log(g.reduce(g.exp(zc), op="sum", axes=[1], keep_dim=True))
+
+
+def _ce_prims(g, ops, attrs):
+    """logsumexp(row) − row[label] = −Σ onehot·log_softmax."""
+    z, labels = ops
+    return -g.reduce(_onehot(g, labels, z.shape[1], z.dtype) * _log_softmax_prims(g, z), op="sum", axes=[1])
+
+
+def _ce_backward_prims(g, ops, attrs):
+    z, labels, d = ops
+    p = g.exp(_log_softmax_prims(g, z))
+    return (p - _onehot(g, labels, z.shape[1], z.dtype)) * g.reshape(d, new_shape=[-1, 1])
+
+
+def _ce_vjp(ctx, node, ct):
+    return [ctx.graph.softmax_cross_entropy_backward(*ctx.operands(node), ct), None]
+
+
 defop(
     name="softmax_cross_entropy", family=_FAMILY, arity=2, operands=("logits", "labels"),
     infer=_ce_type, kernel=_ce_kernel,
+    vjp=_ce_vjp, jvp=_composite_jvp(_ce_prims), batch=_composite_batch(_ce_prims),
     doc="Per-row softmax cross-entropy: logits [N, C] (float), labels [N] (integer class ids "
     "in [0, C)) → [N], logsumexp(row) − row[label]. Not averaged (the caller reduces).",
 )
 
 defop(
     name="softmax_cross_entropy_backward", family=_FAMILY, arity=3, operands=("logits", "labels", "d_loss"),
-    infer=_ce_backward_type, kernel=_ce_backward_kernel,
+    infer=_ce_backward_type, kernel=_ce_backward_kernel, **_composite(_ce_backward_prims),
     doc="Gradient of softmax_cross_entropy w.r.t. the logits: (softmax(row) − onehot(label))·d_loss[n] → [N, C].",
 )
 
@@ -492,17 +754,105 @@ def _ln_gamma_type(ins, attrs):
     return TensorType(_affine_shape(x, axis), x.dtype)
 
 
+# Primitive decompositions of the normalisation gradients (for their composite rules).
+def _p_along(g, v, axis: int, rank: int):
+    return g.reshape(v, new_shape=[-1 if i == axis else 1 for i in range(rank)])
+
+
+def _p_mean(g, v, axis: int):
+    return g.reduce(v, op="mean", axes=[axis], keep_dim=True)
+
+
+def _p_sum_except(g, v, axis: int):
+    return g.reduce(v, op="sum", axes=[i for i in range(len(v.shape)) if i != axis])
+
+
+def _p_layer_stats(g, x, axis: int, eps: float):
+    xc = x - _p_mean(g, x, axis)
+    r = g.rsqrt(_p_mean(g, xc * xc, axis) + _scalar(g, eps, x))
+    return xc * r, r
+
+
+def _p_ln_input_grad(g, xhat, r, gy, axis: int):
+    return r * (gy - _p_mean(g, gy, axis) - xhat * _p_mean(g, gy * xhat, axis))
+
+
+def _ln_input_prims(g, ops, attrs):
+    x, gamma, dy = ops
+    axis = attrs["axis"] % len(x.shape)
+    xhat, r = _p_layer_stats(g, x, axis, attrs["eps"])
+    return _p_ln_input_grad(g, xhat, r, dy * _p_along(g, gamma, axis, len(x.shape)), axis)
+
+
+def _ln_gamma_prims(g, ops, attrs):
+    x, dy = ops
+    axis = attrs["axis"] % len(x.shape)
+    return _p_sum_except(g, dy * _p_layer_stats(g, x, axis, attrs["eps"])[0], axis)
+
+
+def _rms_r(g, x, axis: int, eps: float):
+    return g.rsqrt(_p_mean(g, x * x, axis) + _scalar(g, eps, x))
+
+
+def _rms_input_prims(g, ops, attrs):
+    x, gamma, _, dy = ops
+    axis = attrs["axis"] % len(x.shape)
+    r = _rms_r(g, x, axis, attrs["eps"])
+    gy = dy * _p_along(g, gamma, axis, len(x.shape))
+    return r * (gy - x * r * r * _p_mean(g, gy * x, axis))
+
+
+def _rms_gamma_prims(g, ops, attrs):
+    x, _, _, dy = ops
+    axis = attrs["axis"] % len(x.shape)
+    return _p_sum_except(g, dy * x * _rms_r(g, x, axis, attrs["eps"]), axis)
+
+
+def _rms_beta_prims(g, ops, attrs):
+    dy = ops[3]
+    return _p_sum_except(g, dy, attrs["axis"] % len(dy.shape))
+
+
+def _group_rows(g, v, groups: int):
+    """[N, C, *spatial] -> [N, G, C/G·spatial] (N may be symbolic)."""
+    rest = math.prod(v.shape[1:]) // groups
+    return g.reshape(v, new_shape=[-1 if not isinstance(v.shape[0], int) else v.shape[0], groups, rest])
+
+
+def _group_xhat(g, x, attrs):
+    xhat, r = _p_layer_stats(g, _group_rows(g, x, attrs["num_groups"]), 2, attrs["eps"])
+    return xhat, r
+
+
+def _group_input_prims(g, ops, attrs):
+    x, gamma, _, dy = ops
+    xhat, r = _group_xhat(g, x, attrs)
+    gy = _group_rows(g, dy * _p_along(g, gamma, 1, len(x.shape)), attrs["num_groups"])
+    out = _p_ln_input_grad(g, xhat, r, gy, 2)
+    return g.reshape(out, new_shape=[-1 if not isinstance(d, int) else d for d in x.shape])
+
+
+def _group_gamma_prims(g, ops, attrs):
+    x, dy = ops
+    xhat, _ = _group_xhat(g, x, attrs)
+    return _p_sum_except(g, dy * g.reshape(xhat, new_shape=[-1 if not isinstance(d, int) else d for d in x.shape]), 1)
+
+
+def _group_beta_prims(g, ops, attrs):
+    return _p_sum_except(g, ops[1], 1)
+
+
 defop(
     name="layer_norm_backward_input", family=_FAMILY, arity=3, operands=("x", "gamma", "dy"), attrs=_NORM_ATTRS,
     infer=lambda ins, attrs: _norm_types(ins, attrs, ("x", "gamma", "dy"), (1,))[0],
-    kernel=_ln_input_kernel,
+    kernel=_ln_input_kernel, **_composite(_ln_input_prims),
     doc="LayerNorm gradient w.r.t. x over `axis`: r·(gy − mean(gy) − x̂·mean(gy·x̂)) with "
     "gy = dy·gamma, x̂ = (x − mean)·r, r = 1/sqrt(var + eps) (population variance). gamma is [x.shape[axis]].",
 )
 
 defop(
     name="layer_norm_backward_gamma", family=_FAMILY, arity=2, operands=("x", "dy"), attrs=_NORM_ATTRS,
-    infer=_ln_gamma_type, kernel=_ln_gamma_kernel,
+    infer=_ln_gamma_type, kernel=_ln_gamma_kernel, **_composite(_ln_gamma_prims),
     doc="LayerNorm gradient w.r.t. gamma: Σ over every axis but `axis` of dy·x̂ → [x.shape[axis]]. "
     "(The beta gradient is a plain sum of dy, built from reduce.)",
 )
@@ -533,13 +883,13 @@ _RMS_DOC = " r = 1/sqrt(mean(x², axis) + eps); gamma and beta are [x.shape[axis
 
 defop(
     name="rms_norm_backward_input", family=_FAMILY, arity=4, operands=_RMS_NAMES, attrs=_NORM_ATTRS,
-    infer=lambda ins, attrs: _norm_types(ins, attrs, _RMS_NAMES, (1, 2))[0], kernel=_rms_input_kernel,
+    infer=lambda ins, attrs: _norm_types(ins, attrs, _RMS_NAMES, (1, 2))[0], kernel=_rms_input_kernel, **_composite(_rms_input_prims),
     doc="RMSNorm gradient w.r.t. x: r·(gamma·dy − x·r²·mean(dy·gamma·x))." + _RMS_DOC,
 )
 
 defop(
     name="rms_norm_backward_gamma", family=_FAMILY, arity=4, operands=_RMS_NAMES, attrs=_NORM_ATTRS,
-    infer=_rms_affine_type, kernel=_rms_gamma_kernel,
+    infer=_rms_affine_type, kernel=_rms_gamma_kernel, **_composite(_rms_gamma_prims),
     doc="RMSNorm gradient w.r.t. gamma: Σ over every axis but `axis` of dy·x·r." + _RMS_DOC,
 )
 
@@ -547,6 +897,7 @@ defop(
     name="rms_norm_backward_beta", family=_FAMILY, arity=4, operands=_RMS_NAMES, attrs=_NORM_ATTRS,
     infer=_rms_affine_type,
     kernel=lambda args, attrs, out: _sum_except(promote_args(args[3:], out.dtype)[0], attrs["axis"] % args[3].ndim),
+    **_composite(_rms_beta_prims),
     doc="RMSNorm gradient w.r.t. beta: Σ over every axis but `axis` of dy." + _RMS_DOC,
 )
 
@@ -599,7 +950,7 @@ _GROUP_NAMES = ("x", "gamma", "beta", "dy")
 
 defop(
     name="group_norm_backward_input", family=_FAMILY, arity=4, operands=_GROUP_NAMES, attrs=_GROUP_ATTRS,
-    infer=lambda ins, attrs: _group_types(ins, attrs, _GROUP_NAMES), kernel=_group_input_kernel,
+    infer=lambda ins, attrs: _group_types(ins, attrs, _GROUP_NAMES), kernel=_group_input_kernel, **_composite(_group_input_prims),
     doc="GroupNorm gradient w.r.t. x [N, C, *spatial]: the LayerNorm formula per (sample, group) "
     "with gy = dy·gamma[c]; beta is unused." + _GROUP_DOC,
 )
@@ -607,7 +958,7 @@ defop(
 defop(
     name="group_norm_backward_gamma", family=_FAMILY, arity=2, operands=("x", "dy"), attrs=_GROUP_ATTRS,
     infer=lambda ins, attrs: _group_types(ins, attrs, ("x", "dy"), out_channels=True),
-    kernel=_group_gamma_kernel,
+    kernel=_group_gamma_kernel, **_composite(_group_gamma_prims),
     doc="GroupNorm gradient w.r.t. gamma: Σ_{n, spatial} dy·x̂ → [C]." + _GROUP_DOC,
 )
 
@@ -615,6 +966,7 @@ defop(
     name="group_norm_backward_beta", family=_FAMILY, arity=2, operands=("x", "dy"), attrs=_GROUP_ATTRS,
     infer=lambda ins, attrs: _group_types(ins, attrs, ("x", "dy"), out_channels=True),
     kernel=lambda args, attrs, out: _sum_except(promote_args(args[1:], out.dtype)[0], 1),
+    **_composite(_group_beta_prims),
     doc="GroupNorm gradient w.r.t. beta: Σ_{n, spatial} dy → [C]. x only fixes the group layout." + _GROUP_DOC,
 )
 

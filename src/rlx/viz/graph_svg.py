@@ -128,13 +128,14 @@ def _tooltip(node: Node, stage: GraphStage, plan: Any, step: dict[int, int]) -> 
 
 def _label(node: Node, plan: Any) -> str:
     if node.op in ("input", "param"):
-        return f"{node.attrs['name']}\n{node.type}"
-    text = op_text(node)
-    if len(text) > 48:
-        text = text[:45] + "..."
-    head = f"{text}\n%{node.id}"
-    if node.name and node.op != "constant" and node.prov is None:
-        head += f" {node.name}"
+        head = f"{node.attrs['name']}\n{node.type}"
+    else:
+        text = op_text(node)
+        if len(text) > 48:
+            text = text[:45] + "..."
+        head = f"{text}\n%{node.id}"
+        if node.name and node.op != "constant" and node.prov is None:
+            head += f" {node.name}"
     if plan is not None:
         slot = plan.assignments.get(node.id)
         if slot is not None:

@@ -139,14 +139,9 @@ def lower_decomposed(node: Node, args: list[Any], out: TensorType, *, host_fallb
 
 
 def _host_callback(node: Node, args: list[Any], out: TensorType) -> Any:
-    from rlx.runtime.reference import eval_node
+    from rlx.backends.jax.lowering_ext import host_lowering
 
-    shape = jax.ShapeDtypeStruct(tuple(out.shape), L.jnp_dtype(out.dtype))
-
-    def kernel(*arrays: Any) -> np.ndarray:
-        return eval_node(node, [np.asarray(a) for a in arrays], out)
-
-    return jax.pure_callback(kernel, shape, *args)
+    return host_lowering(node.op)(args, node.attrs, out)
 
 
 # ------------------------------------------------------------------------------ executable

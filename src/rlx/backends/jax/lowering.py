@@ -14,8 +14,12 @@ in f32.
 
 Fused ops without a hand-written lowering are lowered through their registry
 decomposition (:data:`DECOMPOSED`), evaluated in f32 scratch for low-precision operands as
-the reference kernel does. :data:`REFUSED` lists, with the reason, every op the backend does
-not lower; a test walks the registry and fails for an op in neither table.
+the reference kernel does. The quantisation and numerics families live in
+:mod:`rlx.backends.jax.lowering_ext`; the few ops there in ``HOST`` run their NumPy kernel on
+the host through ``jax.pure_callback`` (each with its reason). :data:`REFUSED` lists, with
+the reason, every op the backend does not lower (the HIR blocks, which never reach a
+backend); a test walks the registry and fails for an op in none of these tables
+(:func:`coverage`).
 
 Differences from the reference that cannot be expressed in a compiled XLA program (no
 host round trip) are documented here rather than hidden: an out-of-range ``gather`` index
@@ -982,7 +986,10 @@ for _name in ("depthwise_conv1d_causal", "linear", "linear_fused", "llama_decode
 
 
 def coverage() -> dict[str, str]:
-    """How the backend handles each registered op: 'lowered', 'decomposed', 'leaf' or 'refused: why'; None if unknown."""
+    """How the backend handles each registered op: 'lowered', 'decomposed', 'host: why', 'leaf' or 'refused: why'.
+
+    An op missing from the result has no JAX lowering at all (the registry-walk test fails on it).
+    """
     from rlx.ir.opdef import all_ops
 
     table: dict[str, str] = {}

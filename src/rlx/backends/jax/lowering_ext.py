@@ -282,6 +282,9 @@ def _conjugate(args, attrs, out):
     return jnp.conj(args[0])
 
 
+_WIDE = (np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.uint64))
+
+
 def host_lowering(name: str):
     """A lowering that runs the op's NumPy reference kernel on the host (jax.pure_callback)."""
     from rlx.ir.opdef import get_op
@@ -292,12 +295,22 @@ def host_lowering(name: str):
             self.op, self.attrs, self.id = name, attrs, -1
 
     def lower(args, attrs, out):
-        shape = jax.ShapeDtypeStruct(tuple(out.shape), jnp_dtype(out.dtype))
+        # 64-bit values cross the callback boundary as uint32 pairs: jax runs the callback on an XLA
+        # thread where the executable's scoped x64 mode is off and would truncate f64 / i64 to 32 bits.
+        wide = [a.dtype in _WIDE for a in args]
+        sent = [jax.lax.bitcast_convert_type(a, jnp.uint32) if w else a for a, w in zip(args, wide)]
+        kinds = [np.dtype(a.dtype) for a in args]
+        out_np = out.dtype.numpy
+        out_wide = out_np in _WIDE
+        shape = jax.ShapeDtypeStruct((*out.shape, 2) if out_wide else tuple(out.shape), jnp.uint32 if out_wide else jnp_dtype(out.dtype))
 
         def kernel(*arrays):
-            return eval_node(_Node(attrs), [np.asarray(a) for a in arrays], out)
+            vals = [np.ascontiguousarray(a).view(k).reshape(a.shape[:-1]) if w else np.asarray(a) for a, w, k in zip(arrays, wide, kinds)]
+            r = eval_node(_Node(attrs), vals, out)
+            return np.ascontiguousarray(r).view(np.uint32).reshape(shape.shape) if out_wide else r
 
-        return jax.pure_callback(kernel, shape, *args)
+        r = jax.pure_callback(kernel, shape, *sent)
+        return jax.lax.bitcast_convert_type(r, out_np) if out_wide else r
 
     get_op(name)  # fail early for a misspelt name
     return lower

@@ -1507,15 +1507,56 @@ def _pool_geometry(cx, x: Value, attrs, nsp: int):
     return kernel, strides, dil, pads, extra, outs
 
 
+def _pool_separable(cx, node, x: Value, attrs, kernel, strides, dil, pads, extra, outs) -> Value:
+    """N-d pooling with dilation as separable per-axis window reductions over constant-index gathers (exact)."""
+    nsp = len(kernel)
+    kind = node.op_type
+    is_max = kind == "MaxPool"
+    src = x
+    if kind == "LpPool":
+        p = attrs.get("p", 2)
+        src = cx.g.abs(x) ** cx.scalar(float(p), x) if p != 2 else x * x
+    fill = (-np.inf if x.dtype.is_float else np.iinfo(x.dtype.numpy).min) if is_max else 0
+    amounts = {2 + i: (pads[i], pads[i + nsp] + extra[i]) for i in range(nsp)}
+    y = pad_value(cx, src, amounts, value=fill)
+    sizes = _static_shape(x)[2:]
+    count = None
+    if kind == "AveragePool":
+        full = [sizes[i] + pads[i] + pads[i + nsp] + extra[i] for i in range(nsp)]
+        count = np.zeros(full)
+        if attrs.get("count_include_pad", 0):
+            count[tuple(slice(0, sizes[i] + pads[i] + pads[i + nsp]) for i in range(nsp))] = 1
+        else:
+            count[tuple(slice(pads[i], pads[i] + sizes[i]) for i in range(nsp))] = 1
+    for i in range(nsp):
+        axis = 2 + i
+        taps = [np.arange(outs[i]) * strides[i] + k * dil[i] for k in range(kernel[i])]
+        acc = None
+        for idx in taps:
+            part = cx.g.gather(y, cx.const(idx.astype(np.int64)), axis=axis)
+            acc = part if acc is None else (cx.g.maximum(acc, part) if is_max else acc + part)
+        y = acc
+        if count is not None:
+            count = sum(np.take(count, idx, axis=i) for idx in taps)
+    if count is not None:
+        y = y / cx.const(count.astype(x.dtype.numpy))
+    if kind == "LpPool":
+        p = attrs.get("p", 2)
+        y = cx.g.sqrt(y) if p == 2 else y ** cx.scalar(1.0 / p, y)
+    return y
+
+
 @converter("MaxPool", "AveragePool", "LpPool")
 def _pool(cx, node, ins, attrs):
     x = ins[0]
     if len(node.output) > 1 and node.output[1]:
         raise OnnxUnsupported("MaxPool Indices output is not supported")
-    nsp = _spatial(x, node.op_type)
+    nsp = len(x.shape) - 2
+    if nsp < 1:
+        raise OnnxUnsupported(f"{node.op_type} on rank {len(x.shape)}")
     kernel, strides, dil, pads, extra, outs = _pool_geometry(cx, x, attrs, nsp)
-    if any(d != 1 for d in dil):
-        raise OnnxUnsupported(f"{node.op_type} with dilations {dil}")
+    if nsp > 2 or any(d != 1 for d in dil):
+        return _pool_separable(cx, node, x, attrs, kernel, strides, dil, pads, extra, outs)
     if nsp == 1:
         x = _to2d(cx, x)
         kernel, strides, pads, extra, outs = [1, *kernel], [1, *strides], [0, pads[0], 0, pads[1]], [0, *extra], [1, *outs]
@@ -1934,7 +1975,7 @@ def _recurrent(cx, node, ins, attrs):
     kind = node.op_type
     gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[kind]
     x, w, r = ins[0], ins[1], ins[2]
-    get = lambda i: ins[i] if len(ins) > i and ins[i] is not None else None  # noqa: E731
+    get = lambda i: ins[i] if len(ins) > i and ins[i] is not None else None
     b, seq_lens, h0 = get(3), get(4), get(5)
     c0, peep = (get(6), get(7)) if kind == "LSTM" else (None, None)
     if seq_lens is not None:

@@ -80,14 +80,14 @@ def _import_onnx(path: str) -> tuple[Any, dict[str, np.ndarray]]:
 
 
 def _import_pt2(path: str) -> tuple[Any, dict[str, np.ndarray]]:
+    if not zipfile.is_zipfile(path):
+        raise CliError(f"{path}: not a torch.export program (expected the zip archive torch.export.save writes)")
     try:
         import torch
     except ImportError:
         raise CliError("reading .pt2 programs needs torch: pip install 'rlx[torch]'") from None
     import rlx.torch
 
-    if not zipfile.is_zipfile(path):
-        raise CliError(f"{path}: not a torch.export program (expected the zip archive torch.export.save writes)")
     quiet = logging.getLogger("torch.export")
     level = quiet.level
     quiet.setLevel(logging.CRITICAL)  # torch logs its own traceback before raising
@@ -225,13 +225,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     obj, params = load_model(args.file)
     if _kind(obj) == "lir":
         lir = obj
-        if args.optimize:
-            raise CliError("the file is already planned (LIR); --optimize applies to HIR/MIR files")
+        if args.optimize or args.alignment is not None:
+            raise CliError("the file is already planned (LIR); --optimize and --alignment apply to HIR/MIR files")
     else:
         mir = to_mir(obj, args.policy)
         if args.optimize:
             mir, _ = rlx.optimize(mir)
-        lir = rlx.plan(mir, alignment=args.alignment)
+        lir = rlx.plan(mir, alignment=64 if args.alignment is None else args.alignment)
     lir.check()
     p, g = lir.plan, lir.graph
     con = _console()
@@ -393,6 +393,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------ parser
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     from rlx import __version__
 
@@ -427,10 +437,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("plan", cmd_plan, "plan the memory arena of a model and report it")
     p.add_argument("file")
     p.add_argument("-o", "--output", help="save the planned LIR module (.rlx)")
-    p.add_argument("--alignment", type=int, default=64, help="buffer alignment in bytes (default 64)")
+    p.add_argument("--alignment", type=_positive_int, default=None, help="buffer alignment in bytes (default 64)")
     p.add_argument("--optimize", action="store_true", help="optimize a HIR/MIR file before planning")
     p.add_argument("--policy", **policy)
-    p.add_argument("--top", type=int, default=10, help="how many of the largest buffers to list (default 10)")
+    p.add_argument("--top", type=_positive_int, default=10, help="how many of the largest buffers to list (default 10)")
 
     p = add("run", cmd_run, "run a model on inputs from .npy files with its saved weights")
     p.add_argument("file")
@@ -458,7 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("demo", cmd_demo, "build, lower, optimize, plan, run, train, save and draw a small transformer")
     p.add_argument("--out", default="rlx-demo", help="directory for the files and pictures (default ./rlx-demo)")
-    p.add_argument("--steps", type=int, default=200, help="training steps of the MLP (default 200)")
+    p.add_argument("--steps", type=_positive_int, default=200, help="training steps of the MLP (default 200)")
     p.add_argument("--no-pictures", action="store_true", help="skip the pictures")
     return parser
 

@@ -99,28 +99,15 @@ def mlp_regression(n: int = 64, d_in: int = 4, hidden: int = 32, seed: int = 0) 
     return g, {"x": xs, "y": ys}, params
 
 
-def adam_fit(loss_graph: rlx.Graph, inputs: dict, params: dict, steps: int = 200, lr: float = 0.01,
-             betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> tuple[list[float], dict]:
+def adam_fit(loss_graph: rlx.Graph, inputs: dict, params: dict, steps: int = 200, lr: float = 0.01) -> tuple[list[float], Any]:
     """Minimise the one-output ``loss_graph`` over all its params with Adam.
 
-    The backward graph (``rlx.grad_with_loss``) is planned and compiled once; each step runs
-    it in the arena and updates the weights in NumPy. Returns (loss per step, final params)."""
-    names = sorted(loss_graph.params())
-    exe = rlx.compile(rlx.grad_with_loss(loss_graph, wrt=names))
-    feed = {**inputs, "d_output": np.array(1.0, np.float32)}
-    params = {k: np.array(v, np.float32) for k, v in params.items()}
-    m1 = {k: np.zeros_like(v) for k, v in params.items()}
-    m2 = {k: np.zeros_like(v) for k, v in params.items()}
-    (b1, b2), losses = betas, []
-    for t in range(1, steps + 1):
-        loss, *grads = exe.run(inputs=feed, params=params)
-        losses.append(float(loss))
-        for name, grad in zip(names, grads):
-            m1[name] = b1 * m1[name] + (1 - b1) * grad
-            m2[name] = b2 * m2[name] + (1 - b2) * grad * grad
-            step = lr * (m1[name] / (1 - b1**t)) / (np.sqrt(m2[name] / (1 - b2**t)) + eps)
-            params[name] = (params[name] - step).astype(np.float32)
-    return losses, params
+    ``rlx.compile_training`` plans the forward and the backward once (sharing one weight
+    layout); each step runs the backward in its arena and updates the weights in place.
+    Returns (loss per step, the trainer)."""
+    trainer = rlx.compile_training(loss_graph, optimizer="adam", lr=lr, params=params)
+    losses = [float(trainer.step(inputs)) for _ in range(steps)]
+    return losses, trainer
 
 
 # ------------------------------------------------------------------------------- story
@@ -187,11 +174,15 @@ def main(out_dir: str = "rlx-demo", *, steps: int = 200, pictures: bool = True, 
              f"({t_run * 1e3:.1f} ms per run)")
 
     # 6. train
-    con.rule("6. train: grad_with_loss + Adam on a two-layer MLP")
+    con.rule("6. train: rlx.compile_training (grad_with_loss + Adam) on a two-layer MLP")
     loss_graph, data, init = mlp_regression()
     t0 = time.perf_counter()
-    losses, _ = adam_fit(loss_graph, data, init, steps=steps)
+    losses, trainer = adam_fit(loss_graph, data, init, steps=steps)
     t_train = time.perf_counter() - t0
+    fwd_plan, bwd_plan = trainer.forward.plan, trainer.backward.plan
+    top = fwd_plan.weight_region[1] if fwd_plan.weight_region else 0
+    con.line(f"forward arena {fwd_plan.arena_size} B, backward arena {bwd_plan.arena_size} B; "
+             f"both keep the weights at the same offsets ({top} B weight region)")
     marks = sorted({1, *range(max(1, steps // 4), steps + 1, max(1, steps // 4)), steps})
     con.table(None, ["step", "loss"], [(s, f"{losses[s - 1]:.6f}") for s in marks], right=["step", "loss"])
     factor = losses[0] / max(losses[-1], 1e-30)
@@ -226,27 +217,21 @@ def main(out_dir: str = "rlx-demo", *, steps: int = 200, pictures: bool = True, 
     return 0 if ok else 1
 
 
-def _train_transformer(con: Console, params: dict[str, np.ndarray], x: np.ndarray, steps: int = 3) -> None:
-    """A few SGD steps on the transformer (regressing a fixed target), when autodiff covers it."""
+def _train_transformer(con: Console, params: dict[str, np.ndarray], x: np.ndarray, steps: int = 5) -> None:
+    """A few Adam steps on the transformer (regressing a fixed target), when autodiff covers it."""
     def body(h: Any) -> Any:
         err = _transformer_body(h) - h.input("target", (B, S, V))
         return h.mean(err * err, axes=[0, 1, 2], keep_dim=False)
 
+    target = (np.random.default_rng(2).standard_normal((B, S, V)) * 0.1).astype(np.float32)
     try:
         loss_module = rlx.define("tiny_transformer_loss", body, policy=rlx.FusionPolicy.for_autodiff())
-        names = sorted(loss_module.graph.params())
-        exe = rlx.compile(rlx.grad_with_loss(loss_module, wrt=names))
-    except rlx.AutodiffError as exc:
+        trainer = rlx.compile_training(loss_module, optimizer="adam", lr=3e-3, params=params)
+    except rlx.RlxError as exc:
         con.line(f"transformer training skipped: {str(exc).splitlines()[0]}")
         return
-    target = (np.random.default_rng(2).standard_normal((B, S, V)) * 0.1).astype(np.float32)
-    w = dict(params)
-    seen = []
-    for _ in range(steps):
-        loss, *grads = exe.run(inputs={"x": x, "target": target, "d_output": np.array(1.0, np.float32)}, params=w)
-        seen.append(float(loss))
-        w = {n: (w[n] - 0.5 * g).astype(np.float32) for n, g in zip(names, grads)}
-    con.line("transformer SGD steps: loss " + " -> ".join(f"{v:.5f}" for v in seen))
+    seen = [float(trainer.step({"x": x, "target": target})) for _ in range(steps)]
+    con.line(f"transformer, {steps} Adam steps: loss " + " -> ".join(f"{v:.5f}" for v in seen))
 
 
 def _pictures(con: Console, out_dir: str, hir: rlx.Graph, opt: rlx.Graph, lir: Any) -> None:

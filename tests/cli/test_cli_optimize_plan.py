@@ -57,3 +57,8 @@ def test_plan_of_a_planned_file_and_optimize_flag(files, tmp_path):
     res = run_cli("plan", out)
     assert res.rc == 0 and "plan checked" in res.out
     assert_one_line_error(run_cli("plan", out, "--optimize"), "already planned")
+    assert_one_line_error(run_cli("plan", out, "--alignment", "128"), "already planned")
+
+
+def test_plan_rejects_a_bad_alignment(files):
+    assert_one_line_error(run_cli("plan", files["mlp"], "--alignment", "48"), "power of two")

@@ -29,7 +29,7 @@ def _stages():
 
 
 def test_dot_text_structure():
-    hir, _, opt, lir = _stages()
+    _, _, opt, lir = _stages()
     text = to_dot(opt)
     assert text.startswith('digraph "cli_hir" {') and text.rstrip().endswith("}")
     assert text.count("subgraph cluster_") == 3  # the "encoder" and "head" blocks, the legend

@@ -648,7 +648,8 @@ def _onehot(g, labels, classes: int, dtype):
     """[N, C] one-hot rows of integer labels (C static), as ``dtype``."""
     if not isinstance(classes, int):
         raise ShapeError(f"cross-entropy rules need a static class count, got {classes!r}")
-    row = g.reshape(labels, new_shape=[-1, 1]) if not isinstance(labels.shape[0], int) else g.reshape(labels, new_shape=[labels.shape[0], 1])
+    n = labels.shape[0]
+    row = g.reshape(labels, new_shape=[n if isinstance(n, int) else -1, 1])
     ids = g.constant(np.arange(classes, dtype=labels.dtype.numpy))
     return g.cast(g.eq(row, ids), to=dtype)
 
@@ -972,10 +973,50 @@ defop(
 
 
 # --------------------------------------------------------------------------- rope backward
+def _dim(d):
+    return d if isinstance(d, int) else -1
+
+
+def _rope_backward_prims(g, ops, attrs):
+    """rope(dy, cos, −sin) from matmul / mul / add with constant selection matrices:
+    out = dy·C + (dy @ P)·S per head, where P swaps each rotated pair, C holds cos (1 past
+    n_rot) and S holds ±sin, both gathered from the tables' first S rows by a matmul."""
+    dy, cos, sin = ops
+    head_dim = attrs["head_dim"]
+    n_rot = attrs["n_rot"] if attrs["n_rot"] is not None else head_dim
+    half, width = n_rot // 2, cos.shape[1]
+    seq, rows = dy.shape[-2], cos.shape[0]
+    if not (isinstance(seq, int) and isinstance(rows, int)):
+        raise ShapeError(f"rope_backward rules need a static sequence length and table size, got {seq!r} and {rows!r}")
+    pair = [(2 * j, 2 * j + 1) if attrs["interleaved"] else (j, half + j) for j in range(half)]
+    take = np.eye(seq, rows)  # [S, T]: the first S table rows
+    e_cos, e_sin = np.zeros((width, head_dim)), np.zeros((width, head_dim))
+    swap, base = np.zeros((head_dim, head_dim)), np.zeros(head_dim)
+    base[n_rot:] = 1.0
+    for j, (pa, pb) in enumerate(pair):
+        e_cos[j, pa] = e_cos[j, pb] = 1.0
+        e_sin[j, pa], e_sin[j, pb] = 1.0, -1.0  # inverse rotation: a·c + b·s, b·c − a·s
+        swap[pb, pa] = swap[pa, pb] = 1.0
+    dt = promote_all([dy.dtype, cos.dtype, sin.dtype])
+
+    def const(a):
+        return g.constant(np.asarray(a, dtype=dt.numpy), dtype=dt)
+
+    c_full = g.matmul(g.matmul(const(take), cos), const(e_cos)) + const(base)  # [S, D]
+    s_full = g.matmul(g.matmul(const(take), sin), const(e_sin))
+    lead = [_dim(d) for d in dy.shape[:-1]]
+    x4 = g.reshape(dy, new_shape=[*lead, dy.shape[-1] // head_dim, head_dim])  # [..., S, H, D]
+    c4 = g.reshape(c_full, new_shape=[seq, 1, head_dim])
+    s4 = g.reshape(s_full, new_shape=[seq, 1, head_dim])
+    out = x4 * c4 + g.matmul(x4, const(swap)) * s4
+    return g.reshape(out, new_shape=[_dim(d) for d in dy.shape])
+
+
 defop(
     name="rope_backward", family=_FAMILY, arity=3, operands=("dy", "cos", "sin"), attrs=get_op("rope").attrs,
     infer=rope_type,
     kernel=lambda args, attrs, out: rope_kernel([args[0], args[1], -args[2]], attrs, out),
+    **_composite(_rope_backward_prims),
     doc="Gradient of rope w.r.t. x: the inverse rotation, i.e. rope(dy, cos, −sin) with the same "
     "attributes (head_dim, n_rot, interleaved) and layout rules; dims past n_rot pass through. "
     "dy [B, S, H*D] or [S, H*D]; result dtype: promotion of dy, cos, sin.",
@@ -1019,10 +1060,76 @@ def _attention_backward_kernel(args, attrs, out):
     return lay.from_bhsd(grad)
 
 
+def _to_bhsd(g, a, rank: int, layout: str, heads: int, head_dim: int):
+    if rank in (2, 3):
+        a = g.reshape(a, new_shape=[*(_dim(d) for d in a.shape[:-1]), heads, head_dim])
+        r = len(a.shape)
+        return g.transpose(a, perm=[*range(r - 3), r - 2, r - 3, r - 1])
+    return a if layout == "bhsd" else g.transpose(a, perm=[0, 2, 1, 3])
+
+
+def _from_bhsd(g, a, like, rank: int, layout: str):
+    if rank in (2, 3):
+        r = len(a.shape)
+        a = g.transpose(a, perm=[*range(r - 3), r - 2, r - 3, r - 1])
+        return g.reshape(a, new_shape=[_dim(d) for d in like.shape])
+    return a if layout == "bhsd" else g.transpose(a, perm=[0, 2, 1, 3])
+
+
+def _attention_prims(g, q, k, v, mask, attrs):
+    """The forward attention from primitive ops, exactly as attention_scores / the kernel."""
+    heads, head_dim, kind, cap = attrs["num_heads"], attrs["head_dim"], attrs["mask_kind"], attrs["attn_logit_softcap"]
+    rank, layout = len(q.shape), attrs["layout"]
+    qh, kh, vh = (_to_bhsd(g, a, rank, layout, heads, head_dim) for a in (q, k, v))
+    r = len(kh.shape)
+    sc = g.matmul(qh, g.transpose(kh, perm=[*range(r - 2), r - 1, r - 2])) * _scalar(g, attention_scale(attrs), qh)
+    if cap is not None:
+        sc = g.tanh(sc / _scalar(g, cap, sc)) * _scalar(g, cap, sc)
+    sq, sk = sc.shape[-2:]
+    keep = None
+    if kind == "custom":
+        keep = g.ge(g.reshape(mask, new_shape=[*(_dim(d) for d in mask.shape[:-1]), 1, 1, sk]), _scalar(g, 0.5, mask))
+    elif kind == "bias":
+        sc = sc + mask
+    elif kind in ("causal", "sliding_window"):
+        if not (isinstance(sq, int) and isinstance(sk, int)):
+            raise ShapeError(f"attention_backward rules need static sequence lengths for mask {kind!r}")
+        i = np.arange(sq)[:, None] + (sk - sq)
+        j = np.arange(sk)[None, :]
+        keep_np = j <= i
+        if kind == "sliding_window":
+            keep_np &= j >= i - attrs["window"]
+        keep = g.constant(keep_np)
+    if keep is not None:
+        sc = g.where(keep, sc, _scalar(g, -1e9, sc))
+    e = g.exp(sc - g.reduce(sc, op="max", axes=[len(sc.shape) - 1], keep_dim=True))
+    p = e / g.reduce(e, op="sum", axes=[len(e.shape) - 1], keep_dim=True)
+    return _from_bhsd(g, g.matmul(p, vh), q, rank, layout)
+
+
+def _attention_backward_prims(g, ops, attrs):
+    """The attention gradient as rlx.grad of the primitive attention, inlined."""
+    from rlx.autodiff import grad
+    from rlx.ir.graph import Graph
+
+    fwd = Graph("attention")
+    names = ["q", "k", "v", "mask"][: len(ops) - 1]  # ops: q, k, v, dy[, mask]
+    data = [o for i, o in enumerate(ops) if i != 3]
+    leaves = [fwd.input(n, list(o.shape), o.dtype) for n, o in zip(names, data)]
+    mask = leaves[3] if len(leaves) > 3 else None
+    dt = promote_all([o.dtype for o in ops[:4]])
+    out = _attention_prims(fwd, *leaves[:3], mask, attrs)
+    fwd.set_outputs([out if out.dtype == dt else fwd.cast(out, to=dt)])
+    wrt = {"query": "q", "key": "k", "value": "v"}[attrs["wrt"]]
+    bwd = grad(fwd, [wrt], seed="dy")
+    return _inline(g, bwd, {**dict(zip(names, data)), "dy": ops[3]})[0]
+
+
 defop(
     name="attention_backward", family=_FAMILY, arity=_attention_backward_arity, operands=("q", "k", "v", "dy", "mask"),
     attrs={**get_op("attention").attrs, "wrt": AttrSpec("str", choices=_WRT, doc="which operand's gradient")},
     infer=_attention_backward_type, kernel=_attention_backward_kernel,
+    **_composite(_attention_backward_prims),
     doc="Gradient of attention w.r.t. q, k or v (`wrt`): operands q, k, v, dy (the output "
     "gradient, q's shape), plus the forward's mask for mask kinds custom / bias; every "
     "attention attribute (mask kind, window, layout, score_scale, attn_logit_softcap) means "

@@ -23,6 +23,7 @@ that says how to install it. ``draw_graph`` combines the two and also writes pla
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -238,7 +239,7 @@ def to_dot(obj: Any, *, title: str | None = None, show_params: bool = True, lege
                 style = "filled" if k in _LEAVES else "filled,rounded"
                 lines.append(f"    legend_{k} [label={_q(name)}, shape={'ellipse' if k in _LEAVES else 'box'}, "
                              f"style={_q(style)}, fillcolor={_q(COLORS[k])}, fontsize=\"9\", tooltip={_q(name)}];")
-            for a, b in zip(keys, keys[1:]):
+            for a, b in itertools.pairwise(keys):
                 lines.append(f"    legend_{a} -> legend_{b} [style=invis];")
             lines.append("  }")
     lines.append("}")

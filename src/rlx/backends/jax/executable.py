@@ -237,14 +237,10 @@ class JaxExecutable:
         precision, host_fallback = _PRECISIONS[self.precision], self.host_fallback
 
         def program(inputs: Sequence[Any], params: Sequence[Any]) -> tuple[Any, ...]:
-            saved = L._PRECISION[0]
-            L._PRECISION[0] = precision
-            try:
+            with L.tracing_precision(precision):
                 leaves = dict(zip(input_ids, inputs))
                 leaves.update(zip(param_ids, params))
                 return tuple(evaluate(g, leaves, host_fallback=host_fallback))
-            finally:
-                L._PRECISION[0] = saved
 
         kw: dict[str, Any] = {}
         if self._shardings is not None:

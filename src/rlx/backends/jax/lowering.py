@@ -30,8 +30,10 @@ or cross-entropy label gives NaN (floats) / the dtype's fill value instead of ra
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jax
@@ -60,9 +62,23 @@ MASK_FILL = -1e9
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
-# Matmul precision for f32/f64 operands; the executable sets it per trace ("highest" = exact f32
-# products as in NumPy; None = the platform default, e.g. TF32 on recent NVIDIA GPUs).
-_PRECISION: list[Any] = [lax.Precision.HIGHEST]
+# Matmul precision for f32/f64 operands; the executable sets it around each trace, per thread
+# ("highest" = exact f32 products as in NumPy; None = the platform default, e.g. TF32 on recent NVIDIA GPUs).
+_TRACE = threading.local()
+
+
+def matmul_precision() -> Any:
+    return getattr(_TRACE, "precision", lax.Precision.HIGHEST)
+
+
+@contextlib.contextmanager
+def tracing_precision(precision: Any) -> Iterator[None]:
+    saved = matmul_precision()
+    _TRACE.precision = precision
+    try:
+        yield
+    finally:
+        _TRACE.precision = saved
 
 
 def lowering(*names: str, native_low_precision: bool = False) -> Callable[[Lowering], Lowering]:
@@ -254,7 +270,7 @@ def _contraction_operands(args, out) -> tuple[list[Any], Any, Any]:
     ops = [a.astype(dt) if a.dtype != dt else a for a in args]
     if out.dtype.is_low_precision_float:
         return ops, jnp.float32, None
-    precision = _PRECISION[0] if out.dtype.is_float or out.dtype.is_complex else None
+    precision = matmul_precision() if out.dtype.is_float or out.dtype.is_complex else None
     return ops, None, precision
 
 
@@ -459,7 +475,7 @@ def attention_bhsd(q, k, v, attrs, mask=None):
     """
     kind, cap = attrs["mask_kind"], attrs["attn_logit_softcap"]
     low = q.dtype in (jnp.bfloat16, jnp.float16)
-    precision = None if low else _PRECISION[0]
+    precision = None if low else matmul_precision()
     acc = jnp.float32 if low else None
     s = jnp.matmul(q, jnp.swapaxes(k, -1, -2), precision=precision, preferred_element_type=acc)
     s = s * _scalar(attention_scale(attrs), s)

@@ -24,7 +24,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from rlx.backends.onnx.common import ONNX_TYPE_NAMES, OnnxError, OnnxUnsupported, UnsupportedOpsError, onnx_dtype, rlx_dtype
+from rlx.backends.onnx.common import OnnxError, OnnxUnsupported, UnsupportedOpsError, onnx_dtype, rlx_dtype
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Value
@@ -297,10 +297,11 @@ class Importer:
         try:
             ins = [self.value(n) if n else None for n in node.input]
             result = fn(self, node, ins, _attrs(node))
-        except (OnnxError, RlxError) as exc:
-            if isinstance(exc, OnnxError):
-                raise
-            raise OnnxError(f"{node.op_type} node {node.name or node.output[0]!r}: {exc}") from exc
+        except OnnxError:
+            raise
+        except (RlxError, KeyError, ValueError, IndexError, TypeError) as exc:
+            what = f"{type(exc).__name__}: {exc}" if not isinstance(exc, RlxError) else str(exc)
+            raise OnnxError(f"{node.op_type} node {node.name or node.output[0]!r}: {what}") from exc
         finally:
             self.opset = saved
         results = list(result) if isinstance(result, (list, tuple)) else [result]
@@ -312,7 +313,7 @@ class Importer:
                 raise OnnxUnsupported(f"{node.op_type}: output {i} ({name!r}) is not supported")
             v = results[i]
             want = self.expected.get(name)
-            if want and want in ONNX_TYPE_NAMES:
+            if want:  # ONNX shape inference says which element type this value has
                 try:
                     wd = rlx_dtype(want)
                 except OnnxUnsupported:
@@ -557,7 +558,7 @@ def _isinf(cx, node, ins, attrs):
     if neg:
         parts.append(cx.g.eq(x, cx.scalar(-np.inf, x)))
     if not parts:
-        return cx.g.ne(x, x) if False else cx.g.lt(x, x)
+        return cx.g.lt(x, x)  # nothing detected: all False
     return parts[0] if len(parts) == 1 else cx.g.add(parts[0], parts[1])
 
 
@@ -1354,7 +1355,7 @@ def _groupnorm(cx, node, ins, attrs):
         raise OnnxUnsupported("GroupNormalization-18 (per-group scale) is deprecated; use opset 21")
     if len(shape) == 4 and scale.shape == (c,) and c % g_ == 0 and x.dtype == scale.dtype:
         return cx.g.group_norm(x, scale, bias, num_groups=g_, eps=eps)
-    grouped = _reshape(cx, x, [n, g_, -1]) if False else _reshape(cx, x, [n, g_, math.prod(shape[1:]) // g_])
+    grouped = _reshape(cx, x, [n, g_, math.prod(shape[1:]) // g_])
     _mu, d, var = _moments(cx, grouped, [2])
     y = _reshape(cx, d / cx.g.sqrt(var + cx.scalar(eps, var)), shape)
     cs = [1, c] + [1] * (len(shape) - 2)
@@ -1665,7 +1666,8 @@ def _dequantize(cx, node, ins, attrs):
     zp = ins[2] if len(ins) > 2 else None
     if len(scale.shape) > 1 or attrs.get("block_size", 0):
         raise OnnxUnsupported("DequantizeLinear with blocked scales")
-    axis = _axis(attrs.get("axis", 1), max(len(x.shape), 1))
+    per_axis = len(scale.shape) == 1 and scale.shape[0] != 1
+    axis = _axis(attrs.get("axis", 1), max(len(x.shape), 1)) if per_axis else 0
     shape = [1] * len(x.shape)
 
     def lay(v):
@@ -1689,9 +1691,15 @@ def _quantize(cx, node, ins, attrs):
     if len(scale.shape) > 1 or attrs.get("block_size", 0):
         raise OnnxUnsupported("QuantizeLinear with blocked scales")
     out = zp.dtype if zp is not None else (rlx_dtype(attrs["output_dtype"]) if attrs.get("output_dtype") else DType.U8)
-    if out not in (DType.U8, DType.I8, DType.I16):
+    if out not in (DType.U8, DType.I8, DType.I16, DType.F8E4M3, DType.F8E5M2):
         raise OnnxUnsupported(f"QuantizeLinear to {out}")
-    axis = _axis(attrs.get("axis", 1), max(len(x.shape), 1))
+    per_axis = len(scale.shape) == 1 and scale.shape[0] != 1
+    axis = _axis(attrs.get("axis", 1), max(len(x.shape), 1)) if per_axis else 0
+    if out in (DType.F8E4M3, DType.F8E5M2):  # float8: x / scale (+ zero point), then the saturating cast
+        xs = _cast(cx, x, DType.F32) / _cast(cx, _zero_point(cx, scale, len(x.shape), axis), DType.F32)
+        if zp is not None:
+            xs = xs + _cast(cx, _zero_point(cx, zp, len(x.shape), axis), DType.F32)
+        return _cast_saturating(cx, xs, out, attrs.get("saturate", 1))
 
     def lay(v):
         if len(v.shape) == 1 and len(x.shape) > 1:
@@ -1722,11 +1730,13 @@ def _inline_graph(cx: Importer, body, bindings: Mapping[str, Value], deps: froze
         cx.env[prefix + t.name] = cx.const(tensor_to_array(t))
         cx.deps[prefix + t.name] = frozenset()
     for inner in body.node:
-        for a in inner.attribute:
-            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
-                raise OnnxUnsupported(f"{inner.op_type} with a subgraph inside a subgraph")
         new = onnx.NodeProto()
         new.CopyFrom(inner)
+        for a in new.attribute:
+            if a.type == onnx.AttributeProto.GRAPHS:
+                raise OnnxUnsupported(f"{inner.op_type} with a list of subgraphs")
+            if a.type == onnx.AttributeProto.GRAPH:
+                _rename_outer(a.g, lambda nm: prefix + nm if nm in local else nm)
         new.input[:] = [prefix + n if n in local else n for n in inner.input]
         new.output[:] = [prefix + n if n else "" for n in inner.output]
         cx.convert_node(new, cx.opsets)
@@ -2279,3 +2289,41 @@ def _col2im(cx, node, ins, attrs):
     zeros = cx.const(np.zeros((n, c, hw + 1), x.dtype.numpy))
     out = cx.g.scatter_elements(zeros, idx, cols, axis=2, reduction="add")
     return _reshape(cx, cx.g.narrow(out, axis=2, start=0, length=hw), [n, c, *image])
+
+
+@converter("Loop")
+def _loop(cx, node, ins, attrs):
+    """Unrolled when the trip count and every iteration's condition are known at import time."""
+    body = attrs["body"]
+    trip = int(np.asarray(cx.static(node.input[0], "Loop trip count")).reshape(-1)[0]) if node.input[0] else None
+    cond = bool(np.asarray(cx.static(node.input[1], "Loop condition")).reshape(-1)[0]) if len(node.input) > 1 and node.input[1] else True
+    if trip is None:
+        raise OnnxUnsupported("Loop without a static trip count")
+    states = list(ins[2:])
+    n = len(states)
+    k = len(body.output) - 1 - n
+    deps = frozenset().union(*(cx.deps.get(nm, frozenset()) for nm in node.input if nm))
+    scans: list[list[Value]] = [[] for _ in range(k)]
+    i = 0
+    while i < trip and cond:
+        bind = {body.input[0].name: cx.const(np.array(i, np.int64))}
+        if len(body.input) > 1:
+            bind[body.input[1].name] = cx.const(np.array(cond))
+        for j, vi in enumerate(body.input[2:]):
+            bind[vi.name] = states[j]
+        outs = _inline_graph(cx, body, bind, deps)
+        c = cx.maybe_static(outs[0])
+        if c is None:
+            raise OnnxUnsupported("Loop whose condition is computed at run time")
+        cond = bool(np.asarray(c).reshape(-1)[0])
+        states = outs[1:1 + n]
+        for j in range(k):
+            scans[j].append(outs[1 + n + j])
+        i += 1
+    results = list(states)
+    for items in scans:
+        if not items:
+            raise OnnxUnsupported("Loop with zero iterations and scan outputs (empty tensor of unknown shape)")
+        parts = [_reshape(cx, v, [1, *v.shape]) for v in items]
+        results.append(cx.g.concat(parts, axis=0) if len(parts) > 1 else parts[0])
+    return results

@@ -496,6 +496,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rlx: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `rlx demo | head`: stop quietly, as other command-line tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except (RlxError, OSError) as exc:
         if debug:
             traceback.print_exc()

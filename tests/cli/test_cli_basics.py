@@ -33,7 +33,8 @@ def test_version():
 
 
 @pytest.mark.parametrize("argv", [(), ("frobnicate",), ("inspect",), ("optimize", "m.rlx"), ("plan", "m.rlx", "--alignment", "x"),
-                                  ("run", "m.rlx", "--backend", "tpu"), ("demo", "--steps", "0"), ("draw", "m.rlx", "-o", "a.svg", "--stage", "xir")])
+                                  ("run", "m.rlx", "--backend", "tpu"), ("demo", "--steps", "0"),
+                                  ("draw", "m.rlx", "-o", "a.svg", "--stage", "xir")])
 def test_usage_errors_exit_2(argv):
     res = run_cli(*argv)
     assert res.rc == 2, (res.rc, res.err)

@@ -3,6 +3,7 @@
 from rlx.ops import (  # noqa: F401
     attention,
     backward,
+    control_flow,
     conv,
     elementwise,
     fused,

@@ -31,7 +31,7 @@ from rlx.ir.opdef import get_op
 from rlx.ir.shape import TensorType
 from rlx.lir.liveness import LEAVES
 from rlx.lir.plan import LirModule
-from rlx.runtime.reference import bind_feed
+from rlx.runtime.reference import bind_feed, kernel_of
 
 Step = Callable[[], None]
 FastBuilder = Callable[[Node, list[TensorType]], "Callable[..., None] | None"]
@@ -282,7 +282,7 @@ class ArenaExecutor:
                 return lambda: fast(*args, out)
             return lambda: fast(*[env[i] for i in ins], out)
         opdef = get_op(node.op)
-        kernel = opdef.kernel
+        kernel = kernel_of(opdef)  # control-flow ops: bodies run in the reference interpreter
         if kernel is None:
             raise RlxError(f"op {node.op!r} (node %{node.id}) has no reference kernel")
         attrs, out_type, shape = node.attrs, node.type, tuple(node.shape)
@@ -316,7 +316,7 @@ class ArenaExecutor:
             return lambda: uf(*[env[i] for i in ins], out=env[nid])
         if fast is not None:
             return lambda: fast(*[env[i] for i in ins], env[nid])
-        kernel, attrs, out_type = get_op(node.op).kernel, node.attrs, node.type
+        kernel, attrs, out_type = kernel_of(get_op(node.op)), node.attrs, node.type
         if kernel is None:
             raise RlxError(f"op {node.op!r} (node %{nid}) has no reference kernel")
         widen = [nodes[i].dtype.is_low_precision_float for i in ins]

@@ -6,7 +6,8 @@ node's dtype after every op, the way XLA's CPU backend treats them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ import numpy as np
 from rlx.ir.dtype import DType
 from rlx.ir.errors import FeedError, RlxError
 from rlx.ir.graph import Graph, Node
-from rlx.ir.opdef import get_op
+from rlx.ir.opdef import OpDef, get_op
 from rlx.ir.shape import TensorType
 
 
@@ -70,14 +71,35 @@ def compute_dtype(dtype: DType) -> np.dtype:
     return np.dtype(np.float32) if dtype.is_low_precision_float else dtype.numpy
 
 
+#: OpDef flag of ops whose kernel evaluates subgraphs (control flow, rlx.ops.control_flow):
+#: their kernel is called with ``evaluate=call_graph`` (ops must not import the runtime).
+SUBGRAPHS = "subgraphs"
+
+
+def call_graph(sub: Graph, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Run a subgraph with its ``input`` nodes bound positionally (node order) to ``args``."""
+    names = [n.attrs["name"] for n in sub.nodes if n.op == "input"]
+    if len(names) != len(args):
+        raise RlxError(f"subgraph {sub.name!r} takes {len(names)} inputs, {len(args)} given")
+    return run(sub, dict(zip(names, args)))
+
+
+def kernel_of(opdef: OpDef) -> Any:
+    """The op's reference kernel, with ``evaluate=`` bound for ops that evaluate subgraphs."""
+    if opdef.kernel is not None and SUBGRAPHS in opdef.flags:
+        return functools.partial(opdef.kernel, evaluate=call_graph)
+    return opdef.kernel
+
+
 def eval_node(node: Node, args: list[np.ndarray], out_type: TensorType) -> np.ndarray:
     """Run one node's reference kernel; check and cast the result to the node's type."""
     opdef = get_op(node.op)
-    if opdef.kernel is None:
+    kernel = kernel_of(opdef)
+    if kernel is None:
         raise RlxError(f"op {node.op!r} (node %{node.id}) has no reference kernel")
     widened = [a.astype(np.float32) if DType.of(a.dtype).is_low_precision_float else a for a in args]
     with np.errstate(all="ignore"):
-        result = np.asarray(opdef.kernel(widened, node.attrs, out_type))
+        result = np.asarray(kernel(widened, node.attrs, out_type))
     if result.shape != tuple(out_type.shape):
         raise RlxError(f"kernel of {node.op!r} (node %{node.id}) returned shape {list(result.shape)}, expected {out_type.shape!r}")
     return result.astype(out_type.dtype.numpy, copy=False)

@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{counts['passed']} passed / {counts['failed']} failed / {counts['unsupported']} unsupported of {len(results)} ({dt:.1f} s)")
     if args.write:
         with open(args.write, "w", encoding="utf-8") as fh:
-            fh.write(render(results, dt))
+            fh.write(render(results))  # no timing in the file: it would change on every run
     if args.check:
         base = baseline(args.check)
         if base is not None and counts["passed"] < base:

@@ -1,0 +1,604 @@
+"""Structured control flow: ``if_``, ``while_``, ``scan`` (OPS.md §8.2), holding subgraphs as attributes.
+
+Design (PIPELINE.md §8 row 14: upstream inlines ``if`` into a ``where`` that runs both
+branches and unrolls ``while``; rlx keeps both structured):
+
+* **Subgraphs** are complete :class:`rlx.Graph` values in ``graph`` attributes. Their
+  parameters are their ``input`` nodes, bound **positionally in node order** to the
+  operands listed in each op's doc; they must not declare ``param`` nodes (weights are
+  passed in as operands). Each subgraph is verified recursively with its parent, printed,
+  parsed and serialized like any attribute.
+* **One output per node** (the rlx convention). ``if_`` yields the taken branch's single
+  output; ``scan`` has one carried value (its final value or its stacked trajectory);
+  ``while_`` carries N values and the attribute ``output`` says which final value the node
+  yields. Several ``while_`` nodes may share one loop (same operands, cond and body,
+  different ``output``): the loop then runs once per node (no memoization: simple and
+  always correct; use one node per value you need).
+* **Running**: a control-flow op carries the OpDef flag :data:`SUBGRAPHS`. The runtimes
+  (reference ``rlx.run`` and the numpy arena executor) call its kernel as
+  ``kernel(args, attrs, out_type, evaluate=...)`` where ``evaluate(graph, arrays) -> list``
+  runs a subgraph on positional arguments with the reference interpreter. So ops do not
+  import the runtime (layering), and the arena plans only the outer graph: bodies run in
+  the reference interpreter, outside the arena. ``if_`` evaluates **only the branch
+  taken**, so an untaken branch that would fail (out-of-range gather, …) never runs.
+* **Autodiff**: ``if_``'s VJP / JVP is an ``if_`` over the branches' VJP / JVP graphs (one
+  ``if_`` node per operand gradient). ``scan``'s VJP is a reverse ``scan`` carrying the
+  carry cotangent plus a vmapped body VJP for the per-step (xs) and broadcast operands'
+  gradients; its JVP unrolls the (static-length) scan. ``while_`` is differentiated by a
+  bounded unroll when ``max_iterations`` is static (``AutodiffError`` otherwise). Batching
+  (vmap): ``if_`` with an unbatched predicate stays an ``if_`` of vmapped branches; a
+  batched predicate evaluates both vmapped branches and selects with ``where`` (the only
+  case where both branches run). ``while_`` batched runs until every example's condition
+  is false, freezing finished examples with ``where``. ``scan`` batched scans a vmapped
+  body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rlx.ir.attrs import AttrSpec
+from rlx.ir.errors import AutodiffError, ShapeError
+from rlx.ir.graph import Graph, Value
+from rlx.ir.opdef import VARIADIC, defop
+from rlx.ir.shape import Shape, TensorType
+
+#: OpDef flag: the kernel evaluates subgraphs and takes ``evaluate=`` (see the module doc).
+SUBGRAPHS = "subgraphs"
+
+Evaluate = Callable[[Graph, Sequence[np.ndarray]], list[np.ndarray]]
+
+
+# ------------------------------------------------------------------------------ helpers
+def graph_inputs(sub: Graph) -> list[Any]:
+    """The ``input`` nodes of a subgraph in node order (its positional parameters)."""
+    return [n for n in sub.nodes if n.op == "input"]
+
+
+def _check_sub(sub: Graph, what: str, in_types: Sequence[TensorType], n_out: int | None = 1) -> list[TensorType]:
+    """Check a subgraph's signature against operand types; return its output types."""
+    if any(n.op == "param" for n in sub.nodes):
+        raise ShapeError(f"{what}: subgraphs must not declare params (pass weights as operands)")
+    ins = graph_inputs(sub)
+    if len(ins) != len(in_types):
+        raise ShapeError(f"{what}: takes {len(ins)} inputs, but {len(in_types)} are bound to it")
+    for k, (node, t) in enumerate(zip(ins, in_types)):
+        if node.type != t:
+            raise ShapeError(f"{what}: input {k} ({node.attrs['name']!r}) is {node.type}, but the value bound to it is {t}")
+    outs = [sub.nodes[i].type for i in sub.output_ids]
+    if not all(0 <= i < len(sub.nodes) for i in sub.output_ids):
+        raise ShapeError(f"{what}: an output does not exist")
+    if n_out is not None and len(outs) != n_out:
+        raise ShapeError(f"{what}: must have {n_out} output(s), has {len(outs)}")
+    return outs
+
+
+def inline(dst: Graph, sub: Graph, feed: Mapping[str, Value]) -> list[Value]:
+    """Copy ``sub``'s nodes into ``dst`` with its inputs bound by name; return its outputs."""
+    new: dict[int, Value] = {}
+    for node in sub.nodes:
+        if node.op in ("input", "param"):
+            new[node.id] = feed[node.attrs["name"]]
+        else:
+            new[node.id] = dst.append(node.op, [new[i] for i in node.inputs], node.attrs)
+    return [new[i] for i in sub.output_ids]
+
+
+def make_graph(name: str, in_types: Sequence[tuple[str, TensorType]], body: Callable[[Graph, list[Value]], Sequence[Value]]) -> Graph:
+    """A new subgraph with inputs ``in_types`` (name, type) in that order, outputs from ``body``."""
+    h = Graph(name)
+    vals = [h.input(n, t.shape, t.dtype) for n, t in in_types]
+    h.set_outputs(list(body(h, vals)))
+    return h
+
+
+def _signature(sub: Graph) -> list[tuple[str, TensorType]]:
+    return [(n.attrs["name"], n.type) for n in graph_inputs(sub)]
+
+
+def _unique(sub: Graph, base: str) -> str:
+    taken = {n.attrs["name"] for n in sub.nodes if n.op in ("input", "param")}
+    name, k = base, 0
+    while name in taken:
+        k += 1
+        name = f"{base}{k}"
+    return name
+
+
+def _pred_ok(t: TensorType, what: str) -> None:
+    if not t.shape.is_static or int(np.prod([int(d) for d in t.shape], dtype=np.int64)) != 1:
+        raise ShapeError(f"{what}: the predicate must hold one element (a scalar), got {t}")
+    if t.dtype.is_complex:
+        raise ShapeError(f"{what}: the predicate must be bool or real numeric, got {t.dtype}")
+
+
+# ------------------------------------------------------------------------------------ if_
+def _if_type(ins: list[TensorType], attrs) -> TensorType:
+    _pred_ok(ins[0], "if_")
+    caps = ins[1:]
+    t = _check_sub(attrs["then_branch"], "then_branch", caps)[0]
+    e = _check_sub(attrs["else_branch"], "else_branch", caps)[0]
+    if t != e:
+        raise ShapeError(f"the branches must produce the same type: then gives {t}, else gives {e}")
+    return t
+
+
+def _if_kernel(args, attrs, out, *, evaluate: Evaluate):
+    taken = attrs["then_branch"] if bool(np.asarray(args[0]).reshape(-1)[0] != 0) else attrs["else_branch"]
+    return evaluate(taken, args[1:])[0]
+
+
+def _reach(sub: Graph) -> set[int]:
+    """Positions of the float inputs the (single) output depends on through float values."""
+    need = set(sub.output_ids)
+    for node in reversed(sub.nodes):
+        if node.id in need and node.dtype.is_float:
+            need.update(node.inputs)
+    return {k for k, n in enumerate(graph_inputs(sub)) if n.id in need and n.dtype.is_float}
+
+
+def vjp_graph(sub: Graph, want: Sequence[int], name: str | None = None) -> Graph:
+    """Subgraph ``(inputs..., ct) -> [d input_k for k in want]`` of a one-output ``sub``.
+
+    Zeros for inputs the output does not depend on. Built with ``rlx.grad`` (lazy import:
+    rules run inside autodiff)."""
+    from rlx.autodiff.reverse import grad
+    from rlx.autodiff.rules import zeros_like
+
+    sig = _signature(sub)
+    out_t = sub.nodes[sub.output_ids[0]].type
+    seed = _unique(sub, "ct")
+    reach = _reach(sub)
+    ask = [k for k in want if k in reach]
+    bwd = grad(sub, wrt=[sig[k][0] for k in ask], seed=seed) if ask else None
+
+    def body(h: Graph, vals: list[Value]) -> list[Value]:
+        got: dict[int, Value] = {}
+        if bwd is not None:
+            feed = {n: v for (n, _), v in zip(sig, vals)}
+            feed[seed] = vals[-1]
+            got = dict(zip(ask, inline(h, bwd, feed)))
+        return [got[k] if k in got else zeros_like(h, vals[k]) for k in want]
+
+    return make_graph(name or f"{sub.name}_vjp", [*sig, (seed, out_t)], body)
+
+
+def jvp_graph(sub: Graph, active: Sequence[int], name: str | None = None) -> Graph:
+    """Subgraph ``(inputs..., tangents of inputs[active]...) -> [output tangent]`` of a one-output ``sub``."""
+    from rlx.autodiff.forward import jvp
+    from rlx.autodiff.rules import cast, zeros_like
+
+    sig = _signature(sub)
+    out_t = sub.nodes[sub.output_ids[0]].type
+    reach = _reach(sub)
+    ask = [k for k in active if k in reach]
+    fwd = jvp(sub, wrt=[sig[k][0] for k in ask]) if ask and out_t.dtype.is_float else None
+    t_names = [_unique(sub, f"t{k}") for k in active]
+
+    def body(h: Graph, vals: list[Value]) -> list[Value]:
+        if fwd is None:
+            return [zeros_like(h, h.value(_first_output_like(h, out_t, vals)))]
+        feed = {n: v for (n, _), v in zip(sig, vals)}
+        for k, tv in zip(active, vals[len(sig):]):
+            feed[f"t_{sig[k][0]}"] = tv
+        outs = inline(h, fwd, feed)
+        return [cast(h, outs[-1], out_t.dtype)]
+
+    return make_graph(name or f"{sub.name}_jvp", [*sig, *[(n, sig[k][1]) for n, k in zip(t_names, active)]], body)
+
+
+def _first_output_like(h: Graph, t: TensorType, vals: list[Value]) -> Value:
+    """A value of type ``t`` to take zeros_like of (zeros_like needs a Value)."""
+    if t.shape.is_static:
+        return h.constant(np.zeros(tuple(t.shape), t.dtype.numpy))
+    for v in vals:
+        if v.type == t:
+            return v
+    raise AutodiffError(f"cannot build a zero tangent of symbolic type {t}")
+
+
+def _if_vjp(ctx, node, ct):
+    g = ctx.graph
+    ops = ctx.operands(node)
+    res: list[Any] = [None] * len(ops)
+    for i in range(1, len(ops)):
+        if not ctx.wants(node, i):
+            continue
+        then_b = vjp_graph(node.attrs["then_branch"], [i - 1])
+        else_b = vjp_graph(node.attrs["else_branch"], [i - 1])
+        res[i] = g.if_([ops[0], *ops[1:], ct], then_branch=then_b, else_branch=else_b)
+    return res
+
+
+def _if_jvp(ctx, node, tangents):
+    if not node.dtype.is_float:
+        return None
+    ops = ctx.operands(node)
+    active = [i - 1 for i in range(1, len(ops)) if tangents[i] is not None and ops[i].dtype.is_float]
+    if not active:
+        return None
+    tans = [ctx.cast(tangents[k + 1], ops[k + 1].dtype) for k in active]
+    then_b = jvp_graph(node.attrs["then_branch"], active)
+    else_b = jvp_graph(node.attrs["else_branch"], active)
+    return ctx.graph.if_([ops[0], *ops[1:], *tans], then_branch=then_b, else_branch=else_b)
+
+
+def _vmapped(sub: Graph, batched: Sequence[bool], size: Any) -> Graph:
+    """``sub`` vmapped over the inputs flagged ``batched`` (axis 0), inputs kept in order; every output batched."""
+    from rlx.autodiff.vmap import vmap
+
+    sig = _signature(sub)
+    axes = {n: 0 for (n, _), b in zip(sig, batched) if b}
+    if not axes:
+        raise AutodiffError(f"vmap of subgraph {sub.name!r}: nothing is batched")
+    vg = vmap(sub, axes, batch_size=size)
+    new_sig = [(n, TensorType(Shape([size, *t.shape]), t.dtype) if b else t) for (n, t), b in zip(sig, batched)]
+
+    def body(h: Graph, vals: list[Value]) -> list[Value]:
+        return inline(h, vg, {n: v for (n, _), v in zip(new_sig, vals)})
+
+    return make_graph(f"{sub.name}_vmap", new_sig, body)
+
+
+def _if_batch(ctx, node, operands, batched):
+    g = ctx.graph
+    pred, caps, cb = operands[0], list(operands[1:]), list(batched[1:])
+    size = ctx.batch_size
+    if not batched[0]:
+        return g.if_([pred, *caps],
+                     then_branch=_vmapped(node.attrs["then_branch"], cb, size),
+                     else_branch=_vmapped(node.attrs["else_branch"], cb, size))
+    # a per-example predicate: both branches run (vmapped if a capture is batched), then select per example
+    branches = [node.attrs["then_branch"], node.attrs["else_branch"]]
+    if any(cb):
+        branches = [_vmapped(b, cb, size) for b in branches]
+    t, e = (inline(g, b, dict(zip([n for n, _ in _signature(b)], caps)))[0] for b in branches)
+    p = pred if pred.dtype.is_bool else g.cast(pred, to="bool")
+    p = ctx.reshape(p, [size, *([1] * len(node.shape))])
+    return g.where(p, t, e)
+
+
+defop(
+    name="if_", family="control_flow", arity=VARIADIC, min_arity=1, operands=("pred", "captures"),
+    attrs={"then_branch": AttrSpec("graph", doc="taken when pred != 0; inputs = captures"),
+           "else_branch": AttrSpec("graph", doc="taken when pred == 0; inputs = captures")},
+    infer=_if_type, kernel=_if_kernel, flags={SUBGRAPHS},
+    vjp=_if_vjp, jvp=_if_jvp, batch=_if_batch,
+    doc="Structured conditional: operands [pred, *captures]; pred is a one-element bool or numeric tensor "
+    "(true when != 0); each branch takes one input per capture (bound positionally, same types) and "
+    "returns one output, the same type for both. Only the taken branch runs (upstream lowers to a "
+    "where that runs both). VJP / JVP are if_ nodes over the branches' derivative graphs.",
+)
+
+
+# ---------------------------------------------------------------------------------- while_
+def _while_type(ins: list[TensorType], attrs) -> TensorType:
+    c = _check_sub(attrs["cond"], "cond", ins)[0]
+    if c.dtype.is_complex:
+        raise ShapeError(f"cond must return a bool or real numeric tensor, got {c}")
+    outs = _check_sub(attrs["body"], "body", ins, n_out=len(ins))
+    for k, (o, t) in enumerate(zip(outs, ins)):
+        if o != t:
+            raise ShapeError(f"body output {k} is {o}, but carried value {k} is {t}")
+    k = attrs["output"]
+    if not 0 <= k < len(ins):
+        raise ShapeError(f"output {k} out of range for {len(ins)} carried value(s)")
+    n = attrs["max_iterations"]
+    if n is not None and n < 0:
+        raise ShapeError(f"max_iterations must be >= 0, got {n}")
+    return ins[k]
+
+
+def _while_kernel(args, attrs, out, *, evaluate: Evaluate):
+    carried = list(args)
+    bound, steps = attrs["max_iterations"], 0
+    while bound is None or steps < bound:
+        if not bool(np.all(np.asarray(evaluate(attrs["cond"], carried)[0]) != 0)):
+            break
+        carried = evaluate(attrs["body"], carried)
+        steps += 1
+    return carried[attrs["output"]]
+
+
+def _unrolled_while(node, in_types: Sequence[TensorType]) -> Graph:
+    """``while_`` as a straight-line graph: ``max_iterations`` copies of cond and body, frozen with where."""
+    n = node.attrs["max_iterations"]
+    if n is None:
+        raise AutodiffError("while_: differentiating a loop needs a static bound (set max_iterations); "
+                            "the loop is unrolled that many times")
+    cond, body = node.attrs["cond"], node.attrs["body"]
+    cnames, bnames = [x for x, _ in _signature(cond)], [x for x, _ in _signature(body)]
+
+    def build(h: Graph, vals: list[Value]) -> list[Value]:
+        carried = list(vals)
+        active = None
+        for _ in range(n):
+            c = inline(h, cond, dict(zip(cnames, carried)))[0]
+            ok = h.ne(c, h.scalar(0, c.dtype) if not c.dtype.is_bool else h.scalar(False))
+            if len(ok.shape):
+                ok = h.cast(h.reduce(h.cast(ok, to="f32"), op="min", keep_dim=False), to="bool")
+            active = ok if active is None else h.where(active, ok, active)  # logical and
+            new = inline(h, body, dict(zip(bnames, carried)))
+            carried = [h.where(active, b, c) for b, c in zip(new, carried)]
+        return [carried[node.attrs["output"]]]
+
+    return make_graph("while_unrolled", [(f"a{k}", t) for k, t in enumerate(in_types)], build)
+
+
+def _via_graph_vjp(ctx, node, ct, f: Graph):
+    """VJP of ``node`` through an equivalent graph ``f`` of its operands (inputs a0.. in order)."""
+    want = [k for k in range(len(node.inputs)) if ctx.wants(node, k)]
+    vg = vjp_graph(f, want)
+    ops = ctx.operands(node)
+    sig = _signature(vg)
+    outs = inline(ctx.graph, vg, dict(zip([x for x, _ in sig], [*ops, ct])))
+    res: list[Any] = [None] * len(ops)
+    for k, o in zip(want, outs):
+        res[k] = o
+    return res
+
+
+def _via_graph_jvp(ctx, node, tangents, f: Graph):
+    ops = ctx.operands(node)
+    active = [k for k, t in enumerate(tangents) if t is not None and ops[k].dtype.is_float]
+    if not active or not node.dtype.is_float:
+        return None
+    jg = jvp_graph(f, active)
+    sig = _signature(jg)
+    vals = [*ops, *[ctx.cast(tangents[k], ops[k].dtype) for k in active]]
+    return inline(ctx.graph, jg, dict(zip([x for x, _ in sig], vals)))[0]
+
+
+def _while_vjp(ctx, node, ct):
+    return _via_graph_vjp(ctx, node, ct, _unrolled_while(node, [ctx.operand(node, k).type for k in range(len(node.inputs))]))
+
+
+def _while_jvp(ctx, node, tangents):
+    return _via_graph_jvp(ctx, node, tangents, _unrolled_while(node, [ctx.operand(node, k).type for k in range(len(node.inputs))]))
+
+
+def _while_batch(ctx, node, operands, batched):
+    g, size = ctx.graph, ctx.batch_size
+    carried = [v if b else ctx.materialize(v) for v, b in zip(operands, batched)]
+    every = [True] * len(carried)
+    vcond = _vmapped(node.attrs["cond"], every, size)
+    vbody = _vmapped(node.attrs["body"], every, size)
+    sig = [(f"c{k}", v.type) for k, v in enumerate(carried)]
+
+    def per_example(h: Graph, vals: list[Value]) -> Value:
+        c = inline(h, vcond, dict(zip([x for x, _ in _signature(vcond)], vals)))[0]
+        ok = h.cast(h.ne(c, h.scalar(0, c.dtype) if not c.dtype.is_bool else h.scalar(False)), to="f32")
+        if len(ok.shape) > 1:
+            ok = h.reduce(ok, op="min", axes=list(range(1, len(ok.shape))), keep_dim=False)
+        return ok  # f32 [B]: 1 while the example's loop runs
+
+    def cond_b(h: Graph, vals: list[Value]) -> list[Value]:
+        return [h.reduce(per_example(h, vals), op="max", keep_dim=False)]
+
+    def body_b(h: Graph, vals: list[Value]) -> list[Value]:
+        ok = h.cast(per_example(h, vals), to="bool")
+        new = inline(h, vbody, dict(zip([x for x, _ in _signature(vbody)], vals)))
+        outs = []
+        for b, c in zip(new, vals):
+            mask = h.reshape(ok, new_shape=[-1 if isinstance(size, str) else size, *([1] * (len(c.shape) - 1))])
+            outs.append(h.where(mask, b, c))
+        return outs
+
+    return g.while_(carried, cond=make_graph("cond_vmap", sig, cond_b), body=make_graph("body_vmap", sig, body_b),
+                    max_iterations=node.attrs["max_iterations"], output=node.attrs["output"])
+
+
+defop(
+    name="while_", family="control_flow", arity=VARIADIC, min_arity=1, operands=("carried",),
+    attrs={"cond": AttrSpec("graph", doc="carried -> one bool/numeric tensor (continue while all != 0)"),
+           "body": AttrSpec("graph", doc="carried -> next carried (same count and types)"),
+           "max_iterations": AttrSpec("int", default=None, doc="stop after this many iterations (None: unbounded)"),
+           "output": AttrSpec("int", default=0, doc="index of the carried value the node yields")},
+    infer=_while_type, kernel=_while_kernel, flags={SUBGRAPHS},
+    vjp=_while_vjp, jvp=_while_jvp, batch=_while_batch,
+    doc="Structured loop: operands are the initial carried values (passed as one list); "
+    "for _ in range(max_iterations or forever): if not all(cond(*c) != 0): break; c = body(*c). "
+    "The node yields c[output] (one output per node; nodes sharing a loop each run it). "
+    "Differentiable only with a static max_iterations (bounded unroll); batched loops run until every "
+    "example is done, freezing finished ones.",
+)
+
+
+# ------------------------------------------------------------------------------------ scan
+def _scan_arity(attrs) -> int:
+    return 1 + attrs["num_bcast"] + attrs["num_xs"]
+
+
+def _scan_rows(attrs) -> int:
+    k, n = attrs["num_checkpoints"], attrs["length"]
+    return k if 0 < k < n else n
+
+
+def checkpoint_steps(length: int, k: int) -> list[int]:
+    """Steps whose carry a checkpointed trajectory keeps: t_k = ceil((k+1)·length/K) − 1 (OPS.md §8.2)."""
+    return [-(-(j + 1) * length // k) - 1 for j in range(k)]
+
+
+def _scan_type(ins: list[TensorType], attrs) -> TensorType:
+    n, nb, nx = attrs["length"], attrs["num_bcast"], attrs["num_xs"]
+    if n < 1:
+        raise ShapeError(f"length must be >= 1, got {n}")
+    if nb < 0 or nx < 0:
+        raise ShapeError("num_bcast and num_xs must be >= 0")
+    carry, bcasts, xs = ins[0], ins[1:1 + nb], ins[1 + nb:]
+    steps = []
+    for i, t in enumerate(xs):
+        if len(t.shape) < 1 or t.shape[0] != n:
+            raise ShapeError(f"xs_{i} must have a leading axis of length {n}, got {t}")
+        steps.append(TensorType(Shape(list(t.shape)[1:]), t.dtype))
+    out = _check_sub(attrs["body"], "body", [carry, *bcasts, *steps])[0]
+    if out != carry:
+        raise ShapeError(f"body returns {out}, but the carry is {carry}")
+    k = attrs["num_checkpoints"]
+    if k < 0 or k > n:
+        raise ShapeError(f"num_checkpoints must be in [0, length={n}], got {k}")
+    if k and not attrs["save_trajectory"]:
+        raise ShapeError("num_checkpoints needs save_trajectory")
+    if k and k < n and attrs["reverse"]:
+        raise ShapeError("a reverse scan cannot keep checkpoints")
+    if not attrs["save_trajectory"]:
+        return carry
+    return TensorType(Shape([_scan_rows(attrs), *carry.shape]), carry.dtype)
+
+
+def _scan_kernel(args, attrs, out, *, evaluate: Evaluate):
+    n, nb = attrs["length"], attrs["num_bcast"]
+    c, bcasts, xs = args[0], list(args[1:1 + nb]), list(args[1 + nb:])
+    order = range(n - 1, -1, -1) if attrs["reverse"] else range(n)
+    traj: list[np.ndarray | None] = [None] * n
+    for t in order:
+        c = evaluate(attrs["body"], [c, *bcasts, *[x[t] for x in xs]])[0]
+        traj[t] = c
+    if not attrs["save_trajectory"]:
+        return c
+    k = attrs["num_checkpoints"]
+    rows = checkpoint_steps(n, k) if 0 < k < n else range(n)
+    return np.stack([traj[t] for t in rows])
+
+
+def _rows(g: Graph, v: Value, start: int, length: int) -> Value:
+    return g.narrow(v, axis=0, start=start, length=length)
+
+
+def _row(g: Graph, v: Value, t: int) -> Value:
+    return g.reshape(_rows(g, v, t, 1), new_shape=[int(d) if not isinstance(d, str) else -1 for d in v.shape[1:]] or [])
+
+
+def _stack1(g: Graph, v: Value) -> Value:
+    return g.reshape(v, new_shape=[1, *[int(d) if not isinstance(d, str) else -1 for d in v.shape]])
+
+
+def _shift(g: Graph, rows: Value, first: Value, n: int, at_end: bool) -> Value:
+    """[first, rows[0..n-2]] (at_end False) or [rows[1..n-1], first] (at_end True)."""
+    one = _stack1(g, first)
+    if n == 1:
+        return one
+    return g.concat([_rows(g, rows, 1, n - 1), one] if at_end else [one, _rows(g, rows, 0, n - 1)], axis=0)
+
+
+def _scan_vjp(ctx, node, ct):
+    """Reverse scan for the carry cotangent; the bcast / xs gradients from the body VJP vmapped over steps."""
+    from rlx.autodiff.vmap import vmap
+
+    a = node.attrs
+    n, nb, nx, rev = a["length"], a["num_bcast"], a["num_xs"], a["reverse"]
+    if 0 < a["num_checkpoints"] < n:
+        raise AutodiffError("scan: differentiating a checkpointed trajectory is not supported (use num_checkpoints=0)")
+    g = ctx.graph
+    ops = ctx.operands(node)
+    init, bcasts, xs = ops[0], ops[1:1 + nb], ops[1 + nb:]
+    body = a["body"]
+    sig = _signature(body)
+    if a["save_trajectory"]:
+        traj = ctx.output(node)
+    else:
+        traj = g.scan(*ops, body=body, length=n, save_trajectory=True, num_bcast=nb, num_xs=nx, reverse=rev)
+    before = _shift(g, traj, init, n, at_end=rev)  # the carry fed to each step
+    ctype = init.type
+    # backward scan: carry dc (the cotangent of the carry leaving a step), per step inputs (carry_before, xs, upstream)
+    vj_carry = vjp_graph(body, [0])
+    step_types = [t for _, t in sig[1 + nb:]]
+    up_names = ["up"] if a["save_trajectory"] else []
+
+    def bwd_body(h: Graph, vals: list[Value]) -> list[Value]:
+        dc, bs = vals[0], vals[1:1 + nb]
+        cb, xt = vals[1 + nb], vals[2 + nb:2 + nb + nx]
+        if up_names:
+            dc = dc + vals[-1]
+        feed = dict(zip([x for x, _ in _signature(vj_carry)], [cb, *bs, *xt, dc]))
+        return inline(h, vj_carry, feed)
+
+    bsig = [("dc", ctype), *[(f"b{i}", t) for i, (_, t) in enumerate(sig[1:1 + nb])], ("carry", ctype),
+            *[(f"x{i}", t) for i, t in enumerate(step_types)], *[("up", ctype) for _ in up_names]]
+    bwd = make_graph(f"{body.name}_scan_vjp", bsig, bwd_body)
+    dc0 = ctx.zeros_like(init) if a["save_trajectory"] else ct
+    bx = [before, *xs, *([ct] if up_names else [])]
+    dtraj = g.scan(dc0, *bcasts, *bx, body=bwd, length=n, save_trajectory=True, num_bcast=nb,
+                   num_xs=len(bx), reverse=not rev)
+    # row t of dtraj = the cotangent of the carry entering step t
+    res: list[Any] = [None] * len(ops)
+    res[0] = _row(g, dtraj, n - 1 if rev else 0) if ctx.wants(node, 0) else None
+    want = [k for k in range(1, len(ops)) if ctx.wants(node, k)]
+    if want:
+        dout = _shift(g, dtraj, dc0, n, at_end=not rev)  # the cotangent of the carry leaving step t (before upstream)
+        if a["save_trajectory"]:
+            dout = dout + ct
+        vj = vjp_graph(body, want)
+        vsig = [x for x, _ in _signature(vj)]
+        per_step = [vsig[0], *vsig[1 + nb:1 + nb + nx], vsig[-1]]
+        vg = vmap(vj, {x: 0 for x in per_step}, batch_size=n)
+        outs = inline(g, vg, dict(zip(vsig, [before, *bcasts, *xs, dout])))
+        for k, o in zip(want, outs):
+            res[k] = g.reduce(o, op="sum", axes=[0], keep_dim=False) if k <= nb else o
+    return res
+
+
+def _unrolled_scan(node, in_types: Sequence[TensorType]) -> Graph:
+    a = node.attrs
+    n, nb = a["length"], a["num_bcast"]
+    names = [x for x, _ in _signature(a["body"])]
+
+    def build(h: Graph, vals: list[Value]) -> list[Value]:
+        c, bs, xs = vals[0], vals[1:1 + nb], vals[1 + nb:]
+        traj: dict[int, Value] = {}
+        for t in (range(n - 1, -1, -1) if a["reverse"] else range(n)):
+            c = inline(h, a["body"], dict(zip(names, [c, *bs, *[_row(h, x, t) for x in xs]])))[0]
+            traj[t] = c
+        if not a["save_trajectory"]:
+            return [c]
+        k = a["num_checkpoints"]
+        rows = checkpoint_steps(n, k) if 0 < k < n else range(n)
+        return [h.concat([_stack1(h, traj[t]) for t in rows], axis=0)]
+
+    return make_graph("scan_unrolled", [(f"a{k}", t) for k, t in enumerate(in_types)], build)
+
+
+def _scan_jvp(ctx, node, tangents):
+    return _via_graph_jvp(ctx, node, tangents, _unrolled_scan(node, [ctx.operand(node, k).type for k in range(len(node.inputs))]))
+
+
+def _scan_batch(ctx, node, operands, batched):
+    a = node.attrs
+    g, size, nb = ctx.graph, ctx.batch_size, a["num_bcast"]
+    init = operands[0] if batched[0] else ctx.materialize(operands[0])
+    bcasts = list(operands[1:1 + nb])
+    xs = []
+    for v, b in zip(operands[1 + nb:], batched[1 + nb:]):
+        if b:  # [B, L, *s] -> [L, B, *s]
+            r = len(v.shape)
+            v = g.transpose(v, perm=[1, 0, *range(2, r)])
+        xs.append(v)
+    vbody = _vmapped(a["body"], [True, *batched[1:]], size)
+    out = g.scan(init, *bcasts, *xs, body=vbody, length=a["length"], save_trajectory=a["save_trajectory"],
+                 num_bcast=nb, num_xs=a["num_xs"], num_checkpoints=a["num_checkpoints"], reverse=a["reverse"])
+    if a["save_trajectory"]:
+        out = g.transpose(out, perm=[1, 0, *range(2, len(out.shape))])
+    return out
+
+
+defop(
+    name="scan", family="control_flow", arity=_scan_arity, operands=("init", "bcasts", "xs"),
+    attrs={"body": AttrSpec("graph", doc="(carry, *bcasts, *x_t) -> next carry"),
+           "length": AttrSpec("int", doc="number of steps; every xs has this leading axis"),
+           "save_trajectory": AttrSpec("bool", default=False),
+           "num_bcast": AttrSpec("int", default=0),
+           "num_xs": AttrSpec("int", default=0),
+           "num_checkpoints": AttrSpec("int", default=0),
+           "reverse": AttrSpec("bool", default=False, doc="run steps length-1 … 0 (rows stay in step order)")},
+    infer=_scan_type, kernel=_scan_kernel, flags={SUBGRAPHS},
+    vjp=_scan_vjp, jvp=_scan_jvp, batch=_scan_batch,
+    doc="Loop over a leading axis: operands [init, *bcasts, *xs]; c = init; for t in range(length): "
+    "c = body(c, *bcasts, *[x[t] for x in xs]). Yields c, or with save_trajectory the stacked carries "
+    "[length, *carry] (row t = carry after step t); with 0 < num_checkpoints = K < length only rows "
+    "t_k = ceil((k+1)·length/K) − 1. reverse=True (an rlx extension, as in JAX) runs t = length-1 … 0. "
+    "VJP: a reverse scan for the carry plus the body VJP vmapped over steps for bcasts / xs (bcast "
+    "gradients summed over steps); JVP: unrolled; vmap: a scan of the vmapped body.",
+)

@@ -68,6 +68,9 @@ REFUSED: dict[str, str] = {
     "observer_update": "QAT observer state update (training-time)",
     "q_matmul": "requantizes with round half away from zero; ONNX QLinearMatMul rounds half to even (not exact)",
     "q_conv2d": "requantizes with round half away from zero; ONNX QLinearConv rounds half to even (not exact)",
+    "if_": "control flow with rlx subgraphs: export to ONNX If not written yet (ONNX If / Scan / Loop are unrolled on import)",
+    "while_": "control flow with rlx subgraphs: export to ONNX Loop not written yet",
+    "scan": "control flow with rlx subgraphs: export to ONNX Scan not written yet",
     "dequant_matmul": "packed weight schemes (int4 / GGUF / NVFP4 blocks) have no ONNX equivalent here",
 }
 del REFUSED["resize_nearest_2x"]

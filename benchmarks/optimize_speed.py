@@ -1,9 +1,16 @@
 """Optimizer speed: rlx.optimize on transformer-like MIR graphs of about 2k, 20k and 100k nodes.
 
-Run: python benchmarks/optimize_speed.py [--no-check] [--sizes 2000,20000,100000] [--repeat 3]
+Run: python benchmarks/optimize_speed.py [--no-check] [--sizes 2000,20000,100000] [--repeat 3] [--quick]
 Target (optimizer issue): time per node at 100k within 1.5x of the time per node at 2k.
-The comparison uses the best process CPU time of --repeat interleaved runs per size (on a
-shared machine wall time mostly measures the neighbours); the median wall time is shown too.
+Figures are medians of --repeat interleaved rounds (rlx and the peer alternate within a
+size), process CPU time (on a shared machine wall time mostly measures the neighbours); the
+median wall time is shown too.
+
+Peer: the same graph exported with ``rlx.onnx.export`` and run through onnx-ir's generic
+passes (common-subexpression elimination, identity elimination, dead-node removal), each
+sample on a fresh ``onnx_ir.from_proto`` copy (the copy is not timed). onnx-ir has no
+fusion or constant folding, so it does less work than rlx.optimize: the ratio is an upper
+bound on rlx's overhead, not a like-for-like contest.
 The graphs are FUSABLE-style (primitive chains the fusion patterns recognise) with some
 repeated subexpressions, constant subgraphs and dead branches, so every pass has work.
 """
@@ -11,17 +18,14 @@ repeated subexpressions, constant subgraphs and dead branches, so every pass has
 from __future__ import annotations
 
 import argparse
-import gc
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import print_table
+from common import add_common_args, measure, parse_sizes, print_footer, print_header, print_table, ratio, verdict
 
 import rlx
 from rlx.opt import optimize
@@ -58,37 +62,56 @@ def per_layer() -> int:
     return len(build(2)) - len(build(1))
 
 
+def onnx_ir_peer(g: rlx.Graph):
+    """(setup, run) for onnx-ir's passes on ``g`` exported to ONNX, or None without onnx-ir."""
+    try:
+        import onnx_ir as ir
+        from onnx_ir import passes
+        from onnx_ir.passes import common
+    except ImportError:
+        return None
+    proto = rlx.onnx.export(g, {})
+
+    def run(model):
+        pm = passes.PassManager([common.CommonSubexpressionEliminationPass(), common.IdentityEliminationPass(),
+                                 common.RemoveUnusedNodesPass()])
+        return pm(model).model
+
+    return len(proto.graph.node), (lambda: ir.from_proto(proto), run)
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--no-check", action="store_true", help="skip the verifier after each pass")
-    ap.add_argument("--sizes", default="2000,20000,100000")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per size; the best (least disturbed) one is compared")
+    add_common_args(ap, "2000,20000,100000", 3)
     args = ap.parse_args()
+    targets, repeat = parse_sizes(args.sizes), args.repeat
+    if args.quick:
+        targets, repeat = [2000, 20000], 2
+    print_header("optimize speed (optimize_speed.py)", f"peer: onnx-ir passes on the rlx.onnx.export of the same graph; "
+                 f"medians of {repeat} interleaved rounds, process CPU time; check={not args.no_check}")
     step = per_layer()
-    targets = [int(s) for s in args.sizes.split(",")]
-    graphs = {t: build(max(1, t // step)) for t in targets}
-    cpu: dict[int, list[float]] = {t: [] for t in targets}
-    wall: dict[int, list[float]] = {t: [] for t in targets}
-    out_nodes = {}
-    for _ in range(args.repeat):  # sizes interleaved, so machine noise hits all of them alike
-        for t in targets:
-            gc.collect()
-            w0, c0 = time.perf_counter(), time.process_time()
-            opt, _report = optimize(graphs[t], check=not args.no_check)
-            cpu[t].append(time.process_time() - c0)
-            wall[t].append(time.perf_counter() - w0)
-            out_nodes[t] = len(opt)
-    rows = []
-    per_node = {}
+    rows, per_node = [], {}
     for t in targets:
-        n = len(graphs[t])
-        best = min(cpu[t])
-        per_node[t] = best / n
-        rows.append([n, out_nodes[t], best, statistics.median(wall[t]), 1e6 * best / n])
-    print_table(["nodes in", "nodes out", "cpu s (best)", "wall s (median)", "us/node (cpu, best)"], rows)
-    sizes = sorted(per_node)
-    ratio = per_node[sizes[-1]] / per_node[sizes[0]]
-    print(f"time per node at {sizes[-1]} / at {sizes[0]}: {ratio:.2f}x (target <= 1.5x)")
+        g = build(max(1, t // step))
+        fns = {"rlx": lambda g=g: optimize(g, check=not args.no_check)}
+        peer = onnx_ir_peer(g)
+        if peer is not None:
+            onnx_nodes, fns["onnx-ir"] = peer
+        times = measure(fns, repeat)
+        n, out = len(g), len(optimize(g, check=False)[0])
+        cpu = times["rlx"].median_cpu
+        per_node[t] = cpu / n
+        peer_pn = times["onnx-ir"].median_cpu / onnx_nodes if peer is not None else float("nan")
+        rows.append([n, out, cpu, times["rlx"].median_wall, 1e6 * cpu / n, onnx_nodes if peer else "n/a", 1e6 * peer_pn,
+                     ratio(cpu / n, peer_pn)])
+    print_table(["nodes in", "nodes out", "rlx cpu s", "rlx wall s", "rlx us/node", "onnx nodes", "onnx-ir us/node",
+                 "rlx / onnx-ir (per node)"], rows)
+    if len(per_node) > 1:
+        lo, hi = min(per_node), max(per_node)
+        growth = per_node[hi] / per_node[lo]
+        print(f"\ntime per node at {hi} / at {lo}: {growth:.2f}x (target <= 1.5x: {verdict(growth <= 1.5)})")
+    print_footer()
 
 
 if __name__ == "__main__":

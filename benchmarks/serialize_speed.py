@@ -1,28 +1,35 @@
-"""Serialization speed: rlx canonical JSON vs ONNX protobuf, same graphs, same run.
+"""Serialization speed: rlx canonical JSON vs ONNX protobuf and onnx-ir, same graphs, same run.
 
-    python benchmarks/serialize_speed.py [--sizes 10000 100000] [--repeat 3]
+    python benchmarks/serialize_speed.py [--sizes 2000,20000,100000] [--repeat 5] [--quick] [--json out.json]
 
 For each size a MIR chain (input, param, then matmul -> add -> gelu repeated) and the
 equivalent ONNX graph (MatMul -> Add -> Gelu, opset 20, the weight as a graph input) are
-built. Timed, best of ``--repeat``:
+built. Timed in alternation, medians of ``--repeat`` rounds (process CPU time; wall beside it):
 
 * rlx dump: ``rlx.to_json(g)``; rlx load+verify: ``rlx.from_json(text)`` (parse, validate
   every field, rebuild, ``rlx.verify``), with its parts (json.loads, decode, verify);
 * onnx dump: ``ModelProto.SerializeToString()``; onnx load: ``ParseFromString``; onnx
-  load+check: ParseFromString + ``onnx.checker.check_model`` (ONNX's own validation).
+  load+check: ParseFromString + ``onnx.checker.check_model`` (ONNX's own validation);
+* onnx-ir dump: ``onnx_ir.to_proto(model).SerializeToString()``; onnx-ir load:
+  ``ParseFromString`` + ``onnx_ir.from_proto`` (bytes to an editable in-memory graph, the
+  closest peer of rlx.from_json).
 
-Target: rlx load+verify >= 100k nodes/s. Not run by CI.
+Ratios are time per node, rlx / peer (< 1: rlx is faster). Target: rlx load+verify >= 100k nodes/s.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import json
-import time
+import sys
+from pathlib import Path
 
-import rlx
-from rlx.ir import serialize
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import add_common_args, measure, parse_sizes, print_footer, print_header, print_table, ratio, verdict  # noqa: E402
+
+import rlx  # noqa: E402
+from rlx.ir import serialize  # noqa: E402
 
 
 def build_rlx(n: int) -> rlx.Graph:
@@ -60,81 +67,83 @@ def build_onnx(n: int):
     return onnx, model
 
 
-def best(fn, repeat: int) -> tuple[float, float]:
-    """Best (wall, process CPU) seconds of ``repeat`` runs, the cyclic GC paused as the rlx
-    loader itself does. CPU time is the robust figure on a busy machine."""
-    walls, cpus = [], []
-    for _ in range(repeat):
-        gc.collect()
-        gc.disable()
-        try:
-            t0, c0 = time.perf_counter(), time.process_time()
-            fn()
-            walls.append(time.perf_counter() - t0)
-            cpus.append(time.process_time() - c0)
-        finally:
-            gc.enable()
-    return min(walls), min(cpus)
-
-
 def bench(n: int, repeat: int) -> dict:
     g = build_rlx(n)
     text = rlx.to_json(g)
     r: dict = {"nodes": len(g), "json_bytes": len(text), "times": {}}
-    t = r["times"]
 
     def decode_only():
         doc = json.loads(text)
         return serialize.Decoder().graph({k: v for k, v in doc.items() if k not in serialize._HEADER}, verify=False)
 
-    t["rlx dump (to_json)"] = best(lambda: rlx.to_json(g), repeat)
-    t["rlx load+verify (from_json)"] = best(lambda: rlx.from_json(text), repeat)
-    t["  json.loads"] = best(lambda: json.loads(text), repeat)
-    t["  json.loads + decode + validate"] = best(decode_only, repeat)
     body = decode_only()
-    t["  rlx.verify"] = best(lambda: rlx.verify(body), repeat)
-    t["rlx fingerprint"] = best(lambda: rlx.fingerprint(g), repeat)
+    fns = {
+        "rlx dump (to_json)": lambda: rlx.to_json(g),
+        "rlx load+verify (from_json)": lambda: rlx.from_json(text),
+        "  json.loads": lambda: json.loads(text),
+        "  json.loads + decode + validate": decode_only,
+        "  rlx.verify": lambda: rlx.verify(body),
+        "rlx fingerprint": lambda: rlx.fingerprint(g),
+    }
     try:
         onnx, model = build_onnx(n)
     except ImportError:
-        return r
-    blob = model.SerializeToString()
-    r["onnx_bytes"] = len(blob)
+        onnx = None
+    if onnx is not None:
+        blob = model.SerializeToString()
+        r["onnx_bytes"] = len(blob)
 
-    def parse():
-        m = onnx.ModelProto()
-        m.ParseFromString(blob)
-        return m
+        def parse():
+            m = onnx.ModelProto()
+            m.ParseFromString(blob)
+            return m
 
-    t["onnx SerializeToString"] = best(model.SerializeToString, repeat)
-    t["onnx ParseFromString"] = best(parse, repeat)
-    t["onnx Parse + checker.check_model"] = best(lambda: onnx.checker.check_model(parse()), repeat)
+        fns["onnx SerializeToString"] = model.SerializeToString
+        fns["onnx ParseFromString"] = parse
+        fns["onnx Parse + checker.check_model"] = lambda: onnx.checker.check_model(parse())
+        try:
+            import onnx_ir as ir
+
+            ir_model = ir.from_proto(model)
+            fns["onnx-ir dump (to_proto + Serialize)"] = lambda: ir.to_proto(ir_model).SerializeToString()
+            fns["onnx-ir load (Parse + from_proto)"] = lambda: ir.from_proto(parse())
+        except ImportError:
+            pass
+    r["times"] = {k: (t.median_wall, t.median_cpu) for k, t in measure(fns, repeat).items()}
     return r
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    ap.add_argument("--repeat", type=int, default=3)
+    add_common_args(ap, "2000,20000,100000", 5)
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
-    results = [bench(n, args.repeat) for n in args.sizes]
+    sizes, repeat = parse_sizes(args.sizes), args.repeat
+    if args.quick:
+        sizes, repeat = [2000, 20000], 3
+    print_header("serialize speed (serialize_speed.py)", f"peers: onnx protobuf, onnx-ir; medians of {repeat} interleaved rounds")
+    results = [bench(n, repeat) for n in sizes]
+    summary = []
     for r in results:
         n, t = r["nodes"], r["times"]
-        sizes = f"rlx JSON {r['json_bytes'] / 1e6:.1f} MB" + (f", onnx {r['onnx_bytes'] / 1e6:.1f} MB" if "onnx_bytes" in r else "")
-        print(f"\n== {n} nodes: {sizes}")
-        print(f"  {'':36s} {'wall ms':>9s} {'cpu ms':>9s} {'k nodes/s (cpu)':>16s}")
-        for label, (wall, cpu) in t.items():
-            print(f"  {label:36s} {wall * 1e3:9.1f} {cpu * 1e3:9.1f} {n / max(cpu, 1e-9) / 1e3:16.1f}")
-        wall, cpu = t["rlx load+verify (from_json)"]
-        print(f"  load+verify: {n / cpu / 1e3:.1f} k nodes/s cpu, {n / wall / 1e3:.1f} k nodes/s wall (target >= 100 k)")
-        if "onnx_bytes" in r:
-            def ratio(a: str, b: str, t: dict = t) -> str:
-                return f"{t[a][1] / t[b][1]:.1f}x"
+        sizes_note = f"rlx JSON {r['json_bytes'] / 1e6:.2f} MB" + (f", onnx {r['onnx_bytes'] / 1e6:.2f} MB" if "onnx_bytes" in r else "")
+        rows = [[label, wall * 1e3, cpu * 1e3, n / max(cpu, 1e-9)] for label, (wall, cpu) in t.items()]
+        print_table(["step", "wall ms (median)", "cpu ms (median)", "nodes/s (cpu)"], rows, title=f"{n:,} nodes: {sizes_note}")
 
-            print(f"  rlx/onnx (cpu): dump {ratio('rlx dump (to_json)', 'onnx SerializeToString')}, "
-                  f"load {ratio('rlx load+verify (from_json)', 'onnx ParseFromString')} vs parse, "
-                  f"{ratio('rlx load+verify (from_json)', 'onnx Parse + checker.check_model')} vs parse+check")
+        def cpu(label: str, t: dict = t) -> float:
+            return t[label][1] if label in t else float("nan")
+
+        load = cpu("rlx load+verify (from_json)")
+        summary.append([n, n / load, n / t["rlx load+verify (from_json)"][0], ratio(cpu("rlx dump (to_json)"), cpu("onnx SerializeToString")),
+                        ratio(load, cpu("onnx ParseFromString")), ratio(load, cpu("onnx Parse + checker.check_model")),
+                        ratio(cpu("rlx dump (to_json)"), cpu("onnx-ir dump (to_proto + Serialize)")),
+                        ratio(load, cpu("onnx-ir load (Parse + from_proto)"))])
+    print_table(["nodes", "rlx load+verify nodes/s (cpu)", "(wall)", "dump rlx/onnx", "load rlx/onnx parse",
+                 "load rlx/onnx parse+check", "dump rlx/onnx-ir", "load rlx/onnx-ir"], summary,
+                title="summary: ratios are rlx time / peer time (CPU medians; < 1 means rlx is faster)")
+    worst = min(s[1] for s in summary)
+    print(f"\nrlx load+verify: slowest {worst:,.0f} nodes/s (target >= 100,000: {verdict(worst >= 100_000)})")
+    print_footer()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

@@ -20,6 +20,7 @@ LEVELS = ("source", "mir", "fused", "hir")
 
 InferFn = Callable[[list[TensorType], Mapping[str, Any]], TensorType]
 KernelFn = Callable[[list[np.ndarray], Mapping[str, Any], TensorType], np.ndarray]
+KernelIntoFn = Callable[[list[np.ndarray], Mapping[str, Any], TensorType, np.ndarray], None]
 CanonFn = Callable[[list[TensorType], dict[str, Any]], dict[str, Any]]
 ArityFn = Callable[[Mapping[str, Any]], int]
 
@@ -34,6 +35,10 @@ class OpDef:
     ``min_arity``), or a function of the attributes (e.g. attention takes a 4th operand
     only for some mask kinds). ``infer`` maps operand types and attributes to the output
     type and raises :class:`rlx.ShapeError`; ``kernel`` is the NumPy reference.
+    ``kernel_into(args, attrs, out_type, out)`` (optional) computes the same result into a
+    preallocated C-contiguous ``out`` (out_type's shape, the compute dtype: f32 for narrower
+    floats; an elementwise op's ``out`` may be its same-shaped operand); the op's ``kernel``
+    is then defined through it, so that each op has one formula (backends use it to skip a copy).
     ``canonicalize`` may fill input-dependent attribute defaults (e.g. ``axes=None`` →
     every axis) before inference, so stored attributes are always explicit.
     ``methods`` maps extra builder method names to preset attributes (``gelu`` →
@@ -49,6 +54,7 @@ class OpDef:
     infer: InferFn
     kernel: KernelFn | None
     doc: str
+    kernel_into: KernelIntoFn | None = None
     level: str = "mir"
     operands: tuple[str, ...] = ()
     attrs: Mapping[str, AttrSpec] = field(default_factory=dict)

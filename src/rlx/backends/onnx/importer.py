@@ -284,7 +284,9 @@ class Importer:
     # ------------------------------------------------------------------ nodes
     def convert_node(self, node, opsets: Mapping[str, int]) -> None:
         start = len(self.g)
-        deps = frozenset().union(*(self.deps.get(n, frozenset()) for n in node.input if n))
+        # graph inputs this node's runtime operands depend on (operands known at import time add none)
+        deps = frozenset().union(*(self.deps.get(n, frozenset()) for n in node.input
+                                   if n and not (n in self.env and self.env[n].id in self.known)))
         fn = CONVERTERS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
         if fn is None:
             body = self._function_of(node, opsets=opsets)
@@ -324,7 +326,7 @@ class Importer:
             if v.id in self.known and self.g.node(v.id).op != "constant":
                 v = self.const(self.known[v.id])
             self.env[name] = v
-            self.deps[name] = deps
+            self.deps[name] = frozenset() if v.id in self.known else deps
 
     def _expand(self, node, fn, opsets: Mapping[str, int]) -> None:
         """Import an op through its ONNX function body (attributes substituted, names scoped)."""

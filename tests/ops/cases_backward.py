@@ -33,21 +33,23 @@ DY = randn(3, 5, seed=2)
 POS = np.abs(randn(3, 5, seed=3)) + 0.1
 CASES = [
     case("relu_backward", "basic", lambda g, x, dy: g.relu_backward(x, dy), {"x": X, "dy": DY},
-         lambda x, dy: vjp(torch.relu, [x], dy)),
+         lambda x, dy: vjp(torch.relu, [x], dy), differentiable=("dy",)),  # x[0, 0] = 0 sits on relu's kink
     case("relu_backward", "f32", lambda g, x, dy: g.relu_backward(x, dy),
          {"x": X.astype(np.float32), "dy": DY.astype(np.float32)}, lambda x, dy: vjp(torch.relu, [x], dy), rtol=1e-6),
 ]
 for kind, fn in TORCH_ACT.items():
     data = POS if kind in POSITIVE_ONLY else X
+    kinked = kind in ("relu", "abs")  # x[0, 0] = 0: finite differences straddle the kink in x
     CASES.append(case("activation_backward", kind, lambda g, x, dy, k=kind: g.activation_backward(x, dy, kind=k),
-                      {"x": data, "dy": DY}, lambda x, dy, fn=fn: vjp(fn, [x], dy)))
+                      {"x": data, "dy": DY}, lambda x, dy, fn=fn: vjp(fn, [x], dy), differentiable=("dy",) if kinked else None))
 CASES += [
     case("activation_backward", "round_is_straight_through", lambda g, x, dy: g.activation_backward(x, dy, kind="round"),
          {"x": X, "dy": DY}, lambda x, dy: dy),
     case("activation_backward", "sqrt_rsqrt_zero_at_zero",
          lambda g, x, dy: [g.activation_backward(x, dy, kind="sqrt"), g.activation_backward(x, dy, kind="rsqrt")],
          {"x": np.array([0.0, -1.0, 4.0]), "dy": np.array([1.0, 1.0, 2.0])},
-         lambda x, dy: [np.array([0.0, 0.0, 0.5]), np.array([0.0, 0.0, -2.0 * 0.5 * 4.0**-1.5])]),
+         lambda x, dy: [np.array([0.0, 0.0, 0.5]), np.array([0.0, 0.0, -2.0 * 0.5 * 4.0**-1.5])],
+         differentiable=("dy",)),  # x = 0 and x < 0 sit on the guarded branch switch
 ]
 
 # ------------------------------------------------------------------------------ pooling
@@ -69,7 +71,8 @@ CASES += [
     _pool_case("k3s2p1", 3, 2, 1),
     case("max_pool2d_backward", "ties_first_wins", lambda g, x, dy: g.max_pool2d_backward(x, dy, kernel_size=[2, 2]),
          {"x": np.ones((1, 1, 2, 4)), "dy": np.array([[[[3.0, 5.0]]]])},
-         lambda x, dy: np.array([[[[3.0, 0.0, 5.0, 0.0], [0.0, 0.0, 0.0, 0.0]]]])),
+         lambda x, dy: np.array([[[[3.0, 0.0, 5.0, 0.0], [0.0, 0.0, 0.0, 0.0]]]]),
+         differentiable=("dy",)),  # all-equal x: any perturbation moves the argmax
 ]
 
 # -------------------------------------------------------------------------------- conv

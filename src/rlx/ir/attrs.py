@@ -103,6 +103,9 @@ def _as_data(value: Any, where: str) -> Any:
     raise _fail(where, "JSON-like data (None, bool, int, float, str, list)", value)
 
 
+CANONICAL_CLASS = {"int": int, "bool": bool, "str": str, "dtype": DType}
+
+
 def normalize_attr(spec: AttrSpec, value: Any, where: str) -> Any:
     """Check ``value`` against ``spec`` and return its canonical immutable form."""
     if value is None:
@@ -110,6 +113,11 @@ def normalize_attr(spec: AttrSpec, value: Any, where: str) -> Any:
             return None
         raise _fail(where, f"a {spec.kind}", value)
     kind = spec.kind
+    if spec.choices is None:  # fast paths: values already in canonical form
+        if value.__class__ is CANONICAL_CLASS.get(kind):
+            return value
+        if kind == "ints" and value.__class__ is tuple and all(v.__class__ is int for v in value):
+            return value
     if kind == "int":
         out: Any = _as_int(value, where)
     elif kind == "float":

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx.ir.attrs import AttrSpec, normalize_attr
+from rlx.ir.attrs import CANONICAL_CLASS, AttrSpec, normalize_attr
 from rlx.ir.errors import AttributeSchemaError, RlxError, UnknownOpError
 from rlx.ir.shape import TensorType
 
@@ -35,10 +35,10 @@ class OpDef:
     ``min_arity``), or a function of the attributes (e.g. attention takes a 4th operand
     only for some mask kinds). ``infer`` maps operand types and attributes to the output
     type and raises :class:`rlx.ShapeError`; ``kernel`` is the NumPy reference.
-    ``kernel_into(args, attrs, out_type, out)`` (optional) computes the same result into a
-    preallocated C-contiguous ``out`` (out_type's shape, the compute dtype: f32 for narrower
-    floats; an elementwise op's ``out`` may be its same-shaped operand); the op's ``kernel``
-    is then defined through it, so that each op has one formula (backends use it to skip a copy).
+    ``kernel_into(args, attrs, out_type, out)`` (optional) writes the same result into a
+    preallocated C-contiguous ``out`` of out_type's shape and dtype (never a float narrower
+    than f32; an elementwise op's ``out`` may be its same-shaped operand); it is the kernel
+    itself, written with an ``out=None`` keyword, so each op keeps one formula.
     ``canonicalize`` may fill input-dependent attribute defaults (e.g. ``axes=None`` →
     every axis) before inference, so stored attributes are always explicit.
     ``methods`` maps extra builder method names to preset attributes (``gelu`` →
@@ -73,6 +73,8 @@ class OpDef:
         if self.level not in LEVELS:
             raise RlxError(f"op {self.name!r}: level must be one of {LEVELS}, got {self.level!r}")
         self.flags = frozenset(self.flags)
+        self._attr_order = tuple(sorted(self.attrs))
+        self._defaults: dict[str, Any] | None = None  # normalized defaults, filled on first use
 
     @property
     def is_variadic(self) -> bool:
@@ -87,7 +89,9 @@ class OpDef:
         return int(self.arity)  # type: ignore[arg-type]
 
     def check_attrs(self, given: Mapping[str, Any], where: str) -> dict[str, Any]:
-        """Validate given attributes, fill defaults; raise AttributeSchemaError naming the field."""
+        """Validate given attributes, fill defaults; raise AttributeSchemaError naming the field.
+
+        The result holds every schema attribute, keys sorted (the canonical stored form)."""
         out: dict[str, Any] = {}
         for key, value in given.items():
             key = self.aliases.get(key, key)
@@ -95,13 +99,24 @@ class OpDef:
             if spec is None:
                 known = ", ".join(self.attrs) or "none"
                 raise AttributeSchemaError(f"{where}: unknown attribute {key!r} (known: {known})")
-            out[key] = normalize_attr(spec, value, f"{where}.{key}")
-        for key, spec in self.attrs.items():
-            if key not in out:
-                if spec.required:
-                    raise AttributeSchemaError(f"{where}: missing required attribute {key!r}")
-                out[key] = normalize_attr(spec, spec.default, f"{where}.{key}")
-        return {k: out[k] for k in sorted(out)}
+            if spec.choices is None and value.__class__ is CANONICAL_CLASS.get(spec.kind):
+                out[key] = value  # already canonical: skip building the error path string
+            else:
+                out[key] = normalize_attr(spec, value, f"{where}.{key}")
+        defaults = self._defaults
+        if defaults is None:
+            defaults = self._defaults = {
+                k: normalize_attr(spec, spec.default, f"{self.name}.{k}") for k, spec in self.attrs.items() if not spec.required
+            }
+        result: dict[str, Any] = {}
+        for key in self._attr_order:
+            if key in out:
+                result[key] = out[key]
+            elif key in defaults:
+                result[key] = defaults[key]
+            else:
+                raise AttributeSchemaError(f"{where}: missing required attribute {key!r}")
+        return result
 
 
 _REGISTRY: dict[str, OpDef] = {}

@@ -42,7 +42,11 @@ class Shape(tuple):
     def __new__(cls, dims: Iterable[object] = ()) -> Shape:
         if isinstance(dims, Shape):
             return dims
-        return super().__new__(cls, tuple(check_dim(d) for d in dims))
+        dims = tuple(dims)
+        for d in dims:  # fast path: plain non-negative ints need no conversion
+            if d.__class__ is not int or d < 0:
+                return super().__new__(cls, tuple(check_dim(d) for d in dims))
+        return super().__new__(cls, dims)
 
     @property
     def rank(self) -> int:

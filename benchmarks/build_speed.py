@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import add_common_args, measure, parse_sizes, print_footer, print_header, print_table, ratio, verdict  # noqa: E402
+from common import add_common_args, measure, parse_sizes, print_footer, print_header, print_table, ratio, verdict
 
-import rlx  # noqa: E402
+import rlx
 
 B, S, H, D = 2, 16, 4, 8
 E = H * D

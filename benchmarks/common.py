@@ -151,7 +151,7 @@ def load_average() -> str:
 
 def print_header(title: str, extra: str = "") -> None:
     """Date, machine and load average, printed above every table."""
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     print(f"## {title}\n")
     print(f"{now}; python {platform.python_version()} on {os.cpu_count()} CPU(s); "
           f"load average (1/5/15 min) at start: {load_average()}" + (f"; {extra}" if extra else ""))

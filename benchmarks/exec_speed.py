@@ -3,9 +3,11 @@
 Run: .venv/bin/python benchmarks/exec_speed.py
 
 Cases: x[128,768] @ W[768,768] + b -> gelu; layer_norm over [8,128,768]; attention with
-q, k, v [1,12,128,64]; a chain of 1,000 tiny ops. Each figure is the best of several
-timed repeats. "hand" is straightforward NumPy written for the case (same formulas as the
-reference kernels, temporaries where NumPy needs them); the target is arena <= 1.2x hand.
+q, k, v [1,12,128,64]; a chain of 1,000 tiny ops. Each figure is the median of 25 timed
+repeats, interleaved with the other columns of its row so that load drift hits all alike;
+a ratio is the median of the per-repeat ratios, with its interquartile range. "hand" is
+straightforward NumPy written for the case (same formulas as the reference kernels,
+temporaries where NumPy needs them); the target is arena <= 1.2x hand.
 """
 
 from __future__ import annotations
@@ -43,20 +45,32 @@ def _number(fn) -> int:
 
 
 def best(fn, repeat=7, number=None):
-    return interleaved([fn], repeat, number)[0]
+    return min(timings([fn], repeat, number)[0])
 
 
-def interleaved(fns, repeat=25, number=None):
-    """Best time of each function, timed in alternation so that load drift hits all alike."""
+def timings(fns, repeat=25, number=None):
+    """Per-repeat times of each function, timed in alternation so that load drift hits all alike."""
     numbers = [number or _number(f) for f in fns]
-    out = [math.inf] * len(fns)
+    out: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
         for i, (f, n) in enumerate(zip(fns, numbers)):
             t0 = clock()
             for _ in range(n):
                 f()
-            out[i] = min(out[i], (clock() - t0) / n)
+            out[i].append((clock() - t0) / n)
     return out
+
+
+def interleaved(fns, repeat=25, number=None):
+    """Median time of each function, timed in alternation."""
+    return [float(np.median(t)) for t in timings(fns, repeat, number)]
+
+
+def ratio(times, base):
+    """Median and interquartile range of the per-repeat ratios times / base."""
+    r = np.asarray(times) / np.asarray(base)
+    q1, med, q3 = np.percentile(r, [25, 50, 75])
+    return f"{med:4.2f} [{q1:4.2f}-{q3:4.2f}]"
 
 
 def case_mlp(rng):
@@ -73,8 +87,8 @@ def case_mlp(rng):
     def hand():
         h = X @ W
         h += B
-        e = erf(h * inv) if erf is not None else np.vectorize(math.erf)(h * inv)
-        return 0.5 * h * (1.0 + e.astype(np.float32))
+        e = erf(h * inv) if erf is not None else np.vectorize(math.erf, otypes=[np.float32])(h * inv)
+        return 0.5 * h * (1.0 + e)
 
     return g, {"x": X}, {"w": W, "b": B}, hand
 
@@ -143,22 +157,25 @@ def case_chain(rng, n=1000):
 def main() -> None:
     rng = np.random.default_rng(0)
     threads = os.environ.get("OPENBLAS_NUM_THREADS", "all")
-    print(f"numpy {np.__version__}; BLAS threads: {threads}; best of 25 interleaved, thread CPU time; times in ms")
-    print("arena exe: rlx.compile(g, backend='numpy') defaults (inputs copied into the arena, outputs written to fresh arrays);")
-    print("in-place inputs: the same with inputs='outside' (the caller's input arrays are read where they are)\n")
-    print("| case                         | hand NumPy | arena exe | ratio | in-place inputs | ratio | rlx.run (reference) | equal |")
-    print("|------------------------------|-----------:|----------:|------:|----------------:|------:|--------------------:|:-----:|")
+    print(f"numpy {np.__version__}; BLAS threads: {threads}; median of 25 interleaved repeats, thread CPU time; times in ms")
+    print("arena exe: rlx.compile(g, backend='numpy') defaults (inputs read in place, outputs written to fresh arrays);")
+    print("copied inputs: the same with inputs='arena' (each run copies the inputs into their arena slots)\n")
+    print("| case                         | hand NumPy | arena exe | ratio [IQR]      | copied inputs | ratio [IQR]      "
+          "| rlx.run (reference) | equal |")
+    print("|------------------------------|-----------:|----------:|:-----------------|--------------:|:-----------------"
+          "|--------------------:|:-----:|")
     for name, build in (("x@W+b -> gelu [128,768]", case_mlp), ("layer_norm [8,128,768]", case_layer_norm),
                         ("attention [1,12,128,64]", case_attention), ("chain of 1000 tiny ops", case_chain)):
         g, feed, params, hand = build(rng)
         exe = rlx_compile(g, backend="numpy", params=params)
-        exe_in = rlx_compile(g, backend="numpy", params=params, inputs="outside")
-        t_hand, t_exe, t_in = interleaved([hand, lambda exe=exe, feed=feed: exe.run(feed), lambda e=exe_in, feed=feed: e.run(feed)])
+        exe_cp = rlx_compile(g, backend="numpy", params=params, inputs="arena")
+        hs, es, cs = timings([hand, lambda exe=exe, feed=feed: exe.run(feed), lambda e=exe_cp, feed=feed: e.run(feed)])
+        t_hand, t_exe, t_cp = (float(np.median(t)) for t in (hs, es, cs))
         t_ref = best(lambda g=g, feed=feed, params=params: rlx.run(g, feed, params), repeat=3)
         ref = rlx.run(g, feed, params)
-        same = all(np.array_equal(a, b) for e in (exe, exe_in) for a, b in zip(e.run(feed), ref))
-        print(f"| {name:28s} | {t_hand * 1e3:10.3f} | {t_exe * 1e3:9.3f} | {t_exe / t_hand:5.2f} | {t_in * 1e3:15.3f} "
-              f"| {t_in / t_hand:5.2f} | {t_ref * 1e3:19.3f} | {same!s:^5} |", flush=True)
+        same = all(np.array_equal(a, b) for e in (exe, exe_cp) for a, b in zip(e.run(feed), ref))
+        print(f"| {name:28s} | {t_hand * 1e3:10.3f} | {t_exe * 1e3:9.3f} | {ratio(es, hs):16s} | {t_cp * 1e3:13.3f} "
+              f"| {ratio(cs, hs):16s} | {t_ref * 1e3:19.3f} | {same!s:^5} |", flush=True)
         if name.startswith("chain"):
             n = 1000
             steps = exe._steps

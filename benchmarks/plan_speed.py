@@ -1,6 +1,11 @@
-"""Planner speed and quality: planning time at ~1k / 10k / 50k buffers; arena vs no reuse vs lower bound.
+"""Planner speed and quality: planning time at ~2k / 20k / 100k nodes; arena vs no reuse vs lower bound.
 
-Run: .venv/bin/python benchmarks/plan_speed.py [--sizes 1000,10000,50000] [--svg DIR]
+Run: .venv/bin/python benchmarks/plan_speed.py [--sizes 2000,20000,100000] [--repeat 3] [--quick] [--svg DIR]
+
+The yardstick of the plan is not another tool but the bound: "arena/LB" is the arena size over
+the lower bound (the most bytes live at once over the schedule; no placement can use less),
+target <= 1.05; "noreuse/LB" is what a planner without reuse would need. Plan time is the
+median of --repeat interleaved runs (process CPU time).
 
 Synthetic graphs mix widths (256 B .. 8 KiB rows), elementwise chains (in place), long
 residual skips, concat / contiguous-narrow pairs (views) and matmuls; the model graphs
@@ -13,11 +18,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lir"))
+
+from common import add_common_args, measure, parse_sizes, print_footer, print_header, print_table, verdict
 
 import rlx
 from rlx.lir import plan
@@ -53,41 +60,52 @@ def synthetic(n_buffers: int, seed: int = 0) -> rlx.Graph:
     return g
 
 
-def row(name: str, g: rlx.Graph, **kw) -> str:
-    t0 = time.perf_counter()
-    lir = plan(g, **kw)
-    dt = time.perf_counter() - t0
-    p = lir.plan
-    n_buf = len(p.lifetimes)
-    place = sum(p.timings.values())
-    return (f"| {name:22.22s} | {len(g):6d} | {n_buf:6d} | {dt:7.2f} | {place:7.2f} | {p.arena_size:12d} | {p.total_unshared_bytes:12d} "
-            f"| {p.lower_bound:12d} | {p.lower_bound_aligned:12d} | {p.ratio:8.4f} | {p.total_unshared_bytes / p.lower_bound:10.2f} "
-            f"| {p.heuristic:7s} |")
+def synthetic_nodes(target: int) -> rlx.Graph:
+    """A synthetic graph of about ``target`` nodes (about 1.3 nodes per buffer step)."""
+    per_step = len(synthetic(1000)) / 1000
+    return synthetic(max(10, round((target - 8) / per_step)))
+
+
+COLUMNS = ["graph", "nodes", "roots", "plan s (cpu)", "place s (wall)", "us/node", "arena B", "no reuse B", "lower bound B",
+           "LB aligned B", "arena/LB", "noreuse/LB", "best"]
+
+
+def row(name: str, g: rlx.Graph, repeat: int, **kw) -> list:
+    p = plan(g, **kw).plan
+    dt = measure({"plan": lambda: plan(g, **kw)}, max(1, repeat))["plan"].median_cpu
+    return [name, len(g), len(p.lifetimes), dt, sum(p.timings.values()), 1e6 * dt / len(g), p.arena_size, p.total_unshared_bytes,
+            p.lower_bound, p.lower_bound_aligned, f"{p.ratio:.4f}", p.total_unshared_bytes / p.lower_bound, p.heuristic]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", default="1000,10000,50000")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_args(ap, "2000,20000,100000", 3)
     ap.add_argument("--svg", default=None, help="write a picture of each model plan into this folder")
     args = ap.parse_args()
-    head = ("| graph                  |  nodes | roots  | plan s  | place s | arena B      | no reuse B   | lower bound B"
-            " | LB aligned B | arena/LB | noreuse/LB | best    |")
-    print(head)
-    print("|" + "|".join("-" * (len(c)) for c in head.split("|")[1:-1]) + "|")
-    for n in [int(s) for s in args.sizes.split(",") if s]:
-        print(row(f"synthetic {n}", synthetic(n)), flush=True)
+    sizes, repeat = parse_sizes(args.sizes), args.repeat
+    if args.quick:
+        sizes, repeat = [2000, 20000], 1
+    print_header("planner speed and arena / lower bound (plan_speed.py)", f"plan time: median of {repeat} runs, process CPU time")
+    rows = [row(f"synthetic {n // 1000}k", synthetic_nodes(n), repeat) for n in sizes]
     from lir_models import MODELS, transformer
 
     for name, build in MODELS.items():
         g, _, _ = build()
-        print(row(name, g), flush=True)
-        print(row(name + " (acts only)", g, inputs="outside", params="outside", constants="outside"), flush=True)
+        rows.append(row(name, g, repeat))
+        rows.append(row(name + " (acts only)", g, repeat, inputs="outside", params="outside", constants="outside"))
         if args.svg:
             os.makedirs(args.svg, exist_ok=True)
             plan(g).draw(os.path.join(args.svg, f"{name}.svg"))
     g, _, _ = transformer(layers=12, batch=1, seq=128, d=768, heads=12, ffn=3072)
-    print(row("bert-base size", g), flush=True)
-    print(row("bert-base (acts only)", g, inputs="outside", params="outside", constants="outside"), flush=True)
+    rows.append(row("bert-base size", g, repeat))
+    rows.append(row("bert-base (acts only)", g, repeat, inputs="outside", params="outside", constants="outside"))
+    print_table(COLUMNS, rows)
+    worst = max(float(r[10]) for r in rows)
+    print(f"\nworst arena / lower bound: {worst:.4f} (target <= 1.05: {verdict(worst <= 1.05)})")
+    synth = [r for r in rows if r[0].startswith("synthetic")]
+    if len(synth) > 1:
+        print(f"plan time per node, {synth[-1][0]} / {synth[0][0]}: {synth[-1][5] / synth[0][5]:.2f}x (no target set)")
+    print_footer()
 
 
 if __name__ == "__main__":

@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import add_common_args, measure, parse_sizes, print_footer, print_header, print_table, ratio, verdict  # noqa: E402
+from common import add_common_args, measure, parse_sizes, print_footer, print_header, print_table, ratio, verdict
 
-import rlx  # noqa: E402
-from rlx.ir import serialize  # noqa: E402
+import rlx
+from rlx.ir import serialize
 
 
 def build_rlx(n: int) -> rlx.Graph:
@@ -134,7 +134,8 @@ def main() -> None:
             return t[label][1] if label in t else float("nan")
 
         load = cpu("rlx load+verify (from_json)")
-        summary.append([n, n / load, n / t["rlx load+verify (from_json)"][0], ratio(cpu("rlx dump (to_json)"), cpu("onnx SerializeToString")),
+        summary.append([n, n / load, n / t["rlx load+verify (from_json)"][0],
+                        ratio(cpu("rlx dump (to_json)"), cpu("onnx SerializeToString")),
                         ratio(load, cpu("onnx ParseFromString")), ratio(load, cpu("onnx Parse + checker.check_model")),
                         ratio(cpu("rlx dump (to_json)"), cpu("onnx-ir dump (to_proto + Serialize)")),
                         ratio(load, cpu("onnx-ir load (Parse + from_proto)"))])

@@ -102,10 +102,12 @@ def attention_type(ins: list[TensorType], attrs) -> TensorType:
     return TensorType(q.shape, promote_all([t.dtype for t in ins[:3]]))
 
 
-def softmax(s: np.ndarray) -> np.ndarray:
-    """Max-subtracted softmax over the last axis, so large (capped or biased) scores cannot overflow."""
-    e = np.exp(s - s.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+def softmax(s: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Max-subtracted softmax over the last axis, so large (capped or biased) scores cannot overflow;
+    written into ``out`` (which may be ``s`` itself) when given."""
+    e = np.subtract(s, s.max(axis=-1, keepdims=True), out=out)
+    np.exp(e, out=e)
+    return np.divide(e, e.sum(axis=-1, keepdims=True), out=e)
 
 
 def attention_scale(attrs) -> float:
@@ -122,7 +124,8 @@ def attention_scores(
     None; backward needs both, to zero replaced scores' gradient and for the cap's derivative.
     """
     kind, cap = attrs["mask_kind"], attrs["attn_logit_softcap"]
-    s = np.matmul(q, np.swapaxes(k, -1, -2)) * np.asarray(attention_scale(attrs), q.dtype)  # [*batch, H, Sq, Sk]
+    s = np.matmul(q, np.swapaxes(k, -1, -2))  # [*batch, H, Sq, Sk], a fresh array scaled and masked in place
+    np.multiply(s, np.asarray(attention_scale(attrs), q.dtype), out=s)
     t = None
     if cap is not None:  # before the mask, so masked scores stay MASK_FILL
         t = np.tanh(s / cap)
@@ -140,16 +143,22 @@ def attention_scores(
         if kind == "sliding_window":
             keep &= j >= i - attrs["window"]
     if keep is not None:
-        s = np.where(keep, s, MASK_FILL)
+        np.copyto(s, MASK_FILL, where=~keep)
     return s, keep, t
 
 
-def _attention_kernel(args, attrs, out):
+def _attention_kernel(args, attrs, out_type, out=None):
+    """Into ``out`` when given (kernel_into), else a new array; the scores are the one temporary."""
     heads, head_dim = attrs["num_heads"], attrs["head_dim"]
     lay = Layout(args[0].ndim, attrs["layout"])
-    q, k, v = (lay.to_bhsd(a, heads, head_dim) for a in promote_args(args[:3], out.dtype))
+    q, k, v = (lay.to_bhsd(a, heads, head_dim) for a in promote_args(args[:3], out_type.dtype))
     s, _, _ = attention_scores(q, k, attrs, args[3] if len(args) > 3 else None)
-    return lay.from_bhsd(np.matmul(softmax(s), v))
+    p = softmax(s, out=s)
+    o = None if out is None else lay.to_bhsd(out, heads, head_dim)
+    if o is None or o.flags.c_contiguous:
+        return lay.from_bhsd(np.matmul(p, v, out=o))
+    np.copyto(o, np.matmul(p, v))  # a strided view of out (bshd, ranks 2-3): the product is made contiguous, as without out
+    return out
 
 
 # ----------------------------------------------------------------------- autodiff helpers
@@ -413,7 +422,7 @@ defop(
         "attn_logit_softcap": AttrSpec("float", default=None, doc="c > 0: scores become c*tanh(s/c); None = off"),
         "layout": AttrSpec("str", default="bhsd", choices=("bhsd", "bshd"), doc="rank-4 operand layout"),
     },
-    infer=attention_type, kernel=_attention_kernel,
+    infer=attention_type, kernel=_attention_kernel, kernel_into=_attention_kernel,
     vjp=_attention_vjp, jvp=_attention_jvp, batch=_attention_batch,
     doc="Scaled dot-product attention, per batch b and head h: s = q_h @ k_h.T * scale "
     "(scale = score_scale, default head_dim**-0.5); soft-cap s = c*tanh(s/c) if "

@@ -39,8 +39,21 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return np.asarray(erf(x), dtype=np.float64).astype(x.dtype, copy=False)
 
 
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
+def sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    y = np.asarray(np.multiply(0.5, x, out=out))  # an array even for a 0-d x: the steps below write into it
+    return np.multiply(0.5, np.add(1.0, np.tanh(y, out=y), out=y), out=y)
+
+
+def _gelu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    half = 0.5 * x  # first: out may be x itself
+    e = np.asarray(np.divide(x, math.sqrt(2.0), out=out))
+    try:
+        from scipy.special import erf as scipy_erf
+    except ImportError:
+        e[...] = _erf(e)
+    else:  # the values of _erf (SciPy's erf keeps f32 and f64), without the f64 round trip
+        scipy_erf(e, out=e)
+    return np.multiply(half, np.add(1.0, e, out=e), out=e)
 
 
 def round_half_away(x: np.ndarray) -> np.ndarray:
@@ -48,16 +61,16 @@ def round_half_away(x: np.ndarray) -> np.ndarray:
 
 
 ACTIVATIONS = {
-    "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
+    "gelu": _gelu,
     "gelu_approx": lambda x: 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x**3))),
     "silu": lambda x: x * sigmoid(x),
-    "relu": lambda x: np.maximum(x, 0),
+    "relu": lambda x, out=None: np.maximum(x, 0, out=out),
     "sigmoid": sigmoid,
     "tanh": np.tanh,
     "exp": np.exp,
     "log": np.log,
     "sqrt": np.sqrt,
-    "rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "rsqrt": lambda x, out=None: np.divide(1.0, np.sqrt(x, out=out), out=out),
     "neg": np.negative,
     "abs": np.abs,
     "sin": np.sin,
@@ -67,6 +80,7 @@ ACTIVATIONS = {
     "round": round_half_away,
 }
 INT_OK = frozenset({"relu", "neg", "abs", "round"})
+_OUT_OK = frozenset({"gelu", "relu", "sigmoid", "rsqrt", *(k for k, f in ACTIVATIONS.items() if isinstance(f, np.ufunc))})  # take out=
 COMPLEX_OK = frozenset({"neg", "exp", "log", "sqrt"})
 
 
@@ -81,11 +95,18 @@ def _activation_type(ins: list[TensorType], attrs) -> TensorType:
     return t
 
 
-def _activation_kernel(args, attrs, out):
-    x = args[0]
-    if attrs["kind"] == "round" and x.dtype.kind in "iu":
-        return x
-    return ACTIVATIONS[attrs["kind"]](x)
+def _activation_kernel(args, attrs, out_type, out=None):
+    x, kind = args[0], attrs["kind"]
+    if kind == "round" and x.dtype.kind in "iu":
+        res = x
+    elif kind in _OUT_OK:
+        return ACTIVATIONS[kind](x, out=out)
+    else:
+        res = ACTIVATIONS[kind](x)
+    if out is None:
+        return res
+    np.copyto(out, res, casting="unsafe")
+    return out
 
 
 # ----------------------------------------------------------------------- autodiff rules
@@ -174,7 +195,7 @@ defop(
     name="activation", family="elementwise", arity=1, operands=("x",),
     attrs={"kind": AttrSpec("str", choices=tuple(ACTIVATIONS))},
     methods={k: {"kind": k} for k in ACTIVATIONS},
-    infer=_activation_type, kernel=_activation_kernel, flags={"elementwise"},
+    infer=_activation_type, kernel=_activation_kernel, kernel_into=_activation_kernel, flags={"elementwise"},
     vjp=_activation_vjp, jvp=_activation_jvp, batch=_broadcasting_batch,
     doc="Unary elementwise function. gelu is exact (erf); gelu_approx is the tanh form; "
     "round is half away from zero; relu/neg/abs/round also accept integers; only "
@@ -227,23 +248,23 @@ def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(b < 0, recip, pos)
 
 
-def _binary_kernel(args, attrs, out):
-    a, b = promote_args(args, out.dtype)
-    op = attrs["op"]
-    is_int = out.dtype.is_int or out.dtype.is_bool
-    if op == "add":
-        return np.logical_or(a, b) if out.dtype.is_bool else a + b
-    if op == "sub":
-        return a - b
-    if op == "mul":
-        return np.logical_and(a, b) if out.dtype.is_bool else a * b
-    if op == "div":
-        return _int_div(a, b) if is_int else a / b
-    if op == "max":
-        return np.fmax(a, b)
-    if op == "min":
-        return np.fmin(a, b)
-    return _int_pow(a, b) if is_int else np.power(a, b)
+_BINARY_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.fmax, "min": np.fmin, "pow": np.power}
+
+
+def _binary_kernel(args, attrs, out_type, out=None):
+    a, b = args
+    dt, op = out_type.dtype, attrs["op"]
+    if not a.dtype == b.dtype == dt.numpy:
+        a, b = promote_args(args, dt)
+    if dt.is_bool and op in ("add", "mul"):
+        return (np.logical_or if op == "add" else np.logical_and)(a, b, out=out)
+    if (dt.is_int or dt.is_bool) and op in ("div", "pow"):
+        res = _int_div(a, b) if op == "div" else _int_pow(a, b)
+        if out is None:
+            return res
+        np.copyto(out, res, casting="unsafe")
+        return out
+    return _BINARY_UFUNCS[op](a, b, out=out)
 
 
 def _binary_type(ins, attrs):
@@ -313,7 +334,7 @@ defop(
     name="binary", family="elementwise", arity=2, operands=("lhs", "rhs"),
     attrs={"op": AttrSpec("str", choices=("add", "sub", "mul", "div", "max", "min", "pow"))},
     methods={m: {"op": k} for m, k in BINARY_METHODS.items()},
-    infer=_binary_type, kernel=_binary_kernel, flags={"elementwise"},
+    infer=_binary_type, kernel=_binary_kernel, kernel_into=_binary_kernel, flags={"elementwise"},
     vjp=_binary_vjp, jvp=_binary_jvp, batch=_broadcasting_batch,
     doc="Broadcasting binary arithmetic in the promoted dtype. Builder methods: add, sub, "
     "mul, div, maximum, minimum, pow (g.max / g.min are reductions). Float div is IEEE; "

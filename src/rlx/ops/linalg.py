@@ -56,10 +56,14 @@ def _matmul_jvp(ctx, node, tangents):
     return present[0] if len(present) == 1 else present[0] + present[1]
 
 
+def _matmul_kernel(args, attrs, out_type, out=None):
+    return np.matmul(*promote_args(args, out_type.dtype), out=out)
+
+
 defop(
     name="matmul", family="linalg", arity=2, operands=("a", "b"),
     infer=_matmul_type,
-    kernel=lambda args, attrs, out: np.matmul(*promote_args(args, out.dtype)),
+    kernel=_matmul_kernel, kernel_into=_matmul_kernel,
     flags={"blas"},
     vjp=_matmul_vjp, jvp=_matmul_jvp, batch=lambda ctx, node, operands, batched: ctx.apply_broadcasting(node, operands, batched),
     doc="Batched matrix product a [..., M, K] @ b [..., K, N] -> [..., M, N] (np.matmul). "

@@ -198,31 +198,24 @@ def _layer_norm_type(ins, attrs):
     return _affine_type(ins, axis_of(attrs["axis"], ins[0]))
 
 
-def _layer_norm_into(args, attrs, out_type, out):
-    """The formula of layer_norm (the kernel runs it into a fresh array): one temporary, for (x-mu)**2."""
+def _layer_norm_kernel(args, attrs, out_type, out=None):
+    """Into ``out`` when given (kernel_into), else a new array; one temporary, for (x-mu)**2."""
     x, gamma, beta = promote_args(args, out_type.dtype)
     axis = attrs["axis"] % x.ndim
     shape = [1] * x.ndim
     shape[axis] = -1
-    np.subtract(x, x.mean(axis=axis, keepdims=True), out=out)  # d = x - mu
-    var = np.multiply(out, out).mean(axis=axis, keepdims=True)
+    d = np.subtract(x, x.mean(axis=axis, keepdims=True), out=out)
+    var = np.multiply(d, d).mean(axis=axis, keepdims=True)
     np.add(var, attrs["eps"], out=var)
-    np.divide(out, np.sqrt(var, out=var), out=out)
-    np.multiply(out, gamma.reshape(shape), out=out)
-    np.add(out, beta.reshape(shape), out=out)
-
-
-def _layer_norm_kernel(args, attrs, out_type):
-    args = promote_args(args, out_type.dtype)
-    out = np.empty(args[0].shape, args[0].dtype)
-    _layer_norm_into(args, attrs, out_type, out)
-    return out
+    np.divide(d, np.sqrt(var, out=var), out=d)
+    np.multiply(d, gamma.reshape(shape), out=d)
+    return np.add(d, beta.reshape(shape), out=d)
 
 
 defop(
     name="layer_norm", family="normalization", arity=3, operands=("x", "gamma", "beta"),
     attrs={"axis": _AXIS, "eps": _EPS},
-    infer=_layer_norm_type, kernel=_layer_norm_kernel, kernel_into=_layer_norm_into, **_NORM_RULES,
+    infer=_layer_norm_type, kernel=_layer_norm_kernel, kernel_into=_layer_norm_kernel, **_NORM_RULES,
     doc="Layer normalization over one axis: mu = mean(x, axis), var = mean((x-mu)**2, axis) "
     "(biased, two-pass), y = (x-mu)/sqrt(var+eps)*gamma + beta, gamma/beta of shape "
     "[x.shape[axis]]. Any axis, negative allowed (upstream's kernel always uses the last "

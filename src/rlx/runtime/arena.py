@@ -2,15 +2,17 @@
 
 Every tensor is a NumPy view into its planned slot of a single ``uint8`` arena; views
 (reshape, same-dtype cast, contiguous narrow …) are views of their root's bytes and cost
-nothing at run time. Each node becomes a small closure; common kernels write straight into
-their slot with ``out=`` (the table :data:`FAST_KERNELS`), every other op runs its reference
-kernel from the registry and its result is copied into the slot. A wrong plan therefore
-produces wrong numbers: the plan is proven by running it.
+nothing at run time. Each node becomes a small closure: an op with a ``kernel_into`` hook
+(:class:`rlx.ir.opdef.OpDef`: its reference kernel, given ``out=``) writes straight into its
+slot, every other op runs its reference kernel and the result is copied into the slot. No
+kernel is written here: the arena computes what ``rlx.run`` computes, bit for bit. A wrong
+plan therefore produces wrong numbers: the plan is proven by running it.
 
 Params are bound once (``compile(..., params=...)`` or :meth:`ArenaExecutor.set_params`)
 and copied into their slots; params passed to :meth:`run` replace the bound ones (and
-stay bound for later runs). Inputs
-are copied into their slots when a run starts (or used in place with ``inputs="outside"``).
+stay bound for later runs). Inputs are read where the caller's arrays are (the plan policy
+``inputs="outside"``, the default of ``rlx.compile``) or, with ``inputs="arena"``, copied
+into their slots when a run starts.
 Outputs are returned as fresh arrays, never as views of the arena: with the plan policy
 ``outputs="outside"`` (the default of ``rlx.compile``) the kernel producing an output
 writes it straight into a new array; with ``outputs="arena"`` it is copied out of its slot. A graph with symbolic
@@ -24,7 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from rlx.ir.dtype import DType
 from rlx.ir.errors import FeedError, RlxError
 from rlx.ir.graph import Node
 from rlx.ir.opdef import get_op
@@ -34,129 +35,19 @@ from rlx.lir.plan import LirModule
 from rlx.runtime.reference import bind_feed, kernel_of
 
 Step = Callable[[], None]
-FastBuilder = Callable[[Node, list[TensorType]], "Callable[..., None] | None"]
-
-_FLOATS = (DType.F32, DType.F64)
-_UNARY = {
-    "exp": np.exp, "tanh": np.tanh, "neg": np.negative, "abs": np.abs, "sqrt": np.sqrt, "log": np.log,
-    "sin": np.sin, "cos": np.cos, "tan": np.tan, "atan": np.arctan,
-}
-_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.fmax, "min": np.fmin, "pow": np.power}
-_INT_BINARY = ("add", "sub", "mul", "max", "min")
 
 
-def _same_dtype(node: Node, ins: list[TensorType], allowed=_FLOATS) -> bool:
-    return node.dtype in allowed and all(t.dtype == node.dtype for t in ins)
-
-
-def _fast_binary(node, ins):
-    op = node.attrs["op"]
-    ok = _same_dtype(node, ins) or (op in _INT_BINARY and _same_dtype(node, ins, (DType.I32, DType.I64)))
-    if not ok:
+def _into_of(node: Node, in_types: list[TensorType]) -> Any:
+    """The op's ``kernel_into`` when it can write this node's slot: no operand or result narrower than f32."""
+    into = get_op(node.op).kernel_into
+    if into is None or node.dtype.is_low_precision_float or any(t.dtype.is_low_precision_float for t in in_types):
         return None
-    return _BINARY[op]  # a ufunc: the step calls it directly with out=
+    return into
 
 
-def _sigmoid_out(x, out):
-    np.multiply(x, 0.5, out=out)
-    np.tanh(out, out=out)
-    np.add(out, 1.0, out=out)
-    np.multiply(out, 0.5, out=out)
-
-
-def _rsqrt_out(x, out):
-    np.sqrt(x, out=out)
-    np.divide(1.0, out, out=out)
-
-
-def _fast_activation(node, ins):
-    if not _same_dtype(node, ins):
-        return None
-    kind = node.attrs["kind"]
-    if kind in _UNARY:
-        return _UNARY[kind]
-    if kind == "relu":
-        return lambda x, out: np.maximum(x, 0, out=out)
-    if kind == "sigmoid":
-        return _sigmoid_out
-    if kind == "rsqrt":
-        return _rsqrt_out
-    return None
-
-
-def _fast_matmul(node, ins):
-    if not _same_dtype(node, ins):
-        return None
-    return lambda a, b, out: np.matmul(a, b, out=out)
-
-
-def _fast_layer_norm(node, ins):
-    """Same operations, in the same order, as the reference kernel; one reused scratch buffer for (x-mu)**2."""
-    if not _same_dtype(node, ins) or not node.type.shape.is_static:
-        return None
-    rank = len(node.shape)
-    axis, eps = node.attrs["axis"] % rank, node.attrs["eps"]
-    shape = [1] * rank
-    shape[axis] = -1
-    scratch = np.empty(tuple(node.shape), node.dtype.numpy)
-
-    def run(x, gamma, beta, out):
-        mu = x.mean(axis=axis, keepdims=True)
-        np.subtract(x, mu, out=out)
-        np.multiply(out, out, out=scratch)
-        var = scratch.mean(axis=axis, keepdims=True)
-        np.add(var, eps, out=var)
-        np.sqrt(var, out=var)
-        np.divide(out, var, out=out)
-        np.multiply(out, gamma.reshape(shape), out=out)
-        np.add(out, beta.reshape(shape), out=out)
-
-    return run
-
-
-def _fast_attention(node, ins):
-    """Rank-4 bhsd attention without soft-cap or mask operand, written into reused scratch."""
-    a = node.attrs
-    if (not _same_dtype(node, ins) or len(node.shape) != 4 or a["layout"] != "bhsd" or a["attn_logit_softcap"] is not None
-            or a["mask_kind"] not in ("none", "causal") or not all(t.shape.is_static for t in ins)):
-        return None
-    from rlx.ops.attention import MASK_FILL
-
-    q_t, k_t = ins[0], ins[1]
-    b, h, sq, _ = q_t.shape
-    sk = k_t.shape[2]
-    dtype = node.dtype.numpy
-    scale = np.asarray(a["score_scale"] if a["score_scale"] is not None else a["head_dim"] ** -0.5, dtype)
-    scores = np.empty((b, h, sq, sk), dtype)
-    drop = None
-    if a["mask_kind"] == "causal":
-        i = np.arange(sq)[:, None] + (sk - sq)
-        drop = np.broadcast_to(~(np.arange(sk)[None, :] <= i), scores.shape)
-    fill = dtype.type(MASK_FILL)
-
-    def run(q, k, v, out):
-        np.matmul(q, np.swapaxes(k, -1, -2), out=scores)
-        np.multiply(scores, scale, out=scores)
-        if drop is not None:
-            np.copyto(scores, fill, where=drop)
-        np.subtract(scores, scores.max(axis=-1, keepdims=True), out=scores)
-        np.exp(scores, out=scores)
-        np.divide(scores, scores.sum(axis=-1, keepdims=True), out=scores)
-        np.matmul(scores, v, out=out)
-
-    return run
-
-
-# Backend mapping table: op name -> builder of an ``f(*operands, out)`` kernel (or a NumPy ufunc,
-# called with out=), or None to use the registry's reference kernel. Results must equal the
-# reference bit for bit.
-FAST_KERNELS: dict[str, FastBuilder] = {
-    "binary": _fast_binary,
-    "activation": _fast_activation,
-    "matmul": _fast_matmul,
-    "layer_norm": _fast_layer_norm,
-    "attention": _fast_attention,
-}
+def _contiguous(a: np.ndarray) -> np.ndarray:
+    """``a`` itself when C-contiguous, else a C-contiguous copy (np.ascontiguousarray would make a 0-d array 1-d)."""
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
 
 def _slot_array(buf: np.ndarray, offset: int, t: TensorType) -> np.ndarray:
@@ -253,34 +144,15 @@ class ArenaExecutor:
         if not fixed[node.id]:
             return self._make_dynamic_step(node)
         out = env[node.id]
-        builder = FAST_KERNELS.get(node.op)
-        fast = builder(node, in_types) if builder is not None else None
+        into = _into_of(node, in_types)
         static = all(fixed[i] for i in node.inputs)
         ins = node.inputs
-        if isinstance(fast, np.ufunc) and static:
-            args = tuple(env[i] for i in ins)
-            if len(args) == 1:
-                a0 = args[0]
-                return lambda: fast(a0, out=out)
-            a0, a1 = args
-            return lambda: fast(a0, a1, out=out)
-        if isinstance(fast, np.ufunc):
-            uf = fast
-            fast = lambda *a: uf(*a[:-1], out=a[-1])
-        if fast is not None:
+        if into is not None:
+            attrs, out_type = node.attrs, node.type
             if static:
-                args = tuple(env[i] for i in ins)
-                if len(args) == 1:
-                    a0 = args[0]
-                    return lambda: fast(a0, out)
-                if len(args) == 2:
-                    a0, a1 = args
-                    return lambda: fast(a0, a1, out)
-                if len(args) == 3:
-                    a0, a1, a2 = args
-                    return lambda: fast(a0, a1, a2, out)
-                return lambda: fast(*args, out)
-            return lambda: fast(*[env[i] for i in ins], out)
+                args = [env[i] for i in ins]
+                return lambda: into(args, attrs, out_type, out)
+            return lambda: into([env[i] for i in ins], attrs, out_type, out)
         opdef = get_op(node.op)
         kernel = kernel_of(opdef)  # control-flow ops: bodies run in the reference interpreter
         if kernel is None:
@@ -309,14 +181,10 @@ class ArenaExecutor:
     def _make_dynamic_step(self, node: Node) -> Step:
         """A node whose output array changes per run (an output root outside the arena)."""
         env, nodes, nid, ins = self._env, self.graph.nodes, node.id, node.inputs
-        builder = FAST_KERNELS.get(node.op)
-        fast = builder(node, [nodes[i].type for i in ins]) if builder is not None else None
-        if isinstance(fast, np.ufunc):
-            uf = fast
-            return lambda: uf(*[env[i] for i in ins], out=env[nid])
-        if fast is not None:
-            return lambda: fast(*[env[i] for i in ins], env[nid])
         kernel, attrs, out_type = kernel_of(get_op(node.op)), node.attrs, node.type
+        into = _into_of(node, [nodes[i].type for i in ins])
+        if into is not None:
+            return lambda: into([env[i] for i in ins], attrs, out_type, env[nid])
         if kernel is None:
             raise RlxError(f"op {node.op!r} (node %{nid}) has no reference kernel")
         widen = [nodes[i].dtype.is_low_precision_float for i in ins]
@@ -360,7 +228,7 @@ class ArenaExecutor:
         if nid in self.lir.plan.assignments:
             np.copyto(self._env[nid], arr)
         else:
-            self._env[nid] = np.ascontiguousarray(arr)
+            self._env[nid] = _contiguous(arr)
 
     # ------------------------------------------------------------------ run
     def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
@@ -372,7 +240,7 @@ class ArenaExecutor:
         for _name, nid in self._arena_inputs:
             np.copyto(env[nid], fed[nid])
         for _name, nid in self._outside_inputs:
-            env[nid] = np.ascontiguousarray(fed[nid])
+            env[nid] = _contiguous(fed[nid])
         if params:
             for name in params:
                 arr = fed[self._param_ids[name]]

@@ -4,9 +4,11 @@ Backends register a factory ``(obj, **options) -> executable`` with :func:`regis
 the built-in ``"numpy"`` backend plans the graph (unless given an LirModule) and runs it
 inside one arena (:mod:`rlx.runtime.arena`). Planning options (``alignment``, ``inputs``,
 ``params`` policy …) pass through to :func:`rlx.plan`; ``params=`` given as a mapping binds
-weights at compile time. Unless told otherwise (``outputs="arena"``) the numpy backend plans
-graph outputs outside the arena: each run writes them into fresh arrays it returns, so
-nothing is copied out. An LirModule is run with the plan it carries.
+weights at compile time. Unless told otherwise the numpy backend plans the graph's inputs
+and outputs outside the arena: each run reads the caller's input arrays where they are
+(``inputs="arena"`` copies them into their slots instead) and writes the outputs into fresh
+arrays it returns (``outputs="arena"``: copied out of their slots), so nothing is copied at
+the boundary. An LirModule is run with the plan it carries.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def _numpy_backend(obj: Any, params: Any = None, **options: Any) -> Any:
     if isinstance(obj, LirModule) and not options:
         lir = obj
     else:
-        kw = {"outputs": "outside", **{k: v for k, v in options.items() if k in _PLAN_KEYS}}
+        kw = {"inputs": "outside", "outputs": "outside", **{k: v for k, v in options.items() if k in _PLAN_KEYS}}
         if "param_policy" in options:
             kw["params"] = options["param_policy"]
         lir = plan(to_mir(obj), **kw)

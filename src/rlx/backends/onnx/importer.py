@@ -285,8 +285,12 @@ class Importer:
     def convert_node(self, node, opsets: Mapping[str, int]) -> None:
         start = len(self.g)
         # graph inputs this node's runtime operands depend on (operands known at import time add none)
-        deps = frozenset().union(*(self.deps.get(n, frozenset()) for n in node.input
-                                   if n and not (n in self.env and self.env[n].id in self.known)))
+        reads = [n for n in node.input if n]
+        for a in node.attribute:
+            if a.type == 5:  # GRAPH: a subgraph reads outer values by name
+                reads += _outer_names(a.g)
+        deps = frozenset().union(*(self.deps.get(n, frozenset()) for n in reads
+                                   if not (n in self.env and self.env[n].id in self.known)))
         fn = CONVERTERS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
         if fn is None:
             body = self._function_of(node, opsets=opsets)
@@ -373,6 +377,18 @@ class Importer:
                 src = rename.get(formal, prefix + formal)
                 self.env[actual] = self.value(src)
                 self.deps[actual] = self.deps.get(src, frozenset())
+
+
+def _outer_names(graph) -> list[str]:
+    """Names a subgraph (or its nested subgraphs) reads from the enclosing scope."""
+    local = {vi.name for vi in graph.input} | {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output}
+    out = [x for n in graph.node for x in n.input if x and x not in local]
+    for n in graph.node:
+        for a in n.attribute:
+            if a.type == 5:
+                out += [x for x in _outer_names(a.g) if x not in local]
+    out += [o.name for o in graph.output if o.name not in local]
+    return out
 
 
 def _rename_outer(graph, rename: Callable[[str], str]) -> None:

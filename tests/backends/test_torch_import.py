@@ -284,7 +284,7 @@ def test_elementwise_zoo():
 # ------------------------------------------------------------------------------- errors
 class Unsupported(nn.Module):
     def forward(self, x):
-        return torch.cumsum(x, 0) + torch.erf(x) + torch.erf(2 * x) + torch.special.i0(x)
+        return torch.lgamma(x) + torch.digamma(x) + torch.digamma(2 * x) + torch.special.i0(x)
 
 
 def test_unsupported_ops_listed_at_once_with_counts():
@@ -292,9 +292,88 @@ def test_unsupported_ops_listed_at_once_with_counts():
         rlx.torch.import_module(Unsupported(), (torch.randn(4),))
     err = info.value
     assert isinstance(err, rlx.RlxError) and isinstance(err, TorchImportError)
-    assert err.ops == {"aten.cumsum.default": 1, "aten.erf.default": 2, "aten.i0.default": 1}
+    assert err.ops == {"aten.lgamma.default": 1, "aten.digamma.default": 2, "aten.i0.default": 1}
     text = str(err)
-    assert "3 unsupported" in text and "aten.erf.default (x2)" in text and "aten.cumsum.default (x1)" in text
+    assert "3 unsupported" in text and "aten.digamma.default (x2)" in text and "aten.lgamma.default (x1)" in text
+
+
+# ---------------------------------------------- erf / floor / ceil / scans / arg / topk / scatter
+class MathScanZoo(nn.Module):
+    def forward(self, x, n):
+        y = torch.erf(x) + torch.floor(3 * x) - torch.ceil(2 * x) + torch.cumsum(x, 1) + torch.cumsum(x, -2)
+        return y, torch.cumprod(x, 0), torch.cumsum(n, 1), torch.floor(n) + torch.ceil(n), torch.erf(n)
+
+
+def test_erf_floor_ceil_cumsum_cumprod():
+    torch.manual_seed(20)
+    check_parity(MathScanZoo(), (torch.randn(3, 5), torch.arange(-7, 8, dtype=torch.int32).reshape(3, 5)))
+
+
+class ArgZoo(nn.Module):
+    def forward(self, x):
+        return (torch.argmax(x, 1), torch.argmin(x, 0, keepdim=True), torch.argmax(x), torch.argmin(x, dim=-1),
+                torch.argmax(x, keepdim=True))
+
+
+def test_argmax_argmin_first_index_on_ties():
+    x = torch.tensor([[1.0, 3.0, 3.0, -2.0], [0.0, -2.0, 5.0, 5.0], [4.0, 4.0, -2.0, 1.0]])
+    check_parity(ArgZoo(), (x,))
+    torch.manual_seed(21)
+    check_parity(ArgZoo(), (torch.randn(4, 6),))
+
+
+class TopKZoo(nn.Module):
+    def __init__(self, k, dim, largest):
+        super().__init__()
+        self.k, self.dim, self.largest = k, dim, largest
+
+    def forward(self, x):
+        values, indices = torch.topk(x, self.k, dim=self.dim, largest=self.largest)
+        return values * 2, indices
+
+
+@pytest.mark.parametrize("k,dim,largest", [(3, -1, True), (2, 0, False), (1, 1, True), (5, 1, False)])
+def test_topk_values_and_indices(k, dim, largest):
+    torch.manual_seed(22)
+    g, _ = rlx.torch.import_module(TopKZoo(k, dim, largest), (torch.randn(4, 5),))
+    assert sorted(n.attrs["output"] for n in g.nodes if n.op == "top_k") == ["indices", "values"]
+    check_parity(TopKZoo(k, dim, largest), (torch.randn(4, 5),))
+
+
+class TopKInt(nn.Module):
+    def forward(self, n):
+        return torch.topk(n, 2)
+
+
+def test_topk_integers():
+    check_parity(TopKInt(), (torch.tensor([[5, -3, 9, 7], [0, 1, 2, 3]], dtype=torch.int64),))
+
+
+class ScatterZoo(nn.Module):
+    def forward(self, x, i1, i0, src):
+        a = torch.scatter(x, 1, i1, src) + torch.scatter(x, 1, i1, 2.5)
+        b = torch.scatter_add(x, 0, i0, src) + torch.scatter_add(x, 1, i1, src)
+        c = x.scatter_reduce(0, i0, src, reduce="amax") + x.scatter_reduce(1, i1, src, reduce="prod")
+        d = x.scatter_reduce(0, i0, src, reduce="sum") - x.scatter_reduce(1, i1, src, reduce="amin")
+        return a, b, c, d
+
+
+def test_scatter_scatter_add_scatter_reduce():
+    torch.manual_seed(23)
+    x, src = torch.randn(3, 5), torch.randn(2, 4)  # src larger than the index: torch reads src[:2, :3]
+    i1 = torch.tensor([[0, 4, 2], [1, 3, 0]])  # unique per row: scatter without a reduction is exact
+    i0 = torch.tensor([[2, 2, 0], [2, 1, 0]])  # duplicates along dim 0: only the reductions see them
+    check_parity(ScatterZoo(), (x, i1, i0, src))
+
+
+class ScatterMean(nn.Module):
+    def forward(self, x, idx, src):
+        return x.scatter_reduce(0, idx, src, reduce="mean")
+
+
+def test_scatter_reduce_mean_is_refused():
+    with pytest.raises(TorchImportError, match="mean"):
+        rlx.torch.import_module(ScatterMean(), (torch.randn(3, 4), torch.tensor([[0, 1], [2, 0]]), torch.randn(2, 2)))
 
 
 def test_bad_input_errors_are_typed():

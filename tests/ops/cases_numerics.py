@@ -1,5 +1,6 @@
-"""Cases for fft, the solves, top_k, sample, cumsum, scatter_add and the complex helpers. Oracles:
-numpy.fft, torch.linalg.solve, torch.topk / a sorted() loop, torch.cumsum and its autograd,
+"""Cases for fft, the solves, top_k (also the former topk_indices cases), sample, scatter_add and the
+complex helpers (cumsum / cumsum_backward cases: cases_indexing.py, op cumulative). Oracles:
+numpy.fft, torch.linalg.solve, torch.topk / a sorted() loop,
 torch.Tensor.index_add_, and for sample a scalar pure-Python Philox4x32-10 and per-row sampler
 written out here (OPS.md §8.5, §9.6)."""
 
@@ -67,6 +68,7 @@ def _topk_loop(x, k, largest=True, values=False):
 
 TIES = np.array([[3.0, 1.0, 3.0, 2.0, 1.0], [0.0, 0.0, 0.0, -1.0, 5.0]])
 XK = randn(3, 6, seed=12)
+XK21 = randn(3, 4, seed=21)
 CASES += [
     OpCase("top_k", "indices_torch", lambda g, x: g.top_k(x, k=3), {"x": XK}, lambda x: torch.topk(T(x), 3).indices),
     OpCase("top_k", "values_torch_f64", lambda g, x: g.top_k(x, k=4, output="values"), {"x": XK}, lambda x: torch.topk(T(x), 4).values),
@@ -78,6 +80,19 @@ CASES += [
            lambda x: _topk_loop(x, 2, values=True)),
     OpCase("top_k", "nan_ranks_largest", lambda g, x: g.top_k(x, k=2), {"x": np.array([1.0, np.nan, 3.0, 2.0])},
            lambda x: np.array([1, 2])),
+    OpCase("top_k", "nan_last_for_smallest", lambda g, x: g.top_k(x, k=4, largest=False), {"x": np.array([1.0, np.nan, 3.0, 2.0])},
+           lambda x: np.array([0, 3, 2, 1])),
+    OpCase("top_k", "u32_extremes", lambda g, x: g.top_k(x, k=3, output="values"),
+           {"x": np.array([1, 2**32 - 1, 0, 2**31], np.uint32)}, lambda x: np.array([2**32 - 1, 2**31, 1], np.uint32)),
+    OpCase("top_k", "i64_min_smallest", lambda g, x: g.top_k(x, k=2, largest=False),
+           {"x": np.array([5, -2**63, 2**63 - 1, -2**63], np.int64)}, lambda x: np.array([1, 3])),
+    # former topk_indices cases (rank 2, explicit axis)
+    OpCase("top_k", "indices_largest_axis_neg1", lambda g, x: g.top_k(x, k=2, axis=-1, output="indices"), {"x": XK21},
+           lambda x: torch.topk(T(x), 2, dim=-1).indices),
+    OpCase("top_k", "indices_smallest_ties_stable", lambda g, x: g.top_k(x, k=3, axis=0, largest=False),
+           {"x": np.array([2.0, 1.0, 1.0, 0.0])}, lambda x: np.array([3, 1, 2])),
+    OpCase("top_k", "topk_indices_builder", lambda g, x: g.topk_indices(x, k=3, axis=1), {"x": XK21},
+           lambda x: torch.topk(T(x), 3, dim=1).indices),
 ]
 
 # --------------------------------------------------------------------------------------- sample
@@ -155,42 +170,6 @@ CASES += [
 ]
 
 
-# ---------------------------------------------------------------------------------------- cumsum
-def _torch_cumsum(x, axis, exclusive=False, reverse=False):
-    t = x if isinstance(x, torch.Tensor) else T(x)
-    if reverse:
-        t = torch.flip(t, (axis,))
-    c = torch.cumsum(t, axis)
-    if exclusive:
-        c = c - t
-    return torch.flip(c, (axis,)) if reverse else c
-
-
-def _torch_cumsum_vjp(dy, axis, exclusive=False, reverse=False):
-    x = torch.zeros(dy.shape, dtype=torch.float64, requires_grad=True)
-    _torch_cumsum(x, axis, exclusive, reverse).backward(T(dy))
-    return x.grad
-
-
-XC = randn(3, 5, seed=14)
-for exclusive in (False, True):
-    for reverse in (False, True):
-        tag = f"{'exclusive' if exclusive else 'inclusive'}{'_reverse' if reverse else ''}"
-        CASES.append(OpCase("cumsum", tag, lambda g, x, e=exclusive, r=reverse: g.cumsum(x, axis=1, exclusive=e, reverse=r), {"x": XC},
-                            lambda x, e=exclusive, r=reverse: _torch_cumsum(x, 1, e, r), rtol=1e-12, atol=1e-12))
-        CASES.append(OpCase("cumsum_backward", tag,
-                            lambda g, d, e=exclusive, r=reverse: g.cumsum_backward(d, axis=-1, exclusive=e, reverse=r), {"d": XC},
-                            lambda d, e=exclusive, r=reverse: _torch_cumsum_vjp(d, 1, e, r), rtol=1e-12, atol=1e-12))
-CASES += [
-    OpCase("cumsum", "axis0_int32", lambda g, x: g.cumsum(x, axis=0), {"x": np.arange(12, dtype=np.int32).reshape(4, 3)},
-           lambda x: torch.cumsum(torch.from_numpy(x), 0).to(torch.int32)),
-    OpCase("cumsum", "c64", lambda g, x: g.cumsum(x), {"x": Z}, lambda x: np.cumsum(x.astype(np.complex128), axis=-1),
-           rtol=1e-5, atol=1e-5),
-    OpCase("cumsum_backward", "axis0_f32", lambda g, d: g.cumsum_backward(d, axis=0), {"d": XC.astype(np.float32)},
-           lambda d: _torch_cumsum_vjp(d, 0), rtol=1e-6, atol=1e-6),
-]
-
-
 # ----------------------------------------------------------------------------------- scatter_add
 def _index_add(upd, idx, rows):
     out = torch.zeros((rows, *upd.shape[1:]), dtype=torch.from_numpy(upd).dtype)
@@ -238,11 +217,11 @@ SHAPE_ERRORS = [
     ShapeErrorCase("batched_dense_solve", "rank2_a", lambda g: g.batched_dense_solve(_in(g, "a", (3, 3)), _in(g, "b", (3,)))),
     ShapeErrorCase("top_k", "k_too_large", lambda g: g.top_k(_in(g, "x", (2, 3)), k=4)),
     ShapeErrorCase("top_k", "complex", lambda g: g.top_k(_in(g, "x", (3,), "c64"), k=1)),
+    ShapeErrorCase("top_k", "k_too_big_indices", lambda g: g.top_k(_in(g, "x", (2, 3)), k=4, output="indices")),
+    ShapeErrorCase("top_k", "negative_k", lambda g: g.top_k(_in(g, "x", (2, 3)), k=-1)),
+    ShapeErrorCase("top_k", "bool", lambda g: g.top_k(_in(g, "x", (3,), "bool"), k=1)),
     ShapeErrorCase("sample", "int_logits", lambda g: g.sample(_in(g, "x", (2, 3), "i32"))),
     ShapeErrorCase("sample", "empty_vocab", lambda g: g.sample(_in(g, "x", (2, 0)))),
-    ShapeErrorCase("cumsum", "bool", lambda g: g.cumsum(_in(g, "x", (3,), "bool"))),
-    ShapeErrorCase("cumsum", "axis", lambda g: g.cumsum(_in(g, "x", (3,)), axis=2)),
-    ShapeErrorCase("cumsum_backward", "scalar", lambda g: g.cumsum_backward(_in(g, "x", ()))),
     ShapeErrorCase("scatter_add", "float_indices", lambda g: g.scatter_add(_in(g, "u", (3, 2)), _in(g, "i", (3,)), num_rows=4)),
     ShapeErrorCase("scatter_add", "u_mismatch", lambda g: g.scatter_add(_in(g, "u", (3, 2)), _in(g, "i", (2,), "i64"), num_rows=4)),
     ShapeErrorCase("complex_norm_sq", "real_input", lambda g: g.complex_norm_sq(_in(g, "z", (3,)))),

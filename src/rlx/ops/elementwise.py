@@ -97,12 +97,9 @@ def _activation_type(ins: list[TensorType], attrs) -> TensorType:
 
 def _activation_kernel(args, attrs, out_type, out=None):
     x, kind = args[0], attrs["kind"]
-    if kind == "round" and x.dtype.kind in "iu":
-        res = x
-    elif kind in _OUT_OK:
+    if kind in _OUT_OK:
         return ACTIVATIONS[kind](x, out=out)
-    else:
-        res = ACTIVATIONS[kind](x)
+    res = x if kind == "round" and x.dtype.kind in "iu" else ACTIVATIONS[kind](x)
     if out is None:
         return res
     np.copyto(out, res, casting="unsafe")
@@ -253,12 +250,13 @@ _BINARY_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": 
 
 def _binary_kernel(args, attrs, out_type, out=None):
     a, b = args
-    dt, op = out_type.dtype, attrs["op"]
-    if not a.dtype == b.dtype == dt.numpy:
-        a, b = promote_args(args, dt)
-    if dt.is_bool and op in ("add", "mul"):
+    op = attrs["op"]
+    if out is None or not a.dtype == b.dtype == out.dtype:  # (out has the compute dtype already)
+        a, b = promote_args(args, out_type.dtype)
+    kind = a.dtype.kind  # NumPy's dtype tests: a per-node cost in the arena
+    if kind == "b" and op in ("add", "mul"):
         return (np.logical_or if op == "add" else np.logical_and)(a, b, out=out)
-    if (dt.is_int or dt.is_bool) and op in ("div", "pow"):
+    if kind in "biu" and op in ("div", "pow"):
         res = _int_div(a, b) if op == "div" else _int_pow(a, b)
         if out is None:
             return res

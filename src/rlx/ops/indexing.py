@@ -1,5 +1,5 @@
-"""Index-producing and index-consuming ops: arg_reduce, topk_indices, cumulative,
-gather_elements, scatter_elements.
+"""Index-producing and index-consuming ops: arg_reduce, cumulative (running sum / product; OPS.md's
+cumsum and cumsum_backward), gather_elements, scatter_elements. top_k lives in :mod:`rlx.ops.numerics`.
 
 Indices are integer tensors (i64 results). Every axis attribute accepts negative values and
 is stored non-negative. Semantics follow NumPy (``np.argmax``, ``np.take_along_axis``,
@@ -72,44 +72,14 @@ defop(
 )
 
 
-# ------------------------------------------------------------------------ topk_indices
-def _topk_type(ins, attrs):
-    t = ins[0]
-    if t.dtype.is_complex or t.dtype.is_bool:
-        raise ShapeError(f"topk_indices is not defined on {t.dtype}")
-    if len(t.shape) == 0:
-        raise ShapeError("topk_indices needs rank >= 1")
-    axis = axis_of(attrs["axis"], t)
-    k, n = attrs["k"], t.shape[axis]
-    if k < 0 or (isinstance(n, int) and k > n):
-        raise ShapeError(f"k={k} must be in [0, {n}] (axis {axis})")
-    return TensorType(Shape((*t.shape[:axis], k, *t.shape[axis + 1:])), DType.I64)
-
-
-def _topk_kernel(args, attrs, out):
-    x, axis, k = args[0], attrs["axis"] % args[0].ndim, attrs["k"]
-    key = -x if attrs["largest"] else x
-    if x.dtype.kind == "f":  # NaN first for largest (it compares greater), last for smallest
-        key = np.where(np.isnan(x), -np.inf if attrs["largest"] else np.inf, key)
-    order = np.argsort(key, axis=axis, kind="stable")
-    return np.take(order, np.arange(k), axis=axis).astype(np.int64)
-
-
-defop(
-    name="topk_indices", family="indexing", arity=1, operands=("x",),
-    attrs={"k": AttrSpec("int"), "axis": AttrSpec("int", default=-1), "largest": AttrSpec("bool", default=True)},
-    canonicalize=_canon_axis, infer=_topk_type, kernel=_topk_kernel, flags={"no_grad"},
-    batch=_shifted,
-    doc="Indices (i64) of the k largest (or smallest) elements along `axis`, sorted by value; ties keep the "
-    "lower index first (stable sort, ONNX TopK). The values are gather_elements(x, indices, axis). "
-    "Not differentiable (the values are, through gather_elements).",
-)
-
-
 # -------------------------------------------------------------------------- cumulative
+# The one running-sum / running-product op. OPS.md §8.5 ``cumsum(axis, exclusive)`` is
+# ``cumulative(op="sum")`` (builder ``g.cumsum``) and §7.20 ``cumsum_backward`` is the same op with
+# ``reverse`` flipped (its own transpose), so neither is a separate op. The name follows the
+# op-attribute families (reduce, arg_reduce): a "cumsum" node with op="prod" would misread.
 def _cum_type(ins, attrs):
     t = ins[0]
-    if t.dtype.is_bool or t.dtype.is_complex:
+    if t.dtype.is_bool:
         raise ShapeError(f"cumulative is not defined on {t.dtype}")
     if len(t.shape) == 0:
         raise ShapeError("cumulative needs rank >= 1")
@@ -117,24 +87,29 @@ def _cum_type(ins, attrs):
     return t
 
 
-def _cum_kernel(args, attrs, out):
-    x, axis = args[0], attrs["axis"] % args[0].ndim
-    if attrs["reverse"]:
+def cumulative_reference(x: np.ndarray, axis: int, op: str = "sum", exclusive: bool = False, reverse: bool = False) -> np.ndarray:
+    """np.cumsum / np.cumprod along ``axis`` in x's dtype; exclusive shifts in the identity; reverse from the end."""
+    axis %= x.ndim
+    if reverse:
         x = np.flip(x, axis)
-    fn = np.cumsum if attrs["op"] == "sum" else np.cumprod
+    fn = np.cumsum if op == "sum" else np.cumprod
     r = fn(x, axis=axis, dtype=x.dtype)
-    if attrs["exclusive"]:
-        ident = np.zeros_like if attrs["op"] == "sum" else np.ones_like
+    if exclusive:
+        ident = np.zeros_like if op == "sum" else np.ones_like
         first = ident(np.take(r, [0], axis=axis)) if x.shape[axis] else np.take(r, [], axis=axis)
         r = np.concatenate([first, np.take(r, np.arange(max(x.shape[axis] - 1, 0)), axis=axis)], axis=axis)
-    return np.flip(r, axis) if attrs["reverse"] else r
+    return np.flip(r, axis) if reverse else r
+
+
+def _cum_kernel(args, attrs, out):
+    return cumulative_reference(args[0], attrs["axis"], attrs["op"], attrs["exclusive"], attrs["reverse"])
 
 
 def _cum_vjp(ctx, node, ct):
+    # the transpose of a prefix sum is the prefix sum taken the other way (OPS.md §7.20 cumsum_backward)
     if node.attrs["op"] != "sum":
         raise AutodiffError("cumulative 'prod' has no gradient rule (not defined at zeros)")
-    return [ctx.graph.cumulative(ct, op="sum", axis=node.attrs["axis"], exclusive=node.attrs["exclusive"],
-                                 reverse=not node.attrs["reverse"])]
+    return [ctx.graph.append("cumulative", [ct], {**dict(node.attrs), "reverse": not node.attrs["reverse"]})]
 
 
 def _cum_jvp(ctx, node, tangents):
@@ -145,13 +120,16 @@ def _cum_jvp(ctx, node, tangents):
 
 defop(
     name="cumulative", family="indexing", arity=1, operands=("x",),
-    attrs={"op": AttrSpec("str", choices=("sum", "prod")), "axis": AttrSpec("int", default=0),
+    attrs={"op": AttrSpec("str", default="sum", choices=("sum", "prod")), "axis": AttrSpec("int", default=-1),
            "exclusive": AttrSpec("bool", default=False), "reverse": AttrSpec("bool", default=False)},
+    methods={"cumsum": {"op": "sum"}, "cumprod": {"op": "prod"}},
     canonicalize=_canon_axis, infer=_cum_type, kernel=_cum_kernel,
     vjp=_cum_vjp, jvp=_cum_jvp, batch=_shifted,
-    doc="Running sum or product along `axis` (np.cumsum / np.cumprod in the input dtype). exclusive shifts "
-    "by one (the first element is 0 or 1); reverse accumulates from the end (ONNX CumSum / CumProd). "
-    "Gradient: sum only (the reverse running sum).",
+    doc="Running sum or product along `axis` (any axis, default the last): np.cumsum / np.cumprod in the input "
+    "dtype (integers wrap; c64 allowed; bool not). exclusive shifts by one (out[0] is 0 or 1, out[i] combines "
+    "x[j] for j < i); reverse accumulates from the end (ONNX CumSum / CumProd). OPS.md's cumsum is op='sum' "
+    "(builders g.cumsum / g.cumprod preset op); its cumsum_backward is op='sum' with reverse flipped. Linear for "
+    "'sum': the gradient is the same op with reverse flipped, the tangent the same op; 'prod' has no rule.",
 )
 
 

@@ -1,6 +1,7 @@
 """Tier-2 numerics (OPS.md §8.3–§8.6, §9.6): fft, dense_solve, batched_dense_solve, top_k, sample
-(with the Philox4x32 generator), cumsum, cumsum_backward, scatter_add and the complex helpers
-complex_norm_sq, complex_norm_sq_backward, conjugate.
+(with the Philox4x32 generator), scatter_add and the complex helpers complex_norm_sq,
+complex_norm_sq_backward, conjugate. OPS.md's cumsum / cumsum_backward are the one op
+``cumulative`` (op="sum"; builder ``g.cumsum``) in :mod:`rlx.ops.indexing`.
 
 rlx conventions (where upstream cut corners): index results are ``i64`` and index operands
 integer tensors (upstream encodes them as floats); complex values are the native ``c64`` dtype
@@ -193,9 +194,8 @@ def _top_k_kernel(args, attrs, out):
     if x.dtype.kind == "f":  # NaN ranks as the largest value (torch.topk)
         key = np.where(np.isnan(x), np.inf, x.astype(np.float64))
         order = np.argsort(-key if largest else key, axis=axis, kind="stable")
-    else:
-        key = x.astype(np.int64)
-        order = _argsort_desc_int(key, axis) if largest else np.argsort(key, axis=axis, kind="stable")
+    else:  # integers sorted in their own dtype (no cast, no negation: u64 and i64 extremes stay exact)
+        order = _argsort_desc_int(x, axis) if largest else np.argsort(x, axis=axis, kind="stable")
     idx = np.take(order, np.arange(k), axis=axis)
     if attrs["output"] == "indices":
         return idx.astype(np.int64)
@@ -234,13 +234,17 @@ defop(
         "output": AttrSpec("str", default="indices", choices=("indices", "values"),
                            doc="which result of the pair this node produces (one output per node)"),
     },
+    methods={"topk_indices": {"output": "indices"}},
     canonicalize=_canon_axis, infer=_top_k_type, kernel=_top_k_kernel,
     vjp=_top_k_vjp, jvp=_top_k_jvp, batch=_shift_axis,
-    doc="The k largest (largest=False: smallest) entries along `axis` (default last), sorted by value, ties to the "
-    "lower index (torch.topk(sorted=True)); NaN ranks as the largest value. One output per node: output='indices' "
-    "(default, upstream's meaning) gives i64 indices, output='values' the values (x's dtype); build both with the "
-    "same attributes for the pair. k must be in [0, axis size] (upstream repeats index 0 past the end). Indices "
-    "carry no gradient; values differentiate as a gather: dx = scatter_elements(0, indices, dy, add).",
+    doc="The k largest (largest=False: smallest) entries along `axis` (any axis, default last), sorted by value, "
+    "ties to the lower index (stable; torch.topk(sorted=True), ONNX TopK, which also accepts this order for "
+    "sorted=0); NaN ranks as the largest value (first for largest, last for smallest). Integers (signed or "
+    "unsigned) compare exactly in their dtype. One output per node: output='indices' (default, upstream's "
+    "meaning; builder g.topk_indices) gives i64 indices, output='values' the values (x's dtype, equal to "
+    "gather_elements(x, indices, axis)); build both with the same attributes for the pair. k must be in "
+    "[0, axis size] (upstream repeats index 0 past the end). Indices carry no gradient; values differentiate as "
+    "a gather: dx = scatter_elements(0, indices, dy, add).",
 )
 
 
@@ -363,70 +367,6 @@ defop(
     "r = (u32 >> 8) / 2**24, one draw per row in row order; the stream restarts at every execution, so the same "
     "seed repeats, and for every index of the batch_dims axes (a vmapped sample equals the per-example one). "
     "Deterministic given its attributes, so it is an ordinary pure op. No gradient.",
-)
-
-
-# -------------------------------------------------------------------------------- cumsum
-def _cumsum_type(ins, attrs):
-    t = ins[0]
-    if t.dtype.is_bool:
-        raise ShapeError("cumsum is not defined on bool")
-    if len(t.shape) == 0:
-        raise ShapeError("cumsum needs rank >= 1")
-    axis_of(attrs["axis"], t)
-    return t
-
-
-def cumsum_reference(x: np.ndarray, axis: int, exclusive: bool, reverse: bool) -> np.ndarray:
-    if reverse:
-        x = np.flip(x, axis)
-    r = np.cumsum(x, axis=axis, dtype=x.dtype)
-    if exclusive:
-        n = x.shape[axis]
-        zero = np.zeros_like(np.take(r, [0], axis=axis)) if n else np.take(r, [], axis=axis)
-        r = np.concatenate([zero, np.take(r, np.arange(max(n - 1, 0)), axis=axis)], axis=axis)
-    return np.flip(r, axis) if reverse else r
-
-
-def _cumsum_kernel(args, attrs, out):
-    return cumsum_reference(args[0], attrs["axis"], attrs["exclusive"], attrs["reverse"])
-
-
-def _cumsum_backward_kernel(args, attrs, out):
-    return cumsum_reference(args[0], attrs["axis"], attrs["exclusive"], not attrs["reverse"])
-
-
-_CUM_ATTRS = {
-    "axis": AttrSpec("int", default=-1),
-    "exclusive": AttrSpec("bool", default=False),
-    "reverse": AttrSpec("bool", default=False),
-}
-
-
-def _same_attrs(op: str):
-    return lambda ctx, node, v: ctx.graph.append(op, [v], dict(node.attrs))
-
-
-defop(
-    name="cumsum", family="numerics", arity=1, operands=("x",), attrs=_CUM_ATTRS,
-    canonicalize=_canon_axis, infer=_cumsum_type, kernel=_cumsum_kernel,
-    vjp=lambda ctx, node, ct: [_same_attrs("cumsum_backward")(ctx, node, ct)],
-    jvp=lambda ctx, node, ts: _same_attrs("cumsum")(ctx, node, ts[0]),
-    batch=_shift_axis,
-    doc="Prefix sum along `axis` (any axis, default the last; upstream's kernel: last only): inclusive "
-    "np.cumsum, or exclusive (out[0] = 0, out[i] = Σ_{j<i} x[j]); reverse sums from the end. Integer sums "
-    "wrap in the input dtype; c64 allowed; bool not. Gradient: cumsum_backward with the same attributes.",
-)
-
-defop(
-    name="cumsum_backward", family="numerics", arity=1, operands=("dy",), attrs=_CUM_ATTRS,
-    canonicalize=_canon_axis, infer=_cumsum_type, kernel=_cumsum_backward_kernel,
-    vjp=lambda ctx, node, ct: [_same_attrs("cumsum")(ctx, node, ct)],
-    jvp=lambda ctx, node, ts: _same_attrs("cumsum_backward")(ctx, node, ts[0]),
-    batch=_shift_axis,
-    doc="The transpose of cumsum with the same attributes: the prefix sum taken in the other direction "
-    "(inclusive: dx[i] = Σ_{j>=i} dy[j]; exclusive: Σ_{j>i} dy[j]; swapped with reverse). Linear; its own "
-    "gradient is cumsum.",
 )
 
 

@@ -923,21 +923,9 @@ def _arg_reduce(args, attrs, out):
     return jnp.expand_dims(r, axis) if attrs["keep_dim"] else r
 
 
-@lowering("topk_indices")
-def _topk_indices(args, attrs, out):
-    x, k = args[0], attrs["k"]
-    axis = attrs["axis"] % x.ndim
-    key = -x if attrs["largest"] else x
-    if _is_float(x):
-        key = jnp.where(jnp.isnan(x), jnp.asarray(-np.inf if attrs["largest"] else np.inf, x.dtype), key)
-    elif attrs["largest"] and jnp.issubdtype(x.dtype, jnp.unsignedinteger):
-        key = jnp.iinfo(x.dtype).max - x  # -x wraps for unsigned ints
-    order = jnp.argsort(key, axis=axis, stable=True)
-    return lax.slice_in_dim(order, 0, k, axis=axis).astype(jnp_dtype(out.dtype))
-
-
 @lowering("cumulative")
 def _cumulative(args, attrs, out):
+    """OPS.md cumsum (op="sum") and cumsum_backward (reverse flipped) as well as the running product."""
     x = args[0]
     axis = attrs["axis"] % x.ndim
     if attrs["reverse"]:

@@ -216,6 +216,7 @@ lowering("dense_solve", "batched_dense_solve")(_solve)
 
 @lowering("top_k")
 def _top_k(args, attrs, out):
+    """top_k values or indices (output attr); the integer branch needs no negation, so unsigned ints are exact."""
     x, axis, k = args[0], attrs["axis"] % args[0].ndim, attrs["k"]
     largest = attrs["largest"]
     if jnp.issubdtype(x.dtype, jnp.floating):
@@ -230,27 +231,6 @@ def _top_k(args, attrs, out):
     if attrs["output"] == "indices":
         return idx.astype(jnp_dtype(out.dtype))
     return jnp.take_along_axis(x, idx, axis=axis)
-
-
-def cumsum(x, axis: int, exclusive: bool, reverse: bool):
-    if reverse:
-        x = jnp.flip(x, axis)
-    r = jnp.cumsum(x, axis=axis, dtype=x.dtype)
-    n = x.shape[axis]
-    if exclusive and n:
-        head = jnp.zeros_like(jax.lax.slice_in_dim(r, 0, 1, axis=axis))
-        r = jnp.concatenate([head, jax.lax.slice_in_dim(r, 0, n - 1, axis=axis)], axis=axis)
-    return jnp.flip(r, axis) if reverse else r
-
-
-@lowering("cumsum")
-def _cumsum(args, attrs, out):
-    return cumsum(args[0], attrs["axis"] % args[0].ndim, attrs["exclusive"], attrs["reverse"])
-
-
-@lowering("cumsum_backward")
-def _cumsum_backward(args, attrs, out):
-    return cumsum(args[0], attrs["axis"] % args[0].ndim, attrs["exclusive"], not attrs["reverse"])
 
 
 @lowering("scatter_add")

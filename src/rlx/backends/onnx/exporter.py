@@ -408,33 +408,20 @@ def _arg_reduce(ex, node, ins):
                    keepdims=int(node.attrs["keep_dim"]), select_last_index=int(node.attrs["select_last"]))
 
 
-@exporter("topk_indices")
-def _topk(ex, node, ins):
-    _vals, idx = ex.node("TopK", [ins[0], ex.ints([node.attrs["k"]])], n_out=2, axis=node.attrs["axis"],
-                         largest=int(node.attrs["largest"]), sorted=1)
-    return idx
-
-
 @exporter("cumulative")
 def _cumulative(ex, node, ins):
+    """OPS.md cumsum / cumsum_backward are cumulative(op="sum") (the backward one with reverse flipped)."""
     if node.attrs["op"] != "sum":
         raise OnnxUnsupported("cumulative 'prod': ONNX CumProd needs opset 26")
     return ex.node("CumSum", [ins[0], ex.ints([node.attrs["axis"]])], exclusive=int(node.attrs["exclusive"]),
                    reverse=int(node.attrs["reverse"]))
 
 
-@exporter("cumsum", "cumsum_backward")
-def _cumsum(ex, node, ins):
-    rev = bool(node.attrs.get("reverse", False)) ^ (node.op == "cumsum_backward")
-    return ex.node("CumSum", [ins[0], ex.ints([node.attrs.get("axis", -1)])], exclusive=int(node.attrs.get("exclusive", False)),
-                   reverse=int(rev))
-
-
 @exporter("top_k")
 def _top_k(ex, node, ins):
-    vals, idx = ex.node("TopK", [ins[0], ex.ints([node.attrs["k"]])], n_out=2, axis=node.attrs.get("axis", -1),
-                        largest=int(node.attrs.get("largest", True)), sorted=1)
-    return vals if node.attrs.get("output", "indices") == "values" else idx
+    vals, idx = ex.node("TopK", [ins[0], ex.ints([node.attrs["k"]])], n_out=2, axis=node.attrs["axis"],
+                        largest=int(node.attrs["largest"]), sorted=1)
+    return vals if node.attrs["output"] == "values" else idx
 
 
 @exporter("scatter_add")

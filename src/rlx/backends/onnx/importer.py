@@ -1281,8 +1281,9 @@ def _topk(cx, node, ins, attrs):
     x = ins[0]
     k = int(cx.static(node.input[1], "K").reshape(-1)[0]) if cx.opset >= 10 else attrs["k"]
     axis = attrs.get("axis", -1)
-    idx = cx.g.topk_indices(x, k=k, axis=axis, largest=bool(attrs.get("largest", 1)))
-    return [cx.g.gather_elements(x, idx, axis=axis), idx]
+    # sorted=0 leaves the order unspecified, so top_k's sorted order (ties: lower index first) satisfies it
+    largest = bool(attrs.get("largest", 1))
+    return [cx.g.top_k(x, k=k, axis=axis, largest=largest, output=out) for out in ("values", "indices")]
 
 
 # ====================================================================== normalization

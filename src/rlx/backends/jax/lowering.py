@@ -1011,4 +1011,5 @@ def coverage() -> dict[str, str]:
     return table
 
 
+from rlx.backends.jax import lowering_control_flow  # noqa: E402, F401  (registers if_ / while_ / scan)
 from rlx.backends.jax.lowering_ext import HOST  # noqa: E402  (registers the quant / numerics lowerings)

@@ -1,0 +1,63 @@
+"""JAX lowerings of the structured control-flow ops: ``if_`` → ``lax.cond``, ``while_`` →
+``lax.while_loop``, ``scan`` → ``lax.scan``. Bodies are traced recursively with the same
+evaluator as the enclosing graph, so only the taken branch does work at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+from jax import lax
+
+from rlx.backends.jax.lowering import lowering
+from rlx.ir.graph import Graph
+from rlx.ops.control_flow import checkpoint_steps
+
+
+def _call(body: Graph, args: list[Any]) -> list[Any]:
+    """Run a body on positional arguments bound to its input nodes in node order."""
+    from rlx.backends.jax.executable import evaluate  # executable imports the lowering tables
+
+    ids = [n.id for n in body.nodes if n.op == "input"]
+    return evaluate(body, dict(zip(ids, args)))
+
+
+@lowering("if_")
+def if_(args, attrs, out):
+    pred = jnp.reshape(args[0], ()) != 0
+    return lax.cond(pred, lambda ops: _call(attrs["then_branch"], ops)[0], lambda ops: _call(attrs["else_branch"], ops)[0],
+                    list(args[1:]))
+
+
+@lowering("while_")
+def while_(args, attrs, out):
+    bound = attrs["max_iterations"]
+
+    def cond(state):
+        step, carried = state
+        go = jnp.all(_call(attrs["cond"], carried)[0] != 0)
+        return go if bound is None else jnp.logical_and(go, step < bound)
+
+    def body(state):
+        step, carried = state
+        return step + 1, [v.astype(c.dtype) for v, c in zip(_call(attrs["body"], carried), carried)]
+
+    _, carried = lax.while_loop(cond, body, (jnp.int32(0), list(args)))
+    return carried[attrs["output"]]
+
+
+@lowering("scan")
+def scan(args, attrs, out):
+    nb, length = attrs["num_bcast"], attrs["length"]
+    init, bcast, xs = args[0], list(args[1:1 + nb]), list(args[1 + nb:])
+
+    def step(carry, x):
+        new = _call(attrs["body"], [carry, *bcast, *x])[0].astype(carry.dtype)
+        return new, (new if attrs["save_trajectory"] else None)
+
+    final, trajectory = lax.scan(step, init, xs, length=length, reverse=attrs["reverse"])
+    if not attrs["save_trajectory"]:
+        return final
+    keep = attrs["num_checkpoints"]
+    return trajectory[jnp.asarray(checkpoint_steps(length, keep))] if 0 < keep < length else trajectory

@@ -68,25 +68,18 @@ class HirGraph(Graph):
             return build(self)
 
     # ---------------------------------------------------------------- building
-    def append(
-        self,
-        op: str,
-        inputs: Sequence[Any],
-        attrs: Mapping[str, Any] | None = None,
-        *,
-        name: str | None = None,
-        prov: Provenance | None = None,
-        type: TensorType | None = None,
-        check: bool = True,
+    def _append_checked(
+        self, opdef: OpDef, ids: tuple[int, ...], attrs: Mapping[str, Any], name: str | None, prov: Provenance | None,
+        declared: TensorType | None = None,
     ) -> Value:
-        if check:
-            name = self.label_for(op, attrs or {}, name)
+        """Every checked append (builder methods and ``append``) gets the block label as its name."""
+        name = self.label_for(opdef.name, attrs, name)
         try:
-            return super().append(op, inputs, attrs, name=name, prov=prov, type=type, check=check)
+            return super()._append_checked(opdef, ids, attrs, name, prov, declared)
         except LowerError:
             raise
         except ShapeError as exc:
-            raise LowerError(op, name, str(exc)) from None
+            raise LowerError(opdef.name, name, str(exc)) from None
 
     def _build(self, opdef: OpDef, preset: Mapping[str, Any], args: Sequence[Any], kwargs: dict[str, Any], name: str | None) -> Value:
         n = 0 if opdef.is_variadic else len(opdef.operands)

@@ -307,16 +307,24 @@ class Graph:
             if type is None:
                 raise RlxError("append(check=False) needs an explicit type")
             return self._push(Node(len(self._nodes), op, MappingProxyType(dict(attrs or {})), ids, type, name, prov))
-        opdef = get_op(op)
-        where = f"{op}" if name is None else f"{op} {name!r}"
-        checked = opdef.check_attrs(attrs or {}, where)
+        return self._append_checked(get_op(op), ids, attrs or {}, name, prov, type)
+
+    def _append_checked(
+        self, opdef: OpDef, ids: tuple[int, ...], attrs: Mapping[str, Any], name: str | None, prov: Provenance | None,
+        declared: TensorType | None = None,
+    ) -> Value:
+        """Validate attributes and operand ids, infer the type, append (the checked path of ``append``)."""
+        where = opdef.name if name is None else f"{opdef.name} {name!r}"
+        checked = opdef.check_attrs(attrs, where)
+        nodes = self._nodes
+        count = len(nodes)
         for i in ids:
-            if not 0 <= i < len(self._nodes):
+            if not 0 <= i < count:
                 raise RlxError(f"{where}: operand %{i} does not exist in graph {self.name!r}")
-        inferred = infer_type(opdef, [self._nodes[i].type for i in ids], checked, where)
-        if type is not None and type != inferred:
-            raise ShapeError(f"{where}: declared type {type} but the op rule gives {inferred}")
-        return self._push(Node(len(self._nodes), op, MappingProxyType(checked), ids, inferred, name, prov))
+        inferred = infer_type(opdef, [nodes[i].type for i in ids], checked, where)
+        if declared is not None and declared != inferred:
+            raise ShapeError(f"{where}: declared type {declared} but the op rule gives {inferred}")
+        return self._push(Node(count, opdef.name, MappingProxyType(checked), ids, inferred, name, prov))
 
     def _push(self, node: Node) -> Value:
         if node.op in ("input", "param"):
@@ -328,7 +336,9 @@ class Graph:
         return Value(self, node.id)
 
     def _build(self, opdef: OpDef, preset: Mapping[str, Any], args: Sequence[Any], kwargs: dict[str, Any], name: str | None) -> Value:
-        given = {opdef.aliases.get(k, k): v for k, v in {**preset, **kwargs}.items()}
+        given = {**preset, **kwargs}
+        if opdef.aliases:
+            given = {opdef.aliases.get(k, k): v for k, v in given.items()}
         where = opdef.name if name is None else f"{opdef.name} {name!r}"
         if opdef.is_variadic:
             if not args or isinstance(args[0], (Value, int, np.ndarray)):
@@ -344,13 +354,16 @@ class Graph:
             if len(extra) > len(free):
                 raise AttributeSchemaError(f"{where}: too many positional arguments ({len(args)})")
             given.update(zip(free, extra))
-        like = next((o.dtype for o in operands if isinstance(o, Value) and o.graph is self), None)
-        ids = [self._operand(o, like, where) for o in operands]
+        if all(o.__class__ is Value and o.graph is self for o in operands):
+            ids = tuple(o.id for o in operands)
+        else:
+            like = next((o.dtype for o in operands if isinstance(o, Value) and o.graph is self), None)
+            ids = tuple(self._operand(o, like, where) for o in operands)
         if opdef.canonicalize is not None:
             in_types = [self._nodes[i].type for i in ids]
             checked = opdef.check_attrs(given, where)
             given = _guarded(where, in_types, lambda: opdef.canonicalize(in_types, checked))  # type: ignore[misc]
-        return self.append(opdef.name, ids, given, name=name)
+        return self._append_checked(opdef, ids, given, name, None)
 
     def _operand(self, ref: Any, like: DType | None, where: str) -> int:
         """Builder operands: Values and int node ids; float scalars and arrays become constants."""

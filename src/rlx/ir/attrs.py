@@ -113,11 +113,11 @@ def normalize_attr(spec: AttrSpec, value: Any, where: str) -> Any:
             return None
         raise _fail(where, f"a {spec.kind}", value)
     kind = spec.kind
-    if spec.choices is None:  # fast paths: values already in canonical form
+    if spec.choices is None or value in spec.choices:  # fast paths: values already in canonical form
         if value.__class__ is CANONICAL_CLASS.get(kind):
             return value
-        if kind == "ints" and value.__class__ is tuple and all(v.__class__ is int for v in value):
-            return value
+        if kind == "ints" and value.__class__ in (tuple, list) and all(v.__class__ is int for v in value):
+            return tuple(value)
     if kind == "int":
         out: Any = _as_int(value, where)
     elif kind == "float":

@@ -99,7 +99,7 @@ class OpDef:
             if spec is None:
                 known = ", ".join(self.attrs) or "none"
                 raise AttributeSchemaError(f"{where}: unknown attribute {key!r} (known: {known})")
-            if spec.choices is None and value.__class__ is CANONICAL_CLASS.get(spec.kind):
+            if value.__class__ is CANONICAL_CLASS.get(spec.kind) and (spec.choices is None or value in spec.choices):
                 out[key] = value  # already canonical: skip building the error path string
             else:
                 out[key] = normalize_attr(spec, value, f"{where}.{key}")

@@ -20,7 +20,7 @@ LEVELS = ("source", "mir", "fused", "hir")
 
 InferFn = Callable[[list[TensorType], Mapping[str, Any]], TensorType]
 KernelFn = Callable[[list[np.ndarray], Mapping[str, Any], TensorType], np.ndarray]
-KernelIntoFn = Callable[[list[np.ndarray], Mapping[str, Any], TensorType, np.ndarray], None]
+KernelIntoFn = Callable[[list[np.ndarray], Mapping[str, Any], TensorType, np.ndarray], object]  # the result is written into out
 CanonFn = Callable[[list[TensorType], dict[str, Any]], dict[str, Any]]
 ArityFn = Callable[[Mapping[str, Any]], int]
 

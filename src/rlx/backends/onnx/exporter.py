@@ -71,6 +71,9 @@ REFUSED: dict[str, str] = {
     "if_": "control flow with rlx subgraphs: export to ONNX If not written yet (ONNX If / Scan / Loop are unrolled on import)",
     "while_": "control flow with rlx subgraphs: export to ONNX Loop not written yet",
     "scan": "control flow with rlx subgraphs: export to ONNX Scan not written yet",
+    "selective_scan": "recurrence: unfused before export into a scan, which has no ONNX export yet",
+    "gated_delta_net": "recurrence: unfused before export into a scan, which has no ONNX export yet",
+    "custom_fn": "a subgraph with custom derivatives: no ONNX function mapping yet (derivative bodies are training-only)",
     "dequant_matmul": "packed weight schemes (int4 / GGUF / NVFP4 blocks) have no ONNX equivalent here",
 }
 del REFUSED["resize_nearest_2x"]

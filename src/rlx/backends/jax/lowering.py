@@ -1015,3 +1015,4 @@ from rlx.backends.jax import lowering_control_flow  # noqa: E402, F401  (registe
 from rlx.backends.jax import lowering_custom  # noqa: E402, F401  (registers custom_fn and rlx.custom_op(jax=...) lowerings)
 from rlx.backends.jax import lowering_sequence  # noqa: E402, F401  (registers selective_scan / gated_delta_net / axial_rope2d)
 from rlx.backends.jax.lowering_ext import HOST  # noqa: E402  (registers the quant / numerics lowerings)
+from rlx.backends.jax import lowering_moe  # noqa: E402, F401  (registers the MoE lowerings)

@@ -75,6 +75,9 @@ REFUSED: dict[str, str] = {
     "gated_delta_net": "recurrence: unfused before export into a scan, which has no ONNX export yet",
     "custom_fn": "a subgraph with custom derivatives: no ONNX function mapping yet (derivative bodies are training-only)",
     "dequant_matmul": "packed weight schemes (int4 / GGUF / NVFP4 blocks) have no ONNX equivalent here",
+    "grouped_matmul": "per-token expert matmul: Gather(w, ids) + batched MatMul mapping not written yet",
+    "dequant_grouped_matmul": "GGUF K-quant / NVFP4 packed expert blocks have no ONNX equivalent",
+    "dequant_moe_weights": "GGUF K-quant / NVFP4 packed expert blocks have no ONNX equivalent",
 }
 del REFUSED["resize_nearest_2x"]
 

@@ -172,15 +172,36 @@ def _in(g, name, shape, dtype="f32"):
 
 
 SHAPE_ERRORS = [
-    ShapeErrorCase("grouped_matmul", "k_mismatch", lambda g: g.grouped_matmul(_in(g, "x", (2, 3)), _in(g, "w", (2, 4, 5)), _in(g, "i", (2,), "i32")),
-                   match="contracted"),
-    ShapeErrorCase("grouped_matmul", "ids_length", lambda g: g.grouped_matmul(_in(g, "x", (2, 4)), _in(g, "w", (2, 4, 5)), _in(g, "i", (3,), "i32"))),
+    ShapeErrorCase("grouped_matmul", "k_mismatch",
+                   lambda g: g.grouped_matmul(_in(g, "x", (2, 3)), _in(g, "w", (2, 4, 5)), _in(g, "i", (2,), "i32")), match="contracted"),
+    ShapeErrorCase("grouped_matmul", "ids_length",
+                   lambda g: g.grouped_matmul(_in(g, "x", (2, 4)), _in(g, "w", (2, 4, 5)), _in(g, "i", (3,), "i32"))),
     ShapeErrorCase("dequant_grouped_matmul", "partial_slab",
                    lambda g: g.dequant_grouped_matmul(_in(g, "x", (2, 16)), _in(g, "p", (150,), "u8"), _in(g, "i", (2,), "i32"),
                                                       scheme="gguf_q4_k", n=16), match="slab"),
     ShapeErrorCase("dequant_grouped_matmul", "nvfp4_scale_bytes",
                    lambda g: g.dequant_grouped_matmul(_in(g, "x", (2, 16)), _in(g, "p", (16,), "u8"), _in(g, "i", (2,), "i32"),
-                                                      _in(g, "s", (3,), "u8"), _in(g, "gl", (1,)), scheme="nvfp4_block", n=2), match="scale"),
+                                                      _in(g, "s", (3,), "u8"), _in(g, "gl", (1,)), scheme="nvfp4_block", n=2),
+                   match="scale"),
     ShapeErrorCase("dequant_moe_weights", "partial_block",
                    lambda g: g.dequant_moe_weights(_in(g, "p", (292,), "u8"), scheme="gguf_q8_k", k=10, n=10), match="multiple of 256"),
+]
+
+# ------------------------------------------------- dequant_matmul with the tier-3 schemes (OPS.md §9.3)
+_RAWQ, _WQ = gguf_stack("gguf_q6_k", 1, 32, 24, seed=80)  # one [N=24, K=32] weight: 3 blocks
+_RAWQ4, _WQ4 = gguf_stack("gguf_q4_k", 1, 64, 8, seed=81)
+_P1, _S1, _G1, _W1 = nvfp4_stack(1, 20, 3, seed=82)
+CASES += [
+    OpCase("dequant_matmul", "gguf_q6_k_hand_packed_f64", lambda g, x, p: g.dequant_matmul(x, p, scheme="gguf_q6_k"),
+           {"x": randn(3, 32, seed=83), "p": _RAWQ}, lambda x, p: x @ _WQ[0], rtol=1e-6, atol=1e-6, differentiable=("x",)),
+    OpCase("dequant_matmul", "gguf_q4_k_hand_packed_2d_bytes", lambda g, x, p: g.dequant_matmul(x, p, scheme="gguf_q4_k"),
+           {"x": randn(2, 64, seed=84).astype(np.float32), "p": _RAWQ4.reshape(2, -1)},
+           lambda x, p: x.astype(np.float64) @ _WQ4[0], rtol=1e-5, atol=1e-5),
+    OpCase("dequant_matmul", "nvfp4_hand_packed", lambda g, x, p, s, gl: g.dequant_matmul(x, p, s, gl, scheme="nvfp4_block"),
+           {"x": randn(2, 20, seed=85).astype(np.float32), "p": _P1, "s": _S1[0], "gl": _G1},
+           lambda x, p, s, gl: x.astype(np.float64) @ _W1[0], rtol=1e-5, atol=1e-4),
+]
+SHAPE_ERRORS += [
+    ShapeErrorCase("dequant_matmul", "gguf_partial_rows",
+                   lambda g: g.dequant_matmul(_in(g, "x", (2, 100)), _in(g, "p", (210,), "u8"), scheme="gguf_q6_k"), match="blocks"),
 ]

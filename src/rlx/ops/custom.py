@@ -111,6 +111,8 @@ def custom_op(
         raise RlxError(f"op {name!r} is already registered ({why})")
     if not callable(infer) or not callable(kernel):
         raise RlxError(f"custom op {name!r}: infer and kernel must be functions")
+    if jax is not None and not callable(jax):
+        raise RlxError(f"custom op {name!r}: jax must be a function fn(args, attrs, out_type)")
     if isinstance(batch, str):
         if batch not in BATCH_RULES:
             raise RlxError(f"custom op {name!r}: unknown batch rule {batch!r} (known: {sorted(BATCH_RULES)})")
@@ -126,8 +128,6 @@ def custom_op(
     _CUSTOM.add(name)
     _drop_jax(name)
     if jax is not None:
-        if not callable(jax):
-            raise RlxError(f"custom op {name!r}: jax must be a function fn(args, attrs, out_type)")
         JAX_LOWERINGS[name] = jax
         if _JAX_MODULE in sys.modules:  # the JAX backend is loaded: install now
             sys.modules[_JAX_MODULE].install(name, jax)

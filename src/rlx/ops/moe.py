@@ -64,66 +64,71 @@ NVFP4_LUT = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, 
 
 
 # ------------------------------------------------------------------------------ decoders
-def _le(blocks: np.ndarray, lo: int, hi: int, dtype) -> np.ndarray:
-    """Bytes ``[lo, hi)`` of every block read as one little-endian ``dtype`` value -> [nb] f32."""
-    return np.ascontiguousarray(blocks[:, lo:hi]).view(np.dtype(dtype).newbyteorder("<"))[:, 0].astype(np.float32)
+# The block decoders are written once for any array namespace ``xp`` (NumPy here, jax.numpy in the JAX
+# lowering) with ``cast(bytes, kind)`` reinterpreting little-endian bytes: kind "f16" / "f32" turns
+# [nb, 2] / [nb, 4] u8 into [nb] floats, "i8" reinterprets u8 as int8 elementwise.
+def np_cast(b: np.ndarray, kind: str) -> np.ndarray:
+    if kind == "i8":
+        return b.view(np.int8)
+    return np.ascontiguousarray(b).view({"f16": "<f2", "f32": "<f4"}[kind])[:, 0]
 
 
-def _scale_min_k4(sc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The 8 six-bit (scale, min) pairs of a Q4_K / Q5_K block's ``scales[12]`` -> two [nb, 8] f32."""
-    sc = sc.astype(np.int64)
+def _scale_min_k4(xp, sc):
+    """The 8 six-bit (scale, min) pairs of a Q4_K / Q5_K block's ``scales[12]`` (int32) -> two [nb, 8] f32."""
     lo, mid, hi = sc[:, 0:4], sc[:, 4:8], sc[:, 8:12]
-    scale = np.concatenate([lo & 63, (hi & 0xF) | ((lo >> 6) << 4)], axis=1)
-    mins = np.concatenate([mid & 63, (hi >> 4) | ((mid >> 6) << 4)], axis=1)
-    return scale.astype(np.float32), mins.astype(np.float32)
+    scale = xp.concatenate([lo & 63, (hi & 0xF) | ((lo >> 6) << 4)], axis=1)
+    mins = xp.concatenate([mid & 63, (hi >> 4) | ((mid >> 6) << 4)], axis=1)
+    return scale.astype(xp.float32), mins.astype(xp.float32)
 
 
-def _nibbles_k4(qs: np.ndarray) -> np.ndarray:
-    """``qs [nb, 128]`` -> quants [nb, 8, 32]: chunk c's low nibbles are sub-block 2c, high nibbles 2c+1."""
-    q = qs.astype(np.int64).reshape(-1, 4, 1, 32)
-    return np.concatenate([q & 0xF, q >> 4], axis=2).reshape(-1, 8, 32)
+def _nibbles_k4(xp, qs):
+    """``qs [nb, 128]`` (int32) -> quants [nb, 8, 32]: chunk c's low nibbles are sub-block 2c, high nibbles 2c+1."""
+    q = qs.reshape(-1, 4, 1, 32)
+    return xp.concatenate([q & 0xF, q >> 4], axis=2).reshape(-1, 8, 32)
 
 
-def _decode_q4_k(b: np.ndarray) -> np.ndarray:
-    d, dmin = _le(b, 0, 2, np.float16), _le(b, 2, 4, np.float16)
-    sc, m = _scale_min_k4(b[:, 4:16])
-    q = _nibbles_k4(b[:, 16:144]).astype(np.float32)
-    return (d[:, None] * sc)[:, :, None] * q - (dmin[:, None] * m)[:, :, None]
+def _k4(xp, cast, b, q):
+    """y = (d·sc)·q − dmin·m of a Q4_K / Q5_K block, [nb, 256] f32."""
+    d, dmin = cast(b[:, 0:2], "f16").astype(xp.float32), cast(b[:, 2:4], "f16").astype(xp.float32)
+    sc, m = _scale_min_k4(xp, b[:, 4:16].astype(xp.int32))
+    y = (d[:, None] * sc)[:, :, None] * q.astype(xp.float32) - (dmin[:, None] * m)[:, :, None]
+    return y.reshape(-1, QK_K)
 
 
-def _decode_q5_k(b: np.ndarray) -> np.ndarray:
-    d, dmin = _le(b, 0, 2, np.float16), _le(b, 2, 4, np.float16)
-    sc, m = _scale_min_k4(b[:, 4:16])
-    qh = b[:, 16:48].astype(np.int64)
-    high = (qh[:, None, :] >> np.arange(8)[None, :, None]) & 1  # bit s of qh[l] -> sub-block s, element l
-    q = (_nibbles_k4(b[:, 48:176]) + 16 * high).astype(np.float32)
-    return (d[:, None] * sc)[:, :, None] * q - (dmin[:, None] * m)[:, :, None]
+def _decode_q4_k(xp, cast, b):
+    return _k4(xp, cast, b, _nibbles_k4(xp, b[:, 16:144].astype(xp.int32)))
 
 
-def _decode_q6_k(b: np.ndarray) -> np.ndarray:
-    ql = b[:, 0:128].astype(np.int64).reshape(-1, 2, 64)
-    qh = b[:, 128:192].astype(np.int64).reshape(-1, 2, 32)
-    sc = b[:, 192:208].view(np.int8).astype(np.float32)
-    d = _le(b, 208, 210, np.float16)
-    low = np.concatenate([ql & 0xF, ql >> 4], axis=2)  # [nb, 2, 128]: t = 0, 1 low nibbles, t = 2, 3 high
-    high = np.stack([(qh >> (2 * t)) & 3 for t in range(4)], axis=2).reshape(-1, 2, 128)
-    q = ((low | (high << 4)) - 32).astype(np.float32).reshape(-1, 16, 16)
+def _decode_q5_k(xp, cast, b):
+    qh = b[:, 16:48].astype(xp.int32)
+    high = (qh[:, None, :] >> xp.arange(8, dtype=xp.int32)[None, :, None]) & 1  # bit s of qh[l] -> sub-block s, element l
+    return _k4(xp, cast, b, _nibbles_k4(xp, b[:, 48:176].astype(xp.int32)) + 16 * high)
+
+
+def _decode_q6_k(xp, cast, b):
+    ql = b[:, 0:128].astype(xp.int32).reshape(-1, 2, 64)
+    qh = b[:, 128:192].astype(xp.int32).reshape(-1, 2, 32)
+    sc = cast(b[:, 192:208], "i8").astype(xp.float32)
+    d = cast(b[:, 208:210], "f16").astype(xp.float32)
+    low = xp.concatenate([ql & 0xF, ql >> 4], axis=2)  # [nb, 2, 128]: t = 0, 1 low nibbles, t = 2, 3 high
+    high = xp.stack([(qh >> (2 * t)) & 3 for t in range(4)], axis=2).reshape(-1, 2, 128)
+    q = ((low | (high << 4)) - 32).astype(xp.float32).reshape(-1, 16, 16)
     return ((d[:, None] * sc)[:, :, None] * q).reshape(-1, QK_K)
 
 
-def _decode_q8_k(b: np.ndarray) -> np.ndarray:
-    d = _le(b, 0, 4, np.float32)
-    return d[:, None] * b[:, 4:260].view(np.int8).astype(np.float32)
+def _decode_q8_k(xp, cast, b):
+    d = cast(b[:, 0:4], "f32").astype(xp.float32)
+    return d[:, None] * cast(b[:, 4:260], "i8").astype(xp.float32)
 
 
-_GGUF_DECODERS = {"gguf_q4_k": _decode_q4_k, "gguf_q5_k": _decode_q5_k, "gguf_q6_k": _decode_q6_k, "gguf_q8_k": _decode_q8_k}
+GGUF_DECODERS = {"gguf_q4_k": _decode_q4_k, "gguf_q5_k": _decode_q5_k, "gguf_q6_k": _decode_q6_k, "gguf_q8_k": _decode_q8_k}
 
 
-def decode_gguf(raw: np.ndarray, scheme: str) -> np.ndarray:
+def decode_gguf(raw, scheme: str, xp=np, cast=np_cast):
     """ggml's ``dequantize_row_*``: raw u8 blocks (any shape) -> the flat f32 values (256 per block)."""
-    elems, nbytes = GGUF_BLOCKS[scheme]
-    blocks = np.ascontiguousarray(raw, dtype=np.uint8).reshape(-1, nbytes)
-    return _GGUF_DECODERS[scheme](blocks).reshape(-1).astype(np.float32)
+    nbytes = GGUF_BLOCKS[scheme][1]
+    blocks = (np.ascontiguousarray(raw, dtype=np.uint8) if xp is np else raw).reshape(-1, nbytes)
+    return GGUF_DECODERS[scheme](xp, cast, blocks).reshape(-1).astype(xp.float32)
 
 
 def decode_e4m3fn(byte: np.ndarray) -> np.ndarray:
@@ -135,14 +140,19 @@ def decode_e4m3fn(byte: np.ndarray) -> np.ndarray:
     return (np.where(b & 0x80, -1.0, 1.0) * mag).astype(np.float32)
 
 
-def decode_nvfp4(codes: np.ndarray, scale: np.ndarray, glob: np.ndarray, k: int, n: int) -> np.ndarray:
-    """One NVFP4 expert: packed codes (``ceil(K·N/2)`` bytes), scale bytes ``[ceil(K/16), N]``, global [1] -> W [K, N] f32."""
-    flat = np.ascontiguousarray(codes, dtype=np.uint8).reshape(-1)
+#: every E4M3FN byte's value (NaN bytes read as 0): decoders look scales up here
+E4M3FN_TABLE = decode_e4m3fn(np.arange(256))
+
+
+def decode_nvfp4(codes, scale, glob, k: int, n: int, xp=np):
+    """NVFP4 experts: codes [E, ceil(K·N/2)] bytes, scale bytes [E, ceil(K/16), N], global [E] or [1] -> W [E, K, N] f32."""
+    e = codes.shape[0]
     i = np.arange(k * n)
-    byte = flat[i // 2].astype(np.int64)
-    code = np.where(i % 2 == 0, byte & 0xF, byte >> 4).reshape(k, n)
-    s = decode_e4m3fn(np.asarray(scale).reshape(-(-k // NVFP4_GROUP), n))[np.arange(k) // NVFP4_GROUP]
-    return NVFP4_LUT[code] * s * np.float32(np.asarray(glob, np.float32).reshape(-1)[0])
+    byte = codes[:, i // 2].astype(xp.int32)
+    code = xp.where(xp.asarray(i % 2 == 0)[None, :], byte & 0xF, byte >> 4).reshape(e, k, n)
+    s = xp.asarray(E4M3FN_TABLE)[scale.astype(xp.int32)][:, np.arange(k) // NVFP4_GROUP]  # [E, K, N]
+    g = glob.astype(xp.float32).reshape(-1)[:, None, None]
+    return xp.asarray(NVFP4_LUT)[code] * s * g
 
 
 def slab_bytes(scheme: str, k: int, n: int) -> int:
@@ -153,18 +163,14 @@ def slab_bytes(scheme: str, k: int, n: int) -> int:
     return (k * n // elems) * nbytes
 
 
-def dequant_experts(packed: np.ndarray, extra: list[np.ndarray], scheme: str, k: int, n: int) -> np.ndarray:
+def dequant_experts(packed, extra: list, scheme: str, k: int, n: int, xp=np, cast=np_cast):
     """A packed expert stack (+ nvfp4 scale / global) -> f32 [E, K, N] (grouped_matmul layout)."""
-    raw = np.ascontiguousarray(packed, dtype=np.uint8).reshape(-1)
-    e = raw.size // slab_bytes(scheme, k, n)
+    raw = (np.ascontiguousarray(packed, dtype=np.uint8) if xp is np else packed).reshape(-1)
+    e = raw.shape[0] // slab_bytes(scheme, k, n)
     if scheme != NVFP4:
-        return decode_gguf(raw, scheme).reshape(e, n, k).transpose(0, 2, 1).copy()
+        return decode_gguf(raw, scheme, xp, cast).reshape(e, n, k).transpose(0, 2, 1)
     scale, glob = extra
-    sc = np.asarray(scale).reshape(e, -1)
-    gl = np.broadcast_to(np.asarray(glob, np.float32).reshape(-1), (e,))
-    slab = slab_bytes(scheme, k, n)
-    return np.stack([decode_nvfp4(raw[i * slab:(i + 1) * slab], sc[i], gl[i:i + 1], k, n) for i in range(e)]) if e else \
-        np.zeros((0, k, n), np.float32)
+    return decode_nvfp4(raw.reshape(e, -1), scale.reshape(e, -(-k // NVFP4_GROUP), n), glob, k, n, xp)
 
 
 # ------------------------------------------------------------------------- grouped_matmul

@@ -739,7 +739,39 @@ defop(
 
 
 # ----------------------------------------------------------------------- dequant_matmul
-DEQUANT_SCHEMES = ("int8_block", "int8_block_asym", "int4_block", "fp8_e4m3", "fp8_e5m2")
+DEQUANT_SCHEMES = ("int8_block", "int8_block_asym", "int4_block", "fp8_e4m3", "fp8_e5m2",
+                   "gguf_q4_k", "gguf_q5_k", "gguf_q6_k", "gguf_q8_k", "nvfp4_block")
+# Tier-3 schemes (OPS.md §9.3); their block decoders live in rlx.ops.moe (imported lazily: moe imports this module).
+_GGUF_DQ = ("gguf_q4_k", "gguf_q5_k", "gguf_q6_k", "gguf_q8_k")
+
+
+def _dq_arity(attrs) -> int:
+    return 2 if attrs.get("scheme") in _GGUF_DQ else 4
+
+
+def _dq_packed_geom(x: TensorType, wq: TensorType, rest: list[TensorType], scheme: str) -> object:
+    """N of a GGUF (x, packed) or NVFP4 (x, w_q, scale, global) dequant_matmul; checks the packed operands."""
+    from rlx.ops.moe import GGUF_BLOCKS, NVFP4_GROUP
+
+    k = x.shape[1]
+    _require_dtype(wq, DType.U8, "w_q (packed bytes)")
+    if not wq.shape.is_static:
+        raise ShapeError("w_q must have a static shape")
+    total = math.prod(wq.shape)
+    if scheme in _GGUF_DQ:
+        elems, nbytes = GGUF_BLOCKS[scheme]
+        if total % nbytes or (total // nbytes * elems) % k:
+            raise ShapeError(f"{scheme}: w_q holds {total} bytes, not whole {nbytes}-byte blocks of a [N, K={k}] weight")
+        return total // nbytes * elems // k
+    scale, glob = rest
+    _require_dtype(scale, DType.U8, "scale (E4M3FN bytes)")
+    require_rank(scale, 2, "scale")
+    n = scale.shape[1]
+    if scale.shape[0] != -(-k // NVFP4_GROUP) or not isinstance(n, int) or total != -(-k * n // 2):
+        raise ShapeError(f"nvfp4_block: scale {scale.shape!r} must be [ceil(K/16), N] and w_q hold ceil(K·N/2) bytes (got {total})")
+    if not glob.dtype.is_float or tuple(glob.shape) != (1,):
+        raise ShapeError(f"nvfp4_block: global must be a float tensor [1], got {glob}")
+    return n
 
 
 def decode_fp8(byte: np.ndarray, kind: str) -> np.ndarray:
@@ -760,7 +792,7 @@ def decode_fp8(byte: np.ndarray, kind: str) -> np.ndarray:
 
 
 def _dq_geom(ins, attrs):
-    lead, (x, wq, scale, zp) = split_lead(ins, attrs["batch_dims"])
+    lead, (x, wq, *rest) = split_lead(ins, attrs["batch_dims"])
     scheme, bs = attrs["scheme"], attrs["block_size"]
     require_rank(x, 2, "x")
     require_float(x, "x")
@@ -769,6 +801,9 @@ def _dq_geom(ins, attrs):
     k = x.shape[1]
     if not isinstance(k, int):
         raise ShapeError("K must be static")
+    if scheme in _GGUF_DQ or scheme == "nvfp4_block":
+        return lead, x, _dq_packed_geom(x, wq, rest, scheme)
+    scale, zp = rest
     if not scale.dtype.is_float or not zp.dtype.is_float:
         raise ShapeError(f"scale and zp must be float tensors, got {scale.dtype} and {zp.dtype}")
     if scheme.startswith("fp8"):
@@ -806,7 +841,16 @@ def _dq_type(ins, attrs):
 
 
 def dequant_weight(wq: np.ndarray, scale: np.ndarray, zp: np.ndarray, k: int, scheme: str, bs: int) -> np.ndarray:
-    """The logical weight W [K, N] (f32) of a dequant_matmul's packed operands (OPS.md §8.1 layouts)."""
+    """The logical weight W [K, N] (f32) of a dequant_matmul's packed operands (OPS.md §8.1 / §9.3 layouts)."""
+    if scheme in _GGUF_DQ:
+        from rlx.ops.moe import decode_gguf
+
+        return decode_gguf(wq, scheme).reshape(-1, k).T.copy()  # packed [N, K]
+    if scheme == "nvfp4_block":
+        from rlx.ops.moe import decode_nvfp4
+
+        n = scale.shape[1]  # the zp operand is the f32 global scale [1]
+        return decode_nvfp4(np.asarray(wq).reshape(1, -1), np.asarray(scale).reshape(1, -1, n), np.asarray(zp), k, n)[0]
     if scheme.startswith("fp8"):
         n = wq.shape[1]
         w = decode_fp8(wq, scheme)
@@ -828,7 +872,8 @@ def dequant_weight(wq: np.ndarray, scale: np.ndarray, zp: np.ndarray, k: int, sc
 
 
 def _dq_one(args, attrs):
-    x, wq, scale, zp = args
+    x, wq, *rest = args
+    scale, zp = rest if rest else (None, None)
     w = dequant_weight(wq, scale, zp, x.shape[1], attrs["scheme"], attrs["block_size"])
     return x @ w.astype(x.dtype if x.dtype == np.float64 else np.float32)
 
@@ -840,7 +885,7 @@ def _dq_kernel(args, attrs, out):
 def _dq_weight_value(ctx, node):
     """W [*B, K, N] as a graph value: dequant_matmul(I_K, …) (no separate unpack op needed)."""
     g = ctx.graph
-    x, wq, scale, zp = ctx.operands(node)
+    x, *packed = ctx.operands(node)
     nb = node.attrs["batch_dims"]
     k = x.shape[-1]
     eye = g.constant(np.eye(k, dtype=x.dtype.numpy), dtype=x.dtype)
@@ -849,25 +894,26 @@ def _dq_weight_value(ctx, node):
         if not all(isinstance(d, int) for d in lead):
             raise AutodiffError("dequant_matmul: derivative of a vmapped node with a symbolic batch is not supported")
         eye = g.expand(eye, target_shape=[*lead, k, k])
-    return g.append("dequant_matmul", [eye, wq, scale, zp], dict(node.attrs))
+    return g.append("dequant_matmul", [eye, *packed], dict(node.attrs))
 
 
 def _dq_vjp(ctx, node, ct):
+    rest = [None] * (len(node.inputs) - 1)
     if not ctx.wants(node, 0):
-        return [None] * 4
+        return [None, *rest]
     w = _dq_weight_value(ctx, node)
-    return [ctx.graph.matmul(ct, ctx.transpose_last2(w)), None, None, None]
+    return [ctx.graph.matmul(ct, ctx.transpose_last2(w)), *rest]
 
 
 def _dq_jvp(ctx, node, tangents):
     if tangents[0] is None:
         return None
-    _, wq, scale, zp = ctx.operands(node)
-    return ctx.graph.append("dequant_matmul", [tangents[0], wq, scale, zp], dict(node.attrs))
+    _, *packed = ctx.operands(node)
+    return ctx.graph.append("dequant_matmul", [tangents[0], *packed], dict(node.attrs))
 
 
 defop(
-    name="dequant_matmul", family="quant", arity=4, operands=("x", "w_q", "scale", "zp"),
+    name="dequant_matmul", family="quant", arity=_dq_arity, operands=("x", "w_q", "scale", "zp"),
     attrs={
         "scheme": AttrSpec("str", choices=DEQUANT_SCHEMES),
         "block_size": AttrSpec("int", default=32, doc="rows of K per scale block (int8 / int4 schemes)"),
@@ -882,6 +928,11 @@ defop(
     "offset; store signed weights with +8 and fold the offset into x·scale sums if needed); fp8_e4m3 / fp8_e5m2: "
     "w_q u8 [K, N] one byte per weight, W = decode(byte)·scale[j], scale [N] ([1] shared, [0] = 1.0), zp ignored; "
     "decoders as upstream: e4m3 bias 7, subnormal m·2⁻⁹, exponent 15 -> ±inf / NaN (not OCP E4M3FN); e5m2 bias 15. "
-    "W is decoded in f32; the product runs in x's dtype. GGUF and NVFP4 schemes are tier 3 (not here). Gradient: "
+    "GGUF schemes (OPS.md §9.3; gguf_q4_k / q5_k / q6_k / q8_k) take 2 operands (x, w_q): w_q u8 holds raw ggml blocks "
+    "of a weight stored [N, K] (flat j·K + p, 256-element blocks; N = bytes / block_bytes · 256 / K), decoded as ggml's "
+    "dequantize_row_* (layouts in rlx.ops.moe) and transposed: out = x @ Wᵀ_packed. nvfp4_block takes (x, w_q, scale, "
+    "global): w_q u8 ceil(K·N/2) bytes of 4-bit codes of W [K, N] (flat p·N + j, low nibble first), scale u8 [ceil(K/16), "
+    "N] OCP E4M3FN bytes (0x7F / 0xFF read as 0), global f32 [1] (in the zp slot): W = LUT[code]·e4m3fn(scale)·global. "
+    "W is decoded in f32; the product runs in x's dtype. Gradient: "
     "dx = dy @ Wᵀ (W re-decoded); the packed weight, scale and zp are frozen (no gradient).",
 )

@@ -5,6 +5,7 @@ with Q8_K-packed expert weights (dequant_grouped_matmul) matches the loop on the
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import rlx
 
@@ -136,3 +137,13 @@ def test_tiny_moe_layer_q8_k_packed_experts():
     got = rlx.compile(rlx.plan(opt), params=params).run(inputs={"x": x0})[0]
     assert got.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_expert_id_out_of_range_raises():
+    g = rlx.Graph("bad_ids")
+    x, w, i = g.input("x", (2, 3), "f32"), g.input("w", (2, 3, 4), "f32"), g.input("i", (2,), "i32")
+    g.set_outputs([g.grouped_matmul(x, w, i)])
+    feed = {"x": np.ones((2, 3), np.float32), "w": np.ones((2, 3, 4), np.float32)}
+    for ids in ([0, 2], [-1, 0]):
+        with pytest.raises(rlx.RlxError, match="out of range"):
+            rlx.run(g, {**feed, "i": np.array(ids, np.int32)})

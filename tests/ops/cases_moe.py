@@ -73,9 +73,9 @@ def make_blocks(scheme, nblocks, seed):
     rng = np.random.default_rng(seed)
     raw, vals = [], []
     for _ in range(nblocks):
-        d = float(rng.choice([0.0625, 0.03125, 0.5, -0.25]))
+        d = float(rng.choice([2.0**-6, 2.0**-7, 2.0**-5, -(2.0**-6)]))  # small: f32 parity of the products stays tight
         if scheme in ("gguf_q4_k", "gguf_q5_k"):
-            dmin = float(rng.choice([0.125, 0.0078125, 1.0]))
+            dmin = float(rng.choice([2.0**-7, 2.0**-9, 2.0**-6]))
             sc, mn = rng.integers(0, 64, 8), rng.integers(0, 64, 8)
             five = scheme == "gguf_q5_k"
             q = rng.integers(0, 32 if five else 16, 256)
@@ -86,7 +86,7 @@ def make_blocks(scheme, nblocks, seed):
             raw.append(pack_q6_k(d, sc, q))
             vals.append(np.array([d * sc[e // 16] * q[e] for e in range(256)]))
         else:
-            d = float(rng.standard_normal())
+            d = float(rng.standard_normal() * 0.01)
             q = rng.integers(-128, 128, 256)
             raw.append(pack_q8_k(d, q))
             vals.append(np.float32(d) * q.astype(np.float64))

@@ -1011,8 +1011,10 @@ def coverage() -> dict[str, str]:
     return table
 
 
-from rlx.backends.jax import lowering_control_flow  # noqa: E402, F401  (registers if_ / while_ / scan)
-from rlx.backends.jax import lowering_custom  # noqa: E402, F401  (registers custom_fn and rlx.custom_op(jax=...) lowerings)
-from rlx.backends.jax import lowering_sequence  # noqa: E402, F401  (registers selective_scan / gated_delta_net / axial_rope2d)
+from rlx.backends.jax import (  # noqa: E402  (each module registers its lowerings on import)
+    lowering_control_flow,  # noqa: F401  (registers if_ / while_ / scan)
+    lowering_custom,  # noqa: F401  (registers custom_fn and rlx.custom_op(jax=...) lowerings)
+    lowering_moe,  # noqa: F401  (registers grouped_matmul / dequant_grouped_matmul / dequant_moe_weights)
+    lowering_sequence,  # noqa: F401  (registers selective_scan / gated_delta_net / axial_rope2d)
+)
 from rlx.backends.jax.lowering_ext import HOST  # noqa: E402  (registers the quant / numerics lowerings)
-from rlx.backends.jax import lowering_moe  # noqa: E402, F401  (registers the MoE lowerings)

@@ -131,6 +131,10 @@ def optimize(
     Returns the optimized graph and a :class:`FusionReport`; with ``return_result`` also
     the :class:`PipelineResult` (its ``id_map`` maps old node ids to new ones). The
     verifier runs after every pass unless ``check=False``. ``g`` is not modified.
+
+    Bodies of control-flow ops (and other graph-valued attributes) are optimized with the
+    same passes, recursively (see :mod:`rlx.opt.manager`); the report has one nested report
+    per body in ``report.bodies`` (see :class:`FusionReport`).
     """
     with paused_gc():
         return _optimize(g, passes, resolve_backend(backend), check, fold, return_result)
@@ -139,16 +143,24 @@ def optimize(
 def _optimize(g, passes, b, check, fold, return_result):  # type: ignore[no-untyped-def]
     plist = list(passes) if passes is not None else default_passes(b, fold=fold)
     result = run_passes(g, plist, check=check)
+    report = _report(result)
+    if return_result:
+        return result.graph, report, result
+    return result.graph, report
+
+
+def _report(result: PipelineResult) -> FusionReport:
+    """The report of one pipeline run, with a nested report per optimized body."""
     applied: dict[str, dict[str, int]] = {}
     for entry in result.log:
         if any(entry.stats.values()):
             slot = applied.setdefault(entry.name, {})
             for k, v in entry.stats.items():
                 slot[k] = slot.get(k, 0) + v
-    report = FusionReport.analyze(g, result.graph, applied, ran=[e.name for e in result.log])
-    if return_result:
-        return result.graph, report, result
-    return result.graph, report
+    assert result.source is not None
+    report = FusionReport.analyze(result.source, result.graph, applied, ran=[e.name for e in result.log])
+    report.bodies = {f"%{nid}.{attr}": _report(sub) for (nid, attr), sub in result.bodies.items()}
+    return report
 
 
 __all__ = [

@@ -248,17 +248,20 @@ def _static2(t: TensorType) -> bool:
     return len(t.shape) == 2 and t.shape.is_static
 
 
-def _swiglu_dual_candidates(cx: _Ctx, mul: Node) -> list[tuple[Node, Node, Node]]:
-    """(up matmul, silu, gate matmul) triples for ``mul`` (either operand order)."""
+def _swiglu_candidates(cx: _Ctx, mul: Node, part_op: str) -> list[tuple[Node, Node, Node]]:
+    """(up, silu, gate) triples for ``mul`` = up * silu(gate) (either operand order), where up and
+    gate are distinct ``part_op`` nodes; none unless ``mul`` multiplies two distinct operands."""
+    if not _is(mul, "binary", "mul") or mul.inputs[0] == mul.inputs[1]:
+        return []
     nodes = cx.nodes
     found = []
     a, b = mul.inputs
     for u_id, s_id in ((a, b), (b, a)):
         s, up = nodes[s_id], nodes[u_id]
-        if not _is(s, "activation", "silu") or up.op != "matmul":
+        if not _is(s, "activation", "silu") or up.op != part_op:
             continue
         gate = nodes[s.inputs[0]]
-        if gate.op == "matmul" and gate.id != up.id:
+        if gate.op == part_op and gate.id != up.id:
             found.append((up, s, gate))
     return found
 
@@ -268,9 +271,7 @@ def find_swiglu_dual_matmul(g: Graph) -> list[Match]:
     nodes = cx.nodes
     out: list[Match] = []
     for mul in nodes:
-        if not _is(mul, "binary", "mul") or mul.inputs[0] == mul.inputs[1]:
-            continue
-        for up, s, gate in _swiglu_dual_candidates(cx, mul):
+        for up, s, gate in _swiglu_candidates(cx, mul, "matmul"):
             if up.inputs[0] != gate.inputs[0] or not all(cx.single_use(i) for i in (up.id, s.id, gate.id)):
                 continue
             x, w_up, w_gate = nodes[up.inputs[0]], nodes[up.inputs[1]], nodes[gate.inputs[1]]
@@ -367,15 +368,8 @@ def find_swiglu(g: Graph) -> list[Match]:
     nodes = cx.nodes
     out: list[Match] = []
     for mul in nodes:
-        if not _is(mul, "binary", "mul") or mul.inputs[0] == mul.inputs[1]:
-            continue
-        a, b = mul.inputs
-        for u_id, s_id in ((a, b), (b, a)):
-            s, up = nodes[s_id], nodes[u_id]
-            if not _is(s, "activation", "silu") or up.op != "narrow":
-                continue
-            gate = nodes[s.inputs[0]]
-            if gate.op != "narrow" or gate.inputs[0] != up.inputs[0] or gate.id == up.id:
+        for up, s, gate in _swiglu_candidates(cx, mul, "narrow"):
+            if gate.inputs[0] != up.inputs[0]:
                 continue
             src = nodes[up.inputs[0]]
             rank = len(src.shape)

@@ -5,6 +5,16 @@ computed by a fused node); the manager composes them so callers can carry refere
 (outputs, names, ``wrt`` lists) across a whole pipeline. With ``check`` on (the
 default, and always in tests) the verifier runs after every pass and a failure names
 the pass.
+
+Sub-graphs: a node holding graph-valued attributes (``if_`` branches, ``while_`` /
+``scan`` bodies, ``custom_fn`` bodies) gets each body run through the same pipeline
+(recursively) after the outer passes, and is rebuilt with the optimized bodies. A body's
+``input`` nodes (its positional parameters: names, types, order) and its outputs' count
+and types are preserved: a pass option ``keep_leaves`` is forced on for bodies, the body
+signature is checked after its pipeline, and the rebuilt node must keep its type. Node
+ids do not change in that step; each body's :class:`PipelineResult` is recorded in
+``PipelineResult.bodies`` under ``(node id in the result, attribute name)``. A body
+shared by several nodes (or attributes) is optimized once and stays shared.
 """
 
 from __future__ import annotations
@@ -71,6 +81,10 @@ class PipelineResult:
     graph: Graph
     id_map: dict[int, int]
     log: list[PassLog]
+    #: per optimized body: (node id in ``graph``, attribute name) -> the body's own result
+    bodies: dict[tuple[int, str], PipelineResult] = field(default_factory=dict)
+    #: the graph the passes ran on
+    source: Graph | None = None
 
     def remap(self, ref: int) -> int | None:
         """New id of an old value, or None if it no longer exists."""
@@ -86,15 +100,18 @@ def compose(first: Mapping[int, int] | None, second: Mapping[int, int] | None, n
     return {old: second[mid] for old, mid in first.items() if mid in second}
 
 
-def run_passes(g: Graph, passes: Sequence[Pass | PassFn], *, check: bool = True) -> PipelineResult:
+def run_passes(g: Graph, passes: Sequence[Pass | PassFn], *, check: bool = True, bodies: bool = True) -> PipelineResult:
     """Run ``passes`` in order; verify after each when ``check``; compose the id maps.
+
+    With ``bodies`` (the default) graph-valued attributes are then optimized with the same
+    passes, recursively (see the module docstring).
 
     The cyclic garbage collector is paused while the passes run: they allocate millions
     of small acyclic objects (freed by reference counting), and its full collections
     would otherwise make the time per node grow with graph size.
     """
     with paused_gc():
-        return _run_passes(g, passes, check)
+        return _run_passes(g, passes, check, bodies, {})
 
 
 @contextlib.contextmanager
@@ -109,10 +126,12 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _run_passes(g: Graph, passes: Sequence[Pass | PassFn], check: bool) -> PipelineResult:
+def _run_passes(
+    g: Graph, passes: Sequence[Pass | PassFn], check: bool, bodies: bool, memo: dict[int, tuple[Graph, PipelineResult]],
+) -> PipelineResult:
     log: list[PassLog] = []
     id_map: dict[int, int] | None = None
-    n0 = len(g.nodes)
+    g0, n0 = g, len(g.nodes)
     if check:
         verify(g)
     for p in passes:
@@ -133,7 +152,87 @@ def _run_passes(g: Graph, passes: Sequence[Pass | PassFn], check: bool) -> Pipel
         id_map = compose(id_map, result.id_map, n0)
         log.append(PassLog(name, before, len(result.graph.nodes), time.perf_counter() - t0, dict(result.stats)))
         g = result.graph
-    return PipelineResult(g, id_map if id_map is not None else {i: i for i in range(n0)}, log)
+    body_results: dict[tuple[int, str], PipelineResult] = {}
+    if bodies:
+        g = _optimize_bodies(g, passes, check, memo, body_results)
+    return PipelineResult(g, id_map if id_map is not None else {i: i for i in range(n0)}, log, body_results, g0)
+
+
+# ------------------------------------------------------------------------ sub-graphs
+_GRAPH_ATTRS: dict[str, tuple[str, ...]] = {}
+
+
+def graph_attrs(op: str) -> tuple[str, ...]:
+    """Names of the ``graph``-kind attributes of ``op`` (cached; empty for unknown ops)."""
+    names = _GRAPH_ATTRS.get(op)
+    if names is None:
+        from rlx.ir.opdef import get_op, has_op
+
+        names = tuple(k for k, spec in get_op(op).attrs.items() if spec.kind == "graph") if has_op(op) else ()
+        _GRAPH_ATTRS[op] = names
+    return names
+
+
+def _body_passes(passes: Sequence[Pass | PassFn]) -> list[Pass | PassFn]:
+    """``passes`` with any ``keep_leaves`` option forced on: a body's inputs are its parameters."""
+    return [p.with_options(keep_leaves=True) if isinstance(p, Pass) and "keep_leaves" in p.options else p for p in passes]
+
+
+def _signature(g: Graph) -> tuple[list[tuple[str, Any]], list[Any]]:
+    ins = [(n.attrs["name"], n.type) for n in g.nodes if n.op in ("input", "param")]
+    return ins, [g.nodes[i].type for i in g.output_ids]
+
+
+def _optimize_bodies(
+    g: Graph, passes: Sequence[Pass | PassFn], check: bool,
+    memo: dict[int, tuple[Graph, PipelineResult]], out: dict[tuple[int, str], PipelineResult],
+) -> Graph:
+    """Run ``passes`` on every graph-valued attribute of ``g``'s nodes; rebuild the nodes that changed."""
+    todo = [(node, names) for node in g.nodes if (names := graph_attrs(node.op))]
+    if not todo:
+        return g
+    body_passes = _body_passes(passes)
+    replaced: dict[int, dict[str, Graph]] = {}
+    for node, names in todo:
+        for name in names:
+            sub = node.attrs.get(name)
+            if not isinstance(sub, Graph):
+                continue  # an optional body left unset
+            hit = memo.get(id(sub))
+            if hit is None or hit[0] is not sub:
+                try:
+                    res = _run_passes(sub, body_passes, check, True, memo)
+                except PassError as exc:
+                    raise PassError(f"in {node.op} %{node.id} {name!r}: {exc}") from exc
+                if _signature(res.graph) != _signature(sub):
+                    raise PassError(f"in {node.op} %{node.id} {name!r}: the passes changed the body's inputs or outputs")
+                memo[id(sub)] = hit = (sub, res)
+            res = hit[1]
+            out[(node.id, name)] = res
+            if res.graph is not sub:
+                replaced.setdefault(node.id, {})[name] = res.graph
+    if not replaced:
+        return g
+    new = Graph(g.name, g.stage)
+    for node in g.nodes:
+        swap = replaced.get(node.id)
+        if swap is None:
+            new._push(node)
+            continue
+        where = f"{node.op} %{node.id}"
+        try:
+            v = new.append(node.op, node.inputs, {**node.attrs, **swap}, name=node.name, prov=node.prov)
+        except RlxError as exc:
+            raise PassError(f"{where}: rebuilding with optimized bodies failed: {exc}") from exc
+        if v.type != node.type:
+            raise PassError(f"{where}: optimized bodies changed its type from {node.type} to {v.type}")
+    new.set_outputs(g.output_ids)
+    if check:
+        try:
+            verify(new)
+        except VerifyError as exc:
+            raise PassError(f"optimizing bodies produced an invalid graph: {exc}") from exc
+    return new
 
 
 def remap_refs(refs: Iterable[int], id_map: Mapping[int, int]) -> list[int]:

@@ -5,6 +5,13 @@ The miss scanners look at the *result* and only flag a real, still-present oppor
 SwiGLU or residual norm) with the reason it was not taken. A matmul that feeds a fused
 op or a down-projection is not a miss (upstream flags those, so its
 ``assert_fusion_clean`` fails on ordinary SwiGLU graphs).
+
+Bodies (graph-valued attributes of ``if_`` / ``while_`` / ``scan`` / ``custom_fn``) are
+reported per body: ``bodies`` maps ``"%<node id in the result>.<attribute>"`` to the body's
+own report (nested bodies inside it the same way). The plain fields describe the outer
+graph only; ``total(op)``, ``total_nodes_before`` / ``total_nodes_after`` and
+``applied_total`` add every body in, recursively (a body shared by several nodes counts
+once per node that holds it); ``clean`` and ``all_missed`` cover the bodies too.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ class FusionReport:
     ops_after: dict[str, int] = field(default_factory=dict)
     applied: dict[str, dict[str, int]] = field(default_factory=dict)
     missed: list[MissedFusion] = field(default_factory=list)
+    bodies: dict[str, FusionReport] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ views
     @property
@@ -69,7 +77,35 @@ class FusionReport:
 
     @property
     def clean(self) -> bool:
-        return not self.missed
+        return not self.missed and all(b.clean for b in self.bodies.values())
+
+    @property
+    def all_missed(self) -> list[MissedFusion]:
+        """Missed fusions of the outer graph, then of each body (node ids are the body's own)."""
+        return [*self.missed, *(m for b in self.bodies.values() for m in b.all_missed)]
+
+    def total(self, op: str) -> int:
+        """Count of ``op`` in the result, bodies included (recursively)."""
+        return self.count(op) + sum(b.total(op) for b in self.bodies.values())
+
+    @property
+    def total_nodes_before(self) -> int:
+        return self.nodes_before + sum(b.total_nodes_before for b in self.bodies.values())
+
+    @property
+    def total_nodes_after(self) -> int:
+        return self.nodes_after + sum(b.total_nodes_after for b in self.bodies.values())
+
+    @property
+    def applied_total(self) -> dict[str, dict[str, int]]:
+        """``applied`` summed over the outer graph and every body (recursively)."""
+        out: dict[str, dict[str, int]] = {k: dict(v) for k, v in self.applied.items()}
+        for b in self.bodies.values():
+            for name, stats in b.applied_total.items():
+                slot = out.setdefault(name, {})
+                for k, v in stats.items():
+                    slot[k] = slot.get(k, 0) + v
+        return out
 
     def count(self, op: str) -> int:
         return self.ops_after.get(op, 0)
@@ -87,7 +123,10 @@ class FusionReport:
             f"missed_shared_mm={len(self.missed_by('shared_input_matmul'))} "
             f"missed_residual_norm={len(self.missed_by('residual_layer_norm')) + len(self.missed_by('residual_rms_norm'))}"
         )
-        return "\n".join(["fusion report:", "  " + summary, *("  " + str(m) for m in self.missed)])
+        lines = ["fusion report:", "  " + summary, *("  " + str(m) for m in self.missed)]
+        for key, b in self.bodies.items():
+            lines += [f"  body {key}:", *("  " + line for line in str(b).splitlines()[1:])]
+        return "\n".join(lines)
 
     # ------------------------------------------------------------ construction
     @classmethod

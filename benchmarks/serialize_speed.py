@@ -25,22 +25,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "ir"))  # the test suite's chain graph
 
 from common import add_common_args, measure, parse_sizes, print_footer, print_header, print_table, ratio, verdict
+from serialize_samples import chain
 
 import rlx
 from rlx.ir import serialize
-
-
-def build_rlx(n: int) -> rlx.Graph:
-    g = rlx.Graph(f"chain{n}")
-    x = g.input("x", (8, 64))
-    w = g.param("w", (64, 64))
-    cur = x
-    while len(g) + 3 <= n:
-        cur = g.gelu(g.matmul(cur, w) + cur)
-    g.set_outputs([cur])
-    return g
 
 
 def build_onnx(n: int):
@@ -68,7 +59,7 @@ def build_onnx(n: int):
 
 
 def bench(n: int, repeat: int) -> dict:
-    g = build_rlx(n)
+    g = chain(n, f"chain{n}")
     text = rlx.to_json(g)
     r: dict = {"nodes": len(g), "json_bytes": len(text), "times": {}}
 

@@ -99,6 +99,15 @@ def torch_f64(x: np.ndarray):
     return t.double() if t.is_floating_point() else t
 
 
+def sub(name, sig, fn):
+    """A subgraph with inputs ``sig`` [(name, shape, dtype)] and one output per value ``fn`` returns."""
+    h = rlx.Graph(name)
+    vals = [h.input(n, s, d) for n, s, d in sig]
+    out = fn(h, *vals)
+    h.set_outputs(list(out) if isinstance(out, (list, tuple)) else [out])
+    return h
+
+
 def symbolic(build: Callable[..., Any], shapes: dict[str, tuple[Any, ...]], expect: tuple[Any, ...]) -> Callable[..., Any]:
     """Wrap an ``OpCase.build`` so it also checks shape inference on symbolic dims.
 

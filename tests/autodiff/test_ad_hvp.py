@@ -7,26 +7,8 @@ import pytest
 import torch
 
 import rlx
-
-TORCH_ACT = {
-    "gelu": torch.nn.functional.gelu,
-    "gelu_approx": lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
-    "silu": torch.nn.functional.silu,
-    "relu": torch.relu,
-    "sigmoid": torch.sigmoid,
-    "tanh": torch.tanh,
-    "exp": torch.exp,
-    "log": torch.log,
-    "sqrt": torch.sqrt,
-    "rsqrt": torch.rsqrt,
-    "neg": torch.neg,
-    "abs": torch.abs,
-    "sin": torch.sin,
-    "cos": torch.cos,
-    "tan": torch.tan,
-    "atan": torch.atan,
-}
-POSITIVE = {"log", "sqrt", "rsqrt"}
+from ops.cases_elementwise import POSITIVE_ONLY as POSITIVE
+from ops.cases_elementwise import TORCH_ACT
 
 
 def _run_hvp(h: rlx.Graph, inputs: dict, params: dict, v: dict) -> list[np.ndarray]:

@@ -10,17 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 import rlx
-from opcases import OpCase, ShapeErrorCase, randn
-
-
-def sub(name, sig, fn):
-    """A subgraph with inputs ``sig`` [(name, shape, dtype)] and one output per value ``fn`` returns."""
-    h = rlx.Graph(name)
-    vals = [h.input(n, s, d) for n, s, d in sig]
-    out = fn(h, *vals)
-    h.set_outputs(list(out) if isinstance(out, (list, tuple)) else [out])
-    return h
-
+from opcases import OpCase, ShapeErrorCase, randn, sub
 
 X = randn(2, 3, seed=21)
 W = randn(2, 3, seed=22)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import rlx
+from opcases import sub
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "custom_ops.md"
 
@@ -240,25 +241,17 @@ def test_missing_rules_are_errors_and_no_grad_is_declared(custom_cleanup):
 
 
 # ------------------------------------------------------------------------------ custom_fn
-def _sub(name, sig, fn):
-    h = rlx.Graph(name)
-    vals = [h.input(n, s, d) for n, s, d in sig]
-    out = fn(h, *vals)
-    h.set_outputs(list(out) if isinstance(out, (list, tuple)) else [out])
-    return h
-
-
 SIG = [("x", (4,), "f64")]
 WS = np.array([0.2, 0.7, -1.4, 2.6])
 
 
 def _ste_graph(custom: bool, jvp: bool = False) -> rlx.Graph:
-    body = _sub("trunc", SIG, lambda h, x: h.cast(h.cast(x, to="i32"), to="f64"))  # true derivative 0
+    body = sub("trunc", SIG, lambda h, x: h.cast(h.cast(x, to="i32"), to="f64"))  # true derivative 0
     extra = {}
     if custom:
-        extra["vjp_body"] = _sub("vjp", [*SIG, ("d_output", (4,), "f64")], lambda h, x, d: d)
+        extra["vjp_body"] = sub("vjp", [*SIG, ("d_output", (4,), "f64")], lambda h, x, d: d)
     if jvp:
-        extra["jvp_body"] = _sub("jvp", [*SIG, ("tangent_0", (4,), "f64")], lambda h, x, t: t)
+        extra["jvp_body"] = sub("jvp", [*SIG, ("tangent_0", (4,), "f64")], lambda h, x, t: t)
     g = rlx.Graph("ste")
     w = g.input("w", (4,), "f64")
     g.set_outputs([g.sum(g.custom_fn([w], body=body, **extra) * w)])
@@ -299,8 +292,8 @@ def test_custom_vjp_survives_vmap():
 
 def test_custom_fn_vmap_with_shared_operand_sums_its_gradient():
     sig = [("x", (3,), "f64"), ("s", (3,), "f64")]
-    body = _sub("mul", sig, lambda h, x, s: x * s)
-    vjp = _sub("vjp", [*sig, ("d_output", (3,), "f64")], lambda h, x, s, d: [d * s * 2.0, d * x * 2.0])  # deliberately 2x
+    body = sub("mul", sig, lambda h, x, s: x * s)
+    vjp = sub("vjp", [*sig, ("d_output", (3,), "f64")], lambda h, x, s, d: [d * s * 2.0, d * x * 2.0])  # deliberately 2x
     g = rlx.Graph("f")
     x, s = g.input("x", (3,), "f64"), g.input("s", (3,), "f64")
     g.set_outputs([g.custom_fn([x, s], body=body, vjp_body=vjp)])
@@ -325,7 +318,7 @@ def test_custom_fn_save_load_and_jax(tmp_path):
     pytest.importorskip("jax")
     h = rlx.Graph("f32")
     w = h.input("w", (4,), "f32")
-    body = _sub("body", [("x", (4,), "f32")], lambda s, x: s.sin(x) * x)
+    body = sub("body", [("x", (4,), "f32")], lambda s, x: s.sin(x) * x)
     h.set_outputs([h.custom_fn([w], body=body)])
     w32 = WS.astype(np.float32)
     (got,) = rlx.compile(h, backend="jax").run({"w": w32})

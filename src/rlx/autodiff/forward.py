@@ -13,11 +13,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from rlx.autodiff.prepare import label, shape_str
-from rlx.autodiff.reverse import _copy_forward, active_set, no_rule, resolve_wrt
-from rlx.autodiff.rules import NO_GRAD, JvpContext, broadcast_like, cast, is_diff_dtype, zeros_like
+from rlx.autodiff.reverse import NO_RULE, _copy_forward, active_set, apply_rule, resolve_wrt
+from rlx.autodiff.rules import JvpContext, broadcast_like, cast, is_diff_dtype, zeros_like
 from rlx.ir.errors import AutodiffError, RlxError
 from rlx.ir.graph import Graph, Value
-from rlx.ir.opdef import get_op
 from rlx.ir.shape import broadcast_shapes
 from rlx.ir.verify import verify
 from rlx.opt.cleanup import dce
@@ -45,18 +44,8 @@ def build_jvp(fwd: Graph, wrt: list[int], names: list[str], *, name: str | None 
         ts = [tangents.get(i) if is_diff_dtype(fwd.nodes[i].dtype) else None for i in node.inputs]
         if all(t is None for t in ts):
             continue
-        opdef = get_op(node.op)
-        if opdef.jvp is None:
-            if NO_GRAD in opdef.flags:
-                continue
-            raise no_rule(node, fwd, "jvp")
-        try:
-            t = opdef.jvp(ctx, node, ts)
-        except AutodiffError:
-            raise
-        except RlxError as exc:
-            raise AutodiffError(f"jvp rule of {node.op!r} failed at node {label(fwd, node.id)}: {exc}") from exc
-        if t is None:
+        t = apply_rule("jvp", ctx, fwd, node, ts)
+        if t is NO_RULE or t is None:
             continue
         if tuple(t.shape) != tuple(node.shape):
             try:

@@ -82,6 +82,29 @@ def no_rule(node: Node, g: Graph, kind: str) -> AutodiffError:
     )
 
 
+NO_RULE = object()
+"""What :func:`apply_rule` returns for a node whose op has no rule and is flagged ``NO_GRAD``."""
+
+
+def apply_rule(kind: str, ctx: Any, fwd: Graph, node: Node, arg: Any) -> Any:
+    """Run the ``kind`` ("vjp" / "jvp") rule of ``node``'s op with ``arg`` (cotangent / tangents).
+
+    Returns :data:`NO_RULE` when the op has no such rule but is ``NO_GRAD``; raises when it has
+    none otherwise, and wraps a rule's non-autodiff error with the node it failed at."""
+    opdef = get_op(node.op)
+    rule = getattr(opdef, kind)
+    if rule is None:
+        if NO_GRAD in opdef.flags:
+            return NO_RULE
+        raise no_rule(node, fwd, kind)
+    try:
+        return rule(ctx, node, arg)
+    except AutodiffError:
+        raise
+    except RlxError as exc:
+        raise AutodiffError(f"{kind} rule of {node.op!r} failed at node {label(fwd, node.id)}: {exc}") from exc
+
+
 def _copy_forward(fwd: Graph, name: str) -> Graph:
     out = Graph(name)
     for node in fwd.nodes:
@@ -115,17 +138,9 @@ def build_backward(fwd: Graph, wrt: list[int], *, with_loss: bool, name: str | N
             grads[node.id] = ct
         if not any(active[i] for i in node.inputs):
             continue
-        opdef = get_op(node.op)
-        if opdef.vjp is None:
-            if NO_GRAD in opdef.flags:
-                continue
-            raise no_rule(node, fwd, "vjp")
-        try:
-            results = opdef.vjp(ctx, node, ct)
-        except AutodiffError:
-            raise
-        except RlxError as exc:
-            raise AutodiffError(f"vjp rule of {node.op!r} failed at node {label(fwd, node.id)}: {exc}") from exc
+        results = apply_rule("vjp", ctx, fwd, node, ct)
+        if results is NO_RULE:
+            continue
         results = list(results)
         if len(results) != len(node.inputs):
             raise AutodiffError(f"vjp rule of {node.op!r} returned {len(results)} gradients for {len(node.inputs)} operands")

@@ -170,11 +170,6 @@ def zeros_like(g: Graph, like: Value, dtype: DType | None = None) -> Value:
     return broadcast_like(g, const(g, 0.0, dtype), like)
 
 
-def keep_dim_shape(shape: Sequence[Dim], axes: Iterable[int]) -> list[Dim]:
-    axes = set(axes)
-    return [1 if i in axes else d for i, d in enumerate(shape)]
-
-
 def numel(shape: Sequence[Dim], axes: Iterable[int], what: str) -> int:
     dims = [shape[a] for a in axes]
     if any(isinstance(d, str) for d in dims):

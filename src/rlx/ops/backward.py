@@ -21,6 +21,8 @@ carries it as an attribute (``input_shape``, ``weight_shape``, ``table_shape``),
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -257,40 +259,45 @@ def _sqrt_guard(x: np.ndarray, value: np.ndarray) -> np.ndarray:
         return np.where(np.sqrt(x) > 0, value, 0.0)
 
 
-def _gelu_grad(x):
-    return 0.5 * (1.0 + erf(x / math.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+def activation_grads(xp: Any, *, erf: Callable, sigmoid: Callable, sqrt_guard: Callable) -> dict[str, Callable]:
+    """d activation(x) / dx for every activation kind, written once over an array namespace ``xp``
+    (NumPy for the reference kernel, jax.numpy for the JAX lowering) and its erf / sigmoid /
+    sqrt-guard functions."""
+
+    def gelu_grad(x):
+        return 0.5 * (1.0 + erf(x / math.sqrt(2.0))) + x * xp.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+
+    def gelu_approx_grad(x):
+        c = math.sqrt(2.0 / math.pi)
+        t = xp.tanh(c * (x + 0.044715 * x**3))
+        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x)
+
+    def silu_grad(x):
+        sg = sigmoid(x)
+        return sg * (1.0 + x * (1.0 - sg))
+
+    return {
+        "gelu": gelu_grad,
+        "gelu_approx": gelu_approx_grad,
+        "silu": silu_grad,
+        "relu": lambda x: (x > 0).astype(x.dtype),
+        "sigmoid": lambda x: sigmoid(x) * (1.0 - sigmoid(x)),
+        "tanh": lambda x: 1.0 - xp.tanh(x) ** 2,
+        "exp": xp.exp,
+        "log": lambda x: 1.0 / x,
+        "sqrt": lambda x: sqrt_guard(x, 0.5 / xp.sqrt(x)),
+        "rsqrt": lambda x: sqrt_guard(x, -0.5 * x ** -1.5),
+        "neg": lambda x: -xp.ones_like(x),
+        "abs": xp.sign,
+        "sin": xp.cos,
+        "cos": lambda x: -xp.sin(x),
+        "tan": lambda x: 1.0 + xp.tan(x) ** 2,
+        "atan": lambda x: 1.0 / (1.0 + x * x),
+        "round": xp.ones_like,
+    }
 
 
-def _gelu_approx_grad(x):
-    c = math.sqrt(2.0 / math.pi)
-    t = np.tanh(c * (x + 0.044715 * x**3))
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x)
-
-
-def _silu_grad(x):
-    sg = sigmoid(x)
-    return sg * (1.0 + x * (1.0 - sg))
-
-
-ACTIVATION_GRADS = {
-    "gelu": _gelu_grad,
-    "gelu_approx": _gelu_approx_grad,
-    "silu": _silu_grad,
-    "relu": lambda x: (x > 0).astype(x.dtype),
-    "sigmoid": lambda x: sigmoid(x) * (1.0 - sigmoid(x)),
-    "tanh": lambda x: 1.0 - np.tanh(x) ** 2,
-    "exp": np.exp,
-    "log": lambda x: 1.0 / x,
-    "sqrt": lambda x: _sqrt_guard(x, 0.5 / np.sqrt(x)),
-    "rsqrt": lambda x: _sqrt_guard(x, -0.5 * x ** -1.5),
-    "neg": lambda x: -np.ones_like(x),
-    "abs": np.sign,
-    "sin": np.cos,
-    "cos": lambda x: -np.sin(x),
-    "tan": lambda x: 1.0 + np.tan(x) ** 2,
-    "atan": lambda x: 1.0 / (1.0 + x * x),
-    "round": np.ones_like,
-}
+ACTIVATION_GRADS = activation_grads(np, erf=erf, sigmoid=sigmoid, sqrt_guard=_sqrt_guard)
 assert set(ACTIVATION_GRADS) == set(ACTIVATIONS), "every activation kind needs a derivative"
 
 

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from rlx.ir.dtype import DType, promote_all
 from rlx.ir.errors import ShapeError
-from rlx.ir.shape import Shape, TensorType, broadcast_shapes, normalize_axis
-
-
-def same_as_first(ins: list[TensorType], attrs: object = None) -> TensorType:
-    return ins[0]
+from rlx.ir.shape import TensorType, broadcast_shapes, normalize_axis
 
 
 def broadcast_promoted(ins: list[TensorType]) -> TensorType:
@@ -41,12 +36,6 @@ def require_dim(actual: object, expected: object, what: str) -> None:
 
 def axis_of(axis: int, t: TensorType, what: str = "axis") -> int:
     return normalize_axis(axis, len(t.shape), what)
-
-
-def static_numel(shape: Shape) -> int:
-    if not shape.is_static:
-        raise ShapeError(f"shape {shape!r} must be static here")
-    return math.prod(shape)  # type: ignore[arg-type]
 
 
 def promote_args(args: list[np.ndarray], dtype: DType) -> list[np.ndarray]:

@@ -189,6 +189,15 @@ def conv_geo(attrs) -> dict:
     return {k: list(attrs[k]) for k in ("kernel_size", "stride", "padding", "dilation")} | {"groups": attrs["groups"]}
 
 
+def bilinear_jvp(ctx, node, tangents):
+    """JVP of an op bilinear in (x, w), e.g. conv2d / conv_transpose2d: op(tx, w) + op(x, tw)."""
+    g = ctx.graph
+    x, w = ctx.operands(node)
+    tx, tw = tangents
+    return _sum_parts([None if tx is None else g.append(node.op, [tx, w], node.attrs),
+                       None if tw is None else g.append(node.op, [x, tw], node.attrs)])
+
+
 # ---------------------------------------------------------------------- conv2d rules
 def _conv2d_vjp(ctx, node, ct):
     g = ctx.graph
@@ -197,14 +206,6 @@ def _conv2d_vjp(ctx, node, ct):
     dx = g.conv2d_backward_input(ct, w, input_shape=list(x.shape), **geo) if ctx.wants(node, 0) else None
     dw = g.conv2d_backward_weight(x, ct, weight_shape=list(w.shape), **geo) if ctx.wants(node, 1) else None
     return [dx, dw]
-
-
-def _conv2d_jvp(ctx, node, tangents):
-    g = ctx.graph
-    x, w = ctx.operands(node)
-    tx, tw = tangents
-    return _sum_parts([None if tx is None else g.append("conv2d", [tx, w], node.attrs),
-                       None if tw is None else g.append("conv2d", [x, tw], node.attrs)])
 
 
 def _conv2d_batch(ctx, node, operands, batched):
@@ -273,14 +274,6 @@ def _conv_t_vjp(ctx, node, ct):
             xe = zero_pad_end(ctx, xe, 2 + i, fwd[i] - x.shape[2 + i])
         dw = g.conv2d_backward_weight(ct, xe, weight_shape=list(w.shape), **geo)
     return [dx, dw]
-
-
-def _conv_t_jvp(ctx, node, tangents):
-    g = ctx.graph
-    x, w = ctx.operands(node)
-    tx, tw = tangents
-    return _sum_parts([None if tx is None else g.append("conv_transpose2d", [tx, w], node.attrs),
-                       None if tw is None else g.append("conv_transpose2d", [x, tw], node.attrs)])
 
 
 def _conv_t_batch(ctx, node, operands, batched):
@@ -455,7 +448,7 @@ defop(
     name="conv2d", family="conv", arity=2, operands=("x", "w"),
     attrs=_CONV_ATTRS,
     canonicalize=_kernel_size_canon, infer=_conv2d_type, kernel=_conv2d_kernel, flags={"blas"},
-    vjp=_conv2d_vjp, jvp=_conv2d_jvp, batch=_conv2d_batch,
+    vjp=_conv2d_vjp, jvp=bilinear_jvp, batch=_conv2d_batch,
     doc="NCHW cross-correlation = torch.nn.functional.conv2d without bias: x [N, Cin, H, W], "
     "w [Cout, Cin/groups, kH, kW] -> [N, Cout, Hout, Wout], Hout = (H + 2pH - dH(kH-1) - 1) // sH + 1. "
     "Symmetric zero padding. kernel_size defaults to w's spatial dims and must match them (upstream trusts it). "
@@ -507,7 +500,7 @@ defop(
     name="conv_transpose2d", family="conv", arity=2, operands=("x", "w"),
     attrs={**_CONV_ATTRS, "output_padding": AttrSpec("ints", default=(0, 0))},
     canonicalize=_kernel_size_canon, infer=_conv_t_type, kernel=_conv_t_kernel, flags={"blas"},
-    vjp=_conv_t_vjp, jvp=_conv_t_jvp, batch=_conv_t_batch,
+    vjp=_conv_t_vjp, jvp=bilinear_jvp, batch=_conv_t_batch,
     doc="torch.nn.functional.conv_transpose2d without bias: x [N, Cin, H, W], w [Cin, Cout/groups, kH, kW] -> "
     "[N, Cout, Hout, Wout], Hout = (H-1)sH - 2pH + dH(kH-1) + opH + 1. Input pixel (iy, ix) adds x*w at "
     "(iy*s + ky*d - p, ix*s + kx*d - p); output_padding only grows the output and must be smaller than stride "

@@ -47,9 +47,6 @@ def _require_c64(t: TensorType, what: str = "z") -> None:
 
 
 # ----------------------------------------------------------------------------------- fft
-_ADJOINT_NORM = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
-
-
 def _fft_type(ins, attrs):
     t = ins[0]
     _require_c64(t, "x")

@@ -51,7 +51,7 @@ def _reduce_type(ins, attrs):
     return TensorType(Shape(dims), t.dtype)
 
 
-def _identity(op: str, dtype: np.dtype):
+def reduce_identity(op: str, dtype: np.dtype):
     """Start value of max / min, so that empty reductions give -inf / +inf (or the int limits)."""
     if dtype.kind == "b":
         return op == "min"
@@ -73,7 +73,7 @@ def _reduce_kernel(args, attrs, out):
     ufunc = np.fmax if op == "max" else np.fmin
     if all(x.shape[a] for a in axes):
         return ufunc.reduce(x, axis=axes, keepdims=keep)
-    return ufunc.reduce(x, axis=axes, keepdims=keep, initial=_identity(op, x.dtype))
+    return ufunc.reduce(x, axis=axes, keepdims=keep, initial=reduce_identity(op, x.dtype))
 
 
 def _reduce_vjp(ctx, node, ct):

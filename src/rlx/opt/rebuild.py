@@ -56,11 +56,6 @@ def uses_and_consumer(g: Graph) -> tuple[list[int], list[int]]:
     return counts, last
 
 
-def consumers(g: Graph) -> list[list[int]]:
-    """Consumer node ids per node (each consumer once), not counting graph outputs."""
-    return g.users()
-
-
 def merge_prov(nodes: Iterable[Node], pass_name: str) -> Provenance:
     """Provenance for a node made from ``nodes``: first HIR id and label found, union of pass histories."""
     hir: int | None = None
@@ -154,7 +149,3 @@ class Rebuilder:
         """Set outputs through the map and return the new graph and the id map."""
         self.dst.set_outputs([self.map[o] for o in self.src.output_ids])
         return self.dst, self.map
-
-
-def identity_map(g: Graph) -> dict[int, int]:
-    return {i: i for i in range(len(g.nodes))}

@@ -44,6 +44,8 @@ from jax import lax
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
+from rlx.ops.backward import activation_grads
+from rlx.ops.reduction import reduce_axes, reduce_identity
 
 Lowering = Callable[[list[Any], Mapping[str, Any], TensorType], Any]
 
@@ -60,7 +62,6 @@ REFUSED: dict[str, str] = {}
 
 MASK_FILL = -1e9
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 # Matmul precision for f32/f64 operands; the executable sets it around each trace, per thread
 # ("highest" = exact f32 products as in NumPy; None = the platform default, e.g. TF32 on recent NVIDIA GPUs).
@@ -293,27 +294,18 @@ def _dot_general(args, attrs, out):
 
 
 # ---------------------------------------------------------------------------- reduction
-def _reduce_identity(op: str, dtype: Any) -> Any:
-    if dtype == jnp.bool_:
-        return op == "min"
-    if jnp.issubdtype(dtype, jnp.integer):
-        info = jnp.iinfo(dtype)
-        return info.min if op == "max" else info.max
-    return -np.inf if op == "max" else np.inf
-
-
 def fmax_reduce(x, axes: tuple[int, ...], keep: bool, op: str) -> Any:
     """NaN-ignoring max / min over ``axes`` (np.fmax.reduce); empty reductions give the identity."""
     if any(x.shape[a] == 0 for a in axes):
         shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if keep else [d for i, d in enumerate(x.shape) if i not in axes]
-        return jnp.full(shape, _reduce_identity(op, x.dtype), dtype=x.dtype)
+        return jnp.full(shape, reduce_identity(op, x.dtype), dtype=x.dtype)
     if x.dtype == jnp.bool_:
         return (jnp.any if op == "max" else jnp.all)(x, axis=axes, keepdims=keep)
     reduce = jnp.max if op == "max" else jnp.min
     if not _is_float(x):
         return reduce(x, axis=axes, keepdims=keep)
     nan = jnp.isnan(x)
-    clean = jnp.where(nan, jnp.asarray(_reduce_identity(op, x.dtype), x.dtype), x)
+    clean = jnp.where(nan, jnp.asarray(reduce_identity(op, x.dtype), x.dtype), x)
     r = reduce(clean, axis=axes, keepdims=keep)
     return jnp.where(jnp.all(nan, axis=axes, keepdims=keep), jnp.asarray(np.nan, x.dtype), r)
 
@@ -321,7 +313,7 @@ def fmax_reduce(x, axes: tuple[int, ...], keep: bool, op: str) -> Any:
 @lowering("reduce")
 def _reduce(args, attrs, out):
     x, op, keep = args[0], attrs["op"], attrs["keep_dim"]
-    axes = tuple(int(a) % x.ndim for a in attrs["axes"]) if attrs["axes"] is not None else tuple(range(x.ndim))
+    axes = reduce_axes(attrs["axes"], x.ndim)
     if not axes:
         return x
     if op == "sum":
@@ -599,7 +591,7 @@ def _pool2d(args, attrs, out):
     k, p = _pair(attrs["kernel_size"]), _pair(attrs["padding"])
     s = _pair(attrs["stride"]) if attrs["stride"] is not None else k
     if kind in ("max", "min"):
-        ident = _reduce_identity(kind, x.dtype)
+        ident = reduce_identity(kind, x.dtype)
         fn = lax.max if kind == "max" else lax.min
         if not _is_float(x):
             return _window(x, ident, fn, k, s, p)
@@ -636,40 +628,7 @@ def _sqrt_guard(x, value):
     return jnp.where(jnp.sqrt(x) > 0, value, jnp.zeros((), value.dtype))
 
 
-def _gelu_grad(x):
-    return 0.5 * (1.0 + _erf(x / math.sqrt(2.0))) + x * jnp.exp(-0.5 * x * x) * _INV_SQRT_2PI
-
-
-def _gelu_approx_grad(x):
-    c = _SQRT_2_OVER_PI
-    t = jnp.tanh(c * (x + 0.044715 * x**3))
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x)
-
-
-def _silu_grad(x):
-    sg = _sigmoid(x)
-    return sg * (1.0 + x * (1.0 - sg))
-
-
-ACTIVATION_GRADS: dict[str, Callable[[Any], Any]] = {
-    "gelu": _gelu_grad,
-    "gelu_approx": _gelu_approx_grad,
-    "silu": _silu_grad,
-    "relu": lambda x: (x > 0).astype(x.dtype),
-    "sigmoid": lambda x: _sigmoid(x) * (1.0 - _sigmoid(x)),
-    "tanh": lambda x: 1.0 - jnp.tanh(x) ** 2,
-    "exp": jnp.exp,
-    "log": lambda x: 1.0 / x,
-    "sqrt": lambda x: _sqrt_guard(x, 0.5 / jnp.sqrt(x)),
-    "rsqrt": lambda x: _sqrt_guard(x, -0.5 * x**-1.5),
-    "neg": lambda x: -jnp.ones_like(x),
-    "abs": jnp.sign,
-    "sin": jnp.cos,
-    "cos": lambda x: -jnp.sin(x),
-    "tan": lambda x: 1.0 + jnp.tan(x) ** 2,
-    "atan": lambda x: 1.0 / (1.0 + x * x),
-    "round": jnp.ones_like,
-}
+ACTIVATION_GRADS = activation_grads(jnp, erf=_erf, sigmoid=_sigmoid, sqrt_guard=_sqrt_guard)
 
 
 @lowering("activation_backward")

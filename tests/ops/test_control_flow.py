@@ -36,6 +36,10 @@ def test_arena_runtime_matches_reference(case):
         got = exe.run(inputs, params)
         for a, w in zip(got, case.expected()):
             np.testing.assert_allclose(a, w, rtol=max(case.rtol, 1e-6), atol=case.atol)
+    # bodies that ran were planned on their own, and each plan passes the independent checker
+    assert exe.body_plans, "the arena executor should have run at least one body"
+    for body_lir in exe.body_plans:
+        body_lir.check()
 
 
 def _guarded_lookup():

@@ -21,13 +21,13 @@ dims is specialized to the sizes of each feed and planned again (cached per bind
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from rlx.ir.errors import FeedError, RlxError
-from rlx.ir.graph import Node
+from rlx.ir.graph import Graph, Node
 from rlx.ir.opdef import get_op
 from rlx.ir.shape import TensorType
 from rlx.lir.liveness import LEAVES
@@ -71,10 +71,33 @@ class ArenaExecutor:
         self._params: dict[str, np.ndarray] = {}
         self._dynamic = bool(lir.plan.dynamic_symbols)
         self._special: dict[tuple[tuple[str, int], ...], ArenaExecutor] = {}
+        self._bodies: dict[int, Any] = {}  # id(body graph) -> its own arena executor
+        self._body_graphs: list[Graph] = []
         if not self._dynamic:
             self._build()
         if params:
             self.set_params(params)
+
+    @property
+    def body_plans(self) -> list[LirModule]:
+        """The LIR plans of the control-flow bodies run so far (each body is planned on its own)."""
+        return [exe.lir for exe in self._bodies.values()]
+
+    def _call_body(self, body: Graph, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run a control-flow body in its own planned arena (compiled once per body graph).
+
+        Inputs bind positionally to the body's input nodes; results are copied out, because the
+        body's arena is reused by the next iteration."""
+        exe = self._bodies.get(id(body))
+        if exe is None:
+            from rlx.runtime.compile import compile as compile_graph  # compile builds ArenaExecutors
+
+            exe = self._bodies[id(body)] = compile_graph(body, backend="numpy")
+            self._body_graphs.append(body)  # keeps id(body) valid for the cache's lifetime
+        names = [n.attrs["name"] for n in body.nodes if n.op == "input"]
+        if len(names) != len(args):
+            raise RlxError(f"subgraph {body.name!r} takes {len(names)} inputs, {len(args)} given")
+        return [np.array(out, copy=True) for out in exe.run(dict(zip(names, args)))]
 
     # ------------------------------------------------------------------ setup
     def _build(self) -> None:
@@ -154,7 +177,7 @@ class ArenaExecutor:
                 return lambda: into(args, attrs, out_type, out)
             return lambda: into([env[i] for i in ins], attrs, out_type, out)
         opdef = get_op(node.op)
-        kernel = kernel_of(opdef)  # control-flow ops: bodies run in the reference interpreter
+        kernel = kernel_of(opdef, self._call_body)  # control-flow ops: bodies run in arenas of their own
         if kernel is None:
             raise RlxError(f"op {node.op!r} (node %{node.id}) has no reference kernel")
         attrs, out_type, shape = node.attrs, node.type, tuple(node.shape)
@@ -181,7 +204,7 @@ class ArenaExecutor:
     def _make_dynamic_step(self, node: Node) -> Step:
         """A node whose output array changes per run (an output root outside the arena)."""
         env, nodes, nid, ins = self._env, self.graph.nodes, node.id, node.inputs
-        kernel, attrs, out_type = kernel_of(get_op(node.op)), node.attrs, node.type
+        kernel, attrs, out_type = kernel_of(get_op(node.op), self._call_body), node.attrs, node.type
         into = _into_of(node, [nodes[i].type for i in ins])
         if into is not None:
             return lambda: into([env[i] for i in ins], attrs, out_type, env[nid])

@@ -7,7 +7,7 @@ node's dtype after every op, the way XLA's CPU backend treats them.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -84,10 +84,11 @@ def call_graph(sub: Graph, args: Sequence[np.ndarray]) -> list[np.ndarray]:
     return run(sub, dict(zip(names, args)))
 
 
-def kernel_of(opdef: OpDef) -> Any:
-    """The op's reference kernel, with ``evaluate=`` bound for ops that evaluate subgraphs."""
+def kernel_of(opdef: OpDef, evaluate: Callable[[Graph, Sequence[np.ndarray]], list[np.ndarray]] = call_graph) -> Any:
+    """The op's reference kernel, with ``evaluate=`` bound for ops that evaluate subgraphs
+    (the reference interpreter by default; the arena executor passes its own)."""
     if opdef.kernel is not None and SUBGRAPHS in opdef.flags:
-        return functools.partial(opdef.kernel, evaluate=call_graph)
+        return functools.partial(opdef.kernel, evaluate=evaluate)
     return opdef.kernel
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import add_common_args, measure, parse_sizes, print_footer, print_header, print_table, ratio, verdict
+from common import add_common_args, measure, parse_sizes, print_footer, print_growth, print_header, print_table, ratio, verdict
 
 import rlx
 
@@ -178,10 +178,7 @@ def main() -> None:
                  "rlx b+v / jax (per node)", "onnx-ir nodes", "onnx-ir build nodes/s", "rlx build / onnx-ir (per node)"], rows)
     rate = min(r[4] for r in rows)
     print(f"\nbuild + verify: slowest {rate:,.0f} nodes/s (target >= 50,000: {verdict(rate >= 50_000)})")
-    if len(per_node) > 1:
-        lo, hi = min(per_node), max(per_node)
-        growth = per_node[hi] / per_node[lo]
-        print(f"time per node at {hi} / at {lo}: {growth:.2f} (target <= 1.5: {verdict(growth <= 1.5)})")
+    print_growth(per_node)
     print_footer()
 
 

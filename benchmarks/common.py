@@ -174,3 +174,11 @@ def parse_sizes(text: str) -> list[int]:
 
 def verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
+
+
+def print_growth(per_node: dict[int, float], limit: float = 1.5) -> None:
+    """The issues' scaling target: time per node at the largest size over that at the smallest."""
+    if len(per_node) > 1:
+        lo, hi = min(per_node), max(per_node)
+        growth = per_node[hi] / per_node[lo]
+        print(f"\ntime per node at {hi} / at {lo}: {growth:.2f}x (target <= {limit}x: {verdict(growth <= limit)})")

@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import add_common_args, measure, parse_sizes, print_footer, print_header, print_table, ratio, verdict
+from common import add_common_args, measure, parse_sizes, print_footer, print_growth, print_header, print_table, ratio
 
 import rlx
 from rlx.opt import optimize
@@ -107,10 +107,7 @@ def main() -> None:
                      ratio(cpu / n, peer_pn)])
     print_table(["nodes in", "nodes out", "rlx cpu s", "rlx wall s", "rlx us/node", "onnx nodes", "onnx-ir us/node",
                  "rlx / onnx-ir (per node)"], rows)
-    if len(per_node) > 1:
-        lo, hi = min(per_node), max(per_node)
-        growth = per_node[hi] / per_node[lo]
-        print(f"\ntime per node at {hi} / at {lo}: {growth:.2f}x (target <= 1.5x: {verdict(growth <= 1.5)})")
+    print_growth(per_node)
     print_footer()
 
 

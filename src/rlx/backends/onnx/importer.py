@@ -1687,14 +1687,9 @@ def _dequantize(cx, node, ins, attrs):
         raise OnnxUnsupported("DequantizeLinear with blocked scales")
     per_axis = len(scale.shape) == 1 and scale.shape[0] != 1
     axis = _axis(attrs.get("axis", 1), max(len(x.shape), 1)) if per_axis else 0
-    shape = [1] * len(x.shape)
 
     def lay(v):
-        if (len(v.shape) == 1 and v.shape[0] != 1) or (len(v.shape) == 1 and len(x.shape) > axis and x.shape[axis] == 1):
-            s = list(shape)
-            s[axis] = v.shape[0]
-            return _reshape(cx, v, s)
-        return v
+        return _zero_point(cx, v, len(x.shape), axis)
 
     out_dtype = rlx_dtype(attrs["output_dtype"]) if attrs.get("output_dtype") else scale.dtype
     xf = _cast(cx, x, DType.F32)
@@ -1721,11 +1716,7 @@ def _quantize(cx, node, ins, attrs):
         return _cast_saturating(cx, xs, out, attrs.get("saturate", 1))
 
     def lay(v):
-        if len(v.shape) == 1 and len(x.shape) > 1:
-            s = [1] * len(x.shape)
-            s[axis] = v.shape[0]
-            return _reshape(cx, v, s)
-        return v
+        return _zero_point(cx, v, len(x.shape), axis)
 
     xf = _cast(cx, x, DType.F32)
     y = cx.g.unary_math(xf / _cast(cx, lay(scale), DType.F32), kind="round_even")

@@ -79,6 +79,13 @@ def missing_rules(g: rlx.Graph, hook: str) -> set[str]:
     return out
 
 
+def refusing(g: rlx.Graph, hook: str) -> list[str]:
+    """Ops of the prepared ``g`` whose ``hook`` rule refuses by design (it raises AutodiffError and
+    carries ``rule.refusal``, e.g. forward mode through the splat rasterizer)."""
+    prepared = rlx.prepare_graph_for_ad(g)
+    return sorted({n.op for n in prepared.nodes if getattr(getattr(rlx.get_op(n.op), hook), "refusal", None)})
+
+
 def expected_missing(ops: set[str]) -> bool:
     """All of these rule-less ops belong to families phase 2 will do."""
     return bool(ops) and all(rlx.get_op(op).family in EXPECTED_MISSING for op in ops)

@@ -8,9 +8,11 @@ is composed so that references (``wrt``, ``in_axes``, outputs) never drift (§8 
 2. lower ``dot_general`` to transposes, reshapes and a batched ``matmul``;
 3. legalize reductions: a ``reduce`` over several axes becomes a chain of single-axis
    reduces (highest axis first, same ``keep_dim``), emitted in place, so the insertion
-   order stays topological (upstream appends them at the end and breaks it, §8 row 4).
+   order stays topological (upstream appends them at the end and breaks it, §8 row 4);
+4. fuse ``gaussian_splat_prepare → gaussian_splat_rasterize`` pairs into
+   ``gaussian_splat_render`` (upstream's ``fuse_decomposed_gaussian_splat``).
 
-Control-flow ops (if / while / scan) are not in the registry yet; nothing to rewrite.
+Control-flow ops (if / while / scan) keep their subgraphs: their own rules differentiate them.
 Also here: turning what the caller passed into MIR (``as_mir``) and resolving ``wrt``.
 """
 
@@ -202,7 +204,40 @@ def legalize_reduce_pass(g: Graph) -> PassResult:
     return PassResult(graph, id_map, {"split": count})
 
 
-PREPARE_PASSES = (unfuse_pass, lower_dot_general_pass, legalize_reduce_pass)
+def _splat_pair(g: Graph, node: Node) -> Node | None:
+    """The gaussian_splat_prepare feeding rasterize ``node`` with the same raster attributes and meta, if any."""
+    if node.op != "gaussian_splat_rasterize":
+        return None
+    prep = g.nodes[node.inputs[0]]
+    if prep.op != "gaussian_splat_prepare" or prep.inputs[6] != node.inputs[1]:
+        return None
+    return prep if all(prep.attrs[k] == v for k, v in node.attrs.items()) else None
+
+
+def fuse_splat_pass(g: Graph) -> PassResult:
+    """Step 4: a gaussian_splat_prepare → gaussian_splat_rasterize pair becomes one gaussian_splat_render
+    (the packed buffer between them is not differentiable; render is). A prepare used elsewhere stays."""
+    pairs = {n.id: prep for n in g.nodes if (prep := _splat_pair(g, n)) is not None}
+    if not pairs:
+        return PassResult(g, None, {"fused": 0})
+    fused_preps = {p.id for p in pairs.values()}
+    other_use = {i for n in g.nodes if n.id not in pairs for i in n.inputs} | set(g.output_ids)
+    rb = Rebuilder(g, "fuse_decomposed_gaussian_splat")
+    for node in g.nodes:
+        prep = pairs.get(node.id)
+        if prep is None:
+            if node.id not in fused_preps or node.id in other_use:
+                rb.copy(node)
+            continue
+        start = len(rb.dst.nodes)
+        out = rb.dst.append("gaussian_splat_render", [rb.value(rb.mapped(i)) for i in prep.inputs], dict(prep.attrs))
+        rb.stamp(start, [prep, node], name=node.name, last=out.id)
+        rb.alias(node.id, out.id)
+    graph, id_map = rb.finish()
+    return PassResult(graph, id_map, {"fused": len(pairs)})
+
+
+PREPARE_PASSES = (unfuse_pass, lower_dot_general_pass, legalize_reduce_pass, fuse_splat_pass)
 
 
 def prepare(g: Any, what: str = "prepare_graph_for_ad") -> Prepared:
@@ -218,7 +253,8 @@ def prepare(g: Any, what: str = "prepare_graph_for_ad") -> Prepared:
 
 
 def prepare_graph_for_ad(g: Any, *, with_map: bool = False) -> Graph | tuple[Graph, dict[int, int]]:
-    """Primitive MIR for autodiff: fused ops unfused, dot_general lowered, reductions legalized.
+    """Primitive MIR for autodiff: fused ops unfused, dot_general lowered, reductions legalized,
+    decomposed splat renders fused.
 
     Returns the prepared graph, or ``(graph, id_map)`` with ``with_map=True`` where
     ``id_map`` maps the caller's node ids to the prepared graph's (for values that survive).

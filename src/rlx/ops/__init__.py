@@ -20,4 +20,5 @@ from rlx.ops import (  # noqa: F401
     sequence,
     shape,
     sources,
+    splat,
 )

@@ -28,6 +28,10 @@ HOST: dict[str, str] = {
     "(cuDNN int8 paths need special layouts and do not wrap), so the exact NumPy kernel runs on the host",
     "dequant_matmul": "packed int4 / fp8 (upstream's non-OCP e4m3 decoder) weight layouts are decoded by the NumPy "
     "kernel on the host; a device decoder is future work",
+    **dict.fromkeys(
+        ("gaussian_splat_render", "gaussian_splat_prepare", "gaussian_splat_rasterize", "gaussian_splat_render_backward"),
+        "Gaussian splatting builds data-dependent tile lists (variable-length per-tile depth sorts), which XLA's static "
+        "shapes cannot express without a fixed-capacity rewrite; the NumPy renderer runs on the host"),
 }
 
 

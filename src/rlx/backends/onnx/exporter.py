@@ -78,6 +78,9 @@ REFUSED: dict[str, str] = {
     "grouped_matmul": "per-token expert matmul: Gather(w, ids) + batched MatMul mapping not written yet",
     "dequant_grouped_matmul": "GGUF K-quant / NVFP4 packed expert blocks have no ONNX equivalent",
     "dequant_moe_weights": "GGUF K-quant / NVFP4 packed expert blocks have no ONNX equivalent",
+    **dict.fromkeys(
+        ("gaussian_splat_render", "gaussian_splat_prepare", "gaussian_splat_rasterize", "gaussian_splat_render_backward"),
+        "Gaussian splatting (data-dependent tile lists and depth sorts) has no ONNX operator"),
 }
 del REFUSED["resize_nearest_2x"]
 

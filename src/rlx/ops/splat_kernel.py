@@ -1,0 +1,449 @@
+"""NumPy reference kernels of the Gaussian-splatting ops (the contract is docs/splatting.md).
+
+Stage 1 (:func:`prepare`) turns the scene and camera into per-splat ray-evaluation data and
+depth-sorted per-tile lists; stage 2 (:func:`composite`) blends each tile's pixels against its
+list, vectorised over (pixels of the tile) × (entries of its list). :func:`backward` replays
+stage 2 per tile and returns the exact gradient of the image with respect to the scene.
+Everything runs in one float dtype (f64 for f64 scenes, else f32).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rlx.ir.errors import RlxError
+
+ALPHA_MAX = 0.99
+PARAM_FLOATS = 11
+META_FLOATS = 23
+
+# Real SH basis in 3DGS order, as polynomials in the unit direction (x, y, z): per basis
+# function a list of (coefficient, (power of x, power of y, power of z)).
+_C1 = 0.4886025119029199
+_C2 = (1.0925484305920792, -1.0925484305920792, 0.31539156525252005, -1.0925484305920792, 0.5462742152960396)
+_C3 = (-0.5900435899266435, 2.890611442640554, -0.4570457994644658, 0.3731763325901154, -0.4570457994644658,
+       1.445305721320277, -0.5900435899266435)
+SH_BASIS: tuple[tuple[tuple[float, tuple[int, int, int]], ...], ...] = (
+    ((0.28209479177387814, (0, 0, 0)),),
+    ((-_C1, (0, 1, 0)),), ((_C1, (0, 0, 1)),), ((-_C1, (1, 0, 0)),),
+    ((_C2[0], (1, 1, 0)),), ((_C2[1], (0, 1, 1)),),
+    ((2 * _C2[2], (0, 0, 2)), (-_C2[2], (2, 0, 0)), (-_C2[2], (0, 2, 0))),
+    ((_C2[3], (1, 0, 1)),), ((_C2[4], (2, 0, 0)), (-_C2[4], (0, 2, 0))),
+    ((3 * _C3[0], (2, 1, 0)), (-_C3[0], (0, 3, 0))),
+    ((_C3[1], (1, 1, 1)),),
+    ((4 * _C3[2], (0, 1, 2)), (-_C3[2], (2, 1, 0)), (-_C3[2], (0, 3, 0))),
+    ((2 * _C3[3], (0, 0, 3)), (-3 * _C3[3], (2, 0, 1)), (-3 * _C3[3], (0, 2, 1))),
+    ((4 * _C3[4], (1, 0, 2)), (-_C3[4], (3, 0, 0)), (-_C3[4], (1, 2, 0))),
+    ((_C3[5], (2, 0, 1)), (-_C3[5], (0, 2, 1))),
+    ((_C3[6], (3, 0, 0)), (-3 * _C3[6], (1, 2, 0))),
+)
+SH_COUNTS = (0, 1, 4, 9, 16)
+
+
+def sh_band(k: int) -> int:
+    """The SH band of coefficient ``k`` (0 for the DC term, 3 for k = 9..15)."""
+    return math.isqrt(k)
+
+
+def tile_grid(width: int, height: int, tile_size: int) -> tuple[int, int]:
+    return -(-width // tile_size), -(-height // tile_size)
+
+
+def prep_length(n_splats: int, attrs: Mapping[str, Any]) -> int:
+    """Length of the packed prepare buffer (upstream's ``gaussian_splat_prep_packed_len``)."""
+    n = max(n_splats, 1)
+    tx, ty = tile_grid(attrs["width"], attrs["height"], attrs["tile_size"])
+    return 15 * n + attrs["max_list_entries"] + 2 * tx * ty + 3 * max(attrs["width"] * attrs["height"], 1) + PARAM_FLOATS
+
+
+def grad_length(n_splats: int, k: int) -> int:
+    """Length of render_backward's packed gradient."""
+    return n_splats * 14 + n_splats * max(k, 1) * 3
+
+
+# ------------------------------------------------------------------------------ geometry
+@dataclass
+class Camera:
+    eye: np.ndarray
+    forward: np.ndarray
+    right: np.ndarray
+    up: np.ndarray
+    tan_half: float
+    aspect: float
+    near: float
+    far: float
+    background: np.ndarray
+
+
+def _normalize(v: np.ndarray) -> np.ndarray:
+    n = np.linalg.norm(v, axis=-1, keepdims=True)
+    return v / np.where(n > 0, n, 1)
+
+
+def camera(meta: np.ndarray, width: int, height: int) -> Camera:
+    eye, target, up = meta[0:3], meta[3:6], meta[6:9]
+    forward = _normalize(target - eye)
+    right = _normalize(np.cross(forward, up))
+    if not np.all(np.isfinite(meta[:15])) or not right.any():
+        raise RlxError("gaussian splat: the camera in meta is degenerate (non-finite, or up parallel to the view direction)")
+    tan_half = math.tan(math.radians(float(meta[9])) / 2)
+    return Camera(eye, forward, right, np.cross(right, forward), tan_half, width / height, float(meta[10]), float(meta[11]), meta[12:15])
+
+
+def pixel_rays(cam: Camera, width: int, height: int) -> np.ndarray:
+    """[H·W, 3] unit ray directions, row-major pixels."""
+    dt = cam.eye.dtype
+    sx = ((2 * (np.arange(width, dtype=dt) + 0.5) / width - 1) * (cam.tan_half * cam.aspect)).astype(dt)
+    sy = ((1 - 2 * (np.arange(height, dtype=dt) + 0.5) / height) * cam.tan_half).astype(dt)
+    d = cam.forward + sx[None, :, None] * cam.right + sy[:, None, None] * cam.up
+    return _normalize(d.reshape(-1, 3))
+
+
+def quat_matrix(q: np.ndarray) -> np.ndarray:
+    """[n, 3, 3] rotation matrices of unit quaternions (x, y, z, w)."""
+    x, y, z, w = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
+    return np.stack([
+        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+    ], -2)
+
+
+def quat_matrix_partials(q: np.ndarray) -> np.ndarray:
+    """[n, 4, 3, 3]: ∂R/∂x, ∂R/∂y, ∂R/∂z, ∂R/∂w of :func:`quat_matrix` (q not renormalised)."""
+    x, y, z, w = (2 * q[:, i] for i in range(4))
+    o = np.zeros_like(x)
+    return np.stack([
+        np.stack([np.stack([o, y, z], -1), np.stack([y, -2 * x, -w], -1), np.stack([z, w, -2 * x], -1)], -2),
+        np.stack([np.stack([-2 * y, x, w], -1), np.stack([x, o, z], -1), np.stack([-w, z, -2 * y], -1)], -2),
+        np.stack([np.stack([-2 * z, -w, x], -1), np.stack([w, -2 * z, y], -1), np.stack([x, y, o], -1)], -2),
+        np.stack([np.stack([o, -z, y], -1), np.stack([z, o, -x], -1), np.stack([-y, x, o], -1)], -2),
+    ], 1)
+
+
+def unit_quaternions(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(q / |q|, |q|); a zero quaternion becomes the identity (0, 0, 0, 1)."""
+    norm = np.linalg.norm(q, axis=1)
+    ident = np.zeros_like(q)
+    ident[:, 3] = 1
+    safe = np.where(norm > 0, norm, 1)
+    return np.where((norm > 0)[:, None], q / safe[:, None], ident), norm
+
+
+def sh_eval(v: np.ndarray, k: int, grad: bool = False) -> np.ndarray:
+    """SH basis values [n, k] at unit directions v [n, 3]; with ``grad`` the partials [n, k, 3]."""
+    cols = []
+    for terms in SH_BASIS[:k]:
+        if not grad:
+            cols.append(sum(c * v[:, 0] ** a * v[:, 1] ** b * v[:, 2] ** e for c, (a, b, e) in terms) + np.zeros(len(v), v.dtype))
+            continue
+        parts = []
+        for axis in range(3):
+            acc = np.zeros(len(v), v.dtype)
+            for c, powers in terms:
+                if powers[axis]:
+                    lowered = list(powers)
+                    lowered[axis] -= 1
+                    acc = acc + c * powers[axis] * v[:, 0] ** lowered[0] * v[:, 1] ** lowered[1] * v[:, 2] ** lowered[2]
+            parts.append(acc)
+        cols.append(np.stack(parts, -1))
+    shape = (len(v), k, 3) if grad else (len(v), k)
+    return np.stack(cols, 1) if cols else np.zeros(shape, v.dtype)
+
+
+# ------------------------------------------------------------------------------ scene
+@dataclass
+class Scene:
+    mu: np.ndarray  # [N, 3]
+    log_scale: np.ndarray  # [N, 3]
+    quat: np.ndarray  # [N, 4] as given
+    logit: np.ndarray  # [N]
+    color: np.ndarray  # [N, 3]
+    sh: np.ndarray  # [N, K, 3]
+
+    @property
+    def count(self) -> int:
+        return len(self.logit)
+
+
+def compute_dtype(dtype: np.dtype) -> np.dtype:
+    return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+
+
+def scene_from(args: list[np.ndarray]) -> tuple[Scene, np.ndarray]:
+    """The scene and meta from the seven flat operands, in the compute dtype."""
+    dt = compute_dtype(args[0].dtype)
+    pos, scl, rot, opa, col, sh, meta = (np.asarray(a, dtype=dt).reshape(-1) for a in args[:7])
+    n = len(opa)
+    k = len(sh) // (3 * n) if n else 0
+    return Scene(pos.reshape(n, 3), scl.reshape(n, 3), rot.reshape(n, 4), opa, col.reshape(n, 3), sh.reshape(n, k, 3)), meta
+
+
+@dataclass
+class Prepared:
+    """Stage-1 result: per-splat arrays (n = max(N, 1) rows), tile lists and pixel rays."""
+
+    quat: np.ndarray  # [n, 4] unit
+    opacity: np.ndarray  # [n], 0 for culled splats
+    cam_local: np.ndarray  # [n, 3] diag(1/σ) Rᵀ (e − μ)
+    inv_scale: np.ndarray  # [n, 3]
+    color: np.ndarray  # [n, 3]
+    depth: np.ndarray  # [n]
+    entries: np.ndarray  # [stored] splat ids, tile-major
+    ranges: np.ndarray  # [tiles, 2]
+    rays: np.ndarray  # [pixels, 3]
+    generated: int
+    count: int
+
+
+def splat_colors(scene: Scene, eye: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(colour before the clamp, view directions v): colors + Σ_k Y_k(v)·sh_k."""
+    v = _normalize(scene.mu - eye)
+    k = scene.sh.shape[1]
+    raw = scene.color + np.einsum("nk,nkc->nc", sh_eval(v, k), scene.sh) if k else scene.color.copy()
+    return raw, v
+
+
+def _bin(x, y, radius, depth, valid, attrs) -> tuple[np.ndarray, np.ndarray, int]:
+    """Entries (splat ids sorted by tile, depth, id, truncated) and each entry's tile; the count generated."""
+    ts, w, h = attrs["tile_size"], attrs["width"], attrs["height"]
+    tiles_x, tiles_y = tile_grid(w, h, ts)
+    lo_x, hi_x, lo_y, hi_y = x - radius, x + radius, y - radius, y + radius
+    hit = valid & (hi_x >= 0) & (lo_x < w) & (hi_y >= 0) & (lo_y < h)
+    ids = np.nonzero(hit)[0]
+
+    def span(lo, hi, count):
+        a = np.clip(np.floor(lo[ids] / ts), 0, count - 1).astype(np.int64)
+        b = np.clip(np.floor(hi[ids] / ts), 0, count - 1).astype(np.int64)
+        return a, b - a + 1
+
+    tx0, nx = span(lo_x, hi_x, tiles_x)
+    ty0, ny = span(lo_y, hi_y, tiles_y)
+    per = nx * ny
+    owner = np.repeat(np.arange(len(ids)), per)
+    local = np.arange(per.sum()) - np.repeat(np.cumsum(per) - per, per)
+    tile = (ty0[owner] + local // nx[owner]) * tiles_x + tx0[owner] + local % nx[owner]
+    splat = ids[owner]
+    order = np.lexsort((splat, depth[splat], tile))
+    keep = order[: attrs["max_list_entries"]]
+    return splat[keep], tile[keep], len(order)
+
+
+def prepare(scene: Scene, meta: np.ndarray, attrs: Mapping[str, Any]) -> Prepared:
+    w, h = attrs["width"], attrs["height"]
+    cam = camera(meta, w, h)
+    dt = meta.dtype
+    qhat, _ = unit_quaternions(scene.quat)
+    rot = quat_matrix(qhat)
+    sigma = np.exp(scene.log_scale)
+    inv_scale = 1 / sigma
+    rel = scene.mu - cam.eye
+    depth = rel @ cam.forward
+    a = 1 / (1 + np.exp(-scene.logit))
+    valid = (depth > cam.near) & (depth < cam.far) & (a >= attrs["alpha_cutoff"])
+    safe_depth = np.where(valid, depth, 1)
+    x = (rel @ cam.right / (safe_depth * cam.tan_half * cam.aspect) + 1) * (w / 2)
+    y = (1 - rel @ cam.up / (safe_depth * cam.tan_half)) * (h / 2)
+    support = np.sqrt(2 * np.log(np.maximum(a, attrs["alpha_cutoff"]) / attrs["alpha_cutoff"]))
+    radius = attrs["radius_scale"] * support * sigma.max(axis=1, initial=0) * (h / (2 * cam.tan_half)) / safe_depth
+    entries, tile, generated = _bin(x, y, radius, depth, valid, attrs)
+    tiles_x, tiles_y = tile_grid(w, h, attrs["tile_size"])
+    bounds = np.arange(tiles_x * tiles_y)
+    ranges = np.stack([np.searchsorted(tile, bounds, "left"), np.searchsorted(tile, bounds, "right")], -1)
+    cam_local = np.einsum("nk,nkj->nj", -rel, rot) * inv_scale  # diag(1/σ) Rᵀ (e − μ)
+    color, _ = splat_colors(scene, cam.eye)
+    n = scene.count
+    per_splat = [qhat, np.where(valid, a, 0), cam_local, inv_scale, np.maximum(color, 0), depth]
+    if n == 0:
+        per_splat = [np.array([[0, 0, 0, 1]], dt), np.zeros(1, dt), np.zeros((1, 3), dt), np.zeros((1, 3), dt), np.zeros((1, 3), dt), np.zeros(1, dt)]
+    return Prepared(*(p.astype(dt) for p in per_splat), entries, ranges, pixel_rays(cam, w, h).astype(dt), generated, n)
+
+
+# ------------------------------------------------------------------------------ packing
+def pack(prep: Prepared, attrs: Mapping[str, Any]) -> np.ndarray:
+    w, h, ts, cap = attrs["width"], attrs["height"], attrs["tile_size"], attrs["max_list_entries"]
+    tiles_x, tiles_y = tile_grid(w, h, ts)
+    dt = prep.rays.dtype
+    lst = np.full(cap, -1, dt)
+    lst[: len(prep.entries)] = prep.entries
+    params = [w, h, ts, tiles_x, tiles_y, prep.count, prep.generated, len(prep.entries), cap, attrs["radius_scale"], attrs["alpha_cutoff"]]
+    rays = prep.rays.reshape(-1) if w * h else np.zeros(3, dt)
+    parts = [prep.quat, prep.opacity, prep.cam_local, prep.inv_scale, np.concatenate([prep.color, prep.depth[:, None]], 1),
+             lst, prep.ranges, rays, np.array(params, dt)]
+    return np.concatenate([np.asarray(p, dt).reshape(-1) for p in parts])
+
+
+def unpack(buf: np.ndarray, attrs: Mapping[str, Any]) -> Prepared:
+    """Read a packed prepare buffer back; RlxError when it was built for another framebuffer."""
+    buf = np.asarray(buf, dtype=compute_dtype(buf.dtype))
+    params = buf[-PARAM_FLOATS:]
+    want = [attrs["width"], attrs["height"], attrs["tile_size"]]
+    tiles_x, tiles_y = tile_grid(*want)
+    want += [tiles_x, tiles_y]
+    if [int(v) for v in params[:5]] != want or int(params[8]) != attrs["max_list_entries"]:
+        raise RlxError(f"gaussian_splat_rasterize: the prepare buffer was built for (width, height, tile_size, tiles, "
+                       f"max_list_entries) = {[int(v) for v in params[:5]] + [int(params[8])]}, not {want + [attrs['max_list_entries']]}")
+    count, generated, stored = int(params[5]), int(params[6]), int(params[7])
+    n = max(count, 1)
+    cap, tiles, pixels = attrs["max_list_entries"], tiles_x * tiles_y, max(attrs["width"] * attrs["height"], 1)
+    offsets = np.cumsum([0, 4 * n, n, 3 * n, 3 * n, 4 * n, cap, 2 * tiles, 3 * pixels])
+    seg = [buf[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
+    color_depth = seg[4].reshape(n, 4)
+    return Prepared(seg[0].reshape(n, 4), seg[1], seg[2].reshape(n, 3), seg[3].reshape(n, 3), color_depth[:, :3], color_depth[:, 3],
+                    seg[5][:stored].astype(np.int64), seg[6].reshape(tiles, 2).astype(np.int64),
+                    seg[7].reshape(pixels, 3)[: attrs["width"] * attrs["height"]], generated, count)
+
+
+# ------------------------------------------------------------------------------ stage 2
+@dataclass
+class TileHits:
+    """One tile's (pixel × entry) evaluation: everything the forward and backward share."""
+
+    pixels: np.ndarray  # [P] flat pixel ids
+    ids: np.ndarray  # [L] splat ids
+    alpha: np.ndarray  # [P, L], 0 where not blended
+    blended: np.ndarray  # [P, L] bool
+    clamped: np.ndarray  # [P, L] bool: α hit ALPHA_MAX
+    trans_before: np.ndarray  # [P, L]
+    trans_final: np.ndarray  # [P]
+    closest: np.ndarray  # [P, L, 3] o + t*·d' (splat frame)
+    t_star: np.ndarray  # [P, L]
+
+
+def _tile_pixels(t: int, attrs: Mapping[str, Any]) -> np.ndarray:
+    ts, w, h = attrs["tile_size"], attrs["width"], attrs["height"]
+    tiles_x, _ = tile_grid(w, h, ts)
+    ty, tx = divmod(t, tiles_x)
+    ys = np.arange(ty * ts, min((ty + 1) * ts, h))
+    xs = np.arange(tx * ts, min((tx + 1) * ts, w))
+    return (ys[:, None] * w + xs[None, :]).reshape(-1)
+
+
+def tile_hits(prep: Prepared, t: int, attrs: Mapping[str, Any]) -> TileHits | None:
+    start, end = prep.ranges[t]
+    if end <= start:
+        return None
+    pixels = _tile_pixels(t, attrs)
+    ids = prep.entries[start:end]
+    m = quat_matrix(prep.quat[ids]).transpose(0, 2, 1) * prep.inv_scale[ids][:, :, None]  # diag(1/σ) Rᵀ
+    d_loc = np.einsum("lij,pj->pli", m, prep.rays[pixels])
+    o = prep.cam_local[ids][None]
+    dd = np.einsum("pli,pli->pl", d_loc, d_loc)
+    t_star = -np.einsum("pli,pli->pl", d_loc, np.broadcast_to(o, d_loc.shape)) / np.where(dd > 0, dd, 1)
+    closest = o + t_star[..., None] * d_loc
+    rho2 = np.einsum("pli,pli->pl", closest, closest)
+    raw = prep.opacity[ids] * np.exp(-0.5 * rho2)
+    alpha = np.minimum(raw, ALPHA_MAX)
+    contrib = (t_star > 0) & (dd > 0) & (alpha >= attrs["alpha_cutoff"])
+    a_eff = np.where(contrib, alpha, 0)
+    one_minus = 1 - a_eff
+    trans_before = np.cumprod(np.concatenate([np.ones_like(one_minus[:, :1]), one_minus[:, :-1]], 1), axis=1)
+    rank = np.cumsum(contrib, axis=1) - contrib
+    blended = contrib & (rank < attrs["max_splat_steps"]) & (trans_before >= attrs["transmittance_threshold"])
+    a_eff = np.where(blended, a_eff, 0)
+    trans_final = np.prod(np.where(blended, one_minus, 1), axis=1) if ids.size else np.ones(len(pixels), a_eff.dtype)
+    return TileHits(pixels, ids, a_eff, blended, raw >= ALPHA_MAX, trans_before, trans_final, closest, t_star)
+
+
+def composite(prep: Prepared, background: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
+    """The RGBA image [H·W·4] (background with alpha 0 where no splat is blended)."""
+    w, h = attrs["width"], attrs["height"]
+    dt = prep.rays.dtype
+    out = np.empty((w * h, 4), dt)
+    out[:, :3] = background
+    out[:, 3] = 0
+    for t in range(len(prep.ranges)):
+        hits = tile_hits(prep, t, attrs)
+        if hits is None:
+            continue
+        weight = hits.alpha * hits.trans_before
+        out[hits.pixels, :3] = weight @ prep.color[hits.ids] + hits.trans_final[:, None] * background
+        out[hits.pixels, 3] = 1 - hits.trans_final
+    return out.reshape(-1)
+
+
+def render(args: list[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    scene, meta = scene_from(args)
+    return composite(prepare(scene, meta, attrs), meta[12:15], attrs)
+
+
+# ------------------------------------------------------------------------------ backward
+def backward(args: list[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    """Packed scene gradient [pos | log-scale | quat | logit | colour | sh] of Σ d_rgba · render."""
+    scene, meta = scene_from(args)
+    up = np.asarray(args[7], dtype=meta.dtype).reshape(-1, 4)
+    clip = attrs["loss_grad_clip"]
+    if clip > 0:
+        up = np.clip(up, -clip, clip)
+    prep = prepare(scene, meta, attrs)
+    cam = camera(meta, attrs["width"], attrs["height"])
+    n = scene.count
+    g_mu, g_m, g_logit, g_color = (np.zeros(s, meta.dtype) for s in ((n, 3), (n, 3, 3), n, (n, 3)))
+    for t in range(len(prep.ranges)):
+        hits = tile_hits(prep, t, attrs)
+        if hits is not None:
+            _tile_backward(hits, prep, cam, up[hits.pixels], g_mu, g_m, g_logit, g_color)
+    return _scene_grads(scene, cam, attrs, g_mu, g_m, g_logit, g_color).astype(meta.dtype)
+
+
+def _tile_backward(hits: TileHits, prep: Prepared, cam: Camera, up: np.ndarray, g_mu, g_m, g_logit, g_color) -> None:
+    """Accumulate one tile's gradients into the per-splat buffers (μ, M = diag(1/σ)Rᵀ, logit, colour)."""
+    ids, alpha, t_before = hits.ids, hits.alpha, hits.trans_before
+    color = prep.color[ids]
+    weight = alpha * t_before  # [P, L]
+    np.add.at(g_color, ids, weight.T @ up[:, :3])
+    # Colour behind each entry: S_j = C − Σ_{i≤j} w_i c_i + T_final·bg; dC/dα_j = T_j c_j − S_j / (1 − α_j).
+    contrib = weight[..., None] * color[None]
+    total = contrib.sum(1, keepdims=True)
+    behind = total - np.cumsum(contrib, axis=1) + (hits.trans_final[:, None] * cam.background)[:, None, :]
+    inv_keep = 1 / (1 - alpha)
+    g_alpha = np.einsum("plc,pc->pl", t_before[..., None] * color[None] - behind * inv_keep[..., None], up[:, :3])
+    g_alpha += up[:, 3:4] * hits.trans_final[:, None] * inv_keep
+    g_alpha = np.where(hits.blended & ~hits.clamped, g_alpha, 0)  # α = a·exp(−ρ²/2) below the clamp
+    a = prep.opacity[ids]
+    np.add.at(g_logit, ids, (g_alpha * alpha).sum(0) * (1 - a))
+    g_rho2 = -0.5 * g_alpha * alpha  # [P, L]
+    # ρ² = min_t |M(e + t·d − μ)|²: ∂/∂μ = −2 Mᵀp, ∂/∂M = 2 p wᵀ with p = closest, w = e + t*·d − μ.
+    qm = quat_matrix(prep.quat[ids])
+    m = qm.transpose(0, 2, 1) * prep.inv_scale[ids][:, :, None]
+    gp = 2 * g_rho2[..., None] * hits.closest  # [P, L, 3]
+    np.add.at(g_mu, ids, -np.einsum("lji,lj->li", m, gp.sum(0)))
+    offset = np.einsum("lij,plj->pli", qm * (1 / prep.inv_scale[ids])[:, None, :], hits.closest)  # w = R diag(σ) p
+    np.add.at(g_m, ids, np.einsum("pli,plj->lij", gp, offset))
+
+
+def _scene_grads(scene: Scene, cam: Camera, attrs, g_mu, g_m, g_logit, g_color) -> np.ndarray:
+    """Chain the per-splat gradients (μ, M, logit, clamped colour) to the scene operands and pack them."""
+    n, k = scene.count, scene.sh.shape[1]
+    qhat, qnorm = unit_quaternions(scene.quat)
+    rot = quat_matrix(qhat)
+    inv_s = np.exp(-scene.log_scale)
+    # M_jk = R_kj / σ_j: ∂/∂s_j = −Σ_k G_jk M_jk, ∂/∂R_kj = G_jk / σ_j.
+    m = rot.transpose(0, 2, 1) * inv_s[:, :, None]
+    g_scale = -np.einsum("njk,njk->nj", g_m, m)
+    g_rot = (g_m * inv_s[:, :, None]).transpose(0, 2, 1)
+    g_qhat = np.einsum("nkij,nij->nk", quat_matrix_partials(qhat), g_rot)
+    safe = np.where(qnorm > 0, qnorm, 1)
+    g_quat = np.where((qnorm > 0)[:, None], (g_qhat - qhat * np.einsum("nk,nk->n", qhat, g_qhat)[:, None]) / safe[:, None], 0)
+    raw, v = splat_colors(scene, cam.eye)
+    g_raw = np.where(raw > 0, g_color, 0)
+    g_sh = np.zeros((n, max(k, 1), 3), g_raw.dtype)
+    if k:
+        g_sh[:, :k] = sh_eval(v, k)[:, :, None] * g_raw[:, None, :]
+        g_sh[:, [j for j in range(k) if sh_band(j) > attrs["sh_band"]]] = 0
+        g_v = np.einsum("nkc,nc,nkd->nd", scene.sh, g_raw, sh_eval(v, k, grad=True))
+        dist = np.linalg.norm(scene.mu - cam.eye, axis=1)
+        g_mu = g_mu + (g_v - v * np.einsum("nd,nd->n", v, g_v)[:, None]) / np.where(dist > 0, dist, 1)[:, None]
+    limit = attrs["max_anisotropy"]
+    if limit > 0 and n:
+        hi, lo = scene.log_scale.argmax(1), scene.log_scale.argmin(1)
+        ratio = np.exp(scene.log_scale.max(1) - scene.log_scale.min(1))
+        over = np.where(ratio > limit, ratio, 0)
+        np.add.at(g_scale, (np.arange(n), hi), over)
+        np.add.at(g_scale, (np.arange(n), lo), -over)
+    return np.concatenate([g_mu.reshape(-1), g_scale.reshape(-1), g_quat.reshape(-1), g_logit, g_raw.reshape(-1), g_sh.reshape(-1)])

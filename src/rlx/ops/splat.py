@@ -109,7 +109,7 @@ def _prepare_type(ins, attrs):
 
 
 def _backward_type(ins, attrs):
-    lead, core = split_lead(ins, attrs["batch_dims"])
+    _, core = split_lead(ins, attrs["batch_dims"])
     if _flat_len(core[7], "d_rgba") != _image_len(attrs):
         raise ShapeError(f"d_rgba must hold H·W·4 = {_image_len(attrs)} values, got {core[7]}")
     return _scene_type(ins, attrs, K.grad_length)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -135,25 +136,34 @@ def unit_quaternions(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.where((norm > 0)[:, None], q / safe[:, None], ident), norm
 
 
-def sh_eval(v: np.ndarray, k: int, grad: bool = False) -> np.ndarray:
-    """SH basis values [n, k] at unit directions v [n, 3]; with ``grad`` the partials [n, k, 3]."""
-    cols = []
-    for terms in SH_BASIS[:k]:
-        if not grad:
-            cols.append(sum(c * v[:, 0] ** a * v[:, 1] ** b * v[:, 2] ** e for c, (a, b, e) in terms) + np.zeros(len(v), v.dtype))
-            continue
-        parts = []
-        for axis in range(3):
-            acc = np.zeros(len(v), v.dtype)
-            for c, powers in terms:
-                if powers[axis]:
-                    lowered = list(powers)
-                    lowered[axis] -= 1
-                    acc = acc + c * powers[axis] * v[:, 0] ** lowered[0] * v[:, 1] ** lowered[1] * v[:, 2] ** lowered[2]
-            parts.append(acc)
-        cols.append(np.stack(parts, -1))
-    shape = (len(v), k, 3) if grad else (len(v), k)
-    return np.stack(cols, 1) if cols else np.zeros(shape, v.dtype)
+def _poly(v: np.ndarray, terms) -> np.ndarray:
+    out = np.zeros(len(v), v.dtype)
+    for c, (a, b, e) in terms:
+        out = out + c * v[:, 0] ** a * v[:, 1] ** b * v[:, 2] ** e
+    return out
+
+
+def _partial(terms, axis: int):
+    """The terms of a polynomial's derivative along ``axis`` (0, 1, 2 = x, y, z)."""
+    out = []
+    for c, powers in terms:
+        if powers[axis]:
+            lowered = list(powers)
+            lowered[axis] -= 1
+            out.append((c * powers[axis], tuple(lowered)))
+    return out
+
+
+def sh_eval(v: np.ndarray, k: int) -> np.ndarray:
+    """The first ``k`` SH basis functions at unit directions v [n, 3] -> [n, k]."""
+    return np.stack([_poly(v, terms) for terms in SH_BASIS[:k]], 1) if k else np.zeros((len(v), 0), v.dtype)
+
+
+def sh_eval_grad(v: np.ndarray, k: int) -> np.ndarray:
+    """Their partial derivatives in (x, y, z), treated as independent -> [n, k, 3]."""
+    if not k:
+        return np.zeros((len(v), 0, 3), v.dtype)
+    return np.stack([np.stack([_poly(v, _partial(terms, axis)) for axis in range(3)], -1) for terms in SH_BASIS[:k]], 1)
 
 
 # ------------------------------------------------------------------------------ scene
@@ -199,6 +209,11 @@ class Prepared:
     rays: np.ndarray  # [pixels, 3]
     generated: int
     count: int
+
+    @cached_property
+    def whitening(self) -> np.ndarray:
+        """[n, 3, 3] M = diag(1/σ) Rᵀ: world offsets to the splat's whitened frame."""
+        return quat_matrix(self.quat).transpose(0, 2, 1) * self.inv_scale[:, :, None]
 
 
 def splat_colors(scene: Scene, eye: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -259,8 +274,8 @@ def prepare(scene: Scene, meta: np.ndarray, attrs: Mapping[str, Any]) -> Prepare
     color, _ = splat_colors(scene, cam.eye)
     n = scene.count
     per_splat = [qhat, np.where(valid, a, 0), cam_local, inv_scale, np.maximum(color, 0), depth]
-    if n == 0:
-        per_splat = [np.array([[0, 0, 0, 1]], dt), np.zeros(1, dt), np.zeros((1, 3), dt), np.zeros((1, 3), dt), np.zeros((1, 3), dt), np.zeros(1, dt)]
+    if n == 0:  # one invalid dummy splat keeps upstream's n = max(N, 1) layout
+        per_splat = [np.array([[0, 0, 0, 1]], dt), *(np.zeros(shape, dt) for shape in (1, (1, 3), (1, 3), (1, 3), 1))]
     return Prepared(*(p.astype(dt) for p in per_splat), entries, ranges, pixel_rays(cam, w, h).astype(dt), generated, n)
 
 
@@ -282,12 +297,12 @@ def unpack(buf: np.ndarray, attrs: Mapping[str, Any]) -> Prepared:
     """Read a packed prepare buffer back; RlxError when it was built for another framebuffer."""
     buf = np.asarray(buf, dtype=compute_dtype(buf.dtype))
     params = buf[-PARAM_FLOATS:]
-    want = [attrs["width"], attrs["height"], attrs["tile_size"]]
-    tiles_x, tiles_y = tile_grid(*want)
-    want += [tiles_x, tiles_y]
-    if [int(v) for v in params[:5]] != want or int(params[8]) != attrs["max_list_entries"]:
-        raise RlxError(f"gaussian_splat_rasterize: the prepare buffer was built for (width, height, tile_size, tiles, "
-                       f"max_list_entries) = {[int(v) for v in params[:5]] + [int(params[8])]}, not {want + [attrs['max_list_entries']]}")
+    tiles_x, tiles_y = tile_grid(attrs["width"], attrs["height"], attrs["tile_size"])
+    want = [attrs["width"], attrs["height"], attrs["tile_size"], tiles_x, tiles_y, attrs["max_list_entries"]]
+    built = [int(v) for v in (*params[:5], params[8])]
+    if built != want:
+        raise RlxError(f"gaussian_splat_rasterize: the prepare buffer was built for (width, height, tile_size, tiles_x, "
+                       f"tiles_y, max_list_entries) = {built}, not {want}")
     count, generated, stored = int(params[5]), int(params[6]), int(params[7])
     n = max(count, 1)
     cap, tiles, pixels = attrs["max_list_entries"], tiles_x * tiles_y, max(attrs["width"] * attrs["height"], 1)
@@ -330,13 +345,12 @@ def tile_hits(prep: Prepared, t: int, attrs: Mapping[str, Any]) -> TileHits | No
         return None
     pixels = _tile_pixels(t, attrs)
     ids = prep.entries[start:end]
-    m = quat_matrix(prep.quat[ids]).transpose(0, 2, 1) * prep.inv_scale[ids][:, :, None]  # diag(1/σ) Rᵀ
-    d_loc = np.einsum("lij,pj->pli", m, prep.rays[pixels])
-    o = prep.cam_local[ids][None]
-    dd = np.einsum("pli,pli->pl", d_loc, d_loc)
-    t_star = -np.einsum("pli,pli->pl", d_loc, np.broadcast_to(o, d_loc.shape)) / np.where(dd > 0, dd, 1)
+    m, o, rays = prep.whitening[ids], prep.cam_local[ids], prep.rays[pixels]
+    d_loc = (rays @ m.reshape(-1, 3).T).reshape(len(pixels), len(ids), 3)  # M·d for every (pixel, splat): one GEMM
+    dd = np.einsum("pi,pj,lij->pl", rays, rays, np.einsum("lki,lkj->lij", m, m), optimize=True)  # dᵀ(MᵀM)d
+    t_star = -(rays @ np.einsum("lij,li->jl", m, o)) / np.where(dd > 0, dd, 1)  # −d·(Mᵀo) / dᵀMᵀMd
     closest = o + t_star[..., None] * d_loc
-    rho2 = np.einsum("pli,pli->pl", closest, closest)
+    rho2 = np.square(closest).sum(-1)
     raw = prep.opacity[ids] * np.exp(-0.5 * rho2)
     alpha = np.minimum(raw, ALPHA_MAX)
     contrib = (t_star > 0) & (dd > 0) & (alpha >= attrs["alpha_cutoff"])
@@ -376,10 +390,10 @@ def render(args: list[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
 def backward(args: list[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
     """Packed scene gradient [pos | log-scale | quat | logit | colour | sh] of Σ d_rgba · render."""
     scene, meta = scene_from(args)
-    up = np.asarray(args[7], dtype=meta.dtype).reshape(-1, 4)
+    d_rgba = np.asarray(args[7], dtype=meta.dtype).reshape(-1, 4)
     clip = attrs["loss_grad_clip"]
     if clip > 0:
-        up = np.clip(up, -clip, clip)
+        d_rgba = np.clip(d_rgba, -clip, clip)
     prep = prepare(scene, meta, attrs)
     cam = camera(meta, attrs["width"], attrs["height"])
     n = scene.count
@@ -387,7 +401,7 @@ def backward(args: list[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
     for t in range(len(prep.ranges)):
         hits = tile_hits(prep, t, attrs)
         if hits is not None:
-            _tile_backward(hits, prep, cam, up[hits.pixels], g_mu, g_m, g_logit, g_color)
+            _tile_backward(hits, prep, cam, d_rgba[hits.pixels], g_mu, g_m, g_logit, g_color)
     return _scene_grads(scene, cam, attrs, g_mu, g_m, g_logit, g_color).astype(meta.dtype)
 
 
@@ -409,11 +423,10 @@ def _tile_backward(hits: TileHits, prep: Prepared, cam: Camera, up: np.ndarray, 
     np.add.at(g_logit, ids, (g_alpha * alpha).sum(0) * (1 - a))
     g_rho2 = -0.5 * g_alpha * alpha  # [P, L]
     # ρ² = min_t |M(e + t·d − μ)|²: ∂/∂μ = −2 Mᵀp, ∂/∂M = 2 p wᵀ with p = closest, w = e + t*·d − μ.
-    qm = quat_matrix(prep.quat[ids])
-    m = qm.transpose(0, 2, 1) * prep.inv_scale[ids][:, :, None]
+    m = prep.whitening[ids]
     gp = 2 * g_rho2[..., None] * hits.closest  # [P, L, 3]
     np.add.at(g_mu, ids, -np.einsum("lji,lj->li", m, gp.sum(0)))
-    offset = np.einsum("lij,plj->pli", qm * (1 / prep.inv_scale[ids])[:, None, :], hits.closest)  # w = R diag(σ) p
+    offset = np.einsum("lji,plj->pli", m, hits.closest / np.square(prep.inv_scale[ids]))  # w = M⁻¹p = Mᵀ diag(σ²) p
     np.add.at(g_m, ids, np.einsum("pli,plj->lij", gp, offset))
 
 
@@ -436,7 +449,7 @@ def _scene_grads(scene: Scene, cam: Camera, attrs, g_mu, g_m, g_logit, g_color) 
     if k:
         g_sh[:, :k] = sh_eval(v, k)[:, :, None] * g_raw[:, None, :]
         g_sh[:, [j for j in range(k) if sh_band(j) > attrs["sh_band"]]] = 0
-        g_v = np.einsum("nkc,nc,nkd->nd", scene.sh, g_raw, sh_eval(v, k, grad=True))
+        g_v = np.einsum("nkc,nc,nkd->nd", scene.sh, g_raw, sh_eval_grad(v, k))
         dist = np.linalg.norm(scene.mu - cam.eye, axis=1)
         g_mu = g_mu + (g_v - v * np.einsum("nd,nd->n", v, g_v)[:, None]) / np.where(dist > 0, dist, 1)[:, None]
     limit = attrs["max_anisotropy"]

@@ -1,7 +1,7 @@
 """Cases for the Gaussian-splatting ops. The oracle is ``splat_oracle`` (a per-pixel Python loop
 written from docs/splatting.md with Σ⁻¹ instead of the kernel's whitened frame); the packed
-prepare buffer is assembled here from its pieces, and render_backward is checked against central
-differences of the oracle image (plus the documented training options)."""
+prepare buffer is assembled here from its pieces, and render_backward / render_jvp are checked
+against central differences of the oracle image (plus the documented training options)."""
 
 from __future__ import annotations
 
@@ -101,6 +101,20 @@ def _backward_case(name: str, n: int, k: int, clip: float, band: int, aniso: flo
         feed, _oracle_backward(attrs, k, clip, band, aniso), rtol=1e-5, atol=1e-7)
 
 
+def _oracle_jvp(**f):
+    """Central differences of the oracle image along the tangents."""
+    eps = 1e-6
+    hi = {k: f[k] + eps * f[f"t_{k}"] for k in SCENE}
+    lo = {k: f[k] - eps * f[f"t_{k}"] for k in SCENE}
+    return (so.render(**hi, meta=f["meta"], **RENDER) - so.render(**lo, meta=f["meta"], **RENDER)) / (2 * eps)
+
+
+def _jvp_feed(n: int, k: int, seed: int) -> dict[str, np.ndarray]:
+    feed = _feed(n, k, seed)
+    rng = np.random.default_rng(seed + 1)
+    return {**feed, **{f"t_{key}": rng.standard_normal(feed[key].shape) for key in SCENE}}
+
+
 def _batched_feed(n: int, k: int) -> dict[str, np.ndarray]:
     a, b = _feed(n, k, 21), _feed(n, k, 22)
     return {key: np.stack([a[key], b[key]]) for key in a}
@@ -121,6 +135,9 @@ CASES = [
     OpCase("gaussian_splat_rasterize", "of_prepare", lambda g, **v: g.gaussian_splat_rasterize(
         g.gaussian_splat_prepare(*(v[k] for k in (*SCENE, "meta")), **RENDER), v["meta"], **RASTER),
         _feed(5, 4, 3), _oracle_render(), rtol=1e-9, atol=1e-10, differentiable=SCENE),
+    OpCase("gaussian_splat_render_jvp", "sh4_f64", lambda g, **v: g.gaussian_splat_render_jvp(
+        *(v[k] for k in (*SCENE, "meta")), *(v[f"t_{k}"] for k in SCENE), **RENDER),
+        _jvp_feed(4, 4, 6), _oracle_jvp, rtol=1e-5, atol=1e-7, differentiable=tuple(f"t_{k}" for k in SCENE)),
     _backward_case("exact", 3, 4, clip=0.0, band=3, aniso=0.0, seed=4),
     _backward_case("training_options", 3, 9, clip=0.5, band=1, aniso=1.5, seed=5),
 ]
@@ -147,6 +164,9 @@ SHAPE_ERRORS = [
                    lambda g: g.gaussian_splat_rasterize(g.input("p", [100], "f32"), g.input("m", [23], "f32")), "prepare buffer"),
     ShapeErrorCase("gaussian_splat_render_backward", "d_rgba_length",
                    lambda g: g.gaussian_splat_render_backward(*_scene(g), g.input("d", [10], "f32")), "d_rgba"),
+    ShapeErrorCase("gaussian_splat_render_jvp", "tangent_shape",
+                   lambda g: g.gaussian_splat_render_jvp(*_scene(g), *(g.input(f"t{i}", [5], "f32") for i in range(6))),
+                   "t_positions"),
     ShapeErrorCase("gaussian_splat_render", "symbolic_count",
                    lambda g: g.gaussian_splat_render(g.input("p", ["n"], "f32"), *_scene(g)[1:]), "static"),
 ]

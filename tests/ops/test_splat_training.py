@@ -71,8 +71,10 @@ def test_refusals_name_what_cannot_be_differentiated():
     g = _l2_graph(feed, np.zeros(16 * 12 * 4))
     with pytest.raises(rlx.AutodiffError, match="meta"):
         rlx.grad_with_loss(g, wrt=["meta"])
-    with pytest.raises(rlx.AutodiffError, match="forward-mode"):
-        rlx.jvp(g, wrt=["colors"])
+    with pytest.raises(rlx.AutodiffError, match="meta"):
+        rlx.jvp(g, wrt=["meta"])
+    with pytest.raises(rlx.AutodiffError, match="second-order"):
+        rlx.hvp(g, wrt=["positions"])
     h = rlx.Graph("packed")
     v = [h.input(k, [a.size], "f64") for k, a in feed.items()]
     h.set_outputs([h.sum(h.gaussian_splat_prepare(*v, **ATTRS))])

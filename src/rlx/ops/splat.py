@@ -6,10 +6,11 @@
 packed scene gradients. Kernels: :mod:`rlx.ops.splat_kernel`. All four take ``batch_dims``
 (leading axes mapped over, which is also their vmap rule).
 
-Autodiff: render is differentiated through render_backward (exact gradients: its training
-options are switched off) in every scene operand; a gradient for ``meta`` (the camera) is refused.
-``prepare_graph_for_ad`` fuses prepare → rasterize pairs back into render first. Forward mode
-and second order through the rasterizer are refused with AutodiffError, never silently zero.
+Autodiff: render is differentiated in every scene operand, in reverse mode through
+render_backward (exact gradients: its training options are switched off) and in forward mode
+through ``gaussian_splat_render_jvp``; a derivative for ``meta`` (the camera) is refused.
+``prepare_graph_for_ad`` fuses prepare → rasterize pairs back into render first. Second order
+through the rasterizer is refused with AutodiffError, never silently zero.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from rlx.ops import splat_kernel as K
 from rlx.ops.common import require_float
 from rlx.ops.quant import BATCH_DIMS, batch_lead, map_lead, split_lead, with_lead
 
+#: every op of this module (the backends' host / refusal tables name them all)
+SPLAT_OPS = ("gaussian_splat_render", "gaussian_splat_prepare", "gaussian_splat_rasterize", "gaussian_splat_render_backward",
+             "gaussian_splat_render_jvp")
 SCENE_OPERANDS = ("positions", "scales", "rotations", "opacities", "colors", "sh_coeffs", "meta")
 #: the largest list / splat count whose indices a float32 buffer holds exactly
 MAX_EXACT_INDEX = 1 << 24
@@ -149,24 +153,37 @@ def _rasterize_one(args, attrs):
 
 
 # ------------------------------------------------------------------------------ autodiff
+def _scene_cotangents(ctx, primals, ct, attrs, wants) -> list:
+    """The six scene cotangents of render at ``primals`` for image cotangent ``ct`` (exact: the
+    training options off), narrowed out of one render_backward; None where ``wants(i)`` is false."""
+    nb = attrs["batch_dims"]
+    exact = {**{k: attrs[k] for k in RENDER_ATTRS}, "loss_grad_clip": 0.0, "sh_band": 3, "max_anisotropy": 0.0}
+    packed = ctx.graph.append("gaussian_splat_render_backward", [*primals, ct], exact)
+    n, sh_len = primals[3].shape[nb], primals[5].shape[nb]
+    lengths = [v.shape[nb] for v in primals[:5]] + [max(sh_len, 3 * n)]  # with no SH, an N·3 slot of zeros
+    grads, start = [], 0
+    for i, length in enumerate(lengths):
+        used = sh_len if i == 5 else length
+        grads.append(ctx.graph.narrow(packed, axis=nb, start=start, length=used) if wants(i) and used else None)
+        start += length
+    return grads
+
+
+def _tangents_or_zeros(ctx, operands, tangents) -> list:
+    return [ctx.zeros_like(v) if t is None else t for v, t in zip(operands, tangents)]
+
+
 def _render_vjp(ctx, node, ct):
-    ops = ctx.operands(node)
     if ctx.wants(node, 6):
         raise AutodiffError("gaussian_splat_render: no gradient with respect to meta (camera, background) is implemented")
-    nb = node.attrs["batch_dims"]
-    attrs = {**dict(node.attrs), "loss_grad_clip": 0.0, "sh_band": 3, "max_anisotropy": 0.0}
-    packed = ctx.graph.append("gaussian_splat_render_backward", [*ops, ct], attrs)
-    grads: list = []
-    start = 0
-    k_slot = max(ops[5].shape[nb] // max(ops[4].shape[nb], 1), 1) * ops[4].shape[nb]  # N·max(K,1)·3
-    for i, v in enumerate(ops[:6]):
-        length = v.shape[nb]
-        if ctx.wants(node, i) and length:
-            grads.append(ctx.graph.narrow(packed, axis=nb, start=start, length=length))
-        else:
-            grads.append(None)
-        start += length if i < 5 else k_slot
-    return [*grads, None]
+    return [*_scene_cotangents(ctx, ctx.operands(node), ct, node.attrs, lambda i: ctx.wants(node, i)), None]
+
+
+def _render_jvp(ctx, node, tangents):
+    if tangents[6] is not None:
+        raise AutodiffError("gaussian_splat_render: no tangent with respect to meta (camera, background) is implemented")
+    ops = ctx.operands(node)
+    return ctx.graph.append("gaussian_splat_render_jvp", [*ops, *_tangents_or_zeros(ctx, ops[:6], tangents[:6])], dict(node.attrs))
 
 
 def _refuse(message: str):
@@ -179,8 +196,32 @@ def _refuse(message: str):
 
 _STAGE_REFUSAL = _refuse("the packed prepare buffer is not differentiable; differentiate gaussian_splat_render "
                          "(prepare_graph_for_ad fuses a prepare → rasterize pair into it)")
-_FORWARD_MODE = _refuse("forward-mode (jvp) differentiation of the splat rasterizer is not implemented; use grad_with_loss / vjp")
 _SECOND_ORDER = _refuse("second-order differentiation through the splat rasterizer is not implemented")
+
+
+def _jvp_op_vjp(ctx, node, ct):
+    """render_jvp is linear in its tangents: their cotangents are render's (render_backward); none for the primals."""
+    if any(ctx.wants(node, i) for i in range(7)):
+        return _SECOND_ORDER(ctx, node)
+    ops = ctx.operands(node)
+    return [None] * 7 + _scene_cotangents(ctx, ops[:7], ct, node.attrs, lambda i: ctx.wants(node, 7 + i))
+
+
+def _jvp_op_jvp(ctx, node, tangents):
+    if any(t is not None for t in tangents[:7]):
+        return _SECOND_ORDER(ctx, node)
+    ops = ctx.operands(node)
+    return ctx.graph.append(node.op, [*ops[:7], *_tangents_or_zeros(ctx, ops[7:], tangents[7:])], dict(node.attrs))
+
+
+def _jvp_type(ins, attrs):
+    _, core = split_lead(ins, attrs["batch_dims"])
+    for name, primal, tangent in zip(SCENE_OPERANDS, core[:6], core[7:]):
+        require_float(tangent, f"t_{name}")
+        if tuple(tangent.shape) != tuple(primal.shape):
+            raise ShapeError(f"t_{name} must have the shape of {name} {primal.shape!r}, got {tangent}")
+    return _render_type(ins[:7], attrs)
+
 
 _SCENE_DOC = ("Operands (flat, float): positions [3N], log-scales [3N], rotations [4N] (xyzw, normalised here), opacity "
               "logits [N], linear RGB [3N], SH coefficients [N·K·3] (K in 0, 1, 4, 9, 16), meta [23] (camera position, "
@@ -189,12 +230,13 @@ _SCENE_DOC = ("Operands (flat, float): positions [3N], log-scales [3N], rotation
 
 defop(
     name="gaussian_splat_render", family="splat", arity=7, operands=SCENE_OPERANDS, attrs=RENDER_ATTRS,
-    infer=_render_type, kernel=_mapped(K.render), vjp=_render_vjp, jvp=_FORWARD_MODE, batch=batch_lead, flags={"blas"},
+    infer=_render_type, kernel=_mapped(K.render), vjp=_render_vjp, jvp=_render_jvp, batch=batch_lead, flags={"blas"},
     doc="3-D Gaussian splat forward render (OPS.md §9.5; algorithm in docs/splatting.md) -> RGBA [H·W·4], row-major "
     "pixels. " + _SCENE_DOC + "Each pixel ray evaluates every splat listed in its tile (sorted by depth) at its "
     "closest Mahalanobis approach, α = min(sigmoid(logit)·exp(−ρ²/2), 0.99), and blends front to back until "
-    "max_splat_steps splats or transmittance < transmittance_threshold; background behind. Gradient in the six "
-    "scene operands through gaussian_splat_render_backward (exact; none for meta); no forward mode.",
+    "max_splat_steps splats or transmittance < transmittance_threshold; background behind. Differentiable in the "
+    "six scene operands (exact; not in meta): reverse mode through gaussian_splat_render_backward, forward mode "
+    "through gaussian_splat_render_jvp.",
 )
 
 defop(
@@ -228,6 +270,17 @@ defop(
 )
 
 
+defop(
+    name="gaussian_splat_render_jvp", family="splat", arity=13,
+    operands=(*SCENE_OPERANDS, *(f"t_{name}" for name in SCENE_OPERANDS[:6])), attrs=RENDER_ATTRS,
+    infer=_jvp_type, kernel=_mapped(K.jvp), vjp=_jvp_op_vjp, jvp=_jvp_op_jvp, batch=batch_lead, flags={"blas"},
+    doc="Forward-mode derivative of gaussian_splat_render: the image tangent [H·W·4] at the seven operands along "
+    "tangents of the six scene operands (same shapes), exact under the same conventions as render_backward (whose "
+    "transpose it is). Linear in the tangents, so differentiable in them (through render_backward); second order "
+    "in the primals is refused.",
+)
+
+
 # ------------------------------------------------------------------------------ helpers
 def render_meta(camera_position: Sequence[float], camera_target: Sequence[float], camera_up: Sequence[float] = (0.0, 1.0, 0.0),
                 fov_y_degrees: float = 60.0, near: float = 0.1, far: float = 100.0,
@@ -252,4 +305,4 @@ def grad_segments(n_splats: int, sh_count: int) -> dict[str, slice]:
     return out
 
 
-__all__ = ["grad_segments", "render_meta", "scene_counts"]
+__all__ = ["SPLAT_OPS", "grad_segments", "render_meta", "scene_counts"]

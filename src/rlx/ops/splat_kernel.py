@@ -405,29 +405,36 @@ def backward(args: list[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
     return _scene_grads(scene, cam, attrs, g_mu, g_m, g_logit, g_color).astype(meta.dtype)
 
 
+def _alpha_sensitivity(hits: TileHits, color: np.ndarray, background: np.ndarray) -> np.ndarray:
+    """[P, L, 4]: ∂(r, g, b, a)/∂α_j of every blended entry (0 elsewhere and where α is clamped).
+
+    With S_j = Σ_{i>j} w_i c_i + T_final·bg (what lies behind j), ∂C/∂α_j = T_j c_j − S_j / (1 − α_j)
+    and ∂A/∂α_j = T_final / (1 − α_j); α ≤ 0.99 keeps the division safe."""
+    weight = hits.alpha * hits.trans_before
+    contrib = weight[..., None] * color[None]
+    behind = contrib.sum(1, keepdims=True) - np.cumsum(contrib, axis=1) + (hits.trans_final[:, None] * background)[:, None, :]
+    inv_keep = 1 / (1 - hits.alpha)
+    sens = np.concatenate([hits.trans_before[..., None] * color[None] - behind * inv_keep[..., None],
+                           (hits.trans_final[:, None] * inv_keep)[..., None]], -1)
+    return np.where((hits.blended & ~hits.clamped)[..., None], sens, 0)
+
+
+def _world_offset(hits: TileHits, prep: Prepared) -> np.ndarray:
+    """[P, L, 3] w = e + t*·d − μ, the ray's closest point relative to μ: M⁻¹p = Mᵀ diag(σ²) p."""
+    ids = hits.ids
+    return np.einsum("lji,plj->pli", prep.whitening[ids], hits.closest / np.square(prep.inv_scale[ids]))
+
+
 def _tile_backward(hits: TileHits, prep: Prepared, cam: Camera, up: np.ndarray, g_mu, g_m, g_logit, g_color) -> None:
     """Accumulate one tile's gradients into the per-splat buffers (μ, M = diag(1/σ)Rᵀ, logit, colour)."""
-    ids, alpha, t_before = hits.ids, hits.alpha, hits.trans_before
-    color = prep.color[ids]
-    weight = alpha * t_before  # [P, L]
-    np.add.at(g_color, ids, weight.T @ up[:, :3])
-    # Colour behind each entry: S_j = C − Σ_{i≤j} w_i c_i + T_final·bg; dC/dα_j = T_j c_j − S_j / (1 − α_j).
-    contrib = weight[..., None] * color[None]
-    total = contrib.sum(1, keepdims=True)
-    behind = total - np.cumsum(contrib, axis=1) + (hits.trans_final[:, None] * cam.background)[:, None, :]
-    inv_keep = 1 / (1 - alpha)
-    g_alpha = np.einsum("plc,pc->pl", t_before[..., None] * color[None] - behind * inv_keep[..., None], up[:, :3])
-    g_alpha += up[:, 3:4] * hits.trans_final[:, None] * inv_keep
-    g_alpha = np.where(hits.blended & ~hits.clamped, g_alpha, 0)  # α = a·exp(−ρ²/2) below the clamp
-    a = prep.opacity[ids]
-    np.add.at(g_logit, ids, (g_alpha * alpha).sum(0) * (1 - a))
-    g_rho2 = -0.5 * g_alpha * alpha  # [P, L]
-    # ρ² = min_t |M(e + t·d − μ)|²: ∂/∂μ = −2 Mᵀp, ∂/∂M = 2 p wᵀ with p = closest, w = e + t*·d − μ.
-    m = prep.whitening[ids]
-    gp = 2 * g_rho2[..., None] * hits.closest  # [P, L, 3]
-    np.add.at(g_mu, ids, -np.einsum("lji,lj->li", m, gp.sum(0)))
-    offset = np.einsum("lji,plj->pli", m, hits.closest / np.square(prep.inv_scale[ids]))  # w = M⁻¹p = Mᵀ diag(σ²) p
-    np.add.at(g_m, ids, np.einsum("pli,plj->lij", gp, offset))
+    ids, alpha = hits.ids, hits.alpha
+    np.add.at(g_color, ids, (alpha * hits.trans_before).T @ up[:, :3])
+    g_alpha = np.einsum("plc,pc->pl", _alpha_sensitivity(hits, prep.color[ids], cam.background), up)
+    np.add.at(g_logit, ids, (g_alpha * alpha).sum(0) * (1 - prep.opacity[ids]))
+    # α = a·exp(−ρ²/2), ρ² = min_t |M(e + t·d − μ)|²: ∂ρ²/∂μ = −2 Mᵀp, ∂ρ²/∂M = 2 p wᵀ (p = closest).
+    gp = -g_alpha[..., None] * alpha[..., None] * hits.closest  # 2·∂L/∂ρ²·p
+    np.add.at(g_mu, ids, -np.einsum("lji,lj->li", prep.whitening[ids], gp.sum(0)))
+    np.add.at(g_m, ids, np.einsum("pli,plj->lij", gp, _world_offset(hits, prep)))
 
 
 def _scene_grads(scene: Scene, cam: Camera, attrs, g_mu, g_m, g_logit, g_color) -> np.ndarray:
@@ -460,3 +467,46 @@ def _scene_grads(scene: Scene, cam: Camera, attrs, g_mu, g_m, g_logit, g_color) 
         np.add.at(g_scale, (np.arange(n), hi), over)
         np.add.at(g_scale, (np.arange(n), lo), -over)
     return np.concatenate([g_mu.reshape(-1), g_scale.reshape(-1), g_quat.reshape(-1), g_logit, g_raw.reshape(-1), g_sh.reshape(-1)])
+
+
+# ------------------------------------------------------------------------------ forward mode
+def _scene_tangent(scene: Scene, cam: Camera, tangents: list[np.ndarray]):
+    """Tangents of the per-splat quantities (μ, M, logit, clamped colour) for scene tangents
+    (positions, log-scales, quaternions, logits, colours, sh): the transpose of :func:`_scene_grads`."""
+    n, k = scene.count, scene.sh.shape[1]
+    d_mu, d_s, d_q, d_logit, d_col, d_sh = (np.asarray(t, scene.mu.dtype).reshape(n, -1) for t in tangents)
+    qhat, qnorm = unit_quaternions(scene.quat)
+    safe = np.where(qnorm > 0, qnorm, 1)
+    d_qhat = np.where((qnorm > 0)[:, None], (d_q - qhat * np.einsum("nk,nk->n", qhat, d_q)[:, None]) / safe[:, None], 0)
+    d_rot = np.einsum("nkij,nk->nij", quat_matrix_partials(qhat), d_qhat)
+    inv_s = np.exp(-scene.log_scale)
+    m = quat_matrix(qhat).transpose(0, 2, 1) * inv_s[:, :, None]
+    d_m = -d_s[:, :, None] * m + d_rot.transpose(0, 2, 1) * inv_s[:, :, None]
+    raw, v = splat_colors(scene, cam.eye)
+    d_raw = d_col.copy()
+    if k:
+        d_sh = d_sh.reshape(n, k, 3)
+        dist = np.linalg.norm(scene.mu - cam.eye, axis=1)
+        d_v = (d_mu - v * np.einsum("nd,nd->n", v, d_mu)[:, None]) / np.where(dist > 0, dist, 1)[:, None]
+        d_raw += np.einsum("nk,nkc->nc", sh_eval(v, k), d_sh) + np.einsum("nkc,nkd,nd->nc", scene.sh, sh_eval_grad(v, k), d_v)
+    return d_mu, d_m, d_logit[:, 0], np.where(raw > 0, d_raw, 0)
+
+
+def jvp(args: list[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+    """The image tangent [H·W·4] of render at the seven operands ``args[:7]`` along the six scene tangents ``args[7:]``."""
+    scene, meta = scene_from(args[:7])
+    prep = prepare(scene, meta, attrs)
+    cam = camera(meta, attrs["width"], attrs["height"])
+    d_mu, d_m, d_logit, d_color = _scene_tangent(scene, cam, args[7:13])
+    out = np.zeros((attrs["width"] * attrs["height"], 4), meta.dtype)
+    for t in range(len(prep.ranges)):
+        hits = tile_hits(prep, t, attrs)
+        if hits is None:
+            continue
+        ids, alpha = hits.ids, hits.alpha
+        moved = np.einsum("lij,plj->pli", d_m[ids], _world_offset(hits, prep)) - np.einsum("lij,lj->li", prep.whitening[ids], d_mu[ids])
+        d_rho2 = 2 * np.einsum("pli,pli->pl", hits.closest, moved)  # 2 pᵀ(dM·w − M·dμ)
+        d_alpha = alpha * (d_logit[ids] * (1 - prep.opacity[ids]) - 0.5 * d_rho2)
+        out[hits.pixels] = np.einsum("plc,pl->pc", _alpha_sensitivity(hits, prep.color[ids], cam.background), d_alpha)
+        out[hits.pixels, :3] += (alpha * hits.trans_before) @ d_color[ids]
+    return out.reshape(-1)

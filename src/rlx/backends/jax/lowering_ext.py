@@ -17,6 +17,7 @@ import numpy as np
 
 from rlx.backends.jax.lowering import jnp_dtype, lowering
 from rlx.ir.dtype import DType
+from rlx.ops.splat import SPLAT_OPS
 
 QMAX = {8: 127, 4: 7, 2: 1}
 SCALE_FLOOR = 1e-12
@@ -29,7 +30,7 @@ HOST: dict[str, str] = {
     "dequant_matmul": "packed int4 / fp8 (upstream's non-OCP e4m3 decoder) weight layouts are decoded by the NumPy "
     "kernel on the host; a device decoder is future work",
     **dict.fromkeys(
-        ("gaussian_splat_render", "gaussian_splat_prepare", "gaussian_splat_rasterize", "gaussian_splat_render_backward"),
+        SPLAT_OPS,
         "Gaussian splatting builds data-dependent tile lists (variable-length per-tile depth sorts), which XLA's static "
         "shapes cannot express without a fixed-capacity rewrite; the NumPy renderer runs on the host"),
 }

@@ -24,6 +24,7 @@ import numpy as np
 from rlx.backends.onnx.common import OnnxError, OnnxUnsupported, onnx_dtype
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Graph, Node
+from rlx.ops.splat import SPLAT_OPS
 
 OPSET = 18
 EXPORTERS: dict[str, Callable[[Exporter, Node, list[str]], str]] = {}
@@ -79,7 +80,7 @@ REFUSED: dict[str, str] = {
     "dequant_grouped_matmul": "GGUF K-quant / NVFP4 packed expert blocks have no ONNX equivalent",
     "dequant_moe_weights": "GGUF K-quant / NVFP4 packed expert blocks have no ONNX equivalent",
     **dict.fromkeys(
-        ("gaussian_splat_render", "gaussian_splat_prepare", "gaussian_splat_rasterize", "gaussian_splat_render_backward"),
+        SPLAT_OPS,
         "Gaussian splatting (data-dependent tile lists and depth sorts) has no ONNX operator"),
 }
 del REFUSED["resize_nearest_2x"]

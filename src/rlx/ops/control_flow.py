@@ -24,7 +24,8 @@ branches and unrolls ``while``; rlx keeps both structured):
 * **Autodiff**: ``if_``'s VJP / JVP is an ``if_`` over the branches' VJP / JVP graphs (one
   ``if_`` node per operand gradient). ``scan``'s VJP is a reverse ``scan`` carrying the
   carry cotangent plus a vmapped body VJP for the per-step (xs) and broadcast operands'
-  gradients; its JVP unrolls the (static-length) scan. ``while_`` is differentiated by a
+  gradients (a checkpointed trajectory is recomputed in full by the backward, so checkpoints
+  save forward memory only); its JVP unrolls the (static-length) scan. ``while_`` is differentiated by a
   bounded unroll when ``max_iterations`` is static (``AutodiffError`` otherwise). Batching
   (vmap): ``if_`` with an unbatched predicate stays an ``if_`` of vmapped branches; a
   batched predicate evaluates both vmapped branches and selects with ``where`` (the only
@@ -484,23 +485,37 @@ def _shift(g: Graph, rows: Value, first: Value, n: int, at_end: bool) -> Value:
     return g.concat([_rows(g, rows, 1, n - 1), one] if at_end else [one, _rows(g, rows, 0, n - 1)], axis=0)
 
 
+def _spread_rows(ctx, rows: Value, steps: Sequence[int], like: Value) -> Value:
+    """A [length, *carry] cotangent holding ``rows[j]`` at step ``steps[j]`` and zeros at every other
+    step (``like`` is any [length, *carry] value: the zero blocks take their shape from its rows)."""
+    g = ctx.graph
+    pieces, t = [], 0
+    for j, step in enumerate(steps):
+        if step > t:
+            pieces.append(ctx.zeros_like(_rows(g, like, t, step - t)))
+        pieces.append(_rows(g, rows, j, 1))
+        t = step + 1
+    return pieces[0] if len(pieces) == 1 else g.concat(pieces, axis=0)
+
+
 def _scan_vjp(ctx, node, ct):
     """Reverse scan for the carry cotangent; the bcast / xs gradients from the body VJP vmapped over steps."""
     from rlx.autodiff.vmap import vmap
 
     a = node.attrs
     n, nb, nx, rev = a["length"], a["num_bcast"], a["num_xs"], a["reverse"]
-    if 0 < a["num_checkpoints"] < n:
-        raise AutodiffError("scan: differentiating a checkpointed trajectory is not supported (use num_checkpoints=0)")
     g = ctx.graph
     ops = ctx.operands(node)
     init, bcasts, xs = ops[0], ops[1:1 + nb], ops[1 + nb:]
     body = a["body"]
     sig = _signature(body)
-    if a["save_trajectory"]:
+    checkpointed = 0 < a["num_checkpoints"] < n
+    if a["save_trajectory"] and not checkpointed:
         traj = ctx.output(node)
-    else:
+    else:  # recompute every carry (a checkpointed forward kept only some rows)
         traj = g.scan(*ops, body=body, length=n, save_trajectory=True, num_bcast=nb, num_xs=nx, reverse=rev)
+    if checkpointed:
+        ct = _spread_rows(ctx, ct, checkpoint_steps(n, a["num_checkpoints"]), traj)
     before = _shift(g, traj, init, n, at_end=rev)  # the carry fed to each step
     ctype = init.type
     # backward scan: carry dc (the cotangent of the carry leaving a step), per step inputs (carry_before, xs, upstream)
@@ -600,5 +615,6 @@ defop(
     "[length, *carry] (row t = carry after step t); with 0 < num_checkpoints = K < length only rows "
     "t_k = ceil((k+1)·length/K) − 1. reverse=True (an rlx extension, as in JAX) runs t = length-1 … 0. "
     "VJP: a reverse scan for the carry plus the body VJP vmapped over steps for bcasts / xs (bcast "
-    "gradients summed over steps); JVP: unrolled; vmap: a scan of the vmapped body.",
+    "gradients summed over steps; a checkpointed trajectory's backward recomputes every carry and "
+    "spreads the row cotangents over their steps); JVP: unrolled; vmap: a scan of the vmapped body.",
 )

@@ -111,6 +111,20 @@ def test_rasterize_refuses_a_buffer_built_for_another_framebuffer():
         rlx.run(g, feed)
 
 
+@pytest.mark.parametrize(("index", "value", "match"), [(9, 0.0, "fov_y"), (9, 180.0, "fov_y"), (0, np.nan, "degenerate"),
+                                                       (7, 0.0, "degenerate")])
+def test_a_bad_camera_is_a_clear_run_time_error(index, value, match):
+    feed = _feed()
+    feed["meta"] = feed["meta"].copy()
+    feed["meta"][index] = value
+    if index == 7:  # up = (0, 0, 1) with the eye at z = 3.5 looking at the origin: up ∥ view direction
+        feed["meta"][[0, 1, 2, 6, 8]] = [0.0, 0.0, 3.5, 0.0, 1.0]
+    g, outs = _graph(feed)
+    g.set_outputs(outs)
+    with pytest.raises(rlx.RlxError, match=match):
+        rlx.run(g, feed)
+
+
 def test_fitting_a_scene_to_a_target_image_lowers_the_loss():
     """Adam on colours, opacities and positions of a perturbed scene: the L2 image loss falls below a tenth."""
     truth = _feed(n=8, k=0, seed=4)

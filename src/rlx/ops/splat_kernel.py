@@ -92,6 +92,8 @@ def camera(meta: np.ndarray, width: int, height: int) -> Camera:
     right = _normalize(np.cross(forward, up))
     if not np.all(np.isfinite(meta[:15])) or not right.any():
         raise RlxError("gaussian splat: the camera in meta is degenerate (non-finite, or up parallel to the view direction)")
+    if not 0 < meta[9] < 180:
+        raise RlxError(f"gaussian splat: meta[9] (fov_y in degrees) must lie in (0, 180), got {float(meta[9])}")
     tan_half = math.tan(math.radians(float(meta[9])) / 2)
     return Camera(eye, forward, right, np.cross(right, forward), tan_half, width / height, float(meta[10]), float(meta[11]), meta[12:15])
 

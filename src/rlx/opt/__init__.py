@@ -2,15 +2,17 @@
 legalization and the fusion report. ``optimize(g)`` runs the default pipeline.
 
 Default order (PIPELINE.md §3.3, plus CSE / folding / simplification, which upstream
-lacks): [unfuse ops the backend does not claim] → cse → fold_constants → simplify → dce → the seven fusion patterns (each gated
-on the backend claiming the op it creates) → elementwise regions (marked, then unfused
-unless the backend keeps them) → dce.
+lacks): [automatic mixed precision, when ``precision=`` names a policy] → [unfuse ops the
+backend does not claim] → cse → fold_constants → simplify → dce → the seven fusion patterns
+(each gated on the backend claiming the op it creates) → elementwise regions (marked, then
+unfused unless the backend keeps them) → dce.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from rlx.ir.graph import Graph
 from rlx.opt.cleanup import CSE, DCE, FOLD, SIMPLIFY, cse, dce, fold_constants, simplify
@@ -33,6 +35,7 @@ from rlx.opt.fusion import (
 )
 from rlx.opt.legalize import LEGALIZE_BROADCAST, legalize_broadcast, unclaimed
 from rlx.opt.manager import Pass, PassError, PassResult, PipelineResult, paused_gc, run_passes
+from rlx.opt.precision import AMP, POLICIES, auto_mixed_precision, op_class
 from rlx.opt.regions import MARK_REGIONS, mark_elementwise_regions
 from rlx.opt.report import FusionReport, MissedFusion
 from rlx.opt.unfuse import (
@@ -95,10 +98,12 @@ def resolve_backend(backend: str | Backend | Iterable[str] | None) -> Backend:
     return Backend("custom", frozenset(backend))
 
 
-def default_passes(backend: str | Backend | Iterable[str] | None = None, *, fold: bool = True, fusion: bool = True) -> list[Pass]:
-    """The default pass list for ``backend`` (see the module docstring)."""
+def default_passes(backend: str | Backend | Iterable[str] | None = None, *, fold: bool = True, fusion: bool = True,
+                   precision: str | Mapping[str, Any] | None = None) -> list[Pass]:
+    """The default pass list for ``backend`` (see the module docstring); ``precision`` (a policy of
+    :mod:`rlx.opt.precision`) puts automatic mixed precision first."""
     b = resolve_backend(backend)
-    passes: list[Pass] = []
+    passes: list[Pass] = [AMP.with_options(policy=precision)] if precision is not None else []
     if b.claims:
         passes.append(Pass("unfuse_unclaimed", unfuse_unclaimed, options={"claims": b.claims}))
     passes.append(CSE)
@@ -124,9 +129,10 @@ def optimize(
     *,
     check: bool = True,
     fold: bool = True,
+    precision: str | Mapping[str, Any] | None = None,
     return_result: bool = False,
 ) -> tuple[Graph, FusionReport] | tuple[Graph, FusionReport, PipelineResult]:
-    """Run ``passes`` (default: :func:`default_passes` for ``backend``) on ``g``.
+    """Run ``passes`` (default: :func:`default_passes` for ``backend`` and ``precision``) on ``g``.
 
     Returns the optimized graph and a :class:`FusionReport`; with ``return_result`` also
     the :class:`PipelineResult` (its ``id_map`` maps old node ids to new ones). The
@@ -137,11 +143,13 @@ def optimize(
     per body in ``report.bodies`` (see :class:`FusionReport`).
     """
     with paused_gc():
-        return _optimize(g, passes, resolve_backend(backend), check, fold, return_result)
+        return _optimize(g, passes, resolve_backend(backend), check, fold, precision, return_result)
 
 
-def _optimize(g, passes, b, check, fold, return_result):  # type: ignore[no-untyped-def]
-    plist = list(passes) if passes is not None else default_passes(b, fold=fold)
+def _optimize(g, passes, b, check, fold, precision, return_result):  # type: ignore[no-untyped-def]
+    if passes is not None and precision is not None:
+        raise PassError("optimize: give precision= or an explicit pass list (add rlx.opt.AMP to it), not both")
+    plist = list(passes) if passes is not None else default_passes(b, fold=fold, precision=precision)
     result = run_passes(g, plist, check=check)
     report = _report(result)
     if return_result:
@@ -164,12 +172,54 @@ def _report(result: PipelineResult) -> FusionReport:
 
 
 __all__ = [
-    "BACKENDS", "CSE", "DCE", "FOLD", "FUSE_MATMUL_BIAS_ACT", "FUSE_RESIDUAL_LN", "FUSE_RESIDUAL_RMS",
-    "FUSE_RMS_NORM_RESHAPE", "FUSE_SHARED_MATMUL", "FUSE_SWIGLU", "FUSE_SWIGLU_DUAL", "LEGALIZE_BROADCAST",
-    "MARK_REGIONS", "PATTERN_PASSES", "SIMPLIFY", "UNFUSE_ALL", "UNFUSE_REGIONS", "Backend", "FusionReport",
-    "MissedFusion", "Pass", "PassError", "PassResult", "PipelineResult", "cse", "dce", "default_passes",
-    "fold_constants", "fuse_matmul_bias_act", "fuse_residual_layer_norm", "fuse_residual_rms_norm",
-    "fuse_rms_norm_reshape", "fuse_shared_input_matmul", "fuse_swiglu", "fuse_swiglu_dual_matmul",
-    "legalize_broadcast", "mark_elementwise_regions", "optimize", "resolve_backend", "run_passes", "simplify",
-    "unclaimed", "unfuse", "unfuse_elementwise_regions", "unfuse_fused_for_autodiff", "unfuse_unclaimed",
+    "AMP",
+    "BACKENDS",
+    "CSE",
+    "DCE",
+    "FOLD",
+    "FUSE_MATMUL_BIAS_ACT",
+    "FUSE_RESIDUAL_LN",
+    "FUSE_RESIDUAL_RMS",
+    "FUSE_RMS_NORM_RESHAPE",
+    "FUSE_SHARED_MATMUL",
+    "FUSE_SWIGLU",
+    "FUSE_SWIGLU_DUAL",
+    "LEGALIZE_BROADCAST",
+    "MARK_REGIONS",
+    "PATTERN_PASSES",
+    "POLICIES",
+    "SIMPLIFY",
+    "UNFUSE_ALL",
+    "UNFUSE_REGIONS",
+    "Backend",
+    "FusionReport",
+    "MissedFusion",
+    "Pass",
+    "PassError",
+    "PassResult",
+    "PipelineResult",
+    "auto_mixed_precision",
+    "cse",
+    "dce",
+    "default_passes",
+    "fold_constants",
+    "fuse_matmul_bias_act",
+    "fuse_residual_layer_norm",
+    "fuse_residual_rms_norm",
+    "fuse_rms_norm_reshape",
+    "fuse_shared_input_matmul",
+    "fuse_swiglu",
+    "fuse_swiglu_dual_matmul",
+    "legalize_broadcast",
+    "mark_elementwise_regions",
+    "op_class",
+    "optimize",
+    "resolve_backend",
+    "run_passes",
+    "simplify",
+    "unclaimed",
+    "unfuse",
+    "unfuse_elementwise_regions",
+    "unfuse_fused_for_autodiff",
+    "unfuse_unclaimed",
 ]

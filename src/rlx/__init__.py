@@ -28,6 +28,7 @@ from rlx.ir.opdef import OpDef, all_ops, get_op, register_op, unregister_op
 from rlx.ir.serialize import LoadLimits, fingerprint, from_json, load, register_codec, save, to_json
 from rlx.ir.shape import Shape, TensorType
 from rlx.ir.text import parse
+from rlx.ir.upstream_json import from_upstream_json
 from rlx.ir.verify import verify
 from rlx.ops.custom import custom_op, custom_ops, unregister_custom_op
 from rlx.opt import FusionReport, optimize
@@ -52,7 +53,7 @@ __all__ = [
     "LoadLimits", "LowerError", "Node", "OpDef", "ParseError", "Provenance", "RlxError", "Shape", "ShapeError",
     "TensorType", "UnknownOpError", "Value", "VerifyError", "all_ops", "bf16", "bool_", "c64", "compile", "compile_training",
     "custom_op", "custom_ops", "define",
-    "f8e4m3", "f8e5m2", "f16", "f32", "f64", "fingerprint", "from_json", "get_op", "grad", "grad_with_loss", "hvp",
+    "f8e4m3", "f8e5m2", "f16", "f32", "f64", "fingerprint", "from_json", "from_upstream_json", "get_op", "grad", "grad_with_loss", "hvp",
     "i8", "i16", "i32", "i64", "jvp", "load", "optimize", "parse", "plan", "prepare_graph_for_ad", "register_codec",
     "register_op", "run", "save", "specialize", "to_json", "u8", "u32", "unregister_custom_op", "unregister_op", "verify", "vmap",
 ]

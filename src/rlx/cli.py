@@ -4,7 +4,7 @@
     rlx optimize FILE -o OUT               lower (HIR) and optimize; prints the fusion report
     rlx plan FILE [-o OUT]                 buffer plan: arena against the lower bound, largest slots
     rlx run FILE --input NAME=X.npy ...    run with the file's saved weights; -o OUT.npz
-    rlx convert MODEL.onnx|MODEL.pt2 -o OUT.rlx
+    rlx convert MODEL.onnx|MODEL.pt2|UPSTREAM.json -o OUT.rlx
     rlx draw FILE -o PICTURE.svg           graph picture (Graphviz); --plan: memory-plan timeline (PNG)
     rlx demo                               the whole pipeline on a small transformer
 
@@ -100,6 +100,17 @@ def _import_pt2(path: str) -> tuple[Any, dict[str, np.ndarray]]:
     name = os.path.splitext(os.path.basename(path))[0] or "torch_module"
     g, params = rlx.torch.import_program(ep, name=name)
     return g, dict(params)
+
+
+def _import_upstream(path: str) -> tuple[Any, dict[str, np.ndarray]]:
+    """An upstream rlx-ir JSON document (rlx.from_upstream_json); a HIR module becomes its HIR graph."""
+    import rlx
+
+    if not os.path.isfile(path):
+        raise CliError(f"{path}: no such file")
+    with open(path, "rb") as f:
+        obj = rlx.from_upstream_json(f.read())
+    return (obj.graph if isinstance(obj, rlx.GraphModule) else obj), {}
 
 
 def _kind(obj: Any) -> str:
@@ -342,10 +353,12 @@ def cmd_convert(args: argparse.Namespace) -> int:
     import rlx
 
     src = args.model
-    if not src.lower().endswith((".onnx", ".pt2")):
-        raise CliError(f"{src}: convert reads ONNX models (.onnx) and torch.export programs (.pt2, from torch.export.save)")
-    g, params = load_model(src)
-    _save(g, args.output, params)
+    if not src.lower().endswith((".onnx", ".pt2", ".json")):
+        raise CliError(f"{src}: convert reads ONNX models (.onnx), torch.export programs (.pt2, from torch.export.save) "
+                       "and upstream rlx-ir JSON documents (.json)")
+    obj, params = _import_upstream(src) if src.lower().endswith(".json") else load_model(src)
+    _save(obj, args.output, params)
+    g = _graph_of(obj)
     con = _console()
     weights = sum(int(np.asarray(v).nbytes) for v in params.values())
     con.table(f"converted {src}", ["name", "nodes", "inputs", "params", "outputs", "weights", "fingerprint"],
@@ -451,8 +464,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="numpy: the planned arena executor (default); reference: op by op; jax: XLA")
     p.add_argument("--policy", **policy)
 
-    p = add("convert", cmd_convert, "convert an ONNX model or a torch.export program (.pt2) to .rlx")
-    p.add_argument("model", help="model.onnx, or model.pt2 written by torch.export.save")
+    p = add("convert", cmd_convert, "convert an ONNX model, a torch.export program (.pt2) or upstream rlx-ir JSON to .rlx")
+    p.add_argument("model", help="model.onnx, model.pt2 written by torch.export.save, or an upstream rlx-ir .json document")
     p.add_argument("-o", "--output", required=True, help="output .rlx file (weights in OUTPUT.safetensors)")
 
     p = add("draw", cmd_draw, "draw a model's graph (Graphviz) or its memory plan",

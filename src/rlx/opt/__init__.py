@@ -36,6 +36,7 @@ from rlx.opt.fusion import (
 from rlx.opt.legalize import LEGALIZE_BROADCAST, legalize_broadcast, unclaimed
 from rlx.opt.manager import Pass, PassError, PassResult, PipelineResult, paused_gc, run_passes
 from rlx.opt.precision import AMP, POLICIES, auto_mixed_precision, op_class
+from rlx.opt.quantize import INSERT_Q_DQ, PROPAGATE_FAKE_QUANT, QuantSpec, insert_q_dq, propagate_fake_quant
 from rlx.opt.regions import MARK_REGIONS, mark_elementwise_regions
 from rlx.opt.report import FusionReport, MissedFusion
 from rlx.opt.unfuse import (
@@ -184,10 +185,12 @@ __all__ = [
     "FUSE_SHARED_MATMUL",
     "FUSE_SWIGLU",
     "FUSE_SWIGLU_DUAL",
+    "INSERT_Q_DQ",
     "LEGALIZE_BROADCAST",
     "MARK_REGIONS",
     "PATTERN_PASSES",
     "POLICIES",
+    "PROPAGATE_FAKE_QUANT",
     "SIMPLIFY",
     "UNFUSE_ALL",
     "UNFUSE_REGIONS",
@@ -198,6 +201,7 @@ __all__ = [
     "PassError",
     "PassResult",
     "PipelineResult",
+    "QuantSpec",
     "auto_mixed_precision",
     "cse",
     "dce",
@@ -210,10 +214,12 @@ __all__ = [
     "fuse_shared_input_matmul",
     "fuse_swiglu",
     "fuse_swiglu_dual_matmul",
+    "insert_q_dq",
     "legalize_broadcast",
     "mark_elementwise_regions",
     "op_class",
     "optimize",
+    "propagate_fake_quant",
     "resolve_backend",
     "run_passes",
     "simplify",

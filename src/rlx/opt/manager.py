@@ -53,18 +53,20 @@ PassFn = Callable[[Graph], PassResult]
 
 @dataclass(frozen=True)
 class Pass:
-    """A named pass. ``produces`` lists the ops it may create (gated by backend claim sets)."""
+    """A named pass. ``produces`` lists the ops it may create (gated by backend claim sets);
+    ``top_level`` passes (their options name nodes of the outer graph) do not run on bodies."""
 
     name: str
     fn: PassFn
     produces: frozenset[str] = frozenset()
     options: Mapping[str, Any] = field(default_factory=dict)
+    top_level: bool = False
 
     def __call__(self, g: Graph) -> PassResult:
         return self.fn(g, **self.options) if self.options else self.fn(g)
 
     def with_options(self, **options: Any) -> Pass:
-        return Pass(self.name, self.fn, self.produces, {**self.options, **options})
+        return Pass(self.name, self.fn, self.produces, {**self.options, **options}, self.top_level)
 
 
 @dataclass
@@ -174,8 +176,10 @@ def graph_attrs(op: str) -> tuple[str, ...]:
 
 
 def _body_passes(passes: Sequence[Pass | PassFn]) -> list[Pass | PassFn]:
-    """``passes`` with any ``keep_leaves`` option forced on: a body's inputs are its parameters."""
-    return [p.with_options(keep_leaves=True) if isinstance(p, Pass) and "keep_leaves" in p.options else p for p in passes]
+    """``passes`` for a body: ``top_level`` ones dropped, any ``keep_leaves`` option forced on (a body's inputs
+    are its parameters)."""
+    return [p.with_options(keep_leaves=True) if isinstance(p, Pass) and "keep_leaves" in p.options else p
+            for p in passes if not (isinstance(p, Pass) and p.top_level)]
 
 
 def _signature(g: Graph) -> tuple[list[tuple[str, Any]], list[Any]]:

@@ -230,6 +230,9 @@ def _wrt_names(mir: Graph, wrt: Any) -> list[str]:
                                 f"(it has {sorted(leaves)}); pass leaves by name")
         if name in names:
             raise TrainingError(f"compile_training: wrt names {name!r} twice")
+        if name in mir.params() and leaves[name].dtype.is_complex:
+            raise TrainingError(f"compile_training: param {name!r} is complex; the optimizers here update real params "
+                                f"(in JAX's convention descend along conj(grad): use rlx.grad_with_loss and step yourself)")
         names.append(name)
     return names
 

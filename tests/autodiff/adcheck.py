@@ -34,6 +34,33 @@ def _extra_cases() -> list[OpCase]:
         OpCase("where", "ad_both_branches", lambda g, a, b: g.where(g.gt(a, b), a * b, g.sin(b)),
                {"a": x, "b": np.random.default_rng(8).standard_normal((4,))},
                lambda a, b: np.where(a > b, a * b, np.sin(b))),
+        *_complex_cases(),
+    ]
+
+
+def _complex_cases() -> list[OpCase]:
+    """Real f64 feeds through the c64 ops. c64 rounds like f32, so the feeds are ~1e-5: the FD step
+    (1e-6) is then a large relative change and the rounding far below the check's tolerance. The
+    functions are at most quadratic (central differences exact) and scaled by 1e10 (so that the
+    absolute tolerance does not hide an error)."""
+    r = np.random.default_rng(9)
+    x, y = 1e-5 * r.standard_normal((3, 4)), 1e-5 * r.standard_normal((3, 4))
+
+    def real(g, v):
+        return g.cast(v, to="f64") * 1e10
+
+    def c(g, v):
+        return g.cast(v, to="c64")
+
+    return [
+        OpCase("fft", "ad_spectral_energy", lambda g, x: real(g, g.complex_norm_sq(g.fft(c(g, x), axis=0))), {"x": x},
+               lambda x: np.abs(np.fft.fft(x, axis=0)) ** 2 * 1e10, rtol=1e-5, atol=1e-5),
+        OpCase("fft", "ad_inverse_ortho_real_part", lambda g, x: real(g, g.fft(c(g, x) * (1 - 2j), inverse=True, norm="ortho")),
+               {"x": x}, lambda x: np.real(np.fft.ifft(x * (1 - 2j), norm="ortho")) * 1e10, rtol=1e-5, atol=0.1),
+        OpCase("complex_norm_sq", "ad_of_a_complex_mix", lambda g, x, y: real(g, g.complex_norm_sq(c(g, x) * (1 + 2j) + c(g, y))),
+               {"x": x, "y": y}, lambda x, y: np.abs(x * (1 + 2j) + y) ** 2 * 1e10, rtol=1e-5, atol=1e-4),
+        OpCase("conjugate", "ad_real_part_of_a_product", lambda g, x: real(g, g.conjugate(c(g, x) * (0.5 - 1j)) * (1 + 3j)),
+               {"x": x}, lambda x: np.real(np.conj(x * (0.5 - 1j)) * (1 + 3j)) * 1e10, rtol=1e-5, atol=0.1),
     ]
 
 

@@ -372,7 +372,7 @@ def test_sqrt_gradient_at_zero_is_zero_and_finite_to_second_order():
     np.testing.assert_allclose(out[1:], [-0.25, -0.25 / 8])
 
 
-# ------------------------------------------------------------------------------ symbolic dims, complex
+# ------------------------------------------------------------------------------ symbolic dims (complex: test_ad_complex.py)
 def _symbolic_mlp():
     g = rlx.Graph("sym")
     x = g.input("x", ("n", 3), "f64")
@@ -408,17 +408,6 @@ def test_symbolic_dims_grad_hvp_vmap(n):
     (out,) = rlx.run(vg, {"x": batch}, {"w": ws, "b": bs})
     loop = [rlx.run(g, {"x": batch[k]}, {"w": ws, "b": bs})[0] for k in range(3)]
     np.testing.assert_allclose(out, np.stack(loop), rtol=1e-12)
-
-
-def test_complex_values_downstream_of_wrt_are_refused():
-    g = rlx.Graph("c")
-    x = g.input("x", (2,), "f64")
-    z = g.exp(g.cast(x, to="c64"))
-    g.set_outputs([g.sum(g.cast(z, to="f64") + x)])
-    with pytest.raises(rlx.AutodiffError, match="complex"):
-        rlx.grad(g, ["x"])
-    with pytest.raises(rlx.AutodiffError, match="complex"):
-        rlx.jvp(g, ["x"])
 
 
 def test_hir_module_refuses_ambiguous_ids_but_takes_values():

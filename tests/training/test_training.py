@@ -280,3 +280,12 @@ def test_errors():
     trainer = rlx.compile_training(g, params=init)
     with pytest.raises(rlx.FeedError, match="seed"):
         trainer.step({**data(rng), "d_output": np.array(1.0)})
+
+
+def test_complex_params_are_refused_by_name():
+    g = rlx.Graph("spectral")
+    w = g.param("w", (4,), "c64")
+    x = g.input("x", (4,), "f32")
+    g.set_outputs([g.sum(g.complex_norm_sq(g.fft(g.cast(x, to="c64") * w)))])
+    with pytest.raises(TrainingError, match="'w' is complex"):
+        rlx.compile_training(g, wrt=["w"], params={"w": np.ones(4, np.complex64)})

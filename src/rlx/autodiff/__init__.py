@@ -9,7 +9,7 @@ from rlx.autodiff.forward import jvp
 from rlx.autodiff.hvp import hvp
 from rlx.autodiff.prepare import prepare_graph_for_ad
 from rlx.autodiff.reverse import grad, grad_with_loss
-from rlx.autodiff.rules import NO_GRAD
+from rlx.autodiff.rules import COMPLEX_AD, NO_GRAD
 from rlx.autodiff.vmap import vmap
 
-__all__ = ["NO_GRAD", "grad", "grad_with_loss", "hvp", "jvp", "prepare_graph_for_ad", "vmap"]
+__all__ = ["COMPLEX_AD", "NO_GRAD", "grad", "grad_with_loss", "hvp", "jvp", "prepare_graph_for_ad", "vmap"]

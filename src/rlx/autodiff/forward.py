@@ -31,7 +31,7 @@ def build_jvp(fwd: Graph, wrt: list[int], names: list[str], *, name: str | None 
     tangents: dict[int, Value] = {}
     if len(set(wrt)) != len(wrt):
         raise AutodiffError(f"jvp: wrt lists a leaf twice ({names})")
-    active_set(fwd, wrt, "jvp")  # refuses complex values downstream of a tangent
+    active_set(fwd, wrt, "jvp")  # refuses ops without complex rules on complex values downstream of a tangent
     for node_id, leaf in zip(wrt, names):
         tname = f"{TANGENT_PREFIX}{leaf}"
         if tname in leaves:

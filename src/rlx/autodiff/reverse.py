@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rlx.autodiff.prepare import label, prepare, resolve_refs, shape_str
-from rlx.autodiff.rules import NO_GRAD, VjpContext, cast, is_diff_dtype
+from rlx.autodiff.rules import COMPLEX_AD, NO_GRAD, VjpContext, cast, is_diff_dtype
 from rlx.ir.errors import AutodiffError, RlxError
 from rlx.ir.graph import Graph, Node, Value
 from rlx.ir.opdef import get_op
@@ -50,17 +50,19 @@ def resolve_wrt(g: Any, wrt: Iterable[Any] | Any, what: str, mir: Graph | None =
             raise AutodiffError(f"{what}: wrt {ref!r} (node {label(mir, old)}) does not survive prepare_graph_for_ad")
         node = prepared.graph.nodes[new]
         if not is_diff_dtype(node.dtype):
-            raise AutodiffError(f"{what}: wrt {label(prepared.graph, new)} has dtype {node.dtype}; only float values have gradients")
+            raise AutodiffError(f"{what}: wrt {label(prepared.graph, new)} has dtype {node.dtype}; "
+                                "only float and complex values have gradients")
         out.append(new)
         names.append(node.attrs["name"] if node.op in ("input", "param") else None)
     return prepared.graph, out, names
 
 
 def active_set(g: Graph, sources: Iterable[int], what: str = "grad") -> list[bool]:
-    """Nodes whose (float) value depends on ``sources`` through float values.
+    """Nodes whose (float or complex) value depends on ``sources`` through such values.
 
-    A complex value computed from an active one is an error rather than a silently
-    dropped contribution (complex differentiation is not implemented yet).
+    An active node whose op meets a complex operand or result must carry the
+    ``COMPLEX_AD`` flag: real rules applied to complex values would give wrong
+    derivatives without a sign, so any other op is an error naming it.
     """
     active = [False] * len(g.nodes)
     src = set(sources)
@@ -68,10 +70,20 @@ def active_set(g: Graph, sources: Iterable[int], what: str = "grad") -> list[boo
         if node.id in src or any(active[i] for i in node.inputs):
             if is_diff_dtype(node.dtype):
                 active[node.id] = True
-            elif node.dtype.is_complex:
-                raise AutodiffError(f"{what}: node {label(g, node.id)} is complex ({node.dtype}) and depends on a wrt value; "
-                                    "complex values are not differentiated yet")
+                if node.id not in src:
+                    _check_complex_rules(g, node, what)
     return active
+
+
+def _check_complex_rules(g: Graph, node: Node, what: str) -> None:
+    flags = get_op(node.op).flags
+    if COMPLEX_AD in flags or NO_GRAD in flags:
+        return
+    if node.dtype.is_complex or any(g.nodes[i].dtype.is_complex for i in node.inputs):
+        raise AutodiffError(
+            f"{what}: op {node.op!r} (node {label(g, node.id)}) has complex values on a differentiable path, but its "
+            f"rules are for real values only (ops with complex rules carry the {COMPLEX_AD!r} flag)"
+        )
 
 
 def no_rule(node: Node, g: Graph, kind: str) -> AutodiffError:
@@ -116,8 +128,9 @@ def build_backward(fwd: Graph, wrt: list[int], *, with_loss: bool, name: str | N
     """The backward graph of a prepared single-output ``fwd`` for ``wrt`` ids (see module doc)."""
     loss_id = fwd.output_ids[0]
     loss = fwd.nodes[loss_id]
-    if not is_diff_dtype(loss.dtype):
-        raise AutodiffError(f"grad: the loss {label(fwd, loss_id)} has dtype {loss.dtype}; it must be a float")
+    if not loss.dtype.is_float:
+        raise AutodiffError(f"grad: the loss {label(fwd, loss_id)} has dtype {loss.dtype}; it must be a real float "
+                            "(as in jax.grad; take complex_norm_sq or the real part of a complex loss)")
     if seed in {**fwd.inputs(), **fwd.params()}:
         raise AutodiffError(f"grad: the forward already has a leaf named {seed!r} (pass seed= another name)")
     bwd = _copy_forward(fwd, name or f"{fwd.name}_grad")

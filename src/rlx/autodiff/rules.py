@@ -40,13 +40,24 @@ Rules for op families must follow these rules of the road:
   rule contexts add ``operand`` / ``operands`` / ``output`` / ``primal``, the vjp context
   ``wants``, the batch context ``batch_size``, ``align``, ``materialize``, ``shift_axis``,
   ``apply_broadcasting``.
-* Only real floats are differentiated: int / bool values carry no gradient (rules are not
-  called for them), and a complex value downstream of ``wrt`` is an AutodiffError (not
-  implemented yet). Ops that are nowhere differentiable (compare, sources) carry the flag
-  :data:`NO_GRAD` so that a missing rule is never silent: an op without a rule on a path
-  from ``wrt`` to the outputs raises :class:`rlx.AutodiffError` naming it. ``no_grad``
-  ops with operands still need a ``batch`` rule. Ops that ``prepare_graph_for_ad``
-  removes (fused ops via ``decompose``, ``dot_general``) need no rules.
+* Real floats and ``c64`` are differentiated; int / bool values carry no gradient (rules
+  are not called for them). Ops that are nowhere differentiable (compare, sources) carry
+  the flag :data:`NO_GRAD` so that a missing rule is never silent: an op without a rule on
+  a path from ``wrt`` to the outputs raises :class:`rlx.AutodiffError` naming it.
+  ``no_grad`` ops with operands still need a ``batch`` rule. Ops that
+  ``prepare_graph_for_ad`` removes (fused ops via ``decompose``, ``dot_general``) need no
+  rules.
+* Complex values follow JAX's convention. The cotangent ``c`` of a complex value ``z``
+  pairs with a change ``dz`` as ``Re(c·dz)`` (no conjugate), so for a real loss ``L`` of
+  ``z = x + iy`` the gradient is ``∂L/∂x − i·∂L/∂y`` (``jax.grad(lambda z: abs(z)**2)(3+4j)``
+  is ``6-8j``; descend along its conjugate). Tangents are the plain pushforward. Then a
+  holomorphic op's rules are its real rules unchanged (``ct·f'(z)``, ``f'(z)·t``); only
+  non-holomorphic ops conjugate (``conjugate``, ``complex_norm_sq``), and a complex
+  cotangent reaching a real value is cast to it, i.e. keeps its real part. Because real
+  rules are silently wrong on complex values otherwise, an op whose rules are right for
+  ``c64`` says so with the flag :data:`COMPLEX_AD`; any other op that meets a complex
+  operand or result on a differentiable path raises :class:`rlx.AutodiffError` naming
+  it. Losses (the output of ``grad``) must be real.
 * Tests: every op case in ``tests/ops/cases_*.py`` with float64 feeds is gradient- and
   JVP-checked against finite differences and vmap-checked against a loop
   (``tests/autodiff``); ``OpCase.differentiable`` narrows the feeds checked.
@@ -72,11 +83,13 @@ from rlx.ir.shape import Dim, Shape
 
 #: OpDef flag: the op needs no derivative rule (sources; ops locally constant in every operand).
 NO_GRAD = "no_grad"
+#: OpDef flag: the op's vjp / jvp rules are right for ``c64`` operands and results (JAX's convention).
+COMPLEX_AD = "complex_ad"
 
 
 def is_diff_dtype(dtype: DType) -> bool:
-    """Values of this dtype carry gradients and tangents (real floats only, for now)."""
-    return dtype.is_float
+    """Values of this dtype carry gradients and tangents: real floats and complex."""
+    return dtype.is_float or dtype.is_complex
 
 
 # ------------------------------------------------------------------------------ helpers

@@ -145,6 +145,8 @@ def _times_derivative(ctx, kind: str, x, y, v):
         return v * y
     if kind == "log":
         return v / x
+    if kind == "sqrt" and x.dtype.is_complex:  # holomorphic off 0; no real-axis guard (c64 has no order)
+        return v * (0.5 / y)
     if kind == "sqrt":  # 0.5 / sqrt(x), 0 where sqrt(x) <= 0
         pos = g.gt(y, zero)
         return ctx.where_zero(pos, v * (0.5 / ctx.safe(y, pos, 1.0)))
@@ -192,12 +194,13 @@ defop(
     name="activation", family="elementwise", arity=1, operands=("x",),
     attrs={"kind": AttrSpec("str", choices=tuple(ACTIVATIONS))},
     methods={k: {"kind": k} for k in ACTIVATIONS},
-    infer=_activation_type, kernel=_activation_kernel, kernel_into=_activation_kernel, flags={"elementwise"},
+    infer=_activation_type, kernel=_activation_kernel, kernel_into=_activation_kernel, flags={"elementwise", "complex_ad"},
     vjp=_activation_vjp, jvp=_activation_jvp, batch=_broadcasting_batch,
     doc="Unary elementwise function. gelu is exact (erf); gelu_approx is the tanh form; "
     "round is half away from zero; relu/neg/abs/round also accept integers; only "
     "neg/exp/log/sqrt accept c64. Derivatives (autodiff) follow OPS.md §7.2: relu' = 0 at 0, "
-    "abs' = sign (0 at 0), sqrt' and rsqrt' are 0 where sqrt(x) <= 0, round is straight-through.",
+    "abs' = sign (0 at 0), sqrt' and rsqrt' are 0 where sqrt(x) <= 0 (real x), round is straight-through; "
+    "the c64 kinds are holomorphic (complex_ad: JAX's convention, rlx.autodiff.rules).",
 )
 
 
@@ -205,28 +208,33 @@ def _cast_kernel(args, attrs, out):
     x, to = args[0], attrs["to"]
     if to.is_bool:
         return x != 0
-    if to.is_int and x.dtype.kind in "fc":
-        x = np.trunc(np.real(x) if x.dtype.kind == "c" else x)
+    if x.dtype.kind == "c" and not to.is_complex:
+        x = np.real(x)  # explicitly, which is what astype does (with a ComplexWarning)
+    if to.is_int and x.dtype.kind == "f":
+        x = np.trunc(x)
     return x.astype(to.numpy if not to.is_low_precision_float else np.float32)
 
 
 def _cast_vjp(ctx, node, ct):
+    """The cotangent cast back: c64 -> real keeps its real part, real -> c64 embeds it, which is
+    JAX's transpose of both directions (the forward cast keeps the real part / embeds)."""
     x = ctx.operand(node, 0)
     return [ctx.cast(ct, x.dtype)]
 
 
 def _cast_jvp(ctx, node, tangents):
-    return ctx.cast(tangents[0], node.attrs["to"]) if node.attrs["to"].is_float else None
+    to = node.attrs["to"]
+    return ctx.cast(tangents[0], to) if to.is_float or to.is_complex else None
 
 
 defop(
     name="cast", family="elementwise", arity=1, operands=("x",),
     attrs={"to": AttrSpec("dtype")},
     infer=lambda ins, attrs: TensorType(ins[0].shape, attrs["to"]),
-    kernel=_cast_kernel, flags={"elementwise"},
+    kernel=_cast_kernel, flags={"elementwise", "complex_ad"},
     vjp=_cast_vjp, jvp=_cast_jvp, batch=_broadcasting_batch,
     doc="Convert the element type (x.astype(to)); float to int truncates toward zero, "
-    "anything to bool is x != 0.",
+    "anything to bool is x != 0, c64 to a real type keeps the real part.",
 )
 
 
@@ -332,7 +340,7 @@ defop(
     name="binary", family="elementwise", arity=2, operands=("lhs", "rhs"),
     attrs={"op": AttrSpec("str", choices=("add", "sub", "mul", "div", "max", "min", "pow"))},
     methods={m: {"op": k} for m, k in BINARY_METHODS.items()},
-    infer=_binary_type, kernel=_binary_kernel, kernel_into=_binary_kernel, flags={"elementwise"},
+    infer=_binary_type, kernel=_binary_kernel, kernel_into=_binary_kernel, flags={"elementwise", "complex_ad"},
     vjp=_binary_vjp, jvp=_binary_jvp, batch=_broadcasting_batch,
     doc="Broadcasting binary arithmetic in the promoted dtype. Builder methods: add, sub, "
     "mul, div, maximum, minimum, pow (g.max / g.min are reductions). Float div is IEEE; "
@@ -389,7 +397,7 @@ defop(
     name="where", family="elementwise", arity=3, operands=("cond", "on_true", "on_false"),
     infer=_where_type,
     kernel=lambda args, attrs, out: np.where(args[0] != 0, *promote_args(args[1:], out.dtype)),
-    flags={"elementwise"}, vjp=_where_vjp, jvp=_where_jvp, batch=_broadcasting_batch,
+    flags={"elementwise", "complex_ad"}, vjp=_where_vjp, jvp=_where_jvp, batch=_broadcasting_batch,
     doc="np.where(cond != 0, on_true, on_false) with three-way broadcasting; the branches "
     "are promoted to a common dtype.",
 )

@@ -64,13 +64,14 @@ defop(
     name="matmul", family="linalg", arity=2, operands=("a", "b"),
     infer=_matmul_type,
     kernel=_matmul_kernel, kernel_into=_matmul_kernel,
-    flags={"blas"},
+    flags={"blas", "complex_ad"},
     vjp=_matmul_vjp, jvp=_matmul_jvp, batch=lambda ctx, node, operands, batched: ctx.apply_broadcasting(node, operands, batched),
     doc="Batched matrix product a [..., M, K] @ b [..., K, N] -> [..., M, N] (np.matmul). "
     "Both ranks must be >= 2 (no 1-D promotion). The batch prefixes broadcast like NumPy, "
     "symbolic dims included (a symbol matches itself or 1). K must be the same static size "
     "or the same symbol. The result dtype is the promotion of both operand dtypes "
-    "(upstream: lhs dtype). Weights are stored [in, out] and used as x @ W.",
+    "(upstream: lhs dtype). Weights are stored [in, out] and used as x @ W. Differentiable on c64 too "
+    "(holomorphic; JAX's convention).",
 )
 
 

@@ -6,9 +6,9 @@ complex_norm_sq_backward, conjugate. OPS.md's cumsum / cumsum_backward are the o
 rlx conventions (where upstream cut corners): index results are ``i64`` and index operands
 integer tensors (upstream encodes them as floats); complex values are the native ``c64`` dtype
 (upstream's fft works on a real tensor holding a ``[re block | im block]`` of length 2N);
-every op takes any axis where upstream is last-axis only. Autodiff: rlx does not
-differentiate complex values yet (:mod:`rlx.autodiff.rules`), so the complex ops carry the
-``no_grad`` flag; their linear / Wirtinger rules are stated in their docs for when it does.
+every op takes any axis where upstream is last-axis only. Autodiff of the complex ops follows
+JAX's convention (:mod:`rlx.autodiff.rules`): fft is its own transpose (the DFT matrix is
+symmetric), conjugate conjugates, complex_norm_sq pulls back to ``2·ct·conj(z)``.
 """
 
 from __future__ import annotations
@@ -64,6 +64,12 @@ def _fft_kernel(args, attrs, out):
     return fn(x, axis=attrs["axis"], norm=attrs["norm"]).astype(np.complex64)
 
 
+def _same_fft(ctx, node, v):
+    """``node``'s fft applied to ``v``: the JVP (fft is linear) and the VJP (in JAX's convention the
+    transpose, and the DFT matrix is symmetric). Contract: rlx.autodiff.rules."""
+    return ctx.graph.append("fft", [v], dict(node.attrs))
+
+
 defop(
     name="fft", family="numerics", arity=1, operands=("x",),
     attrs={
@@ -72,14 +78,15 @@ defop(
                          doc="NumPy's norm: backward = forward unscaled, inverse 1/N; ortho 1/sqrt(N) both; forward = 1/N forward"),
         "axis": AttrSpec("int", default=-1),
     },
-    canonicalize=_canon_axis, infer=_fft_type, kernel=_fft_kernel, flags={"no_grad"}, batch=_shift_axis,
+    canonicalize=_canon_axis, infer=_fft_type, kernel=_fft_kernel, flags={"complex_ad"}, batch=_shift_axis,
+    vjp=lambda ctx, node, ct: [_same_fft(ctx, node, ct)], jvp=lambda ctx, node, tangents: _same_fft(ctx, node, tangents[0]),
     doc="1-D discrete Fourier transform of a c64 tensor along `axis` (default the last; other axes are batch): "
     "X[k] = Σ x[n]·exp(-2πi·nk/N), inverse with +, scaled as np.fft.fft / np.fft.ifft with `norm` "
     "(computed in complex128, stored c64; any length). Upstream 0.2.1 instead takes a real f32/f64 tensor whose "
     "last axis (2N) holds [re_0..re_{N-1}, im_0..im_{N-1}] and is always unnormalised (its inverse gives N·x, i.e. "
-    "norm='forward' for the inverse here); convert with cast/narrow/concat. Linear: its VJP (JAX cotangent "
-    "convention) is fft with `inverse` flipped and norm backward<->forward (ortho kept); not applied yet, as "
-    "rlx does not differentiate c64 values (no_grad).",
+    "norm='forward' for the inverse here); convert with cast/narrow/concat. Linear with a symmetric matrix, so "
+    "in JAX's cotangent convention its VJP is the same fft (same direction and norm; the conjugate-transpose "
+    "convention would flip them).",
 )
 
 
@@ -428,12 +435,25 @@ def _cns_type(ins, attrs):
     return TensorType(ins[0].shape, DType.F32)
 
 
+def _cns_vjp(ctx, node, ct):
+    """d|z|² = 2·Re(conj(z)·dz), so JAX's cotangent is 2·ct·conj(z) (primitives, so that second order
+    works; complex_norm_sq_backward is the Wirtinger ∂/∂z̄ instead). Contract: rlx.autodiff.rules."""
+    g, z = ctx.graph, ctx.operand(node, 0)
+    return [ctx.cast(ct, z.dtype) * g.conjugate(z) * 2.0]
+
+
+def _cns_jvp(ctx, node, tangents):
+    """2·Re(conj(z)·t); casting c64 to f32 keeps the real part."""
+    g, z = ctx.graph, ctx.operand(node, 0)
+    return ctx.cast(g.conjugate(z) * tangents[0], node.dtype) * 2.0
+
+
 defop(
     name="complex_norm_sq", family="numerics", arity=1, operands=("z",),
     infer=_cns_type, kernel=lambda args, attrs, out: (args[0].real.astype(np.float32) ** 2 + args[0].imag.astype(np.float32) ** 2),
-    flags={"no_grad"}, batch=_elementwise_batch,
-    doc="|z|² = re² + im² of a c64 tensor, as f32 of the same dims (computed in f32). Its Wirtinger gradient "
-    "(dz̄) is complex_norm_sq_backward(z, dy) = dy·z; not applied yet (rlx does not differentiate c64: no_grad).",
+    flags={"complex_ad"}, vjp=_cns_vjp, jvp=_cns_jvp, batch=_elementwise_batch,
+    doc="|z|² = re² + im² of a c64 tensor, as f32 of the same dims (computed in f32). Gradient in JAX's "
+    "convention: 2·dy·conj(z) (jax.grad of |z|² at 3+4j is 6-8j).",
 )
 
 
@@ -449,13 +469,15 @@ defop(
     name="complex_norm_sq_backward", family="numerics", arity=2, operands=("z", "g"),
     infer=_cnsb_type, kernel=lambda args, attrs, out: args[1].astype(np.float32) * args[0],
     flags={"no_grad"}, batch=_elementwise_batch,
-    doc="g·z (c64): the cotangent of complex_norm_sq in JAX's convention (Wirtinger ∂/∂z̄ of |z|² times g). "
-    "z c64, g f32 of the same dims.",
+    doc="g·z (c64): g times the Wirtinger derivative ∂/∂z̄ of |z|² (upstream's backward kernel). Not JAX's "
+    "cotangent, which is 2·g·conj(z) (complex_norm_sq's rule). z c64, g f32 of the same dims.",
 )
 
 defop(
     name="conjugate", family="numerics", arity=1, operands=("z",),
     infer=lambda ins, attrs: (_require_c64(ins[0]), ins[0])[1], kernel=lambda args, attrs, out: np.conj(args[0]),
-    flags={"no_grad", "elementwise"}, batch=_elementwise_batch,
-    doc="Complex conjugate re - i·im of a c64 tensor. Linear (its VJP is itself); no_grad until rlx differentiates c64.",
+    flags={"elementwise", "complex_ad"}, batch=_elementwise_batch,
+    vjp=lambda ctx, node, ct: [ctx.graph.conjugate(ct)], jvp=lambda ctx, node, tangents: ctx.graph.conjugate(tangents[0]),
+    doc="Complex conjugate re - i·im of a c64 tensor. Real-linear, not holomorphic: its VJP (JAX's convention) "
+    "and its JVP both conjugate.",
 )

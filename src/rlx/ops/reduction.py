@@ -122,7 +122,7 @@ defop(
         "keep_dim": AttrSpec("bool", default=False),
     },
     methods={op: {"op": op} for op in REDUCE_OPS},
-    canonicalize=_reduce_canon, infer=_reduce_type, kernel=_reduce_kernel, flags={"reduction"},
+    canonicalize=_reduce_canon, infer=_reduce_type, kernel=_reduce_kernel, flags={"reduction", "complex_ad"},
     vjp=_reduce_vjp, jvp=_reduce_jvp, batch=_reduce_batch,
     doc="Reduce x over `axes` with sum / mean / max / min / prod (builder methods g.sum, g.mean, g.max, g.min, "
     "g.prod). Any set of axes (upstream's kernel: contiguous runs only); negative axes are normalized; "

@@ -68,7 +68,7 @@ def _reshape_batch(ctx, node, operands, batched):
 defop(
     name="reshape", family="shape", arity=1, operands=("x",),
     attrs={"new_shape": AttrSpec("ints", doc="target dims; at most one -1 (inferred); 0 is a literal 0")},
-    infer=_reshape_type,
+    flags={"complex_ad"}, infer=_reshape_type,
     vjp=lambda ctx, node, ct: [ctx.reshape(ct, ctx.operand(node, 0).shape)],
     jvp=lambda ctx, node, tangents: ctx.graph.reshape(tangents[0], new_shape=node.attrs["new_shape"]),
     batch=_reshape_batch,
@@ -109,7 +109,7 @@ def _transpose_type(ins, attrs):
 defop(
     name="transpose", family="shape", arity=1, operands=("x",),
     attrs={"perm": AttrSpec("ints", default=None, doc="axis permutation; None reverses the axes")},
-    canonicalize=_transpose_canon, infer=_transpose_type,
+    canonicalize=_transpose_canon, flags={"complex_ad"}, infer=_transpose_type,
     vjp=lambda ctx, node, ct: [ctx.graph.transpose(ct, perm=[int(i) for i in np.argsort(node.attrs["perm"])])],
     jvp=lambda ctx, node, tangents: ctx.graph.transpose(tangents[0], perm=node.attrs["perm"]),
     batch=lambda ctx, node, operands, batched: ctx.graph.transpose(operands[0], perm=[0, *(p + 1 for p in node.attrs["perm"])]),
@@ -172,7 +172,7 @@ defop(
     name="narrow", family="shape", arity=1, operands=("x",),
     attrs={"axis": AttrSpec("int"), "start": AttrSpec("int"), "length": AttrSpec("int")},
     aliases={"len": "length"},
-    canonicalize=_canon_axis, infer=_narrow_type, kernel=_narrow_kernel,
+    canonicalize=_canon_axis, flags={"complex_ad"}, infer=_narrow_type, kernel=_narrow_kernel,
     vjp=_narrow_vjp,
     jvp=lambda ctx, node, tangents: ctx.graph.append("narrow", [tangents[0]], dict(node.attrs)),
     batch=lambda ctx, node, operands, batched: ctx.graph.append(
@@ -236,7 +236,7 @@ def _concat_batch(ctx, node, operands, batched):
 defop(
     name="concat", family="shape", arity=VARIADIC, operands=("parts",),
     attrs={"axis": AttrSpec("int", default=0)},
-    canonicalize=_canon_axis, infer=_concat_type,
+    canonicalize=_canon_axis, flags={"complex_ad"}, infer=_concat_type,
     vjp=_concat_vjp, jvp=_concat_jvp, batch=_concat_batch,
     kernel=lambda args, attrs, out: np.concatenate(promote_args(args, out.dtype), axis=attrs["axis"] % args[0].ndim),
     doc="np.concatenate(parts, axis); variadic (>= 1 operand, passed as one list). Same rank, equal dims off "
@@ -271,7 +271,7 @@ def _expand_type(ins, attrs):
 defop(
     name="expand", family="shape", arity=1, operands=("x",),
     attrs={"target_shape": AttrSpec("ints", doc="result dims; -1 keeps the input dim")},
-    infer=_expand_type,
+    flags={"complex_ad"}, infer=_expand_type,
     vjp=lambda ctx, node, ct: [ctx.unbroadcast(ct, ctx.operand(node, 0))],
     jvp=lambda ctx, node, tangents: ctx.graph.expand(tangents[0], target_shape=node.attrs["target_shape"]),
     batch=lambda ctx, node, operands, batched: ctx.graph.expand(
@@ -340,7 +340,7 @@ def _gather_batch(ctx, node, operands, batched):
 defop(
     name="gather", family="shape", arity=2, operands=("table", "indices"),
     attrs={"axis": AttrSpec("int", default=0)},
-    canonicalize=_canon_axis, infer=_gather_type, kernel=_gather_kernel,
+    canonicalize=_canon_axis, flags={"complex_ad"}, infer=_gather_type, kernel=_gather_kernel,
     vjp=_gather_vjp,
     jvp=lambda ctx, node, tangents: None if tangents[0] is None else ctx.graph.gather(
         tangents[0], ctx.operand(node, 1), axis=node.attrs["axis"]),

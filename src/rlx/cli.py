@@ -1,7 +1,7 @@
 """The ``rlx`` command line.
 
     rlx inspect FILE                       summary, inputs/params/outputs, the stage's dump
-    rlx optimize FILE -o OUT               lower (HIR) and optimize; prints the fusion report
+    rlx optimize FILE -o OUT               lower (HIR) and optimize (--precision: mixed precision); prints the fusion report
     rlx plan FILE [-o OUT]                 buffer plan: arena against the lower bound, largest slots
     rlx run FILE --input NAME=X.npy ...    run with the file's saved weights; -o OUT.npz
     rlx convert MODEL.onnx|MODEL.pt2|UPSTREAM.json -o OUT.rlx
@@ -214,12 +214,18 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def rlx_precision_policies() -> tuple[str, ...]:
+    from rlx.opt.precision import POLICIES
+
+    return tuple(POLICIES)
+
+
 def cmd_optimize(args: argparse.Namespace) -> int:
     import rlx
 
     obj, params = load_model(args.file)
     mir = to_mir(obj, args.policy)
-    opt, report = rlx.optimize(mir, backend=args.backend, fold=not args.no_fold)
+    opt, report = rlx.optimize(mir, backend=args.backend, fold=not args.no_fold, precision=args.precision)
     con = _console()
     rows = [(name, ", ".join(f"{k}={v}" for k, v in stats.items())) for name, stats in report.applied.items()]
     con.table(f"optimize {args.file} ({_kind(obj).upper()} -> optimized MIR, backend {args.backend or 'cpu'})",
@@ -446,6 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", **policy)
     p.add_argument("--backend", default=None, help="backend whose fusions to apply: cpu (default), cuda, metal, tpu, jax …")
     p.add_argument("--no-fold", action="store_true", help="do not fold constants")
+    p.add_argument("--precision", default=None, choices=sorted(rlx_precision_policies()),
+                   help="automatic mixed precision policy (e.g. auto_mixed_conservative: f16 compute, f32 reductions)")
 
     p = add("plan", cmd_plan, "plan the memory arena of a model and report it")
     p.add_argument("file")

@@ -62,3 +62,14 @@ def test_plan_of_a_planned_file_and_optimize_flag(files, tmp_path):
 
 def test_plan_rejects_a_bad_alignment(files):
     assert_one_line_error(run_cli("plan", files["mlp"], "--alignment", "48"), "power of two")
+
+
+def test_optimize_with_a_mixed_precision_policy(files, tmp_path):
+    out = tmp_path / "amp.rlx"
+    res = run_cli("optimize", files["mlp"], "-o", out, "--precision", "auto_mixed")
+    assert res.rc == 0, res.err
+    assert "auto_mixed_precision" in res.out
+    g, params = rlx.load(out, with_params=True)
+    assert {str(n.dtype) for n in g.nodes if n.op in ("matmul", "fused_matmul_bias_act")} == {"f16"}
+    assert [o.dtype for o in g.outputs] == [o.dtype for o in rlx.load(files["mlp"]).outputs]
+    assert run_cli("optimize", files["mlp"], "-o", out, "--precision", "fastest").rc == 2

@@ -72,4 +72,8 @@ def test_optimize_with_a_mixed_precision_policy(files, tmp_path):
     g, params = rlx.load(out, with_params=True)
     assert {str(n.dtype) for n in g.nodes if n.op in ("matmul", "fused_matmul_bias_act")} == {"f16"}
     assert [o.dtype for o in g.outputs] == [o.dtype for o in rlx.load(files["mlp"]).outputs]
+    x = np.load(files["x"])
+    (got,) = rlx.run(g, {"x": x}, params)
+    (want,) = rlx.run(rlx.load(files["mlp"]), {"x": x}, files["params"])
+    np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
     assert run_cli("optimize", files["mlp"], "-o", out, "--precision", "fastest").rc == 2

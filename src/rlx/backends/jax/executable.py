@@ -222,6 +222,13 @@ class JaxExecutable:
             return ("default",)
         return (tuple((n, repr(s)) for n, s in sorted(self._shardings.items())), repr(self._out_shardings))
 
+    def _platform(self) -> str:
+        if self.device is not None:
+            return self.device.platform
+        if self.mesh is not None:
+            return self.mesh.devices.flat[0].platform
+        return jax.default_backend()
+
     def _jit(self) -> Any:
         from rlx.ir.serialize import fingerprint
 
@@ -235,9 +242,10 @@ class JaxExecutable:
             _STATS["misses"] += 1
         g, input_ids, param_ids = self.graph, [v.id for v in self.graph.inputs().values()], [v.id for v in self.graph.params().values()]
         precision, host_fallback = _PRECISIONS[self.precision], self.host_fallback
+        platform = self._platform()
 
         def program(inputs: Sequence[Any], params: Sequence[Any]) -> tuple[Any, ...]:
-            with L.tracing_precision(precision):
+            with L.tracing_precision(precision), L.tracing_platform(platform):
                 leaves = dict(zip(input_ids, inputs))
                 leaves.update(zip(param_ids, params))
                 return tuple(evaluate(g, leaves, host_fallback=host_fallback))

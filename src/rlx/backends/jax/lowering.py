@@ -82,6 +82,21 @@ def tracing_precision(precision: Any) -> Iterator[None]:
         _TRACE.precision = saved
 
 
+def target_platform() -> str:
+    """The platform ("cpu", "gpu", "tpu") the executable being traced runs on; lowerings may pick by it."""
+    return getattr(_TRACE, "platform", None) or jax.default_backend()
+
+
+@contextlib.contextmanager
+def tracing_platform(platform: str | None) -> Iterator[None]:
+    saved = getattr(_TRACE, "platform", None)
+    _TRACE.platform = platform
+    try:
+        yield
+    finally:
+        _TRACE.platform = saved
+
+
 def lowering(*names: str, native_low_precision: bool = False) -> Callable[[Lowering], Lowering]:
     def register(fn: Lowering) -> Lowering:
         for name in names:
@@ -975,5 +990,6 @@ from rlx.backends.jax import (  # noqa: E402  (each module registers its lowerin
     lowering_custom,  # noqa: F401  (registers custom_fn and rlx.custom_op(jax=...) lowerings)
     lowering_moe,  # noqa: F401  (registers grouped_matmul / dequant_grouped_matmul / dequant_moe_weights)
     lowering_sequence,  # noqa: F401  (registers selective_scan / gated_delta_net / axial_rope2d)
+    lowering_splat,  # noqa: F401  (registers gaussian_splat_render and its derivatives)
 )
 from rlx.backends.jax.lowering_ext import HOST  # noqa: E402  (registers the quant / numerics lowerings)

@@ -17,7 +17,6 @@ import numpy as np
 
 from rlx.backends.jax.lowering import jnp_dtype, lowering
 from rlx.ir.dtype import DType
-from rlx.ops.splat import SPLAT_OPS
 
 QMAX = {8: 127, 4: 7, 2: 1}
 SCALE_FLOOR = 1e-12
@@ -30,9 +29,10 @@ HOST: dict[str, str] = {
     "dequant_matmul": "packed int4 / fp8 (upstream's non-OCP e4m3 decoder) weight layouts are decoded by the NumPy "
     "kernel on the host; a device decoder is future work",
     **dict.fromkeys(
-        SPLAT_OPS,
-        "Gaussian splatting builds data-dependent tile lists (variable-length per-tile depth sorts), which XLA's static "
-        "shapes cannot express without a fixed-capacity rewrite; the NumPy renderer runs on the host"),
+        ("gaussian_splat_prepare", "gaussian_splat_rasterize"),
+        "the packed prepare buffer holds data-dependent tile lists (variable-length per-tile depth sorts), which XLA's "
+        "static shapes cannot express; the NumPy stages run on the host (render and its derivatives run on device, "
+        "lowering_splat)"),
 }
 
 

@@ -11,7 +11,7 @@ Design choices:
   unfuses them for backends that do not claim them (``unfuse_unclaimed``: the numpy / cpu
   pipelines run the decomposition); the JAX backend claims every op and lowers them directly
   (``rlx.backends.jax.lowering_sequence``: ``lax.scan`` for the recurrences). The ONNX exporter
-  unfuses them first; the recurrences then meet ``scan``, which it refuses.
+  unfuses them first; the recurrences then export as ONNX ``Scan``.
 * **Recurrences decompose into one ``scan``** (not an unrolled loop): the node count does not
   grow with the sequence length, and ``scan`` has VJP / JVP / batch rules. The scan's length is
   the sequence length, so the decomposition needs a static sequence axis (shape inference

@@ -5,6 +5,9 @@
 function in :data:`EXPORTERS` (keyed by rlx op name) as one or several ONNX nodes of the
 default opset (``ai.onnx`` 18). Ops that ONNX cannot express exactly are listed with the
 reason in :data:`REFUSED`; a test walks the registry so that no op is silently missing.
+Structured control flow (``if_`` / ``while_`` / ``scan``, and the recurrences that unfuse
+into ``scan``) becomes ONNX If / Loop / Scan with the subgraphs exported recursively by the
+same converters (:mod:`rlx.backends.onnx.export_control_flow`).
 
 rlx promotes operand dtypes (``i32 + f32 = f32``) where ONNX requires equal types, so
 operands are cast to the node's dtype first. Known semantic differences, documented rather
@@ -69,11 +72,6 @@ REFUSED: dict[str, str] = {
     "observer_update": "QAT observer state update (training-time)",
     "q_matmul": "requantizes with round half away from zero; ONNX QLinearMatMul rounds half to even (not exact)",
     "q_conv2d": "requantizes with round half away from zero; ONNX QLinearConv rounds half to even (not exact)",
-    "if_": "control flow with rlx subgraphs: export to ONNX If not written yet (ONNX If / Scan / Loop are unrolled on import)",
-    "while_": "control flow with rlx subgraphs: export to ONNX Loop not written yet",
-    "scan": "control flow with rlx subgraphs: export to ONNX Scan not written yet",
-    "selective_scan": "recurrence: unfused before export into a scan, which has no ONNX export yet",
-    "gated_delta_net": "recurrence: unfused before export into a scan, which has no ONNX export yet",
     "custom_fn": "a subgraph with custom derivatives: no ONNX function mapping yet (derivative bodies are training-only)",
     "dequant_matmul": "packed weight schemes (int4 / GGUF / NVFP4 blocks) have no ONNX equivalent here",
     "grouped_matmul": "per-token expert matmul: Gather(w, ids) + batched MatMul mapping not written yet",
@@ -98,7 +96,7 @@ def exporter(*ops: str):
 class Exporter:
     """State of one export: the ONNX nodes, initializers and value names written so far."""
 
-    def __init__(self, g: Graph, params: Mapping[str, np.ndarray], opset: int):
+    def __init__(self, g: Graph, params: Mapping[str, np.ndarray], opset: int, parent: Exporter | None = None):
         import onnx
 
         self.onnx = onnx
@@ -106,13 +104,42 @@ class Exporter:
         self.params = dict(params or {})
         self.opset = opset
         self.nodes: list[Any] = []
-        self.inits: list[Any] = []
         self.inputs: list[Any] = []
         self.names: dict[int, str] = {}
-        self._uid = itertools.count()
+        #: per scope: while_ nodes sharing a loop (same operands, cond, body, bound) share one ONNX Loop
+        self.loops: dict[tuple, list[str]] = {}
+        # shared by every scope: initializers (subgraphs read them from the outer scope), and
+        # fresh names, unique across nesting (ONNX forbids shadowing an outer name)
+        self.inits: list[Any] = parent.inits if parent else []
+        self._uid = parent._uid if parent else itertools.count()
+        self._reserved: set[str] = parent._reserved if parent else {  # user names: graph inputs, output names
+            n.attrs["name"] if n.op in ("input", "param") else n.name for n in g.nodes
+            if n.op in ("input", "param") or (n.name and n.id in g.output_ids)}
+
+    def scope(self, g: Graph, nodes: list[Any] | None = None) -> Exporter:
+        """An exporter for subgraph ``g`` (its own node ids), sharing initializers and fresh names;
+        it writes a new ONNX node list (a subgraph scope) or, given ``nodes``, that one."""
+        child = Exporter(g, {}, self.opset, parent=self)
+        if nodes is not None:
+            child.nodes = nodes
+        return child
 
     def fresh(self, hint: str = "t") -> str:
-        return f"{hint}_{next(self._uid)}"
+        name = f"{hint}_{next(self._uid)}"
+        while name in self._reserved:
+            name = f"{hint}_{next(self._uid)}"
+        return name
+
+    def convert(self, node: Node) -> None:
+        """Write one node (not an input / param) and record its ONNX name."""
+        if node.op == "constant":
+            self.names[node.id] = self.const(node.attrs["value"].array)
+            return
+        fn = EXPORTERS.get(node.op)
+        if fn is None:
+            reason = REFUSED.get(node.op, "no ONNX exporter")
+            raise OnnxUnsupported(f"cannot export op {node.op!r} (node %{node.id}): {reason}")
+        self.names[node.id] = fn(self, node, [self.names[i] for i in node.inputs])
 
     def node(self, op: str, inputs: list[str], n_out: int = 1, **attrs: Any) -> Any:
         outs = [self.fresh(op.lower()) for _ in range(n_out)]
@@ -132,7 +159,7 @@ class Exporter:
         if dt in (DType.BF16, DType.F8E4M3, DType.F8E5M2):
             t = self.onnx.helper.make_tensor(name, onnx_dtype(dt), arr.shape, arr.astype(np.float32).reshape(-1).tolist())
             return t
-        return self.onnx.numpy_helper.from_array(np.ascontiguousarray(arr), name)
+        return self.onnx.numpy_helper.from_array(np.ascontiguousarray(arr).reshape(arr.shape), name)  # keeps rank 0
 
     def ints(self, values) -> str:
         return self.const(np.asarray(list(values), dtype=np.int64))
@@ -590,6 +617,20 @@ def _rope(ex, node, ins):
 
 
 # ================================================================ driver
+def primitive(graph: Graph) -> Graph:
+    """``graph`` with every fused op unfused (decompositions may yield fused ops again: repeat).
+
+    Subgraphs (control-flow bodies) are unfused when they are exported."""
+    from rlx.ir.opdef import get_op
+    from rlx.opt.unfuse import unfuse
+
+    for _ in range(16):
+        if not any(get_op(n.op).level == "fused" for n in graph.nodes):
+            return graph
+        graph = unfuse(graph).graph
+    raise OnnxError(f"graph {graph.name!r}: fused ops keep reappearing after 16 unfuse rounds")
+
+
 def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opset: int = OPSET, name: str | None = None):
     """Export an rlx MIR graph (fused ops are unfused first) as an ``onnx.ModelProto``.
 
@@ -599,8 +640,6 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
     import onnx
 
     from rlx.ir.graph import GraphStage
-    from rlx.ir.opdef import get_op
-    from rlx.opt.unfuse import unfuse
 
     if not isinstance(graph, Graph):
         graph = getattr(graph, "graph", graph)
@@ -608,8 +647,7 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
             raise OnnxError(f"export expects an rlx Graph, got {type(graph).__name__}")
     if graph.stage == GraphStage.HIR:
         raise OnnxError("export expects a MIR graph: lower the HIR module first (lower_to_mir)")
-    if any(get_op(n.op).level == "fused" for n in graph.nodes):
-        graph = unfuse(graph).graph
+    graph = primitive(graph)
     ex = Exporter(graph, params or {}, opset)
     for node in graph.nodes:
         if node.op == "input":
@@ -623,20 +661,18 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
                 ex.inits.append(ex._tensor(arr, pname))
             else:
                 ex.inputs.append(ex.value_info(pname, node.type))
-        elif node.op == "constant":
-            ex.names[node.id] = ex.const(node.attrs["value"].array)
         else:
-            fn = EXPORTERS.get(node.op)
-            if fn is None:
-                reason = REFUSED.get(node.op, "no ONNX exporter")
-                raise OnnxUnsupported(f"cannot export op {node.op!r} (node %{node.id}): {reason}")
-            ex.names[node.id] = fn(ex, node, [ex.names[i] for i in node.inputs])
+            ex.convert(node)
     outputs = []
+    taken = {vi.name for vi in ex.inputs} | {t.name for t in ex.inits} | {o for nd in ex.nodes for o in nd.output}
     for i, oid in enumerate(graph.output_ids):
         src = ex.names[oid]
         out_name = graph.node(oid).name if graph.node(oid).name and graph.node(oid).op not in ("input", "param") else f"output_{i}"
-        if out_name in {vi.name for vi in ex.inputs} or any(t.name == out_name for t in ex.inits):
+        if out_name in taken:
             out_name = f"output_{i}"
+            while out_name in taken:
+                out_name = ex.fresh(f"output_{i}")
+        taken.add(out_name)
         ex.nodes.append(onnx.helper.make_node("Identity", [src], [out_name]))
         outputs.append(ex.value_info(out_name, graph.node(oid).type))
     g = onnx.helper.make_graph(ex.nodes, name or graph.name, ex.inputs, outputs, initializer=ex.inits)
@@ -644,3 +680,6 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
     model.ir_version = min(model.ir_version, 10)
     onnx.checker.check_model(model, full_check=True)
     return model
+
+
+from rlx.backends.onnx import export_control_flow  # noqa: E402, F401  (registers if_ / while_ / scan)

@@ -111,6 +111,29 @@ def test_rasterize_refuses_a_buffer_built_for_another_framebuffer():
         rlx.run(g, feed)
 
 
+@pytest.mark.parametrize(("where", "value", "match"), [(-1, np.nan, "not finite"), (-6, 1e6, "do not fit"),
+                                                       (-5, 3.0, "do not fit"), ("entry", 99.0, "corrupt"),
+                                                       ("range", 1e4, "corrupt"), ("entry", 0.5, "corrupt")])
+def test_a_corrupt_prepare_buffer_is_a_clear_run_time_error(where, value, match):
+    """rasterize reads a buffer anyone can feed; it must reject a bad one, never index out of bounds."""
+    feed = _feed()
+    g = rlx.Graph("prep")
+    v = [g.input(k, [a.size], "f64") for k, a in feed.items()]
+    g.set_outputs([g.gaussian_splat_prepare(*v, **ATTRS)])
+    (buf,) = rlx.run(g, feed)
+    n, cap = 6, 576
+    if where == "entry":
+        buf[15 * n] = value
+    elif where == "range":
+        buf[15 * n + cap + 1] = value
+    else:
+        buf[where] = value
+    h = rlx.Graph("raster")
+    h.set_outputs([h.gaussian_splat_rasterize(h.input("prep", [buf.size], "f64"), h.input("meta", [23], "f64"), **ATTRS)])
+    with pytest.raises(rlx.RlxError, match=match):
+        rlx.run(h, {"prep": buf, "meta": feed["meta"]})
+
+
 @pytest.mark.parametrize(("index", "value", "match"), [(9, 0.0, "fov_y"), (9, 180.0, "fov_y"), (0, np.nan, "degenerate"),
                                                        (7, 0.0, "degenerate")])
 def test_a_bad_camera_is_a_clear_run_time_error(index, value, match):

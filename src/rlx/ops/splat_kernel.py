@@ -299,6 +299,8 @@ def unpack(buf: np.ndarray, attrs: Mapping[str, Any]) -> Prepared:
     """Read a packed prepare buffer back; RlxError when it was built for another framebuffer."""
     buf = np.asarray(buf, dtype=compute_dtype(buf.dtype))
     params = buf[-PARAM_FLOATS:]
+    if not np.all(np.isfinite(params)):
+        raise RlxError("gaussian_splat_rasterize: the prepare buffer's trailing parameters are not finite")
     tiles_x, tiles_y = tile_grid(attrs["width"], attrs["height"], attrs["tile_size"])
     want = [attrs["width"], attrs["height"], attrs["tile_size"], tiles_x, tiles_y, attrs["max_list_entries"]]
     built = [int(v) for v in (*params[:5], params[8])]
@@ -309,10 +311,20 @@ def unpack(buf: np.ndarray, attrs: Mapping[str, Any]) -> Prepared:
     n = max(count, 1)
     cap, tiles, pixels = attrs["max_list_entries"], tiles_x * tiles_y, max(attrs["width"] * attrs["height"], 1)
     offsets = np.cumsum([0, 4 * n, n, 3 * n, 3 * n, 4 * n, cap, 2 * tiles, 3 * pixels])
+    if count < 0 or offsets[-1] + PARAM_FLOATS != len(buf) or not 0 <= stored <= min(cap, generated):
+        raise RlxError(f"gaussian_splat_rasterize: the prepare buffer's counts (N = {count}, {stored} of {generated} "
+                       f"entries stored) do not fit its length {len(buf)} and max_list_entries {cap}")
     seg = [buf[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
+    entries, ranges = seg[5][:stored], seg[6].reshape(tiles, 2)
+    ids_ok = np.all((entries >= 0) & (entries < n) & (entries == np.trunc(entries)))
+    start, end = ranges[:, 0], ranges[:, 1]
+    spans_ok = np.all((start >= 0) & (start <= end) & (end <= stored)) and np.all(ranges == np.trunc(ranges))
+    if not (ids_ok and spans_ok):
+        raise RlxError("gaussian_splat_rasterize: the prepare buffer's tile lists are corrupt "
+                       "(entries must be splat ids < N, tile ranges within the stored entries)")
     color_depth = seg[4].reshape(n, 4)
     return Prepared(seg[0].reshape(n, 4), seg[1], seg[2].reshape(n, 3), seg[3].reshape(n, 3), color_depth[:, :3], color_depth[:, 3],
-                    seg[5][:stored].astype(np.int64), seg[6].reshape(tiles, 2).astype(np.int64),
+                    entries.astype(np.int64), ranges.astype(np.int64),
                     seg[7].reshape(pixels, 3)[: attrs["width"] * attrs["height"]], generated, count)
 
 

@@ -1199,6 +1199,7 @@ defop(
     attrs={"axis": AttrSpec("int", default=0, doc="the gathered axis of the table (negative allowed, stored non-negative)"),
            "table_shape": AttrSpec("dims", doc="shape of the forward table")},
     canonicalize=_gather_backward_canon, infer=_gather_backward_type, kernel=_gather_backward_kernel,
+    flags={"complex_ad"},  # linear in dy: its rules hold for c64 as written
     vjp=lambda ctx, node, ct: [ctx.graph.gather(ct, ctx.operand(node, 1), axis=node.attrs["axis"]), None],
     jvp=lambda ctx, node, tangents: None if tangents[0] is None else ctx.graph.append(
         "gather_backward", [tangents[0], ctx.operand(node, 1)], dict(node.attrs)),

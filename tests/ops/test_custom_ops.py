@@ -323,10 +323,3 @@ def test_custom_fn_save_load_and_jax(tmp_path):
     w32 = WS.astype(np.float32)
     (got,) = rlx.compile(h, backend="jax").run({"w": w32})
     np.testing.assert_allclose(got, rlx.run(h, {"w": w32})[0], rtol=1e-6)
-
-
-def test_custom_fn_is_refused_by_the_onnx_exporter():
-    pytest.importorskip("onnx")
-    from rlx.backends.onnx.exporter import REFUSED
-
-    assert "custom_fn" in REFUSED and REFUSED["custom_fn"].strip()

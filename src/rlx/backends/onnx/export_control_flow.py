@@ -1,4 +1,4 @@
-"""rlx structured control flow → ONNX: ``if_`` → If, ``while_`` → Loop, ``scan`` → Scan.
+"""rlx structured control flow → ONNX: ``if_`` → If, ``while_`` → Loop, ``scan`` → Scan; ``custom_fn`` inlined.
 
 Subgraphs are exported recursively by the same converters (:meth:`Exporter.scope`): an rlx
 subgraph's ``input`` nodes are bound positionally to ONNX names, either the ONNX body's own
@@ -22,6 +22,10 @@ initializers of the main graph, and fresh names are unique across nesting. Exact
   from its scan inputs), the trajectory as a scan output of the new carry. ``reverse``:
   every scan input reversed and the scan output *prepended*, so row t is still the carry
   after step t. Checkpoint rows are a Gather of the stacked trajectory.
+* ``custom_fn``: its forward ``body`` is inlined into the enclosing scope (operands bound to
+  its inputs). ``vjp_body`` / ``jvp_body`` are custom *derivative* rules, used only when rlx
+  differentiates the graph (training): they are not exported, and the model computes exactly
+  the node's value.
 """
 
 from __future__ import annotations
@@ -171,3 +175,10 @@ def _scan(ex, node, ins):
     if 0 < k < n:
         return ex.node("Gather", [outs[1], ex.ints(checkpoint_steps(n, k))], axis=0)
     return outs[1]
+
+
+# ------------------------------------------------------------------------------- custom_fn
+@exporter("custom_fn")
+def _custom_fn(ex, node, ins):
+    """The forward body inlined; the custom derivative bodies are training-only and not exported."""
+    return inline(ex, node.attrs["body"], ins, nodes=ex.nodes)[1][0]

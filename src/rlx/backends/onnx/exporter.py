@@ -7,7 +7,9 @@ default opset (``ai.onnx`` 18). Ops that ONNX cannot express exactly are listed 
 reason in :data:`REFUSED`; a test walks the registry so that no op is silently missing.
 Structured control flow (``if_`` / ``while_`` / ``scan``, and the recurrences that unfuse
 into ``scan``) becomes ONNX If / Loop / Scan with the subgraphs exported recursively by the
-same converters (:mod:`rlx.backends.onnx.export_control_flow`).
+same converters (:mod:`rlx.backends.onnx.export_control_flow`). ``custom_fn`` is exported as its
+forward ``body`` inlined; its custom derivative bodies (``vjp_body`` / ``jvp_body``) are
+training-only and are not exported (an ONNX model computes values, not rlx gradients).
 
 rlx promotes operand dtypes (``i32 + f32 = f32``) where ONNX requires equal types, so
 operands are cast to the node's dtype first. Known semantic differences, documented rather
@@ -72,7 +74,6 @@ REFUSED: dict[str, str] = {
     "observer_update": "QAT observer state update (training-time)",
     "q_matmul": "requantizes with round half away from zero; ONNX QLinearMatMul rounds half to even (not exact)",
     "q_conv2d": "requantizes with round half away from zero; ONNX QLinearConv rounds half to even (not exact)",
-    "custom_fn": "a subgraph with custom derivatives: no ONNX function mapping yet (derivative bodies are training-only)",
     "dequant_matmul": "packed weight schemes (int4 / GGUF / NVFP4 blocks) have no ONNX equivalent here",
     "grouped_matmul": "per-token expert matmul: Gather(w, ids) + batched MatMul mapping not written yet",
     "dequant_grouped_matmul": "GGUF K-quant / NVFP4 packed expert blocks have no ONNX equivalent",

@@ -1740,10 +1740,11 @@ def _quantize(cx, node, ins, attrs):
 #   becomes ``while_`` (one node per state; a static trip count -> max_iterations, a runtime
 #   one carried and tested in cond). Scan outputs or states whose type changes across
 #   iterations have no ``while_`` form: unrolled when possible, else unsupported.
-# * Scan: one state, forward inputs on axis 0 and scan outputs that are the new state itself
-#   (a prefix scan) become ``scan`` (final state) / ``scan(save_trajectory)`` (stacked
-#   states); everything else (several states, other per-step outputs, reversed directions,
-#   other axes) is unrolled over the static sequence length.
+# * Scan: one state, inputs on axis 0 and scan outputs that are the new state itself (a prefix
+#   scan) become ``scan`` (final state) / ``scan(save_trajectory)`` (stacked states); every
+#   scan input reversed and every scan output prepended is ``scan(reverse=True)`` (row t stays
+#   the state after the step reading x[t]). Everything else (several states, other per-step
+#   outputs, mixed directions, other axes) is unrolled over the static sequence length.
 def _inline_graph(cx: Importer, body, bindings: Mapping[str, Value], deps: frozenset[str]) -> list[Value]:
     """Convert a subgraph inline: its inputs bound to ``bindings``, its local names scoped, outer names shared."""
     onnx = _onnx()
@@ -1785,9 +1786,10 @@ def _scan(cx, node, ins, attrs):
     if len(lengths) != 1 or not isinstance(next(iter(lengths)), int):
         raise OnnxUnsupported(f"Scan needs one static sequence length, got {sorted(map(str, lengths))}")
     steps = next(iter(lengths))
-    if _scan_fits(body, n, m, k, in_axes, in_dirs, out_dirs, attrs.get("scan_output_axes", [0] * k), steps):
+    reverse = _scan_fits(body, n, m, k, in_axes, in_dirs, out_dirs, attrs.get("scan_output_axes", [0] * k), steps)
+    if reverse is not None:
         try:
-            return _scan_structured(cx, node, body, states[0], xs, k)
+            return _scan_structured(cx, node, body, states[0], xs, k, reverse)
         except (OnnxError, RlxError):
             pass  # e.g. a state whose type changes across steps: unroll
     deps = frozenset().union(*(cx.deps.get(nm, frozenset()) for nm in node.input if nm))
@@ -1822,18 +1824,22 @@ def _scan(cx, node, ins, attrs):
     return results
 
 
-def _scan_fits(body, n, m, k, in_axes, in_dirs, out_dirs, out_axes, steps) -> bool:
-    """Whether an ONNX Scan maps onto one rlx ``scan`` (else it is unrolled).
+def _scan_fits(body, n, m, k, in_axes, in_dirs, out_dirs, out_axes, steps) -> bool | None:
+    """Whether an ONNX Scan maps onto one rlx ``scan``: its ``reverse`` flag, or None (unrolled).
 
     rlx ``scan`` carries one value and yields its final value or its stacked trajectory, so
-    the Scan must have exactly one state, forward scan inputs along axis 0, and every scan
-    output must be the new state itself (same body output name) stacked forward along axis 0
-    (a cumulative sum / prefix scan). Several states, other per-step outputs, reversed or
-    non-leading axes are unrolled. (Identity chains in the body are looked through.)"""
+    the Scan must have exactly one state, scan inputs along axis 0, and every scan output
+    must be the new state itself (same body output name) stacked along axis 0 (a cumulative
+    sum / prefix scan). Directions: all forward, or every scan input reversed and every scan
+    output prepended, which is rlx's ``reverse`` (iteration i reads x[length-1-i] and writes
+    row length-1-i: row t is the state after the step reading x[t], as in rlx). Several
+    states, other per-step outputs, mixed directions or non-leading axes are unrolled.
+    (Identity chains in the body are looked through.)"""
     if n != 1 or m < 1 or steps < 1:
-        return False
-    if any(in_axes) or any(in_dirs) or any(out_dirs) or any(out_axes):
-        return False
+        return None
+    dirs = {bool(d) for d in [*in_dirs, *out_dirs]}
+    if any(in_axes) or any(out_axes) or len(dirs) != 1:
+        return None
     ident = {nd.output[0]: nd.input[0] for nd in body.node if nd.op_type == "Identity" and nd.output and nd.input}
 
     def root(name: str) -> str:
@@ -1841,10 +1847,12 @@ def _scan_fits(body, n, m, k, in_axes, in_dirs, out_dirs, out_axes, steps) -> bo
             name = ident[name]
         return name
 
-    return all(root(body.output[n + j].name) == root(body.output[0].name) for j in range(k))
+    if not all(root(body.output[n + j].name) == root(body.output[0].name) for j in range(k)):
+        return None
+    return dirs.pop()
 
 
-def _scan_structured(cx, node, body, init: Value, xs: list[Value], k: int) -> list[Value | None]:
+def _scan_structured(cx, node, body, init: Value, xs: list[Value], k: int, reverse: bool) -> list[Value | None]:
     from rlx.backends.onnx import control_flow as cf
 
     caps = cf.captures_of(cx, body)
@@ -1858,7 +1866,7 @@ def _scan_structured(cx, node, body, init: Value, xs: list[Value], k: int) -> li
 
     sub = cf.convert_body(cx, body, f"{node.name or 'scan'}_body", slots, finish)
     ops = [init, *[cx.env[c] for c in caps], *xs]
-    common = dict(body=sub, length=int(xs[0].shape[0]), num_bcast=len(caps), num_xs=len(xs))
+    common = dict(body=sub, length=int(xs[0].shape[0]), num_bcast=len(caps), num_xs=len(xs), reverse=reverse)
     results: list[Value | None] = [cx.g.scan(*ops, **common) if node.output[0] else None]
     traj = None
     for j in range(k):

@@ -310,8 +310,19 @@ def _unrolled_while(node, in_types: Sequence[TensorType]) -> Graph:
     if n is None:
         raise AutodiffError("while_: differentiating a loop needs a static bound (set max_iterations); "
                             "the loop is unrolled that many times")
-    cond, body = node.attrs["cond"], node.attrs["body"]
+    return unrolled_while(node.attrs["cond"], node.attrs["body"], n, in_types, [node.attrs["output"]])
+
+
+def unrolled_while(cond: Graph, body: Graph, max_iterations: int, in_types: Sequence[TensorType],
+                   outputs: Sequence[int] | None = None) -> Graph:
+    """A bounded ``while_`` as a straight-line graph with inputs ``a0, a1, …`` (the initial carried values):
+    ``max_iterations`` copies of cond and body, each carried value frozen with ``where`` once cond fails;
+    its outputs are the final carried values listed in ``outputs`` (default: all of them, in order).
+    Every copy of cond and body is evaluated, also after the loop is done (shared by autodiff and
+    ``rlx.opt.lower``)."""
+    n = max_iterations
     cnames, bnames = [x for x, _ in _signature(cond)], [x for x, _ in _signature(body)]
+    want = range(len(in_types)) if outputs is None else outputs
 
     def build(h: Graph, vals: list[Value]) -> list[Value]:
         carried = list(vals)
@@ -324,7 +335,7 @@ def _unrolled_while(node, in_types: Sequence[TensorType]) -> Graph:
             active = ok if active is None else h.where(active, ok, active)  # logical and
             new = inline(h, body, dict(zip(bnames, carried)))
             carried = [h.where(active, b, c) for b, c in zip(new, carried)]
-        return [carried[node.attrs["output"]]]
+        return [carried[k] for k in want]
 
     return make_graph("while_unrolled", [(f"a{k}", t) for k, t in enumerate(in_types)], build)
 

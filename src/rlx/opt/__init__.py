@@ -33,7 +33,15 @@ from rlx.opt.fusion import (
     fuse_swiglu,
     fuse_swiglu_dual_matmul,
 )
-from rlx.opt.legalize import LEGALIZE_BROADCAST, legalize_broadcast, unclaimed
+from rlx.opt.legalize import LEGALIZE_BROADCAST, legalize_broadcast, legalize_for_backend, unclaimed
+from rlx.opt.lower import (
+    LOWER_CONTROL_FLOW,
+    LOWER_DOT_GENERAL,
+    REWRITE_FOR_BACKEND,
+    lower_control_flow,
+    lower_dot_general,
+    rewrite_for_backend,
+)
 from rlx.opt.manager import Pass, PassError, PassResult, PipelineResult, paused_gc, run_passes
 from rlx.opt.precision import AMP, POLICIES, auto_mixed_precision, op_class
 from rlx.opt.quantize import INSERT_Q_DQ, PROPAGATE_FAKE_QUANT, QuantSpec, insert_q_dq, propagate_fake_quant
@@ -187,10 +195,13 @@ __all__ = [
     "FUSE_SWIGLU_DUAL",
     "INSERT_Q_DQ",
     "LEGALIZE_BROADCAST",
+    "LOWER_CONTROL_FLOW",
+    "LOWER_DOT_GENERAL",
     "MARK_REGIONS",
     "PATTERN_PASSES",
     "POLICIES",
     "PROPAGATE_FAKE_QUANT",
+    "REWRITE_FOR_BACKEND",
     "SIMPLIFY",
     "UNFUSE_ALL",
     "UNFUSE_REGIONS",
@@ -216,11 +227,15 @@ __all__ = [
     "fuse_swiglu_dual_matmul",
     "insert_q_dq",
     "legalize_broadcast",
+    "legalize_for_backend",
+    "lower_control_flow",
+    "lower_dot_general",
     "mark_elementwise_regions",
     "op_class",
     "optimize",
     "propagate_fake_quant",
     "resolve_backend",
+    "rewrite_for_backend",
     "run_passes",
     "simplify",
     "unclaimed",

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from rlx.ir.graph import Graph, Node
 from rlx.ir.shape import Shape
-from rlx.opt.manager import Pass, PassResult
+from rlx.opt.manager import Pass, PassResult, graph_attrs
 from rlx.opt.rebuild import Rebuilder
 
 BROADCASTING_OPS = frozenset({"binary", "compare", "where"})
@@ -56,13 +56,42 @@ def legalize_broadcast(g: Graph) -> PassResult:
     return PassResult(graph, id_map, {"expanded": expanded})
 
 
+#: leaves every backend takes, claimed or not
+ALWAYS_CLAIMED = frozenset({"input", "param", "constant"})
+
+
 def unclaimed(g: Graph, claims: Iterable[str]) -> list[tuple[int, str]]:
-    """(id, op) of nodes a backend does not claim; an empty claim set accepts everything."""
+    """(id, op) of ``g``'s own nodes a backend does not claim (bodies not searched; leaves always
+    accepted); an empty claim set accepts everything."""
     claimed = frozenset(claims)
     if not claimed:
         return []
-    always = {"input", "param", "constant"}
-    return [(n.id, n.op) for n in g.nodes if n.op not in claimed and n.op not in always]
+    return [(n.id, n.op) for n in g.nodes if n.op not in claimed and n.op not in ALWAYS_CLAIMED]
+
+
+def legalize_for_backend(g: Graph, claims: Iterable[str]) -> list[tuple[int, str]]:
+    """Every node a backend claiming ``claims`` cannot run, as (id, op) pairs (PIPELINE.md §3.6);
+    empty when legal (an empty claim set accepts everything; leaves are always accepted).
+
+    Bodies of control-flow and ``custom_fn`` nodes are searched too (a backend running a ``scan``
+    runs its body): a node inside a body is reported as ``(id of the outer node holding it, its
+    op)``, once per such node, so the pairs count nodes."""
+    claimed = frozenset(claims)
+    if not claimed:
+        return []
+    out: list[tuple[int, str]] = []
+
+    def walk(h: Graph, owner: int | None) -> None:
+        for node in h.nodes:
+            if node.op not in claimed and node.op not in ALWAYS_CLAIMED:
+                out.append((node.id if owner is None else owner, node.op))
+            for name in graph_attrs(node.op):
+                sub = node.attrs.get(name)
+                if isinstance(sub, Graph):
+                    walk(sub, node.id if owner is None else owner)
+
+    walk(g, None)
+    return out
 
 
 LEGALIZE_BROADCAST = Pass("legalize_broadcast", legalize_broadcast, frozenset({"expand"}))

@@ -137,3 +137,19 @@ def test_import_loads_only_numpy_and_ml_dtypes():
     roots = set(json.loads(out))
     stdlib = set(sys.stdlib_module_names)
     assert roots - stdlib <= {"rlx", "numpy", "ml_dtypes"}, roots - stdlib
+
+
+def test_import_without_ml_dtypes_works_and_bf16_names_the_missing_package():
+    """ml_dtypes is a core dependency, but an environment without it still imports rlx and runs
+    f32 graphs; only bf16 / fp8 storage fails, with an error that says what to install."""
+    code = (
+        "import sys; sys.modules['ml_dtypes'] = None\n"
+        "import numpy as np, rlx\n"
+        "g = rlx.Graph('g'); x = g.input('x', [3], 'f32'); g.set_outputs([g.exp(x) + 1.0])\n"
+        "print(rlx.run(g, {'x': np.zeros(3, np.float32)})[0].tolist())\n"
+        "print(rlx.DType.BF16.itemsize)\n"
+        "try:\n    rlx.DType.BF16.numpy\nexcept rlx.RlxError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0] == "[2.0, 2.0, 2.0]" and out[1] == "2"
+    assert "pip install ml_dtypes" in out[2]

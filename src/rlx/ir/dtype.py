@@ -16,15 +16,18 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from rlx.ir.errors import RlxError
 
+try:
+    import ml_dtypes
+except ImportError:  # a core dependency; without it rlx still imports and only bf16 / fp8 storage is missing
+    ml_dtypes = None
+
 _NUMPY = {
     "f32": np.dtype(np.float32),
     "f16": np.dtype(np.float16),
-    "bf16": np.dtype(ml_dtypes.bfloat16),
     "f64": np.dtype(np.float64),
     "i8": np.dtype(np.int8),
     "i16": np.dtype(np.int16),
@@ -34,9 +37,10 @@ _NUMPY = {
     "u32": np.dtype(np.uint32),
     "bool": np.dtype(np.bool_),
     "c64": np.dtype(np.complex64),
-    "f8e4m3": np.dtype(ml_dtypes.float8_e4m3fn),
-    "f8e5m2": np.dtype(ml_dtypes.float8_e5m2),
 }
+if ml_dtypes is not None:
+    _NUMPY.update(bf16=np.dtype(ml_dtypes.bfloat16), f8e4m3=np.dtype(ml_dtypes.float8_e4m3fn), f8e5m2=np.dtype(ml_dtypes.float8_e5m2))
+_ITEMSIZE = {**{name: d.itemsize for name, d in _NUMPY.items()}, "bf16": 2, "f8e4m3": 1, "f8e5m2": 1}
 
 # Edges of the promotion lattice (``a -> b`` means a converts into b without loss of kind).
 _EDGES = {
@@ -85,12 +89,15 @@ class DType(enum.Enum):
     @property
     def numpy(self) -> np.dtype:
         """The NumPy dtype that stores this element type (bf16 / fp8 via ml_dtypes)."""
-        return _NUMPY[self.value]
+        try:
+            return _NUMPY[self.value]
+        except KeyError:
+            raise DTypeError(f"{self.value} values need the ml_dtypes package (pip install ml_dtypes)") from None
 
     @property
     def itemsize(self) -> int:
         """Bytes per element."""
-        return _NUMPY[self.value].itemsize
+        return _ITEMSIZE[self.value]
 
     @property
     def is_float(self) -> bool:

@@ -10,7 +10,7 @@ Everything runs in one float dtype (f64 for f64 scenes, else f32).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -81,15 +81,16 @@ class Camera:
     background: np.ndarray
 
 
-def _normalize(v: np.ndarray) -> np.ndarray:
-    n = np.linalg.norm(v, axis=-1, keepdims=True)
-    return v / np.where(n > 0, n, 1)
+def normalize(v, xp=np):
+    """``v / |v|`` along the last axis (zero vectors stay zero; safe to differentiate in jax.numpy)."""
+    n2 = xp.sum(v * v, axis=-1, keepdims=True)
+    return v / xp.sqrt(xp.where(n2 > 0, n2, 1))
 
 
 def camera(meta: np.ndarray, width: int, height: int) -> Camera:
     eye, target, up = meta[0:3], meta[3:6], meta[6:9]
-    forward = _normalize(target - eye)
-    right = _normalize(np.cross(forward, up))
+    forward = normalize(target - eye)
+    right = normalize(np.cross(forward, up))
     if not np.all(np.isfinite(meta[:15])) or not right.any():
         raise RlxError("gaussian splat: the camera in meta is degenerate (non-finite, or up parallel to the view direction)")
     if not 0 < meta[9] < 180:
@@ -104,16 +105,16 @@ def pixel_rays(cam: Camera, width: int, height: int) -> np.ndarray:
     sx = ((2 * (np.arange(width, dtype=dt) + 0.5) / width - 1) * (cam.tan_half * cam.aspect)).astype(dt)
     sy = ((1 - 2 * (np.arange(height, dtype=dt) + 0.5) / height) * cam.tan_half).astype(dt)
     d = cam.forward + sx[None, :, None] * cam.right + sy[:, None, None] * cam.up
-    return _normalize(d.reshape(-1, 3))
+    return normalize(d.reshape(-1, 3))
 
 
-def quat_matrix(q: np.ndarray) -> np.ndarray:
-    """[n, 3, 3] rotation matrices of unit quaternions (x, y, z, w)."""
+def quat_matrix(q, xp=np):
+    """[n, 3, 3] rotation matrices of unit quaternions (x, y, z, w); ``xp`` is numpy or jax.numpy."""
     x, y, z, w = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
-    return np.stack([
-        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+    return xp.stack([
+        xp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+        xp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+        xp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
     ], -2)
 
 
@@ -129,43 +130,49 @@ def quat_matrix_partials(q: np.ndarray) -> np.ndarray:
     ], 1)
 
 
-def unit_quaternions(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(q / |q|, |q|); a zero quaternion becomes the identity (0, 0, 0, 1)."""
-    norm = np.linalg.norm(q, axis=1)
-    ident = np.zeros_like(q)
-    ident[:, 3] = 1
-    safe = np.where(norm > 0, norm, 1)
-    return np.where((norm > 0)[:, None], q / safe[:, None], ident), norm
+def unit_quaternions(q, xp=np):
+    """(q / |q|, |q|); a zero quaternion becomes the identity (0, 0, 0, 1) (safe to differentiate in jax.numpy)."""
+    n2 = xp.sum(q * q, axis=1, keepdims=True)
+    unit = xp.where(n2 > 0, q / xp.sqrt(xp.where(n2 > 0, n2, 1)), xp.asarray([0, 0, 0, 1], q.dtype))
+    return unit, xp.sqrt(n2[:, 0])
 
 
-def _poly(v: np.ndarray, terms) -> np.ndarray:
-    out = np.zeros(len(v), v.dtype)
-    for c, (a, b, e) in terms:
-        out = out + c * v[:, 0] ** a * v[:, 1] ** b * v[:, 2] ** e
+# The basis as one matrix over the monomials of (x, y, z) it uses: Y_k = Σ_m SH_MATRIX[m, k]·monomial_m.
+SH_MONOMIALS = sorted({powers for terms in SH_BASIS for _, powers in terms})
+
+
+def _sh_matrix() -> np.ndarray:
+    out = np.zeros((len(SH_MONOMIALS), len(SH_BASIS)))
+    for k, terms in enumerate(SH_BASIS):
+        for c, powers in terms:
+            out[SH_MONOMIALS.index(powers), k] += c
     return out
 
 
-def _partial(terms, axis: int):
-    """The terms of a polynomial's derivative along ``axis`` (0, 1, 2 = x, y, z)."""
-    out = []
-    for c, powers in terms:
-        if powers[axis]:
-            lowered = list(powers)
-            lowered[axis] -= 1
-            out.append((c * powers[axis], tuple(lowered)))
-    return out
+SH_MATRIX = _sh_matrix()
 
 
-def sh_eval(v: np.ndarray, k: int) -> np.ndarray:
+def _monomials(v, xp, axis: int | None = None):
+    """[n, M] the monomials at directions v, or with ``axis`` their derivatives along it."""
+    cols = []
+    for powers in SH_MONOMIALS:
+        p = list(powers)
+        scale = 1
+        if axis is not None:
+            scale = p[axis]
+            p[axis] = max(p[axis] - 1, 0)
+        cols.append(scale * v[:, 0] ** p[0] * v[:, 1] ** p[1] * v[:, 2] ** p[2])
+    return xp.stack(cols, 1)
+
+
+def sh_eval(v, k: int, xp=np):
     """The first ``k`` SH basis functions at unit directions v [n, 3] -> [n, k]."""
-    return np.stack([_poly(v, terms) for terms in SH_BASIS[:k]], 1) if k else np.zeros((len(v), 0), v.dtype)
+    return _monomials(v, xp) @ xp.asarray(SH_MATRIX[:, :k], v.dtype)
 
 
 def sh_eval_grad(v: np.ndarray, k: int) -> np.ndarray:
     """Their partial derivatives in (x, y, z), treated as independent -> [n, k, 3]."""
-    if not k:
-        return np.zeros((len(v), 0, 3), v.dtype)
-    return np.stack([np.stack([_poly(v, _partial(terms, axis)) for axis in range(3)], -1) for terms in SH_BASIS[:k]], 1)
+    return np.stack([_monomials(v, np, axis) @ SH_MATRIX[:, :k].astype(v.dtype) for axis in range(3)], -1)
 
 
 # ------------------------------------------------------------------------------ scene
@@ -220,9 +227,9 @@ class Prepared:
 
 def splat_colors(scene: Scene, eye: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(colour before the clamp, view directions v): colors + Σ_k Y_k(v)·sh_k."""
-    v = _normalize(scene.mu - eye)
+    v = normalize(scene.mu - eye)
     k = scene.sh.shape[1]
-    raw = scene.color + np.einsum("nk,nkc->nc", sh_eval(v, k), scene.sh) if k else scene.color.copy()
+    raw = scene.color + np.einsum("nk,nkc->nc", sh_eval(v, k), scene.sh)
     return raw, v
 
 
@@ -378,6 +385,14 @@ def tile_hits(prep: Prepared, t: int, attrs: Mapping[str, Any]) -> TileHits | No
     return TileHits(pixels, ids, a_eff, blended, raw >= ALPHA_MAX, trans_before, trans_final, closest, t_star)
 
 
+def all_tile_hits(prep: Prepared, attrs: Mapping[str, Any]) -> Iterator[TileHits]:
+    """:func:`tile_hits` of every tile whose list is not empty."""
+    for t in range(len(prep.ranges)):
+        hits = tile_hits(prep, t, attrs)
+        if hits is not None:
+            yield hits
+
+
 def composite(prep: Prepared, background: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
     """The RGBA image [H·W·4] (background with alpha 0 where no splat is blended)."""
     w, h = attrs["width"], attrs["height"]
@@ -385,10 +400,7 @@ def composite(prep: Prepared, background: np.ndarray, attrs: Mapping[str, Any]) 
     out = np.empty((w * h, 4), dt)
     out[:, :3] = background
     out[:, 3] = 0
-    for t in range(len(prep.ranges)):
-        hits = tile_hits(prep, t, attrs)
-        if hits is None:
-            continue
+    for hits in all_tile_hits(prep, attrs):
         weight = hits.alpha * hits.trans_before
         out[hits.pixels, :3] = weight @ prep.color[hits.ids] + hits.trans_final[:, None] * background
         out[hits.pixels, 3] = 1 - hits.trans_final
@@ -412,10 +424,8 @@ def backward(args: list[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
     cam = camera(meta, attrs["width"], attrs["height"])
     n = scene.count
     g_mu, g_m, g_logit, g_color = (np.zeros(s, meta.dtype) for s in ((n, 3), (n, 3, 3), n, (n, 3)))
-    for t in range(len(prep.ranges)):
-        hits = tile_hits(prep, t, attrs)
-        if hits is not None:
-            _tile_backward(hits, prep, cam, d_rgba[hits.pixels], g_mu, g_m, g_logit, g_color)
+    for hits in all_tile_hits(prep, attrs):
+        _tile_backward(hits, prep, cam, d_rgba[hits.pixels], g_mu, g_m, g_logit, g_color)
     return _scene_grads(scene, cam, attrs, g_mu, g_m, g_logit, g_color).astype(meta.dtype)
 
 
@@ -513,10 +523,7 @@ def jvp(args: list[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
     cam = camera(meta, attrs["width"], attrs["height"])
     d_mu, d_m, d_logit, d_color = _scene_tangent(scene, cam, args[7:13])
     out = np.zeros((attrs["width"] * attrs["height"], 4), meta.dtype)
-    for t in range(len(prep.ranges)):
-        hits = tile_hits(prep, t, attrs)
-        if hits is None:
-            continue
+    for hits in all_tile_hits(prep, attrs):
         ids, alpha = hits.ids, hits.alpha
         moved = np.einsum("lij,plj->pli", d_m[ids], _world_offset(hits, prep)) - np.einsum("lij,lj->li", prep.whitening[ids], d_mu[ids])
         d_rho2 = 2 * np.einsum("pli,pli->pl", hits.closest, moved)  # 2 pᵀ(dM·w − M·dμ)

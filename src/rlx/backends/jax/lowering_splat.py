@@ -24,39 +24,11 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from rlx.backends.jax.lowering import compute_dtype, lowering, target_platform
 from rlx.backends.jax.lowering_ext import host_lowering
-from rlx.ops.splat_kernel import ALPHA_MAX, SH_BASIS, sh_band, tile_grid
-
-
-def _unit(v, axis=-1):
-    n2 = jnp.sum(v * v, axis=axis, keepdims=True)
-    return v / jnp.sqrt(jnp.where(n2 > 0, n2, 1))
-
-
-def _quat_matrix(q):
-    x, y, z, w = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
-    return jnp.stack([
-        jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-        jnp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-        jnp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-    ], -2)
-
-
-_MONOMIALS = sorted({powers for terms in SH_BASIS for _, powers in terms})
-_SH_MATRIX = np.zeros((len(_MONOMIALS), len(SH_BASIS)))  # SH basis k = Σ_m _SH_MATRIX[m, k]·monomial_m
-for _k, _terms in enumerate(SH_BASIS):
-    for _c, _powers in _terms:
-        _SH_MATRIX[_MONOMIALS.index(_powers), _k] += _c
-
-
-def _sh_values(v, k: int):
-    """[n, k] SH basis values as one product of the monomials of v with a constant matrix."""
-    mono = jnp.stack([v[:, 0] ** a * v[:, 1] ** b * v[:, 2] ** e for a, b, e in _MONOMIALS], 1)
-    return mono @ jnp.asarray(_SH_MATRIX[:, :k], v.dtype)
+from rlx.ops.splat_kernel import ALPHA_MAX, normalize, quat_matrix, sh_band, sh_eval, tile_grid, unit_quaternions
 
 
 def render(scene: tuple, meta, attrs: Mapping[str, Any]):
@@ -67,22 +39,20 @@ def render(scene: tuple, meta, attrs: Mapping[str, Any]):
     n = logit.shape[0]
     mu, log_s, quat, col = mu.reshape(n, 3), log_s.reshape(n, 3), quat.reshape(n, 4), col.reshape(n, 3)
     k = sh.shape[0] // (3 * n) if n else 0
-    eye, forward = meta[0:3], _unit(meta[3:6] - meta[0:3])
-    right = _unit(jnp.cross(forward, meta[6:9]))
+    eye, forward = meta[0:3], normalize(meta[3:6] - meta[0:3], jnp)
+    right = normalize(jnp.cross(forward, meta[6:9]), jnp)
     up = jnp.cross(right, forward)
     tan_half = jnp.tan(jnp.deg2rad(meta[9]) / 2)
     aspect = w / h
     background = meta[12:15]
 
-    n2 = jnp.sum(quat * quat, axis=1, keepdims=True)
-    qhat = jnp.where(n2 > 0, quat / jnp.sqrt(jnp.where(n2 > 0, n2, 1)), jnp.array([0, 0, 0, 1], quat.dtype))
-    rot = _quat_matrix(qhat)
+    rot = quat_matrix(unit_quaternions(quat, jnp)[0], jnp)
     inv_s = jnp.exp(-log_s)
     m = jnp.swapaxes(rot, 1, 2) * inv_s[:, :, None]  # diag(1/σ) Rᵀ
     rel = mu - eye
     cam_local = jnp.einsum("nk,nkj->nj", -rel, rot) * inv_s
     a = jax.nn.sigmoid(logit)
-    color = col + (jnp.einsum("nk,nkc->nc", _sh_values(_unit(rel), k), sh.reshape(n, k, 3)) if k else 0)
+    color = col + jnp.einsum("nk,nkc->nc", sh_eval(normalize(rel, jnp), k, jnp), sh.reshape(n, k, 3))
     color = jnp.maximum(color, 0)
 
     # binning and ordering: piecewise constant, never differentiated
@@ -120,7 +90,7 @@ def render(scene: tuple, meta, attrs: Mapping[str, Any]):
         py = (t // tiles_x) * ts + local
         ndc_x = (2 * (px + 0.5) / w - 1) * (tan_half * aspect)
         ndc_y = (1 - 2 * (py + 0.5) / h) * tan_half
-        rays = _unit(forward + ndc_x[None, :, None] * right + ndc_y[:, None, None] * up).reshape(-1, 3)
+        rays = normalize(forward + ndc_x[None, :, None] * right + ndc_y[:, None, None] * up, jnp).reshape(-1, 3)
         d_loc = jnp.einsum("lij,pj->pli", m_o, rays)
         dd = jnp.sum(d_loc * d_loc, -1)
         t_star = -jnp.sum(d_loc * loc_o[None], -1) / jnp.where(dd > 0, dd, 1)

@@ -7,8 +7,10 @@ loaded on first access; their frameworks are imported only when their functions 
 import importlib
 from typing import Any
 
+from rlx import backends as _backends  # noqa: F401  (registers the built-in backends by name)
 from rlx import ops as _ops  # noqa: F401  (registers the built-in ops)
 from rlx.autodiff import grad, grad_with_loss, hvp, jvp, prepare_graph_for_ad, vmap
+from rlx.frontends.upstream_json import from_upstream_json
 from rlx.hir import AdPipelineStage, FusionPolicy, GraphModule, HirModule, LowerError, define
 from rlx.ir.attrs import AttrSpec
 from rlx.ir.dtype import DType, bf16, bool_, c64, f8e4m3, f8e5m2, f16, f32, f64, i8, i16, i32, i64, u8, u32
@@ -17,6 +19,7 @@ from rlx.ir.errors import (
     AutodiffError,
     FeedError,
     FormatError,
+    InternalError,
     ParseError,
     RlxError,
     ShapeError,
@@ -28,7 +31,6 @@ from rlx.ir.opdef import OpDef, all_ops, get_op, register_op, unregister_op
 from rlx.ir.serialize import LoadLimits, fingerprint, from_json, load, register_codec, save, to_json
 from rlx.ir.shape import Shape, TensorType
 from rlx.ir.text import parse
-from rlx.ir.upstream_json import from_upstream_json
 from rlx.ir.verify import verify
 from rlx.ops.custom import custom_op, custom_ops, unregister_custom_op
 from rlx.opt import FusionReport, optimize
@@ -49,7 +51,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AdPipelineStage", "AttrSpec", "AttributeSchemaError", "AutodiffError", "BufferPlan", "DType", "FeedError",
-    "FormatError", "FusionPolicy", "FusionReport", "Graph", "GraphModule", "GraphStage", "HirModule", "LirModule",
+    "FormatError", "FusionPolicy", "FusionReport", "Graph", "GraphModule", "GraphStage", "HirModule", "InternalError", "LirModule",
     "LoadLimits", "LowerError", "Node", "OpDef", "ParseError", "Provenance", "RlxError", "Shape", "ShapeError",
     "TensorType", "UnknownOpError", "Value", "VerifyError", "all_ops", "bf16", "bool_", "c64", "compile", "compile_training",
     "custom_op", "custom_ops", "define",

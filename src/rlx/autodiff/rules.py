@@ -36,7 +36,9 @@ Rules for op families must follow these rules of the road:
 * Helpers every context offers (methods, so op modules need not import autodiff):
   ``const``, ``cast``, ``unbroadcast``, ``where_zero``, ``safe``, ``zeros_like``,
   ``reshape`` (one symbolic dim allowed), ``broadcast_like`` (symbolic dims allowed),
-  ``transpose_last2``, ``numel``, ``count`` (element count over axes, symbolic too);
+  ``transpose_last2``, ``numel``, ``count`` (element count over axes, symbolic too), and
+  the body transforms ``grad`` / ``jvp`` / ``vmap`` for rules that differentiate or batch a
+  subgraph (op modules sit below autodiff and never import it);
   rule contexts add ``operand`` / ``operands`` / ``output`` / ``primal``, the vjp context
   ``wants``, the batch context ``batch_size``, ``align``, ``materialize``, ``shift_axis``,
   ``apply_broadcasting``.
@@ -74,12 +76,19 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import numpy as np
-
 from rlx.ir.dtype import DType
 from rlx.ir.errors import AutodiffError
 from rlx.ir.graph import Graph, Node, Value
 from rlx.ir.shape import Dim, Shape
+from rlx.ops.graph_helpers import (  # noqa: F401  (re-exported: the helpers rules use)
+    broadcast_like,
+    broadcast_to,
+    cast,
+    const,
+    reshape,
+    shape_attr,
+    zeros_like,
+)
 
 #: OpDef flag: the op needs no derivative rule (sources; ops locally constant in every operand).
 NO_GRAD = "no_grad"
@@ -93,57 +102,6 @@ def is_diff_dtype(dtype: DType) -> bool:
 
 
 # ------------------------------------------------------------------------------ helpers
-def const(g: Graph, value: float, dtype: DType) -> Value:
-    """A rank-0 constant of ``dtype``."""
-    return g.constant(np.array(value, dtype=np.float32 if dtype.is_low_precision_float else dtype.numpy), dtype=dtype)
-
-
-def cast(g: Graph, v: Value, dtype: DType) -> Value:
-    """``v`` in ``dtype`` (no node when it already is)."""
-    return v if v.dtype == dtype else g.cast(v, to=dtype)
-
-
-def shape_attr(shape: Sequence[Dim], what: str) -> list[int]:
-    """Dims as an ``ints`` attribute for reshape: one symbolic dim becomes -1, more is an error."""
-    syms = [i for i, d in enumerate(shape) if isinstance(d, str)]
-    if len(syms) > 1:
-        raise AutodiffError(f"{what}: cannot express a reshape to {Shape(shape)!r} with more than one symbolic dim")
-    return [-1 if isinstance(d, str) else int(d) for d in shape]
-
-
-def reshape(g: Graph, v: Value, shape: Sequence[Dim]) -> Value:
-    """Reshape ``v`` to ``shape`` (no node when equal)."""
-    if tuple(v.shape) == tuple(shape):
-        return v
-    return g.reshape(v, new_shape=shape_attr(shape, "reshape"))
-
-
-def broadcast_to(g: Graph, v: Value, shape: Sequence[Dim]) -> Value:
-    """Broadcast ``v`` to ``shape`` (NumPy rules). Uses ``expand`` for static targets."""
-    if tuple(v.shape) == tuple(shape):
-        return v
-    lead = len(shape) - len(v.shape)
-    target: list[int] = []
-    for i, d in enumerate(shape):
-        if isinstance(d, int):
-            target.append(d)
-        elif i >= lead and v.shape[i - lead] == d:
-            target.append(-1)
-        else:
-            raise AutodiffError(f"cannot broadcast {v.shape!r} to the symbolic shape {Shape(shape)!r}")
-    return g.expand(v, target_shape=target)
-
-
-def broadcast_like(g: Graph, v: Value, like: Value) -> Value:
-    """Broadcast ``v`` to ``like``'s shape; works for symbolic dims (``where(c, v, v)``)."""
-    if tuple(v.shape) == tuple(like.shape):
-        return v
-    if Shape(like.shape).is_static:
-        return broadcast_to(g, v, like.shape)
-    cond = like if like.dtype.is_bool else g.cast(like, to=DType.BOOL)
-    return g.where(cond, v, v)  # both branches equal: only the broadcast shape matters
-
-
 def unbroadcast(g: Graph, grad: Value, shape: Sequence[Dim], dtype: DType | None = None) -> Value:
     """Sum ``grad`` down to ``shape`` (the reverse of NumPy broadcasting), then cast to ``dtype``.
 
@@ -172,15 +130,6 @@ def where_zero(g: Graph, cond: Value, v: Value, *, keep_where: bool = True) -> V
 def safe(g: Graph, v: Value, cond: Value, fill: float) -> Value:
     """``where(cond, v, fill)``: keep ``v`` where ``cond``, a harmless constant elsewhere."""
     return g.where(cond, v, const(g, fill, v.dtype))
-
-
-def zeros_like(g: Graph, like: Value, dtype: DType | None = None) -> Value:
-    """Zeros of ``like``'s shape (NaN-safe: never ``like * 0``)."""
-    dtype = dtype or like.dtype
-    if Shape(like.shape).is_static:
-        arr = np.zeros(tuple(like.shape), dtype=np.float32 if dtype.is_low_precision_float else dtype.numpy)
-        return g.constant(arr, dtype=dtype)
-    return broadcast_like(g, const(g, 0.0, dtype), like)
 
 
 def numel(shape: Sequence[Dim], axes: Iterable[int], what: str) -> int:
@@ -234,6 +183,26 @@ class Helpers:
     def numel(self, shape: Sequence[Dim], axes: Iterable[int], what: str = "rule") -> int:
         """Static element count of ``shape`` over ``axes`` (AutodiffError if symbolic)."""
         return numel(shape, axes, what)
+
+    # body transforms: rules of ops with subgraphs (control flow, custom functions, composite
+    # backward ops) get them here, so op modules never import rlx.autodiff (layering)
+    def grad(self, sub: Graph, wrt: Sequence[str], seed: str) -> Graph:
+        """``rlx.grad(sub, wrt, seed=seed)``: the reverse-mode graph of a one-output ``sub``."""
+        from rlx.autodiff.reverse import grad
+
+        return grad(sub, list(wrt), seed=seed)
+
+    def jvp(self, sub: Graph, wrt: Sequence[str]) -> Graph:
+        """``rlx.jvp(sub, wrt)``: outputs ``[primal outputs..., tangent outputs...]``."""
+        from rlx.autodiff.forward import jvp
+
+        return jvp(sub, list(wrt))
+
+    def vmap(self, sub: Graph, in_axes: dict[str, int | None], batch_size: Dim) -> Graph:
+        """``rlx.vmap(sub, in_axes, batch_size=batch_size)``."""
+        from rlx.autodiff.vmap import vmap
+
+        return vmap(sub, in_axes, batch_size=batch_size)
 
     def count(self, like: Value, axes: Sequence[int], dtype: DType | None = None) -> Value:
         """Element count of ``like`` over ``axes`` as a value of ``dtype``: a constant when

@@ -42,6 +42,13 @@ class AutodiffError(RlxError):
     """A graph could not be differentiated (no rule, bad ``wrt``, wrong stage …)."""
 
 
+class InternalError(RuntimeError):
+    """A bug, not bad input: an op's rule or kernel raised an exception it does not document
+    (a ``TypeError`` inside a type rule, say). The original exception is chained as
+    ``__cause__`` with its traceback. Deliberately not an :class:`RlxError`, so code that
+    handles bad input (``except RlxError``) never swallows it."""
+
+
 class UnknownOpError(RlxError, KeyError):
     """An op name is not in the registry."""
 

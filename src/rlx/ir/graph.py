@@ -17,7 +17,7 @@ import numpy as np
 
 from rlx.ir.attrs import FrozenArray
 from rlx.ir.dtype import DType
-from rlx.ir.errors import AttributeSchemaError, RlxError, ShapeError, VerifyError
+from rlx.ir.errors import AttributeSchemaError, InternalError, RlxError, ShapeError
 from rlx.ir.opdef import OpDef, builder_method, get_op
 from rlx.ir.shape import Shape, TensorType
 
@@ -431,14 +431,17 @@ def infer_type(opdef: OpDef, in_types: list[TensorType], attrs: Mapping[str, Any
 
 
 def _guarded(where: str, in_types: list[TensorType], rule: Callable[[], Any]) -> Any:
-    """Run a type rule, turning any failure into a ShapeError naming the op and operands."""
+    """Run a type rule. A ShapeError (the rule rejecting its operands) gets the op and operands
+    added; other RlxErrors pass unchanged; any other exception is a bug in the rule and surfaces
+    as an :class:`InternalError` with the original chained (traceback kept)."""
     try:
         return rule()
     except ShapeError as exc:
         listed = ", ".join(str(t) for t in in_types)
         raise ShapeError(f"{where}: {exc} (operands: {listed or 'none'})") from None
-    except (AttributeSchemaError, VerifyError):
+    except RlxError:
         raise
-    except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError) as exc:
+    except Exception as exc:
         listed = ", ".join(str(t) for t in in_types)
-        raise ShapeError(f"{where}: {type(exc).__name__}: {exc} (operands: {listed or 'none'})") from None
+        raise InternalError(f"{where}: the type rule raised {type(exc).__name__}: {exc} "
+                            f"(operands: {listed or 'none'}); this is a bug in the op's rule") from exc

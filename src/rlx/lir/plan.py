@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlx.ir.errors import RlxError
+from rlx.ir.flags import BLAS, EPILOGUE
 from rlx.ir.graph import Graph
 from rlx.ir.opdef import get_op, has_op
 from rlx.lir import liveness as _liveness
@@ -64,8 +65,6 @@ class IoManifest:
 
 
 PHASES = ("prologue", "steady", "epilogue")
-_COMPUTE_FAMILIES = frozenset({"linalg", "attention", "conv"})
-_EPILOGUE_OPS = frozenset({"sample", "topk"})
 
 
 @dataclass
@@ -375,21 +374,27 @@ def plan(
 
 
 def derive_phases(g: Graph, schedule: Sequence[int]) -> dict[int, str]:
-    """Leaves: prologue; sample/topk and anything after the last compute op: epilogue; else steady."""
+    """Leaves: prologue; ops flagged :data:`~rlx.ir.flags.EPILOGUE` (sample, top_k) and anything
+    after the last one or after the last :data:`~rlx.ir.flags.BLAS` (compute-bound) op: epilogue;
+    else steady. The flags are the ops' own (their ``defop``), not a list kept here."""
     nodes = g.nodes
+
+    def flags(op: str) -> frozenset[str]:
+        return get_op(op).flags if has_op(op) else frozenset()
+
     last_compute = last_sample = -1
     for t, nid in enumerate(schedule):
-        op = nodes[nid].op
-        if op in _EPILOGUE_OPS:
+        f = flags(nodes[nid].op)
+        if EPILOGUE in f:
             last_sample = t
-        elif has_op(op) and get_op(op).family in _COMPUTE_FAMILIES:
+        elif BLAS in f:
             last_compute = t
     out: dict[int, str] = {}
     for t, nid in enumerate(schedule):
         op = nodes[nid].op
         if op in _liveness.LEAVES:
             out[nid] = "prologue"
-        elif op in _EPILOGUE_OPS or (last_sample >= 0 and t > last_sample) or (last_compute >= 0 and t > last_compute):
+        elif EPILOGUE in flags(op) or (last_sample >= 0 and t > last_sample) or (last_compute >= 0 and t > last_compute):
             out[nid] = "epilogue"
         else:
             out[nid] = "steady"

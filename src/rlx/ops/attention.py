@@ -17,6 +17,7 @@ import numpy as np
 from rlx.ir.attrs import AttrSpec
 from rlx.ir.dtype import promote_all
 from rlx.ir.errors import AutodiffError, ShapeError
+from rlx.ir.flags import BLAS
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType, broadcast_shapes
 from rlx.ops.common import promote_args, require_dim, require_float
@@ -412,7 +413,7 @@ def _attention_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="attention", family="attention", arity=_attention_arity, operands=("q", "k", "v", "mask"),
+    name="attention", family="attention", arity=_attention_arity, operands=("q", "k", "v", "mask"), flags={BLAS},
     attrs={
         "num_heads": AttrSpec("int", doc="H; k and v have as many heads as q (no GQA)"),
         "head_dim": AttrSpec("int", doc="D"),

@@ -29,6 +29,7 @@ import numpy as np
 from rlx.ir.attrs import AttrSpec
 from rlx.ir.dtype import promote_all
 from rlx.ir.errors import RlxError, ShapeError
+from rlx.ir.flags import BLAS
 from rlx.ir.opdef import defop, get_op
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops.attention import Layout, attention_scale, attention_scores, attention_type, rope_kernel, rope_type, softmax
@@ -147,9 +148,10 @@ def _crop(xp: np.ndarray, shape: tuple[int, ...], p: tuple[int, int]) -> np.ndar
 # in a small decomposition graph, which rlx.grad / rlx.jvp / rlx.vmap transform with the
 # primitives' own rules, and the result is inlined. The decomposition is only used by the
 # derivative graphs; the forward keeps the fused backward kernel.
-def _decomposition(build, operands, attrs, dtype, per_example: tuple[bool, ...] | None = None):
+def _decomposition(build, operands, attrs, dtype, per_example: tuple[bool, ...] | None = None, ctx=None):
     """A graph with inputs a0, a1, … (the operands' types, minus the batch axis where
-    ``per_example[i]``) and one output: ``build(g, inputs, attrs)`` cast to ``dtype``."""
+    ``per_example[i]``) and one output: ``build(g, inputs, attrs)`` cast to ``dtype``. A build
+    flagged ``needs_transforms`` also gets the rule context (its body transforms) as ``ctx=``."""
     from rlx.ir.graph import Graph
 
     g = Graph("decomposition")
@@ -157,7 +159,7 @@ def _decomposition(build, operands, attrs, dtype, per_example: tuple[bool, ...] 
     for i, v in enumerate(operands):
         shape = list(v.shape[1:]) if per_example and per_example[i] else list(v.shape)
         ins.append(g.input(f"a{i}", shape, v.dtype))
-    out = build(g, ins, attrs)
+    out = build(g, ins, attrs, ctx=ctx) if getattr(build, "needs_transforms", False) else build(g, ins, attrs)
     g.set_outputs([out if out.dtype == dtype else g.cast(out, to=dtype)])
     return g
 
@@ -185,15 +187,13 @@ def _reaches_output(sub, name: str) -> bool:
 
 def _composite_vjp(build):
     def vjp(ctx, node, ct):
-        from rlx.autodiff import grad
-
         ops = ctx.operands(node)
-        sub = _decomposition(build, ops, node.attrs, node.dtype)
+        sub = _decomposition(build, ops, node.attrs, node.dtype, ctx=ctx)
         wanted = [i for i, v in enumerate(ops) if v.dtype.is_float and ctx.wants(node, i)]
         names = [f"a{i}" for i in wanted if _reaches_output(sub, f"a{i}")]
         grads = {}
         if names:
-            bwd = grad(sub, names, seed="ct")
+            bwd = ctx.grad(sub, names, seed="ct")
             grads = dict(zip(names, _inline(ctx.graph, bwd, {**{f"a{i}": v for i, v in enumerate(ops)}, "ct": ct})))
         # an operand the op is locally constant in (a step, a straight-through) gets explicit zeros
         return [grads.get(f"a{i}", ctx.zeros_like(ops[i])) if i in wanted else None for i in range(len(ops))]
@@ -202,14 +202,12 @@ def _composite_vjp(build):
 
 def _composite_jvp(build):
     def jvp(ctx, node, tangents):
-        from rlx.autodiff import jvp as forward
-
         ops = ctx.operands(node)
-        sub = _decomposition(build, ops, node.attrs, node.dtype)
+        sub = _decomposition(build, ops, node.attrs, node.dtype, ctx=ctx)
         names = [f"a{i}" for i, t in enumerate(tangents) if t is not None and _reaches_output(sub, f"a{i}")]
         if not names:
             return None
-        fwd = forward(sub, names)
+        fwd = ctx.jvp(sub, names)
         feeds = {f"a{i}": v for i, v in enumerate(ops)}
         for i, (v, t) in enumerate(zip(ops, tangents)):
             if f"a{i}" in names:
@@ -220,10 +218,8 @@ def _composite_jvp(build):
 
 def _composite_batch(build):
     def batch(ctx, node, operands, batched):
-        from rlx.autodiff import vmap
-
-        sub = _decomposition(build, operands, node.attrs, node.dtype, tuple(batched))
-        vg = vmap(sub, {f"a{i}": 0 if b else None for i, b in enumerate(batched)}, batch_size=ctx.batch_size)
+        sub = _decomposition(build, operands, node.attrs, node.dtype, tuple(batched), ctx=ctx)
+        vg = ctx.vmap(sub, {f"a{i}": 0 if b else None for i, b in enumerate(batched)}, batch_size=ctx.batch_size)
         out = _inline(ctx.graph, vg, {f"a{i}": v for i, v in enumerate(operands)})[0]
         return out if len(out.shape) == len(node.shape) + 1 else ctx.materialize(out)
     return batch
@@ -577,7 +573,7 @@ def _conv_weight_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="conv2d_backward_input", family=_FAMILY, arity=2, operands=("dy", "w"),
+    name="conv2d_backward_input", family=_FAMILY, arity=2, operands=("dy", "w"), flags={BLAS},
     attrs={**_CONV_ATTRS, "input_shape": AttrSpec("dims", doc="shape of the forward input x [N, Cin, H, W]")},
     canonicalize=_conv_kernel_canon(lambda ins, attrs: ins[1].shape),
     infer=_conv_backward_input_type, kernel=_conv_backward_input_kernel,
@@ -588,7 +584,7 @@ defop(
 )
 
 defop(
-    name="conv2d_backward_weight", family=_FAMILY, arity=2, operands=("x", "dy"),
+    name="conv2d_backward_weight", family=_FAMILY, arity=2, operands=("x", "dy"), flags={BLAS},
     attrs={**_CONV_ATTRS, "weight_shape": AttrSpec("dims", doc="shape of the forward weight [Cout, Cin/G, kH, kW]")},
     canonicalize=_conv_kernel_canon(lambda ins, attrs: attrs["weight_shape"]),
     infer=_conv_backward_weight_type, kernel=_conv_backward_weight_kernel,
@@ -1114,9 +1110,8 @@ def _attention_prims(g, q, k, v, mask, attrs):
     return _from_bhsd(g, g.matmul(p, vh), q, rank, layout)
 
 
-def _attention_backward_prims(g, ops, attrs):
-    """The attention gradient as rlx.grad of the primitive attention, inlined."""
-    from rlx.autodiff import grad
+def _attention_backward_prims(g, ops, attrs, *, ctx):
+    """The attention gradient as ``ctx.grad`` (rlx.grad) of the primitive attention, inlined."""
     from rlx.ir.graph import Graph
 
     fwd = Graph("attention")
@@ -1128,12 +1123,16 @@ def _attention_backward_prims(g, ops, attrs):
     out = _attention_prims(fwd, *leaves[:3], mask, attrs)
     fwd.set_outputs([out if out.dtype == dt else fwd.cast(out, to=dt)])
     wrt = {"query": "q", "key": "k", "value": "v"}[attrs["wrt"]]
-    bwd = grad(fwd, [wrt], seed="dy")
+    bwd = ctx.grad(fwd, [wrt], seed="dy")
     return _inline(g, bwd, {**dict(zip(names, data)), "dy": ops[3]})[0]
+
+
+_attention_backward_prims.needs_transforms = True  # type: ignore[attr-defined]
 
 
 defop(
     name="attention_backward", family=_FAMILY, arity=_attention_backward_arity, operands=("q", "k", "v", "dy", "mask"),
+    flags={BLAS},
     attrs={**get_op("attention").attrs, "wrt": AttrSpec("str", choices=_WRT, doc="which operand's gradient")},
     infer=_attention_backward_type, kernel=_attention_backward_kernel,
     **_composite(_attention_backward_prims),

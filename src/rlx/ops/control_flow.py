@@ -46,9 +46,8 @@ from rlx.ir.errors import AutodiffError, ShapeError
 from rlx.ir.graph import Graph, Value
 from rlx.ir.opdef import VARIADIC, defop
 from rlx.ir.shape import Shape, TensorType
-
-#: OpDef flag: the kernel evaluates subgraphs and takes ``evaluate=`` (see the module doc).
-SUBGRAPHS = "subgraphs"
+from rlx.ops.evaluate import SUBGRAPHS
+from rlx.ops.graph_helpers import cast, zeros_like
 
 Evaluate = Callable[[Graph, Sequence[np.ndarray]], list[np.ndarray]]
 
@@ -141,20 +140,17 @@ def _reach(sub: Graph) -> set[int]:
     return {k for k, n in enumerate(graph_inputs(sub)) if n.id in need and n.dtype.is_float}
 
 
-def vjp_graph(sub: Graph, want: Sequence[int], name: str | None = None) -> Graph:
+def vjp_graph(ctx: Any, sub: Graph, want: Sequence[int], name: str | None = None) -> Graph:
     """Subgraph ``(inputs..., ct) -> [d input_k for k in want]`` of a one-output ``sub``.
 
-    Zeros for inputs the output does not depend on. Built with ``rlx.grad`` (lazy import:
-    rules run inside autodiff)."""
-    from rlx.autodiff.reverse import grad
-    from rlx.autodiff.rules import zeros_like
-
+    Zeros for inputs the output does not depend on. Built with ``ctx.grad`` (the rule
+    context's body transform: ops sit below autodiff)."""
     sig = _signature(sub)
     out_t = sub.nodes[sub.output_ids[0]].type
     seed = _unique(sub, "ct")
     reach = _reach(sub)
     ask = [k for k in want if k in reach]
-    bwd = grad(sub, wrt=[sig[k][0] for k in ask], seed=seed) if ask else None
+    bwd = ctx.grad(sub, [sig[k][0] for k in ask], seed=seed) if ask else None
 
     def body(h: Graph, vals: list[Value]) -> list[Value]:
         got: dict[int, Value] = {}
@@ -167,16 +163,15 @@ def vjp_graph(sub: Graph, want: Sequence[int], name: str | None = None) -> Graph
     return make_graph(name or f"{sub.name}_vjp", [*sig, (seed, out_t)], body)
 
 
-def jvp_graph(sub: Graph, active: Sequence[int], name: str | None = None) -> Graph:
-    """Subgraph ``(inputs..., tangents of inputs[active]...) -> [output tangent]`` of a one-output ``sub``."""
-    from rlx.autodiff.forward import jvp
-    from rlx.autodiff.rules import cast, zeros_like
+def jvp_graph(ctx: Any, sub: Graph, active: Sequence[int], name: str | None = None) -> Graph:
+    """Subgraph ``(inputs..., tangents of inputs[active]...) -> [output tangent]`` of a one-output
+    ``sub``, built with ``ctx.jvp``."""
 
     sig = _signature(sub)
     out_t = sub.nodes[sub.output_ids[0]].type
     reach = _reach(sub)
     ask = [k for k in active if k in reach]
-    fwd = jvp(sub, wrt=[sig[k][0] for k in ask]) if ask and out_t.dtype.is_float else None
+    fwd = ctx.jvp(sub, [sig[k][0] for k in ask]) if ask and out_t.dtype.is_float else None
     t_names = [_unique(sub, f"t{k}") for k in active]
 
     def body(h: Graph, vals: list[Value]) -> list[Value]:
@@ -208,8 +203,8 @@ def _if_vjp(ctx, node, ct):
     for i in range(1, len(ops)):
         if not ctx.wants(node, i):
             continue
-        then_b = vjp_graph(node.attrs["then_branch"], [i - 1])
-        else_b = vjp_graph(node.attrs["else_branch"], [i - 1])
+        then_b = vjp_graph(ctx, node.attrs["then_branch"], [i - 1])
+        else_b = vjp_graph(ctx, node.attrs["else_branch"], [i - 1])
         res[i] = g.if_([ops[0], *ops[1:], ct], then_branch=then_b, else_branch=else_b)
     return res
 
@@ -222,20 +217,19 @@ def _if_jvp(ctx, node, tangents):
     if not active:
         return None
     tans = [ctx.cast(tangents[k + 1], ops[k + 1].dtype) for k in active]
-    then_b = jvp_graph(node.attrs["then_branch"], active)
-    else_b = jvp_graph(node.attrs["else_branch"], active)
+    then_b = jvp_graph(ctx, node.attrs["then_branch"], active)
+    else_b = jvp_graph(ctx, node.attrs["else_branch"], active)
     return ctx.graph.if_([ops[0], *ops[1:], *tans], then_branch=then_b, else_branch=else_b)
 
 
-def _vmapped(sub: Graph, batched: Sequence[bool], size: Any) -> Graph:
-    """``sub`` vmapped over the inputs flagged ``batched`` (axis 0), inputs kept in order; every output batched."""
-    from rlx.autodiff.vmap import vmap
-
+def _vmapped(ctx: Any, sub: Graph, batched: Sequence[bool], size: Any) -> Graph:
+    """``sub`` vmapped (``ctx.vmap``) over the inputs flagged ``batched`` (axis 0), inputs kept in
+    order; every output batched."""
     sig = _signature(sub)
     axes = {n: 0 for (n, _), b in zip(sig, batched) if b}
     if not axes:
         raise AutodiffError(f"vmap of subgraph {sub.name!r}: nothing is batched")
-    vg = vmap(sub, axes, batch_size=size)
+    vg = ctx.vmap(sub, axes, batch_size=size)
     new_sig = [(n, TensorType(Shape([size, *t.shape]), t.dtype) if b else t) for (n, t), b in zip(sig, batched)]
 
     def body(h: Graph, vals: list[Value]) -> list[Value]:
@@ -250,12 +244,12 @@ def _if_batch(ctx, node, operands, batched):
     size = ctx.batch_size
     if not batched[0]:
         return g.if_([pred, *caps],
-                     then_branch=_vmapped(node.attrs["then_branch"], cb, size),
-                     else_branch=_vmapped(node.attrs["else_branch"], cb, size))
+                     then_branch=_vmapped(ctx, node.attrs["then_branch"], cb, size),
+                     else_branch=_vmapped(ctx, node.attrs["else_branch"], cb, size))
     # a per-example predicate: both branches run (vmapped if a capture is batched), then select per example
     branches = [node.attrs["then_branch"], node.attrs["else_branch"]]
     if any(cb):
-        branches = [_vmapped(b, cb, size) for b in branches]
+        branches = [_vmapped(ctx, b, cb, size) for b in branches]
     t, e = (inline(g, b, dict(zip([n for n, _ in _signature(b)], caps)))[0] for b in branches)
     p = pred if pred.dtype.is_bool else g.cast(pred, to="bool")
     p = ctx.reshape(p, [size, *([1] * len(node.shape))])
@@ -343,7 +337,7 @@ def unrolled_while(cond: Graph, body: Graph, max_iterations: int, in_types: Sequ
 def _via_graph_vjp(ctx, node, ct, f: Graph):
     """VJP of ``node`` through an equivalent graph ``f`` of its operands (inputs a0.. in order)."""
     want = [k for k in range(len(node.inputs)) if ctx.wants(node, k)]
-    vg = vjp_graph(f, want)
+    vg = vjp_graph(ctx, f, want)
     ops = ctx.operands(node)
     sig = _signature(vg)
     outs = inline(ctx.graph, vg, dict(zip([x for x, _ in sig], [*ops, ct])))
@@ -358,7 +352,7 @@ def _via_graph_jvp(ctx, node, tangents, f: Graph):
     active = [k for k, t in enumerate(tangents) if t is not None and ops[k].dtype.is_float]
     if not active or not node.dtype.is_float:
         return None
-    jg = jvp_graph(f, active)
+    jg = jvp_graph(ctx, f, active)
     sig = _signature(jg)
     vals = [*ops, *[ctx.cast(tangents[k], ops[k].dtype) for k in active]]
     return inline(ctx.graph, jg, dict(zip([x for x, _ in sig], vals)))[0]
@@ -376,8 +370,8 @@ def _while_batch(ctx, node, operands, batched):
     g, size = ctx.graph, ctx.batch_size
     carried = [v if b else ctx.materialize(v) for v, b in zip(operands, batched)]
     every = [True] * len(carried)
-    vcond = _vmapped(node.attrs["cond"], every, size)
-    vbody = _vmapped(node.attrs["body"], every, size)
+    vcond = _vmapped(ctx, node.attrs["cond"], every, size)
+    vbody = _vmapped(ctx, node.attrs["body"], every, size)
     sig = [(f"c{k}", v.type) for k, v in enumerate(carried)]
 
     def per_example(h: Graph, vals: list[Value]) -> Value:
@@ -511,8 +505,6 @@ def _spread_rows(ctx, rows: Value, steps: Sequence[int], like: Value) -> Value:
 
 def _scan_vjp(ctx, node, ct):
     """Reverse scan for the carry cotangent; the bcast / xs gradients from the body VJP vmapped over steps."""
-    from rlx.autodiff.vmap import vmap
-
     a = node.attrs
     n, nb, nx, rev = a["length"], a["num_bcast"], a["num_xs"], a["reverse"]
     g = ctx.graph
@@ -530,7 +522,7 @@ def _scan_vjp(ctx, node, ct):
     before = _shift(g, traj, init, n, at_end=rev)  # the carry fed to each step
     ctype = init.type
     # backward scan: carry dc (the cotangent of the carry leaving a step), per step inputs (carry_before, xs, upstream)
-    vj_carry = vjp_graph(body, [0])
+    vj_carry = vjp_graph(ctx, body, [0])
     step_types = [t for _, t in sig[1 + nb:]]
     up_names = ["up"] if a["save_trajectory"] else []
 
@@ -557,10 +549,10 @@ def _scan_vjp(ctx, node, ct):
         dout = _shift(g, dtraj, dc0, n, at_end=not rev)  # the cotangent of the carry leaving step t (before upstream)
         if a["save_trajectory"]:
             dout = dout + ct
-        vj = vjp_graph(body, want)
+        vj = vjp_graph(ctx, body, want)
         vsig = [x for x, _ in _signature(vj)]
         per_step = [vsig[0], *vsig[1 + nb:1 + nb + nx], vsig[-1]]
-        vg = vmap(vj, {x: 0 for x in per_step}, batch_size=n)
+        vg = ctx.vmap(vj, {x: 0 for x in per_step}, batch_size=n)
         outs = inline(g, vg, dict(zip(vsig, [before, *bcasts, *xs, dout])))
         for k, o in zip(want, outs):
             res[k] = g.reduce(o, op="sum", axes=[0], keep_dim=False) if k <= nb else o
@@ -602,7 +594,7 @@ def _scan_batch(ctx, node, operands, batched):
             r = len(v.shape)
             v = g.transpose(v, perm=[1, 0, *range(2, r)])
         xs.append(v)
-    vbody = _vmapped(a["body"], [True, *batched[1:]], size)
+    vbody = _vmapped(ctx, a["body"], [True, *batched[1:]], size)
     out = g.scan(init, *bcasts, *xs, body=vbody, length=a["length"], save_trajectory=a["save_trajectory"],
                  num_bcast=nb, num_xs=a["num_xs"], num_checkpoints=a["num_checkpoints"], reverse=a["reverse"])
     if a["save_trajectory"]:

@@ -24,6 +24,7 @@ import numpy as np
 from rlx.ir.attrs import AttrSpec
 from rlx.ir.dtype import DType
 from rlx.ir.errors import ShapeError
+from rlx.ir.flags import BLAS
 from rlx.ir.graph import Graph, Value, infer_type
 from rlx.ir.opdef import defop, get_op
 from rlx.ir.shape import Shape, TensorType
@@ -145,7 +146,7 @@ def _matmul_bias_act(b, ops, attrs):
 
 
 _deffused(
-    "fused_matmul_bias_act", _matmul_bias_act, arity=3, operands=("x", "w", "b"),
+    "fused_matmul_bias_act", _matmul_bias_act, arity=3, operands=("x", "w", "b"), flags={BLAS},
     attrs={"activation": _ACTIVATION},
     doc="act(x @ w + b): x [..., M, K], w [..., K, N] (matmul rules), b [N] added over the last "
     "axis; activation None = identity. Decomposes to matmul, binary add, activation.",
@@ -215,7 +216,7 @@ def _lora(b, ops, attrs):
 
 
 _deffused(
-    "lora_matmul", _lora, arity=4, operands=("x", "w", "a", "b"),
+    "lora_matmul", _lora, arity=4, operands=("x", "w", "a", "b"), flags={BLAS},
     attrs={"scale": AttrSpec("float", default=1.0, doc="LoRA scale (alpha / rank)")},
     doc="x @ w + scale·((x @ a) @ b): x [..., M, K], w [K, N], a [K, R], b [R, N] (matmul "
     "rules, so batched x works). Decomposes to three matmuls, a scalar mul and an add.",
@@ -246,7 +247,7 @@ def _attention_block_body(b, ops, attrs):
 _HEADS = {"num_heads": AttrSpec("int", doc="H"), "head_dim": AttrSpec("int", doc="D")}
 
 _deffused(
-    "fused_attention_block", _attention_block_body,
+    "fused_attention_block", _attention_block_body, flags={BLAS},
     arity=lambda attrs: 4 + 2 * attrs["has_bias"] + 2 * attrs["has_rope"],
     operands=("hidden", "qkv_w", "out_w", "mask", "qkv_b", "out_b", "cos", "sin"),
     attrs={**_HEADS, "has_bias": AttrSpec("bool", default=False), "has_rope": AttrSpec("bool", default=False)},
@@ -277,7 +278,7 @@ def _transformer_layer(b, ops, attrs):
 
 
 _deffused(
-    "fused_transformer_layer", _transformer_layer,
+    "fused_transformer_layer", _transformer_layer, flags={BLAS},
     arity=lambda attrs: len(_LAYER_OPERANDS[attrs["has_bias"]]), operands=_LAYER_OPERANDS[True],
     attrs={**_HEADS,
            "intermediate_size": AttrSpec("int", doc="I, the feed-forward width"),

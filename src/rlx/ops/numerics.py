@@ -18,6 +18,7 @@ import numpy as np
 from rlx.ir.attrs import AttrSpec
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError, ShapeError
+from rlx.ir.flags import EPILOGUE
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops.common import axis_of, require_float
@@ -230,7 +231,7 @@ def _top_k_jvp(ctx, node, tangents):
 
 
 defop(
-    name="top_k", family="numerics", arity=1, operands=("x",),
+    name="top_k", family="numerics", arity=1, operands=("x",), flags={EPILOGUE},
     attrs={
         "k": AttrSpec("int"),
         "axis": AttrSpec("int", default=-1),
@@ -360,7 +361,7 @@ defop(
         "seed": AttrSpec("int", default=0, doc="u64 Philox key; 0 means 0xDEADBEEF (upstream)"),
         "batch_dims": BATCH_DIMS,
     },
-    infer=_sample_type, kernel=_sample_kernel, flags={"no_grad"}, batch=batch_lead,
+    infer=_sample_type, kernel=_sample_kernel, flags={"no_grad", EPILOGUE}, batch=batch_lead,
     doc="Sample one token id (i64) per row of logits [..., vocab] -> [...] (upstream: float-encoded ids, rank <= 2; "
     "rlx: every leading axis is a row, C order). Per row: z = logits / max(temperature, 1e-6); if 0 < top_k < vocab "
     "values below the k-th largest become -inf; stable softmax; if top_p < 1 sort the probabilities descending "

@@ -40,6 +40,7 @@ from rlx.ir.errors import ShapeError
 from rlx.ir.graph import Graph, Value
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
+from rlx.ops.graph_helpers import zeros_like
 
 _FAMILY = "sequence"
 
@@ -92,8 +93,6 @@ def _zeros(g: Graph, shape, dtype, template) -> Value:
     (a value of that shape; never ``x * 0``, which is NaN for inf)."""
     if Shape(shape).is_static:
         return g.constant(np.zeros(tuple(shape), dtype=np.float32 if dtype.is_low_precision_float else dtype.numpy), dtype=dtype)
-    from rlx.autodiff.rules import zeros_like  # lazy: ops sit below autodiff
-
     return zeros_like(g, template())
 
 

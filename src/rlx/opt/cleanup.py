@@ -10,8 +10,10 @@ from typing import Any
 import numpy as np
 
 from rlx.ir.attrs import FrozenArray
+from rlx.ir.errors import InternalError, RlxError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.opdef import get_op, has_op
+from rlx.ops.evaluate import eval_node
 from rlx.opt.manager import Pass, PassResult
 from rlx.opt.rebuild import Rebuilder
 
@@ -110,12 +112,13 @@ DEFAULT_FOLD_LIMIT = 1 << 16
 def fold_constants(g: Graph, max_elements: int = DEFAULT_FOLD_LIMIT) -> PassResult:
     """Replace nodes whose operands are all constants by a constant of the node's type.
 
-    Values come from the reference kernels (``rlx.runtime.reference.eval_node``) in the
+    Values come from the reference kernels (:func:`rlx.ops.evaluate.eval_node`) in the
     node's own dtype. Results above ``max_elements`` elements are not folded (the graph
-    would grow). The old constant operands are left for DCE.
+    would grow). The old constant operands are left for DCE. A kernel that rejects its
+    constant operands with an :class:`rlx.RlxError` leaves the node unfolded (running the
+    graph reports the error); any other exception is a kernel bug and raises
+    :class:`rlx.ir.errors.InternalError`.
     """
-    from rlx.runtime.reference import eval_node  # local: runtime sits above opt in layering
-
     rb = Rebuilder(g, "fold_constants")
     consts: dict[int, np.ndarray] = {}
     folded = 0
@@ -138,9 +141,12 @@ def fold_constants(g: Graph, max_elements: int = DEFAULT_FOLD_LIMIT) -> PassResu
             continue
         try:
             arr = eval_node(node, [consts[i] for i in ins], node.type)
-        except Exception:
+        except RlxError:  # the kernel rejects these values (an index out of range …): the run reports it
             rb.copy(node, trusted=True)
             continue
+        except Exception as exc:
+            raise InternalError(f"fold_constants: the kernel of {node.op!r} (node %{node.id}) raised "
+                                f"{type(exc).__name__}: {exc}; this is a bug in the op's kernel") from exc
         new_id = rb.emit("constant", [], {"value": FrozenArray(arr)}, like=[node], name=node.name, type=node.type)
         rb.alias(node.id, new_id)
         consts[new_id] = rb.dst.nodes[new_id].attrs["value"].array

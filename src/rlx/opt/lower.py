@@ -51,6 +51,7 @@ from typing import Any
 
 from rlx.ir.graph import Graph, Node, Value
 from rlx.ir.opdef import get_op, has_op
+from rlx.opt.dot_general import lower_dot_general_pass
 from rlx.opt.legalize import legalize_for_backend, unclaimed
 from rlx.opt.manager import Pass, PassError, PassResult, compose, graph_attrs, run_passes
 from rlx.opt.rebuild import Rebuilder
@@ -276,10 +277,8 @@ def lower_control_flow(g: Graph, *, only_pure: bool = False, ops: Iterable[str] 
 # ------------------------------------------------------------------------------- dot_general
 def lower_dot_general(g: Graph) -> PassResult:
     """Every ``dot_general`` (bodies included) whose groups are static or a single symbol becomes
-    transposes, reshapes and a batched ``matmul`` (``rlx.autodiff.prepare``'s lowering). Stat:
-    ``lowered_dot_general``."""
-    from rlx.autodiff.prepare import lower_dot_general_pass  # lazy: rlx.autodiff imports rlx.opt
-
+    transposes, reshapes and a batched ``matmul`` (:mod:`rlx.opt.dot_general`, also run by
+    autodiff's preparation). Stat: ``lowered_dot_general``."""
     stats: Counter[str] = Counter()
 
     def step(h: Graph) -> PassResult:

@@ -1,6 +1,8 @@
 """``rlx.compile(obj, backend="numpy")``: a runnable executable from a HIR/MIR graph or an LIR.
 
-Backends register a factory ``(obj, **options) -> executable`` with :func:`register_backend`;
+Backends register a factory ``(obj, **options) -> executable`` by name with
+:func:`register_backend` (the built-in ones in :mod:`rlx.backends`: the runtime never imports a
+backend);
 the built-in ``"numpy"`` backend plans the graph (unless given an LirModule) and runs it
 inside one arena (:mod:`rlx.runtime.arena`). Planning options (``alignment``, ``inputs``,
 ``params`` policy …) pass through to :func:`rlx.plan`; ``params=`` given as a mapping binds
@@ -69,16 +71,7 @@ def _numpy_backend(obj: Any, params: Any = None, **options: Any) -> Any:
     return ArenaExecutor(lir, params=params)
 
 
-register_backend("numpy", _numpy_backend)
-
-
-def _jax_backend(obj: Any, **options: Any) -> Any:
-    from rlx.backends.jax import compile_jax  # lazy: `import rlx` must not import jax
-
-    return compile_jax(obj, **options)
-
-
-register_backend("jax", _jax_backend)
+register_backend("numpy", _numpy_backend)  # the others register by name from rlx.backends
 
 
 def compile(obj: Any, backend: str = "numpy", **options: Any) -> Any:

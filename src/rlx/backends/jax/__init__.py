@@ -2,7 +2,7 @@
 CPU, GPU or a device mesh (data- and tensor-parallel sharding through partition specs).
 
 Importing this package imports jax; ``import rlx`` does not (the ``"jax"`` backend factory
-in :mod:`rlx.runtime.compile` imports it on first use).
+registered in :mod:`rlx.backends` imports it on first use).
 
 - :mod:`.lowering`: the table ``op name -> fn(jnp args, attrs, out_type)``, the fused ops
   lowered through their decomposition, and the documented refusals;

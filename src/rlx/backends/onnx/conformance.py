@@ -130,9 +130,9 @@ def _is_float(dtype: np.dtype) -> bool:
 
 
 def run_case(case) -> Result:
-    import rlx
     from rlx.backends.onnx.common import OnnxUnsupported
     from rlx.backends.onnx.importer import NeedsStatic, import_model
+    from rlx.runtime.reference import run
 
     op = op_type_of(case)
     try:
@@ -161,7 +161,7 @@ def run_case(case) -> Result:
                     if not new:
                         raise
                     static.update(new)
-            got = rlx.run(g, {k: v for k, v in feed.items() if k not in static}, params)
+            got = run(g, {k: v for k, v in feed.items() if k not in static}, params)
             if len(got) != len(outputs):
                 return Result(case.name, op, "failed", f"{len(got)} outputs, expected {len(outputs)}")
             for i, (a, e) in enumerate(zip(got, outputs)):

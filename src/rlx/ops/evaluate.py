@@ -1,0 +1,136 @@
+"""``rlx.run``: the reference semantics of a graph, evaluated op by op with the ops' NumPy kernels.
+
+Floats narrower than f32 (f16, bf16, fp8) are computed in f32 and rounded back to the
+node's dtype after every op, the way XLA's CPU backend treats them. It lives in ``ops``
+(re-exported by :mod:`rlx.runtime.reference`) so that passes below the runtime, such as
+constant folding in ``opt``, evaluate nodes with the very same kernels.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rlx.ir.dtype import DType
+from rlx.ir.errors import FeedError, RlxError
+from rlx.ir.graph import Graph, Node
+from rlx.ir.opdef import OpDef, get_op
+from rlx.ir.shape import TensorType
+
+
+def bind_feed(g: Graph, inputs: Mapping[str, Any] | None, params: Mapping[str, Any] | None) -> tuple[dict[int, np.ndarray], dict[str, int]]:
+    """Check a feed against the graph's inputs and params; return arrays by node id and symbol sizes.
+
+    Every problem is reported at once: missing names, unknown names, wrong dtype, wrong rank
+    or dims, and a symbolic dim fed two different sizes.
+    """
+    inputs = dict(inputs or {})
+    params = dict(params or {})
+    problems: list[str] = []
+    fed: dict[int, np.ndarray] = {}
+    binding: dict[str, int] = {}
+    for kind, declared, given in (("input", g.inputs(), inputs), ("param", g.params(), params)):
+        for name in given.keys() - declared.keys():
+            other = "param" if kind == "input" else "input"
+            hint = f" (it is a {other}: pass it in {other}s=)" if name in (g.params() if kind == "input" else g.inputs()) else ""
+            problems.append(f"unknown {kind} {name!r}{hint}; the graph's {kind}s are {sorted(declared)}")
+        for name, value in declared.items():
+            if name not in given:
+                problems.append(f"missing {kind} {name!r} ({value.type})")
+                continue
+            node = value.node
+            arr = given[name]
+            if not isinstance(arr, np.ndarray):
+                try:
+                    arr = np.asarray(arr, dtype=node.dtype.numpy)
+                except (TypeError, ValueError) as exc:
+                    problems.append(f"{kind} {name!r}: cannot convert to {node.dtype}: {exc}")
+                    continue
+            if arr.dtype != node.dtype.numpy:
+                problems.append(f"{kind} {name!r}: dtype {arr.dtype} given, {node.dtype} declared (use .astype)")
+                continue
+            if arr.ndim != len(node.shape):
+                problems.append(f"{kind} {name!r}: shape {list(arr.shape)} given, {node.shape!r} declared")
+                continue
+            for axis, (dim, size) in enumerate(zip(node.shape, arr.shape)):
+                if isinstance(dim, str):
+                    if binding.setdefault(dim, size) != size:
+                        problems.append(f"{kind} {name!r}: axis {axis} is symbol {dim!r} = {binding[dim]} elsewhere, but {size} here")
+                elif dim != size:
+                    problems.append(f"{kind} {name!r}: shape {list(arr.shape)} given, {node.shape!r} declared")
+                    break
+            fed[node.id] = arr
+    if problems:
+        raise FeedError(f"bad feed for graph {g.name!r}:\n  - " + "\n  - ".join(problems))
+    return fed, binding
+
+
+def compute_dtype(dtype: DType) -> np.dtype:
+    """The NumPy dtype a reference kernel computes in for a tensor of ``dtype``."""
+    return np.dtype(np.float32) if dtype.is_low_precision_float else dtype.numpy
+
+
+#: OpDef flag of ops whose kernel evaluates subgraphs (control flow, rlx.ops.control_flow):
+#: their kernel is called with ``evaluate=`` a subgraph runner (this interpreter's
+#: :func:`call_graph`, or the arena executor's own).
+SUBGRAPHS = "subgraphs"
+
+
+def call_graph(sub: Graph, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Run a subgraph with its ``input`` nodes bound positionally (node order) to ``args``."""
+    names = [n.attrs["name"] for n in sub.nodes if n.op == "input"]
+    if len(names) != len(args):
+        raise RlxError(f"subgraph {sub.name!r} takes {len(names)} inputs, {len(args)} given")
+    return run(sub, dict(zip(names, args)))
+
+
+def kernel_of(opdef: OpDef, evaluate: Callable[[Graph, Sequence[np.ndarray]], list[np.ndarray]] = call_graph) -> Any:
+    """The op's reference kernel, with ``evaluate=`` bound for ops that evaluate subgraphs
+    (the reference interpreter by default; the arena executor passes its own)."""
+    if opdef.kernel is not None and SUBGRAPHS in opdef.flags:
+        return functools.partial(opdef.kernel, evaluate=evaluate)
+    return opdef.kernel
+
+
+def eval_node(node: Node, args: list[np.ndarray], out_type: TensorType) -> np.ndarray:
+    """Run one node's reference kernel; check and cast the result to the node's type."""
+    opdef = get_op(node.op)
+    kernel = kernel_of(opdef)
+    if kernel is None:
+        raise RlxError(f"op {node.op!r} (node %{node.id}) has no reference kernel")
+    widened = [a.astype(np.float32) if DType.of(a.dtype).is_low_precision_float else a for a in args]
+    with np.errstate(all="ignore"):
+        result = np.asarray(kernel(widened, node.attrs, out_type))
+    if result.shape != tuple(out_type.shape):
+        raise RlxError(f"kernel of {node.op!r} (node %{node.id}) returned shape {list(result.shape)}, expected {out_type.shape!r}")
+    return result.astype(out_type.dtype.numpy, copy=False)
+
+
+def run(g: Graph, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
+    """Evaluate ``g`` on the given feed and return its outputs as NumPy arrays."""
+    fed, binding = bind_feed(g, inputs, params)
+    values: dict[int, np.ndarray] = {}
+    remaining = _last_uses(g)
+    outputs = set(g.output_ids)
+    for node in g.nodes:
+        if node.id in fed:
+            values[node.id] = fed[node.id]
+            continue
+        out_type = TensorType(node.shape.bind(binding), node.dtype) if binding else node.type
+        values[node.id] = eval_node(node, [values[i] for i in node.inputs], out_type)
+        for src in set(node.inputs):
+            if remaining.get(src) == node.id and src not in outputs:
+                del values[src]
+    return [values[i] for i in g.output_ids]
+
+
+def _last_uses(g: Graph) -> dict[int, int]:
+    last: dict[int, int] = {}
+    for node in g.nodes:
+        for src in node.inputs:
+            last[src] = node.id
+    return last
+

@@ -25,7 +25,7 @@ def test_a_bug_in_a_type_rule_is_an_internal_error_with_its_traceback(temporary_
     temporary_op(_op("buggy_rule_op", _buggy_rule))
     g = rlx.Graph("g")
     x = g.input("x", [2], rlx.f32)
-    with pytest.raises(rlx.InternalError, match="buggy_rule_op.*AttributeError") as info:
+    with pytest.raises(rlx.InternalError, match=r"buggy_rule_op.*AttributeError") as info:
         g.buggy_rule_op(x)
     assert not isinstance(info.value, rlx.RlxError)  # `except RlxError` (bad input) must not swallow a bug
     cause = info.value.__cause__
@@ -57,7 +57,7 @@ def test_constant_folding_surfaces_a_kernel_bug(temporary_op):
         raise TypeError("kernel bug")
 
     temporary_op(_op("buggy_kernel_op", lambda ins, attrs: ins[0], kernel))
-    with pytest.raises(rlx.InternalError, match="fold_constants.*buggy_kernel_op.*TypeError: kernel bug") as info:
+    with pytest.raises(rlx.InternalError, match=r"fold_constants.*buggy_kernel_op.*TypeError: kernel bug") as info:
         fold_constants(_folding_graph("buggy_kernel_op"))
     assert isinstance(info.value.__cause__, TypeError)
 

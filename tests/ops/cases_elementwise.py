@@ -6,29 +6,21 @@ import numpy as np
 import torch
 
 from opcases import OpCase, ShapeErrorCase, randn, torch_f64
+from rlx.ops.kinds import ACTIVATION_KINDS
 
 T = torch_f64
 X = randn(3, 5, seed=1)
 POS = np.abs(randn(3, 5, seed=2)) + 0.1
 
+#: torch oracles of the activation kinds, generated from the rows (rlx.ops.kinds): a row's aten
+#: name is the oracle (so a wrong name fails here); kinds without one are written out.
 TORCH_ACT = {
     "gelu": lambda t: torch.nn.functional.gelu(t),
     "gelu_approx": lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
-    "silu": torch.nn.functional.silu,
-    "relu": torch.relu,
-    "sigmoid": torch.sigmoid,
-    "tanh": torch.tanh,
-    "exp": torch.exp,
-    "log": torch.log,
-    "sqrt": torch.sqrt,
-    "rsqrt": torch.rsqrt,
-    "neg": torch.neg,
-    "abs": torch.abs,
-    "sin": torch.sin,
-    "cos": torch.cos,
-    "tan": torch.tan,
-    "atan": torch.atan,
+    **{k: getattr(torch.ops.aten, row.torch[0].removeprefix("aten.")) for k, row in ACTIVATION_KINDS.items() if row.torch},
 }
+ORACLE_ELSEWHERE = {"round"}  # half away from zero: its own cases below
+assert set(TORCH_ACT) | ORACLE_ELSEWHERE == set(ACTIVATION_KINDS), "a new activation kind needs an oracle here"
 POSITIVE_ONLY = {"log", "sqrt", "rsqrt"}
 
 CASES = [

@@ -6,18 +6,19 @@ import numpy as np
 import torch
 
 from opcases import OpCase, ShapeErrorCase, randn, torch_f64
+from rlx.ops.kinds import UNARY_MATH_KINDS
 
 T = torch_f64
 X = randn(3, 4, seed=11)
 UNIT = np.tanh(randn(3, 4, seed=12)) * 0.9
 BIG = np.abs(randn(3, 4, seed=13)) + 1.1
 
-TORCH_UNARY = {
-    "erf": (torch.erf, X), "floor": (torch.floor, X * 3), "ceil": (torch.ceil, X * 3), "sign": (torch.sign, X),
-    "trunc": (torch.trunc, X * 3), "asin": (torch.asin, UNIT), "acos": (torch.acos, UNIT), "sinh": (torch.sinh, X),
-    "cosh": (torch.cosh, X), "asinh": (torch.asinh, X), "acosh": (torch.acosh, BIG), "atanh": (torch.atanh, UNIT),
-}
-PIECEWISE_CONSTANT = {"floor", "ceil", "sign", "trunc"}  # zero derivative: nothing to gradient-check
+#: inputs inside each kind's domain; the torch oracle is the row's aten name (rlx.ops.kinds)
+DATA = {"floor": X * 3, "ceil": X * 3, "trunc": X * 3, "asin": UNIT, "acos": UNIT, "atanh": UNIT, "acosh": BIG}
+TORCH_UNARY = {k: (getattr(torch.ops.aten, row.torch[0].removeprefix("aten.")), DATA.get(k, X))
+               for k, row in UNARY_MATH_KINDS.items() if row.torch}
+assert set(TORCH_UNARY) | {"round_even"} == set(UNARY_MATH_KINDS), "a new unary_math kind needs an oracle here"
+PIECEWISE_CONSTANT = {k for k, row in UNARY_MATH_KINDS.items() if row.times_grad is None}  # zero derivative
 CASES = [
     OpCase("unary_math", kind, lambda g, x, k=kind: g.unary_math(x, kind=k), {"x": data},
            lambda x, fn=fn: fn(T(x)), rtol=1e-12, atol=1e-14,

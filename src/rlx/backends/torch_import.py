@@ -45,6 +45,7 @@ import numpy as np
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Value
+from rlx.ops.kinds import ACTIVATION_KINDS, COMPARE_KINDS, UNARY_MATH_KINDS
 
 __all__ = ["TorchImportError", "UnsupportedOpError", "import_module", "import_program", "supported_ops"]
 
@@ -377,11 +378,7 @@ def _square(cx, node, x):
     return x * x
 
 
-_UNARY = {
-    "aten.relu": "relu", "aten.sigmoid": "sigmoid", "aten.tanh": "tanh", "aten.exp": "exp", "aten.log": "log",
-    "aten.sqrt": "sqrt", "aten.rsqrt": "rsqrt", "aten.neg": "neg", "aten.abs": "abs", "aten.sin": "sin",
-    "aten.cos": "cos", "aten.tan": "tan", "aten.atan": "atan", "aten.silu": "silu",
-}
+_UNARY = {name: kind for kind, row in ACTIVATION_KINDS.items() for name in row.torch}
 
 
 def _unary(kind: str) -> Converter:
@@ -446,7 +443,7 @@ def _relu6(cx, node, x):
     return cx.g.minimum(cx.g.relu(x), cx.scalar(6.0, x.dtype))
 
 
-_COMPARE = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
+_COMPARE = {name: kind for kind, row in COMPARE_KINDS.items() for name in row.torch}
 
 
 def _compare(op: str) -> Converter:
@@ -465,7 +462,7 @@ def _compare(op: str) -> Converter:
 
 for _name, _op in _COMPARE.items():
     for _overload in ("Tensor", "Scalar"):
-        _CONVERTERS[f"aten.{_name}.{_overload}"] = _compare(_op)
+        _CONVERTERS[f"{_name}.{_overload}"] = _compare(_op)
 
 
 @_conv("aten.logical_not.default", "aten.bitwise_not.default")
@@ -770,9 +767,9 @@ def _unary_math(kind: str) -> Converter:
     return convert
 
 
-_conv("aten.erf.default")(_unary_math("erf"))
-_conv("aten.floor.default")(_unary_math("floor"))
-_conv("aten.ceil.default")(_unary_math("ceil"))
+for _kind, _row in UNARY_MATH_KINDS.items():
+    for _name in _row.torch:
+        _conv(f"{_name}.default")(_unary_math(_kind))
 
 
 @_conv("aten.cumsum.default", "aten.cumprod.default")

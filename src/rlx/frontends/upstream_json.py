@@ -51,6 +51,7 @@ from rlx.ir.graph import Graph, GraphStage, Provenance
 from rlx.ir.opdef import get_op
 from rlx.ir.serialize import DEFAULT_LIMITS, LoadLimits, _guard, _parse_json, _short, _tname, _verify
 from rlx.ir.shape import Shape, TensorType
+from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, REDUCE_KINDS
 
 __all__ = [
     "HIR_OPS", "MIR_OPS", "REFUSED_HIR", "REFUSED_MIR", "RLX_ONLY", "WELL_KNOWN_SYMBOLS", "UpstreamOp",
@@ -78,12 +79,10 @@ _DTYPES = {
     "I32": DType.I32, "U32": DType.U32, "I64": DType.I64, "F32": DType.F32, "F64": DType.F64, "C64": DType.C64,
 }
 #: Unit enums: upstream variant -> rlx attribute value.
-ACTIVATIONS = {n: _snake(n) for n in (
-    "Gelu", "GeluApprox", "Silu", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Rsqrt", "Neg", "Abs",
-    "Sin", "Cos", "Tan", "Atan", "Round")}
-BINARY_OPS = {n: n.lower() for n in ("Add", "Sub", "Mul", "Div", "Max", "Min", "Pow")}
-COMPARE_OPS = {n: n.lower() for n in ("Eq", "Ne", "Lt", "Le", "Gt", "Ge")}
-REDUCE_OPS = {n: n.lower() for n in ("Sum", "Mean", "Max", "Min", "Prod")}
+ACTIVATIONS = {row.upstream: k for k, row in ACTIVATION_KINDS.items() if row.upstream}
+BINARY_OPS = {row.upstream: k for k, row in BINARY_KINDS.items() if row.upstream}
+COMPARE_OPS = {row.upstream: k for k, row in COMPARE_KINDS.items() if row.upstream}
+REDUCE_OPS = {row.upstream: k for k, row in REDUCE_KINDS.items() if row.upstream}
 STE_KINDS = {n: _snake(n) for n in ("Identity", "ClippedIdentity", "Tanh", "HardTanh")}
 ATTENTION_WRT = {n: n.lower() for n in ("Query", "Key", "Value")}
 MASK_KINDS = {"None": "none", "Causal": "causal", "Custom": "custom", "Bias": "bias"}  # + {"SlidingWindow": w}

@@ -21,8 +21,6 @@ carries it as an attribute (``input_shape``, ``weight_shape``, ``table_shape``),
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
@@ -35,7 +33,8 @@ from rlx.ir.shape import Shape, TensorType
 from rlx.ops.attention import Layout, attention_scale, attention_scores, attention_type, rope_kernel, rope_type, softmax
 from rlx.ops.common import axis_of, promote_args, require_dim, require_float, require_rank
 from rlx.ops.conv import Fold, col2im, conv_geo, conv_out_size, first_max_mask, fold_channelwise, patches, select_taps
-from rlx.ops.elementwise import ACTIVATIONS, _times_derivative, erf, sigmoid
+from rlx.ops.elementwise import ACTIVATIONS, times_derivative
+from rlx.ops.kinds import NUMPY
 
 _FAMILY = "backward"
 
@@ -234,71 +233,11 @@ def _scalar(g, value: float, like):
     return g.scalar(float(value), like.dtype)
 
 
-class _Emit:
-    """The few rule-context helpers the activation derivative (elementwise._times_derivative) uses."""
-
-    def __init__(self, g):
-        self.graph = g
-
-    def where_zero(self, cond, v, keep_where: bool = True):
-        zero = self.graph.scalar(0.0, v.dtype)
-        return self.graph.where(cond, v, zero) if keep_where else self.graph.where(cond, zero, v)
-
-    def safe(self, v, cond, fill: float):
-        return self.graph.where(cond, v, self.graph.scalar(fill, v.dtype))
-
-
 # ------------------------------------------------------------------ activation backward
-def _sqrt_guard(x: np.ndarray, value: np.ndarray) -> np.ndarray:
-    """``value`` where ``sqrt(x) > 0``, else 0 (upstream's guard for sqrt / rsqrt)."""
-    with np.errstate(all="ignore"):
-        return np.where(np.sqrt(x) > 0, value, 0.0)
-
-
-def activation_grads(xp: Any, *, erf: Callable, sigmoid: Callable, sqrt_guard: Callable) -> dict[str, Callable]:
-    """d activation(x) / dx for every activation kind, written once over an array namespace ``xp``
-    (NumPy for the reference kernel, jax.numpy for the JAX lowering) and its erf / sigmoid /
-    sqrt-guard functions."""
-
-    def gelu_grad(x):
-        return 0.5 * (1.0 + erf(x / math.sqrt(2.0))) + x * xp.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
-
-    def gelu_approx_grad(x):
-        c = math.sqrt(2.0 / math.pi)
-        t = xp.tanh(c * (x + 0.044715 * x**3))
-        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x)
-
-    def silu_grad(x):
-        sg = sigmoid(x)
-        return sg * (1.0 + x * (1.0 - sg))
-
-    return {
-        "gelu": gelu_grad,
-        "gelu_approx": gelu_approx_grad,
-        "silu": silu_grad,
-        "relu": lambda x: (x > 0).astype(x.dtype),
-        "sigmoid": lambda x: sigmoid(x) * (1.0 - sigmoid(x)),
-        "tanh": lambda x: 1.0 - xp.tanh(x) ** 2,
-        "exp": xp.exp,
-        "log": lambda x: 1.0 / x,
-        "sqrt": lambda x: sqrt_guard(x, 0.5 / xp.sqrt(x)),
-        "rsqrt": lambda x: sqrt_guard(x, -0.5 * x ** -1.5),
-        "neg": lambda x: -xp.ones_like(x),
-        "abs": xp.sign,
-        "sin": xp.cos,
-        "cos": lambda x: -xp.sin(x),
-        "tan": lambda x: 1.0 + xp.tan(x) ** 2,
-        "atan": lambda x: 1.0 / (1.0 + x * x),
-        "round": xp.ones_like,
-    }
-
-
-ACTIVATION_GRADS = activation_grads(np, erf=erf, sigmoid=sigmoid, sqrt_guard=_sqrt_guard)
-assert set(ACTIVATION_GRADS) == set(ACTIVATIONS), "every activation kind needs a derivative"
-
-
 def _act_grad(kind: str, x: np.ndarray, dy: np.ndarray) -> np.ndarray:
-    return dy * ACTIVATION_GRADS[kind](x)
+    """dy·act'(x): the kind's row (rlx.ops.kinds) evaluated in the NumPy namespace."""
+    row = ACTIVATIONS[kind]
+    return row.vjp(NUMPY, x, row.forward(NUMPY, x), dy)
 
 
 def _relu_grad(x: np.ndarray, dy: np.ndarray) -> np.ndarray:
@@ -313,7 +252,7 @@ def _relu_backward_prims(g, ops, attrs):
 def _activation_backward_prims(g, ops, attrs):
     """dy·act'(x) with the activation rules' own primitive derivative (same guards as the kernel)."""
     x, dy = ops
-    return _times_derivative(_Emit(g), attrs["kind"], x, g.activation(x, kind=attrs["kind"]), dy)
+    return times_derivative(g, attrs["kind"], x, g.activation(x, kind=attrs["kind"]), dy)
 
 
 defop(

@@ -15,91 +15,65 @@ import numpy as np
 
 from rlx.ir.attrs import AttrSpec
 from rlx.ir.dtype import DType
-from rlx.ir.errors import AutodiffError, ShapeError
+from rlx.ir.errors import ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import TensorType
 from rlx.ops.common import broadcast_promoted, promote_args
-
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+from rlx.ops.kinds import ACTIVATION_KINDS, NUMPY, GraphNamespace, numpy_erf, numpy_sigmoid
 
 
 def erf(x: np.ndarray) -> np.ndarray:
-    """Vectorised error function (SciPy's if installed, else the C library's, elementwise)."""
-    try:
-        from scipy.special import erf as scipy_erf
-    except ImportError:
-        return _libm_erf(x)
-    return scipy_erf(x)
+    """Vectorised error function in x's dtype (the NumPy namespace's, :mod:`rlx.ops.kinds`)."""
+    return numpy_erf(x)
 
 
-_libm_erf = np.frompyfunc(math.erf, 1, 1)
+sigmoid = numpy_sigmoid
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    return np.asarray(erf(x), dtype=np.float64).astype(x.dtype, copy=False)
-
-
-def sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    y = np.asarray(np.multiply(0.5, x, out=out))  # an array even for a 0-d x: the steps below write into it
-    return np.multiply(0.5, np.add(1.0, np.tanh(y, out=y), out=y), out=y)
-
-
-def _gelu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def _gelu_into(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The gelu row's formula x·½(1 + erf(x/√2)) computed in place (no temporaries in the arena)."""
     half = 0.5 * x  # first: out may be x itself
     e = np.asarray(np.divide(x, math.sqrt(2.0), out=out))
-    try:
-        from scipy.special import erf as scipy_erf
-    except ImportError:
-        e[...] = _erf(e)
-    else:  # the values of _erf (SciPy's erf keeps f32 and f64), without the f64 round trip
-        scipy_erf(e, out=e)
+    e[...] = numpy_erf(e)
     return np.multiply(half, np.add(1.0, e, out=e), out=e)
 
 
 def round_half_away(x: np.ndarray) -> np.ndarray:
-    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+    return ACTIVATION_KINDS["round"].fn(NUMPY, x)
 
 
-ACTIVATIONS = {
-    "gelu": _gelu,
-    "gelu_approx": lambda x: 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x**3))),
-    "silu": lambda x: x * sigmoid(x),
-    "relu": lambda x, out=None: np.maximum(x, 0, out=out),
-    "sigmoid": sigmoid,
-    "tanh": np.tanh,
-    "exp": np.exp,
-    "log": np.log,
-    "sqrt": np.sqrt,
+#: activation kind -> its row (formula, derivative, domain, names): :mod:`rlx.ops.kinds`.
+ACTIVATIONS = ACTIVATION_KINDS
+#: NumPy kernels that write into ``out`` (the arena's ``kernel_into``: no temporary per node);
+#: every other kind runs its row's formula. Same values as the rows (tests/ops walk every kind).
+_INTO = {
+    "gelu": _gelu_into, "relu": lambda x, out=None: np.maximum(x, 0, out=out), "sigmoid": numpy_sigmoid,
     "rsqrt": lambda x, out=None: np.divide(1.0, np.sqrt(x, out=out), out=out),
-    "neg": np.negative,
-    "abs": np.abs,
-    "sin": np.sin,
-    "cos": np.cos,
-    "tan": np.tan,
-    "atan": np.arctan,
-    "round": round_half_away,
+    **{k: getattr(np, u) for k, u in (("tanh", "tanh"), ("exp", "exp"), ("log", "log"), ("sqrt", "sqrt"),
+                                      ("neg", "negative"), ("abs", "abs"), ("sin", "sin"), ("cos", "cos"),
+                                      ("tan", "tan"), ("atan", "arctan"))},
 }
-INT_OK = frozenset({"relu", "neg", "abs", "round"})
-_OUT_OK = frozenset({"gelu", "relu", "sigmoid", "rsqrt", *(k for k, f in ACTIVATIONS.items() if isinstance(f, np.ufunc))})  # take out=
-COMPLEX_OK = frozenset({"neg", "exp", "log", "sqrt"})
+
+
+def check_domain(op: str, kind: str, domain: frozenset[str], dtype: DType) -> None:
+    """ShapeError unless ``dtype``'s kind (float / int / bool / complex) is in the kind's domain."""
+    cls = "complex" if dtype.is_complex else "bool" if dtype.is_bool else "int" if dtype.is_int else "float"
+    if cls not in domain:
+        allowed = " / ".join(sorted(domain))
+        raise ShapeError(f"{op} {kind!r} is not defined on {dtype} (it takes {allowed} operands)")
 
 
 def _activation_type(ins: list[TensorType], attrs) -> TensorType:
-    kind, t = attrs["kind"], ins[0]
-    if t.dtype.is_bool:
-        raise ShapeError(f"activation {kind!r} is not defined on bool")
-    if t.dtype.is_complex and kind not in COMPLEX_OK:
-        raise ShapeError(f"activation {kind!r} is not defined on c64 (only {sorted(COMPLEX_OK)})")
-    if t.dtype.is_int and kind not in INT_OK:
-        raise ShapeError(f"activation {kind!r} needs a float operand, got {t.dtype}")
-    return t
+    check_domain("activation", attrs["kind"], ACTIVATION_KINDS[attrs["kind"]].domain, ins[0].dtype)
+    return ins[0]
 
 
 def _activation_kernel(args, attrs, out_type, out=None):
     x, kind = args[0], attrs["kind"]
-    if kind in _OUT_OK:
-        return ACTIVATIONS[kind](x, out=out)
-    res = x if kind == "round" and x.dtype.kind in "iu" else ACTIVATIONS[kind](x)
+    into = _INTO.get(kind)
+    if into is not None:
+        return into(x, out=out)
+    res = ACTIVATION_KINDS[kind].forward(NUMPY, x, is_int=x.dtype.kind in "iu")
     if out is None:
         return res
     np.copyto(out, res, casting="unsafe")
@@ -107,83 +81,20 @@ def _activation_kernel(args, attrs, out_type, out=None):
 
 
 # ----------------------------------------------------------------------- autodiff rules
-# Derivatives are written with primitive elementwise ops (never activation_backward), so a
-# derivative graph is again differentiable by these same rules: hvp and higher orders work
-# for every activation. Rule contract: rlx.autodiff.rules (module docstring).
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-_GELU_TAYLOR_RADIUS = 1e-3
-
-
-def _normal_cdf(g, x):
-    """Φ(x) from primitives: gelu(x) / x away from 0, its Taylor series near 0.
-
-    The series ½ + φ(0)(x − x³/6 + x⁵/40) is exact to f64 rounding for |x| < 1e-3, and it
-    keeps every derivative right at x = 0 (a plain ``where(x == 0, ½, …)`` guard would
-    give Φ' = 0 there). The unselected branch is evaluated on a safe operand (no 0/0).
-    """
-    near0 = g.lt(g.abs(x), g.scalar(_GELU_TAYLOR_RADIUS, x.dtype))
-    xs = g.where(near0, g.scalar(1.0, x.dtype), x)
-    far = g.gelu(xs) / xs
-    x2 = x * x
-    near = 0.5 + (x * (1.0 - x2 * (1.0 / 6.0 - x2 / 40.0))) * _INV_SQRT_2PI
-    return g.where(near0, near, far)
-
-
-def _times_derivative(ctx, kind: str, x, y, v):
-    """``v · act'(x)`` for activation ``kind`` (x the operand, y the output), in primitives."""
-    g = ctx.graph
-    zero = g.scalar(0.0, x.dtype)
-    if kind == "relu":
-        return ctx.where_zero(g.gt(x, zero), v)
-    if kind == "round":  # straight-through estimator
-        return v
-    if kind == "neg":
-        return -v
-    if kind == "abs":  # sign(x), 0 at 0
-        return g.where(g.gt(x, zero), v, ctx.where_zero(g.lt(x, zero), -v))
-    if kind == "exp":
-        return v * y
-    if kind == "log":
-        return v / x
-    if kind == "sqrt" and x.dtype.is_complex:  # holomorphic off 0; no real-axis guard (c64 has no order)
-        return v * (0.5 / y)
-    if kind == "sqrt":  # 0.5 / sqrt(x), 0 where sqrt(x) <= 0
-        pos = g.gt(y, zero)
-        return ctx.where_zero(pos, v * (0.5 / ctx.safe(y, pos, 1.0)))
-    if kind == "rsqrt":  # -0.5 x^-1.5 = -0.5 y^3, 0 where sqrt(x) <= 0
-        ys = ctx.safe(y, g.gt(x, zero), 0.0)
-        return v * (ys * ys * ys * -0.5)
-    if kind == "sigmoid":
-        return v * (y * (1.0 - y))
-    if kind == "tanh":
-        return v * (1.0 - y * y)
-    if kind == "sin":
-        return v * g.cos(x)
-    if kind == "cos":
-        return -(v * g.sin(x))
-    if kind == "tan":
-        return v * (1.0 + y * y)
-    if kind == "atan":
-        return v / (1.0 + x * x)
-    if kind == "silu":
-        s = g.sigmoid(x)
-        return v * (s * (1.0 + x * (1.0 - s)))
-    if kind == "gelu":
-        pdf = g.exp(x * x * -0.5) * _INV_SQRT_2PI
-        return v * (_normal_cdf(g, x) + x * pdf)
-    if kind == "gelu_approx":
-        x2 = x * x
-        t = g.tanh((x + x2 * x * 0.044715) * _SQRT_2_OVER_PI)
-        return v * (0.5 * (1.0 + t) + (0.5 * _SQRT_2_OVER_PI) * x * (1.0 - t * t) * (1.0 + x2 * (3 * 0.044715)))
-    raise AutodiffError(f"activation {kind!r} has no derivative in the activation rules")
+# The derivative is the row's ``times_grad`` evaluated on the graph namespace: primitive
+# elementwise ops (never activation_backward), so a derivative graph is again differentiable
+# by these same rules (hvp and higher orders work for every kind). Contract: rlx.autodiff.rules.
+def times_derivative(g, kind: str, x, y, v):
+    """``v · act'(x)`` for activation ``kind`` (x the operand, y the output), emitted into ``g``."""
+    return ACTIVATION_KINDS[kind].vjp(GraphNamespace(g), x, y, v, is_complex=x.dtype.is_complex)
 
 
 def _activation_vjp(ctx, node, ct):
-    return [_times_derivative(ctx, node.attrs["kind"], ctx.operand(node, 0), ctx.output(node), ct)]
+    return [times_derivative(ctx.graph, node.attrs["kind"], ctx.operand(node, 0), ctx.output(node), ct)]
 
 
 def _activation_jvp(ctx, node, tangents):
-    return _times_derivative(ctx, node.attrs["kind"], ctx.operand(node, 0), ctx.output(node), tangents[0])
+    return times_derivative(ctx.graph, node.attrs["kind"], ctx.operand(node, 0), ctx.output(node), tangents[0])
 
 
 def _broadcasting_batch(ctx, node, operands, batched):
@@ -196,7 +107,7 @@ defop(
     methods={k: {"kind": k} for k in ACTIVATIONS},
     infer=_activation_type, kernel=_activation_kernel, kernel_into=_activation_kernel, flags={"elementwise", "complex_ad"},
     vjp=_activation_vjp, jvp=_activation_jvp, batch=_broadcasting_batch,
-    doc="Unary elementwise function. gelu is exact (erf); gelu_approx is the tanh form; "
+    doc="Unary elementwise function (one row per kind: rlx.ops.kinds). gelu is exact (erf); gelu_approx is the tanh form; "
     "round is half away from zero; relu/neg/abs/round also accept integers; only "
     "neg/exp/log/sqrt accept c64. Derivatives (autodiff) follow OPS.md §7.2: relu' = 0 at 0, "
     "abs' = sign (0 at 0), sqrt' and rsqrt' are 0 where sqrt(x) <= 0 (real x), round is straight-through; "

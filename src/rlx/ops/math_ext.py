@@ -8,82 +8,37 @@ broadcast and promote like ``binary``; the result keeps the (promoted) operand d
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from rlx.ir.attrs import AttrSpec
 from rlx.ir.errors import AutodiffError, ShapeError
 from rlx.ir.opdef import defop
 from rlx.ops.common import broadcast_promoted, promote_args
-from rlx.ops.elementwise import erf
+from rlx.ops.elementwise import check_domain
+from rlx.ops.kinds import NUMPY, UNARY_MATH_KINDS, GraphNamespace
 
-UNARY_KINDS = {
-    "erf": lambda x: np.asarray(erf(x), dtype=np.float64).astype(x.dtype, copy=False),
-    "floor": np.floor,
-    "ceil": np.ceil,
-    "sign": np.sign,
-    "round_even": np.round,
-    "trunc": np.trunc,
-    "asin": np.arcsin,
-    "acos": np.arccos,
-    "sinh": np.sinh,
-    "cosh": np.cosh,
-    "asinh": np.arcsinh,
-    "acosh": np.arccosh,
-    "atanh": np.arctanh,
-}
-#: Kinds defined on integers too (identity for floor / ceil / round / trunc).
-_INT_OK = frozenset({"floor", "ceil", "sign", "round_even", "trunc"})
-_PIECEWISE_CONSTANT = frozenset({"floor", "ceil", "sign", "round_even", "trunc"})
+#: unary_math kind -> its row (formula, derivative, domain, names): :mod:`rlx.ops.kinds`.
+UNARY_KINDS = UNARY_MATH_KINDS
 
 
 def _unary_type(ins, attrs):
-    t, kind = ins[0], attrs["kind"]
-    if t.dtype.is_bool or t.dtype.is_complex:
-        raise ShapeError(f"unary_math {kind!r} is not defined on {t.dtype}")
-    if t.dtype.is_int and kind not in _INT_OK:
-        raise ShapeError(f"unary_math {kind!r} needs a float operand, got {t.dtype}")
-    return t
+    check_domain("unary_math", attrs["kind"], UNARY_KINDS[attrs["kind"]].domain, ins[0].dtype)
+    return ins[0]
 
 
 def _unary_kernel(args, attrs, out):
-    x, kind = args[0], attrs["kind"]
-    if x.dtype.kind in "iu" and kind != "sign":
-        return x
-    return UNARY_KINDS[kind](x)
-
-
-def _unary_derivative(g, kind: str, x, v):
-    """``v · f'(x)`` in primitive ops; None for the piecewise-constant kinds (zero)."""
-    if kind in _PIECEWISE_CONSTANT:
-        return None
-    one = g.scalar(1.0, x.dtype)
-    if kind == "erf":
-        return v * (g.exp(-(x * x)) * (2.0 / math.sqrt(math.pi)))
-    if kind == "asin":
-        return v * g.rsqrt(one - x * x)
-    if kind == "acos":
-        return -(v * g.rsqrt(one - x * x))
-    if kind == "sinh":
-        return v * g.unary_math(x, kind="cosh")
-    if kind == "cosh":
-        return v * g.unary_math(x, kind="sinh")
-    if kind == "asinh":
-        return v * g.rsqrt(x * x + one)
-    if kind == "acosh":
-        return v * g.rsqrt(x * x - one)
-    if kind == "atanh":
-        return v / (one - x * x)
-    raise NotImplementedError(kind)  # pragma: no cover
+    x = args[0]
+    return UNARY_KINDS[attrs["kind"]].forward(NUMPY, x, is_int=x.dtype.kind in "iu")
 
 
 def _unary_vjp(ctx, node, ct):
-    return [_unary_derivative(ctx.graph, node.attrs["kind"], ctx.operand(node, 0), ct)]
+    x = ctx.operand(node, 0)
+    return [UNARY_KINDS[node.attrs["kind"]].vjp(GraphNamespace(ctx.graph), x, ctx.output(node), ct)]
 
 
 def _unary_jvp(ctx, node, tangents):
-    return _unary_derivative(ctx.graph, node.attrs["kind"], ctx.operand(node, 0), tangents[0])
+    x = ctx.operand(node, 0)
+    return UNARY_KINDS[node.attrs["kind"]].vjp(GraphNamespace(ctx.graph), x, ctx.output(node), tangents[0])
 
 
 def _broadcasting_batch(ctx, node, operands, batched):

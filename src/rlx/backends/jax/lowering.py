@@ -31,7 +31,6 @@ or cross-entropy label gives NaN (floats) / the dtype's fill value instead of ra
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -44,7 +43,7 @@ from jax import lax
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
-from rlx.ops.backward import activation_grads
+from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS, ArrayNamespace, tanh_sigmoid
 from rlx.ops.reduction import reduce_axes, reduce_identity
 
 Lowering = Callable[[list[Any], Mapping[str, Any], TensorType], Any]
@@ -61,7 +60,6 @@ LEAVES = {
 REFUSED: dict[str, str] = {}
 
 MASK_FILL = -1e9
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 # Matmul precision for f32/f64 operands; the executable sets it around each trace, per thread
 # ("highest" = exact f32 products as in NumPy; None = the platform default, e.g. TF32 on recent NVIDIA GPUs).
@@ -141,41 +139,15 @@ def _constant(args, attrs, out):
 
 
 # -------------------------------------------------------------------------- elementwise
-def _erf(x):
-    return lax.erf(x)
-
-
-def _sigmoid(x):
-    return 0.5 * (1.0 + jnp.tanh(0.5 * x))
-
-
-ACTIVATIONS: dict[str, Callable[[Any], Any]] = {
-    "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
-    "gelu_approx": lambda x: 0.5 * x * (1.0 + jnp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x**3))),
-    "silu": lambda x: x * _sigmoid(x),
-    "relu": lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)),
-    "sigmoid": _sigmoid,
-    "tanh": jnp.tanh,
-    "exp": jnp.exp,
-    "log": jnp.log,
-    "sqrt": jnp.sqrt,
-    "rsqrt": lambda x: 1.0 / jnp.sqrt(x),
-    "neg": jnp.negative,
-    "abs": jnp.abs,
-    "sin": jnp.sin,
-    "cos": jnp.cos,
-    "tan": jnp.tan,
-    "atan": jnp.arctan,
-    "round": lambda x: jnp.sign(x) * jnp.floor(jnp.abs(x) + 0.5),
-}
+#: The jax.numpy array namespace the kinds' formulas run in (rlx.ops.kinds).
+JNP = ArrayNamespace(jnp, erf=lax.erf, sigmoid=lambda x: tanh_sigmoid(jnp, x))
 
 
 def activate(kind: str | None, x: Any) -> Any:
+    """The activation row's formula in jax.numpy (None: identity)."""
     if kind is None:
         return x
-    if kind == "round" and not (_is_float(x) or _is_complex(x)):
-        return x
-    return ACTIVATIONS[kind](x)
+    return ACTIVATION_KINDS[kind].forward(JNP, x, is_int=not (_is_float(x) or _is_complex(x)))
 
 
 @lowering("activation")
@@ -639,17 +611,11 @@ def _relu_backward(args, attrs, out):
     return jnp.where(x > 0, dy, jnp.zeros((), dy.dtype))
 
 
-def _sqrt_guard(x, value):
-    return jnp.where(jnp.sqrt(x) > 0, value, jnp.zeros((), value.dtype))
-
-
-ACTIVATION_GRADS = activation_grads(jnp, erf=_erf, sigmoid=_sigmoid, sqrt_guard=_sqrt_guard)
-
-
 @lowering("activation_backward")
 def _activation_backward(args, attrs, out):
     x, dy = _cast_all(args, out)
-    return dy * ACTIVATION_GRADS[attrs["kind"]](x)
+    row = ACTIVATION_KINDS[attrs["kind"]]
+    return row.vjp(JNP, x, row.forward(JNP, x), dy)
 
 
 @lowering("max_pool2d_backward")
@@ -844,19 +810,10 @@ def _gather_backward(args, attrs, out):
 
 
 # ------------------------------------------------------------------------------ math_ext
-UNARY_MATH: dict[str, Callable[[Any], Any]] = {
-    "erf": lax.erf, "floor": jnp.floor, "ceil": jnp.ceil, "sign": jnp.sign, "round_even": jnp.round, "trunc": jnp.trunc,
-    "asin": jnp.arcsin, "acos": jnp.arccos, "sinh": jnp.sinh, "cosh": jnp.cosh, "asinh": jnp.arcsinh,
-    "acosh": jnp.arccosh, "atanh": jnp.arctanh,
-}
-
-
 @lowering("unary_math")
 def _unary_math(args, attrs, out):
-    x, kind = args[0], attrs["kind"]
-    if not _is_float(x) and kind != "sign":
-        return x
-    return UNARY_MATH[kind](x)
+    x = args[0]
+    return UNARY_MATH_KINDS[attrs["kind"]].forward(JNP, x, is_int=not _is_float(x))
 
 
 @lowering("binary_ext")

@@ -15,8 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rlx.backends.jax.lowering import jnp_dtype, lowering
+from rlx.backends.jax.lowering import JNP, jnp_dtype, lowering
 from rlx.ir.dtype import DType
+from rlx.ops.kinds import ACTIVATION_KINDS
 
 QMAX = {8: 127, 4: 7, 2: 1}
 SCALE_FLOOR = 1e-12
@@ -50,7 +51,7 @@ def _work(args: list[Any]) -> list[Any]:
 
 
 def round_half_away(x):
-    return jnp.sign(x) * jnp.floor(jnp.abs(x) + 0.5)
+    return ACTIVATION_KINDS["round"].fn(JNP, x)
 
 
 def _chan(values, axis: int | None, ndim: int, dtype) -> Any:

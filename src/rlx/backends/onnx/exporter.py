@@ -29,6 +29,7 @@ import numpy as np
 from rlx.backends.onnx.common import OnnxError, OnnxUnsupported, onnx_dtype
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Graph, Node
+from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, UNARY_MATH_KINDS
 from rlx.ops.splat import SPLAT_OPS
 
 OPSET = 18
@@ -191,8 +192,7 @@ def _in_shape(ex: Exporter, node: Node, i: int):
 
 
 # ================================================================ elementwise
-_ACT = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp": "Exp", "log": "Log", "sqrt": "Sqrt", "neg": "Neg",
-        "abs": "Abs", "sin": "Sin", "cos": "Cos", "tan": "Tan", "atan": "Atan"}
+_ACT = {k: row.onnx for k, row in ACTIVATION_KINDS.items() if row.onnx}  # one ONNX op each; the rest are composed below
 
 
 def _gelu(ex: Exporter, x: str, dtype: DType) -> str:
@@ -238,7 +238,7 @@ def _cast(ex, node, ins):
     return ex.node("Cast", [ins[0]], to=onnx_dtype(dst))
 
 
-_BIN = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "max": "Max", "min": "Min", "pow": "Pow"}
+_BIN = {k: row.onnx for k, row in BINARY_KINDS.items()}
 
 
 @exporter("binary")
@@ -255,7 +255,7 @@ def _binary(ex, node, ins):
     return ex.node(_BIN[op], [a, b])
 
 
-_CMP = {"eq": "Equal", "lt": "Less", "le": "LessOrEqual", "gt": "Greater", "ge": "GreaterOrEqual"}
+_CMP = {k: row.onnx for k, row in COMPARE_KINDS.items() if row.onnx}  # ne: Not(Equal)
 
 
 @exporter("compare")
@@ -274,8 +274,7 @@ def _where(ex, node, ins):
     return ex.node("Where", [c, a, b])
 
 
-_MATH = {"erf": "Erf", "floor": "Floor", "ceil": "Ceil", "sign": "Sign", "round_even": "Round", "asin": "Asin", "acos": "Acos",
-         "sinh": "Sinh", "cosh": "Cosh", "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh"}
+_MATH = {k: row.onnx for k, row in UNARY_MATH_KINDS.items() if row.onnx}  # trunc: composed
 
 
 @exporter("unary_math")

@@ -29,6 +29,7 @@ from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Value
 from rlx.ir.shape import Shape, TensorType, broadcast_shapes
+from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, UNARY_MATH_KINDS
 from rlx.runtime.reference import eval_node
 
 Converter = Callable[["Importer", Any, list, dict], Any]
@@ -460,10 +461,8 @@ def _cast(cx: Importer, v: Value, dtype: DType) -> Value:
 
 
 # ====================================================================== elementwise
-_ACT = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Neg": "neg",
-        "Abs": "abs", "Sin": "sin", "Cos": "cos", "Tan": "tan", "Atan": "atan"}
-_MATH = {"Erf": "erf", "Floor": "floor", "Ceil": "ceil", "Sign": "sign", "Round": "round_even", "Asin": "asin",
-         "Acos": "acos", "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh"}
+_ACT = {row.onnx: k for k, row in ACTIVATION_KINDS.items() if row.onnx}
+_MATH = {row.onnx: k for k, row in UNARY_MATH_KINDS.items() if row.onnx}
 
 
 @converter(*_ACT)
@@ -489,7 +488,8 @@ def _identity(cx, node, ins, attrs):
     return ins[0]
 
 
-_BIN = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow"}
+_VARIADIC = {"Max": "max", "Min": "min", "Sum": "add", "Mean": "add"}  # n-ary in ONNX: a chain of binary ops
+_BIN = {row.onnx: k for k, row in BINARY_KINDS.items() if row.onnx not in _VARIADIC}
 
 
 @converter(*_BIN)
@@ -504,9 +504,9 @@ def _binary(cx, node, ins, attrs):
     return _cast(cx, out, a.dtype)
 
 
-@converter("Max", "Min", "Sum", "Mean")
+@converter(*_VARIADIC)
 def _variadic(cx, node, ins, attrs):
-    op = {"Max": "max", "Min": "min", "Sum": "add", "Mean": "add"}[node.op_type]
+    op = _VARIADIC[node.op_type]
     acc = ins[0]
     for v in ins[1:]:
         acc = cx.g.binary(acc, v, op=op)
@@ -515,7 +515,7 @@ def _variadic(cx, node, ins, attrs):
     return acc
 
 
-_CMP = {"Equal": "eq", "Less": "lt", "LessOrEqual": "le", "Greater": "gt", "GreaterOrEqual": "ge"}
+_CMP = {row.onnx: k for k, row in COMPARE_KINDS.items() if row.onnx}
 
 
 @converter(*_CMP)

@@ -32,7 +32,7 @@ from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph
 from rlx.ir.opdef import get_op, has_op
 from rlx.lir import liveness as _liveness
-from rlx.lir.planner import DEFAULT_HEURISTICS, Item, align_up, place_best
+from rlx.lir.planner import DEFAULT_HEURISTICS, UPSTREAM_MAX_BUFFERS, Item, align_up, place_best, upstream_greedy
 from rlx.lir.views import resolve_views
 
 
@@ -325,6 +325,15 @@ def plan(
     placement = place_best(items, n, alignment, floor, stop_at, heuristics, fixed_top=top, search=search)
     offsets.update(placement.offsets)
     arena = max([top, placement.arena])
+    tried = dict(placement.tried)
+    heuristic = placement.heuristic
+    if params != "reserved" and weight_layout is None and len(live.groups) <= UPSTREAM_MAX_BUFFERS:
+        # upstream's single-pool greedy may beat "persistent at the bottom": keep the smaller
+        pooled = [Item(grp.id, grp.size, grp.birth, grp.death) for grp in live.groups.values()]
+        joint = upstream_greedy(pooled, alignment)
+        tried["upstream"] = max([0, *(joint[it.key] + it.size for it in pooled)])
+        if tried["upstream"] < arena:
+            offsets, arena, heuristic = joint, tried["upstream"], "upstream"
 
     # 3. slots for every root and view.
     assignments: dict[int, Slot] = {}
@@ -360,8 +369,8 @@ def plan(
         unplanned=tuple(sorted(live.unplanned)),
         weight_region=(0, weights_top) if (params == "reserved" or weight_layout is not None) else None,
         lower_bound_aligned=live.lower_bound_aligned,
-        heuristic=placement.heuristic,
-        tried=dict(placement.tried),
+        heuristic=heuristic,
+        tried=tried,
         timings=dict(placement.seconds),
     )
     options = {"alignment": alignment, "inputs": inputs, "params": params, "constants": constants, "outputs": outputs,

@@ -16,7 +16,8 @@ Boundary policy (keyword options of :func:`plan`):
 
 Persistent buffers (params, constants) are live at every step, so they overlap everything
 in time; the planner packs them at the bottom and places the rest above them with the
-heuristics of :mod:`rlx.lir.planner`. :func:`check` re-derives liveness on its own and
+heuristics of :mod:`rlx.lir.planner`; unless params are reserved or pinned, upstream rlx's
+single-pool greedy is also tried and kept when smaller. :func:`check` re-derives liveness on its own and
 proves that no two buffers overlap in both time and memory.
 """
 
@@ -218,6 +219,12 @@ class LirModule:
     def check(self) -> LirModule:
         check(self)
         return self
+
+    def manifest(self, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The binding manifest for a runtime outside Python (:mod:`rlx.lir.manifest`)."""
+        from rlx.lir.manifest import binding_manifest
+
+        return binding_manifest(self, params)
 
     def report(self) -> str:
         return f"lir @{self.name} {{\n{self.plan.report()}\n}}"

@@ -16,8 +16,8 @@ import rlx
 from rlx.lir import liveness
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "hir"))
-from test_hir_lowering import section9  # noqa: E402
-from test_lir_planner import _random_graph  # noqa: E402
+from test_hir_lowering import section9
+from test_lir_planner import _random_graph
 
 
 def _upstream_arena(groups, align: int) -> int:

@@ -137,7 +137,7 @@ def test_hook_errors(clean_hooks):
     with pytest.raises(rlx.RlxError, match="no HIR extension named"):
         apply_hir_extensions_named(_mlp_module(), ["t_missing"])
     register_hir_extension("t_bad", lambda m: 42)
-    with pytest.raises(rlx.RlxError, match="t_bad.*int"):
+    with pytest.raises(rlx.RlxError, match=r"t_bad.*int"):
         apply_hir_extensions_named(_mlp_module(), ["t_bad"])
     with pytest.raises(rlx.RlxError, match="HIR module"):
         apply_hir_extensions_named(rlx.GraphModule(_mlp_module().lower_to_mir()), [])

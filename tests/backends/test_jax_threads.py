@@ -3,12 +3,11 @@ cache after a custom op is re-registered (the executable follows the new op, nev
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 import rlx
+from runtime.hammer import hammer
 
 pytest.importorskip("jax")
 
@@ -28,29 +27,6 @@ def weights(rng):
             "w2": rng.standard_normal((64, 8)).astype(np.float32)}
 
 
-def _hammer(run_one, cases):
-    wrong, errors = [], []
-    start = threading.Barrier(len(cases))
-
-    def worker(t):
-        try:
-            start.wait()
-            for r in range(RUNS):
-                got, want = run_one(cases[t])
-                if not np.allclose(got[0], want[0], rtol=1e-5, atol=1e-5):
-                    wrong.append((t, r))
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(len(cases))]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not errors, errors
-    return wrong
-
-
 def test_threads_times_runs_with_own_inputs_and_params():
     rng = np.random.default_rng(0)
     g = mlp()
@@ -59,7 +35,7 @@ def test_threads_times_runs_with_own_inputs_and_params():
     for _ in range(THREADS):
         feed, params = {"x": rng.standard_normal((16, 32)).astype(np.float32)}, weights(rng)
         cases.append((feed, params, rlx.run(g, feed, params)))
-    wrong = _hammer(lambda c: (exe.run(c[0], c[1]), c[2]), cases)
+    wrong = hammer(lambda c: np.allclose(exe.run(c[0], c[1])[0], c[2][0], rtol=1e-5, atol=1e-5), cases, RUNS)
     assert wrong == [], f"{len(wrong)} wrong of {THREADS * RUNS}"
 
 

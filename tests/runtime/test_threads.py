@@ -13,6 +13,7 @@ import numpy as np
 
 import rlx
 from rlx.runtime.compile import compile as rlx_compile
+from runtime.hammer import hammer as run_threads
 
 THREADS, RUNS = 8, 25
 
@@ -31,29 +32,13 @@ def weights(rng):
             "w2": rng.standard_normal((256, 64)).astype(np.float32) * 0.1}
 
 
+def same(got, want) -> bool:
+    return all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
 def hammer(run_one, cases):
-    """Run ``run_one(case)`` RUNS times per thread (thread t takes cases[t]); return the wrong answers seen."""
-    wrong: list[tuple[int, int]] = []
-    errors: list[BaseException] = []
-    start = threading.Barrier(len(cases))
-
-    def worker(t: int) -> None:
-        try:
-            start.wait()
-            for r in range(RUNS):
-                got, want = run_one(cases[t])
-                if not all(np.array_equal(a, b) for a, b in zip(got, want)):
-                    wrong.append((t, r))
-        except BaseException as exc:  # surfaced below, not swallowed
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(len(cases))]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not errors, errors
-    return wrong
+    """Each thread's ``run_one(case) -> (got, want)`` RUNS times; the wrong answers seen."""
+    return run_threads(lambda c: same(*run_one(c)), cases, RUNS)
 
 
 def test_shared_executable_threads_times_runs_all_correct():

@@ -1,7 +1,9 @@
 """``rlx.compile(obj, backend="numpy")``: a runnable executable from a HIR/MIR graph or an LIR.
 
-Backends register a factory ``(obj, **options) -> executable`` with :func:`register_backend`;
-the built-in ``"numpy"`` backend plans the graph (unless given an LirModule) and runs it
+Backends register a factory ``(obj, **options) -> executable`` with :func:`register_backend`:
+``"numpy"``, ``"jax"``, ``"torch"`` (:mod:`rlx.backends.torch_backend`), ``"onnxruntime"``
+(:mod:`rlx.backends.ort_backend`) and ``"auto"`` (:mod:`rlx.backends.auto`: the fastest installed
+one for the device, by the rule documented there). The built-in ``"numpy"`` backend plans the graph (unless given an LirModule) and runs it
 inside one arena (:mod:`rlx.runtime.arena`). Planning options (``alignment``, ``inputs``,
 ``params`` policy …) pass through to :func:`rlx.plan`; ``params=`` given as a mapping binds
 weights at compile time. Unless told otherwise the numpy backend plans the graph's inputs
@@ -79,6 +81,33 @@ def _jax_backend(obj: Any, **options: Any) -> Any:
 
 
 register_backend("jax", _jax_backend)
+
+
+def _torch_backend(obj: Any, **options: Any) -> Any:
+    from rlx.backends.torch_backend import compile_torch  # lazy: `import rlx` must not import torch
+
+    return compile_torch(obj, **options)
+
+
+register_backend("torch", _torch_backend)
+
+
+def _ort_backend(obj: Any, **options: Any) -> Any:
+    from rlx.backends.ort_backend import compile_ort  # lazy: `import rlx` must not import onnxruntime
+
+    return compile_ort(obj, **options)
+
+
+register_backend("onnxruntime", _ort_backend)
+
+
+def _auto_backend(obj: Any, **options: Any) -> Any:
+    from rlx.backends.auto import compile_auto  # picks one of the backends above (rule in its docstring)
+
+    return compile_auto(obj, **options)
+
+
+register_backend("auto", _auto_backend)
 
 
 def compile(obj: Any, backend: str = "numpy", **options: Any) -> Any:

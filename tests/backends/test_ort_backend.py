@@ -8,10 +8,10 @@ import pytest
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
-import rlx  # noqa: E402
-from backends.jax_cases import assert_close  # noqa: E402
-from rlx.backends.ort_backend import session_count  # noqa: E402
-from runtime.hammer import hammer  # noqa: E402
+import rlx
+from backends.jax_cases import assert_close
+from rlx.backends.ort_backend import session_count
+from runtime.hammer import hammer
 
 
 def block():

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from rlx.ir.errors import FeedError, RlxError
+from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph
-from rlx.runtime.reference import bind_feed
+from rlx.runtime.reference import bind_feed, checked_params
 
 _SESSIONS: dict[tuple, Any] = {}
 _SESSIONS_LOCK = threading.Lock()
@@ -70,7 +70,6 @@ class OrtExecutable:
 
         self.graph, self.threads = graph, threads
         self.fingerprint = fingerprint(graph)
-        self._declared = graph.params()
         self._params: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
         self._session: Any = None  # the session of the bound params, once built
@@ -78,22 +77,9 @@ class OrtExecutable:
         if params:
             self.set_params(params)
 
-    def _checked(self, params: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        unknown = sorted(set(params) - set(self._declared))
-        if unknown:
-            raise FeedError(f"unknown param(s) {unknown}; the graph's params are {sorted(self._declared)}")
-        out = {}
-        for name, value in params.items():
-            node = self._declared[name].node
-            arr = np.asarray(value)
-            if arr.dtype != node.dtype.numpy or (node.shape.is_static and arr.shape != tuple(node.shape)):
-                raise FeedError(f"param {name!r}: {arr.dtype} {list(arr.shape)} given, {node.type} declared")
-            out[name] = arr
-        return out
-
     def set_params(self, params: Mapping[str, Any]) -> None:
         """Bind weights by name; the session holding them as initializers is built (or found) on the next run."""
-        self._bind(self._checked(params))
+        self._bind(checked_params(self.graph, params))
 
     def _bind(self, checked: Mapping[str, np.ndarray], session: Any = None) -> None:
         with self._lock:
@@ -124,7 +110,7 @@ class OrtExecutable:
     def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
         with self._lock:
             bound, sess, version = dict(self._params), self._session, self._version
-        checked = self._checked(params) if params else {}
+        checked = checked_params(self.graph, params) if params else {}
         bound.update(checked)
         fed, _ = bind_feed(self.graph, inputs, bound)
         if sess is None or checked:

@@ -27,13 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from rlx.ir.errors import FeedError, RlxError
+from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.opdef import get_op
 from rlx.ir.shape import TensorType
 from rlx.lir.liveness import LEAVES
 from rlx.lir.plan import LirModule
-from rlx.runtime.reference import bind_feed, kernel_of
+from rlx.runtime.reference import bind_feed, checked_params, kernel_of
 
 Step = Callable[[], None]
 
@@ -280,17 +280,7 @@ class ArenaExecutor:
         """Bind weights by name (checked against the graph); they persist across runs.
 
         Copied into the first free frame now, into the other frames before their next run."""
-        declared = self.graph.params()
-        unknown = sorted(set(params) - set(declared))
-        if unknown:
-            raise FeedError(f"unknown param(s) {unknown}; the graph's params are {sorted(declared)}")
-        checked: dict[str, np.ndarray] = {}
-        for name, value in params.items():
-            node = declared[name].node
-            arr = np.asarray(value)
-            if arr.dtype != node.dtype.numpy or (node.shape.is_static and arr.shape != tuple(node.shape)):
-                raise FeedError(f"param {name!r}: {arr.dtype} {list(arr.shape)} given, {node.type} declared")
-            checked[name] = arr
+        checked = checked_params(self.graph, params)
         with self._lock:
             self._params.update(checked)
             self._version += 1

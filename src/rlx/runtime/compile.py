@@ -74,40 +74,20 @@ def _numpy_backend(obj: Any, params: Any = None, **options: Any) -> Any:
 register_backend("numpy", _numpy_backend)
 
 
-def _jax_backend(obj: Any, **options: Any) -> Any:
-    from rlx.backends.jax import compile_jax  # lazy: `import rlx` must not import jax
+def _lazy(module: str, factory: str) -> Callable[..., Any]:
+    """A factory that imports its backend on first use (``import rlx`` imports no framework)."""
+    def make(obj: Any, **options: Any) -> Any:
+        import importlib
 
-    return compile_jax(obj, **options)
+        return getattr(importlib.import_module(module), factory)(obj, **options)
 
-
-register_backend("jax", _jax_backend)
-
-
-def _torch_backend(obj: Any, **options: Any) -> Any:
-    from rlx.backends.torch_backend import compile_torch  # lazy: `import rlx` must not import torch
-
-    return compile_torch(obj, **options)
+    return make
 
 
-register_backend("torch", _torch_backend)
-
-
-def _ort_backend(obj: Any, **options: Any) -> Any:
-    from rlx.backends.ort_backend import compile_ort  # lazy: `import rlx` must not import onnxruntime
-
-    return compile_ort(obj, **options)
-
-
-register_backend("onnxruntime", _ort_backend)
-
-
-def _auto_backend(obj: Any, **options: Any) -> Any:
-    from rlx.backends.auto import compile_auto  # picks one of the backends above (rule in its docstring)
-
-    return compile_auto(obj, **options)
-
-
-register_backend("auto", _auto_backend)
+register_backend("jax", _lazy("rlx.backends.jax", "compile_jax"))
+register_backend("torch", _lazy("rlx.backends.torch_backend", "compile_torch"))
+register_backend("onnxruntime", _lazy("rlx.backends.ort_backend", "compile_ort"))
+register_backend("auto", _lazy("rlx.backends.auto", "compile_auto"))  # picks one of the above (rule in rlx.backends.auto)
 
 
 def compile(obj: Any, backend: str = "numpy", **options: Any) -> Any:

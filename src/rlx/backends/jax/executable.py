@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from rlx.backends.common import live_nodes
 from rlx.backends.jax import lowering as L
 from rlx.backends.jax import sharding as S
 from rlx.ir.dtype import DType
@@ -66,17 +67,6 @@ def x64_scope(enabled: bool) -> Any:
 
 
 # ---------------------------------------------------------------------------- interpreter
-def _live(g: Graph) -> list[bool]:
-    live = [False] * len(g)
-    for o in g.output_ids:
-        live[o] = True
-    for node in reversed(g.nodes):
-        if live[node.id]:
-            for i in node.inputs:
-                live[i] = True
-    return live
-
-
 def _bind_symbols(g: Graph, leaves: Mapping[int, Any]) -> dict[str, int]:
     binding: dict[str, int] = {}
     for nid, arr in leaves.items():
@@ -90,7 +80,7 @@ def _bind_symbols(g: Graph, leaves: Mapping[int, Any]) -> dict[str, int]:
 def evaluate(g: Graph, leaves: Mapping[int, Any], *, host_fallback: bool = False) -> list[Any]:
     """Trace ``g`` with jax: ``leaves`` maps input / param node ids to arrays; returns the outputs."""
     binding = _bind_symbols(g, leaves)
-    live = _live(g)
+    live = live_nodes(g)
     env: dict[int, Any] = {}
     for node in g.nodes:
         if not live[node.id]:

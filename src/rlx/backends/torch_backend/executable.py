@@ -22,13 +22,14 @@ import numpy as np
 import torch
 import torch.fx as fx
 
+from rlx.backends.common import live_nodes
 from rlx.backends.torch_backend import lowering as L
 from rlx.ir.dtype import DType
-from rlx.ir.errors import FeedError, RlxError
+from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.opdef import get_op
 from rlx.ir.shape import Shape, TensorType
-from rlx.runtime.reference import bind_feed, eval_node
+from rlx.runtime.reference import bind_feed, checked_params, eval_node
 
 MODES = ("eager", "inductor", "reduce-overhead", "max-autotune")
 
@@ -154,7 +155,7 @@ class _Builder:
             node = self.graph.node(nid)
             env[nid] = self.fx.placeholder(f"leaf{nid}")
             types[nid] = self.typed(node)
-        live = _live(self.graph)
+        live = live_nodes(self.graph)
         for node in self.graph.nodes:
             if live[node.id] and node.id not in env:
                 if node.op == "constant":
@@ -169,17 +170,6 @@ class _Builder:
 
 def _ident(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name) or "graph"
-
-
-def _live(g: Graph) -> list[bool]:
-    live = [False] * len(g)
-    for o in g.output_ids:
-        live[o] = True
-    for node in reversed(g.nodes):
-        if live[node.id]:
-            for i in node.inputs:
-                live[i] = True
-    return live
 
 
 def _device(device: Any) -> torch.device:
@@ -240,16 +230,8 @@ class TorchExecutable:
         self._place(params)
 
     def _place(self, params: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-        unknown = sorted(set(params) - set(self._param_decl))
-        if unknown:
-            raise FeedError(f"unknown param(s) {unknown}; the graph's params are {sorted(self._param_decl)}")
-        placed = {}
-        for name, value in params.items():
-            node = self._param_decl[name].node
-            arr = np.asarray(value)
-            if arr.dtype != node.dtype.numpy or (node.shape.is_static and arr.shape != tuple(node.shape)):
-                raise FeedError(f"param {name!r}: {arr.dtype} {list(arr.shape)} given, {node.type} declared")
-            placed[name] = to_torch(np.array(arr, copy=True), node.dtype, self.device)
+        decl, checked = self._param_decl, checked_params(self.graph, params)
+        placed = {n: to_torch(np.array(a, copy=True), decl[n].node.dtype, self.device) for n, a in checked.items()}
         with self._lock:
             self._params.update(placed)
         return placed

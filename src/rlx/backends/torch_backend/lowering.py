@@ -92,25 +92,16 @@ def _round(x):
     return torch.sign(x) * torch.floor(torch.abs(x) + 0.5)
 
 
+def _gelu(x):
+    return F.gelu(x) if _is_float(x) else 0.5 * x * (1.0 + torch.special.erf(x / math.sqrt(2.0)))
+
+
+# kinds whose formula is the torch function of the same name, then the others
 ACTIVATIONS: dict[str, Callable[[Any], Any]] = {
-    "gelu": lambda x: F.gelu(x) if _is_float(x) else 0.5 * x * (1.0 + torch.special.erf(x / math.sqrt(2.0))),
-    "gelu_approx": lambda x: F.gelu(x, approximate="tanh"),
-    "silu": F.silu,
-    "relu": torch.relu,
-    "sigmoid": torch.sigmoid,
-    "tanh": torch.tanh,
-    "exp": torch.exp,
-    "log": torch.log,
-    "sqrt": torch.sqrt,
-    "rsqrt": torch.rsqrt,
-    "neg": torch.neg,
-    "abs": torch.abs,
-    "sin": torch.sin,
-    "cos": torch.cos,
-    "tan": torch.tan,
-    "atan": torch.atan,
-    "round": _round,
+    kind: getattr(torch, kind)
+    for kind in ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg", "abs", "sin", "cos", "tan", "atan")
 }
+ACTIVATIONS.update(gelu=_gelu, gelu_approx=lambda x: F.gelu(x, approximate="tanh"), silu=F.silu, round=_round)
 
 
 def activate(kind: str | None, x: Any) -> Any:

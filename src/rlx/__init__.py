@@ -9,6 +9,7 @@ from typing import Any
 
 from rlx import backends as _backends  # noqa: F401  (registers the built-in backends by name)
 from rlx import ops as _ops  # noqa: F401  (registers the built-in ops)
+from rlx._version import __version__  # noqa: F401  (re-exported)
 from rlx.autodiff import grad, grad_with_loss, hvp, jvp, prepare_graph_for_ad, vmap
 from rlx.frontends.upstream_json import from_upstream_json
 from rlx.hir import AdPipelineStage, FusionPolicy, GraphModule, HirModule, LowerError, define
@@ -37,8 +38,6 @@ from rlx.opt import FusionReport, optimize
 from rlx.runtime.compile import BufferPlan, LirModule, compile, plan, specialize
 from rlx.runtime.reference import run
 from rlx.train import compile_training
-
-__version__ = "0.1.0"
 
 _LAZY_SUBMODULES = ("onnx", "torch")
 

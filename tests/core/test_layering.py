@@ -18,13 +18,13 @@ SRC = pathlib.Path(__file__).resolve().parents[2] / "src"
 #: rank of each top-level part of ``rlx``; an import must go to a strictly lower rank or stay
 #: inside its own part. ``opt`` and ``hir`` share a rank and so may not import each other.
 LAYERS: dict[str, int] = {
-    "ir": 0,
+    "ir": 0, "_version": 0,
     "ops": 1,
     "opt": 2, "hir": 2,
     "lir": 3,
     "autodiff": 4,
     "runtime": 5,
-    "backends": 6, "frontends": 6, "train": 6,
+    "backends": 6, "frontends": 6, "train": 6, "variants": 6,
     "onnx": 7, "torch": 7, "viz": 7,
     "__init__": 8,  # the public surface (rlx/__init__.py) sits above everything it re-exports
     "demo": 9, "cli": 9, "__main__": 9,

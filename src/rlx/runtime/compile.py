@@ -1,9 +1,10 @@
 """``rlx.compile(obj, backend="numpy")``: a runnable executable from a HIR/MIR graph or an LIR.
 
 Backends register a factory ``(obj, **options) -> executable`` by name with
-:func:`register_backend` (the built-in ones in :mod:`rlx.backends`: the runtime never imports a
-backend);
-the built-in ``"numpy"`` backend plans the graph (unless given an LirModule) and runs it
+:func:`register_backend`: ``"numpy"`` here, and in :mod:`rlx.backends` (the runtime never imports
+a backend) ``"jax"``, ``"torch"`` (:mod:`rlx.backends.torch_backend`), ``"onnxruntime"``
+(:mod:`rlx.backends.ort_backend`) and ``"auto"`` (:mod:`rlx.backends.auto`: the fastest installed
+one for the device, by the rule documented there). The built-in ``"numpy"`` backend plans the graph (unless given an LirModule) and runs it
 inside one arena (:mod:`rlx.runtime.arena`). Planning options (``alignment``, ``inputs``,
 ``params`` policy …) pass through to :func:`rlx.plan`; ``params=`` given as a mapping binds
 weights at compile time. Unless told otherwise the numpy backend plans the graph's inputs

@@ -120,7 +120,7 @@ def test_amp_pass_in_a_pipeline_and_bad_policies():
     g = _model()
     result = rlx.opt.run_passes(g, [AMP.with_options(policy="auto_mixed"), rlx.opt.DCE], check=True)
     assert result.log[0].stats["retyped"] > 0
-    assert op_class("matmul") == "compute" and op_class("softmax") == "reduction" and op_class("my_custom_op") == "compute"
+    assert op_class("matmul") == "compute" and op_class("softmax") == "reduction" and op_class("my_custom_op") == "f32"
     with pytest.raises(rlx.RlxError, match="unknown precision policy"):
         auto_mixed_precision(g, "fast")
     with pytest.raises(rlx.RlxError, match="not a float"):
@@ -129,3 +129,38 @@ def test_amp_pass_in_a_pipeline_and_bad_policies():
         auto_mixed_precision(g, {"boundary": "f16"})
     with pytest.raises(rlx.RlxError, match="not both"):
         rlx.optimize(g, passes=[rlx.opt.DCE], precision="auto_mixed")
+
+
+def test_ops_not_marked_float16_safe_stay_f32():
+    """dense_solve, fft, attention and scan declare no precision class: every policy keeps them f32
+    (their operands are cast back to f32 where a neighbour went to f16), while matmul lowers."""
+    g = rlx.Graph("f32_islands")
+    a, b = g.input("a", [4, 4], "f32"), g.input("b", [4, 2], "f32")
+    q = g.input("q", [1, 2, 3, 4], "f32")
+    body = rlx.Graph("body")
+    c, x = body.input("c", [2], "f32"), body.input("x", [2], "f32")
+    body.set_outputs([c * 0.5 + x])
+    eye = g.constant(np.eye(4, dtype=np.float32) * 4.0)
+    solved = g.dense_solve(g.matmul(a, a) + eye, b)
+    spec = g.fft(g.cast(b, to="c64"), axis=0)
+    att = g.attention(q, q, q, num_heads=2, head_dim=4)
+    scanned = g.scan(g.input("c0", [2], "f32"), g.input("xs", [3, 2], "f32"), body=body, length=3, num_xs=1)
+    g.set_outputs([solved, spec, att, scanned])
+    for policy in ("auto_mixed", "always_f16", "auto_mixed_bf16"):
+        r = auto_mixed_precision(g, policy)
+        rlx.verify(r.graph)
+        assert _dtypes(r.graph, "matmul") == {str(POLICIES[policy]["compute"])}
+        for op in ("dense_solve", "attention", "scan"):
+            assert _dtypes(r.graph, op) == {"f32"}, (policy, op)
+        assert _dtypes(r.graph, "fft") == {"c64"}
+        assert all(op_class(op) == "f32" for op in ("dense_solve", "fft", "attention", "scan", "batched_dense_solve"))
+
+
+def test_every_op_declares_a_known_precision_class():
+    from rlx.ir.opdef import PRECISION_CLASSES
+
+    classes = {op.name: op.precision for op in rlx.all_ops()}
+    assert set(classes.values()) <= set(PRECISION_CLASSES)
+    assert {classes[n] for n in ("input", "param", "constant")} == {"boundary"}
+    with pytest.raises(rlx.RlxError, match="precision must be one of"):
+        rlx.OpDef(name="bad", family="test", arity=1, infer=lambda i, a: i[0], kernel=None, doc="", precision="fast")

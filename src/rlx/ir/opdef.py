@@ -17,6 +17,8 @@ from rlx.ir.errors import AttributeSchemaError, RlxError, UnknownOpError
 from rlx.ir.shape import TensorType
 
 LEVELS = ("source", "mir", "fused", "hir")
+#: Mixed-precision classes (``OpDef.precision``); "boundary" is the graph leaves, "f32" never lowers.
+PRECISION_CLASSES = ("compute", "reduction", "elementwise", "data_movement", "boundary", "f32")
 
 InferFn = Callable[[list[TensorType], Mapping[str, Any]], TensorType]
 KernelFn = Callable[[list[np.ndarray], Mapping[str, Any], TensorType], np.ndarray]
@@ -45,7 +47,10 @@ class OpDef:
     ``activation(kind="gelu")``). ``decompose(g, operands, attrs) -> Value`` rebuilds a
     fused op from primitive ops in ``g`` (unfuse); ``lower(g, operands, attrs, policy)``
     lowers a HIR block into MIR ops. ``vjp`` / ``jvp`` / ``batch`` are the autodiff and
-    vmap rules.
+    vmap rules. ``precision`` is the op's mixed-precision class (:data:`PRECISION_CLASSES`,
+    read by ``rlx.opt.precision``): a policy may run ops of the first four classes in f16 /
+    bf16; ``"f32"``, the default, marks an op not known to be float16-safe, which keeps its
+    precision under every policy (an op opts in, it is never lowered by omission).
     """
 
     name: str
@@ -68,10 +73,13 @@ class OpDef:
     batch: Callable[..., Any] | None = None
     decompose: Callable[..., Any] | None = None
     lower: Callable[..., Any] | None = None
+    precision: str = "f32"
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
             raise RlxError(f"op {self.name!r}: level must be one of {LEVELS}, got {self.level!r}")
+        if self.precision not in PRECISION_CLASSES:
+            raise RlxError(f"op {self.name!r}: precision must be one of {PRECISION_CLASSES}, got {self.precision!r}")
         self.flags = frozenset(self.flags)
         self._attr_order = tuple(sorted(self.attrs))
         self._defaults: dict[str, Any] | None = None  # normalized defaults, filled on first use

@@ -635,7 +635,7 @@ def _rope_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="rope", family="attention", arity=3, operands=("x", "cos", "sin"),
+    name="rope", precision="data_movement", family="attention", arity=3, operands=("x", "cos", "sin"),
     attrs={
         "head_dim": AttrSpec("int", doc="D; x's last dim is H*D"),
         "n_rot": AttrSpec("int", default=None, doc="rotated dims per head (even, <= head_dim); None = head_dim"),

@@ -256,7 +256,7 @@ def _activation_backward_prims(g, ops, attrs):
 
 
 defop(
-    name="relu_backward", family=_FAMILY, arity=2, operands=("x", "dy"),
+    name="relu_backward", precision="elementwise", family=_FAMILY, arity=2, operands=("x", "dy"),
     infer=lambda ins, attrs: _data_type(ins, ("x", "dy")),
     kernel=lambda args, attrs, out: _relu_grad(*promote_args(args, out.dtype)),
     **_composite(_relu_backward_prims),
@@ -265,7 +265,7 @@ defop(
 )
 
 defop(
-    name="activation_backward", family=_FAMILY, arity=2, operands=("x", "dy"),
+    name="activation_backward", precision="elementwise", family=_FAMILY, arity=2, operands=("x", "dy"),
     attrs={"kind": AttrSpec("str", choices=tuple(ACTIVATIONS))},
     infer=lambda ins, attrs: _data_type(ins, ("x", "dy")),
     kernel=lambda args, attrs, out: _act_grad(attrs["kind"], *promote_args(args, out.dtype)),
@@ -333,7 +333,7 @@ def _max_pool_backward_jvp(ctx, node, tangents):
 
 
 defop(
-    name="max_pool2d_backward", family=_FAMILY, arity=2, operands=("x", "dy"), attrs=_WINDOW_ATTRS,
+    name="max_pool2d_backward", precision="data_movement", family=_FAMILY, arity=2, operands=("x", "dy"), attrs=_WINDOW_ATTRS,
     canonicalize=_pool_canon, infer=_max_pool_backward_type, kernel=_max_pool_backward_kernel,
     vjp=_max_pool_backward_vjp, jvp=_max_pool_backward_jvp, batch=fold_channelwise,
     doc="Gradient of 2-D max pooling (x [N,C,H,W], dy [N,C,Ho,Wo] → x.shape). Each window's "
@@ -512,7 +512,7 @@ def _conv_weight_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="conv2d_backward_input", family=_FAMILY, arity=2, operands=("dy", "w"), flags={BLAS},
+    name="conv2d_backward_input", precision="compute", family=_FAMILY, arity=2, operands=("dy", "w"), flags={BLAS},
     attrs={**_CONV_ATTRS, "input_shape": AttrSpec("dims", doc="shape of the forward input x [N, Cin, H, W]")},
     canonicalize=_conv_kernel_canon(lambda ins, attrs: ins[1].shape),
     infer=_conv_backward_input_type, kernel=_conv_backward_input_kernel,
@@ -523,7 +523,7 @@ defop(
 )
 
 defop(
-    name="conv2d_backward_weight", family=_FAMILY, arity=2, operands=("x", "dy"), flags={BLAS},
+    name="conv2d_backward_weight", precision="compute", family=_FAMILY, arity=2, operands=("x", "dy"), flags={BLAS},
     attrs={**_CONV_ATTRS, "weight_shape": AttrSpec("dims", doc="shape of the forward weight [Cout, Cin/G, kH, kW]")},
     canonicalize=_conv_kernel_canon(lambda ins, attrs: attrs["weight_shape"]),
     infer=_conv_backward_weight_type, kernel=_conv_backward_weight_kernel,
@@ -619,7 +619,7 @@ def _ce_vjp(ctx, node, ct):
 
 
 defop(
-    name="softmax_cross_entropy", family=_FAMILY, arity=2, operands=("logits", "labels"),
+    name="softmax_cross_entropy", precision="reduction", family=_FAMILY, arity=2, operands=("logits", "labels"),
     infer=_ce_type, kernel=_ce_kernel,
     vjp=_ce_vjp, jvp=_composite_jvp(_ce_prims), batch=_composite_batch(_ce_prims),
     doc="Per-row softmax cross-entropy: logits [N, C] (float), labels [N] (integer class ids "
@@ -627,7 +627,7 @@ defop(
 )
 
 defop(
-    name="softmax_cross_entropy_backward", family=_FAMILY, arity=3, operands=("logits", "labels", "d_loss"),
+    name="softmax_cross_entropy_backward", precision="reduction", family=_FAMILY, arity=3, operands=("logits", "labels", "d_loss"),
     infer=_ce_backward_type, kernel=_ce_backward_kernel, **_composite(_ce_backward_prims),
     doc="Gradient of softmax_cross_entropy w.r.t. the logits: (softmax(row) − onehot(label))·d_loss[n] → [N, C].",
 )
@@ -786,7 +786,7 @@ def _group_beta_prims(g, ops, attrs):
 
 
 defop(
-    name="layer_norm_backward_input", family=_FAMILY, arity=3, operands=("x", "gamma", "dy"), attrs=_NORM_ATTRS,
+    name="layer_norm_backward_input", precision="reduction", family=_FAMILY, arity=3, operands=("x", "gamma", "dy"), attrs=_NORM_ATTRS,
     infer=lambda ins, attrs: _norm_types(ins, attrs, ("x", "gamma", "dy"), (1,))[0],
     kernel=_ln_input_kernel, **_composite(_ln_input_prims),
     doc="LayerNorm gradient w.r.t. x over `axis`: r·(gy − mean(gy) − x̂·mean(gy·x̂)) with "
@@ -794,7 +794,7 @@ defop(
 )
 
 defop(
-    name="layer_norm_backward_gamma", family=_FAMILY, arity=2, operands=("x", "dy"), attrs=_NORM_ATTRS,
+    name="layer_norm_backward_gamma", precision="reduction", family=_FAMILY, arity=2, operands=("x", "dy"), attrs=_NORM_ATTRS,
     infer=_ln_gamma_type, kernel=_ln_gamma_kernel, **_composite(_ln_gamma_prims),
     doc="LayerNorm gradient w.r.t. gamma: Σ over every axis but `axis` of dy·x̂ → [x.shape[axis]]. "
     "(The beta gradient is a plain sum of dy, built from reduce.)",
@@ -825,19 +825,19 @@ def _rms_affine_type(ins, attrs):
 _RMS_DOC = " r = 1/sqrt(mean(x², axis) + eps); gamma and beta are [x.shape[axis]] (beta is unused but kept, as upstream)."
 
 defop(
-    name="rms_norm_backward_input", family=_FAMILY, arity=4, operands=_RMS_NAMES, attrs=_NORM_ATTRS,
+    name="rms_norm_backward_input", precision="reduction", family=_FAMILY, arity=4, operands=_RMS_NAMES, attrs=_NORM_ATTRS,
     infer=lambda ins, attrs: _norm_types(ins, attrs, _RMS_NAMES, (1, 2))[0], kernel=_rms_input_kernel, **_composite(_rms_input_prims),
     doc="RMSNorm gradient w.r.t. x: r·(gamma·dy − x·r²·mean(dy·gamma·x))." + _RMS_DOC,
 )
 
 defop(
-    name="rms_norm_backward_gamma", family=_FAMILY, arity=4, operands=_RMS_NAMES, attrs=_NORM_ATTRS,
+    name="rms_norm_backward_gamma", precision="reduction", family=_FAMILY, arity=4, operands=_RMS_NAMES, attrs=_NORM_ATTRS,
     infer=_rms_affine_type, kernel=_rms_gamma_kernel, **_composite(_rms_gamma_prims),
     doc="RMSNorm gradient w.r.t. gamma: Σ over every axis but `axis` of dy·x·r." + _RMS_DOC,
 )
 
 defop(
-    name="rms_norm_backward_beta", family=_FAMILY, arity=4, operands=_RMS_NAMES, attrs=_NORM_ATTRS,
+    name="rms_norm_backward_beta", precision="reduction", family=_FAMILY, arity=4, operands=_RMS_NAMES, attrs=_NORM_ATTRS,
     infer=_rms_affine_type,
     kernel=lambda args, attrs, out: _sum_except(promote_args(args[3:], out.dtype)[0], attrs["axis"] % args[3].ndim),
     **_composite(_rms_beta_prims),
@@ -892,21 +892,21 @@ _GROUP_DOC = " Statistics per (sample, group) over (C/G)·spatial elements, popu
 _GROUP_NAMES = ("x", "gamma", "beta", "dy")
 
 defop(
-    name="group_norm_backward_input", family=_FAMILY, arity=4, operands=_GROUP_NAMES, attrs=_GROUP_ATTRS,
+    name="group_norm_backward_input", precision="reduction", family=_FAMILY, arity=4, operands=_GROUP_NAMES, attrs=_GROUP_ATTRS,
     infer=lambda ins, attrs: _group_types(ins, attrs, _GROUP_NAMES), kernel=_group_input_kernel, **_composite(_group_input_prims),
     doc="GroupNorm gradient w.r.t. x [N, C, *spatial]: the LayerNorm formula per (sample, group) "
     "with gy = dy·gamma[c]; beta is unused." + _GROUP_DOC,
 )
 
 defop(
-    name="group_norm_backward_gamma", family=_FAMILY, arity=2, operands=("x", "dy"), attrs=_GROUP_ATTRS,
+    name="group_norm_backward_gamma", precision="reduction", family=_FAMILY, arity=2, operands=("x", "dy"), attrs=_GROUP_ATTRS,
     infer=lambda ins, attrs: _group_types(ins, attrs, ("x", "dy"), out_channels=True),
     kernel=_group_gamma_kernel, **_composite(_group_gamma_prims),
     doc="GroupNorm gradient w.r.t. gamma: Σ_{n, spatial} dy·x̂ → [C]." + _GROUP_DOC,
 )
 
 defop(
-    name="group_norm_backward_beta", family=_FAMILY, arity=2, operands=("x", "dy"), attrs=_GROUP_ATTRS,
+    name="group_norm_backward_beta", precision="reduction", family=_FAMILY, arity=2, operands=("x", "dy"), attrs=_GROUP_ATTRS,
     infer=lambda ins, attrs: _group_types(ins, attrs, ("x", "dy"), out_channels=True),
     kernel=lambda args, attrs, out: _sum_except(promote_args(args[1:], out.dtype)[0], 1),
     **_composite(_group_beta_prims),
@@ -955,7 +955,7 @@ def _rope_backward_prims(g, ops, attrs):
 
 
 defop(
-    name="rope_backward", family=_FAMILY, arity=3, operands=("dy", "cos", "sin"), attrs=get_op("rope").attrs,
+    name="rope_backward", precision="data_movement", family=_FAMILY, arity=3, operands=("dy", "cos", "sin"), attrs=get_op("rope").attrs,
     infer=rope_type,
     kernel=lambda args, attrs, out: rope_kernel([args[0], args[1], -args[2]], attrs, out),
     **_composite(_rope_backward_prims),
@@ -1133,7 +1133,7 @@ def _gather_backward_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="gather_backward", family=_FAMILY, arity=2, operands=("dy", "indices"),
+    name="gather_backward", precision="data_movement", family=_FAMILY, arity=2, operands=("dy", "indices"),
     attrs={"axis": AttrSpec("int", default=0, doc="the gathered axis of the table (negative allowed, stored non-negative)"),
            "table_shape": AttrSpec("dims", doc="shape of the forward table")},
     canonicalize=_gather_backward_canon, infer=_gather_backward_type, kernel=_gather_backward_kernel,

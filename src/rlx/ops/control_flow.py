@@ -257,7 +257,7 @@ def _if_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="if_", family="control_flow", arity=VARIADIC, min_arity=1, operands=("pred", "captures"),
+    name="if_", precision="data_movement", family="control_flow", arity=VARIADIC, min_arity=1, operands=("pred", "captures"),
     attrs={"then_branch": AttrSpec("graph", doc="taken when pred != 0; inputs = captures"),
            "else_branch": AttrSpec("graph", doc="taken when pred == 0; inputs = captures")},
     infer=_if_type, kernel=_if_kernel, flags={SUBGRAPHS},
@@ -398,7 +398,7 @@ def _while_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="while_", family="control_flow", arity=VARIADIC, min_arity=1, operands=("carried",),
+    name="while_", precision="data_movement", family="control_flow", arity=VARIADIC, min_arity=1, operands=("carried",),
     attrs={"cond": AttrSpec("graph", doc="carried -> one bool/numeric tensor (continue while all != 0)"),
            "body": AttrSpec("graph", doc="carried -> next carried (same count and types)"),
            "max_iterations": AttrSpec("int", default=None, doc="stop after this many iterations (None: unbounded)"),

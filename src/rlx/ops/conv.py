@@ -445,7 +445,7 @@ _CONV_ATTRS = {
 }
 
 defop(
-    name="conv2d", family="conv", arity=2, operands=("x", "w"),
+    name="conv2d", precision="compute", family="conv", arity=2, operands=("x", "w"),
     attrs=_CONV_ATTRS,
     canonicalize=_kernel_size_canon, infer=_conv2d_type, kernel=_conv2d_kernel, flags={"blas"},
     vjp=_conv2d_vjp, jvp=bilinear_jvp, batch=_conv2d_batch,
@@ -497,7 +497,7 @@ def _conv_t_kernel(args, attrs, out):
 
 
 defop(
-    name="conv_transpose2d", family="conv", arity=2, operands=("x", "w"),
+    name="conv_transpose2d", precision="compute", family="conv", arity=2, operands=("x", "w"),
     attrs={**_CONV_ATTRS, "output_padding": AttrSpec("ints", default=(0, 0))},
     canonicalize=_kernel_size_canon, infer=_conv_t_type, kernel=_conv_t_kernel, flags={"blas"},
     vjp=_conv_t_vjp, jvp=bilinear_jvp, batch=_conv_t_batch,
@@ -569,7 +569,7 @@ def _pool_kernel(args, attrs, out):
 
 
 defop(
-    name="pool2d", family="conv", arity=1, operands=("x",),
+    name="pool2d", precision="data_movement", family="conv", arity=1, operands=("x",),
     attrs={
         "kind": AttrSpec("str", choices=POOL_KINDS),
         "kernel_size": AttrSpec("ints"),
@@ -607,7 +607,7 @@ def _resize_decompose(g, operands, attrs):
 
 
 defop(
-    name="resize_nearest_2x", family="conv", arity=1, operands=("x",),
+    name="resize_nearest_2x", precision="data_movement", family="conv", arity=1, operands=("x",),
     infer=_resize_type, decompose=_resize_decompose,
     kernel=lambda args, attrs, out: args[0].repeat(2, axis=2).repeat(2, axis=3),
     vjp=_resize_vjp, jvp=lambda ctx, node, tangents: ctx.graph.resize_nearest_2x(tangents[0]), batch=fold_channelwise,

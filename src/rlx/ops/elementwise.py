@@ -102,7 +102,7 @@ def _broadcasting_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="activation", family="elementwise", arity=1, operands=("x",),
+    name="activation", precision="elementwise", family="elementwise", arity=1, operands=("x",),
     attrs={"kind": AttrSpec("str", choices=tuple(ACTIVATIONS))},
     methods={k: {"kind": k} for k in ACTIVATIONS},
     infer=_activation_type, kernel=_activation_kernel, kernel_into=_activation_kernel, flags={"elementwise", "complex_ad"},
@@ -139,7 +139,7 @@ def _cast_jvp(ctx, node, tangents):
 
 
 defop(
-    name="cast", family="elementwise", arity=1, operands=("x",),
+    name="cast", precision="data_movement", family="elementwise", arity=1, operands=("x",),
     attrs={"to": AttrSpec("dtype")},
     infer=lambda ins, attrs: TensorType(ins[0].shape, attrs["to"]),
     kernel=_cast_kernel, flags={"elementwise", "complex_ad"},
@@ -248,7 +248,7 @@ def _binary_jvp(ctx, node, tangents):
 BINARY_METHODS = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "maximum": "max", "minimum": "min", "pow": "pow"}
 
 defop(
-    name="binary", family="elementwise", arity=2, operands=("lhs", "rhs"),
+    name="binary", precision="elementwise", family="elementwise", arity=2, operands=("lhs", "rhs"),
     attrs={"op": AttrSpec("str", choices=("add", "sub", "mul", "div", "max", "min", "pow"))},
     methods={m: {"op": k} for m, k in BINARY_METHODS.items()},
     infer=_binary_type, kernel=_binary_kernel, kernel_into=_binary_kernel, flags={"elementwise", "complex_ad"},
@@ -271,7 +271,7 @@ def _compare_type(ins, attrs):
 
 
 defop(
-    name="compare", family="elementwise", arity=2, operands=("lhs", "rhs"),
+    name="compare", precision="elementwise", family="elementwise", arity=2, operands=("lhs", "rhs"),
     attrs={"op": AttrSpec("str", choices=tuple(_COMPARE))},
     methods={k: {"op": k} for k in _COMPARE},
     infer=_compare_type,
@@ -305,7 +305,7 @@ def _where_jvp(ctx, node, tangents):
 
 
 defop(
-    name="where", family="elementwise", arity=3, operands=("cond", "on_true", "on_false"),
+    name="where", precision="elementwise", family="elementwise", arity=3, operands=("cond", "on_true", "on_false"),
     infer=_where_type,
     kernel=lambda args, attrs, out: np.where(args[0] != 0, *promote_args(args[1:], out.dtype)),
     flags={"elementwise", "complex_ad"}, vjp=_where_vjp, jvp=_where_jvp, batch=_broadcasting_batch,

@@ -146,7 +146,7 @@ def _matmul_bias_act(b, ops, attrs):
 
 
 _deffused(
-    "fused_matmul_bias_act", _matmul_bias_act, arity=3, operands=("x", "w", "b"), flags={BLAS},
+    "fused_matmul_bias_act", _matmul_bias_act, precision="compute", arity=3, operands=("x", "w", "b"), flags={BLAS},
     attrs={"activation": _ACTIVATION},
     doc="act(x @ w + b): x [..., M, K], w [..., K, N] (matmul rules), b [N] added over the last "
     "axis; activation None = identity. Decomposes to matmul, binary add, activation.",
@@ -174,7 +174,7 @@ _RESIDUAL_ATTRS = {
 }
 for _norm in ("layer_norm", "rms_norm"):
     _deffused(
-        f"fused_residual_{_norm}", _residual_norm(_norm),
+        f"fused_residual_{_norm}", _residual_norm(_norm), precision="reduction",
         arity=lambda attrs: 5 if attrs["has_bias"] else 4, operands=("x", "residual", "bias", "gamma", "beta"),
         attrs=_RESIDUAL_ATTRS,
         doc=f"{_norm}(x + residual [+ bias], gamma, beta, axis=-1, eps): operands x, residual "
@@ -198,7 +198,7 @@ def _swiglu(b, ops, attrs):
 
 
 _deffused(
-    "fused_swiglu", _swiglu, arity=1, operands=("x",),
+    "fused_swiglu", _swiglu, precision="elementwise", arity=1, operands=("x",),
     attrs={"cast_to": AttrSpec("dtype", default=None, doc="result dtype; None = x's"),
            "gate_first": AttrSpec("bool", default=False, doc="the gate is the low half")},
     doc="SwiGLU of x [..., 2N] → [..., N]: up = x[..., :N], gate = x[..., N:] (swapped with "
@@ -216,7 +216,7 @@ def _lora(b, ops, attrs):
 
 
 _deffused(
-    "lora_matmul", _lora, arity=4, operands=("x", "w", "a", "b"), flags={BLAS},
+    "lora_matmul", _lora, precision="compute", arity=4, operands=("x", "w", "a", "b"), flags={BLAS},
     attrs={"scale": AttrSpec("float", default=1.0, doc="LoRA scale (alpha / rank)")},
     doc="x @ w + scale·((x @ a) @ b): x [..., M, K], w [K, N], a [K, R], b [R, N] (matmul "
     "rules, so batched x works). Decomposes to three matmuls, a scalar mul and an add.",
@@ -248,7 +248,7 @@ _HEADS = {"num_heads": AttrSpec("int", doc="H"), "head_dim": AttrSpec("int", doc
 
 _deffused(
     "fused_attention_block", _attention_block_body, flags={BLAS},
-    arity=lambda attrs: 4 + 2 * attrs["has_bias"] + 2 * attrs["has_rope"],
+    precision="data_movement", arity=lambda attrs: 4 + 2 * attrs["has_bias"] + 2 * attrs["has_rope"],
     operands=("hidden", "qkv_w", "out_w", "mask", "qkv_b", "out_b", "cos", "sin"),
     attrs={**_HEADS, "has_bias": AttrSpec("bool", default=False), "has_rope": AttrSpec("bool", default=False)},
     doc="Self-attention block: operands hidden [B, S, Hd], qkv_w [Hd, 3·H·D], out_w [H·D, Hd], "
@@ -330,7 +330,7 @@ def _region(b, ops, attrs):
 
 
 _deffused(
-    "elementwise_region", _region, arity=lambda attrs: attrs["num_inputs"], operands=("inputs",),
+    "elementwise_region", _region, precision="elementwise", arity=lambda attrs: attrs["num_inputs"], operands=("inputs",),
     attrs={"chain": AttrSpec("data", doc="the steps, in order"),
            "num_inputs": AttrSpec("int", doc="number of region operands")},
     doc="A fused chain of elementwise steps over num_inputs operands. Each step is a list: "

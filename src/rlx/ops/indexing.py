@@ -61,7 +61,7 @@ def _arg_kernel(args, attrs, out):
 
 
 defop(
-    name="arg_reduce", family="indexing", arity=1, operands=("x",),
+    name="arg_reduce", precision="data_movement", family="indexing", arity=1, operands=("x",),
     attrs={"op": AttrSpec("str", choices=("argmax", "argmin")), "axis": AttrSpec("int", default=0),
            "keep_dim": AttrSpec("bool", default=True), "select_last": AttrSpec("bool", default=False)},
     canonicalize=_canon_axis, infer=_arg_type, kernel=_arg_kernel, flags={"no_grad", "reduction"},
@@ -119,7 +119,7 @@ def _cum_jvp(ctx, node, tangents):
 
 
 defop(
-    name="cumulative", family="indexing", arity=1, operands=("x",),
+    name="cumulative", precision="reduction", family="indexing", arity=1, operands=("x",),
     attrs={"op": AttrSpec("str", default="sum", choices=("sum", "prod")), "axis": AttrSpec("int", default=-1),
            "exclusive": AttrSpec("bool", default=False), "reverse": AttrSpec("bool", default=False)},
     methods={"cumsum": {"op": "sum"}, "cumprod": {"op": "prod"}},
@@ -174,7 +174,7 @@ def _gather_elements_vjp(ctx, node, ct):
 
 
 defop(
-    name="gather_elements", family="indexing", arity=2, operands=("data", "indices"),
+    name="gather_elements", precision="data_movement", family="indexing", arity=2, operands=("data", "indices"),
     attrs={"axis": AttrSpec("int", default=0)},
     canonicalize=_canon_axis, infer=_gather_elements_type, kernel=_gather_elements_kernel,
     vjp=_gather_elements_vjp,
@@ -241,7 +241,7 @@ def _scatter_elements_jvp(ctx, node, tangents):
 
 
 defop(
-    name="scatter_elements", family="indexing", arity=3, operands=("data", "indices", "updates"),
+    name="scatter_elements", precision="data_movement", family="indexing", arity=3, operands=("data", "indices", "updates"),
     attrs={"axis": AttrSpec("int", default=0),
            "reduction": AttrSpec("str", default="none", choices=("none", "add", "mul", "max", "min"))},
     canonicalize=_canon_axis, infer=_scatter_elements_type, kernel=_scatter_elements_kernel,

@@ -61,7 +61,7 @@ def _matmul_kernel(args, attrs, out_type, out=None):
 
 
 defop(
-    name="matmul", family="linalg", arity=2, operands=("a", "b"),
+    name="matmul", precision="compute", family="linalg", arity=2, operands=("a", "b"),
     infer=_matmul_type,
     kernel=_matmul_kernel, kernel_into=_matmul_kernel,
     flags={"blas", "complex_ad"},
@@ -134,7 +134,7 @@ def _dot_general_kernel(args, attrs, out):
 
 
 defop(
-    name="dot_general", family="linalg", arity=2, operands=("lhs", "rhs"),
+    name="dot_general", precision="compute", family="linalg", arity=2, operands=("lhs", "rhs"),
     attrs={
         "lhs_contracting": AttrSpec("ints", doc="lhs axes summed over, paired positionally with rhs_contracting"),
         "rhs_contracting": AttrSpec("ints", doc="rhs axes summed over"),

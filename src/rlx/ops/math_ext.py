@@ -46,7 +46,7 @@ def _broadcasting_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="unary_math", family="math_ext", arity=1, operands=("x",),
+    name="unary_math", precision="elementwise", family="math_ext", arity=1, operands=("x",),
     attrs={"kind": AttrSpec("str", choices=tuple(UNARY_KINDS))},
     infer=_unary_type, kernel=_unary_kernel, flags={"elementwise"},
     vjp=_unary_vjp, jvp=_unary_jvp, batch=_broadcasting_batch,
@@ -131,7 +131,7 @@ def _binary_ext_jvp(ctx, node, tangents):
 
 
 defop(
-    name="binary_ext", family="math_ext", arity=2, operands=("lhs", "rhs"),
+    name="binary_ext", precision="elementwise", family="math_ext", arity=2, operands=("lhs", "rhs"),
     attrs={"op": AttrSpec("str", choices=BINARY_EXT_OPS)},
     infer=_binary_ext_type, kernel=_binary_ext_kernel, flags={"elementwise"},
     vjp=_binary_ext_vjp, jvp=_binary_ext_jvp, batch=_broadcasting_batch,

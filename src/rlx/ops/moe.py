@@ -333,7 +333,7 @@ def _gmm_jvp(ctx, node, tangents):
 
 
 defop(
-    name="grouped_matmul", family="moe", arity=3, operands=("x", "w", "expert_idx"), attrs={"batch_dims": BATCH_DIMS},
+    name="grouped_matmul", precision="compute", family="moe", arity=3, operands=("x", "w", "expert_idx"), attrs={"batch_dims": BATCH_DIMS},
     infer=_gmm_type, kernel=_gmm_kernel, vjp=_gmm_vjp, jvp=_gmm_jvp, batch=batch_lead, flags={"blas"},
     doc="Per-token expert matmul (OPS.md §9.3): x [M, K], w [E, K, N] (x's dtype), expert_idx [M] -> [M, N], "
     "out[i] = x[i] @ w[expert_idx[i]]. Ids are integers (float ids are truncated toward zero, as upstream's "
@@ -412,7 +412,8 @@ def _dgmm_jvp(ctx, node, tangents):
 _SCHEME = {"scheme": AttrSpec("str", choices=MOE_SCHEMES, doc="gguf_q4_k / q5_k / q6_k / q8_k or nvfp4_block")}
 
 defop(
-    name="dequant_grouped_matmul", family="moe", arity=_scheme_arity(3), operands=("x", "w_packed", "expert_idx", "scale", "global"),
+    name="dequant_grouped_matmul", precision="compute", family="moe",
+    arity=_scheme_arity(3), operands=("x", "w_packed", "expert_idx", "scale", "global"),
     attrs={**_SCHEME, "n": AttrSpec("int", doc="output features N of every expert"), "batch_dims": BATCH_DIMS},
     infer=_dgmm_type, kernel=lambda args, attrs, out: map_lead(lambda a: _dgmm_one(a, attrs), args, attrs["batch_dims"], out),
     vjp=_dgmm_vjp, jvp=_dgmm_jvp, batch=batch_lead, flags={"blas"},

@@ -213,7 +213,7 @@ def _layer_norm_kernel(args, attrs, out_type, out=None):
 
 
 defop(
-    name="layer_norm", family="normalization", arity=3, operands=("x", "gamma", "beta"),
+    name="layer_norm", precision="reduction", family="normalization", arity=3, operands=("x", "gamma", "beta"),
     attrs={"axis": _AXIS, "eps": _EPS},
     infer=_layer_norm_type, kernel=_layer_norm_kernel, kernel_into=_layer_norm_kernel, **_NORM_RULES,
     doc="Layer normalization over one axis: mu = mean(x, axis), var = mean((x-mu)**2, axis) "
@@ -237,7 +237,7 @@ def _layer_norm2d_kernel(args, attrs, out):
 
 
 defop(
-    name="layer_norm2d", family="normalization", arity=3, operands=("x", "gamma", "beta"),
+    name="layer_norm2d", precision="reduction", family="normalization", arity=3, operands=("x", "gamma", "beta"),
     attrs={"eps": _EPS},
     infer=_layer_norm2d_type, kernel=_layer_norm2d_kernel, **_NORM_RULES,
     doc="Channel layer norm of an NCHW tensor (SAM / candle LayerNorm2d): statistics over C "
@@ -287,7 +287,7 @@ def _group_norm_decompose(g, operands, attrs):
 
 
 defop(
-    name="group_norm", family="normalization", arity=3, operands=("x", "gamma", "beta"),
+    name="group_norm", precision="reduction", family="normalization", arity=3, operands=("x", "gamma", "beta"),
     attrs={"num_groups": AttrSpec("int", doc="number of contiguous channel groups; divides C"), "eps": _EPS},
     infer=_group_norm_type, kernel=_group_norm_kernel, decompose=_group_norm_decompose, **_NORM_RULES,
     doc="Group normalization of x [N, C, *spatial] (upstream: rank 4 NCHW only; rlx accepts "
@@ -309,7 +309,7 @@ def _rms_norm_kernel(args, attrs, out):
 
 
 defop(
-    name="rms_norm", family="normalization", arity=3, operands=("x", "gamma", "beta"),
+    name="rms_norm", precision="reduction", family="normalization", arity=3, operands=("x", "gamma", "beta"),
     attrs={"axis": _AXIS, "eps": _EPS},
     infer=_layer_norm_type, kernel=_rms_norm_kernel, **_NORM_RULES,
     doc="RMS normalization over one axis: y = x / sqrt(mean(x**2, axis) + eps) * gamma + beta. "

@@ -231,7 +231,7 @@ def _top_k_jvp(ctx, node, tangents):
 
 
 defop(
-    name="top_k", family="numerics", arity=1, operands=("x",), flags={EPILOGUE},
+    name="top_k", precision="data_movement", family="numerics", arity=1, operands=("x",), flags={EPILOGUE},
     attrs={
         "k": AttrSpec("int"),
         "axis": AttrSpec("int", default=-1),
@@ -353,7 +353,7 @@ def _sample_kernel(args, attrs, out):
 
 
 defop(
-    name="sample", family="numerics", arity=1, operands=("logits",),
+    name="sample", precision="reduction", family="numerics", arity=1, operands=("logits",),
     attrs={
         "top_k": AttrSpec("int", default=0, doc="keep the k largest logits (ties at the threshold survive); 0 = off"),
         "top_p": AttrSpec("float", default=1.0, doc="nucleus: keep the shortest prefix of sorted probs reaching top_p; 1 = off"),
@@ -418,7 +418,7 @@ def _scatter_gather(ctx, node, ct):
 
 
 defop(
-    name="scatter_add", family="numerics", arity=2, operands=("updates", "indices"),
+    name="scatter_add", precision="data_movement", family="numerics", arity=2, operands=("updates", "indices"),
     attrs={"num_rows": AttrSpec("int", doc="rows O of the result (declared; not inferable)"), "batch_dims": BATCH_DIMS},
     infer=_scatter_add_type, kernel=_scatter_add_kernel,
     vjp=lambda ctx, node, ct: [_scatter_gather(ctx, node, ct), None],
@@ -450,7 +450,7 @@ def _cns_jvp(ctx, node, tangents):
 
 
 defop(
-    name="complex_norm_sq", family="numerics", arity=1, operands=("z",),
+    name="complex_norm_sq", precision="elementwise", family="numerics", arity=1, operands=("z",),
     infer=_cns_type, kernel=lambda args, attrs, out: (args[0].real.astype(np.float32) ** 2 + args[0].imag.astype(np.float32) ** 2),
     flags={"complex_ad"}, vjp=_cns_vjp, jvp=_cns_jvp, batch=_elementwise_batch,
     doc="|z|² = re² + im² of a c64 tensor, as f32 of the same dims (computed in f32). Gradient in JAX's "
@@ -467,7 +467,7 @@ def _cnsb_type(ins, attrs):
 
 
 defop(
-    name="complex_norm_sq_backward", family="numerics", arity=2, operands=("z", "g"),
+    name="complex_norm_sq_backward", precision="elementwise", family="numerics", arity=2, operands=("z", "g"),
     infer=_cnsb_type, kernel=lambda args, attrs, out: args[1].astype(np.float32) * args[0],
     flags={"no_grad"}, batch=_elementwise_batch,
     doc="g·z (c64): g times the Wirtinger derivative ∂/∂z̄ of |z|² (upstream's backward kernel). Not JAX's "
@@ -475,7 +475,7 @@ defop(
 )
 
 defop(
-    name="conjugate", family="numerics", arity=1, operands=("z",),
+    name="conjugate", precision="elementwise", family="numerics", arity=1, operands=("z",),
     infer=lambda ins, attrs: (_require_c64(ins[0]), ins[0])[1], kernel=lambda args, attrs, out: np.conj(args[0]),
     flags={"elementwise", "complex_ad"}, batch=_elementwise_batch,
     vjp=lambda ctx, node, ct: [ctx.graph.conjugate(ct)], jvp=lambda ctx, node, tangents: ctx.graph.conjugate(tangents[0]),

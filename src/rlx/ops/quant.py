@@ -172,7 +172,7 @@ _QPARAMS = {
 }
 
 defop(
-    name="quantize", family="quant", arity=1, operands=("x",), attrs=_QPARAMS,
+    name="quantize", precision="elementwise", family="quant", arity=1, operands=("x",), attrs=_QPARAMS,
     canonicalize=_canon_axis, infer=_quantize_type, kernel=_quantize_kernel,
     flags={"no_grad"}, batch=_shift_axis_batch,
     doc="Affine int8 quantization: q = clip(round(x · (1/scale[c])) + zp[c], -128, 127) -> i8, same dims "
@@ -202,7 +202,7 @@ def _dequantize_kernel(args, attrs, out):
 
 
 defop(
-    name="dequantize", family="quant", arity=1, operands=("q",),
+    name="dequantize", precision="elementwise", family="quant", arity=1, operands=("q",),
     attrs={**_QPARAMS, "to": AttrSpec("dtype", default=DType.F32, doc="float result dtype")},
     canonicalize=_canon_axis, infer=_dequantize_type, kernel=_dequantize_kernel,
     flags={"no_grad"}, batch=_shift_axis_batch,
@@ -320,7 +320,7 @@ def _fq_jvp(ctx, node, tangents):
 _STE = {"ste": AttrSpec("str", default="identity", choices=STE_KINDS, doc="straight-through estimator of the gradient")}
 
 defop(
-    name="fake_quantize", family="quant", arity=_mode_arity(1), operands=("x", "state"),
+    name="fake_quantize", precision="elementwise", family="quant", arity=_mode_arity(1), operands=("x", "state"),
     attrs={**_FQ_ATTRS, **_STE, **_FQ_MODE},
     canonicalize=_canon_axis, infer=_fq_type, kernel=_fq_kernel,
     vjp=_fq_vjp, jvp=_fq_jvp, batch=batch_lead,
@@ -351,7 +351,7 @@ def _obs_kernel(args, attrs, out):
 
 
 defop(
-    name="observer_update", family="quant", arity=_mode_arity(1), operands=("x", "state"),
+    name="observer_update", precision="elementwise", family="quant", arity=_mode_arity(1), operands=("x", "state"),
     attrs={**_FQ_ATTRS, **_FQ_MODE},
     canonicalize=_canon_axis, infer=_obs_type, kernel=_obs_kernel,
     flags={"no_grad"}, batch=batch_lead,
@@ -419,7 +419,7 @@ def _fqb_jvp(ctx, node, tangents):
 
 
 defop(
-    name="fake_quantize_backward", family="quant", arity=_mode_arity(2), operands=("x", "dy", "state"),
+    name="fake_quantize_backward", precision="elementwise", family="quant", arity=_mode_arity(2), operands=("x", "dy", "state"),
     attrs={**_FQ_ATTRS, **_STE, **_FQ_MODE},
     canonicalize=_canon_axis, infer=_fqb_type, kernel=_fqb_kernel,
     vjp=_fqb_vjp, jvp=_fqb_jvp, batch=batch_lead,
@@ -530,7 +530,7 @@ def _lsq_jvp(ctx, node, tangents):
 _LSQ_ATTRS = {"bits": _FQ_ATTRS["bits"], "axis": _FQ_ATTRS["axis"], "batch_dims": BATCH_DIMS}
 
 defop(
-    name="fake_quantize_lsq", family="quant", arity=2, operands=("x", "scale"), attrs=_LSQ_ATTRS,
+    name="fake_quantize_lsq", precision="elementwise", family="quant", arity=2, operands=("x", "scale"), attrs=_LSQ_ATTRS,
     canonicalize=_canon_axis, infer=_lsq_type, kernel=_lsq_kernel,
     vjp=_lsq_vjp, jvp=_lsq_jvp, batch=batch_lead,
     doc="Learned-step-size fake quantization (LSQ): s = max(scale[c], 1e-12), out = clip(round(x/s), -q_max, q_max)·s "
@@ -555,7 +555,7 @@ def _lsq_bx_jvp(ctx, node, tangents):
 
 
 defop(
-    name="fake_quantize_lsq_backward_x", family="quant", arity=3, operands=("x", "scale", "dy"), attrs=_LSQ_ATTRS,
+    name="fake_quantize_lsq_backward_x", precision="elementwise", family="quant", arity=3, operands=("x", "scale", "dy"), attrs=_LSQ_ATTRS,
     canonicalize=_canon_axis, infer=_lsq_type, kernel=_lsq_bx_kernel,
     vjp=_lsq_bx_vjp, jvp=_lsq_bx_jvp, batch=batch_lead,
     doc="LSQ gradient in x: dy·(|x/s| <= q_max), s = max(scale[c], 1e-12). Linear in dy; piecewise constant "
@@ -604,7 +604,8 @@ def _lsq_bs_jvp(ctx, node, tangents):
 
 
 defop(
-    name="fake_quantize_lsq_backward_scale", family="quant", arity=3, operands=("x", "scale", "dy"), attrs=_LSQ_ATTRS,
+    name="fake_quantize_lsq_backward_scale", precision="elementwise", family="quant",
+    arity=3, operands=("x", "scale", "dy"), attrs=_LSQ_ATTRS,
     canonicalize=_canon_axis, infer=_lsq_bs_type, kernel=_lsq_bs_kernel,
     vjp=_lsq_bs_vjp, jvp=_lsq_bs_jvp, batch=batch_lead,
     doc="LSQ gradient in the scale (shape of scale): ds[c] = Σ_{elements of channel c} ψ(x/s)·dy with "
@@ -914,7 +915,7 @@ def _dq_jvp(ctx, node, tangents):
 
 
 defop(
-    name="dequant_matmul", family="quant", arity=_dq_arity, operands=("x", "w_q", "scale", "zp"),
+    name="dequant_matmul", precision="compute", family="quant", arity=_dq_arity, operands=("x", "w_q", "scale", "zp"),
     attrs={
         "scheme": AttrSpec("str", choices=DEQUANT_SCHEMES),
         "block_size": AttrSpec("int", default=32, doc="rows of K per scale block (int8 / int4 schemes)"),

@@ -158,7 +158,7 @@ def _ss_decompose(g: Graph, operands, attrs) -> Value:
 
 
 defop(
-    name="selective_scan", family=_FAMILY, level="fused", arity=5, operands=_SS_OPERANDS,
+    name="selective_scan", precision="reduction", family=_FAMILY, level="fused", arity=5, operands=_SS_OPERANDS,
     attrs={"state_size": AttrSpec("int", doc="n, the SSM state size per channel")},
     infer=_ss_type, kernel=_ss_kernel, decompose=_ss_decompose,
     doc="Mamba selective scan (OPS.md §9.1): x, delta [b, s, h], A [h, n], B, C [b, s, n] (n = "
@@ -253,7 +253,7 @@ def _gdn_decompose(g: Graph, operands, attrs) -> Value:
 
 
 defop(
-    name="gated_delta_net", family=_FAMILY, level="fused", arity=_gdn_arity, operands=_GDN_OPERANDS,
+    name="gated_delta_net", precision="reduction", family=_FAMILY, level="fused", arity=_gdn_arity, operands=_GDN_OPERANDS,
     attrs={"state_size": AttrSpec("int", doc="n, the head dim (state S is n×n per head)"),
            "carry_state": AttrSpec("bool", default=False, doc="a 6th operand state [b, h, n, n] is the initial S"),
            "output": AttrSpec("str", default="y", choices=("y", "state"),
@@ -324,7 +324,7 @@ def _rope2d_decompose(g: Graph, operands, attrs) -> Value:
 
 
 defop(
-    name="axial_rope2d", family=_FAMILY, level="fused", arity=1, operands=("x",),
+    name="axial_rope2d", precision="data_movement", family=_FAMILY, level="fused", arity=1, operands=("x",),
     attrs={"end_x": AttrSpec("int", doc="grid width"), "end_y": AttrSpec("int", doc="grid height"),
            "head_dim": AttrSpec("int", doc="D, a multiple of 4"), "num_heads": AttrSpec("int", doc="H"),
            "theta": AttrSpec("float", default=10000.0), "repeat_factor": AttrSpec("int", default=1)},

@@ -66,7 +66,7 @@ def _reshape_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="reshape", family="shape", arity=1, operands=("x",),
+    name="reshape", precision="data_movement", family="shape", arity=1, operands=("x",),
     attrs={"new_shape": AttrSpec("ints", doc="target dims; at most one -1 (inferred); 0 is a literal 0")},
     flags={"complex_ad"}, infer=_reshape_type,
     vjp=lambda ctx, node, ct: [ctx.reshape(ct, ctx.operand(node, 0).shape)],
@@ -107,7 +107,7 @@ def _transpose_type(ins, attrs):
 
 
 defop(
-    name="transpose", family="shape", arity=1, operands=("x",),
+    name="transpose", precision="data_movement", family="shape", arity=1, operands=("x",),
     attrs={"perm": AttrSpec("ints", default=None, doc="axis permutation; None reverses the axes")},
     canonicalize=_transpose_canon, flags={"complex_ad"}, infer=_transpose_type,
     vjp=lambda ctx, node, ct: [ctx.graph.transpose(ct, perm=[int(i) for i in np.argsort(node.attrs["perm"])])],
@@ -169,7 +169,7 @@ def _narrow_vjp(ctx, node, ct):
 
 
 defop(
-    name="narrow", family="shape", arity=1, operands=("x",),
+    name="narrow", precision="data_movement", family="shape", arity=1, operands=("x",),
     attrs={"axis": AttrSpec("int"), "start": AttrSpec("int"), "length": AttrSpec("int")},
     aliases={"len": "length"},
     canonicalize=_canon_axis, flags={"complex_ad"}, infer=_narrow_type, kernel=_narrow_kernel,
@@ -234,7 +234,7 @@ def _concat_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="concat", family="shape", arity=VARIADIC, operands=("parts",),
+    name="concat", precision="data_movement", family="shape", arity=VARIADIC, operands=("parts",),
     attrs={"axis": AttrSpec("int", default=0)},
     canonicalize=_canon_axis, flags={"complex_ad"}, infer=_concat_type,
     vjp=_concat_vjp, jvp=_concat_jvp, batch=_concat_batch,
@@ -269,7 +269,7 @@ def _expand_type(ins, attrs):
 
 
 defop(
-    name="expand", family="shape", arity=1, operands=("x",),
+    name="expand", precision="data_movement", family="shape", arity=1, operands=("x",),
     attrs={"target_shape": AttrSpec("ints", doc="result dims; -1 keeps the input dim")},
     flags={"complex_ad"}, infer=_expand_type,
     vjp=lambda ctx, node, ct: [ctx.unbroadcast(ct, ctx.operand(node, 0))],
@@ -338,7 +338,7 @@ def _gather_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="gather", family="shape", arity=2, operands=("table", "indices"),
+    name="gather", precision="data_movement", family="shape", arity=2, operands=("table", "indices"),
     attrs={"axis": AttrSpec("int", default=0)},
     canonicalize=_canon_axis, flags={"complex_ad"}, infer=_gather_type, kernel=_gather_kernel,
     vjp=_gather_vjp,

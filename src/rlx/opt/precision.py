@@ -1,10 +1,12 @@
 """Automatic mixed precision (PIPELINE.md §3.10): run each op in the precision its class asks for.
 
-Every op is in one class — compute (matmul, conv, attention, scans, custom ops, anything not
-listed), reduction (norms, softmax, reduce, cumulative sums, sampling, SSM scans, cross
-entropy), elementwise, data movement, or boundary (graph leaves) — and a policy gives each class
-a dtype. The pass rebuilds the graph so that an op of a class set to f16 / bf16 reads its
-float32 operands through casts (one cast per value and dtype) and computes in that dtype.
+Every op declares its class in its registry entry (``OpDef.precision``): compute (matmuls,
+convolutions), reduction (norms, softmax, reduce, cumulative sums, sampling, SSM scans, cross
+entropy), elementwise, data movement, boundary (graph leaves), or ``f32`` — the default, for
+an op not known to be float16-safe (dense solves, FFTs, attention, scans, custom ops): no
+policy lowers it. A policy gives each of the first four classes a dtype. The pass rebuilds the
+graph so that an op of a class set to f16 / bf16 reads its float32 operands through casts (one
+cast per value and dtype) and computes in that dtype.
 
 Where upstream overwrote every node's dtype, this pass re-derives each node's type from its
 op's rule, so it fixes upstream's three bugs (§3.10): only float32 values change (token ids,
@@ -23,31 +25,13 @@ from typing import Any
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Node
+from rlx.ir.opdef import get_op, has_op
 from rlx.ir.shape import TensorType
 from rlx.opt.fusion import infers
 from rlx.opt.manager import Pass, PassResult
 from rlx.opt.rebuild import Rebuilder
 
 CLASSES = ("compute", "reduction", "elementwise", "data_movement", "boundary")
-
-_CLASS_OF: dict[str, str] = {
-    **dict.fromkeys((
-        "layer_norm", "layer_norm2d", "rms_norm", "group_norm", "softmax", "reduce", "cumulative", "sample",
-        "selective_scan", "gated_delta_net", "softmax_cross_entropy", "softmax_cross_entropy_backward",
-        "fused_residual_layer_norm", "fused_residual_rms_norm", "layer_norm_backward_input", "layer_norm_backward_gamma",
-        "rms_norm_backward_input", "rms_norm_backward_gamma", "rms_norm_backward_beta", "group_norm_backward_input",
-        "group_norm_backward_gamma", "group_norm_backward_beta"), "reduction"),
-    **dict.fromkeys((
-        "activation", "binary", "compare", "where", "binary_ext", "unary_math", "conjugate", "fused_swiglu",
-        "elementwise_region", "quantize", "dequantize", "fake_quantize", "fake_quantize_backward", "fake_quantize_lsq",
-        "fake_quantize_lsq_backward_x", "fake_quantize_lsq_backward_scale", "observer_update", "relu_backward",
-        "activation_backward", "complex_norm_sq", "complex_norm_sq_backward"), "elementwise"),
-    **dict.fromkeys((
-        "gather", "narrow", "reshape", "transpose", "concat", "expand", "cast", "rope", "rope_backward", "axial_rope2d",
-        "pool2d", "max_pool2d_backward", "fused_attention_block", "top_k", "arg_reduce", "scatter_add", "scatter_elements",
-        "gather_elements", "gather_backward", "resize_nearest_2x", "if_", "while_"), "data_movement"),
-    **dict.fromkeys(("input", "param", "constant"), "boundary"),
-}
 
 _F16, _BF16 = DType.F16, DType.BF16
 POLICIES: dict[str, Mapping[str, DType]] = {
@@ -60,8 +44,9 @@ POLICIES: dict[str, Mapping[str, DType]] = {
 
 
 def op_class(op: str) -> str:
-    """The precision class of an op (``compute`` for anything not listed, custom ops included)."""
-    return _CLASS_OF.get(op, "compute")
+    """The precision class an op declares (``OpDef.precision``). ``"f32"`` — the default of any op
+    that does not opt in, custom ops included — is in no policy, so such an op keeps its dtype."""
+    return get_op(op).precision if has_op(op) else "f32"
 
 
 def resolve_policy(policy: str | Mapping[str, Any]) -> dict[str, DType]:

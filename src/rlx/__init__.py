@@ -1,6 +1,6 @@
 """rlx: a standalone, serializable, optimizable tensor IR for ML compilers.
 
-The public surface of ``../shared/API.md``. ``rlx.onnx`` and ``rlx.torch`` are submodules
+The public surface: every name in ``__all__`` (docs/architecture.md). ``rlx.onnx`` and ``rlx.torch`` are submodules
 loaded on first access; their frameworks are imported only when their functions run.
 """
 

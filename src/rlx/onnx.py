@@ -1,4 +1,4 @@
-"""``rlx.onnx``: ONNX interop (API.md "Interop").
+"""``rlx.onnx``: ONNX interop (part of the public surface, next to ``rlx.torch``).
 
 ``rlx.onnx.import_model(path_or_proto) -> (graph, params)`` and
 ``rlx.onnx.export(graph, params) -> onnx.ModelProto``. The ``onnx`` package is imported

@@ -30,10 +30,9 @@ Pipeline:
    arrays fed to every run.
 
 Where it lives: the training compiler composes ``autodiff`` and ``opt`` (differentiate,
-optimize) with ``lir`` and ``runtime`` (plan, execute). DESIGN.md's layering lets
-``runtime`` import only ``lir, ops, ir`` and ``autodiff`` only ``opt, ops, ir``, so it fits
-in neither; like ``backends`` and ``cli`` it sits above all of them, as the top-level
-module ``rlx.train`` (nothing below imports it).
+optimize) with ``lir`` and ``runtime`` (plan, execute), so in the layering of
+docs/architecture.md it sits above all of them, with the backends, as the top-level module
+``rlx.train`` (nothing below imports it).
 """
 
 from __future__ import annotations

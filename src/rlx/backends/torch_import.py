@@ -388,8 +388,6 @@ def _unary(kind: str) -> Converter:
     return convert
 
 
-for _name, _kind in _UNARY.items():
-    _CONVERTERS[f"{_name}.default"] = _unary(_kind)
 
 
 @_conv("aten.gelu.default")
@@ -767,9 +765,6 @@ def _unary_math(kind: str) -> Converter:
     return convert
 
 
-for _kind, _row in UNARY_MATH_KINDS.items():
-    for _name in _row.torch:
-        _conv(f"{_name}.default")(_unary_math(_kind))
 
 
 @_conv("aten.cumsum.default", "aten.cumprod.default")
@@ -1353,3 +1348,12 @@ def _check_type(cx: _Ctx, v: Value, val: Any) -> Value:
         raise cx.fail(f"converted to shape {list(v.shape)} but torch recorded {list(shape)}")
     return cx.cast(v, dtype)
 
+
+
+# The kind rows' aten names register last: a row names the aten op computing exactly its kind,
+# so it wins over a hand converter above (rlx.ops.kinds; CONTRIBUTING.md).
+for _name, _kind in _UNARY.items():
+    _CONVERTERS[f"{_name}.default"] = _unary(_kind)
+for _kind, _row in UNARY_MATH_KINDS.items():
+    for _name in _row.torch:
+        _CONVERTERS[f"{_name}.default"] = _unary_math(_kind)

@@ -223,6 +223,7 @@ ACTIVATION_KINDS: Mapping[str, Kind] = {k.name: k for k in (
     Kind("round", lambda xp, x: xp.sign(x) * xp.floor(xp.abs(x) + 0.5), lambda xp, x, y, v: v,
          domain=FLOAT_INT, int_identity=True, upstream="Round",
          doc="half away from zero; straight-through derivative"),
+    # new activation kinds go here: one row (CONTRIBUTING.md, "Adding an elementwise kind")
 )}
 
 _INV_SQRT = {"asin": 1.0, "acos": -1.0}

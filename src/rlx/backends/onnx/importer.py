@@ -465,7 +465,6 @@ _ACT = {row.onnx: k for k, row in ACTIVATION_KINDS.items() if row.onnx}
 _MATH = {row.onnx: k for k, row in UNARY_MATH_KINDS.items() if row.onnx}
 
 
-@converter(*_ACT)
 def _act(cx, node, ins, attrs):
     x = ins[0]
     if node.op_type == "Relu" and x.dtype.is_int:
@@ -473,7 +472,6 @@ def _act(cx, node, ins, attrs):
     return cx.g.activation(x, kind=_ACT[node.op_type])
 
 
-@converter(*_MATH)
 def _math(cx, node, ins, attrs):
     return cx.g.unary_math(ins[0], kind=_MATH[node.op_type])
 
@@ -2541,3 +2539,11 @@ def _loop_unrolled(cx, node, ins, attrs):
         parts = [_reshape(cx, v, [1, *v.shape]) for v in items]
         results.append(cx.g.concat(parts, axis=0) if len(parts) > 1 else parts[0])
     return results
+
+
+# The kind rows' ONNX ops register last: a row names the ONNX op computing exactly its kind, so
+# it wins over a composite converter above (rlx.ops.kinds; CONTRIBUTING.md).
+for _op_type in _ACT:
+    CONVERTERS[_op_type] = _act
+for _op_type in _MATH:
+    CONVERTERS[_op_type] = _math

@@ -715,16 +715,6 @@ def _embedding(cx, node, weight, indices, padding_idx=-1, scale_grad_by_freq=Fal
     return cx.g.gather(weight, indices, axis=0)
 
 
-@_conv("aten.index.Tensor")
-def _index(cx, node, x, indices):
-    """x[..., idx, ...] with one integer index tensor (other positions are full slices)."""
-    given = [(i, t) for i, t in enumerate(indices) if t is not None]
-    if len(given) != 1 or not isinstance(given[0][1], Value) or not given[0][1].dtype.is_int:
-        raise cx.fail("only indexing with a single integer index tensor is supported (no boolean masks, no multiple indices)")
-    axis, idx = given[0]
-    return cx.g.gather(x, idx, axis=axis)
-
-
 @_conv("aten.index_select.default")
 def _index_select(cx, node, x, dim, index):
     return cx.g.gather(x, index, axis=_axis(dim, len(x.shape)))
@@ -1356,3 +1346,9 @@ def _check_type(cx: _Ctx, v: Value, val: Any) -> Value:
         raise cx.fail(f"converted to shape {list(v.shape)} but torch recorded {list(shape)}")
     return cx.cast(v, dtype)
 
+
+
+from rlx.backends import (  # noqa: E402  (each module registers its converters on import)
+    torch_import_index,  # noqa: F401  (index / index_put / gather / slice_scatter / select_scatter / copy)
+    torch_import_pad,  # noqa: F401  (every pad mode, vector norms)
+)

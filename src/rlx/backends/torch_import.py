@@ -1095,6 +1095,18 @@ def _upsample_nearest2d(cx, node, x, *args, **kwargs):
 
 
 # --------------------------------------------------------------------------- attention
+def _repeat_kv_heads(cx: _Ctx, t: Value, heads: int) -> Value:
+    """Grouped-query attention (enable_gqa): query head h reads key/value head h // (heads / kv_heads)."""
+    b, kv, s, d = t.shape
+    kv = cx.static(kv, "number of key/value heads")
+    if heads % kv:
+        raise cx.fail(f"{heads} query heads are not a multiple of {kv} key/value heads")
+    if kv == heads:
+        return t
+    grouped = cx.g.expand(_reshape(cx, t, [b, kv, 1, s, d]), target_shape=[-1, kv, heads // kv, -1, d])
+    return _reshape(cx, grouped, [b, heads, s, d])
+
+
 @_conv("aten.scaled_dot_product_attention.default")
 def _sdpa(cx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     if dropout_p:
@@ -1107,7 +1119,7 @@ def _sdpa(cx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, sca
         raise cx.fail("key / value head dims different from the query's are not supported")
     heads = cx.static(q.shape[1], "number of heads") if rank == 4 else 1
     if rank == 4 and (k.shape[1] != heads or v.shape[1] != heads):
-        raise cx.fail("grouped-query attention (fewer key/value heads) is not supported; repeat the KV heads first")
+        k, v = (_repeat_kv_heads(cx, t, heads) for t in (k, v))
     sq, sk = q.shape[-2], k.shape[-2]
     dtype = q.dtype
     attrs: dict[str, Any] = {"num_heads": heads, "head_dim": head_dim, "score_scale": None if scale is None else float(scale)}

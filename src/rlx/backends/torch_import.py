@@ -649,21 +649,24 @@ def _flip(cx, node, x, dims):
     return x
 
 
+def _position(cx: _Ctx, x: Value, dim: int, index: Any, what: str) -> tuple[int, int]:
+    """(axis, static non-negative position) of a torch (dim, index) pair; negative indices count from the end."""
+    axis = _axis(dim, len(x.shape))
+    index = cx.static(index, what)
+    if index < 0:
+        index += cx.static(x.shape[axis], "axis size")
+    return axis, index
+
+
 @_conv("aten.narrow.default")
 def _narrow(cx, node, x, dim, start, length):
-    axis = _axis(dim, len(x.shape))
-    start = cx.static(start, "narrow start")
-    if start < 0:
-        start += cx.static(x.shape[axis], "axis size")
+    axis, start = _position(cx, x, dim, start, "narrow start")
     return cx.g.narrow(x, axis, start, cx.static(length, "narrow length"))
 
 
 @_conv("aten.select.int", "aten.select_copy.int")
 def _select(cx, node, x, dim, index):
-    axis = _axis(dim, len(x.shape))
-    index = cx.static(index, "select index")
-    if index < 0:
-        index += cx.static(x.shape[axis], "axis size")
+    axis, index = _position(cx, x, dim, index, "select index")
     return _reshape(cx, cx.g.narrow(x, axis, index, 1), cx.out_shape())
 
 

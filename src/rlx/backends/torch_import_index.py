@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx.backends.torch_import import _axis, _conv, _Ctx, _reshape, _slice_bounds
+from rlx.backends.torch_import import _axis, _conv, _Ctx, _position, _reshape, _slice_bounds
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 
@@ -90,10 +90,7 @@ def _slice_scatter(cx, node, x, src, dim=0, start=None, end=None, step=1):
 @_conv("aten.select_scatter.default")
 def _select_scatter(cx, node, x, src, dim, index):
     """x[..., index, ...] = src (src lacks the axis)."""
-    axis = _axis(dim, len(x.shape))
-    index = cx.static(index, "select_scatter index")
-    if index < 0:
-        index += cx.static(x.shape[axis], "axis size")
+    axis, index = _position(cx, x, dim, index, "select_scatter index")
     shape = list(x.shape)
     shape[axis] = 1
     return _splice(cx, x, _reshape(cx, cx.cast(src, x.dtype), shape), axis, index, index + 1)

@@ -29,7 +29,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from exec_peers import _threads  # noqa: E402
+from exec_peers import _threads
 
 THREADS = _threads(sys.argv) or os.cpu_count() or 1
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):

@@ -69,11 +69,13 @@ class _Frame:
     ``loaded`` maps each param name to the array last copied into (or pointed at by) this frame,
     ``version`` the executor's param version the frame was last synced to."""
 
-    __slots__ = ("arena", "env", "loaded", "raw", "steps", "version")
+    __slots__ = ("arena", "env", "loaded", "raw", "steps", "version", "weight_steps", "weights_ready")
 
     def __init__(self, raw: np.ndarray, arena: np.ndarray, env: list[Any]):
         self.raw, self.arena, self.env = raw, arena, env
         self.steps: list[Step] = []
+        self.weight_steps: list[Step] = []  # the weight-only nodes, run when the frame's params change
+        self.weights_ready = False
         self.loaded: dict[str, Any] = {}
         self.version = -1
 
@@ -90,9 +92,10 @@ class ArenaExecutor:
 
     backend = "numpy"
 
-    def __init__(self, lir: LirModule, params: Mapping[str, Any] | None = None, *, adopt: bool = True):
+    def __init__(self, lir: LirModule, params: Mapping[str, Any] | None = None, *, adopt: bool = True,
+                 fold_weights: bool = True):
         self.lir = lir
-        self.adopt = adopt
+        self.adopt, self.fold_weights = adopt, fold_weights
         self.graph = lir.graph
         self._params: dict[str, np.ndarray] = {}
         self._version = 0  # bumped by set_params; a frame behind it resyncs its params
@@ -168,6 +171,17 @@ class ArenaExecutor:
         self._adopted = {nid for nid in p.schedule if self.adopt and nid in placed and nid not in p.view_aliases and nid not in roots
                          and nodes[nid].op not in LEAVES and get_op(nodes[nid].op).kernel is not None
                          and _into_of(nodes[nid], [nodes[i].type for i in nodes[nid].inputs]) is None}
+        # weight-only nodes (params and constants in, not an output, not viewed): computed when params are bound
+        self._weight_only: set[int] = set()
+        if self.fold_weights:
+            outs, viewish = set(g.output_ids), roots | set(p.view_aliases)
+            known = {nid for nid in p.schedule if nodes[nid].op in ("param", "constant")}
+            for nid in p.schedule:
+                node = nodes[nid]
+                if (node.op not in LEAVES and nid not in outs and nid not in viewish and node.inputs
+                        and all(i in known for i in node.inputs)):
+                    known.add(nid)
+                    self._weight_only.add(nid)
         fresh_ids = {nid for nid, _, _ in self._fresh}
         given: set[int] = set()
         self._hand_over: list[bool] = []  # output i returned as is (a fresh array) rather than copied
@@ -187,6 +201,9 @@ class ArenaExecutor:
         for nid, slot in p.assignments.items():
             env[nid] = _slot_array(arena, slot.offset, nodes[nid].type)
             fixed[nid] = nid not in self._adopted
+        for nid in self._weight_only:  # kept across runs: never in a slot that other nodes reuse
+            if nid in p.assignments:
+                env[nid] = np.empty(tuple(nodes[nid].shape), nodes[nid].dtype.numpy)
         frame = _Frame(raw, arena, env)
         fresh = {nid for nid, _, _ in self._fresh}
         for nid in p.schedule:
@@ -211,8 +228,8 @@ class ArenaExecutor:
             if not fixed[nid] and nid not in fresh and nid not in self._adopted:  # zero-sized or otherwise unplanned: a private buffer
                 env[nid] = np.empty(tuple(node.shape), node.dtype.numpy)
                 fixed[nid] = True
-            frame.steps.append(self._make_step(node, env, fixed))
-        self._step_count = len(frame.steps)
+            (frame.weight_steps if nid in self._weight_only else frame.steps).append(self._make_step(node, env, fixed))
+        self._step_count = len(frame.steps) + len(frame.weight_steps)
         self._frames += 1
         return frame
 
@@ -271,13 +288,17 @@ class ArenaExecutor:
         adopt = nid not in {a.root for a in self.lir.plan.view_aliases.values()}  # no view was made of env[nid]
         guarded = [i for i in ins if not self.graph.nodes[i].op == "constant"]
         slot = env[nid] if nid in self._adopted else None  # the planned slot, for results that cannot be adopted
+        # a weight-only node reads only params / constants, whose memory outlives the run: even a view is kept as it is
+        any_result = nid in self._weight_only
 
         def step() -> None:
             args = [env[i].astype(np.float32) if w else env[i] for i, w in zip(ins, widen)]
             res = np.asarray(kernel(args, attrs, out_type))
             if res.shape != shape:
                 raise RlxError(f"kernel of {op!r} (node %{nid}) returned shape {list(res.shape)}, expected {list(shape)}")
-            if (adopt and res.dtype == dtype and res.base is None and res.flags.c_contiguous and res.flags.writeable
+            if any_result and res.dtype == dtype:
+                env[nid] = res
+            elif (adopt and res.dtype == dtype and res.base is None and res.flags.c_contiguous and res.flags.writeable
                     and not any(res is env[i] for i in guarded)):
                 env[nid] = res  # a fresh array from the kernel: hand it over instead of copying it
             elif slot is not None:
@@ -309,7 +330,7 @@ class ArenaExecutor:
 
     def _sync(self, frame: _Frame, given: Mapping[str, np.ndarray] | None) -> None:
         """Make ``frame`` hold the bound params, overridden by ``given`` (this run's ``params=``)."""
-        if frame.version == self._version and not given:
+        if frame.version == self._version and not given and frame.weights_ready:
             return
         with self._lock:
             want, version = dict(self._params), self._version
@@ -325,7 +346,13 @@ class ArenaExecutor:
             else:
                 env[nid] = _contiguous(arr)
             frame.loaded[name] = arr
+            frame.weights_ready = False
         frame.version = -1 if given else version  # a run's own params: resync before the next run
+        if not frame.weights_ready and len(frame.loaded) == len(self._param_ids):
+            with np.errstate(all="ignore"):
+                for step in frame.weight_steps:
+                    step()
+            frame.weights_ready = True
 
     def _acquire(self) -> _Frame:
         with self._lock:
@@ -381,7 +408,8 @@ class ArenaExecutor:
         with self._lock:
             ex = self._special.get(key)
             if ex is None:
-                ex = ArenaExecutor(specialize(self.lir, dict(binding)), params=self._params or None, adopt=self.adopt)
+                ex = ArenaExecutor(specialize(self.lir, dict(binding)), params=self._params or None, adopt=self.adopt,
+                                   fold_weights=self.fold_weights)
                 self._special[key] = ex
         return ex
 

@@ -17,6 +17,7 @@ from rlx.ir.errors import FeedError, RlxError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.opdef import OpDef, get_op
 from rlx.ir.shape import TensorType
+from rlx.ir.symbolic import solve_for, substitute
 
 
 def bind_feed(g: Graph, inputs: Mapping[str, Any] | None, params: Mapping[str, Any] | None) -> tuple[dict[int, np.ndarray], dict[str, int]]:
@@ -30,6 +31,8 @@ def bind_feed(g: Graph, inputs: Mapping[str, Any] | None, params: Mapping[str, A
     problems: list[str] = []
     fed: dict[int, np.ndarray] = {}
     binding: dict[str, int] = {}
+    bound_by: dict[str, str] = {}
+    compound: list[tuple[str, int, Any, int]] = []
     for kind, declared, given in (("input", g.inputs(), inputs), ("param", g.params(), params)):
         for name in given.keys() - declared.keys():
             other = "param" if kind == "input" else "input"
@@ -53,17 +56,56 @@ def bind_feed(g: Graph, inputs: Mapping[str, Any] | None, params: Mapping[str, A
             if arr.ndim != len(node.shape):
                 problems.append(f"{kind} {name!r}: shape {list(arr.shape)} given, {node.shape!r} declared")
                 continue
-            for axis, (dim, size) in enumerate(zip(node.shape, arr.shape)):
-                if isinstance(dim, str):
-                    if binding.setdefault(dim, size) != size:
-                        problems.append(f"{kind} {name!r}: axis {axis} is symbol {dim!r} = {binding[dim]} elsewhere, but {size} here")
-                elif dim != size:
-                    problems.append(f"{kind} {name!r}: shape {list(arr.shape)} given, {node.shape!r} declared")
-                    break
+            if not _bind_dims(f"{kind} {name!r}", node.shape, arr.shape, binding, bound_by, problems, compound):
+                continue
             fed[node.id] = arr
+    _bind_compound(compound, binding, bound_by, problems)
     if problems:
         raise FeedError(f"bad feed for graph {g.name!r}:\n  - " + "\n  - ".join(problems))
     return fed, binding
+
+
+def _bind_dims(what: str, declared: Any, given: tuple[int, ...], binding: dict[str, int], bound_by: dict[str, str],
+               problems: list[str], compound: list[tuple[str, int, Any, int]]) -> bool:
+    """Bind the bare symbols of one fed array's shape; queue expression dims for later."""
+    for axis, (dim, size) in enumerate(zip(declared, given)):
+        if dim.__class__ is int:
+            if dim != size:
+                problems.append(f"{what}: shape {list(given)} given, {declared!r} declared")
+                return False
+        elif len(dim.symbols) == 1 and dim in dim.symbols:
+            if binding.setdefault(dim, size) != size:
+                problems.append(f"{what}: axis {axis} is symbol {str(dim)!r} = {binding[dim]} elsewhere, but {size} here "
+                                f"(bound by {bound_by[dim]})")
+            bound_by.setdefault(dim, f"{what} axis {axis}")
+        else:
+            compound.append((what, axis, dim, size))
+    return True
+
+
+def _bind_compound(compound: list[tuple[str, int, Any, int]], binding: dict[str, int], bound_by: dict[str, str],
+                   problems: list[str]) -> None:
+    """Solve expression dims (``2*n + 1``) for their one unbound symbol, then check them all."""
+    pending = list(compound)
+    while pending:
+        progress = False
+        for item in list(pending):
+            what, axis, dim, size = item
+            solved = solve_for(dim, size, binding)
+            if solved is not None:
+                binding[solved[0]] = solved[1]
+                bound_by[solved[0]] = f"{what} axis {axis} ({dim} = {size})"
+                pending.remove(item)
+                progress = True
+        if not progress:
+            break
+    for what, axis, dim, size in compound:
+        value = substitute(dim, binding)
+        if value.__class__ is not int:
+            problems.append(f"{what}: axis {axis} is {dim}, which the feed does not determine (unbound: "
+                            f"{sorted(value.symbols)})")
+        elif value != size:
+            problems.append(f"{what}: axis {axis} is {dim} = {value} by the other feeds, but {size} here")
 
 
 def compute_dtype(dtype: DType) -> np.dtype:

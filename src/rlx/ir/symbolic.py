@@ -300,7 +300,7 @@ def mod(a: Dim, b: Dim) -> Dim:
 
 
 def _minmax(op: str, a: Dim, b: Dim) -> Dim:
-    ge = _try_ge(a, b)
+    ge = known_ge(a, b)
     if ge is not None:
         return (a if ge else b) if op == "max" else (b if ge else a)
     if str(a) > str(b):  # commutative: canonical argument order
@@ -391,7 +391,7 @@ def bounds(d: Dim) -> tuple:
     return (max(lo, _shifted_lower(d)), hi)  # type: ignore[arg-type]
 
 
-def _try_ge(a: Dim, b: Dim) -> bool | None:
+def known_ge(a: Dim, b: Dim) -> bool | None:
     """True / False when ``a >= b`` holds / fails for all sizes, None when it depends on them."""
     diff = _add(a, b, -1)
     if diff.__class__ is int:
@@ -405,7 +405,7 @@ def _try_ge(a: Dim, b: Dim) -> bool | None:
 
 
 def _decide_ge(a: Dim, b: Dim, op: str, shown: tuple | None = None) -> bool:
-    ge = _try_ge(a, b)
+    ge = known_ge(a, b)
     if ge is None:
         left, right = shown if shown is not None else (a, b)
         raise ShapeError(f"cannot decide whether {left} {op} {right}: it depends on the symbol sizes")
@@ -477,6 +477,55 @@ def solve_for(d: SymDim, size: int, binding: Mapping[str, int]) -> tuple[str, in
     if terms or not coeff or (size - const) % coeff:
         return None
     return name, (size - const) // coeff
+
+
+def bind_symbols(shapes: Iterable[tuple[str, Iterable[Any], Iterable[int]]]) -> tuple[dict[str, int], list[str]]:
+    """Symbol sizes from (what, declared dims, actual sizes) triples, e.g. a run's feeds.
+
+    Bare symbols bind directly; an expression dim (``2*n + 1``) is solved for its one
+    unbound symbol once the others are known, then every dim is checked. Returns the binding
+    and the problems (each naming the feeds involved: ``batch`` bound to 2 by ``x`` and to 3
+    by ``y`` names both)."""
+    binding: dict[str, int] = {}
+    bound_by: dict[str, str] = {}
+    problems: list[str] = []
+    compound: list[tuple[str, int, SymDim, int]] = []
+    for what, declared, actual in shapes:
+        declared, actual = tuple(declared), tuple(int(n) for n in actual)
+        for axis, (dim, size) in enumerate(zip(declared, actual)):
+            if dim.__class__ is not SymDim:
+                if dim != size:
+                    problems.append(f"{what}: shape {list(actual)} given, [{', '.join(str(d) for d in declared)}] declared")
+                    break
+            elif dim in dim.symbols:  # a bare symbol
+                name = str(dim)
+                if binding.setdefault(name, size) != size:
+                    problems.append(f"{what}: axis {axis} is symbol {name!r} = {binding[name]} elsewhere, but {size} "
+                                    f"here (bound by {bound_by[name]})")
+                bound_by.setdefault(name, f"{what} axis {axis}")
+            else:
+                compound.append((what, axis, dim, size))
+    pending = list(compound)
+    while pending:
+        solved_any = False
+        for item in list(pending):
+            what, axis, dim, size = item
+            solved = solve_for(dim, size, binding)
+            if solved is not None:
+                binding[solved[0]] = solved[1]
+                bound_by[solved[0]] = f"{what} axis {axis} ({dim} = {size})"
+                pending.remove(item)
+                solved_any = True
+        if not solved_any:
+            break
+    for what, axis, dim, size in compound:
+        value = substitute(dim, binding)
+        if value.__class__ is not int:
+            problems.append(f"{what}: axis {axis} is {dim}, which the other sizes do not determine "
+                            f"(unbound: {sorted(value.symbols)})")
+        elif value != size:
+            problems.append(f"{what}: axis {axis} is {dim} = {value} by the other sizes, but {size} here")
+    return binding, problems
 
 
 # ------------------------------------------------------------------ text
@@ -622,6 +671,11 @@ def parse_dim_at(text: str, pos: int) -> tuple[Dim, int]:
 def encode_dim(d: Dim) -> int | str:
     """JSON form of a dim: the int, or the canonical text (a bare name for a symbol)."""
     return d if d.__class__ is int else str.__str__(d)  # type: ignore[arg-type]
+
+
+def encode_shape(dims: Iterable[Any]) -> list[int | str]:
+    """JSON form of a shape (a list of :func:`encode_dim`)."""
+    return [d if d.__class__ is int else str.__str__(d) for d in dims]
 
 
 def decode_dim(v: Any) -> Dim:

@@ -17,7 +17,8 @@ from rlx.ir.errors import FeedError, RlxError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.opdef import OpDef, get_op
 from rlx.ir.shape import TensorType
-from rlx.ir.symbolic import solve_for, substitute
+from rlx.ir.symbolic import bind_symbols
+from rlx.lir.specialize import bind_attrs
 
 
 def bind_feed(g: Graph, inputs: Mapping[str, Any] | None, params: Mapping[str, Any] | None) -> tuple[dict[int, np.ndarray], dict[str, int]]:
@@ -30,9 +31,7 @@ def bind_feed(g: Graph, inputs: Mapping[str, Any] | None, params: Mapping[str, A
     params = dict(params or {})
     problems: list[str] = []
     fed: dict[int, np.ndarray] = {}
-    binding: dict[str, int] = {}
-    bound_by: dict[str, str] = {}
-    compound: list[tuple[str, int, Any, int]] = []
+    shapes: list[tuple[str, Any, tuple[int, ...]]] = []
     for kind, declared, given in (("input", g.inputs(), inputs), ("param", g.params(), params)):
         for name in given.keys() - declared.keys():
             other = "param" if kind == "input" else "input"
@@ -56,56 +55,13 @@ def bind_feed(g: Graph, inputs: Mapping[str, Any] | None, params: Mapping[str, A
             if arr.ndim != len(node.shape):
                 problems.append(f"{kind} {name!r}: shape {list(arr.shape)} given, {node.shape!r} declared")
                 continue
-            if not _bind_dims(f"{kind} {name!r}", node.shape, arr.shape, binding, bound_by, problems, compound):
-                continue
+            shapes.append((f"{kind} {name!r}", node.shape, arr.shape))
             fed[node.id] = arr
-    _bind_compound(compound, binding, bound_by, problems)
+    binding, mismatches = bind_symbols(shapes)
+    problems += mismatches
     if problems:
         raise FeedError(f"bad feed for graph {g.name!r}:\n  - " + "\n  - ".join(problems))
     return fed, binding
-
-
-def _bind_dims(what: str, declared: Any, given: tuple[int, ...], binding: dict[str, int], bound_by: dict[str, str],
-               problems: list[str], compound: list[tuple[str, int, Any, int]]) -> bool:
-    """Bind the bare symbols of one fed array's shape; queue expression dims for later."""
-    for axis, (dim, size) in enumerate(zip(declared, given)):
-        if dim.__class__ is int:
-            if dim != size:
-                problems.append(f"{what}: shape {list(given)} given, {declared!r} declared")
-                return False
-        elif len(dim.symbols) == 1 and dim in dim.symbols:
-            if binding.setdefault(dim, size) != size:
-                problems.append(f"{what}: axis {axis} is symbol {str(dim)!r} = {binding[dim]} elsewhere, but {size} here "
-                                f"(bound by {bound_by[dim]})")
-            bound_by.setdefault(dim, f"{what} axis {axis}")
-        else:
-            compound.append((what, axis, dim, size))
-    return True
-
-
-def _bind_compound(compound: list[tuple[str, int, Any, int]], binding: dict[str, int], bound_by: dict[str, str],
-                   problems: list[str]) -> None:
-    """Solve expression dims (``2*n + 1``) for their one unbound symbol, then check them all."""
-    pending = list(compound)
-    while pending:
-        progress = False
-        for item in list(pending):
-            what, axis, dim, size = item
-            solved = solve_for(dim, size, binding)
-            if solved is not None:
-                binding[solved[0]] = solved[1]
-                bound_by[solved[0]] = f"{what} axis {axis} ({dim} = {size})"
-                pending.remove(item)
-                progress = True
-        if not progress:
-            break
-    for what, axis, dim, size in compound:
-        value = substitute(dim, binding)
-        if value.__class__ is not int:
-            problems.append(f"{what}: axis {axis} is {dim}, which the feed does not determine (unbound: "
-                            f"{sorted(value.symbols)})")
-        elif value != size:
-            problems.append(f"{what}: axis {axis} is {dim} = {value} by the other feeds, but {size} here")
 
 
 def compute_dtype(dtype: DType) -> np.dtype:
@@ -134,15 +90,16 @@ def kernel_of(opdef: OpDef, evaluate: Callable[[Graph, Sequence[np.ndarray]], li
     return opdef.kernel
 
 
-def eval_node(node: Node, args: list[np.ndarray], out_type: TensorType) -> np.ndarray:
-    """Run one node's reference kernel; check and cast the result to the node's type."""
+def eval_node(node: Node, args: list[np.ndarray], out_type: TensorType, attrs: Mapping[str, Any] | None = None) -> np.ndarray:
+    """Run one node's reference kernel (with ``attrs`` bound to the run's sizes when given);
+    check and cast the result to the node's type."""
     opdef = get_op(node.op)
     kernel = kernel_of(opdef)
     if kernel is None:
         raise RlxError(f"op {node.op!r} (node %{node.id}) has no reference kernel")
     widened = [a.astype(np.float32) if DType.of(a.dtype).is_low_precision_float else a for a in args]
     with np.errstate(all="ignore"):
-        result = np.asarray(kernel(widened, node.attrs, out_type))
+        result = np.asarray(kernel(widened, node.attrs if attrs is None else attrs, out_type))
     if result.shape != tuple(out_type.shape):
         raise RlxError(f"kernel of {node.op!r} (node %{node.id}) returned shape {list(result.shape)}, expected {out_type.shape!r}")
     return result.astype(out_type.dtype.numpy, copy=False)
@@ -158,8 +115,11 @@ def run(g: Graph, inputs: Mapping[str, Any] | None = None, params: Mapping[str, 
         if node.id in fed:
             values[node.id] = fed[node.id]
             continue
-        out_type = TensorType(node.shape.bind(binding), node.dtype) if binding else node.type
-        values[node.id] = eval_node(node, [values[i] for i in node.inputs], out_type)
+        if binding:
+            out_type, attrs = TensorType(node.shape.bind(binding), node.dtype), bind_attrs(node.op, node.attrs, binding)
+        else:
+            out_type, attrs = node.type, node.attrs
+        values[node.id] = eval_node(node, [values[i] for i in node.inputs], out_type, attrs)
         for src in set(node.inputs):
             if remaining.get(src) == node.id and src not in outputs:
                 del values[src]

@@ -195,6 +195,15 @@ def _atom_symbols(atom: tuple) -> frozenset[str]:
     return (a.symbols if a.__class__ is SymDim else frozenset()) | (b.symbols if b.__class__ is SymDim else frozenset())
 
 
+def _lone_atom(d: SymDim) -> tuple | None:
+    """The (op, a, b) atom when ``d`` is exactly one such atom, else None."""
+    if len(d._terms) == 1:
+        (mono, coeff), = d._terms
+        if coeff == 1 and len(mono) == 1 and mono[0][1] == 1 and mono[0][0].__class__ is tuple:
+            return mono[0][0]
+    return None
+
+
 def _atom_dim(op: str, a: Dim, b: Dim) -> Dim:
     return _make({(((op, a, b), 1),): 1})
 
@@ -274,7 +283,12 @@ def floordiv(a: Dim, b: Dim) -> Dim:
         for m, c in a._terms:  # type: ignore[union-attr]
             whole[m], rest[m] = c // b, c % b
         q, r = _make(whole), _make(rest)
-        return _add(q, r // b if r.__class__ is int else _atom_dim("floordiv", r, b), 1)
+        if r.__class__ is int:
+            return _add(q, r // b, 1)
+        nested = _lone_atom(r)
+        if nested is not None and nested[0] == "floordiv" and nested[2].__class__ is int and nested[2] > 0:
+            return _add(q, floordiv(nested[1], nested[2] * b), 1)  # floor(floor(x / c) / b) = floor(x / (c*b))
+        return _add(q, _atom_dim("floordiv", r, b), 1)
     if a == b:
         return 1
     if a == 0:

@@ -45,11 +45,11 @@ def _reshape_type(ins, attrs):
     if holes:
         inferred = floordiv(numel, known) if known != 0 else None
         if inferred is None or inferred * known != numel:
-            raise ShapeError(f"cannot infer -1 in new_shape {Shape(new)!r}: {numel} elements are not "
+            raise ShapeError(f"cannot infer -1 in new_shape [{', '.join(map(str, new))}]: {numel} elements are not "
                              f"{'divisible' if src.is_static and known.__class__ is int else 'provably divisible'} by {known}")
         out[holes[0]] = inferred
     elif known != numel:
-        raise ShapeError(f"cannot reshape {src!r} ({numel} elements) to {Shape(new)!r} ({known} elements)")
+        raise ShapeError(f"cannot reshape {src!r} ({numel} elements) to [{', '.join(map(str, new))}] ({known} elements)")
     return TensorType(Shape(out), ins[0].dtype)
 
 
@@ -246,7 +246,7 @@ def _expand_type(ins, attrs):
         elif d == 1 or d == t:
             out.append(t)
         else:
-            raise ShapeError(f"cannot expand dim {d} to {t} at axis {i} (target_shape {Shape(target)!r})")
+            raise ShapeError(f"cannot expand dim {d} to {t} at axis {i} (target_shape [{', '.join(map(str, target))}])")
     return TensorType(Shape(out), ins[0].dtype)
 
 

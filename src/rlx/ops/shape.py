@@ -32,6 +32,21 @@ def _canon_axis(ins, attrs, key="axis", operand=0):
 
 
 # ---------------------------------------------------------------------------- reshape
+def _zero_size_hole(src, new):
+    """The -1 of an empty reshape (no count to divide): the source dims the target does not
+    name, when that leaves any (``[b, 5, 0] -> [-1, 0, 5]`` gives ``b``); else None (NumPy
+    refuses a -1 in an empty static reshape)."""
+    if src.is_static:
+        return None
+    rest = list(src)
+    for d in new:
+        if d != -1:
+            if d not in rest:
+                return None
+            rest.remove(d)
+    return math.prod(rest) if rest else None
+
+
 def _reshape_type(ins, attrs):
     src, new = ins[0].shape, list(attrs["new_shape"])
     if any(d.__class__ is int and d < -1 for d in new):
@@ -43,7 +58,7 @@ def _reshape_type(ins, attrs):
     numel = math.prod(src)
     out: list = list(new)
     if holes:
-        inferred = floordiv(numel, known) if known != 0 else None
+        inferred = floordiv(numel, known) if known != 0 else _zero_size_hole(src, new)
         if inferred is None or inferred * known != numel:
             raise ShapeError(f"cannot infer -1 in new_shape [{', '.join(map(str, new))}]: {numel} elements are not "
                              f"{'divisible' if src.is_static and known.__class__ is int else 'provably divisible'} by {known}")

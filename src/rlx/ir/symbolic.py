@@ -33,6 +33,21 @@ MAX_DEPTH = 32  # nesting of one dim expression accepted by the parser
 MAX_TERMS = 256  # terms of one polynomial: bounds the work hostile expressions can cause
 
 
+def _operator(fn: Any) -> tuple[Any, Any]:
+    """A binary dunder and its reflected twin: operands are ints and dims, anything else
+    (a plain str, a float) gets NotImplemented."""
+
+    def forward(self: SymDim, other: Any) -> Any:
+        o = _operand(other)
+        return NotImplemented if o is None else fn(self, o)
+
+    def reflected(self: SymDim, other: Any) -> Any:
+        o = _operand(other)
+        return NotImplemented if o is None else fn(o, self)
+
+    return forward, reflected
+
+
 class SymDim(str):
     """A symbolic dim; its ``str`` value is its canonical text (see the module docstring)."""
 
@@ -41,45 +56,11 @@ class SymDim(str):
     _terms: tuple[tuple[_Mono, int], ...]
     symbols: frozenset[str]
 
-    def __add__(self, other: Any) -> Any:
-        o = _operand(other)
-        return NotImplemented if o is None else _add(self, o, 1)
-
-    def __radd__(self, other: Any) -> Any:
-        o = _operand(other)
-        return NotImplemented if o is None else _add(o, self, 1)
-
-    def __sub__(self, other: Any) -> Any:
-        o = _operand(other)
-        return NotImplemented if o is None else _add(self, o, -1)
-
-    def __rsub__(self, other: Any) -> Any:
-        o = _operand(other)
-        return NotImplemented if o is None else _add(o, self, -1)
-
-    def __mul__(self, other: Any) -> Any:
-        o = _operand(other)
-        return NotImplemented if o is None else _mul(self, o)
-
-    def __rmul__(self, other: Any) -> Any:
-        o = _operand(other)
-        return NotImplemented if o is None else _mul(o, self)
-
-    def __floordiv__(self, other: Any) -> Any:
-        o = _operand(other)
-        return NotImplemented if o is None else floordiv(self, o)
-
-    def __rfloordiv__(self, other: Any) -> Any:
-        o = _operand(other)
-        return NotImplemented if o is None else floordiv(o, self)
-
-    def __mod__(self, other: Any) -> Any:
-        o = _operand(other)
-        return NotImplemented if o is None else mod(self, o)
-
-    def __rmod__(self, other: Any) -> Any:  # a plain str on the left is %-formatting: not ours
-        o = _operand(other)
-        return NotImplemented if o is None else mod(o, self)
+    __add__, __radd__ = _operator(lambda a, b: _add(a, b, 1))
+    __sub__, __rsub__ = _operator(lambda a, b: _add(a, b, -1))
+    __mul__, __rmul__ = _operator(lambda a, b: _mul(a, b))
+    __floordiv__, __rfloordiv__ = _operator(lambda a, b: floordiv(a, b))
+    __mod__, __rmod__ = _operator(lambda a, b: mod(a, b))  # a plain str on the left is %-formatting: not ours
 
     def __neg__(self) -> Any:
         return _scale(self, -1)
@@ -87,21 +68,10 @@ class SymDim(str):
     def __pos__(self) -> SymDim:
         return self
 
-    def __ge__(self, other: Any) -> bool:
-        o = _operand(other)
-        return NotImplemented if o is None else _decide_ge(self, o, ">=")
-
-    def __le__(self, other: Any) -> bool:
-        o = _operand(other)
-        return NotImplemented if o is None else _decide_ge(o, self, "<=", (self, o))
-
-    def __gt__(self, other: Any) -> bool:
-        o = _operand(other)
-        return NotImplemented if o is None else _decide_ge(self, o + 1, ">", (self, o))
-
-    def __lt__(self, other: Any) -> bool:
-        o = _operand(other)
-        return NotImplemented if o is None else _decide_ge(o, self + 1, "<", (self, o))
+    __ge__ = _operator(lambda a, b: _decide_ge(a, b, ">=", (a, b)))[0]
+    __le__ = _operator(lambda a, b: _decide_ge(b, a, "<=", (a, b)))[0]
+    __gt__ = _operator(lambda a, b: _decide_ge(a, b + 1, ">", (a, b)))[0]
+    __lt__ = _operator(lambda a, b: _decide_ge(b, a + 1, "<", (a, b)))[0]
 
     __hash__ = str.__hash__
 
@@ -418,10 +388,10 @@ def known_ge(a: Dim, b: Dim) -> bool | None:
     return None
 
 
-def _decide_ge(a: Dim, b: Dim, op: str, shown: tuple | None = None) -> bool:
+def _decide_ge(a: Dim, b: Dim, op: str, shown: tuple) -> bool:
     ge = known_ge(a, b)
     if ge is None:
-        left, right = shown if shown is not None else (a, b)
+        left, right = shown
         raise ShapeError(f"cannot decide whether {left} {op} {right}: it depends on the symbol sizes")
     return ge
 

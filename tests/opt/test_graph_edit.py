@@ -41,9 +41,9 @@ def test_inline_with_param_bindings_and_errors():
     w = np.eye(3, dtype=np.float32)
     (got,) = rlx.run(g, inputs={"a": np.ones((2, 3), np.float32)}, params={"other": w})
     np.testing.assert_allclose(got, np.tanh(np.ones((2, 3)) + 0.5), rtol=1e-6)
-    with pytest.raises(rlx.RlxError, match="input 'x'.*no binding"):
+    with pytest.raises(rlx.RlxError, match=r"input 'x'.*no binding"):
         rlx.inline_into(g, _block(), {})
-    with pytest.raises(rlx.RlxError, match="param 'w'.*no binding"):
+    with pytest.raises(rlx.RlxError, match=r"param 'w'.*no binding"):
         rlx.inline_into(g, _block(), {"x": a}, {})
     with pytest.raises(rlx.RlxError, match=r"\[2, 3\] f32 in the source"):
         rlx.inline_into(g, _block(), {"x": g.input("b", (3, 3))})

@@ -34,9 +34,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("convert", parents=[parent],
-                       help="convert an ONNX model, a torch.export program (.pt2) or upstream rlx-ir JSON to .rlx")
-    p.set_defaults(func=run, parser=p)
+    p = common.command_parser(sub, parent, "convert", run,
+                              "convert an ONNX model, a torch.export program (.pt2) or upstream rlx-ir JSON to .rlx",
+                              file_help=None)
     p.add_argument("model", help="model.onnx, model.pt2 written by torch.export.save, or an upstream rlx-ir .json document")
     p.add_argument("-o", "--output", required=True, help="output .rlx file (weights in OUTPUT.safetensors)")
     common.dim_argument(p)

@@ -14,8 +14,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("demo", parents=[parent], help="build, lower, optimize, plan, run, train, save and draw a small transformer")
-    p.set_defaults(func=run, parser=p)
+    p = common.command_parser(sub, parent, "demo", run, "build, lower, optimize, plan, run, train, save and draw a small transformer",
+                              file_help=None)
     p.add_argument("--out", default="rlx-demo", help="directory for the files and pictures (default ./rlx-demo)")
     p.add_argument("--steps", type=common.positive_int, default=200, help="training steps of the MLP (default 200)")
     p.add_argument("--no-pictures", action="store_true", help="skip the pictures")

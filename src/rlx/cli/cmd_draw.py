@@ -10,8 +10,8 @@ from rlx.cli import common
 from rlx.cli.progress import step
 from rlx.viz.console import get_console
 
-GRAPH_SUFFIXES = (".svg", ".png", ".pdf", ".dot", ".gv", ".html")
-PLAN_SUFFIXES = (".png", ".svg", ".pdf", ".html")
+GRAPH_SUFFIXES = (".svg", ".png", ".pdf", ".dot", ".gv")
+PLAN_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,15 +40,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "draw", parents=[parent], help="draw a model's graph (Graphviz or interactive HTML) or its memory plan",
+    p = common.command_parser(
+        sub, parent, "draw", run, "draw a model's graph (Graphviz or interactive HTML) or its memory plan",
         description="Draw the graph at a stage as SVG/PNG/PDF through Graphviz dot, as .dot text, or as a "
                     "self-contained interactive .html viewer (pan / zoom, collapsible blocks, search, node details, "
                     "memory timeline). Blocks are clustered, fused ops coloured, shapes on the edges, full attributes "
                     "and provenance in tooltips; weights are drawn once per use, never fanned out. --plan: the "
                     "memory-plan picture (weights apart from activations).")
-    p.set_defaults(func=run, parser=p)
-    p.add_argument("file")
     p.add_argument("-o", "--output", required=True,
                    help="picture file: .svg .png .pdf .dot .html (graph); .png .svg .pdf .html (--plan)")
     p.add_argument("--stage", choices=common.STAGES, default=None,

@@ -66,11 +66,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction, common_parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("inspect", parents=[common_parent], help="summarize a model file (counts, FLOPs, memory, io)",
-                       description="Summarize a model: nodes, parameter count, FLOPs / MACs by op kind, weight and "
-                                   "activation memory, inputs / params / outputs. --full adds the stage's dump.")
-    p.set_defaults(func=run, parser=p)
-    p.add_argument("file", help=".rlx file (Graph, GraphModule or LirModule), its text form, .onnx or .pt2")
+    p = common.command_parser(sub, common_parent, "inspect", run, "summarize a model file (counts, FLOPs, memory, io)",
+                              description="Summarize a model: nodes, parameter count, FLOPs / MACs by op kind, weight "
+                                          "and activation memory, inputs / params / outputs. --full adds the stage's dump.",
+                              file_help=".rlx file (Graph, GraphModule or LirModule), its text form, .onnx or .pt2")
     p.add_argument("--text", action="store_true", help="print only the parseable text form (rlx.parse reads it back)")
     p.add_argument("--full", action="store_true", help="list every input / param / output and print the stage's dump")
     p.add_argument("--brief", action="store_true", help="only the summary row")

@@ -51,9 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("optimize", parents=[parent], help="lower and optimize a model; print the fusion report; save it")
-    p.set_defaults(func=run, parser=p)
-    p.add_argument("file")
+    p = common.command_parser(sub, parent, "optimize", run, "lower and optimize a model; print the fusion report; save it")
     p.add_argument("-o", "--output", required=True, help="output .rlx file (weights in OUTPUT.safetensors)")
     p.add_argument("--policy", **common.POLICY_ARG)
     p.add_argument("--backend", default=None, help="backend whose fusions to apply: cpu (default), cuda, metal, tpu, jax …")

@@ -83,9 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("plan", parents=[parent], help="plan the memory arena of a model and report it")
-    p.set_defaults(func=run, parser=p)
-    p.add_argument("file")
+    p = common.command_parser(sub, parent, "plan", run, "plan the memory arena of a model and report it")
     p.add_argument("-o", "--output", help="save the planned LIR module (.rlx)")
     p.add_argument("--alignment", type=common.positive_int, default=None, help="buffer alignment in bytes (default 64)")
     p.add_argument("--optimize", action="store_true", help="optimize a HIR/MIR file before planning")

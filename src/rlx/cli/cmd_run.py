@@ -281,9 +281,7 @@ def _print(args: argparse.Namespace, g: Any, rows: list[dict[str, Any]], first: 
 
 
 def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("run", parents=[parent], help="run a model on inputs from .npy files with its saved weights")
-    p.set_defaults(func=run, parser=p)
-    p.add_argument("file")
+    p = common.command_parser(sub, parent, "run", run, "run a model on inputs from .npy files with its saved weights")
     p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
                    help="an input (repeat for each); symbolic dims take its sizes")
     p.add_argument("--param", action="append", default=[], metavar="NAME=FILE.npy", help="a weight, overriding the saved one")

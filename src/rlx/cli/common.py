@@ -334,6 +334,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def command_parser(sub: Any, parent: Any, name: str, run: Any, help: str, description: str | None = None,
+                   file_help: str | None = "a model file: .rlx, its text form, .onnx or .pt2") -> Any:
+    """A subcommand parser calling ``run(args)``, with the model FILE argument unless ``file_help`` is None."""
+    p = sub.add_parser(name, parents=[parent], help=help, description=description or help)
+    p.set_defaults(func=run, parser=p)
+    if file_help is not None:
+        p.add_argument("file", help=file_help)
+    return p
+
+
 def dim_argument(p: Any) -> None:
     """``--dim NAME=N`` on a subcommand parser."""
     p.add_argument("--dim", action="append", default=[], metavar="NAME=N",

@@ -45,6 +45,8 @@ def _check_fingerprints(out: str, lir: rlx.LirModule) -> None:
 def _check_pictures(d) -> None:
     w, h = png_size(d / "tiny_transformer.plan.png")
     assert w > 0 and h > 0
+    viewer = (d / "tiny_transformer.html").read_text()
+    assert viewer.startswith("<!DOCTYPE html>") and "fused_swiglu" in viewer
     if shutil.which("dot") is None:  # the demo then skips the graph pictures (and says so)
         return
     for stage, expect in (("hir", "swiglu"), ("mir", "fused_swiglu"), ("lir", "fused_swiglu")):

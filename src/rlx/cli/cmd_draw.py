@@ -10,8 +10,8 @@ from rlx.cli import common
 from rlx.cli.progress import step
 from rlx.viz.console import get_console
 
-GRAPH_SUFFIXES = (".svg", ".png", ".pdf", ".dot", ".gv")
-PLAN_SUFFIXES = (".png", ".svg", ".pdf")
+GRAPH_SUFFIXES = (".svg", ".png", ".pdf", ".dot", ".gv", ".html")
+PLAN_SUFFIXES = (".png", ".svg", ".pdf", ".html")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     with step(f"bringing {model.graph.name} to {stage.upper()}"):
         target = common.at_stage(model, stage, args.policy)
     with step(f"drawing {out}"):
-        if args.plan:
+        if args.plan and not out.lower().endswith(".html"):  # the viewer shows the plan beside the graph
             draw_plan(target, out)
             what = "memory plan"
         else:

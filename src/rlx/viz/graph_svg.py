@@ -422,9 +422,14 @@ def render(dot_text: str, path: str | os.PathLike[str], fmt: str | None = None, 
 
 
 def draw_graph(obj: Any, path: str | os.PathLike[str], **options: Any) -> str:
-    """Write a picture of ``obj`` to ``path``: ``.dot`` / ``.gv`` as DOT text, anything else
-    (``.svg``, ``.png``, ``.pdf``) rendered by Graphviz. ``options`` go to :func:`to_dot`."""
+    """Write a picture of ``obj`` to ``path``: ``.html`` as the interactive viewer
+    (:mod:`rlx.viz.html`), ``.dot`` / ``.gv`` as DOT text, anything else (``.svg``, ``.png``,
+    ``.pdf``) rendered by Graphviz. ``options`` go to :func:`to_dot`."""
     path = os.fspath(path)
+    if path.lower().endswith(".html"):
+        from rlx.viz.html import draw_html
+
+        return draw_html(obj, path, collapse=options.get("collapse", "auto"))
     text = to_dot(obj, **options)
     if path.lower().endswith((".dot", ".gv")):
         with open(path, "w", encoding="utf-8") as fh:

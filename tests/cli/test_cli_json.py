@@ -4,8 +4,10 @@ field by field, and values computed independently (NumPy, hand-counted FLOPs).""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
+import pytest
 
 import rlx
 
@@ -99,3 +101,14 @@ def test_run_json_with_latency(files):
     assert lat["repeat"] == 5 and lat["warmup"] == 2
     assert 0 < lat["min_s"] <= lat["p10_s"] <= lat["median_s"] <= lat["p90_s"]
     assert doc["binding"] == {} and doc["written"] is None and "profile" not in doc
+
+
+def test_conformance_json_counts_the_onnx_cases():
+    pytest.importorskip("onnx")
+    from onnx.backend.test.loader import load_model_tests
+
+    names = sorted(t.name for t in load_model_tests(kind="node") if re.search("test_relu|test_abs", t.name))
+    doc = _doc(run_cli("conformance", "--json", "-k", "test_relu|test_abs"), "conformance")
+    assert doc["cases"] == len(names) > 0
+    assert doc["passed"] + doc["failed"] + doc["unsupported"] == doc["cases"]
+    assert doc["passed"] >= 1 and len(doc["not_passed"]) == doc["cases"] - doc["passed"]

@@ -6,6 +6,7 @@
     rlx run FILE --input NAME=X.npy ...    run with the file's saved weights (--repeat, --profile, --compare)
     rlx convert MODEL.onnx|MODEL.pt2|UPSTREAM.json -o OUT.rlx
     rlx draw FILE -o PICTURE.svg|.html     graph picture (Graphviz or interactive HTML); --plan: memory plan
+    rlx conformance [-k PATTERN]           the ONNX backend-test node cases through rlx
     rlx demo                               the whole pipeline on a small transformer
 
 FILE is an ``.rlx`` file (any object :func:`rlx.save` writes: Graph, GraphModule, LirModule),
@@ -22,14 +23,14 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from rlx.cli import cmd_convert, cmd_demo, cmd_draw, cmd_inspect, cmd_optimize, cmd_plan, cmd_run
+from rlx.cli import cmd_conformance, cmd_convert, cmd_demo, cmd_draw, cmd_inspect, cmd_optimize, cmd_plan, cmd_run
 from rlx.cli.common import CliError, UsageError
 from rlx.ir.errors import RlxError
 
 __all__ = ["CliError", "build_parser", "main"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
-COMMANDS = (cmd_inspect, cmd_optimize, cmd_plan, cmd_run, cmd_convert, cmd_draw, cmd_demo)
+COMMANDS = (cmd_inspect, cmd_optimize, cmd_plan, cmd_run, cmd_convert, cmd_draw, cmd_conformance, cmd_demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

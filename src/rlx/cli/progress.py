@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 _QUIET = False
 
@@ -41,3 +43,24 @@ def step(text: str, stream: Any = None) -> Iterator[None]:
                   transient=True) as bar:
         bar.add_task(text, total=None)
         yield
+
+
+def track(items: Sequence[T], text: str, stream: Any = None) -> Iterator[T]:
+    """Iterate ``items`` with a progress bar (count, elapsed, remaining) under the same rules as :func:`step`."""
+    stream = stream if stream is not None else sys.stderr
+    if not _enabled(stream):
+        yield from items
+        return
+    try:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    except ImportError:
+        yield from items
+        return
+    console = Console(file=stream, force_terminal=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TimeRemainingColumn(), console=console, transient=True) as bar:
+        task = bar.add_task(text, total=len(items))
+        for item in items:
+            yield item
+            bar.advance(task)

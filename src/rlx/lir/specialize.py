@@ -1,8 +1,8 @@
 """Bind symbolic dims to sizes and re-plan: ``specialize(lir, {"batch": 4})``.
 
-The graph is rebuilt node by node with every ``dims`` attribute bound (input / param
-shapes …) and each node's type re-inferred by its op rule, so ops whose attributes spell
-a symbol as ``-1`` (reshape, expand) follow automatically. Node ids are kept.
+The graph is rebuilt node by node with every size attribute bound (input / param shapes,
+reshape targets, narrow bounds …: kinds ``dims``, ``sizes``, ``size``) and each node's type
+re-inferred by its op rule. Node ids are kept.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph
-from rlx.ir.opdef import get_op
+from rlx.ops.evaluate import bind_attrs
 
 
 def bind_graph(g: Graph, binding: Mapping[str, int]) -> Graph:
@@ -22,14 +22,7 @@ def bind_graph(g: Graph, binding: Mapping[str, int]) -> Graph:
             raise RlxError(f"specialize: symbol {sym!r} must be bound to an int >= 0, got {size!r}")
     out = Graph(g.name, g.stage)
     for node in g.nodes:
-        opdef = get_op(node.op)
-        attrs: dict[str, Any] = {}
-        for key, value in node.attrs.items():
-            spec = opdef.attrs.get(key)
-            if spec is not None and spec.kind == "dims" and value is not None:
-                value = tuple(binding.get(d, d) if isinstance(d, str) else d for d in value)
-            attrs[key] = value
-        out.append(node.op, node.inputs, attrs, name=node.name, prov=node.prov)
+        out.append(node.op, node.inputs, bind_attrs(node.op, node.attrs, binding), name=node.name, prov=node.prov)
     out.set_outputs(g.output_ids)
     return out
 

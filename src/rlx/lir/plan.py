@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlx.ir.dump import active_dump
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph
 from rlx.ir.opdef import get_op, has_op
@@ -387,6 +388,9 @@ def plan(
     lir = LirModule(g, bp, options)
     if check_plan:
         check(lir)
+    dump = active_dump(g.name)
+    if dump is not None:
+        dump.stage("lir", f"{g}\n{lir.report()}")
     return lir
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -40,7 +41,7 @@ def test_trace_file_has_one_event_per_node_and_the_arena_track(tmp_path, backend
     events = doc["traceEvents"]
     nodes = [e for e in events if e.get("cat") == "node"]
     assert [e["args"]["node"] for e in nodes] == [n.id for n in g.nodes]
-    for a, b in zip(nodes, nodes[1:]):
+    for a, b in itertools.pairwise(nodes):
         assert a["ts"] + a["dur"] <= b["ts"] + 1e-3 and a["dur"] >= 0
     assert [e["name"] for e in events if e.get("cat") == "run"] == [f"{backend} executable run"]
     lir = rlx.plan(g)

@@ -130,7 +130,8 @@ def _arena_events(lir: LirModule, spans: Mapping[int, tuple[float, float]]) -> l
             for t in range(birth, min(death, len(steps) - 1) + 1):
                 live[t].add((slot.offset, slot.size))
     for t, (start, _) in enumerate(steps):
-        out.append({"ph": "C", "pid": _PID_ARENA, "name": "live bytes", "ts": start * 1e6, "args": {"bytes": sum(size for _, size in live[t])}})
+        live_bytes = sum(size for _, size in live[t])
+        out.append({"ph": "C", "pid": _PID_ARENA, "name": "live bytes", "ts": start * 1e6, "args": {"bytes": live_bytes}})
     return out
 
 

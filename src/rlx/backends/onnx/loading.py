@@ -44,12 +44,12 @@ def read_model(model: Any, base_dir: str | os.PathLike | None, limits: LoadLimit
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         data = _read_regular(path, 0, None, limits.max_document_bytes, "model file")
-        model = _parse(onnx, data)
+        model = _parse(onnx, data, f"{path}: ")
         base_dir = os.path.dirname(os.path.abspath(path)) if base_dir is None else base_dir
     elif isinstance(model, (bytes, bytearray, memoryview)):
         if len(model) > limits.max_document_bytes:
             raise OnnxFormatError(f"model of {len(model)} bytes exceeds LoadLimits.max_document_bytes={limits.max_document_bytes}")
-        model = _parse(onnx, bytes(model))
+        model = _parse(onnx, bytes(model), "")
     elif not isinstance(model, onnx.ModelProto):
         raise OnnxFormatError(f"import_model expects a path, bytes or an onnx.ModelProto, got {type(model).__name__}")
     external = [t for t in tensors_of(model, limits.max_depth) if t.data_location == _EXTERNAL]
@@ -70,12 +70,12 @@ def read_model(model: Any, base_dir: str | os.PathLike | None, limits: LoadLimit
     return copy
 
 
-def _parse(onnx: Any, data: bytes) -> Any:
+def _parse(onnx: Any, data: bytes, where: str) -> Any:
     proto = onnx.ModelProto()
     try:
         proto.ParseFromString(data)
     except Exception as exc:  # protobuf's DecodeError, or its recursion limit
-        raise OnnxFormatError(f"not an ONNX model (protobuf could not be parsed: {type(exc).__name__}: {exc})") from None
+        raise OnnxFormatError(f"{where}not an ONNX model (protobuf could not be parsed: {type(exc).__name__}: {exc})") from None
     return proto
 
 
@@ -168,8 +168,10 @@ def _read_regular(path: str, offset: int, nbytes: int | None, max_bytes: int, wh
     """``nbytes`` bytes at ``offset`` of a regular file (all of it when None), never blocking on a FIFO or device."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        raise OnnxFormatError(f"{where} {path}: no such file") from None
     except (OSError, ValueError) as exc:
-        raise OnnxFormatError(f"{where} {path!r} cannot be opened: {exc}") from None
+        raise OnnxFormatError(f"{where} {path}: cannot be opened: {exc}") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

@@ -183,7 +183,8 @@ def _enc_float(x: float) -> float | str:
 def _le(arr: np.ndarray) -> np.ndarray:
     """C-contiguous little-endian copy (or view) of ``arr`` in its rlx dtype."""
     dtype = DType.of(arr.dtype)
-    return np.ascontiguousarray(arr, dtype=dtype.numpy.newbyteorder("<"))
+    # np.asarray, not np.ascontiguousarray: the latter turns a 0-d array into shape [1]
+    return np.asarray(arr, dtype=dtype.numpy.newbyteorder("<"), order="C")
 
 
 def _const_key(sha: str, dtype: str, shape: tuple[int, ...]) -> str:

@@ -14,6 +14,7 @@ Thread-safe as the JAX executable: ``run(params=...)`` uses those params for tha
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -29,6 +30,7 @@ from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.opdef import get_op
 from rlx.ir.shape import Shape, TensorType
+from rlx.lir.specialize import bind_attrs
 from rlx.runtime.dispatch import ReportsDispatch
 from rlx.runtime.reference import bind_feed, checked_params, eval_node
 
@@ -120,6 +122,9 @@ class _Builder:
 
     def emit(self, node: Node, args: list[fx.Node], in_types: list[TensorType], out: TensorType) -> fx.Node:
         op = node.op
+        if self.binding:  # size attributes naming symbols, bound to this module's sizes
+            attrs = bind_attrs(op, node.attrs, self.binding)
+            node = node if attrs is node.attrs else dataclasses.replace(node, attrs=attrs)
         if op in L.LOWERINGS:
             return self.fx.call_function(_lowered(node, out, in_types), tuple(args))
         if op in L.DECOMPOSED:

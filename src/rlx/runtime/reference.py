@@ -17,6 +17,8 @@ from rlx.ir.errors import FeedError, RlxError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.opdef import OpDef, get_op
 from rlx.ir.shape import TensorType
+from rlx.ir.symbolic import bind_symbols
+from rlx.lir.specialize import bind_attrs
 
 
 def bind_feed(g: Graph, inputs: Mapping[str, Any] | None, params: Mapping[str, Any] | None) -> tuple[dict[int, np.ndarray], dict[str, int]]:
@@ -29,7 +31,7 @@ def bind_feed(g: Graph, inputs: Mapping[str, Any] | None, params: Mapping[str, A
     params = dict(params or {})
     problems: list[str] = []
     fed: dict[int, np.ndarray] = {}
-    binding: dict[str, int] = {}
+    shapes: list[tuple[str, Any, tuple[int, ...]]] = []
     for kind, declared, given in (("input", g.inputs(), inputs), ("param", g.params(), params)):
         for name in given.keys() - declared.keys():
             other = "param" if kind == "input" else "input"
@@ -53,14 +55,10 @@ def bind_feed(g: Graph, inputs: Mapping[str, Any] | None, params: Mapping[str, A
             if arr.ndim != len(node.shape):
                 problems.append(f"{kind} {name!r}: shape {list(arr.shape)} given, {node.shape!r} declared")
                 continue
-            for axis, (dim, size) in enumerate(zip(node.shape, arr.shape)):
-                if isinstance(dim, str):
-                    if binding.setdefault(dim, size) != size:
-                        problems.append(f"{kind} {name!r}: axis {axis} is symbol {dim!r} = {binding[dim]} elsewhere, but {size} here")
-                elif dim != size:
-                    problems.append(f"{kind} {name!r}: shape {list(arr.shape)} given, {node.shape!r} declared")
-                    break
+            shapes.append((f"{kind} {name!r}", node.shape, arr.shape))
             fed[node.id] = arr
+    binding, mismatches = bind_symbols(shapes)
+    problems += mismatches
     if problems:
         raise FeedError(f"bad feed for graph {g.name!r}:\n  - " + "\n  - ".join(problems))
     return fed, binding
@@ -108,15 +106,16 @@ def kernel_of(opdef: OpDef, evaluate: Callable[[Graph, Sequence[np.ndarray]], li
     return opdef.kernel
 
 
-def eval_node(node: Node, args: list[np.ndarray], out_type: TensorType) -> np.ndarray:
-    """Run one node's reference kernel; check and cast the result to the node's type."""
+def eval_node(node: Node, args: list[np.ndarray], out_type: TensorType, attrs: Mapping[str, Any] | None = None) -> np.ndarray:
+    """Run one node's reference kernel (with ``attrs`` bound to the run's sizes when given);
+    check and cast the result to the node's type."""
     opdef = get_op(node.op)
     kernel = kernel_of(opdef)
     if kernel is None:
         raise RlxError(f"op {node.op!r} (node %{node.id}) has no reference kernel")
     widened = [a.astype(np.float32) if DType.of(a.dtype).is_low_precision_float else a for a in args]
     with np.errstate(all="ignore"):
-        result = np.asarray(kernel(widened, node.attrs, out_type))
+        result = np.asarray(kernel(widened, node.attrs if attrs is None else attrs, out_type))
     if result.shape != tuple(out_type.shape):
         raise RlxError(f"kernel of {node.op!r} (node %{node.id}) returned shape {list(result.shape)}, expected {out_type.shape!r}")
     return result.astype(out_type.dtype.numpy, copy=False)
@@ -132,8 +131,11 @@ def run(g: Graph, inputs: Mapping[str, Any] | None = None, params: Mapping[str, 
         if node.id in fed:
             values[node.id] = fed[node.id]
             continue
-        out_type = TensorType(node.shape.bind(binding), node.dtype) if binding else node.type
-        values[node.id] = eval_node(node, [values[i] for i in node.inputs], out_type)
+        if binding:
+            out_type, attrs = TensorType(node.shape.bind(binding), node.dtype), bind_attrs(node.op, node.attrs, binding)
+        else:
+            out_type, attrs = node.type, node.attrs
+        values[node.id] = eval_node(node, [values[i] for i in node.inputs], out_type, attrs)
         for src in set(node.inputs):
             if remaining.get(src) == node.id and src not in outputs:
                 del values[src]

@@ -22,6 +22,7 @@ are not affected. Every other dtype (bf16, f16, fp8, i8 …) is kept as declared
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -34,11 +35,14 @@ from jax import lax
 from rlx.backends.common import live_nodes
 from rlx.backends.jax import lowering as L
 from rlx.backends.jax import sharding as S
+from rlx.backends.jax.lowering_index import rlx_error_of
 from rlx.ir.dtype import DType
 from rlx.ir.errors import FeedError, RlxError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.opdef import get_op
 from rlx.ir.shape import TensorType
+from rlx.ir.symbolic import bind_symbols
+from rlx.lir.specialize import bind_attrs
 from rlx.runtime.dispatch import ReportsDispatch
 
 _X64_TYPES = (DType.F64, DType.I64)
@@ -69,12 +73,9 @@ def x64_scope(enabled: bool) -> Any:
 
 # ---------------------------------------------------------------------------- interpreter
 def _bind_symbols(g: Graph, leaves: Mapping[int, Any]) -> dict[str, int]:
-    binding: dict[str, int] = {}
-    for nid, arr in leaves.items():
-        for dim, size in zip(g.node(nid).shape, arr.shape):
-            if isinstance(dim, str):
-                if binding.setdefault(dim, int(size)) != int(size):
-                    raise FeedError(f"symbol {dim!r} is bound to {binding[dim]} and {size}")
+    binding, problems = bind_symbols((f"%{nid}", g.node(nid).shape, arr.shape) for nid, arr in leaves.items())
+    if problems:
+        raise FeedError("; ".join(problems))
     return binding
 
 
@@ -89,14 +90,21 @@ def evaluate(g: Graph, leaves: Mapping[int, Any], *, host_fallback: bool = False
         if node.op in L.LEAVES:
             env[node.id] = leaves[node.id]
             continue
-        out = TensorType(node.shape.bind(binding), node.dtype) if binding else node.type
-        env[node.id] = lower_node(node, [env[i] for i in node.inputs], out, host_fallback=host_fallback)
+        if binding:
+            out, attrs = TensorType(node.shape.bind(binding), node.dtype), bind_attrs(node.op, node.attrs, binding)
+        else:
+            out, attrs = node.type, None
+        env[node.id] = lower_node(node, [env[i] for i in node.inputs], out, host_fallback=host_fallback, attrs=attrs)
     return [env[o] for o in g.output_ids]
 
 
-def lower_node(node: Node, args: list[Any], out: TensorType, *, host_fallback: bool = False) -> Any:
-    """One node through the lowering table; the result has exactly ``out``'s shape and dtype."""
+def lower_node(node: Node, args: list[Any], out: TensorType, *, host_fallback: bool = False,
+               attrs: Mapping[str, Any] | None = None) -> Any:
+    """One node through the lowering table (``attrs``: the node's, bound to the run's symbol
+    sizes); the result has exactly ``out``'s shape and dtype."""
     op = node.op
+    if attrs is not None and attrs is not node.attrs:
+        node = dataclasses.replace(node, attrs=attrs)
     fn = L.LOWERINGS.get(op)
     if fn is not None:
         if op not in L.NATIVE_LOW_PRECISION:
@@ -352,7 +360,17 @@ class JaxExecutable(ReportsDispatch):
     def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
         with x64_scope(self.x64):
             ins, ps = self._feed(inputs, params)
-            return [np.asarray(o) for o in self._jitted(ins, ps)]
+            return [np.asarray(o) for o in self._call(ins, ps)]
+
+    def _call(self, ins: Any, ps: Any) -> Any:
+        """The jitted program; an RlxError a lowering's host check raised comes back as that RlxError."""
+        try:
+            return jax.block_until_ready(self._jitted(ins, ps))
+        except jax.errors.JaxRuntimeError as exc:
+            err = rlx_error_of(exc)
+            if err is None:
+                raise
+            raise err from None
 
     def __call__(self, **inputs: Any) -> list[np.ndarray]:
         return self.run(inputs=inputs)

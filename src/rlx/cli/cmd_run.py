@@ -214,6 +214,15 @@ def run(args: argparse.Namespace) -> int:
     if args.profile:
         with step("profiling op by op"):
             prof = profile(g, feed, weights, max(1, args.repeat or 1))
+    traced = None
+    if args.trace:
+        from rlx.backends.trace import trace_run, write_trace
+
+        traceable = args.backend if args.backend in ("numpy", "jax") else "numpy"
+        with step(f"tracing node by node ({traceable})"):
+            _, doc = trace_run(model.obj if model.kind == "lir" else g, feed, weights, backend=traceable)
+            write_trace(doc, args.trace)
+        traced = {"file": args.trace, "backend": traceable, "events": len(doc["traceEvents"])}
     compared = None
     if args.compare:
         with step(f"comparing against {args.compare.partition('=')[0]}"):
@@ -231,9 +240,14 @@ def run(args: argparse.Namespace) -> int:
             body["profile"] = {"by_kind": _by_kind(prof), "nodes": sorted(prof, key=lambda r: -r["seconds"])[: args.top]}
         if compared is not None:
             body["compare"] = compared
+        if traced is not None:
+            body["trace"] = traced
         emit_json("run", body)
         return 0
     _print(args, g, rows, first, timing, prof, compared, out_path)
+    if traced is not None:
+        get_console().line(f"wrote {traced['file']}: {traced['events']} trace events ({traced['backend']} node by node, "
+                           "arena track); open it in Perfetto's UI")
     return 0
 
 
@@ -297,5 +311,7 @@ def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser)
     p.add_argument("--compare", metavar="onnxruntime|torch[=MODEL]", default=None,
                    help="run the source model in onnxruntime (.onnx) or torch (.pt2) too: output differences and, "
                         "with --repeat, speed")
+    p.add_argument("--trace", metavar="FILE.json", default=None,
+                   help="write a Chrome / Perfetto trace: per-node times (numpy or jax node by node) and the arena")
     p.add_argument("--json", action="store_true", help="one JSON document (schema rlx.run, docs/cli.md)")
     common.dim_argument(p)

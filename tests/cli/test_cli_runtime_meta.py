@@ -1,4 +1,4 @@
-"""rlx run --trace, rlx optimize --dump-dir, rlx plan --manifest, rlx inspect --dispatch."""
+"""rlx optimize --dump-dir, rlx plan --manifest, rlx inspect --dispatch."""
 
 from __future__ import annotations
 
@@ -7,17 +7,6 @@ import json
 import numpy as np
 
 from .conftest import mlp_graph
-
-
-def test_run_trace_writes_a_perfetto_trace(cli, files, tmp_path):
-    out = tmp_path / "run.json"
-    res = cli("run", files["mlp"], "--input", f"x={files['x']}", "--trace", out)
-    assert res.rc == 0, res.err
-    doc = json.loads(out.read_text())
-    nodes = [e for e in doc["traceEvents"] if e.get("cat") == "node"]
-    assert [e["args"]["node"] for e in nodes] == [n.id for n in mlp_graph().nodes]
-    assert any(e.get("cat") == "buffer" for e in doc["traceEvents"])
-    assert str(out) in res.out
 
 
 def test_optimize_dump_dir_writes_stages_and_diffs(cli, files, tmp_path):

@@ -91,7 +91,9 @@ def _peer_torch(path: str, feed: Mapping[str, np.ndarray]) -> tuple[Callable[[],
         import torch
     except ImportError:
         raise common.CliError("--compare torch needs torch: pip install 'rlx[torch]'") from None
-    ep = torch.export.load(path)
+    import rlx.torch
+
+    ep = rlx.torch.load_program(path)  # the checked reader: nothing in the archive runs
     args = [torch.from_numpy(np.ascontiguousarray(feed[n])) for n in ep.graph_signature.user_inputs]
     module = ep.module()
 

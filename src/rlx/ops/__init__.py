@@ -17,6 +17,7 @@ from rlx.ops import (  # noqa: F401
     numerics,
     quant,
     reduction,
+    results,
     sequence,
     shape,
     sources,

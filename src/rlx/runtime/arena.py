@@ -27,12 +27,12 @@ from typing import Any
 import numpy as np
 
 from rlx.ir.errors import FeedError, RlxError
-from rlx.ir.graph import Graph, Node
+from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.opdef import get_op
 from rlx.ir.shape import TensorType
 from rlx.lir.liveness import LEAVES
 from rlx.lir.plan import LirModule
-from rlx.runtime.reference import bind_feed, kernel_of
+from rlx.runtime.reference import bind_feed, eval_node, kernel_of
 
 Step = Callable[[], None]
 
@@ -150,7 +150,8 @@ class ArenaExecutor:
                 else:  # zero-sized or otherwise unplanned: a private buffer
                     env[nid] = np.empty(tuple(node.shape), node.dtype.numpy)
                     fixed[nid] = True
-            steps.append(self._make_step(node, fixed))
+            if node.op != RESULT:  # a result node is written by its producer's step
+                steps.append(self._make_step(node, fixed))
         self._steps = steps
         self._step_count = len(steps)
         fresh_ids = {nid for nid, _, _ in self._fresh}
@@ -164,6 +165,8 @@ class ArenaExecutor:
         env = self._env
         nodes = self.graph.nodes
         in_types = [nodes[i].type for i in node.inputs]
+        if node.extra_types:
+            return self._make_multi_step(node)
         if not fixed[node.id]:
             return self._make_dynamic_step(node)
         out = env[node.id]
@@ -224,6 +227,19 @@ class ArenaExecutor:
                     and not any(res is env[i] for i in guarded)):
                 env[nid] = res  # a fresh array from the kernel: hand it over instead of copying it
             else:
+                np.copyto(env[nid], res, casting="unsafe")
+
+        return step
+
+    def _make_multi_step(self, node: Node) -> Step:
+        """A multi-result node: its reference kernel, each result copied into its own slot."""
+        env, ins, ids = self._env, node.inputs, range(node.id, node.id + node.num_results)
+        run_kernel = kernel_of(get_op(node.op), self._call_body)
+        if run_kernel is None:
+            raise RlxError(f"op {node.op!r} (node %{node.id}) has no reference kernel")
+
+        def step() -> None:
+            for nid, res in zip(ids, eval_node(node, [env[i] for i in ins], node.types, run_kernel)):
                 np.copyto(env[nid], res, casting="unsafe")
 
         return step

@@ -57,6 +57,7 @@ DECOMPOSED: set[str] = set()
 LEAVES = {
     "input": "bound by name from exe.run(inputs=...)",
     "param": "bound by name from compile(params=...) / exe.run(params=...); kept on the device",
+    "result": "bound to the multi-result node's lowering's result of that index",
 }
 REFUSED: dict[str, str] = {}
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from rlx.backends.onnx.common import OnnxError, OnnxUnsupported, onnx_dtype
 from rlx.ir.dtype import DType
-from rlx.ir.graph import Graph, Node
+from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ops.splat import SPLAT_OPS
 
 OPSET = 18
@@ -39,6 +39,7 @@ REFUSED: dict[str, str] = {
     "input": "a graph input, not a node (written as a graph input)",
     "param": "a weight, not a node (written as an initializer, or a graph input when no value is given)",
     "constant": "written as an initializer",
+    "result": "a result of the multi-result node before it: one more output of that node's ONNX node(s)",
     "resize_nearest_2x": "",  # replaced below when exported; kept here only if not
     "relu_backward": "training-only backward op (export forward graphs)",
     "activation_backward": "training-only backward op (export forward graphs)",
@@ -132,7 +133,11 @@ class Exporter:
         return name
 
     def convert(self, node: Node) -> None:
-        """Write one node (not an input / param) and record its ONNX name."""
+        """Write one node (not an input / param) and record its ONNX name(s).
+
+        A multi-result node's exporter returns one name per result."""
+        if node.op == RESULT:  # named by its producer
+            return
         if node.op == "constant":
             self.names[node.id] = self.const(node.attrs["value"].array)
             return
@@ -140,7 +145,11 @@ class Exporter:
         if fn is None:
             reason = REFUSED.get(node.op, "no ONNX exporter")
             raise OnnxUnsupported(f"cannot export op {node.op!r} (node %{node.id}): {reason}")
-        self.names[node.id] = fn(self, node, [self.names[i] for i in node.inputs])
+        out = fn(self, node, [self.names[i] for i in node.inputs])
+        if node.extra_types:
+            self.names.update(zip(range(node.id, node.id + node.num_results), out))
+        else:
+            self.names[node.id] = out
 
     def node(self, op: str, inputs: list[str], n_out: int = 1, **attrs: Any) -> Any:
         outs = [self.fresh(op.lower()) for _ in range(n_out)]
@@ -459,7 +468,12 @@ def _cumulative(ex, node, ins):
 def _top_k(ex, node, ins):
     vals, idx = ex.node("TopK", [ins[0], ex.ints([node.attrs["k"]])], n_out=2, axis=node.attrs["axis"],
                         largest=int(node.attrs["largest"]), sorted=1)
-    return vals if node.attrs["output"] == "values" else idx
+    return [vals, idx] if node.attrs["output"] == "both" else vals if node.attrs["output"] == "values" else idx
+
+
+@exporter("split")
+def _split(ex, node, ins):
+    return ex.node("Split", [ins[0], ex.ints(node.attrs["sizes"])], n_out=node.num_results, axis=node.attrs["axis"])
 
 
 @exporter("scatter_add")

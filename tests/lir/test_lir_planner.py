@@ -130,6 +130,12 @@ def test_same_plan_twice():
     assert a.fingerprint() == b.fingerprint()
 
 
+def _pythonpath() -> dict[str, str]:
+    import os
+
+    return {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
+
+
 def test_same_plan_in_a_subprocess():
     code = textwrap.dedent(
         """
@@ -143,7 +149,7 @@ def test_same_plan_in_a_subprocess():
         """
     ) % (str(__import__("pathlib").Path(__file__).parent),)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          env={"PYTHONHASHSEED": "12345", "PATH": ""})
+                          env={"PYTHONHASHSEED": "12345", "PATH": "", **_pythonpath()})
     doc, fp = proc.stdout.strip().splitlines()
     here = plan(_random_graph(3))
     assert json.loads(doc) == json.loads(json.dumps(here.plan.to_dict(), sort_keys=True))

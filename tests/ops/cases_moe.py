@@ -64,6 +64,52 @@ def pack_q8_k(d, q):
     return np.concatenate([np.array([d], "<f4").view(np.uint8), q.view(np.uint8), bsums.view(np.uint8)]).astype(np.uint8)
 
 
+def pack_q2_k(d, dmin, sc, mn, q):
+    """One Q2_K block from d, dmin, 4-bit scales / mins [16] and 2-bit quants [256] (ggml's layout, element by element)."""
+    qs = np.zeros(64, np.uint8)
+    for e in range(256):
+        n, r = divmod(e, 128)
+        j, r = divmod(r, 32)
+        h, ll = divmod(r, 16)
+        qs[32 * n + 16 * h + ll] |= int(q[e]) << (2 * j)
+    scales = (np.asarray(sc) | (np.asarray(mn) << 4)).astype(np.uint8)
+    return np.concatenate([scales, qs, f16_bytes(d), f16_bytes(dmin)]).astype(np.uint8)
+
+
+def pack_q3_k(d, sc, q):
+    """One Q3_K block from d, 6-bit scales [16] (value sc - 32 applies) and quants [256] in [-4, 3]."""
+    hmask, qs = np.zeros(32, np.uint8), np.zeros(64, np.uint8)
+    for e in range(256):
+        n, r = divmod(e, 128)
+        j, r = divmod(r, 32)
+        h, ll = divmod(r, 16)
+        u = int(q[e]) + 4  # 0..7: the low 2 bits go to qs, bit 2 set means "do not subtract 4"
+        qs[32 * n + 16 * h + ll] |= (u & 3) << (2 * j)
+        hmask[16 * h + ll] |= (u >> 2) << (4 * n + j)
+    scales = np.zeros(12, np.uint8)
+    for s_ in range(16):
+        k, group = s_ % 4, s_ // 4
+        low, top = int(sc[s_]) & 15, int(sc[s_]) >> 4
+        byte = (k, 4 + k, k, 4 + k)[group]
+        scales[byte] |= low << (4 if group >= 2 else 0)
+        scales[8 + k] |= top << (2 * group)
+    return np.concatenate([hmask, qs, scales, f16_bytes(d)]).astype(np.uint8)
+
+
+def pack_q4_0(d, q):
+    """One Q4_0 block from d and quants [32] in [-8, 7]: element l in the low nibble of byte l, 16 + l in the high one."""
+    u = np.asarray(q) + 8
+    return np.concatenate([f16_bytes(d), (u[:16] | (u[16:] << 4)).astype(np.uint8)]).astype(np.uint8)
+
+
+def pack_q8_0(d, q):
+    return np.concatenate([f16_bytes(d), np.asarray(q, np.int8).view(np.uint8)]).astype(np.uint8)
+
+
+#: block elements per scheme (the layouts fix these)
+BLOCK_ELEMS = {"gguf_q4_0": 32, "gguf_q8_0": 32}
+
+
 def expected_k4(d, dmin, sc, mn, q):
     return np.array([d * sc[e // 32] * q[e] - dmin * mn[e // 32] for e in range(256)])
 
@@ -85,6 +131,23 @@ def make_blocks(scheme, nblocks, seed):
             sc, q = rng.integers(-128, 128, 16), rng.integers(-32, 32, 256)
             raw.append(pack_q6_k(d, sc, q))
             vals.append(np.array([d * sc[e // 16] * q[e] for e in range(256)]))
+        elif scheme == "gguf_q2_k":
+            dmin = float(rng.choice([2.0**-7, 2.0**-9, 2.0**-6]))
+            sc, mn, q = rng.integers(0, 16, 16), rng.integers(0, 16, 16), rng.integers(0, 4, 256)
+            raw.append(pack_q2_k(d, dmin, sc, mn, q))
+            vals.append(np.array([d * sc[e // 16] * q[e] - dmin * mn[e // 16] for e in range(256)]))
+        elif scheme == "gguf_q3_k":
+            sc, q = rng.integers(0, 64, 16), rng.integers(-4, 4, 256)
+            raw.append(pack_q3_k(d, sc, q))
+            vals.append(np.array([d * (sc[e // 16] - 32) * q[e] for e in range(256)]))
+        elif scheme == "gguf_q4_0":
+            q = rng.integers(-8, 8, 32)
+            raw.append(pack_q4_0(d, q))
+            vals.append(d * q.astype(np.float64))
+        elif scheme == "gguf_q8_0":
+            q = rng.integers(-128, 128, 32)
+            raw.append(pack_q8_0(d, q))
+            vals.append(d * q.astype(np.float64))
         else:
             d = float(rng.standard_normal() * 0.01)
             q = rng.integers(-128, 128, 256)
@@ -95,7 +158,7 @@ def make_blocks(scheme, nblocks, seed):
 
 def gguf_stack(scheme, e, k, n, seed):
     """E experts packed [N, K] (GGUF) -> (bytes, expected W [E, K, N])."""
-    raw, vals = make_blocks(scheme, e * k * n // 256, seed)
+    raw, vals = make_blocks(scheme, e * k * n // BLOCK_ELEMS.get(scheme, 256), seed)
     return raw, vals.reshape(e, n, k).transpose(0, 2, 1)
 
 
@@ -143,7 +206,8 @@ CASES = [
 ]
 
 for _k, (_scheme, _e, _kk, _n) in enumerate([("gguf_q4_k", 2, 32, 16), ("gguf_q5_k", 2, 16, 32), ("gguf_q6_k", 3, 64, 8),
-                                              ("gguf_q8_k", 2, 16, 16)]):
+                                              ("gguf_q8_k", 2, 16, 16), ("gguf_q2_k", 2, 32, 16), ("gguf_q3_k", 2, 16, 32),
+                                              ("gguf_q4_0", 3, 8, 12), ("gguf_q8_0", 2, 16, 6)]):
     _raw, _w = gguf_stack(_scheme, _e, _kk, _n, seed=50 + _k)
     CASES.append(OpCase("dequant_moe_weights", f"{_scheme}_hand_packed",
                         lambda g, p, s=_scheme, k=_kk, n=_n: g.dequant_moe_weights(p, scheme=s, k=k, n=n),
@@ -190,6 +254,8 @@ SHAPE_ERRORS = [
 # ------------------------------------------------- dequant_matmul with the tier-3 schemes (OPS.md §9.3)
 _RAWQ, _WQ = gguf_stack("gguf_q6_k", 1, 32, 24, seed=80)  # one [N=24, K=32] weight: 3 blocks
 _RAWQ4, _WQ4 = gguf_stack("gguf_q4_k", 1, 64, 8, seed=81)
+_NEW_GGUF = {sch: gguf_stack(sch, 1, k, n, seed=90 + i)
+             for i, (sch, k, n) in enumerate([("gguf_q2_k", 32, 8), ("gguf_q3_k", 64, 12), ("gguf_q4_0", 16, 6), ("gguf_q8_0", 32, 3)])}
 _P1, _S1, _G1, _W1 = nvfp4_stack(1, 20, 3, seed=82)
 CASES += [
     OpCase("dequant_matmul", "gguf_q6_k_hand_packed_f64", lambda g, x, p: g.dequant_matmul(x, p, scheme="gguf_q6_k"),
@@ -197,6 +263,9 @@ CASES += [
     OpCase("dequant_matmul", "gguf_q4_k_hand_packed_2d_bytes", lambda g, x, p: g.dequant_matmul(x, p, scheme="gguf_q4_k"),
            {"x": randn(2, 64, seed=84).astype(np.float32), "p": _RAWQ4.reshape(2, -1)},
            lambda x, p: x.astype(np.float64) @ _WQ4[0], rtol=1e-5, atol=1e-5),
+    *[OpCase("dequant_matmul", f"{sch}_hand_packed_f64", lambda g, x, p, s=sch: g.dequant_matmul(x, p, scheme=s),
+             {"x": randn(3, w.shape[1], seed=95), "p": raw}, lambda x, p, w=w: x @ w[0], rtol=1e-6, atol=1e-6, differentiable=("x",))
+      for sch, (raw, w) in _NEW_GGUF.items()],
     OpCase("dequant_matmul", "nvfp4_hand_packed", lambda g, x, p, s, gl: g.dequant_matmul(x, p, s, gl, scheme="nvfp4_block"),
            {"x": randn(2, 20, seed=85).astype(np.float32), "p": _P1, "s": _S1[0], "gl": _G1},
            lambda x, p, s, gl: x.astype(np.float64) @ _W1[0], rtol=1e-5, atol=1e-4),

@@ -17,6 +17,7 @@ from typing import Any
 
 from rlx.hir.errors import LowerError
 from rlx.hir.policy import FusionPolicy
+from rlx.ir.dump import active_dump
 from rlx.ir.errors import RlxError, VerifyError
 from rlx.ir.graph import Graph, GraphStage, Node, Provenance
 from rlx.ir.opdef import get_op, has_op
@@ -91,6 +92,11 @@ def lower_to_mir(hir: Graph, policy: Any = None) -> Graph:
         mir.append(wnode.op, wnode.inputs, wnode.attrs, name=name, prov=Provenance(hir_id, label), type=wnode.types, check=False)
     mir.set_outputs([root[o] for o in hir.output_ids])
     try:
-        return verify(mir)
+        verify(mir)
     except VerifyError as exc:  # a lowering hook emitted an inconsistent graph: a bug, name it
         raise VerifyError(f"lowering {hir.name!r} under {policy.title} produced an invalid MIR graph:\n{exc}", exc.errors) from None
+    dump = active_dump(hir.name)
+    if dump is not None:
+        dump.stage("hir", str(hir))
+        dump.stage(f"mir-{policy.title.lower()}", str(mir))
+    return mir

@@ -16,7 +16,8 @@ Boundary policy (keyword options of :func:`plan`):
 
 Persistent buffers (params, constants) are live at every step, so they overlap everything
 in time; the planner packs them at the bottom and places the rest above them with the
-heuristics of :mod:`rlx.lir.planner`. :func:`check` re-derives liveness on its own and
+heuristics of :mod:`rlx.lir.planner`; unless params are reserved or pinned, upstream rlx's
+single-pool greedy is also tried and kept when smaller. :func:`check` re-derives liveness on its own and
 proves that no two buffers overlap in both time and memory.
 """
 
@@ -28,11 +29,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlx.ir.dump import active_dump
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import RESULT, Graph, producer_id
 from rlx.ir.opdef import get_op, has_op
 from rlx.lir import liveness as _liveness
-from rlx.lir.planner import DEFAULT_HEURISTICS, Item, align_up, place_best
+from rlx.lir.planner import DEFAULT_HEURISTICS, UPSTREAM_MAX_BUFFERS, Item, align_up, place_best, upstream_greedy
 from rlx.lir.views import resolve_views
 
 
@@ -219,6 +221,12 @@ class LirModule:
         check(self)
         return self
 
+    def manifest(self, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The binding manifest for a runtime outside Python (:mod:`rlx.lir.manifest`)."""
+        from rlx.lir.manifest import binding_manifest
+
+        return binding_manifest(self, params)
+
     def report(self) -> str:
         return f"lir @{self.name} {{\n{self.plan.report()}\n}}"
 
@@ -325,6 +333,15 @@ def plan(
     placement = place_best(items, n, alignment, floor, stop_at, heuristics, fixed_top=top, search=search)
     offsets.update(placement.offsets)
     arena = max([top, placement.arena])
+    tried = dict(placement.tried)
+    heuristic = placement.heuristic
+    if params != "reserved" and weight_layout is None and len(live.groups) <= UPSTREAM_MAX_BUFFERS:
+        # upstream's single-pool greedy may beat "persistent at the bottom": keep the smaller
+        pooled = [Item(grp.id, grp.size, grp.birth, grp.death) for grp in live.groups.values()]
+        joint = upstream_greedy(pooled, alignment)
+        tried["upstream"] = max([0, *(joint[it.key] + it.size for it in pooled)])
+        if tried["upstream"] < arena:
+            offsets, arena, heuristic = joint, tried["upstream"], "upstream"
 
     # 3. slots for every root and view.
     assignments: dict[int, Slot] = {}
@@ -360,8 +377,8 @@ def plan(
         unplanned=tuple(sorted(live.unplanned)),
         weight_region=(0, weights_top) if (params == "reserved" or weight_layout is not None) else None,
         lower_bound_aligned=live.lower_bound_aligned,
-        heuristic=placement.heuristic,
-        tried=dict(placement.tried),
+        heuristic=heuristic,
+        tried=tried,
         timings=dict(placement.seconds),
     )
     options = {"alignment": alignment, "inputs": inputs, "params": params, "constants": constants, "outputs": outputs,
@@ -371,6 +388,9 @@ def plan(
     lir = LirModule(g, bp, options)
     if check_plan:
         check(lir)
+    dump = active_dump(g.name)
+    if dump is not None:
+        dump.stage("lir", f"{g}\n{lir.report()}")
     return lir
 
 

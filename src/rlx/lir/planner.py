@@ -11,6 +11,10 @@ holds it, lowest offset on ties), or on top of them when no gap fits. Orders:
 ``area``     by size x lifetime, largest first.
 ``first_fit`` largest first, lowest feasible offset (upstream rlx's rule), for reference.
 
+:func:`upstream_greedy` is upstream rlx's whole placement (persistent buffers included, one
+pool, candidate offsets at the end of every placed buffer); the planner runs it beside its
+own best-of set so that it can never produce a larger arena than upstream's.
+
 Every tie is broken by the buffer key, so a plan is a pure function of its input.
 :func:`place_best` runs the heuristics, keeps the smallest arena and stops early when
 one reaches the lower bound.
@@ -164,6 +168,26 @@ def compact(items: Sequence[Item], offsets: dict[int, int], n_steps: int, align:
     return offsets
 
 
+def upstream_greedy(items: Sequence[Item], align: int) -> dict[int, int]:
+    """Upstream rlx's placement, exactly: largest first (ties in key order); the candidate
+    offsets are 0 and the aligned end of every placed buffer; each buffer takes the lowest
+    candidate that overlaps no placed buffer in both memory and time (closed intervals)."""
+    order = sorted(range(len(items)), key=lambda i: (-items[i].size, items[i].key))
+    placed: list[tuple[int, int, int, int]] = []  # (offset, end, birth, death)
+    ends = [0]
+    out: dict[int, int] = {}
+    for i in order:
+        it = items[i]
+        rivals = [(o, e) for o, e, b, d in placed if b <= it.death and d >= it.birth]
+        for cand in sorted({align_up(e, align) for e in ends}):
+            if all(cand + it.size <= o or e <= cand for o, e in rivals):
+                break
+        placed.append((cand, cand + it.size, it.birth, it.death))
+        ends.append(cand + it.size)
+        out[it.key] = cand
+    return out
+
+
 def perturbed(seed: int) -> Callable[..., dict[int, int]]:
     """Greedy by size with sizes jittered by a seeded random factor (a deterministic restart)."""
 
@@ -188,6 +212,7 @@ HEURISTICS: dict[str, Callable[..., dict[int, int]]] = {
 DEFAULT_HEURISTICS = ("size", "order", "breadth", "area")
 SEARCH_ROUNDS = 8  # seeded restarts tried when no heuristic reaches the lower bound
 SEARCH_WORK = 10_000  # restarts x buffers: bounds the search by problem size, not by time
+UPSTREAM_MAX_BUFFERS = 4_000  # upstream's placement is quadratic in buffers; larger graphs skip it
 
 
 @dataclass

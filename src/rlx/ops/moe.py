@@ -1,6 +1,6 @@
 """Mixture-of-experts and packed-weight expert matmuls (OPS.md §9.3): grouped_matmul,
 dequant_grouped_matmul and dequant_moe_weights, with the GGUF K-quant block decoders
-(Q4_K, Q5_K, Q6_K, Q8_K) and NVFP4.
+(Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, Q4_0, Q8_0) and NVFP4.
 
 Conventions:
 
@@ -9,8 +9,8 @@ Conventions:
   ``RlxError`` at run time in the reference kernels.
 * GGUF packing (llama.cpp / ggml ``dequantize_row_*``): one expert's weight is stored
   **``[N, K]``** (output rows): element ``(j, p)`` is flat index ``j·K + p``, split into blocks of
-  256 consecutive flat elements, so ``K·N`` must be a multiple of 256. An expert slab is
-  ``(K·N / 256) · block_bytes`` bytes; a stack holds ``E`` slabs back to back (any operand shape,
+  256 (K-quants) or 32 (Q4_0, Q8_0) consecutive flat elements, so ``K·N`` must be a multiple of the
+  block size. An expert slab is ``(K·N / block) · block_bytes`` bytes; a stack holds ``E`` slabs back to back (any operand shape,
   the byte count decides ``E``). The decoded expert is transposed to the grouped_matmul layout
   ``[K, N]``. Block layouts (bytes, little endian; ``fp16`` = IEEE half):
 
@@ -26,6 +26,17 @@ Conventions:
     t < 2, high for t >= 2) and high 2 bits ``(qh[32h + l] >> 2t) & 3``; ``q = bits − 32``; the scale
     of element e (within the block) is ``scales[e // 16]``; ``y = (d·scale)·q``.
   - ``gguf_q8_k`` (292): ``d f32 | qs[256] (int8) | bsums[16] (int16, unused)``: ``y = d·q``.
+  - ``gguf_q2_k`` (84): ``scales[16] | qs[64] | d fp16 | dmin fp16``. Element ``e = 128n + 32j + 16h + l``
+    (n, h < 2, j < 4, l < 16) has the 2 bits ``(qs[32n + 16h + l] >> 2j) & 3``; sub-block ``s = e // 16``
+    has scale ``scales[s] & 15`` and min ``scales[s] >> 4``: ``y = d·sc·q − dmin·m``.
+  - ``gguf_q3_k`` (110): ``hmask[32] | qs[64] | scales[12] | d fp16``. Element e (as Q2_K) has low bits
+    ``(qs[32n + 16h + l] >> 2j) & 3``, minus 4 unless bit ``4n + j`` of ``hmask[16h + l]`` is set. The 16
+    six-bit scales, with ``k = s % 4`` and ``t = scales[8 + k]``: s < 4: ``scales[k] & 15 | (t & 3) << 4``;
+    s < 8: ``scales[4+k] & 15 | (t >> 2 & 3) << 4``; s < 12: ``scales[k] >> 4 | (t >> 4 & 3) << 4``; else
+    ``scales[4+k] >> 4 | (t >> 6) << 4``. ``y = d·(sc_{e // 16} − 32)·q``.
+  - ``gguf_q4_0`` (18, 32 elements): ``d fp16 | qs[16]``: element l < 16 is ``qs[l] & 15``, element
+    16 + l is ``qs[l] >> 4``; ``y = d·(q − 8)``.
+  - ``gguf_q8_0`` (34, 32 elements): ``d fp16 | qs[32] (int8)``: ``y = d·q``.
 
 * NVFP4 (``nvfp4_block``, OPS.md §9.3): per expert, 4-bit codes of the ``[K, N]`` weight at flat
   index ``p·N + j`` (low nibble = even index), ``ceil(K·N/2)`` bytes per expert slab; the operand
@@ -56,7 +67,8 @@ from rlx.ops.quant import BATCH_DIMS, batch_lead, map_lead, split_lead, with_lea
 
 QK_K = 256
 #: scheme -> (block elements, block bytes)
-GGUF_BLOCKS = {"gguf_q4_k": (256, 144), "gguf_q5_k": (256, 176), "gguf_q6_k": (256, 210), "gguf_q8_k": (256, 292)}
+GGUF_BLOCKS = {"gguf_q4_k": (256, 144), "gguf_q5_k": (256, 176), "gguf_q6_k": (256, 210), "gguf_q8_k": (256, 292),
+               "gguf_q2_k": (256, 84), "gguf_q3_k": (256, 110), "gguf_q4_0": (32, 18), "gguf_q8_0": (32, 34)}
 NVFP4 = "nvfp4_block"
 NVFP4_GROUP = 16
 MOE_SCHEMES = (*GGUF_BLOCKS, NVFP4)
@@ -121,11 +133,57 @@ def _decode_q8_k(xp, cast, b):
     return d[:, None] * cast(b[:, 4:260], "i8").astype(xp.float32)
 
 
-GGUF_DECODERS = {"gguf_q4_k": _decode_q4_k, "gguf_q5_k": _decode_q5_k, "gguf_q6_k": _decode_q6_k, "gguf_q8_k": _decode_q8_k}
+def _crumbs_k2(xp, qs):
+    """``qs [nb, 64]`` (int32) -> the 256 two-bit values of a Q2_K / Q3_K block in element order:
+    element 128n + 32j + 16h + l is bits 2j..2j+1 of ``qs[32n + 16h + l]``."""
+    q = qs.reshape(-1, 2, 1, 32)  # [nb, n, 1, 16h + l]
+    shifts = (2 * xp.arange(4, dtype=xp.int32)).reshape(1, 1, 4, 1)
+    return ((q >> shifts) & 3).reshape(-1, QK_K)
+
+
+def _decode_q2_k(xp, cast, b):
+    sc = b[:, 0:16].astype(xp.int32)
+    d, dmin = cast(b[:, 80:82], "f16").astype(xp.float32), cast(b[:, 82:84], "f16").astype(xp.float32)
+    q = _crumbs_k2(xp, b[:, 16:80].astype(xp.int32)).astype(xp.float32).reshape(-1, 16, 16)
+    y = (d[:, None] * (sc & 15).astype(xp.float32))[:, :, None] * q - (dmin[:, None] * (sc >> 4).astype(xp.float32))[:, :, None]
+    return y.reshape(-1, QK_K)
+
+
+def _scales_k3(xp, raw):
+    """The 16 six-bit scales of a Q3_K block from its ``scales[12]`` (int32 [nb, 12]), in sub-block order."""
+    lo, mid, hi = raw[:, 0:4], raw[:, 4:8], raw[:, 8:12]
+    parts = [(lo & 15, 0), (mid & 15, 2), (lo >> 4, 4), (mid >> 4, 6)]
+    return xp.concatenate([low | (((hi >> shift) & 3) << 4) for low, shift in parts], axis=1)
+
+
+def _decode_q3_k(xp, cast, b):
+    hm = b[:, 0:32].astype(xp.int32).reshape(-1, 1, 1, 32)  # hmask[16h + l]
+    bit = (xp.arange(2, dtype=xp.int32).reshape(1, 2, 1, 1) * 4 + xp.arange(4, dtype=xp.int32).reshape(1, 1, 4, 1))
+    high = ((hm >> bit) & 1).reshape(-1, QK_K)  # bit 4n + j of hmask[16h + l]
+    q = _crumbs_k2(xp, b[:, 32:96].astype(xp.int32)) - 4 * (1 - high)
+    sc = (_scales_k3(xp, b[:, 96:108].astype(xp.int32)) - 32).astype(xp.float32)
+    d = cast(b[:, 108:110], "f16").astype(xp.float32)
+    return ((d[:, None] * sc)[:, :, None] * q.astype(xp.float32).reshape(-1, 16, 16)).reshape(-1, QK_K)
+
+
+def _decode_q4_0(xp, cast, b):
+    d = cast(b[:, 0:2], "f16").astype(xp.float32)
+    qs = b[:, 2:18].astype(xp.int32)
+    q = xp.concatenate([qs & 15, qs >> 4], axis=1) - 8
+    return d[:, None] * q.astype(xp.float32)
+
+
+def _decode_q8_0(xp, cast, b):
+    d = cast(b[:, 0:2], "f16").astype(xp.float32)
+    return d[:, None] * cast(b[:, 2:34], "i8").astype(xp.float32)
+
+
+GGUF_DECODERS = {"gguf_q4_k": _decode_q4_k, "gguf_q5_k": _decode_q5_k, "gguf_q6_k": _decode_q6_k, "gguf_q8_k": _decode_q8_k,
+                 "gguf_q2_k": _decode_q2_k, "gguf_q3_k": _decode_q3_k, "gguf_q4_0": _decode_q4_0, "gguf_q8_0": _decode_q8_0}
 
 
 def decode_gguf(raw, scheme: str, xp=np, cast=np_cast):
-    """ggml's ``dequantize_row_*``: raw u8 blocks (any shape) -> the flat f32 values (256 per block)."""
+    """ggml's ``dequantize_row_*``: raw u8 blocks (any shape) -> the flat f32 values (256 or 32 per block)."""
     nbytes = GGUF_BLOCKS[scheme][1]
     blocks = (np.ascontiguousarray(raw, dtype=np.uint8) if xp is np else raw).reshape(-1, nbytes)
     return GGUF_DECODERS[scheme](xp, cast, blocks).reshape(-1).astype(xp.float32)
@@ -360,8 +418,9 @@ defop(
     vjp=_dgmm_vjp, jvp=_dgmm_jvp, batch=batch_lead, flags={"blas"},
     doc="grouped_matmul with packed expert weights (OPS.md §9.3): x [M, K] (float), w_packed u8 holding E expert slabs "
     "back to back (any shape; E = bytes / slab bytes), expert_idx [M] -> [M, N], out[i] = x[i] @ W[expert_idx[i]]. "
-    "GGUF schemes (gguf_q4_k, q5_k, q6_k, q8_k): each slab is (K·N/256)·block_bytes bytes of ggml blocks for the "
-    "expert stored [N, K] (flat j·K + p; K·N a multiple of 256), decoded as ggml's dequantize_row_* (layouts in the "
+    "GGUF schemes (gguf_q2_k, q3_k, q4_k, q5_k, q6_k, q8_k: 256-element blocks; gguf_q4_0, q8_0: 32): each slab is "
+    "(K·N/block)·block_bytes bytes of ggml blocks for the expert stored [N, K] (flat j·K + p; K·N a multiple of "
+    "the block), decoded as ggml's dequantize_row_* (layouts in the "
     "rlx.ops.moe module doc) and transposed. nvfp4_block takes two more operands: scale u8 (E·ceil(K/16)·N FP8 "
     "E4M3FN bytes, per expert [ceil(K/16), N]) and global f32 [1] or [E]; codes [K, N] flat p·N + j, low nibble "
     "first, ceil(K·N/2) bytes per slab; W = LUT[code]·e4m3fn(scale)·global. Decoded in f32; the product runs in x's "

@@ -740,9 +740,10 @@ defop(
 
 # ----------------------------------------------------------------------- dequant_matmul
 DEQUANT_SCHEMES = ("int8_block", "int8_block_asym", "int4_block", "fp8_e4m3", "fp8_e5m2",
-                   "gguf_q4_k", "gguf_q5_k", "gguf_q6_k", "gguf_q8_k", "nvfp4_block")
+                   "gguf_q4_k", "gguf_q5_k", "gguf_q6_k", "gguf_q8_k", "gguf_q2_k", "gguf_q3_k", "gguf_q4_0", "gguf_q8_0",
+                   "nvfp4_block")
 # Tier-3 schemes (OPS.md §9.3); their block decoders live in rlx.ops.moe (imported lazily: moe imports this module).
-_GGUF_DQ = ("gguf_q4_k", "gguf_q5_k", "gguf_q6_k", "gguf_q8_k")
+_GGUF_DQ = tuple(s for s in DEQUANT_SCHEMES if s.startswith("gguf_"))
 
 
 def _dq_arity(attrs) -> int:
@@ -928,8 +929,9 @@ defop(
     "offset; store signed weights with +8 and fold the offset into x·scale sums if needed); fp8_e4m3 / fp8_e5m2: "
     "w_q u8 [K, N] one byte per weight, W = decode(byte)·scale[j], scale [N] ([1] shared, [0] = 1.0), zp ignored; "
     "decoders as upstream: e4m3 bias 7, subnormal m·2⁻⁹, exponent 15 -> ±inf / NaN (not OCP E4M3FN); e5m2 bias 15. "
-    "GGUF schemes (OPS.md §9.3; gguf_q4_k / q5_k / q6_k / q8_k) take 2 operands (x, w_q): w_q u8 holds raw ggml blocks "
-    "of a weight stored [N, K] (flat j·K + p, 256-element blocks; N = bytes / block_bytes · 256 / K), decoded as ggml's "
+    "GGUF schemes (OPS.md §9.3; gguf_q2_k / q3_k / q4_k / q5_k / q6_k / q8_k, gguf_q4_0 / q8_0) take 2 operands (x, w_q): "
+    "w_q u8 holds raw ggml blocks of a weight stored [N, K] (flat j·K + p, 256-element blocks, 32 for q4_0 / q8_0; "
+    "N = bytes / block_bytes · block / K), decoded as ggml's "
     "dequantize_row_* (layouts in rlx.ops.moe) and transposed: out = x @ Wᵀ_packed. nvfp4_block takes (x, w_q, scale, "
     "global): w_q u8 ceil(K·N/2) bytes of 4-bit codes of W [K, N] (flat p·N + j, low nibble first), scale u8 [ceil(K/16), "
     "N] OCP E4M3FN bytes (0x7F / 0xFF read as 0), global f32 [1] (in the zp slot): W = LUT[code]·e4m3fn(scale)·global. "

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlx.ir.dump import IrDump, active_dump
 from rlx.ir.errors import RlxError, VerifyError
 from rlx.ir.graph import Graph
 from rlx.ir.verify import verify
@@ -113,7 +114,7 @@ def run_passes(g: Graph, passes: Sequence[Pass | PassFn], *, check: bool = True,
     would otherwise make the time per node grow with graph size.
     """
     with paused_gc():
-        return _run_passes(g, passes, check, bodies, {})
+        return _run_passes(g, passes, check, bodies, {}, active_dump(g.name))
 
 
 @contextlib.contextmanager
@@ -130,12 +131,14 @@ def paused_gc() -> Iterator[None]:
 
 def _run_passes(
     g: Graph, passes: Sequence[Pass | PassFn], check: bool, bodies: bool, memo: dict[int, tuple[Graph, PipelineResult]],
+    dump: IrDump | None = None,
 ) -> PipelineResult:
     log: list[PassLog] = []
     id_map: dict[int, int] | None = None
     g0, n0 = g, len(g.nodes)
     if check:
         verify(g)
+    text_before = str(g) if dump is not None else ""
     for p in passes:
         name = p.name if isinstance(p, Pass) else getattr(p, "__name__", "pass")
         before = len(g.nodes)
@@ -153,10 +156,17 @@ def _run_passes(
                 raise PassError(f"pass {name!r} produced an invalid graph: {exc}") from exc
         id_map = compose(id_map, result.id_map, n0)
         log.append(PassLog(name, before, len(result.graph.nodes), time.perf_counter() - t0, dict(result.stats)))
+        if dump is not None:
+            entry = log[-1]
+            after = str(result.graph) if result.graph is not g else text_before
+            dump.pass_diff(name, text_before, after, entry.stats, (entry.nodes_before, entry.nodes_after), entry.seconds)
+            text_before = after
         g = result.graph
     body_results: dict[tuple[int, str], PipelineResult] = {}
     if bodies:
         g = _optimize_bodies(g, passes, check, memo, body_results)
+    if dump is not None:
+        dump.stage("optimized", str(g))
     return PipelineResult(g, id_map if id_map is not None else {i: i for i in range(n0)}, log, body_results, g0)
 
 

@@ -21,18 +21,19 @@ dims is specialized to the sizes of each feed and planned again (cached per bind
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from rlx.ir.errors import FeedError, RlxError
+from rlx.ir.errors import RlxError
 from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.opdef import get_op
 from rlx.ir.shape import TensorType
 from rlx.lir.liveness import LEAVES
 from rlx.lir.plan import LirModule
-from rlx.runtime.reference import bind_feed, eval_node, kernel_of
+from rlx.runtime.reference import bind_feed, checked_params, eval_node, kernel_of
 
 Step = Callable[[], None]
 
@@ -60,8 +61,30 @@ def _byte_view(root: np.ndarray, offset: int, t: TensorType) -> np.ndarray:
     return _slot_array(flat, offset, t)
 
 
+class _Frame:
+    """One arena with its node arrays and the steps bound to them; a run holds one frame at a time.
+
+    ``loaded`` maps each param name to the array last copied into (or pointed at by) this frame,
+    ``version`` the executor's param version the frame was last synced to."""
+
+    __slots__ = ("arena", "env", "loaded", "raw", "steps", "version")
+
+    def __init__(self, raw: np.ndarray, arena: np.ndarray, env: list[Any]):
+        self.raw, self.arena, self.env = raw, arena, env
+        self.steps: list[Step] = []
+        self.loaded: dict[str, Any] = {}
+        self.version = -1
+
+
 class ArenaExecutor:
-    """``exe.run(inputs={...}, params={...}) -> list[np.ndarray]``; ``exe(**inputs)`` also works."""
+    """``exe.run(inputs={...}, params={...}) -> list[np.ndarray]``; ``exe(**inputs)`` also works.
+
+    Thread-safe: each run takes a frame (an arena and the steps bound to it) from a pool, building
+    one more when every frame is busy, so concurrent runs never share a buffer. Params are the
+    bound ones (``set_params``) or, for one call, those given to ``run(params=...)`` (always
+    copied, as the caller may have changed them in place); a frame copies a bound param when the
+    array it last loaded for that name is not the bound one.
+    """
 
     backend = "numpy"
 
@@ -69,12 +92,19 @@ class ArenaExecutor:
         self.lir = lir
         self.graph = lir.graph
         self._params: dict[str, np.ndarray] = {}
+        self._version = 0  # bumped by set_params; a frame behind it resyncs its params
+        self._lock = threading.Lock()  # guards the frame pool, the bound params and the caches below
         self._dynamic = bool(lir.plan.dynamic_symbols)
         self._special: dict[tuple[tuple[str, int], ...], ArenaExecutor] = {}
         self._bodies: dict[int, Any] = {}  # id(body graph) -> its own arena executor
         self._body_graphs: list[Graph] = []
+        self._free: list[_Frame] = []
+        self._frames = 0
         if not self._dynamic:
-            self._build()
+            self._layout()
+            primary = self._build()
+            self._free.append(primary)
+            self.arena, self._env, self._steps = primary.arena, primary.env, primary.steps  # the first frame's
         if params:
             self.set_params(params)
 
@@ -82,6 +112,11 @@ class ArenaExecutor:
     def body_plans(self) -> list[LirModule]:
         """The LIR plans of the control-flow bodies run so far (each body is planned on its own)."""
         return [exe.lir for exe in self._bodies.values()]
+
+    @property
+    def frames(self) -> int:
+        """How many arenas this executor has built (one per run in flight at the busiest moment)."""
+        return self._frames
 
     def _call_body(self, body: Graph, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run a control-flow body in its own planned arena (compiled once per body graph).
@@ -92,35 +127,60 @@ class ArenaExecutor:
         if exe is None:
             from rlx.runtime.compile import compile as compile_graph  # compile builds ArenaExecutors
 
-            exe = self._bodies[id(body)] = compile_graph(body, backend="numpy")
-            self._body_graphs.append(body)  # keeps id(body) valid for the cache's lifetime
+            with self._lock:
+                exe = self._bodies.get(id(body))
+                if exe is None:
+                    exe = self._bodies[id(body)] = compile_graph(body, backend="numpy")
+                    self._body_graphs.append(body)  # keeps id(body) valid for the cache's lifetime
         names = [n.attrs["name"] for n in body.nodes if n.op == "input"]
         if len(names) != len(args):
             raise RlxError(f"subgraph {body.name!r} takes {len(names)} inputs, {len(args)} given")
         return [np.array(out, copy=True) for out in exe.run(dict(zip(names, args)))]
 
     # ------------------------------------------------------------------ setup
-    def _build(self) -> None:
+    def _layout(self) -> None:
+        """What every frame shares: which leaves are read where, which views are made per run, which outputs are fresh."""
+        g, p = self.graph, self.lir.plan
+        nodes = g.nodes
+        placed = set(p.assignments)
+        self._arena_inputs: list[tuple[str, int]] = []
+        self._outside_inputs: list[tuple[str, int]] = []
+        self._runtime_views: list[tuple[int, int, int]] = []  # views of roots outside the arena
+        self._fresh: list[tuple[int, tuple[int, ...], np.dtype]] = []  # output roots written into new arrays each run
+        self._param_ids = dict(p.io.params)
+        outside = set(p.outside)
+        for nid in p.schedule:
+            node = nodes[nid]
+            if node.op == "input":
+                (self._arena_inputs if nid in placed else self._outside_inputs).append((node.attrs["name"], nid))
+            elif node.op in LEAVES:
+                continue
+            elif nid in p.view_aliases:
+                if nid not in placed and nodes[p.view_aliases[nid].root].op != "constant":
+                    self._runtime_views.append((nid, p.view_aliases[nid].root, p.view_aliases[nid].byte_offset))
+            elif nid not in placed and nid in outside:
+                self._fresh.append((nid, tuple(node.shape), node.dtype.numpy))
+        fresh_ids = {nid for nid, _, _ in self._fresh}
+        given: set[int] = set()
+        self._hand_over: list[bool] = []  # output i returned as is (a fresh array) rather than copied
+        for o in g.output_ids:
+            self._hand_over.append(o in fresh_ids and o not in given)
+            given.add(o)
+
+    def _build(self) -> _Frame:
         g, p = self.graph, self.lir.plan
         nodes = g.nodes
         align = max(p.alignment, 64)
         raw = np.zeros(p.arena_size + align, np.uint8)
         base = (-raw.ctypes.data) % align
-        self._raw = raw
-        self.arena = raw[base:base + p.arena_size]
+        arena = raw[base:base + p.arena_size]
         env: list[Any] = [None] * len(nodes)
         fixed = [False] * len(nodes)
         for nid, slot in p.assignments.items():
-            env[nid] = _slot_array(self.arena, slot.offset, nodes[nid].type)
+            env[nid] = _slot_array(arena, slot.offset, nodes[nid].type)
             fixed[nid] = True
-        self._env = env
-        self._runtime_views: list[tuple[int, int, int]] = []  # views of roots outside the arena
-        self._arena_inputs: list[tuple[str, int]] = []
-        self._outside_inputs: list[tuple[str, int]] = []
-        self._param_ids = dict(p.io.params)
-        self._fresh: list[tuple[int, tuple[int, ...], np.dtype]] = []  # output roots written into new arrays each run
-        outside = set(p.outside)
-        steps: list[Step] = []
+        frame = _Frame(raw, arena, env)
+        fresh = {nid for nid, _, _ in self._fresh}
         for nid in p.schedule:
             node = nodes[nid]
             if node.op in LEAVES:
@@ -131,8 +191,6 @@ class ArenaExecutor:
                     else:
                         env[nid] = arr
                         fixed[nid] = True
-                elif node.op == "input":
-                    (self._arena_inputs if fixed[nid] else self._outside_inputs).append((node.attrs["name"], nid))
                 continue
             if nid in p.view_aliases:
                 if not fixed[nid]:
@@ -141,34 +199,23 @@ class ArenaExecutor:
                     if root.op == "constant":
                         env[nid] = _byte_view(root.attrs["value"].array, alias.byte_offset, node.type)
                         fixed[nid] = True
-                    else:
-                        self._runtime_views.append((nid, alias.root, alias.byte_offset))
                 continue
-            if not fixed[nid]:
-                if nid in outside:  # an output root outside the arena: a fresh array per run
-                    self._fresh.append((nid, tuple(node.shape), node.dtype.numpy))
-                else:  # zero-sized or otherwise unplanned: a private buffer
-                    env[nid] = np.empty(tuple(node.shape), node.dtype.numpy)
-                    fixed[nid] = True
+            if not fixed[nid] and nid not in fresh:  # zero-sized or otherwise unplanned: a private buffer
+                env[nid] = np.empty(tuple(node.shape), node.dtype.numpy)
+                fixed[nid] = True
             if node.op != RESULT:  # a result node is written by its producer's step
-                steps.append(self._make_step(node, fixed))
-        self._steps = steps
-        self._step_count = len(steps)
-        fresh_ids = {nid for nid, _, _ in self._fresh}
-        given: set[int] = set()
-        self._hand_over: list[bool] = []  # output i returned as is (a fresh array) rather than copied
-        for o in g.output_ids:
-            self._hand_over.append(o in fresh_ids and o not in given)
-            given.add(o)
+                frame.steps.append(self._make_step(node, env, fixed))
+        self._step_count = len(frame.steps)
+        self._frames += 1
+        return frame
 
-    def _make_step(self, node: Node, fixed: list[bool]) -> Step:
-        env = self._env
+    def _make_step(self, node: Node, env: list[Any], fixed: list[bool]) -> Step:
         nodes = self.graph.nodes
         in_types = [nodes[i].type for i in node.inputs]
         if node.extra_types:
-            return self._make_multi_step(node)
+            return self._make_multi_step(node, env)
         if not fixed[node.id]:
-            return self._make_dynamic_step(node)
+            return self._make_dynamic_step(node, env)
         out = env[node.id]
         into = _into_of(node, in_types)
         static = all(fixed[i] for i in node.inputs)
@@ -204,9 +251,9 @@ class ArenaExecutor:
             return lambda: finish(kernel(args, attrs, out_type))
         return lambda: finish(kernel([env[i] for i in ins], attrs, out_type))
 
-    def _make_dynamic_step(self, node: Node) -> Step:
+    def _make_dynamic_step(self, node: Node, env: list[Any]) -> Step:
         """A node whose output array changes per run (an output root outside the arena)."""
-        env, nodes, nid, ins = self._env, self.graph.nodes, node.id, node.inputs
+        nodes, nid, ins = self.graph.nodes, node.id, node.inputs
         kernel, attrs, out_type = kernel_of(get_op(node.op), self._call_body), node.attrs, node.type
         into = _into_of(node, [nodes[i].type for i in ins])
         if into is not None:
@@ -231,9 +278,9 @@ class ArenaExecutor:
 
         return step
 
-    def _make_multi_step(self, node: Node) -> Step:
+    def _make_multi_step(self, node: Node, env: list[Any]) -> Step:
         """A multi-result node: its reference kernel, each result copied into its own slot."""
-        env, ins, ids = self._env, node.inputs, range(node.id, node.id + node.num_results)
+        ins, ids = node.inputs, range(node.id, node.id + node.num_results)
         run_kernel = kernel_of(get_op(node.op), self._call_body)
         if run_kernel is None:
             raise RlxError(f"op {node.op!r} (node %{node.id}) has no reference kernel")
@@ -246,28 +293,52 @@ class ArenaExecutor:
 
     # ------------------------------------------------------------------ params
     def set_params(self, params: Mapping[str, Any]) -> None:
-        """Bind weights by name (checked against the graph); they persist across runs."""
-        declared = self.graph.params()
-        unknown = sorted(set(params) - set(declared))
-        if unknown:
-            raise FeedError(f"unknown param(s) {unknown}; the graph's params are {sorted(declared)}")
-        for name, value in params.items():
-            node = declared[name].node
-            arr = np.asarray(value)
-            if arr.dtype != node.dtype.numpy or (node.shape.is_static and arr.shape != tuple(node.shape)):
-                raise FeedError(f"param {name!r}: {arr.dtype} {list(arr.shape)} given, {node.type} declared")
-            self._params[name] = arr
-            if not self._dynamic:
-                self._load_param(name, arr)
-        for ex in self._special.values():
-            ex.set_params(params)
+        """Bind weights by name (checked against the graph); they persist across runs.
 
-    def _load_param(self, name: str, arr: np.ndarray) -> None:
-        nid = self._param_ids[name]
-        if nid in self.lir.plan.assignments:
-            np.copyto(self._env[nid], arr)
-        else:
-            self._env[nid] = _contiguous(arr)
+        Copied into the first free frame now, into the other frames before their next run."""
+        checked = checked_params(self.graph, params)
+        with self._lock:
+            self._params.update(checked)
+            self._version += 1
+            specials = list(self._special.values())
+        if not self._dynamic:
+            frame = self._acquire()
+            try:
+                self._sync(frame, None)
+            finally:
+                self._release(frame)
+        for ex in specials:
+            ex.set_params(checked)
+
+    def _sync(self, frame: _Frame, given: Mapping[str, np.ndarray] | None) -> None:
+        """Make ``frame`` hold the bound params, overridden by ``given`` (this run's ``params=``)."""
+        if frame.version == self._version and not given:
+            return
+        with self._lock:
+            want, version = dict(self._params), self._version
+        given = given or {}
+        want.update(given)
+        assignments, env = self.lir.plan.assignments, frame.env
+        for name, arr in want.items():
+            if name not in given and frame.loaded.get(name) is arr:  # a run's own params are always copied
+                continue
+            nid = self._param_ids[name]
+            if nid in assignments:
+                np.copyto(env[nid], arr)
+            else:
+                env[nid] = _contiguous(arr)
+            frame.loaded[name] = arr
+        frame.version = -1 if given else version  # a run's own params: resync before the next run
+
+    def _acquire(self) -> _Frame:
+        with self._lock:
+            if self._free:
+                return self._free.pop()
+        return self._build()
+
+    def _release(self, frame: _Frame) -> None:
+        with self._lock:
+            self._free.append(frame)
 
     # ------------------------------------------------------------------ run
     def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
@@ -275,23 +346,31 @@ class ArenaExecutor:
         fed, binding = bind_feed(self.graph, inputs, feed_params)
         if self._dynamic:
             return self._specialized(binding).run(inputs, params)
-        env = self._env
+        given = {name: fed[self._param_ids[name]] for name in params} if params else None
+        if given:
+            with self._lock:  # they stay bound for later runs
+                self._params.update(given)
+                self._version += 1
+        frame = self._acquire()
+        try:
+            self._sync(frame, given)
+            return self._run_frame(frame, fed)
+        finally:
+            self._release(frame)
+
+    def _run_frame(self, frame: _Frame, fed: Mapping[int, np.ndarray]) -> list[np.ndarray]:
+        env = frame.env
         for _name, nid in self._arena_inputs:
             np.copyto(env[nid], fed[nid])
         for _name, nid in self._outside_inputs:
             env[nid] = _contiguous(fed[nid])
-        if params:
-            for name in params:
-                arr = fed[self._param_ids[name]]
-                self._params[name] = arr
-                self._load_param(name, arr)
         for nid, shape, dtype in self._fresh:
             env[nid] = np.empty(shape, dtype)
         nodes = self.graph.nodes
         for vid, root, off in self._runtime_views:
             env[vid] = _byte_view(env[root], off, nodes[vid].type)
         with np.errstate(all="ignore"):
-            for step in self._steps:
+            for step in frame.steps:
                 step()
         return [env[o] if hand else np.array(env[o], copy=True) for o, hand in zip(self.graph.output_ids, self._hand_over)]
 
@@ -302,10 +381,11 @@ class ArenaExecutor:
         from rlx.lir.specialize import specialize
 
         key = tuple(sorted(binding.items()))
-        ex = self._special.get(key)
-        if ex is None:
-            ex = ArenaExecutor(specialize(self.lir, dict(binding)), params=self._params or None)
-            self._special[key] = ex
+        with self._lock:
+            ex = self._special.get(key)
+            if ex is None:
+                ex = ArenaExecutor(specialize(self.lir, dict(binding)), params=self._params or None)
+                self._special[key] = ex
         return ex
 
     def __repr__(self) -> str:

@@ -1,7 +1,9 @@
 """``rlx.compile(obj, backend="numpy")``: a runnable executable from a HIR/MIR graph or an LIR.
 
-Backends register a factory ``(obj, **options) -> executable`` with :func:`register_backend`;
-the built-in ``"numpy"`` backend plans the graph (unless given an LirModule) and runs it
+Backends register a factory ``(obj, **options) -> executable`` with :func:`register_backend`:
+``"numpy"``, ``"jax"``, ``"torch"`` (:mod:`rlx.backends.torch_backend`), ``"onnxruntime"``
+(:mod:`rlx.backends.ort_backend`) and ``"auto"`` (:mod:`rlx.backends.auto`: the fastest installed
+one for the device, by the rule documented there). The built-in ``"numpy"`` backend plans the graph (unless given an LirModule) and runs it
 inside one arena (:mod:`rlx.runtime.arena`). Planning options (``alignment``, ``inputs``,
 ``params`` policy …) pass through to :func:`rlx.plan`; ``params=`` given as a mapping binds
 weights at compile time. Unless told otherwise the numpy backend plans the graph's inputs
@@ -72,13 +74,20 @@ def _numpy_backend(obj: Any, params: Any = None, **options: Any) -> Any:
 register_backend("numpy", _numpy_backend)
 
 
-def _jax_backend(obj: Any, **options: Any) -> Any:
-    from rlx.backends.jax import compile_jax  # lazy: `import rlx` must not import jax
+def _lazy(module: str, factory: str) -> Callable[..., Any]:
+    """A factory that imports its backend on first use (``import rlx`` imports no framework)."""
+    def make(obj: Any, **options: Any) -> Any:
+        import importlib
 
-    return compile_jax(obj, **options)
+        return getattr(importlib.import_module(module), factory)(obj, **options)
+
+    return make
 
 
-register_backend("jax", _jax_backend)
+register_backend("jax", _lazy("rlx.backends.jax", "compile_jax"))
+register_backend("torch", _lazy("rlx.backends.torch_backend", "compile_torch"))
+register_backend("onnxruntime", _lazy("rlx.backends.ort_backend", "compile_ort"))
+register_backend("auto", _lazy("rlx.backends.auto", "compile_auto"))  # picks one of the above (rule in rlx.backends.auto)
 
 
 def compile(obj: Any, backend: str = "numpy", **options: Any) -> Any:

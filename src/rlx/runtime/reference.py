@@ -66,6 +66,22 @@ def bind_feed(g: Graph, inputs: Mapping[str, Any] | None, params: Mapping[str, A
     return fed, binding
 
 
+def checked_params(g: Graph, params: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """``params`` as arrays, each checked against the graph's declared param (name, dtype, static shape)."""
+    declared = g.params()
+    unknown = sorted(set(params) - set(declared))
+    if unknown:
+        raise FeedError(f"unknown param(s) {unknown}; the graph's params are {sorted(declared)}")
+    out: dict[str, np.ndarray] = {}
+    for name, value in params.items():
+        node = declared[name].node
+        arr = np.asarray(value)
+        if arr.dtype != node.dtype.numpy or (node.shape.is_static and arr.shape != tuple(node.shape)):
+            raise FeedError(f"param {name!r}: {arr.dtype} {list(arr.shape)} given, {node.type} declared")
+        out[name] = arr
+    return out
+
+
 def compute_dtype(dtype: DType) -> np.dtype:
     """The NumPy dtype a reference kernel computes in for a tensor of ``dtype``."""
     return np.dtype(np.float32) if dtype.is_low_precision_float else dtype.numpy

@@ -2,8 +2,13 @@
 
 The graph is interpreted once at trace time through the lowering table
 (:mod:`rlx.backends.jax.lowering`); XLA sees a single program and fuses it. The jitted
-function is cached by the graph's content fingerprint (plus the x64 mode, matmul precision
-and placement), so compiling the same graph twice reuses one XLA executable per input shape.
+function is cached by the graph's content fingerprint (plus the x64 mode, matmul precision,
+placement, and the lowering and registry entry of every op the graph and its bodies use, so
+re-registering a custom op with ``replace=True`` never reuses the old op's executable), so
+compiling the same graph twice reuses one XLA executable per input shape.
+
+Thread-safe: one executable may be run from many threads; ``run(params=...)`` uses those params
+for that call (and binds them for later calls) without affecting a concurrent call's.
 
 Params are placed on the device (or sharded over the mesh) once, by ``compile(params=...)``,
 :meth:`JaxExecutable.set_params` or ``run(params=...)``, and stay there between calls.
@@ -26,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from rlx.backends.common import live_nodes
 from rlx.backends.jax import lowering as L
 from rlx.backends.jax import sharding as S
 from rlx.ir.dtype import DType
@@ -61,17 +67,6 @@ def x64_scope(enabled: bool) -> Any:
 
 
 # ---------------------------------------------------------------------------- interpreter
-def _live(g: Graph) -> list[bool]:
-    live = [False] * len(g)
-    for o in g.output_ids:
-        live[o] = True
-    for node in reversed(g.nodes):
-        if live[node.id]:
-            for i in node.inputs:
-                live[i] = True
-    return live
-
-
 def _bind_symbols(g: Graph, leaves: Mapping[int, Any]) -> dict[str, int]:
     binding: dict[str, int] = {}
     for nid, arr in leaves.items():
@@ -85,7 +80,7 @@ def _bind_symbols(g: Graph, leaves: Mapping[int, Any]) -> dict[str, int]:
 def evaluate(g: Graph, leaves: Mapping[int, Any], *, host_fallback: bool = False) -> list[Any]:
     """Trace ``g`` with jax: ``leaves`` maps input / param node ids to arrays; returns the outputs."""
     binding = _bind_symbols(g, leaves)
-    live = _live(g)
+    live = live_nodes(g)
     env: dict[int, Any] = {}
     for node in g.nodes:
         if not live[node.id]:
@@ -163,6 +158,28 @@ def _host_callback(node: Node, args: list[Any], out: TensorType) -> Any:
     return host_lowering(node.op)(args, node.attrs, out)
 
 
+def _ops_used(g: Graph, seen: set[str] | None = None) -> set[str]:
+    """The op names of ``g`` and of every graph held in its nodes' attributes (bodies, custom_fn)."""
+    seen = set() if seen is None else seen
+    for node in g.nodes:
+        seen.add(node.op)
+        for value in node.attrs.values():
+            for sub in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(sub, Graph):
+                    _ops_used(sub, seen)
+    return seen
+
+
+def _semantics_key(g: Graph) -> tuple[tuple[tuple[str, int, int], ...], tuple[Any, ...]]:
+    """Identity of the lowering and OpDef of each op used: ``(key, objects the key's ids refer to)``."""
+    rows, refs = [], []
+    for op in sorted(_ops_used(g)):
+        fn, opdef = L.LOWERINGS.get(op), get_op(op)
+        rows.append((op, id(fn), id(opdef)))
+        refs += [fn, opdef]
+    return tuple(rows), tuple(refs)
+
+
 # ------------------------------------------------------------------------------ executable
 def _device(device: Any) -> Any:
     if device is None or isinstance(device, jax.Device):
@@ -221,6 +238,7 @@ class JaxExecutable:
         if self.device is not None and self._out_shardings is None:
             self._out_shardings = tuple(S.single_device(self.device) for _ in graph.output_ids)
         self._params: dict[str, Any] = {}
+        self._params_lock = threading.Lock()
         self._jitted = self._jit()
         if params:
             self.set_params(params)
@@ -252,12 +270,13 @@ class JaxExecutable:
         from rlx.ir.serialize import fingerprint
 
         self.fingerprint = fingerprint(self.graph)
-        key = (self.fingerprint, self.x64, self.precision, self.host_fallback, self._placement_key())
+        semantics, refs = _semantics_key(self.graph)
+        key = (self.fingerprint, self.x64, self.precision, self.host_fallback, self._placement_key(), semantics)
         with _CACHE_LOCK:
             cached = _CACHE.get(key)
             if cached is not None:
                 _STATS["hits"] += 1
-                return cached
+                return cached[0]
             _STATS["misses"] += 1
         g, input_ids, param_ids = self.graph, [v.id for v in self.graph.inputs().values()], [v.id for v in self.graph.params().values()]
         precision, host_fallback = _PRECISIONS[self.precision], self.host_fallback
@@ -276,9 +295,8 @@ class JaxExecutable:
         if self._out_shardings is not None:
             kw["out_shardings"] = self._out_shardings
         jitted = jax.jit(program, **kw)
-        with _CACHE_LOCK:
-            _CACHE.setdefault(key, jitted)
-        return jitted
+        with _CACHE_LOCK:  # the entry keeps the keyed lowerings / OpDefs alive, so their ids stay unique
+            return _CACHE.setdefault(key, (jitted, refs))[0]
 
     # ------------------------------------------------------------------ feeding
     def _check(self, kind: str, name: str, value: Any) -> Any:
@@ -298,36 +316,46 @@ class JaxExecutable:
 
     def set_params(self, params: Mapping[str, Any]) -> None:
         """Bind weights by name; they are placed (or sharded) on the device(s) once and persist across runs."""
+        self._place(params)
+
+    def _place(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Check and place ``params`` on the device(s), bind them, and return the placed arrays."""
         unknown = sorted(set(params) - set(self._param_names))
         if unknown:
             raise FeedError(f"unknown param(s) {unknown}; the graph's params are {sorted(self._param_names)}")
+        placed: dict[str, Any] = {}
         with x64_scope(self.x64):
             for name, value in params.items():
                 arr = self._check("param", name, value)
                 target = self._shardings[name] if self._shardings is not None else self.device
-                self._params[name] = jax.device_put(arr, target) if target is not None else jnp.asarray(arr)
+                placed[name] = jax.device_put(arr, target) if target is not None else jnp.asarray(arr)
+        with self._params_lock:
+            self._params.update(placed)
+        return placed
 
     def _feed(self, inputs: Mapping[str, Any] | None, params: Mapping[str, Any] | None) -> tuple[tuple, tuple]:
         inputs = inputs or {}
+        with self._params_lock:
+            bound = dict(self._params)
         if params:
-            self.set_params(params)
+            bound.update(self._place(params))  # this call's params, whatever another thread binds meanwhile
         names = self._input_names
-        if len(inputs) != len(names) or len(self._params) != len(self._param_names) or not all(n in inputs for n in names):
-            self._feed_problems(inputs)
+        if len(inputs) != len(names) or len(bound) != len(self._param_names) or not all(n in inputs for n in names):
+            self._feed_problems(inputs, bound)
         check = self._check
         ins = tuple([check("input", n, inputs[n]) for n in self._input_names])
-        ps = tuple([self._params[n] for n in self._param_names])
+        ps = tuple([bound[n] for n in self._param_names])
         if self._symbolic:
             _bind_symbols(self.graph, {self._leaf_nodes[n].id: a for n, a in zip(self._input_names + self._param_names, ins + ps)})
         return ins, ps
 
-    def _feed_problems(self, inputs: Mapping[str, Any]) -> None:
+    def _feed_problems(self, inputs: Mapping[str, Any], bound: Mapping[str, Any]) -> None:
         problems = []
         extra = sorted(set(inputs) - set(self._input_names))
         if extra:
             hint = " (params go in params=)" if set(extra) & set(self._param_names) else ""
             problems.append(f"unknown input(s) {extra}{hint}; the graph's inputs are {self._input_names}")
-        missing = [n for n in self._input_names if n not in inputs] + [f"param {n}" for n in self._param_names if n not in self._params]
+        missing = [n for n in self._input_names if n not in inputs] + [f"param {n}" for n in self._param_names if n not in bound]
         if missing:
             problems.append(f"missing {missing}")
         raise FeedError(f"bad feed for graph {self.graph.name!r}: " + "; ".join(problems))

@@ -1,0 +1,146 @@
+"""The ``"onnxruntime"`` backend: ``rlx.compile(g, backend="onnxruntime", providers=[...], threads=None)``.
+
+The MIR graph goes through the ONNX exporter (:func:`rlx.backends.onnx.export`, which unfuses
+fused ops and checks the model) with the bound params as initializers, so onnxruntime can
+pre-pack the weights and fold what depends on them alone. Sessions are cached by the graph's
+fingerprint, the params' digest, the providers and the thread count: compiling the same graph
+with the same weights twice reuses one session. Binding other params (``set_params`` or
+``run(params=...)``) selects (or builds) the session of those params.
+
+Errors onnxruntime raises at run time (an out-of-range gather index, say) surface as
+``RlxError`` naming the graph. Importing this module imports onnx and onnxruntime lazily.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rlx.ir.errors import RlxError
+from rlx.ir.graph import Graph
+from rlx.runtime.reference import bind_feed, checked_params
+
+_SESSIONS: dict[tuple, Any] = {}
+_SESSIONS_LOCK = threading.Lock()
+_OPTIONS = ("params", "providers", "threads")
+
+
+def _ort() -> Any:
+    try:
+        import onnxruntime
+    except ImportError:
+        raise RlxError("onnxruntime backend: the onnxruntime package is not installed (pip install onnxruntime)") from None
+    return onnxruntime
+
+
+def _digest(params: Mapping[str, np.ndarray]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(params):
+        a = np.ascontiguousarray(params[name])
+        h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
+        h.update(a.view(np.uint8).reshape(-1).data)
+    return h.hexdigest()
+
+
+def session_count() -> int:
+    """How many onnxruntime sessions the cache holds (one per graph, params, providers, threads)."""
+    return len(_SESSIONS)
+
+
+class OrtExecutable:
+    """``exe.run(inputs={...}, params={...}) -> list[np.ndarray]``; ``exe(**inputs)`` also works."""
+
+    backend = "onnxruntime"
+
+    def __init__(self, graph: Graph, params: Mapping[str, Any] | None = None, *,
+                 providers: Sequence[str] | None = None, threads: int | None = None):
+        ort = _ort()
+        available = ort.get_available_providers()
+        self.providers = list(providers) if providers else ["CPUExecutionProvider"]
+        missing = [p for p in self.providers if p not in available]
+        if missing:
+            raise RlxError(f"onnxruntime backend: provider(s) {missing} not available; available: {available}")
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise RlxError(f"onnxruntime backend: threads must be a positive int, got {threads!r}")
+        from rlx.ir.serialize import fingerprint
+
+        self.graph, self.threads = graph, threads
+        self.fingerprint = fingerprint(graph)
+        self._params: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+        self._session: Any = None  # the session of the bound params, once built
+        self._version = 0
+        if params:
+            self.set_params(params)
+
+    def set_params(self, params: Mapping[str, Any]) -> None:
+        """Bind weights by name; the session holding them as initializers is built (or found) on the next run."""
+        self._bind(checked_params(self.graph, params))
+
+    def _bind(self, checked: Mapping[str, np.ndarray], session: Any = None) -> None:
+        with self._lock:
+            self._params.update(checked)
+            self._version += 1
+            self._session = session
+
+    def _session_for(self, params: Mapping[str, np.ndarray]) -> Any:
+        key = (self.fingerprint, _digest(params), tuple(self.providers), self.threads)
+        with _SESSIONS_LOCK:
+            sess = _SESSIONS.get(key)
+        if sess is not None:
+            return sess
+        from rlx.backends.onnx import export
+
+        ort = _ort()
+        proto = export(self.graph, dict(params))
+        opts = ort.SessionOptions()
+        if self.threads is not None:
+            opts.intra_op_num_threads = self.threads
+        try:
+            sess = ort.InferenceSession(proto.SerializeToString(), sess_options=opts, providers=self.providers)
+        except Exception as exc:  # onnxruntime's own exception types
+            raise RlxError(f"onnxruntime backend: cannot load graph {self.graph.name!r}: {exc}") from exc
+        with _SESSIONS_LOCK:
+            return _SESSIONS.setdefault(key, sess)
+
+    def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
+        with self._lock:
+            bound, sess, version = dict(self._params), self._session, self._version
+        checked = checked_params(self.graph, params) if params else {}
+        bound.update(checked)
+        fed, _ = bind_feed(self.graph, inputs, bound)
+        if sess is None or checked:
+            sess = self._session_for(bound)
+            if checked:  # this call's params stay bound for later runs
+                self._bind(checked, sess)
+            else:
+                with self._lock:
+                    if self._version == version:  # nobody bound other params meanwhile
+                        self._session = sess
+        feed = {name: fed[v.id] for name, v in self.graph.inputs().items()}
+        try:
+            outs = sess.run(None, feed)
+        except Exception as exc:  # onnxruntime raises its own types (Fail, InvalidArgument, RuntimeException)
+            raise RlxError(f"onnxruntime backend: running graph {self.graph.name!r} failed: {exc}") from exc
+        return [np.asarray(o) for o in outs]
+
+    def __call__(self, **inputs: Any) -> list[np.ndarray]:
+        return self.run(inputs=inputs)
+
+    def __repr__(self) -> str:
+        return f"<OrtExecutable {self.graph.name!r} on {self.providers}>"
+
+
+def compile_ort(obj: Any, **options: Any) -> OrtExecutable:
+    """``rlx.compile(obj, backend="onnxruntime", params=None, providers=None, threads=None)``."""
+    from rlx.runtime.compile import to_mir
+
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise RlxError(f"onnxruntime backend: unknown option(s) {unknown}; known: {sorted(_OPTIONS)}")
+    params = options.pop("params", None)
+    return OrtExecutable(to_mir(obj), params, **options)

@@ -1,0 +1,300 @@
+"""``TorchExecutable``: an MIR graph as one ``torch.fx.GraphModule`` of torch calls, run eagerly or
+through ``torch.compile`` (Inductor), on CPU or CUDA.
+
+Each MIR node becomes one ``call_function`` node of the fx graph, whose target applies the op's
+row of the lowering table (:mod:`.lowering`) and casts the result to the node's dtype; fused ops
+without a row are inlined through their registry decomposition; the few ops in ``HOST`` run
+their NumPy reference kernel on the host (a graph break under ``torch.compile``). Constants are
+buffers of the module; params are moved to the device once (``compile(params=...)``,
+:meth:`TorchExecutable.set_params` or ``run(params=...)``) and stay there. A graph with
+symbolic dims gets one module per binding of its symbols (built on first use).
+
+Thread-safe as the JAX executable: ``run(params=...)`` uses those params for that call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.fx as fx
+
+from rlx.backends.common import live_nodes
+from rlx.backends.torch_backend import lowering as L
+from rlx.ir.dtype import DType
+from rlx.ir.errors import RlxError
+from rlx.ir.graph import Graph, Node
+from rlx.ir.opdef import get_op
+from rlx.ir.shape import Shape, TensorType
+from rlx.runtime.reference import bind_feed, checked_params, eval_node
+
+MODES = ("eager", "inductor", "reduce-overhead", "max-autotune")
+
+# NumPy dtypes torch cannot wrap directly travel as same-width integers and are re-viewed.
+_BIT_VIEWS = {DType.BF16: (np.int16, torch.int16), DType.F8E4M3: (np.uint8, torch.uint8), DType.F8E5M2: (np.uint8, torch.uint8)}
+
+
+def to_torch(arr: np.ndarray, dtype: DType, device: torch.device) -> torch.Tensor:
+    """A tensor holding ``arr`` on ``device`` (no copy for a writable C-contiguous array on CPU)."""
+    if not (arr.flags.c_contiguous and arr.flags.writeable):
+        arr = np.array(arr, copy=True, order="C")
+    view = _BIT_VIEWS.get(dtype)
+    t = torch.from_numpy(arr.view(view[0])).view(L.torch_dtype(dtype)) if view else torch.from_numpy(arr)
+    return t.to(device) if t.device != device else t
+
+
+def to_numpy(t: torch.Tensor, dtype: DType) -> np.ndarray:
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    view = _BIT_VIEWS.get(dtype)
+    if view:
+        return t.contiguous().view(view[1]).numpy().view(dtype.numpy)
+    return t.numpy()
+
+
+def _low(t: torch.Tensor) -> bool:
+    return t.dtype in (torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def _named(fn: Any, name: str) -> Any:
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+def _lowered(node: Node, out: TensorType) -> Any:
+    fn, op, attrs = L.LOWERINGS[node.op], node.op, node.attrs
+    native = op in L.NATIVE_LOW_PRECISION
+    want, shape = L.torch_dtype(out.dtype), tuple(out.shape)
+
+    def call(*args: torch.Tensor) -> torch.Tensor:
+        if not native:
+            args = tuple(a.float() if _low(a) else a for a in args)
+        r = fn(list(args), attrs, out)
+        if tuple(r.shape) != shape:
+            raise RlxError(f"torch lowering of {op!r} (node %{node.id}) gave shape {list(r.shape)}, expected {list(shape)}")
+        return r if r.dtype == want else r.to(want)
+
+    return _named(call, op)
+
+
+def _host(node: Node, out: TensorType, in_types: list[TensorType], device: torch.device) -> Any:
+    """The node's NumPy reference kernel on the host (tensors copied out and back)."""
+    def call(*args: torch.Tensor) -> torch.Tensor:
+        arrays = [to_numpy(a, t.dtype) for a, t in zip(args, in_types)]
+        return to_torch(np.ascontiguousarray(eval_node(node, arrays, out)), out.dtype, device)
+
+    return _named(call, f"host_{node.op}")
+
+
+class _Builder:
+    """Emits the fx graph of one MIR graph (with its symbols bound)."""
+
+    def __init__(self, graph: Graph, binding: Mapping[str, int], device: torch.device):
+        self.graph, self.binding, self.device = graph, dict(binding), device
+        self.fx = fx.Graph()
+        self.root = torch.nn.Module()
+        self._consts = 0
+
+    def typed(self, node: Node) -> TensorType:
+        return TensorType(node.shape.bind(self.binding), node.dtype) if self.binding else node.type
+
+    def constant(self, arr: np.ndarray, dtype: DType) -> fx.Node:
+        name = f"c{self._consts}"
+        self._consts += 1
+        self.root.register_buffer(name, to_torch(np.array(arr, copy=True), dtype, self.device))
+        return self.fx.get_attr(name)
+
+    def emit_graph(self, g: Graph, env: dict[int, fx.Node], types: dict[int, TensorType]) -> None:
+        for node in g.nodes:
+            if node.id in env:
+                continue
+            if node.op == "constant":
+                env[node.id] = self.constant(node.attrs["value"].array, node.dtype)
+                types[node.id] = node.type
+                continue
+            out = types[node.id] = TensorType(node.shape.bind(self.binding), node.dtype) if self.binding else node.type
+            env[node.id] = self.emit(node, [env[i] for i in node.inputs], [types[i] for i in node.inputs], out)
+
+    def emit(self, node: Node, args: list[fx.Node], in_types: list[TensorType], out: TensorType) -> fx.Node:
+        op = node.op
+        if op in L.LOWERINGS:
+            return self.fx.call_function(_lowered(node, out), tuple(args))
+        if op in L.DECOMPOSED:
+            return self.decomposed(node, args, in_types)
+        if op in L.REFUSED:
+            raise RlxError(f"torch backend: op {op!r} (node %{node.id}) is not lowered: {L.REFUSED[op]}")
+        if get_op(op).kernel is None:
+            raise RlxError(f"torch backend: op {op!r} (node %{node.id}) has neither a torch lowering nor a reference kernel")
+        return self.fx.call_function(_host(node, out, in_types, self.device), tuple(args))
+
+    def decomposed(self, node: Node, args: list[fx.Node], in_types: list[TensorType]) -> fx.Node:
+        sub = Graph(f"{node.op}_decomposed")
+        wide = [TensorType(t.shape, DType.F32) if t.dtype.is_low_precision_float else t for t in in_types]
+        operands = [sub.input(f"a{i}", Shape(tuple(t.shape)), t.dtype) for i, t in enumerate(wide)]
+        sub.set_outputs([get_op(node.op).decompose(sub, operands, node.attrs)])
+        env: dict[int, fx.Node] = {}
+        for v, a, t, w in zip(operands, args, in_types, wide):
+            env[v.id] = a if t.dtype == w.dtype else self.fx.call_function(_named(lambda x: x.float(), "widen"), (a,))
+        inner = _Builder(sub, {}, self.device)
+        inner.fx, inner.root, inner._consts = self.fx, self.root, self._consts
+        types = {v.id: w for v, w in zip(operands, wide)}
+        inner.emit_graph(sub, env, types)
+        self._consts = inner._consts
+        result = env[sub.output_ids[0]]
+        want = L.torch_dtype(node.dtype)
+        return self.fx.call_function(_named(lambda x: x if x.dtype == want else x.to(want), "cast_out"), (result,))
+
+    def build(self, leaf_order: list[int]) -> fx.GraphModule:
+        env: dict[int, fx.Node] = {}
+        types: dict[int, TensorType] = {}
+        for nid in leaf_order:
+            node = self.graph.node(nid)
+            env[nid] = self.fx.placeholder(f"leaf{nid}")
+            types[nid] = self.typed(node)
+        live = live_nodes(self.graph)
+        for node in self.graph.nodes:
+            if live[node.id] and node.id not in env:
+                if node.op == "constant":
+                    env[node.id] = self.constant(node.attrs["value"].array, node.dtype)
+                    types[node.id] = node.type
+                    continue
+                out = types[node.id] = self.typed(node)
+                env[node.id] = self.emit(node, [env[i] for i in node.inputs], [types[i] for i in node.inputs], out)
+        self.fx.output(tuple(env[o] for o in self.graph.output_ids))
+        return fx.GraphModule(self.root, self.fx, class_name=f"rlx_{_ident(self.graph.name)}")
+
+
+def _ident(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name) or "graph"
+
+
+def _device(device: Any) -> torch.device:
+    try:
+        dev = torch.device(device if device is not None else "cpu")
+    except (RuntimeError, TypeError) as exc:
+        raise RlxError(f"torch backend: bad device {device!r} ({exc})") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RlxError("torch backend: device 'cuda' requested but torch.cuda.is_available() is False")
+    return dev
+
+
+class TorchExecutable:
+    """``exe.run(inputs={...}, params={...}) -> list[np.ndarray]``; ``exe(**inputs)`` also works.
+
+    ``exe.module`` is the fx GraphModule (of the static graph, or of the last binding);
+    ``exe.run_device`` returns the torch tensors on the device without copying them to the host.
+    """
+
+    backend = "torch"
+
+    def __init__(self, graph: Graph, params: Mapping[str, Any] | None = None, *, device: Any = None, mode: str = "eager"):
+        if mode not in MODES:
+            raise RlxError(f"torch backend: mode must be one of {list(MODES)}, got {mode!r}")
+        self.graph, self.mode, self.device = graph, mode, _device(device)
+        self._inputs = graph.inputs()
+        self._param_decl = graph.params()
+        self._leaf_order = [v.id for v in self._inputs.values()] + [v.id for v in self._param_decl.values()]
+        self._params: dict[str, torch.Tensor] = {}
+        self._lock = threading.Lock()
+        self._modules: dict[tuple[tuple[str, int], ...], Any] = {}
+        self._static = all(v.node.shape.is_static for v in [*self._inputs.values(), *self._param_decl.values()])
+        self.module: fx.GraphModule | None = self._build({}) if self._static else None
+        if params:
+            self.set_params(params)
+
+    # ----------------------------------------------------------------- building
+    def _build(self, binding: Mapping[str, int]) -> fx.GraphModule:
+        return _Builder(self.graph, binding, self.device).build(self._leaf_order)
+
+    def _module(self, binding: Mapping[str, int]) -> Any:
+        key = tuple(sorted(binding.items()))
+        fn = self._modules.get(key)
+        if fn is None:
+            with self._lock:
+                fn = self._modules.get(key)
+                if fn is None:
+                    gm = self.module if (not key and self.module is not None) else self._build(binding)
+                    self.module = gm
+                    fn = gm if self.mode == "eager" else torch.compile(
+                        gm, mode=None if self.mode == "inductor" else self.mode, dynamic=False)
+                    self._modules[key] = fn
+        return fn
+
+    # ------------------------------------------------------------------ feeding
+    def set_params(self, params: Mapping[str, Any]) -> None:
+        """Bind weights by name; they are moved to the device once and persist across runs."""
+        self._place(params)
+
+    def _place(self, params: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        decl, checked = self._param_decl, checked_params(self.graph, params)
+        placed = {n: to_torch(np.array(a, copy=True), decl[n].node.dtype, self.device) for n, a in checked.items()}
+        with self._lock:
+            self._params.update(placed)
+        return placed
+
+    def _feed(self, inputs: Mapping[str, Any] | None, params: Mapping[str, Any] | None) -> tuple[list[torch.Tensor], dict[str, int]]:
+        with self._lock:
+            bound = dict(self._params)
+        if params:
+            bound.update(self._place(params))
+        _, binding = bind_feed(self.graph, inputs, self._shaped(bound))
+        inputs = inputs or {}
+        tensors = []
+        for name, v in self._inputs.items():
+            value = inputs[name]
+            arr = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=v.node.dtype.numpy)
+            tensors.append(to_torch(arr, v.node.dtype, self.device))
+        tensors += [bound[n] for n in self._param_decl]
+        return tensors, binding
+
+    def _shaped(self, bound: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
+        """Shape-only stand-ins for the bound params (bind_feed checks names, dtypes and sizes)."""
+        out = {}
+        for n, t in bound.items():
+            node = self._param_decl[n].node
+            out[n] = np.lib.stride_tricks.as_strided(np.zeros(1, node.dtype.numpy), tuple(t.shape), (0,) * t.ndim)
+        return out
+
+    # -------------------------------------------------------------------- running
+    def run_device(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[torch.Tensor]:
+        """Run and return the outputs as torch tensors on the device."""
+        tensors, binding = self._feed(inputs, params)
+        fn = self._module(binding)
+        try:
+            with torch.no_grad():
+                return list(fn(*tensors))
+        except RlxError:
+            raise
+        except (RuntimeError, IndexError, ValueError) as exc:
+            raise RlxError(f"torch backend: running graph {self.graph.name!r} failed: {exc}") from exc
+
+    def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
+        outs = self.run_device(inputs, params)
+        result = []
+        for o, t in zip(self.graph.output_ids, outs):
+            node = self.graph.node(o)
+            arr = to_numpy(t, node.dtype)
+            if self.device.type == "cpu" and _aliases_leaf(self.graph, node):  # a pass-through of a fed / bound / constant array
+                arr = np.array(arr, copy=True)
+            result.append(arr)
+        return result
+
+    def __call__(self, **inputs: Any) -> list[np.ndarray]:
+        return self.run(inputs=inputs)
+
+    def __repr__(self) -> str:
+        return f"<TorchExecutable {self.graph.name!r} on {self.device} ({self.mode}): {len(self.graph)} nodes>"
+
+
+_VIEWS = {"reshape", "transpose", "narrow", "expand"}
+
+
+def _aliases_leaf(g: Graph, node: Node) -> bool:
+    """Whether ``node`` may be a torch view of an input, param or constant (a chain of view ops from a leaf)."""
+    while node.op in _VIEWS:
+        node = g.node(node.inputs[0])
+    return node.op in L.LEAVES or node.op == "constant"

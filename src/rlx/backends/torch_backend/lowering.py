@@ -1,0 +1,529 @@
+"""The torch lowering table: one function per MIR op, ``fn(args, attrs, out) -> torch.Tensor``.
+
+``args`` are the operands as torch tensors, ``attrs`` the node's canonical attributes and
+``out`` its :class:`~rlx.TensorType`. Each function reproduces the op's reference kernel (the
+registry docstring is the contract) with torch calls; :mod:`.executable` widens operands
+narrower than f32 before a lowering runs (except :data:`NATIVE_LOW_PRECISION`) and casts every
+result to the node's dtype, as :func:`rlx.run` does.
+
+Ops without a torch lowering here are covered in one of three other ways (``coverage()``
+walks the registry and a test fails for an op in none): fused ops through their registry
+decomposition (:data:`DECOMPOSED`); the ops listed in :data:`HOST` run their NumPy reference
+kernel on the host (each family with its reason); the HIR blocks are refused (an MIR graph
+never holds them). Out-of-range indices raise ``RlxError`` as the reference does (checked
+before the torch call, so no device assert is ever reached).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from rlx.ir.dtype import DType
+from rlx.ir.errors import RlxError
+from rlx.ir.opdef import all_ops
+from rlx.ir.shape import TensorType
+from rlx.ops.attention import MASK_FILL
+from rlx.ops.reduction import reduce_axes, reduce_identity
+
+Lowering = Callable[[list[Any], Mapping[str, Any], TensorType], Any]
+
+LOWERINGS: dict[str, Lowering] = {}
+NATIVE_LOW_PRECISION: set[str] = set()
+LEAVES = {"input": "bound by name from exe.run(inputs=...)", "param": "bound once, resident on the device"}
+
+_TORCH_DTYPES = {
+    "f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+    "i64": torch.int64, "i32": torch.int32, "i16": torch.int16, "i8": torch.int8, "u8": torch.uint8, "bool": torch.bool,
+    "u32": torch.uint32, "c64": torch.complex64,
+    "f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2,
+}
+
+
+def torch_dtype(dtype: DType) -> torch.dtype:
+    found = _TORCH_DTYPES.get(dtype.value)
+    if found is None:
+        raise RlxError(f"torch backend: no torch dtype for {dtype}")
+    return found
+
+
+def compute_dtype(dtype: DType) -> torch.dtype:
+    return torch.float32 if dtype.is_low_precision_float else torch_dtype(dtype)
+
+
+def lowering(*names: str, native_low_precision: bool = False) -> Callable[[Lowering], Lowering]:
+    def register(fn: Lowering) -> Lowering:
+        for name in names:
+            LOWERINGS[name] = fn
+            if native_low_precision:
+                NATIVE_LOW_PRECISION.add(name)
+        return fn
+
+    return register
+
+
+def _cast_all(args: list[Any], out: TensorType) -> list[Any]:
+    dt = compute_dtype(out.dtype)
+    return [a if a.dtype == dt else a.to(dt) for a in args]
+
+
+def _is_float(a: Any) -> bool:
+    return a.dtype.is_floating_point
+
+
+def _is_int(a: Any) -> bool:
+    return not a.dtype.is_floating_point and not a.dtype.is_complex and a.dtype != torch.bool
+
+
+# ------------------------------------------------------------------------------ sources
+@lowering("constant")
+def _constant(args, attrs, out):
+    raise RlxError("torch backend: constants are bound when the module is built")  # never called: see executable
+
+
+# -------------------------------------------------------------------------- elementwise
+def _round(x):
+    if not (_is_float(x) or x.dtype.is_complex):
+        return x
+    return torch.sign(x) * torch.floor(torch.abs(x) + 0.5)
+
+
+def _gelu(x):
+    return F.gelu(x) if _is_float(x) else 0.5 * x * (1.0 + torch.special.erf(x / math.sqrt(2.0)))
+
+
+# kinds whose formula is the torch function of the same name, then the others
+ACTIVATIONS: dict[str, Callable[[Any], Any]] = {
+    kind: getattr(torch, kind)
+    for kind in ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "neg", "abs", "sin", "cos", "tan", "atan")
+}
+ACTIVATIONS.update(gelu=_gelu, gelu_approx=lambda x: F.gelu(x, approximate="tanh"), silu=F.silu, round=_round)
+
+
+def activate(kind: str | None, x: Any) -> Any:
+    return x if kind is None else ACTIVATIONS[kind](x)
+
+
+@lowering("activation")
+def _activation(args, attrs, out):
+    x = args[0]
+    if x.dtype != compute_dtype(out.dtype) and attrs["kind"] not in ("abs",):
+        x = x.to(compute_dtype(out.dtype))
+    return activate(attrs["kind"], x)
+
+
+@lowering("cast")
+def _cast(args, attrs, out):
+    x, to = args[0], attrs["to"]
+    if to.is_bool:
+        return x != 0
+    if x.dtype.is_complex and not to.is_complex:
+        x = torch.real(x)
+    if to.is_int and (_is_float(x) or x.dtype.is_complex):
+        x = torch.trunc(x)
+    if to.is_low_precision_float and x.dtype != torch.float32 and _is_float(x):
+        x = x.to(torch.float32)  # the reference rounds through f32
+    return x.to(torch_dtype(to))
+
+
+def _int_div(a, b):
+    """Truncating integer division; x / 0 gives 0 (as the reference)."""
+    zero = b == 0
+    q = torch.div(a, torch.where(zero, torch.ones_like(b), b), rounding_mode="trunc")
+    return torch.where(zero, torch.zeros_like(q), q)
+
+
+def _int_pow(a, b):
+    a, b = torch.broadcast_tensors(a, b)
+    neg = b < 0
+    pos = torch.pow(a, torch.where(neg, torch.zeros_like(b), b))
+    recip = torch.where(torch.abs(a) == 1, torch.pow(a, torch.abs(b) % 2), torch.zeros_like(a))
+    return torch.where(neg, recip, pos)
+
+
+@lowering("binary")
+def _binary(args, attrs, out):
+    a, b = _cast_all(args, out)
+    op = attrs["op"]
+    is_bool = a.dtype == torch.bool
+    if op == "add":
+        return torch.logical_or(a, b) if is_bool else a + b
+    if op == "sub":
+        return a - b
+    if op == "mul":
+        return torch.logical_and(a, b) if is_bool else a * b
+    if op == "div":
+        return _int_div(a, b) if (is_bool or _is_int(a)) else a / b
+    if op in ("max", "min"):
+        if is_bool:
+            return torch.logical_or(a, b) if op == "max" else torch.logical_and(a, b)
+        if a.dtype.is_floating_point:
+            return torch.fmax(a, b) if op == "max" else torch.fmin(a, b)
+        return torch.maximum(a, b) if op == "max" else torch.minimum(a, b)
+    return _int_pow(a, b) if _is_int(a) else torch.pow(a, b)
+
+
+_COMPARE = {"eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge}
+
+
+@lowering("compare")
+def _compare(args, attrs, out):
+    common = DType.promote(_rlx_dtype(args[0]), _rlx_dtype(args[1]))
+    a, b = _cast_all(args, TensorType(out.shape, common))
+    return _COMPARE[attrs["op"]](a, b)
+
+
+def _rlx_dtype(t: Any) -> DType:
+    for name, dt in _TORCH_DTYPES.items():
+        if dt == t.dtype:
+            return DType(name)
+    raise RlxError(f"torch backend: unsupported tensor dtype {t.dtype}")
+
+
+@lowering("where")
+def _where(args, attrs, out):
+    c = args[0] if args[0].dtype == torch.bool else args[0] != 0
+    a, b = _cast_all(args[1:], out)
+    return torch.where(c, a, b)
+
+
+UNARY_MATH: dict[str, Callable[[Any], Any]] = {
+    "erf": torch.special.erf, "floor": torch.floor, "ceil": torch.ceil, "sign": torch.sign, "round_even": torch.round,
+    "trunc": torch.trunc, "asin": torch.asin, "acos": torch.acos, "sinh": torch.sinh, "cosh": torch.cosh,
+    "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh,
+}
+
+
+@lowering("unary_math")
+def _unary_math(args, attrs, out):
+    x, kind = args[0], attrs["kind"]
+    if not _is_float(x) and kind != "sign":
+        return x
+    return UNARY_MATH[kind](x)
+
+
+# ------------------------------------------------------------------------------- linalg
+@lowering("matmul", native_low_precision=True)
+def _matmul(args, attrs, out):
+    dt = torch_dtype(out.dtype)
+    a, b = (t if t.dtype == dt else t.to(dt) for t in args)
+    return torch.matmul(a, b)
+
+
+@lowering("dot_general", native_low_precision=True)
+def _dot_general(args, attrs, out):
+    dt = torch_dtype(out.dtype)
+    a, b = (t if t.dtype == dt else t.to(dt) for t in args)
+    lc = [int(x) % a.ndim for x in attrs["lhs_contracting"]]
+    rc = [int(x) % b.ndim for x in attrs["rhs_contracting"]]
+    lb = [int(x) % a.ndim for x in attrs["lhs_batch"]]
+    rb = [int(x) % b.ndim for x in attrs["rhs_batch"]]
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    la = [""] * a.ndim
+    ra = [""] * b.ndim
+    for i, j in zip(lb, rb):
+        la[i] = ra[j] = next(letters)
+    for i, j in zip(lc, rc):
+        la[i] = ra[j] = next(letters)
+    for i in range(a.ndim):
+        la[i] = la[i] or next(letters)
+    for j in range(b.ndim):
+        ra[j] = ra[j] or next(letters)
+    free_a = [la[i] for i in range(a.ndim) if i not in lb and i not in lc]
+    free_b = [ra[j] for j in range(b.ndim) if j not in rb and j not in rc]
+    spec = f"{''.join(la)},{''.join(ra)}->{''.join([la[i] for i in lb] + free_a + free_b)}"
+    return torch.einsum(spec, a, b)
+
+
+@lowering("fused_matmul_bias_act", native_low_precision=True)
+def _fused_matmul_bias_act(args, attrs, out):
+    x, w, b = args
+    dt = compute_dtype(out.dtype)
+    y = _matmul([x, w], {}, out).to(dt)
+    return activate(attrs["activation"], torch.add(y, b.to(dt)))
+
+
+# ---------------------------------------------------------------------------- reduction
+def _fmax_reduce(x, axes: tuple[int, ...], keep: bool, op: str):
+    """NaN-ignoring max / min over ``axes`` (np.fmax.reduce); empty reductions give the identity."""
+    if any(x.shape[a] == 0 for a in axes):
+        shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if keep else [d for i, d in enumerate(x.shape) if i not in axes]
+        return torch.full(shape, reduce_identity(op, _numpy_dtype(x)), dtype=x.dtype, device=x.device)
+    if x.dtype == torch.bool:
+        return (torch.any if op == "max" else torch.all)(x, dim=axes, keepdim=keep)
+    reduce = torch.amax if op == "max" else torch.amin
+    if not _is_float(x):
+        return reduce(x, dim=axes, keepdim=keep)
+    nan = torch.isnan(x)
+    clean = torch.where(nan, torch.full((), reduce_identity(op, _numpy_dtype(x)), dtype=x.dtype, device=x.device), x)
+    r = reduce(clean, dim=axes, keepdim=keep)
+    return torch.where(torch.all(nan, dim=axes, keepdim=keep), torch.full((), math.nan, dtype=x.dtype, device=x.device), r)
+
+
+def _numpy_dtype(x: Any) -> Any:
+    return _rlx_dtype(x).numpy
+
+
+@lowering("reduce")
+def _reduce(args, attrs, out):
+    x, op, keep = args[0], attrs["op"], attrs["keep_dim"]
+    axes = tuple(reduce_axes(attrs["axes"], x.ndim))
+    if not axes:
+        return x
+    if op == "sum":
+        return torch.sum(x, dim=axes, keepdim=keep, dtype=x.dtype)
+    if op == "prod":
+        r = x
+        for a in sorted(axes, reverse=True):
+            r = torch.prod(r, dim=a, keepdim=keep, dtype=x.dtype)
+        return r
+    if op == "mean":
+        return torch.mean(x, dim=axes, keepdim=keep)
+    return _fmax_reduce(x, axes, keep, op)
+
+
+def softmax(x, axis: int):
+    """Max-subtracted softmax; a row whose max is not finite is shifted by 0 (as the reference)."""
+    if x.ndim == 0:
+        return torch.ones_like(x)
+    if x.shape[axis] == 0:
+        return x
+    m = torch.amax(x, dim=axis, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    e = torch.exp(x - m)
+    return e / torch.sum(e, dim=axis, keepdim=True)
+
+
+@lowering("softmax")
+def _softmax(args, attrs, out):
+    x = args[0]
+    if x.ndim and x.shape[int(attrs["axis"]) % x.ndim] and _is_float(x):
+        fast = torch.softmax(x, dim=int(attrs["axis"]) % x.ndim)  # the fused kernel; rows with a non-finite max follow the reference
+        return fast if bool(torch.isfinite(x).all()) else softmax(x, int(attrs["axis"]) % x.ndim)
+    return softmax(x, int(attrs["axis"]) % max(x.ndim, 1))
+
+
+# -------------------------------------------------------------------------------- shape
+@lowering("reshape")
+def _reshape(args, attrs, out):
+    return torch.reshape(args[0], tuple(out.shape))
+
+
+@lowering("transpose")
+def _transpose(args, attrs, out):
+    perm = attrs["perm"] if attrs["perm"] is not None else tuple(range(args[0].ndim - 1, -1, -1))
+    return torch.permute(args[0], tuple(perm))
+
+
+@lowering("narrow")
+def _narrow(args, attrs, out):
+    x = args[0]
+    axis, start, length = attrs["axis"] % x.ndim, attrs["start"], attrs["length"]
+    if start + length > x.shape[axis]:
+        raise RlxError(f"narrow: slice [{start}, {start + length}) is out of bounds for axis {axis} of size {x.shape[axis]}")
+    return torch.narrow(x, axis, start, length)
+
+
+@lowering("concat")
+def _concat(args, attrs, out):
+    parts = _cast_all(args, out)
+    return torch.cat(parts, dim=attrs["axis"] % parts[0].ndim)
+
+
+@lowering("expand")
+def _expand(args, attrs, out):
+    return torch.broadcast_to(args[0], tuple(out.shape))
+
+
+@lowering("gather")
+def _gather(args, attrs, out):
+    table, idx = args
+    axis = attrs["axis"] % table.ndim
+    n = table.shape[axis]
+    if idx.numel() and bool(((idx < -n) | (idx >= n)).any()):
+        bad = idx[(idx < -n) | (idx >= n)].flatten()[0]
+        raise RlxError(f"gather: index {int(bad)} is out of range for axis {axis} of size {n}")
+    flat = torch.where(idx < 0, idx + n, idx).reshape(-1).to(torch.int64)
+    picked = torch.index_select(table, axis, flat)
+    return picked.reshape(*table.shape[:axis], *idx.shape, *table.shape[axis + 1:])
+
+
+# ------------------------------------------------------------------------ normalization
+def _along(v, axis: int, rank: int):
+    return torch.reshape(v, [-1 if i == axis else 1 for i in range(rank)])
+
+
+def _standardize(x, axes, eps: float):
+    mu = torch.mean(x, dim=axes, keepdim=True)
+    d = x - mu
+    var = torch.mean(d * d, dim=axes, keepdim=True)
+    return d / torch.sqrt(var + eps)
+
+
+@lowering("layer_norm")
+def _layer_norm(args, attrs, out):
+    x, gamma, beta = _cast_all(args, out)
+    axis = attrs["axis"] % x.ndim
+    if axis == x.ndim - 1 and _is_float(x):
+        return F.layer_norm(x, (x.shape[-1],), gamma, beta, attrs["eps"])
+    return _standardize(x, axis, attrs["eps"]) * _along(gamma, axis, x.ndim) + _along(beta, axis, x.ndim)
+
+
+@lowering("layer_norm2d")
+def _layer_norm2d(args, attrs, out):
+    x, gamma, beta = _cast_all(args, out)
+    return _standardize(x, 1, attrs["eps"]) * _along(gamma, 1, x.ndim) + _along(beta, 1, x.ndim)
+
+
+@lowering("rms_norm")
+def _rms_norm(args, attrs, out):
+    x, gamma, beta = _cast_all(args, out)
+    axis = attrs["axis"] % x.ndim
+    y = x * torch.rsqrt(torch.mean(x * x, dim=axis, keepdim=True) + attrs["eps"])
+    return y * _along(gamma, axis, x.ndim) + _along(beta, axis, x.ndim)
+
+
+@lowering("group_norm")
+def _group_norm(args, attrs, out):
+    x, gamma, beta = _cast_all(args, out)
+    return F.group_norm(x, attrs["num_groups"], gamma, beta, attrs["eps"])
+
+
+# ---------------------------------------------------------------------------- attention
+def _to_bhsd(a, rank: int, layout: str, heads: int, head_dim: int):
+    if rank in (2, 3):
+        return torch.reshape(a, (*a.shape[:-1], heads, head_dim)).transpose(-3, -2)
+    return a if layout == "bhsd" else a.transpose(1, 2)
+
+
+def _from_bhsd(a, rank: int, layout: str):
+    if rank in (2, 3):
+        a = a.transpose(-3, -2)
+        return torch.reshape(a, (*a.shape[:-2], -1))
+    return a if layout == "bhsd" else a.transpose(1, 2)
+
+
+@lowering("attention")
+def _attention(args, attrs, out):
+    heads, head_dim, kind, cap = attrs["num_heads"], attrs["head_dim"], attrs["mask_kind"], attrs["attn_logit_softcap"]
+    rank, layout = args[0].ndim, attrs["layout"]
+    q, k, v = (_to_bhsd(a, rank, layout, heads, head_dim) for a in _cast_all(list(args[:3]), out))
+    scale = attrs["score_scale"] if attrs["score_scale"] is not None else head_dim ** -0.5
+    s = torch.matmul(q, k.transpose(-1, -2)) * scale
+    if cap is not None:
+        s = cap * torch.tanh(s / cap)
+    sq, sk = s.shape[-2:]
+    mask = args[3] if len(args) > 3 else None
+    keep = None
+    if kind == "custom":
+        m = mask if mask.dtype == torch.bool else mask >= 0.5
+        keep = m[..., None, None, :]
+    elif kind == "bias":
+        s = s + mask.to(s.dtype)
+    elif kind in ("causal", "sliding_window"):
+        i = torch.arange(sq, device=s.device)[:, None] + (sk - sq)
+        j = torch.arange(sk, device=s.device)[None, :]
+        keep = j <= i
+        if kind == "sliding_window":
+            keep = keep & (j >= i - attrs["window"])
+    if keep is not None:
+        s = torch.where(keep, s, torch.full((), MASK_FILL, dtype=s.dtype, device=s.device))
+    m = torch.amax(s, dim=-1, keepdim=True)
+    e = torch.exp(s - m)
+    p = e / torch.sum(e, dim=-1, keepdim=True)
+    return _from_bhsd(torch.matmul(p, v), rank, layout)
+
+
+# --------------------------------------------------------------------------------- conv
+def _pair(v) -> tuple[int, int]:
+    return int(v[0]), int(v[1])
+
+
+@lowering("conv2d", native_low_precision=True)
+def _conv2d(args, attrs, out):
+    dt = torch_dtype(out.dtype)
+    x, w = (t if t.dtype == dt else t.to(dt) for t in args)
+    if _is_int(x):
+        raise RlxError("torch backend: integer conv2d is not lowered")
+    return F.conv2d(x, w, None, _pair(attrs["stride"]), _pair(attrs["padding"]), _pair(attrs["dilation"]), attrs["groups"])
+
+
+def _windows(x, k, s, p, fill):
+    """[N, C, OH, OW, kh*kw]: every pooling window, the padding filled with ``fill``."""
+    padded = F.pad(x, (p[1], p[1], p[0], p[0]), value=fill) if any(p) else x
+    w = padded.unfold(2, k[0], s[0]).unfold(3, k[1], s[1])
+    return w.reshape(*w.shape[:4], k[0] * k[1])
+
+
+@lowering("pool2d")
+def _pool2d(args, attrs, out):
+    x, kind = args[0], attrs["kind"]
+    k, p = _pair(attrs["kernel_size"]), _pair(attrs["padding"])
+    s = _pair(attrs["stride"]) if attrs["stride"] is not None else k
+    if kind in ("max", "min"):
+        ident = reduce_identity(kind, _numpy_dtype(x))
+        if x.dtype == torch.bool:
+            return (torch.any if kind == "max" else torch.all)(_windows(x, k, s, p, bool(ident)), dim=-1)
+        if not _is_float(x):
+            return (torch.amax if kind == "max" else torch.amin)(_windows(x, k, s, p, int(ident)), dim=-1)
+        if kind == "max" and all(2 * p[i] <= k[i] for i in range(2)) and not bool(torch.isnan(x).any()):
+            return F.max_pool2d(x, k, s, p)  # the fused kernel; windows with NaN follow the reference (fmax) below
+        return _fmax_reduce(_windows(x, k, s, p, math.nan), (4,), False, kind)
+    if kind == "prod":
+        return torch.prod(_windows(x, k, s, p, 1), dim=-1)
+    total = torch.sum(_windows(x, k, s, p, 0), dim=-1)
+    if kind == "sum":
+        return total
+    if attrs["count_include_pad"]:
+        return total / (k[0] * k[1])
+    ones = torch.ones((1, 1, *x.shape[2:]), dtype=total.dtype, device=x.device)
+    return total / torch.sum(_windows(ones, k, s, p, 0), dim=-1)
+
+
+# --------------------------------------------------------------------------- the others
+DECOMPOSED = {op.name for op in all_ops() if op.decompose is not None and op.family in ("fused", "sequence")} - set(LOWERINGS)
+
+_HIR_REASON = "HIR block: rlx.compile lowers a HIR module to MIR before any backend sees it; an MIR graph never holds this op"
+_HOST_REASONS = {
+    "backward": "training kernels: run by the NumPy reference kernel on the host (a torch lowering is future work)",
+    "quant": "quantisation kernels with exact integer / byte layouts: the NumPy reference kernel runs on the host",
+    "moe": "dequantising grouped / MoE matmuls: the NumPy reference kernel runs on the host",
+    "numerics": "solvers, FFT, sampling and top-k with the reference's exact tie and RNG rules: NumPy kernel on the host",
+    "splat": "data-dependent tile lists: the NumPy kernels run on the host",
+    "control_flow": "bodies are evaluated by the reference interpreter on the host",
+    "extension": "custom_fn bodies are evaluated by the reference interpreter on the host",
+    "indexing": "cumulative / scatter / arg-reduce with the reference's tie and duplicate rules: NumPy kernel on the host",
+    "conv": "transposed convolution and resize: the NumPy reference kernel runs on the host",
+    "math_ext": "integer shifts and modulo with the reference's edge rules: the NumPy reference kernel runs on the host",
+    "attention": "rope: the NumPy reference kernel runs on the host",
+    "sequence": "the NumPy reference kernel runs on the host",
+}
+REFUSED: dict[str, str] = {op.name: _HIR_REASON for op in all_ops() if op.family == "hir_blocks"}
+
+
+def host_reason(op: Any) -> str | None:
+    """Why ``op`` runs its NumPy kernel on the host, or None when it has a device path."""
+    if op.name in LOWERINGS or op.name in DECOMPOSED or op.name in LEAVES or op.name in REFUSED or op.kernel is None:
+        return None
+    return _HOST_REASONS.get(op.family, "no torch lowering yet: the NumPy reference kernel runs on the host")
+
+
+def coverage() -> dict[str, str]:
+    """op name -> "lowered" | "decomposed" | "leaf" | "host: why" | "refused: why" (a test walks the registry)."""
+    table: dict[str, str] = {}
+    for op in all_ops():
+        if op.name in LEAVES:
+            table[op.name] = "leaf"
+        elif op.name in LOWERINGS:
+            table[op.name] = "lowered"
+        elif op.name in DECOMPOSED:
+            table[op.name] = "decomposed"
+        elif op.name in REFUSED:
+            table[op.name] = "refused: " + REFUSED[op.name]
+        elif host_reason(op) is not None:
+            table[op.name] = "host: " + host_reason(op)
+    return table

@@ -1,0 +1,92 @@
+"""The onnxruntime backend: numbers vs ``rlx.run``, the session cache, providers, params, errors, threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+
+import rlx
+from backends.jax_cases import assert_close
+from rlx.backends.ort_backend import session_count
+from runtime.hammer import hammer
+
+
+def block():
+    g = rlx.Graph("ort_block")
+    x = g.input("x", (4, 16))
+    h = g.gelu(x @ g.param("w", (16, 32)) + g.param("b", (32,)))
+    y = g.layer_norm(h, g.param("gamma", (32,)), g.param("beta", (32,)), axis=-1)
+    g.set_outputs([g.softmax(y, axis=-1), g.max(h, axes=[1])])
+    return g
+
+
+def weights(rng):
+    return {"w": rng.standard_normal((16, 32)).astype(np.float32), "b": rng.standard_normal(32).astype(np.float32),
+            "gamma": rng.standard_normal(32).astype(np.float32), "beta": rng.standard_normal(32).astype(np.float32)}
+
+
+def test_matches_reference_and_sessions_are_cached():
+    rng = np.random.default_rng(0)
+    g, params = block(), weights(rng)
+    feed = {"x": rng.standard_normal((4, 16)).astype(np.float32)}
+    before = session_count()
+    exe = rlx.compile(g, backend="onnxruntime", params=params)
+    assert_close(exe.run(feed), rlx.run(g, feed, params), rtol=1e-4, atol=1e-5)
+    assert session_count() == before + 1
+    again = rlx.compile(block(), backend="onnxruntime", params=params)  # same fingerprint, same weights
+    assert_close(again.run(feed), rlx.run(g, feed, params), rtol=1e-4, atol=1e-5)
+    assert session_count() == before + 1
+    other = weights(rng)
+    assert_close(exe.run(feed, other), rlx.run(g, feed, other), rtol=1e-4, atol=1e-5)
+    assert_close(exe.run(feed), rlx.run(g, feed, other), rtol=1e-4, atol=1e-5)  # they stayed bound
+    assert session_count() == before + 2
+
+
+def test_bad_options_feeds_and_indices_raise_rlx_errors():
+    g = block()
+    with pytest.raises(rlx.RlxError, match="provider"):
+        rlx.compile(g, backend="onnxruntime", providers=["NoSuchExecutionProvider"])
+    with pytest.raises(rlx.RlxError, match="unknown option"):
+        rlx.compile(g, backend="onnxruntime", device="cuda")
+    exe = rlx.compile(g, backend="onnxruntime", params=weights(np.random.default_rng(1)), threads=1)
+    with pytest.raises(rlx.FeedError):
+        exe.run({"x": np.zeros((4, 15), np.float32)})
+    t = rlx.Graph("gather")
+    t.set_outputs([t.gather(t.input("table", (5, 2)), t.input("i", (3,), "i64"), axis=0)])
+    feed = {"table": np.arange(10, dtype=np.float32).reshape(5, 2), "i": np.array([0, 7, 1], np.int64)}
+    with pytest.raises(rlx.RlxError, match="out of range"):
+        rlx.run(t, feed)
+    with pytest.raises(rlx.RlxError):
+        rlx.compile(t, backend="onnxruntime").run(feed)
+
+
+def test_threads_share_one_session():
+    rng = np.random.default_rng(2)
+    g, params = block(), weights(rng)
+    exe = rlx.compile(g, backend="onnxruntime", params=params)
+    cases = []
+    for _ in range(8):
+        feed = {"x": rng.standard_normal((4, 16)).astype(np.float32)}
+        cases.append((feed, rlx.run(g, feed, params)[0]))
+    assert hammer(lambda c: np.allclose(exe.run(c[0])[0], c[1], rtol=1e-4, atol=1e-5), cases, 25) == []
+
+
+def test_auto_picks_by_the_documented_rule():
+    pytest.importorskip("torch")
+    from rlx.backends.auto import choose
+
+    g, params = block(), weights(np.random.default_rng(3))
+    exe = rlx.compile(g, backend="auto", params=params, device="cpu")
+    assert exe.backend == "torch"  # every op of the block has a torch device lowering
+    feed = {"x": np.ones((4, 16), np.float32)}
+    assert_close(exe.run(feed), rlx.run(g, feed, params), rtol=1e-4, atol=1e-5)
+    host = rlx.Graph("host_op")
+    host.set_outputs([host.cumsum(host.input("x", (4,)), axis=0)])  # cumulative runs on the host in torch
+    assert choose(host, "cpu")[0] == "onnxruntime"
+    with pytest.raises(rlx.RlxError, match="only"):
+        rlx.compile(g, backend="auto", mode="inductor")
+    with pytest.raises(rlx.RlxError, match="device"):
+        rlx.compile(g, backend="auto", device="tpu")

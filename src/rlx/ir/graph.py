@@ -8,8 +8,10 @@ others as ``extra_types``; the graph keeps, right after it, one ``result`` node 
 result (``result(%k) {index=r}`` at id ``k + r``). So a value is always one plain int id
 (result ``r`` of node ``k`` is ``k + r``), every single-result graph is stored exactly as
 before, and passes that copy nodes in order keep the layout: :meth:`Graph._push` appends a
-multi-result node's ``result`` nodes itself and maps a re-appended ``result`` node onto them. Builder methods (``g.matmul``, ``g.gelu`` …) are not
-written here: they are looked up in the op registry on first use.
+multi-result node's ``result`` nodes itself and maps a re-appended ``result`` node onto them.
+
+Builder methods (``g.matmul``, ``g.gelu`` …) are not written here: they are looked up in the
+op registry on first use.
 """
 
 from __future__ import annotations

@@ -66,12 +66,14 @@ def active_set(g: Graph, sources: Iterable[int], what: str = "grad") -> list[boo
     """
     active = [False] * len(g.nodes)
     src = set(sources)
+    reached: set[int] = set()  # multi-result nodes with an active operand
     for node in g.nodes:
-        if node.id in src or any(active[i] for i in node.inputs):
-            if node.op == RESULT:  # checked with its producer
+        if node.op == RESULT:  # result r of a multi-result node: active with it (its rules were checked there)
+            active[node.id] = (node.id - node.attrs["index"] in reached or node.id in src) and is_diff_dtype(node.dtype)
+        elif node.id in src or any(active[i] for i in node.inputs):
+            if any(is_diff_dtype(t.dtype) for t in node.types):
                 active[node.id] = is_diff_dtype(node.dtype)
-            elif is_diff_dtype(node.dtype) or any(is_diff_dtype(t.dtype) for t in node.extra_types):
-                active[node.id] = is_diff_dtype(node.dtype)
+                reached.add(node.id)
                 if node.id not in src:
                     _check_complex_rules(g, node, what)
     return active

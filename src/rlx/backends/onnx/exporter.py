@@ -108,8 +108,6 @@ class Exporter:
         self.nodes: list[Any] = []
         self.inputs: list[Any] = []
         self.names: dict[int, str] = {}
-        #: per scope: while_ nodes sharing a loop (same operands, cond, body, bound) share one ONNX Loop
-        self.loops: dict[tuple, list[str]] = {}
         # shared by every scope: initializers (subgraphs read them from the outer scope), and
         # fresh names, unique across nesting (ONNX forbids shadowing an outer name)
         self.inits: list[Any] = parent.inits if parent else []

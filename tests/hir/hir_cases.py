@@ -270,6 +270,94 @@ def _llama_cases() -> list[BlockCase]:
     return cases
 
 
+MTP = {"num_heads": 4, "num_kv_heads": 2, "head_dim": 4, "n_rot": 2, "n_embd": 8, "n_ff": 12, "mtp_vocab": 11, "eps": 1e-6}
+
+
+def mtp_arrays(batch: int = 2, seq: int = 5, vocab: int = 9, seed: int = 90) -> dict[str, np.ndarray]:
+    e, ff, v, hd, heads, kv = (MTP[k] for k in ("n_embd", "n_ff", "mtp_vocab", "head_dim", "num_heads", "num_kv_heads"))
+    rng = np.random.default_rng(seed)
+    cos, sin = rope_tables(seq + 1, hd)
+
+    def w(*shape):
+        return (rng.standard_normal(shape) * 0.4).astype(np.float32)
+
+    def norm(n):
+        return (1 + 0.1 * rng.standard_normal(n)).astype(np.float32), (0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    arr = {"h_pre_norm": w(batch, seq, e) * 2, "input_ids": rng.integers(0, vocab, (batch, seq)).astype(np.int64),
+           "cos": cos, "sin": sin, "last_token_idx": np.array([seq - 1, seq // 2][:batch], np.int64), "embed_w": w(vocab, e)}
+    for name, n in (("hnorm", e), ("enorm", e)):
+        arr[f"{name}_w"], arr[f"{name}_b"] = norm(n)
+    arr["eh_w"] = w(2 * e, e)
+    arr["attn_norm_w"], arr["attn_norm_b"] = norm(e)
+    arr |= {"q_gate_w": w(e, 2 * heads * hd), "k_w": w(e, kv * hd), "v_w": w(e, kv * hd)}
+    arr["q_norm_w"], arr["q_norm_b"] = norm(hd)
+    arr["k_norm_w"], arr["k_norm_b"] = norm(hd)
+    arr["o_w"] = w(heads * hd, e)
+    arr["post_norm_w"], arr["post_norm_b"] = norm(e)
+    arr |= {"gate_w": w(e, ff), "up_w": w(e, ff), "down_w": w(ff, e)}
+    arr["head_norm_w"], arr["head_norm_b"] = norm(e)
+    arr["lm_head_w"] = w(e, v)
+    return arr
+
+
+def _mtp_oracle(**a):
+    """The MTP head written out per head and per token in float64."""
+    a = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in a.items()}
+    heads, kv, hd, n_rot, eps = (MTP[k] for k in ("num_heads", "num_kv_heads", "head_dim", "n_rot", "eps"))
+    b, s, _ = a["h_pre_norm"].shape
+
+    def rms(x, name):
+        return _rms(x, a[f"{name}_w"], a[f"{name}_b"], eps)
+
+    def rope(t):  # t [S, D] one head, NeoX halves over the first n_rot dims
+        half, out = n_rot // 2, t.copy()
+        c, si = a["cos"][:s, :half], a["sin"][:s, :half]
+        x1, x2 = t[:, :half], t[:, half:n_rot]
+        out[:, :half], out[:, half:n_rot] = x1 * c - x2 * si, x2 * c + x1 * si
+        return out
+
+    cur = np.concatenate([rms(a["embed_w"][a["input_ids"]], "enorm"), rms(a["h_pre_norm"], "hnorm")], axis=2) @ a["eh_w"]
+    x = rms(cur, "attn_norm")
+    qg = (x @ a["q_gate_w"]).reshape(b, s, heads, 2 * hd)
+    k = (x @ a["k_w"]).reshape(b, s, kv, hd)
+    v = (x @ a["v_w"]).reshape(b, s, kv, hd)
+    att = np.zeros((b, s, heads, hd))
+    for bi in range(b):
+        for h in range(heads):
+            kvh = h // (heads // kv)
+            q = rope(_rms(qg[bi, :, h, :hd], a["q_norm_w"], a["q_norm_b"], eps))
+            kk = rope(_rms(k[bi, :, kvh], a["k_norm_w"], a["k_norm_b"], eps))
+            scores = q @ kk.T / np.sqrt(hd) + np.triu(np.full((s, s), -np.inf), 1)
+            gate = 1 / (1 + np.exp(-qg[bi, :, h, hd:]))
+            att[bi, :, h] = (_softmax(scores) @ v[bi, :, kvh]) * gate
+    h1 = cur + att.reshape(b, s, heads * hd) @ a["o_w"]
+    n2 = rms(h1, "post_norm")
+    h2 = h1 + (_silu(n2 @ a["gate_w"]) * (n2 @ a["up_w"])) @ a["down_w"]
+    last = h2[np.arange(b), a["last_token_idx"]][:, None, :]
+    return rms(last, "head_norm") @ a["lm_head_w"]
+
+
+def _mtp_cases() -> list[BlockCase]:
+    from rlx.ops.hir_qwen35 import MTP_OPERANDS
+
+    arrays = mtp_arrays()
+    params = tuple(k for k in MTP_OPERANDS if k not in ("h_pre_norm", "input_ids", "last_token_idx", "cos", "sin"))
+    rms3 = ("rms_norm",)
+
+    def mm():
+        return ("reshape", "matmul", "reshape")
+
+    gqa = ("narrow",) * 4 + ("concat",)
+    ops = ("gather", *rms3, *rms3, "concat", *mm(), *rms3, *mm(), "reshape", "narrow", "reshape", "narrow", "reshape",
+           *mm(), "reshape", "rms_norm", "reshape", "reshape", "rms_norm", "reshape", "rope", "rope", *gqa, *mm(), *gqa,
+           "attention", "sigmoid", "mul", *mm(), "add", *rms3, *mm(), "silu", *mm(), "mul", *mm(), "add", "reshape",
+           "expand", "gather_elements", *rms3, "matmul")
+    return [BlockCase("qwen35_mtp_head", "h4-kv2-rot2", arrays,
+                      lambda h, **o: h.qwen35_mtp_head(*(o[k] for k in MTP_OPERANDS), **MTP), ops, ops, params,
+                      oracle=_mtp_oracle)]
+
+
 def _mir_cases() -> list[BlockCase]:
     arr = {"x": randn(2, 8, seed=70), "w": randn(8, 4, seed=71)}
     return [
@@ -284,4 +372,4 @@ def _mir_cases() -> list[BlockCase]:
 
 def all_cases() -> list[BlockCase]:
     return [*_linear_cases(), *_pair_cases(), *_swiglu_cases(), *_norm_cases(), *_rope_cases(), *_attention_cases(),
-            *_dwconv_cases(), *_llama_cases(), *_mir_cases()]
+            *_dwconv_cases(), *_llama_cases(), *_mtp_cases(), *_mir_cases()]

@@ -22,6 +22,7 @@ import numpy as np
 
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph
+from rlx.runtime.dispatch import ReportsDispatch
 from rlx.runtime.reference import bind_feed, checked_params
 
 _SESSIONS: dict[tuple, Any] = {}
@@ -51,7 +52,7 @@ def session_count() -> int:
     return len(_SESSIONS)
 
 
-class OrtExecutable:
+class OrtExecutable(ReportsDispatch):
     """``exe.run(inputs={...}, params={...}) -> list[np.ndarray]``; ``exe(**inputs)`` also works."""
 
     backend = "onnxruntime"
@@ -144,3 +145,22 @@ def compile_ort(obj: Any, **options: Any) -> OrtExecutable:
         raise RlxError(f"onnxruntime backend: unknown option(s) {unknown}; known: {sorted(_OPTIONS)}")
     params = options.pop("params", None)
     return OrtExecutable(to_mir(obj), params, **options)
+
+
+def coverage() -> dict[str, str]:
+    """How the backend handles each op (for ``exe.dispatch_report()``): what the ONNX exporter
+    writes as ONNX nodes runs natively in onnxruntime, fused ops are unfused first, the rest is refused."""
+    from rlx.backends.onnx.exporter import EXPORTERS, REFUSED
+    from rlx.ir.opdef import all_ops
+
+    table: dict[str, str] = {}
+    for op in all_ops():
+        if op.name in ("input", "param", "constant"):
+            table[op.name] = "leaf"
+        elif op.name in EXPORTERS:
+            table[op.name] = "lowered"
+        elif op.level == "fused" and op.decompose is not None:
+            table[op.name] = "decomposed"
+        else:
+            table[op.name] = "refused: " + REFUSED.get(op.name, "no ONNX export for this op")
+    return table

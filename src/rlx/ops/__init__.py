@@ -9,6 +9,7 @@ from rlx.ops import (  # noqa: F401
     elementwise,
     fused,
     hir_blocks,
+    hir_qwen35,
     indexing,
     linalg,
     math_ext,

@@ -597,11 +597,21 @@ def _resize_type(ins, attrs):
     return TensorType(Shape((n, c, 2 * h, 2 * w)), ins[0].dtype)
 
 
+def _resize_decompose(g, operands, attrs):
+    """The common-IR body (upstream's LowerResizeNearest2x): each pixel repeated into a 2 x 2
+    block by a broadcast over two new unit axes and a reshape."""
+    x = g.value(operands[0])
+    n, c, h, w = x.shape
+    blocks = g.expand(g.reshape(x, (n, c, h, 1, w, 1)), target_shape=[n, c, h, 2, w, 2])
+    return g.reshape(blocks, (n, c, 2 * h, 2 * w))
+
+
 defop(
     name="resize_nearest_2x", family="conv", arity=1, operands=("x",),
-    infer=_resize_type,
+    infer=_resize_type, decompose=_resize_decompose,
     kernel=lambda args, attrs, out: args[0].repeat(2, axis=2).repeat(2, axis=3),
     vjp=_resize_vjp, jvp=lambda ctx, node, tangents: ctx.graph.resize_nearest_2x(tangents[0]), batch=fold_channelwise,
     doc="2x nearest-neighbour upsampling of NCHW: [N, C, H, W] -> [N, C, 2H, 2W], x.repeat(2, 2).repeat(2, 3) "
-    "(= torch interpolate(scale_factor=2, mode='nearest')). H and W must be static.",
+    "(= torch interpolate(scale_factor=2, mode='nearest')). H and W must be static. Decomposes (for backends "
+    "that do not claim it) to reshape, expand, reshape.",
 )

@@ -272,14 +272,29 @@ def _group_norm_kernel(args, attrs, out):
     return _affine(y, gamma, beta, 1)
 
 
+def _group_norm_decompose(g, operands, attrs):
+    """The common-IR body (upstream's LowerGroupNorm): reshape into groups, mean and biased
+    variance over each group, rsqrt, reshape back, per-channel affine."""
+    x, gamma, beta = (g.value(o) for o in operands)
+    n, c, *spatial = x.shape
+    groups = attrs["num_groups"]
+    grouped = g.reshape(x, (n, groups, -1))
+    centred = grouped - g.mean(grouped, axes=[2], keep_dim=True)
+    var = g.mean(centred * centred, axes=[2], keep_dim=True)
+    y = g.reshape(centred * g.rsqrt(var + attrs["eps"]), tuple(x.shape))
+    channel = (c, *([1] * len(spatial)))
+    return y * g.reshape(gamma, channel) + g.reshape(beta, channel)
+
+
 defop(
     name="group_norm", family="normalization", arity=3, operands=("x", "gamma", "beta"),
     attrs={"num_groups": AttrSpec("int", doc="number of contiguous channel groups; divides C"), "eps": _EPS},
-    infer=_group_norm_type, kernel=_group_norm_kernel, **_NORM_RULES,
+    infer=_group_norm_type, kernel=_group_norm_kernel, decompose=_group_norm_decompose, **_NORM_RULES,
     doc="Group normalization of x [N, C, *spatial] (upstream: rank 4 NCHW only; rlx accepts "
     "any spatial rank, as torch does). Channels split into num_groups contiguous groups of "
     "C/G; mean and biased variance over (C/G) x spatial per sample and group; per-channel "
-    "affine with gamma/beta [C]. Equals torch.nn.functional.group_norm.",
+    "affine with gamma/beta [C]. Equals torch.nn.functional.group_norm. Decomposes (for backends that do not "
+    "claim it) to reshape, mean, rsqrt and mul / add.",
 )
 
 

@@ -33,6 +33,7 @@ from rlx.ir.opdef import get_op
 from rlx.ir.shape import TensorType
 from rlx.lir.liveness import LEAVES
 from rlx.lir.plan import LirModule
+from rlx.runtime.dispatch import ReportsDispatch
 from rlx.runtime.reference import bind_feed, checked_params, eval_node, kernel_of
 
 Step = Callable[[], None]
@@ -76,7 +77,7 @@ class _Frame:
         self.version = -1
 
 
-class ArenaExecutor:
+class ArenaExecutor(ReportsDispatch):
     """``exe.run(inputs={...}, params={...}) -> list[np.ndarray]``; ``exe(**inputs)`` also works.
 
     Thread-safe: each run takes a frame (an arena and the steps bound to it) from a pool, building

@@ -81,6 +81,7 @@ def _lazy(module: str, factory: str) -> Callable[..., Any]:
 
         return getattr(importlib.import_module(module), factory)(obj, **options)
 
+    make.module = module  # type: ignore[attr-defined]  (rlx.runtime.dispatch reads the backend's coverage() there)
     return make
 
 

@@ -39,6 +39,7 @@ from rlx.ir.errors import FeedError, RlxError
 from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.opdef import get_op
 from rlx.ir.shape import TensorType
+from rlx.runtime.dispatch import ReportsDispatch
 
 _X64_TYPES = (DType.F64, DType.I64)
 _PRECISIONS = {"highest": lax.Precision.HIGHEST, "high": lax.Precision.HIGH, "default": lax.Precision.DEFAULT, None: None}
@@ -195,7 +196,7 @@ def _device(device: Any) -> Any:
     raise RlxError(f"device must be a jax.Device, an index or a platform name, got {device!r}")
 
 
-class JaxExecutable:
+class JaxExecutable(ReportsDispatch):
     """``exe.run(inputs={...}, params={...}) -> list[np.ndarray]``; ``exe(**inputs)`` also works.
 
     ``exe.run_device`` returns the jax arrays without copying them to the host.

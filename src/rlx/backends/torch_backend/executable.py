@@ -30,6 +30,7 @@ from rlx.ir.errors import RlxError
 from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.opdef import get_op
 from rlx.ir.shape import Shape, TensorType
+from rlx.runtime.dispatch import ReportsDispatch
 from rlx.runtime.reference import bind_feed, checked_params, eval_node
 
 MODES = ("eager", "inductor", "reduce-overhead", "max-autotune")
@@ -194,7 +195,7 @@ def _device(device: Any) -> torch.device:
     return dev
 
 
-class TorchExecutable:
+class TorchExecutable(ReportsDispatch):
     """``exe.run(inputs={...}, params={...}) -> list[np.ndarray]``; ``exe(**inputs)`` also works.
 
     ``exe.module`` is the fx GraphModule (of the static graph, or of the last binding);

@@ -1,0 +1,122 @@
+"""Model variants and the on-disk compile cache (rlx.variants)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import rlx
+import rlx.variants as variants
+from rlx.variants import CompileCache, ModelVariant, buckets, build_variant, compile_variant
+
+
+def _model():
+    g = rlx.Graph("mlp")
+    x = g.input("x", ("batch", 8))
+    h = g.gelu(g.matmul(x, g.param("w", (8, 16))) + g.param("b", (16,)))
+    g.set_outputs([g.sum(g.matmul(h, g.param("w2", (16, 4))), axes=[1])])
+    return g
+
+
+def _params(seed=0):
+    rng = np.random.default_rng(seed)
+    return {"w": rng.standard_normal((8, 16)).astype(np.float32), "b": rng.standard_normal(16).astype(np.float32),
+            "w2": rng.standard_normal((16, 4)).astype(np.float32)}
+
+
+def _oracle(x, p):
+    h = x @ p["w"] + p["b"]
+    h = h * 0.5 * (1 + _erf(h / np.sqrt(2)))
+    return (h @ p["w2"]).sum(axis=1)
+
+
+def _erf(z):
+    from math import erf
+
+    return np.vectorize(erf)(z)
+
+
+@pytest.mark.parametrize("batch", [1, 3, 5])
+def test_bucket_variants_run_at_their_sizes(batch):
+    (v,) = [b for b in buckets("prefill", "batch", [1, 3, 5]) if b.dims["batch"] == batch]
+    exe = compile_variant(_model(), v, params=_params())
+    x = np.random.default_rng(batch).standard_normal((batch, 8)).astype(np.float32)
+    (got,) = exe.run(inputs={"x": x})
+    np.testing.assert_allclose(got, _oracle(x.astype(np.float64), {k: v.astype(np.float64) for k, v in _params().items()}),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_the_cache_skips_optimize_and_plan_on_a_hit(tmp_path, monkeypatch):
+    v = ModelVariant("b4", {"batch": 4})
+    first = build_variant(_model(), v, CompileCache(tmp_path))
+    assert len([f for f in os.listdir(tmp_path) if f.endswith(".rlx")]) == 1
+
+    def boom(*a, **k):
+        raise AssertionError("optimize ran on a cache hit")
+
+    monkeypatch.setattr(variants, "optimize", boom)
+    cache = CompileCache(tmp_path)
+    again = build_variant(_model(), v, cache)
+    assert cache.hits == 1 and again.fingerprint() == first.fingerprint()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "other_key", "tampered_plan"])
+def test_a_bad_entry_is_ignored_removed_and_rebuilt(tmp_path, damage):
+    v, other = ModelVariant("b4", {"batch": 4}), ModelVariant("b2", {"batch": 2})
+    fp = rlx.fingerprint(_model())
+    build_variant(_model(), v, CompileCache(tmp_path))
+    build_variant(_model(), other, CompileCache(tmp_path))
+    path = tmp_path / f"{v.cache_key(fp)}.rlx"
+    text = path.read_text()
+    if damage == "truncate":
+        path.write_text(text[: len(text) // 2])
+    elif damage == "garbage":
+        path.write_bytes(b"\x80\x04cos\nsystem\n(S'touch pwned'\ntR.")  # a pickle: never unpickled
+    elif damage == "other_key":
+        shutil.copy(tmp_path / f"{other.cache_key(fp)}.rlx", path)
+    else:
+        doc = json.loads(text)
+        doc["plan"]["assignments"][-1][1] += 8  # misaligned / overlapping slot
+        path.write_text(json.dumps(doc))
+    cache = CompileCache(tmp_path)
+    lir = build_variant(_model(), v, cache)
+    assert cache.rejected == 1 and cache.hits == 0
+    assert not os.path.exists("pwned")
+    assert CompileCache(tmp_path).get(v.cache_key(fp)) is not None  # rebuilt entry is valid
+    (got,) = rlx.compile(lir, params=_params()).run(inputs={"x": np.ones((4, 8), np.float32)})
+    assert got.shape == (4,)
+
+
+def test_cache_keys_separate_every_field(monkeypatch):
+    fp = rlx.fingerprint(_model())
+    base = ModelVariant("v", {"batch": 4})
+    keys = {base.cache_key(fp), ModelVariant("v", {"batch": 5}).cache_key(fp),
+            ModelVariant("v", {"batch": 4}, precision="auto_mixed_conservative").cache_key(fp),
+            ModelVariant("v", {"batch": 4}, backend="jax").cache_key(fp), ModelVariant("w", {"batch": 4}).cache_key(fp),
+            base.cache_key("0" * 64)}
+    assert len(keys) == 6
+    monkeypatch.setattr(variants, "_version", lambda pkg: "9.9")
+    assert base.cache_key(fp) not in keys
+
+
+def test_precision_variant_runs_in_half_precision_and_stays_close():
+    v = ModelVariant("amp", {"batch": 2}, precision="auto_mixed_conservative")
+    lir = build_variant(_model(), v)
+    assert any(n.dtype == rlx.f16 for n in lir.graph.nodes)
+    x = np.random.default_rng(3).standard_normal((2, 8)).astype(np.float32)
+    (got,) = rlx.compile(lir, params=_params()).run(inputs={"x": x})
+    (want,) = rlx.run(_model(), inputs={"x": x}, params=_params())
+    np.testing.assert_allclose(got, want, rtol=2e-2, atol=5e-2)
+
+
+def test_bad_variants_are_errors():
+    with pytest.raises(rlx.RlxError, match="variant name"):
+        ModelVariant("../x")
+    with pytest.raises(rlx.RlxError, match="dims"):
+        ModelVariant("v", {"batch": -1})
+    with pytest.raises(rlx.RlxError, match="do not occur"):
+        build_variant(_model(), ModelVariant("v", {"seq": 4}))

@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable
 from types import SimpleNamespace
 from typing import Any
 
-from rlx.ir.graph import RESULT, Graph, Node, Value
+from rlx.ir.graph import Graph, Node, Value
 from rlx.ir.opdef import get_op, has_op
 from rlx.opt.legalize import legalize_for_backend, unclaimed
 from rlx.opt.manager import Pass, PassError, PassResult, compose, graph_attrs, run_passes
@@ -152,8 +152,6 @@ class _ControlFlowLowering:
         rb = Rebuilder(g, "lower_control_flow")
         changed = False
         for node in g.nodes:
-            if node.op == RESULT and node.id in rb.map:  # its producer was lowered
-                continue
             names = graph_attrs(node.op)
             if not names:
                 rb.copy(node)

@@ -94,6 +94,8 @@ class Rebuilder:
     def copy(self, node: Node, trusted: bool = False) -> int:
         """Re-emit ``node`` unchanged. ``trusted``: the pass guarantees operand types are unchanged."""
         m = self.map
+        if node.op == RESULT and node.id in m:  # its producer was replaced, results included
+            return m[node.id]
         ins = tuple(m[i] for i in node.inputs)
         dst_nodes = self._dst_nodes
         if node.op == RESULT:  # already appended with its producer: just map it

@@ -601,6 +601,14 @@ def _window(x, init, fn, k, s, p):
     return lax.reduce_window(x, jnp.asarray(init, x.dtype), fn, (1, 1, *k), (1, 1, *s), ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])))
 
 
+@lowering("max_pool2d_with_indices")
+def _max_pool2d_with_indices(args, attrs, out):
+    """The op's own formula (rlx.ops.conv.max_pool_with_indices) over jax.numpy."""
+    from rlx.ops.conv import max_pool_with_indices
+
+    return max_pool_with_indices(jnp, args[0], attrs)
+
+
 @lowering("pool2d")
 def _pool2d(args, attrs, out):
     x, kind = args[0], attrs["kind"]

@@ -469,6 +469,18 @@ def _top_k(ex, node, ins):
     return [vals, idx] if node.attrs["output"] == "both" else vals if node.attrs["output"] == "values" else idx
 
 
+@exporter("max_pool2d_with_indices")
+def _max_pool2d_with_indices(ex, node, ins):
+    """MaxPool's Indices count over the whole NCHW tensor; rlx's over each plane: the plane offset is taken off."""
+    from rlx.ops.conv import pool_geo
+
+    k, s, p = pool_geo(node.attrs)
+    n, c, h, w = _in_shape(ex, node, 0)
+    vals, idx = ex.node("MaxPool", [ins[0]], n_out=2, kernel_shape=list(k), strides=list(s), pads=[p[0], p[1], p[0], p[1]])
+    offset = ex.const((np.arange(n * c, dtype=np.int64) * (h * w)).reshape(n, c, 1, 1))
+    return [vals, ex.node("Sub", [idx, offset])]
+
+
 @exporter("split")
 def _split(ex, node, ins):
     return ex.node("Split", [ins[0], ex.ints(node.attrs["sizes"])], n_out=node.num_results, axis=node.attrs["axis"])

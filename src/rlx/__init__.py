@@ -31,7 +31,7 @@ from rlx.ir.text import parse
 from rlx.ir.upstream_json import from_upstream_json
 from rlx.ir.verify import verify
 from rlx.ops.custom import custom_op, custom_ops, unregister_custom_op
-from rlx.opt import FusionReport, optimize
+from rlx.opt import FusionReport, inline_into, optimize, promote_params_to_inputs
 from rlx.runtime.compile import BufferPlan, LirModule, compile, plan, specialize
 from rlx.runtime.reference import run
 from rlx.train import compile_training
@@ -54,6 +54,7 @@ __all__ = [
     "TensorType", "UnknownOpError", "Value", "VerifyError", "all_ops", "bf16", "bool_", "c64", "compile", "compile_training",
     "custom_op", "custom_ops", "define",
     "f8e4m3", "f8e5m2", "f16", "f32", "f64", "fingerprint", "from_json", "from_upstream_json", "get_op", "grad", "grad_with_loss", "hvp",
-    "i8", "i16", "i32", "i64", "jvp", "load", "optimize", "parse", "plan", "prepare_graph_for_ad", "register_codec",
+    "i8", "i16", "i32", "i64", "inline_into", "jvp", "load", "optimize", "parse", "plan", "prepare_graph_for_ad",
+    "promote_params_to_inputs", "register_codec",
     "register_op", "run", "save", "specialize", "to_json", "u8", "u32", "unregister_custom_op", "unregister_op", "verify", "vmap",
 ]

@@ -331,8 +331,9 @@ class Trainer:
         static = not (forward.plan.dynamic_symbols or backward.plan.dynamic_symbols)
         self.zero_copy = backend == "numpy" and static
         if self.zero_copy:
-            self.forward_executor = _compile(forward, backend="numpy")
-            self.backward_executor = _compile(backward, backend="numpy")
+            # fold_weights=False: the optimizer writes the weight slots in place, behind the executors' back
+            self.forward_executor = _compile(forward, backend="numpy", fold_weights=False)
+            self.backward_executor = _compile(backward, backend="numpy", fold_weights=False)
             self.forward_executor.set_params({n: a for n, a in init.items() if n in fwd_params})
             self.backward_executor.set_params({n: a for n, a in init.items() if n in bwd_params})
             # the owned params are the backward arena's weight slots; params only the forward reads live there

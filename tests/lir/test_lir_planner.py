@@ -21,7 +21,7 @@ HEURISTIC_NAMES = sorted(HEURISTICS)
 def _run_equal(g, feed, weights=None, **kw):
     lir = plan(g, **kw)
     ref = rlx.run(g, feed, weights or {})
-    out = rlx_compile(lir, params=weights or None).run(feed)
+    out = rlx_compile(lir, params=weights or None, adopt=False).run(feed)
     for a, b in zip(ref, out):
         assert a.dtype == b.dtype and a.shape == b.shape
         np.testing.assert_array_equal(a, b)

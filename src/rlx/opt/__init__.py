@@ -33,6 +33,7 @@ from rlx.opt.fusion import (
     fuse_swiglu,
     fuse_swiglu_dual_matmul,
 )
+from rlx.opt.graph_edit import inline_into, promote_params_to_inputs
 from rlx.opt.legalize import LEGALIZE_BROADCAST, legalize_broadcast, legalize_for_backend, unclaimed
 from rlx.opt.lower import (
     LOWER_CONTROL_FLOW,
@@ -225,6 +226,7 @@ __all__ = [
     "fuse_shared_input_matmul",
     "fuse_swiglu",
     "fuse_swiglu_dual_matmul",
+    "inline_into",
     "insert_q_dq",
     "legalize_broadcast",
     "legalize_for_backend",
@@ -233,6 +235,7 @@ __all__ = [
     "mark_elementwise_regions",
     "op_class",
     "optimize",
+    "promote_params_to_inputs",
     "propagate_fake_quant",
     "resolve_backend",
     "rewrite_for_backend",

@@ -4,9 +4,11 @@ Every tensor is a NumPy view into its planned slot of a single ``uint8`` arena; 
 (reshape, same-dtype cast, contiguous narrow …) are views of their root's bytes and cost
 nothing at run time. Each node becomes a small closure: an op with a ``kernel_into`` hook
 (:class:`rlx.ir.opdef.OpDef`: its reference kernel, given ``out=``) writes straight into its
-slot, every other op runs its reference kernel and the result is copied into the slot. No
-kernel is written here: the arena computes what ``rlx.run`` computes, bit for bit. A wrong
-plan therefore produces wrong numbers: the plan is proven by running it.
+slot; every other op runs its reference kernel and, with ``adopt=True`` (the default), its
+fresh result is taken as the node's array (no copy: the executor never does more work than
+``rlx.run``), or with ``adopt=False`` is copied into the slot. No kernel is written here: the
+arena computes what ``rlx.run`` computes, bit for bit. With ``adopt=False`` a wrong plan
+produces wrong numbers: the plan is proven by running it.
 
 Params are bound once (``compile(..., params=...)`` or :meth:`ArenaExecutor.set_params`)
 and copied into their slots; params passed to :meth:`run` replace the bound ones (and
@@ -68,11 +70,13 @@ class _Frame:
     ``loaded`` maps each param name to the array last copied into (or pointed at by) this frame,
     ``version`` the executor's param version the frame was last synced to."""
 
-    __slots__ = ("arena", "env", "loaded", "raw", "steps", "version")
+    __slots__ = ("arena", "env", "loaded", "raw", "steps", "version", "weight_steps", "weights_ready")
 
     def __init__(self, raw: np.ndarray, arena: np.ndarray, env: list[Any]):
         self.raw, self.arena, self.env = raw, arena, env
         self.steps: list[Step] = []
+        self.weight_steps: list[Step] = []  # the weight-only nodes, run when the frame's params change
+        self.weights_ready = False
         self.loaded: dict[str, Any] = {}
         self.version = -1
 
@@ -89,8 +93,10 @@ class ArenaExecutor(ReportsDispatch):
 
     backend = "numpy"
 
-    def __init__(self, lir: LirModule, params: Mapping[str, Any] | None = None):
+    def __init__(self, lir: LirModule, params: Mapping[str, Any] | None = None, *, adopt: bool = True,
+                 fold_weights: bool = True):
         self.lir = lir
+        self.adopt, self.fold_weights = adopt, fold_weights
         self.graph = lir.graph
         self._params: dict[str, np.ndarray] = {}
         self._version = 0  # bumped by set_params; a frame behind it resyncs its params
@@ -161,6 +167,22 @@ class ArenaExecutor(ReportsDispatch):
                     self._runtime_views.append((nid, p.view_aliases[nid].root, p.view_aliases[nid].byte_offset))
             elif nid not in placed and nid in outside:
                 self._fresh.append((nid, tuple(node.shape), node.dtype.numpy))
+        roots = {a.root for a in p.view_aliases.values()}
+        # planned nodes whose op has no kernel_into: the kernel's fresh result is adopted instead of copied into the slot
+        self._adopted = {nid for nid in p.schedule if self.adopt and nid in placed and nid not in p.view_aliases and nid not in roots
+                         and nodes[nid].op not in LEAVES and get_op(nodes[nid].op).kernel is not None
+                         and _into_of(nodes[nid], [nodes[i].type for i in nodes[nid].inputs]) is None}
+        # weight-only nodes (params and constants in, not an output, not viewed): computed when params are bound
+        self._weight_only: set[int] = set()
+        if self.fold_weights:
+            outs, viewish = set(g.output_ids), roots | set(p.view_aliases)
+            known = {nid for nid in p.schedule if nodes[nid].op in ("param", "constant")}
+            for nid in p.schedule:
+                node = nodes[nid]
+                if (node.op not in LEAVES and nid not in outs and nid not in viewish and node.inputs
+                        and all(i in known for i in node.inputs)):
+                    known.add(nid)
+                    self._weight_only.add(nid)
         fresh_ids = {nid for nid, _, _ in self._fresh}
         given: set[int] = set()
         self._hand_over: list[bool] = []  # output i returned as is (a fresh array) rather than copied
@@ -179,7 +201,10 @@ class ArenaExecutor(ReportsDispatch):
         fixed = [False] * len(nodes)
         for nid, slot in p.assignments.items():
             env[nid] = _slot_array(arena, slot.offset, nodes[nid].type)
-            fixed[nid] = True
+            fixed[nid] = nid not in self._adopted
+        for nid in self._weight_only:  # kept across runs: never in a slot that other nodes reuse
+            if nid in p.assignments:
+                env[nid] = np.empty(tuple(nodes[nid].shape), nodes[nid].dtype.numpy)
         frame = _Frame(raw, arena, env)
         fresh = {nid for nid, _, _ in self._fresh}
         for nid in p.schedule:
@@ -201,12 +226,12 @@ class ArenaExecutor(ReportsDispatch):
                         env[nid] = _byte_view(root.attrs["value"].array, alias.byte_offset, node.type)
                         fixed[nid] = True
                 continue
-            if not fixed[nid] and nid not in fresh:  # zero-sized or otherwise unplanned: a private buffer
+            if not fixed[nid] and nid not in fresh and nid not in self._adopted:  # zero-sized or otherwise unplanned: a private buffer
                 env[nid] = np.empty(tuple(node.shape), node.dtype.numpy)
                 fixed[nid] = True
             if node.op != RESULT:  # a result node is written by its producer's step
-                frame.steps.append(self._make_step(node, env, fixed))
-        self._step_count = len(frame.steps)
+                (frame.weight_steps if nid in self._weight_only else frame.steps).append(self._make_step(node, env, fixed))
+        self._step_count = len(frame.steps) + len(frame.weight_steps)
         self._frames += 1
         return frame
 
@@ -253,7 +278,8 @@ class ArenaExecutor(ReportsDispatch):
         return lambda: finish(kernel([env[i] for i in ins], attrs, out_type))
 
     def _make_dynamic_step(self, node: Node, env: list[Any]) -> Step:
-        """A node whose output array changes per run (an output root outside the arena)."""
+        """A node whose output array changes per run: an output root outside the arena, or an adopted node
+        (a kernel's fresh result taken as it is; anything else is copied into the node's slot)."""
         nodes, nid, ins = self.graph.nodes, node.id, node.inputs
         kernel, attrs, out_type = kernel_of(get_op(node.op), self._call_body), node.attrs, node.type
         into = _into_of(node, [nodes[i].type for i in ins])
@@ -265,15 +291,23 @@ class ArenaExecutor(ReportsDispatch):
         shape, op, dtype = tuple(node.shape), node.op, node.dtype.numpy
         adopt = nid not in {a.root for a in self.lir.plan.view_aliases.values()}  # no view was made of env[nid]
         guarded = [i for i in ins if not self.graph.nodes[i].op == "constant"]
+        slot = env[nid] if nid in self._adopted else None  # the planned slot, for results that cannot be adopted
+        # a weight-only node reads only params / constants, whose memory outlives the run: even a view is kept as it is
+        any_result = nid in self._weight_only
 
         def step() -> None:
             args = [env[i].astype(np.float32) if w else env[i] for i, w in zip(ins, widen)]
             res = np.asarray(kernel(args, attrs, out_type))
             if res.shape != shape:
                 raise RlxError(f"kernel of {op!r} (node %{nid}) returned shape {list(res.shape)}, expected {list(shape)}")
-            if (adopt and res.dtype == dtype and res.base is None and res.flags.c_contiguous and res.flags.writeable
+            if any_result and res.dtype == dtype:
+                env[nid] = res
+            elif (adopt and res.dtype == dtype and res.base is None and res.flags.c_contiguous and res.flags.writeable
                     and not any(res is env[i] for i in guarded)):
                 env[nid] = res  # a fresh array from the kernel: hand it over instead of copying it
+            elif slot is not None:
+                np.copyto(slot, res, casting="unsafe")
+                env[nid] = slot
             else:
                 np.copyto(env[nid], res, casting="unsafe")
 
@@ -313,7 +347,7 @@ class ArenaExecutor(ReportsDispatch):
 
     def _sync(self, frame: _Frame, given: Mapping[str, np.ndarray] | None) -> None:
         """Make ``frame`` hold the bound params, overridden by ``given`` (this run's ``params=``)."""
-        if frame.version == self._version and not given:
+        if frame.version == self._version and not given and frame.weights_ready:
             return
         with self._lock:
             want, version = dict(self._params), self._version
@@ -329,7 +363,13 @@ class ArenaExecutor(ReportsDispatch):
             else:
                 env[nid] = _contiguous(arr)
             frame.loaded[name] = arr
+            frame.weights_ready = False
         frame.version = -1 if given else version  # a run's own params: resync before the next run
+        if not frame.weights_ready and len(frame.loaded) == len(self._param_ids):
+            with np.errstate(all="ignore"):
+                for step in frame.weight_steps:
+                    step()
+            frame.weights_ready = True
 
     def _acquire(self) -> _Frame:
         with self._lock:
@@ -385,7 +425,8 @@ class ArenaExecutor(ReportsDispatch):
         with self._lock:
             ex = self._special.get(key)
             if ex is None:
-                ex = ArenaExecutor(specialize(self.lir, dict(binding)), params=self._params or None)
+                ex = ArenaExecutor(specialize(self.lir, dict(binding)), params=self._params or None, adopt=self.adopt,
+                                   fold_weights=self.fold_weights)
                 self._special[key] = ex
         return ex
 

@@ -10,7 +10,13 @@ weights at compile time. Unless told otherwise the numpy backend plans the graph
 and outputs outside the arena: each run reads the caller's input arrays where they are
 (``inputs="arena"`` copies them into their slots instead) and writes the outputs into fresh
 arrays it returns (``outputs="arena"``: copied out of their slots), so nothing is copied at
-the boundary. An LirModule is run with the plan it carries.
+the boundary. ``adopt=True`` (the default) takes the fresh result of a kernel that cannot write
+into its slot (an op without ``kernel_into``) as it is, instead of copying it into the slot: the
+executor then never does more work than ``rlx.run``; ``adopt=False`` runs every node in its
+planned slot (what proves a plan by running it). ``fold_weights=True`` (the default) computes
+the nodes that depend only on params and constants (transposed or dequantised weights, folded
+norms) when params are bound, not on every run; pass False when the params' memory is written
+behind the executor's back (the trainer updates its arena's weight slots in place). An LirModule is run with the plan it carries.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ def to_mir(obj: Any) -> Graph:
 _PLAN_KEYS = ("alignment", "inputs", "constants", "outputs", "inplace", "heuristics", "weight_layout", "schedule", "search")
 
 
-def _numpy_backend(obj: Any, params: Any = None, **options: Any) -> Any:
+def _numpy_backend(obj: Any, params: Any = None, adopt: bool = True, fold_weights: bool = True, **options: Any) -> Any:
     from rlx.runtime.arena import ArenaExecutor
 
     held = getattr(obj, "_lir", None)  # a GraphModule at the LIR stage holds its LirModule
@@ -60,7 +66,8 @@ def _numpy_backend(obj: Any, params: Any = None, **options: Any) -> Any:
 
     unknown = sorted(set(options) - set(_PLAN_KEYS) - {"param_policy"})
     if unknown:
-        raise RlxError(f"numpy backend: unknown option(s) {unknown}; known: {sorted((*_PLAN_KEYS, 'param_policy', 'params'))}")
+        known = sorted((*_PLAN_KEYS, "adopt", "fold_weights", "param_policy", "params"))
+        raise RlxError(f"numpy backend: unknown option(s) {unknown}; known: {known}")
     if isinstance(obj, LirModule) and not options:
         lir = obj
     else:
@@ -68,7 +75,7 @@ def _numpy_backend(obj: Any, params: Any = None, **options: Any) -> Any:
         if "param_policy" in options:
             kw["params"] = options["param_policy"]
         lir = plan(to_mir(obj), **kw)
-    return ArenaExecutor(lir, params=params)
+    return ArenaExecutor(lir, params=params, adopt=adopt, fold_weights=fold_weights)
 
 
 register_backend("numpy", _numpy_backend)

@@ -67,16 +67,14 @@ def _named(fn: Any, name: str) -> Any:
     return fn
 
 
-def _lowered(node: Node, out: TensorType) -> Any:
+def _lowered(node: Node, out: TensorType, in_types: list[TensorType]) -> Any:
     fn, op, attrs = L.LOWERINGS[node.op], node.op, node.attrs
-    native = op in L.NATIVE_LOW_PRECISION
+    widen = op not in L.NATIVE_LOW_PRECISION and any(t.dtype.is_low_precision_float for t in in_types)
     want, shape = L.torch_dtype(out.dtype), tuple(out.shape)
 
     def call(*args: torch.Tensor) -> torch.Tensor:
-        if not native:
-            args = tuple(a.float() if _low(a) else a for a in args)
-        r = fn(list(args), attrs, out)
-        if tuple(r.shape) != shape:
+        r = fn([a.float() if _low(a) else a for a in args] if widen else list(args), attrs, out)
+        if r.shape != shape:
             raise RlxError(f"torch lowering of {op!r} (node %{node.id}) gave shape {list(r.shape)}, expected {list(shape)}")
         return r if r.dtype == want else r.to(want)
 
@@ -140,7 +138,7 @@ class _Builder:
         if node.extra_types:  # multi-result ops have no torch rows yet: their NumPy kernel runs on the host
             return self.fx.call_function(_host(node, out, in_types, self.device), tuple(args))
         if op in L.LOWERINGS:
-            return self.fx.call_function(_lowered(node, out), tuple(args))
+            return self.fx.call_function(_lowered(node, out, in_types), tuple(args))
         if op in L.DECOMPOSED:
             return self.decomposed(node, args, in_types)
         if op in L.REFUSED:
@@ -215,6 +213,7 @@ class TorchExecutable(ReportsDispatch):
         self._lock = threading.Lock()
         self._modules: dict[tuple[tuple[str, int], ...], Any] = {}
         self._static = all(v.node.shape.is_static for v in [*self._inputs.values(), *self._param_decl.values()])
+        self._expect = {n: (v.node.dtype.numpy, tuple(v.node.shape)) for n, v in self._inputs.items()} if self._static else {}
         self.module: fx.GraphModule | None = self._build({}) if self._static else None
         if params:
             self.set_params(params)
@@ -254,8 +253,10 @@ class TorchExecutable(ReportsDispatch):
             bound = dict(self._params)
         if params:
             bound.update(self._place(params))
-        _, binding = bind_feed(self.graph, inputs, self._shaped(bound))
         inputs = inputs or {}
+        binding: dict[str, int] = {}
+        if not (self._static and len(bound) == len(self._param_decl) and self._plain(inputs)):
+            _, binding = bind_feed(self.graph, inputs, self._shaped(bound))  # the full check, naming every problem
         tensors = []
         for name, v in self._inputs.items():
             value = inputs[name]
@@ -263,6 +264,16 @@ class TorchExecutable(ReportsDispatch):
             tensors.append(to_torch(arr, v.node.dtype, self.device))
         tensors += [bound[n] for n in self._param_decl]
         return tensors, binding
+
+    def _plain(self, inputs: Mapping[str, Any]) -> bool:
+        """The fast path of the feed check: exactly the declared inputs, as arrays of the declared dtype and shape."""
+        if len(inputs) != len(self._inputs):
+            return False
+        for name, (dtype, shape) in self._expect.items():
+            a = inputs.get(name)
+            if a.__class__ is not np.ndarray or a.dtype != dtype or a.shape != shape:
+                return False
+        return True
 
     def _shaped(self, bound: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
         """Shape-only stand-ins for the bound params (bind_feed checks names, dtypes and sizes)."""

@@ -408,35 +408,57 @@ def _from_bhsd(a, rank: int, layout: str):
     return a if layout == "bhsd" else a.transpose(1, 2)
 
 
-@lowering("attention")
-def _attention(args, attrs, out):
-    heads, head_dim, kind, cap = attrs["num_heads"], attrs["head_dim"], attrs["mask_kind"], attrs["attn_logit_softcap"]
-    rank, layout = args[0].ndim, attrs["layout"]
-    q, k, v = (_to_bhsd(a, rank, layout, heads, head_dim) for a in _cast_all(list(args[:3]), out))
-    scale = attrs["score_scale"] if attrs["score_scale"] is not None else head_dim ** -0.5
+def _position_keep(kind: str, sq: int, sk: int, window: int | None, device: Any):
+    """[Sq, Sk] bool: the keys query row i sees under a causal / sliding mask (bottom-right aligned)."""
+    i = torch.arange(sq, device=device)[:, None] + (sk - sq)
+    j = torch.arange(sk, device=device)[None, :]
+    keep = j <= i
+    return keep & (j >= i - window) if kind == "sliding_window" else keep
+
+
+def _scores_softmax_v(q, k, v, attrs, scale, mask):
+    """The reference formula: softmax(mask(cap(q kᵀ · scale))) v, masked scores set to MASK_FILL."""
+    kind, cap = attrs["mask_kind"], attrs["attn_logit_softcap"]
     s = torch.matmul(q, k.transpose(-1, -2)) * scale
     if cap is not None:
         s = cap * torch.tanh(s / cap)
-    sq, sk = s.shape[-2:]
-    mask = args[3] if len(args) > 3 else None
     keep = None
     if kind == "custom":
-        m = mask if mask.dtype == torch.bool else mask >= 0.5
-        keep = m[..., None, None, :]
+        keep = (mask if mask.dtype == torch.bool else mask >= 0.5)[..., None, None, :]
     elif kind == "bias":
         s = s + mask.to(s.dtype)
     elif kind in ("causal", "sliding_window"):
-        i = torch.arange(sq, device=s.device)[:, None] + (sk - sq)
-        j = torch.arange(sk, device=s.device)[None, :]
-        keep = j <= i
-        if kind == "sliding_window":
-            keep = keep & (j >= i - attrs["window"])
+        keep = _position_keep(kind, s.shape[-2], s.shape[-1], attrs["window"], s.device)
     if keep is not None:
         s = torch.where(keep, s, torch.full((), MASK_FILL, dtype=s.dtype, device=s.device))
     m = torch.amax(s, dim=-1, keepdim=True)
     e = torch.exp(s - m)
-    p = e / torch.sum(e, dim=-1, keepdim=True)
-    return _from_bhsd(torch.matmul(p, v), rank, layout)
+    return torch.matmul(e / torch.sum(e, dim=-1, keepdim=True), v)
+
+
+@lowering("attention")
+def _attention(args, attrs, out):
+    """Through torch's fused scaled_dot_product_attention whenever every query row keeps a key (the
+    masked scores then weigh exactly 0 either way); otherwise, and under a soft-cap or a custom mask
+    (rows may keep nothing: the reference then averages them), the reference formula."""
+    heads, head_dim, kind = attrs["num_heads"], attrs["head_dim"], attrs["mask_kind"]
+    rank, layout = args[0].ndim, attrs["layout"]
+    q, k, v = (_to_bhsd(a, rank, layout, heads, head_dim) for a in _cast_all(list(args[:3]), out))
+    scale = attrs["score_scale"] if attrs["score_scale"] is not None else head_dim ** -0.5
+    mask = args[3] if len(args) > 3 else None
+    sq, sk = q.shape[-2], k.shape[-2]
+    fused = attrs["attn_logit_softcap"] is None and _is_float(q) and kind in ("none", "bias", "causal", "sliding_window") and sk >= sq
+    if not fused:
+        return _from_bhsd(_scores_softmax_v(q, k, v, attrs, scale, mask), rank, layout)
+    if kind == "bias":
+        attn_mask = mask.to(q.dtype)
+    elif kind == "causal" and sq == sk:
+        return _from_bhsd(F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale), rank, layout)
+    elif kind in ("causal", "sliding_window"):
+        attn_mask = _position_keep(kind, sq, sk, attrs["window"], q.device)
+    else:
+        attn_mask = None
+    return _from_bhsd(F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale), rank, layout)
 
 
 # --------------------------------------------------------------------------------- conv

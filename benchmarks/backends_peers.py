@@ -1,0 +1,130 @@
+"""Every rlx backend vs torch eager, torch.compile, onnxruntime and jax.jit, in one run.
+
+Run: .venv/bin/python benchmarks/backends_peers.py [--threads N] [--repeat 9] [--quick] [--only NAME] [--skip-compile]
+
+Workloads (exec_speed_jax.WORKLOADS, float32): x[128,768] @ W + b -> gelu; layer_norm [8,128,768];
+attention q, k, v [1,12,128,64]; a pre-norm transformer layer (B=1, S=128, D=768, 12 heads, FFN 3072,
+causal). Contenders, all NumPy in / NumPy out:
+
+* rlx numpy / rlx torch / rlx torch inductor / rlx onnxruntime / rlx jax:
+  ``rlx.compile(graph, backend=..., params=...)`` then ``exe.run(inputs=...)``
+  (``backend="torch", mode="inductor"`` is ``torch.compile`` of the lowered fx module);
+* torch eager / torch.compile: the same model written with ``torch.nn.functional``
+  (exec_peers._torch_fns) under ``torch.inference_mode()``, and that function through ``torch.compile``;
+* onnxruntime: the ``rlx.onnx.export`` model in an ``InferenceSession`` (CPU provider, default
+  graph optimizations), ``sess.run`` directly;
+* jax.jit: the hand-written jax.numpy model (exec_speed_jax), jitted.
+
+Threads: BLAS, ``torch.set_num_threads``, onnxruntime intra-op and XLA's CPU threads all get
+--threads (default 1; ``--threads 0`` = all cores). Medians of interleaved rounds (order rotated
+every round) of process CPU time per call (wall beside it in the spread column: min..max of the
+CPU samples); ratios are contender time / torch eager time (< 1: faster than torch eager).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from exec_peers import _threads
+
+THREADS = _threads(sys.argv) or os.cpu_count() or 1
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = str(THREADS)  # before NumPy (and its BLAS) is loaded
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --xla_cpu_multi_thread_eigen={'true' if THREADS > 1 else 'false'}"
+                           f" intra_op_parallelism_threads={THREADS}").strip()
+
+import numpy as np  # noqa: E402
+from common import calls_for, measure, print_footer, print_header, print_table  # noqa: E402
+from exec_peers import _torch_fns  # noqa: E402
+from exec_speed_jax import WORKLOADS, Workload  # noqa: E402
+
+import rlx  # noqa: E402
+
+RLX_BACKENDS = {"rlx numpy": ("numpy", {}), "rlx torch": ("torch", {}), "rlx torch inductor": ("torch", {"mode": "inductor"}),
+                "rlx onnxruntime": ("onnxruntime", {"threads": THREADS}), "rlx jax": ("jax", {})}
+
+
+def contenders(key: str, w: Workload, skip_compile: bool) -> dict:
+    """name -> zero-argument callable returning the first output as a NumPy array."""
+    fns = {}
+    for name, (backend, opts) in RLX_BACKENDS.items():
+        if skip_compile and "inductor" in name:
+            continue
+        exe = rlx.compile(w.graph, backend=backend, params=w.params, **opts)
+        fns[name] = lambda exe=exe: exe.run(inputs=w.inputs)[0]
+    torch, torch_fns = _torch_fns()
+    torch.set_num_threads(THREADS)
+    params_t = {k: torch.from_numpy(v) for k, v in w.params.items()}
+    fn = torch_fns[key]
+    compiled = None if skip_compile else torch.compile(fn)
+
+    def run_torch(f=fn):
+        with torch.inference_mode():
+            return f({k: torch.from_numpy(v) for k, v in w.inputs.items()}, params_t).numpy()
+
+    fns["torch eager"] = run_torch
+    if compiled is not None:
+        fns["torch.compile"] = lambda: run_torch(compiled)
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads, opts.log_severity_level = THREADS, 1, 3
+    sess = ort.InferenceSession(rlx.onnx.export(w.graph, w.params).SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    fns["onnxruntime"] = lambda: sess.run(None, w.inputs)[0]
+    import jax
+
+    hand = jax.jit(lambda i, p: w.hand(i, p, jax.lax.Precision.HIGHEST))
+    dev = jax.device_put(w.params)
+    fns["jax.jit"] = lambda: np.asarray(hand(w.inputs, dev))
+    return fns
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=1, help="threads for every contender (0 = all cores; default 1)")
+    ap.add_argument("--repeat", type=int, default=9, help="interleaved rounds; medians are reported (default 9)")
+    ap.add_argument("--quick", action="store_true", help="3 rounds of about 5 ms samples")
+    ap.add_argument("--only", default=None, help="substring of the workload names to run")
+    ap.add_argument("--skip-compile", action="store_true", help="leave out the torch.compile / Inductor contenders")
+    args = ap.parse_args()
+    repeat, sample_s = (3, 0.005) if args.quick else (args.repeat, 0.03)
+    import jax
+    import onnxruntime
+    import torch
+
+    print_header("every rlx backend vs torch eager, torch.compile, onnxruntime, jax.jit (backends_peers.py)",
+                 f"numpy {np.__version__}, torch {torch.__version__}, onnxruntime {onnxruntime.__version__}, jax {jax.__version__}; "
+                 f"threads = {THREADS}; medians of {repeat} interleaved rounds, process CPU time per call")
+    rng = np.random.default_rng(0)
+    ratios: dict[str, list[float]] = {}
+    for make in WORKLOADS:
+        w = make("f32", rng)
+        if args.only and args.only not in w.name:
+            continue
+        fns = contenders(make.__name__, w, args.skip_compile)
+        ref = rlx.run(w.graph, w.inputs, w.params)[0]
+        errs = {k: float(np.max(np.abs(f() - ref)) / (np.max(np.abs(ref)) + 1e-30)) for k, f in fns.items()}
+        number = min(calls_for(f, sample_s) for f in fns.values())
+        t = measure(fns, repeat, number=number, gc_off=False, warmup=True)
+        base = t["torch eager"].median_cpu
+        rows = []
+        for k, v in t.items():
+            r = v.median_cpu / base
+            ratios.setdefault(k, []).append(r)
+            rows.append([k, v.median_cpu * 1e3, f"{min(v.cpu) * 1e3:.3g}..{max(v.cpu) * 1e3:.3g}", v.median_wall * 1e3, r,
+                         f"{errs[k]:.1e}"])
+        print_table(["contender", "ms (cpu)", "spread ms", "wall ms", "/ torch eager", "max rel err vs rlx.run"], rows,
+                    title=f"### {w.name}")
+    geo = [[k, math.exp(sum(math.log(x) for x in v) / len(v))] for k, v in ratios.items()]
+    print_table(["contender", "geomean / torch eager"], geo, title="### geometric mean over the workloads")
+    best = min((g for g in geo if g[0].startswith("rlx")), key=lambda g: g[1])
+    print(f"\nfastest rlx path: {best[0]} at {best[1]:.2f}x torch eager (target <= 1.0x)")
+    print_footer()
+
+
+if __name__ == "__main__":
+    main()

@@ -141,7 +141,7 @@ def test_residual_norm(norm, fused, pas, case):
         assert not optimize(g)[1].missed
     if case == "weights_after_early_read":
         _, report = optimize(g)
-        assert len(report.missed) == 1 and "read before the norm" in report.missed[0].reason
+        assert len(report.missed) == 1 and "defined after it" in report.missed[0].reason
 
 
 # -------------------------------------------------------------- rms_norm + reshape

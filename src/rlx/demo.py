@@ -114,7 +114,9 @@ def adam_fit(loss_graph: rlx.Graph, inputs: dict, params: dict, steps: int = 200
 
 
 def _kb(n: int) -> str:
-    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB"
+    from rlx.hir.inspect import format_bytes
+
+    return format_bytes(n)
 
 
 def main(out_dir: str = "rlx-demo", *, steps: int = 200, pictures: bool = True, console: Console | None = None) -> int:
@@ -253,4 +255,6 @@ def _pictures(con: Console, out_dir: str, hir: rlx.Graph, opt: rlx.Graph, lir: A
         suffix = "svg"
     path = draw_plan(lir, os.path.join(out_dir, f"tiny_transformer.plan.{suffix}"))
     rows.append(("memory plan", path, os.path.getsize(path)))
+    path = draw_graph(lir, os.path.join(out_dir, "tiny_transformer.html"))  # no Graphviz needed
+    rows.append(("interactive viewer (open in a browser)", path, os.path.getsize(path)))
     con.table(None, ["picture", "file", "bytes"], rows, right=["bytes"])

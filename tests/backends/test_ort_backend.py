@@ -74,18 +74,21 @@ def test_threads_share_one_session():
     assert hammer(lambda c: np.allclose(exe.run(c[0])[0], c[1], rtol=1e-4, atol=1e-5), cases, 25) == []
 
 
-def test_auto_picks_by_the_documented_rule():
+def test_auto_picks_by_the_documented_rule(monkeypatch):
     pytest.importorskip("torch")
-    from rlx.backends.auto import choose
+    from rlx.backends import auto
 
     g, params = block(), weights(np.random.default_rng(3))
     exe = rlx.compile(g, backend="auto", params=params, device="cpu")
-    assert exe.backend == "torch"  # every op of the block has a torch device lowering
+    assert exe.backend == "onnxruntime"  # installed, and the block exports
     feed = {"x": np.ones((4, 16), np.float32)}
     assert_close(exe.run(feed), rlx.run(g, feed, params), rtol=1e-4, atol=1e-5)
+    installed = auto._installed
+    monkeypatch.setattr(auto, "_installed", lambda name: name != "onnxruntime" and installed(name))
+    assert auto.choose(g, "cpu")[0] == "torch"  # every op of the block has a torch device lowering
     host = rlx.Graph("host_op")
     host.set_outputs([host.cumsum(host.input("x", (4,)), axis=0)])  # cumulative runs on the host in torch
-    assert choose(host, "cpu")[0] == "onnxruntime"
+    assert auto.choose(host, "cpu")[0] == "numpy"
     with pytest.raises(rlx.RlxError, match="only"):
         rlx.compile(g, backend="auto", mode="inductor")
     with pytest.raises(rlx.RlxError, match="device"):

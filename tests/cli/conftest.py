@@ -25,6 +25,31 @@ class Result:
 
 
 def run_cli(*args: str, cwd: str | None = None, env: dict | None = None, timeout: float = 120) -> Result:
+    """``rlx ARGS`` through :func:`rlx.cli.main` in this process (stdout / stderr captured,
+    ``env`` applied for the call): the same code path as ``python -m rlx.cli`` without a
+    fresh interpreter per call. Tests that need a real process (a terminal, the console
+    script, a blocked import) start one themselves; :func:`run_cli_process` does."""
+    import contextlib
+    import io
+
+    from rlx.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    try:
+        os.environ.update({k: str(v) for k, v in (env or {}).items()})
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main([str(a) for a in args])
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return Result(rc, out.getvalue(), err.getvalue())
+
+
+def run_cli_process(*args: str, cwd: str | None = None, env: dict | None = None, timeout: float = 120) -> Result:
     """``python -m rlx.cli ARGS`` in a fresh process."""
     full_env = {**os.environ, **(env or {})}
     proc = subprocess.run([sys.executable, "-m", "rlx.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd,

@@ -10,7 +10,7 @@ import pytest
 
 from .conftest import assert_one_line_error, run_cli
 
-SUBCOMMANDS = ("inspect", "optimize", "plan", "run", "convert", "draw", "demo")
+SUBCOMMANDS = ("inspect", "optimize", "plan", "run", "convert", "draw", "conformance", "demo")
 
 
 def test_help_lists_every_subcommand():
@@ -93,3 +93,11 @@ def test_rlx_plain_env_forces_plain_text(files):
     res = run_cli("inspect", "--brief", files["mlp"], env={"RLX_PLAIN": ""})
     pytest.importorskip("rich")
     assert "┃" in res.out
+
+
+def test_python_dash_m_runs_the_same_main(files):
+    from .conftest import run_cli_process
+
+    res = run_cli_process("inspect", "--brief", files["mlp"], env={"RLX_PLAIN": "1"})
+    assert res.rc == 0 and res.out == run_cli("inspect", "--brief", files["mlp"], env={"RLX_PLAIN": "1"}).out
+    assert run_cli_process("frobnicate").rc == 2

@@ -12,7 +12,7 @@ import time
 
 import rlx
 
-from .conftest import run_cli
+from .conftest import run_cli, run_cli_process
 from .pictures import png_size, read_svg, svg_texts
 
 
@@ -45,6 +45,8 @@ def _check_fingerprints(out: str, lir: rlx.LirModule) -> None:
 def _check_pictures(d) -> None:
     w, h = png_size(d / "tiny_transformer.plan.png")
     assert w > 0 and h > 0
+    viewer = (d / "tiny_transformer.html").read_text()
+    assert viewer.startswith("<!DOCTYPE html>") and "fused_swiglu" in viewer
     if shutil.which("dot") is None:  # the demo then skips the graph pictures (and says so)
         return
     for stage, expect in (("hir", "swiglu"), ("mir", "fused_swiglu"), ("lir", "fused_swiglu")):
@@ -55,7 +57,7 @@ def _check_pictures(d) -> None:
 def test_demo_end_to_end(tmp_path):
     d = tmp_path / "demo"
     t0, cpu0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    res = run_cli("demo", "--out", d, timeout=300)
+    res = run_cli_process("demo", "--out", d, timeout=300)
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     seconds, cpu = time.perf_counter() - t0, (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     assert res.rc == 0, res.err[-3000:]

@@ -10,7 +10,7 @@ from .conftest import assert_one_line_error, mlp_graph, run_cli
 
 
 def test_inspect_mir_file(files):
-    res = run_cli("inspect", files["mlp"], env={"RLX_PLAIN": "1"})
+    res = run_cli("inspect", "--full", files["mlp"], env={"RLX_PLAIN": "1"})
     assert res.rc == 0, res.err
     out = res.out
     assert "MIR" in out and "cli_mlp" in out
@@ -28,7 +28,7 @@ def test_inspect_reports_missing_weights(files):
 
 
 def test_inspect_hir_file_shows_blocks(files):
-    res = run_cli("inspect", files["hir"])
+    res = run_cli("inspect", "--full", files["hir"])
     assert res.rc == 0, res.err
     assert "HIR" in res.out and "block ops:" in res.out and "linear+bias+gelu" in res.out and '"encoder"' in res.out
 
@@ -36,8 +36,23 @@ def test_inspect_hir_file_shows_blocks(files):
 def test_inspect_text_form_parses_back(files):
     res = run_cli("inspect", "--text", files["mlp"], env={"RLX_PLAIN": "1"})
     assert res.rc == 0
-    text = res.out[res.out.index("graph @"):]
-    assert rlx.parse(text) == mlp_graph()
+    assert rlx.parse(res.out) == mlp_graph()
+
+
+def test_inspect_default_is_a_bounded_summary(tmp_path):
+    """A large graph is summarized, not dumped: the output does not grow with the node count."""
+    g = rlx.Graph("wide")
+    x = g.input("x", (2, 4))
+    for i in range(400):
+        x = g.relu(x + g.param(f"b{i}", (4,)))
+    g.set_outputs([x])
+    rlx.save(g, tmp_path / "wide.rlx")
+    res = run_cli("inspect", tmp_path / "wide.rlx", env={"RLX_PLAIN": "1"})
+    assert res.rc == 0, res.err
+    assert len(res.out.splitlines()) < 60
+    assert "more inputs / params / outputs" in res.out and "relu" in res.out
+    full = run_cli("inspect", "--full", tmp_path / "wide.rlx", env={"RLX_PLAIN": "1"})
+    assert len(full.out.splitlines()) > 1200
 
 
 def test_inspect_brief_is_one_table(files):

@@ -140,7 +140,7 @@ def test_plan_svg_has_one_rect_per_buffer(tmp_path):
     _, _, _, lir = _stages()
     root = read_svg(draw_plan(lir, tmp_path / "plan.svg"))
     rects = list(root.iter("{http://www.w3.org/2000/svg}rect"))
-    assert len(rects) == len(lir.plan.lifetimes) + 1  # + the frame
+    assert len(rects) == len(lir.plan.lifetimes) + 1  # + the frame of the activation panel
 
 
 def test_draw_plan_needs_an_lir():

@@ -35,7 +35,7 @@ def test_mir_dump_histogram_and_provenance(s9):
     text = inspect_mir(mir)
     lines = text.splitlines()
     assert lines[0] == "mir @s9 {" and lines[-1] == "}"
-    assert lines[1] == "  graph @s9 (14 nodes, 1 outputs, 3.5 KB arena)"
+    assert lines[1] == "  graph @s9 (14 nodes, 1 outputs, 3.5 KiB arena)"
     assert lines[2] == ("    op kinds: param=7, matmul=2, concat=1, fused_matmul_bias_act=1, fused_residual_rms_norm=1, "
                         "fused_swiglu=1, input=1")
     assert '    %3 ["linear"] = fused_matmul_bias_act[activation=gelu](%0, %1, %2) : [2, 8] f32  // hir=h3, "linear"' in lines
@@ -94,7 +94,7 @@ def test_lir_dump_is_duck_typed(s9):
 
 def test_format_bytes():
     sizes = (0, 1023, 1024, 3360, 5 * 2**20, 3 * 2**30)
-    assert [format_bytes(n) for n in sizes] == ["0 B", "1023 B", "1.0 KB", "3.3 KB", "5.0 MB", "3.0 GB"]
+    assert [format_bytes(n) for n in sizes] == ["0 B", "1023 B", "1.0 KiB", "3.3 KiB", "5.0 MiB", "3.0 GiB"]
 
 
 def test_inspect_rejects_other_objects():

@@ -12,7 +12,7 @@ import numpy as np
 
 from rlx.ir.dtype import DType, DTypeError
 from rlx.ir.errors import AttributeSchemaError, ShapeError
-from rlx.ir.shape import check_dim
+from rlx.ir.shape import SymDim, check_dim
 
 REQUIRED: Any = object()  # sentinel: the attribute has no default
 
@@ -50,7 +50,10 @@ class FrozenArray:
         return f"FrozenArray({self.array.dtype}, {self.array.shape})"
 
 
-_KINDS = ("int", "float", "bool", "str", "dtype", "ints", "floats", "dims", "tensor", "graph", "data")
+#: ``size``: one int (any sign) or symbolic dim (narrow's start and length).
+#: ``sizes``: target sizes of reshape / expand: ints (any sign: the op rule judges -1 and the
+#: rest) or symbolic dims. ``dims``: declared dims, ints >= 0 or symbolic dims.
+_KINDS = ("int", "float", "bool", "str", "dtype", "ints", "floats", "dims", "size", "sizes", "tensor", "graph", "data")
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,18 @@ def _as_data(value: Any, where: str) -> Any:
     raise _fail(where, "JSON-like data (None, bool, int, float, str, list)", value)
 
 
-CANONICAL_CLASS = {"int": int, "bool": bool, "str": str, "dtype": DType}
+def _size(value: Any, where: str) -> Any:
+    if value.__class__ is SymDim:
+        return value
+    if isinstance(value, str):
+        try:
+            return check_dim(value)
+        except ShapeError as exc:
+            raise ShapeError(f"{where}: {exc}") from None
+    return _as_int(value, where)
+
+
+CANONICAL_CLASS = {"int": int, "size": int, "bool": bool, "str": str, "dtype": DType}
 
 
 def normalize_attr(spec: AttrSpec, value: Any, where: str) -> Any:
@@ -116,10 +130,12 @@ def normalize_attr(spec: AttrSpec, value: Any, where: str) -> Any:
     if spec.choices is None or value in spec.choices:  # fast paths: values already in canonical form
         if value.__class__ is CANONICAL_CLASS.get(kind):
             return value
-        if kind == "ints" and value.__class__ in (tuple, list) and all(v.__class__ is int for v in value):
+        if (kind == "ints" or kind == "sizes") and value.__class__ in (tuple, list) and all(v.__class__ is int for v in value):
             return tuple(value)
     if kind == "int":
         out: Any = _as_int(value, where)
+    elif kind == "size":
+        out = _size(value, where)
     elif kind == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise _fail(where, "float", value)
@@ -137,12 +153,17 @@ def normalize_attr(spec: AttrSpec, value: Any, where: str) -> Any:
             out = DType.of(value)
         except DTypeError:
             raise _fail(where, "dtype", value) from None
-    elif kind in ("ints", "floats", "dims"):
+    elif kind in ("ints", "floats", "dims", "sizes"):
         if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
             raise _fail(where, f"a list ({kind})", value)
         items = list(value)
         if kind == "ints":
             out = tuple(_as_int(v, f"{where}[{i}]") for i, v in enumerate(items))
+        elif kind == "sizes":
+            try:
+                out = tuple(_size(v, f"{where}[{i}]") for i, v in enumerate(items))
+            except ShapeError as exc:
+                raise ShapeError(f"{where}: {exc}") from None
         elif kind == "floats":
             out = tuple(normalize_attr(AttrSpec("float"), v, f"{where}[{i}]") for i, v in enumerate(items))
         else:

@@ -66,6 +66,7 @@ from rlx.ir.errors import FormatError, RlxError, UnknownOpError, VerifyError
 from rlx.ir.graph import RESULT, Graph, GraphStage, Node, Provenance
 from rlx.ir.opdef import OpDef, get_op
 from rlx.ir.shape import Shape, TensorType
+from rlx.ir.symbolic import MAX_TEXT, decode_dim, encode_shape
 from rlx.ir.verify import verify as _verify_graph
 
 __all__ = [
@@ -82,7 +83,6 @@ PAYLOAD_SUFFIX = ".safetensors"
 _HEADER = ("format", "version", "level", "kind", "payload")
 
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
-_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SHA = re.compile(r"[0-9a-f]{64}")
 _NONFINITE_IN = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _DTYPES = {d.value: d for d in DType}
@@ -179,7 +179,8 @@ def _enc_float(x: float) -> float | str:
 def _le(arr: np.ndarray) -> np.ndarray:
     """C-contiguous little-endian copy (or view) of ``arr`` in its rlx dtype."""
     dtype = DType.of(arr.dtype)
-    return np.ascontiguousarray(arr, dtype=dtype.numpy.newbyteorder("<"))
+    # np.asarray, not np.ascontiguousarray: the latter turns a 0-d array into shape [1]
+    return np.asarray(arr, dtype=dtype.numpy.newbyteorder("<"), order="C")
 
 
 def _const_key(sha: str, dtype: str, shape: tuple[int, ...]) -> str:
@@ -239,7 +240,7 @@ class Encoder:
                 attrs[key] = self._attr(value, spec.kind if spec is not None else None, f"node %{n.id} attribute {key!r}")
             d: dict[str, Any] = {
                 "id": n.id, "op": n.op, "inputs": list(n.inputs), "attrs": attrs,
-                "shape": list(n.type.shape), "dtype": n.type.dtype.value,
+                "shape": encode_shape(n.type.shape), "dtype": n.type.dtype.value,
             }
             if n.extra_types:
                 d["results"] = [{"shape": list(t.shape), "dtype": t.dtype.value} for t in n.extra_types]
@@ -364,6 +365,7 @@ class Decoder:
         self._kinds: dict[str, Callable[[Any, str], Any]] = {
             "int": self._d_int, "float": self._d_float, "bool": self._d_bool, "str": self._d_str,
             "dtype": self._d_dtype, "ints": self._d_ints, "floats": self._d_floats, "dims": self._d_dims,
+            "size": self._d_size, "sizes": self._d_sizes,
             "tensor": self._d_tensor, "graph": self._d_graph, "data": self._d_data,
         }
 
@@ -616,13 +618,21 @@ class Decoder:
             raise _Bad(f"expected list, got {_tname(v)}", suffix)
         if len(v) > lim.max_items:
             raise _Bad(f"{len(v)} entries exceed max_items={lim.max_items}", suffix)
+        copied = None
         for j, d in enumerate(v):
             if type(d) is int:
                 if not 0 <= d <= lim.max_dim:
                     raise _Bad(f"dim {_short(d)} is outside [0, max_dim={lim.max_dim}]", f"{suffix}[{j}]")
             elif type(d) is str:
-                if len(d) > 256 or not _SYMBOL.fullmatch(d):
-                    raise _Bad(f"expected an int or a symbol name, got {_short(d)}", f"{suffix}[{j}]")
+                if len(d) > MAX_TEXT:
+                    raise _Bad(f"a dim expression of {len(d)} characters exceeds {MAX_TEXT}", f"{suffix}[{j}]")
+                try:  # a symbol name (format version 1) or an expression (version 2)
+                    d = decode_dim(d)
+                except (RlxError, ZeroDivisionError) as exc:
+                    raise _Bad(f"expected an int or a symbolic dim, got {_short(d)}: {exc}", f"{suffix}[{j}]") from None
+                if copied is None:
+                    copied = v = list(v)
+                v[j] = d
             else:
                 raise _Bad(f"expected int or symbol, got {_tname(d)}", f"{suffix}[{j}]")
         return tuple(v)
@@ -703,6 +713,17 @@ class Decoder:
 
     def _d_dims(self, v: Any, path: str) -> tuple[Any, ...]:
         return self._dims(v)
+
+    def _d_size(self, v: Any, path: str) -> Any:
+        """An int of any sign (version 1) or a symbolic dim (version 2)."""
+        if type(v) is str:
+            return self._dims([v])[0]
+        if type(v) is not int or not _INT_MIN <= v <= _INT_MAX:
+            raise _Bad(f"expected int or symbolic dim, got {_tname(v)}", "")
+        return v
+
+    def _d_sizes(self, v: Any, path: str) -> tuple[Any, ...]:
+        return tuple(self._d_size(x, f"{path}[{j}]") for j, x in enumerate(self._list(v)))
 
     def _d_tensor(self, v: Any, path: str) -> FrozenArray:
         return FrozenArray(self._tensor(v))

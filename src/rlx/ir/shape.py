@@ -1,39 +1,24 @@
-"""Shapes: tuples of static ``int`` dims and named symbolic dims (``"batch"``).
+"""Shapes: tuples of static ``int`` dims and symbolic dims (:class:`rlx.ir.symbolic.SymDim`).
 
-Equal symbol names mean the same unknown size. Broadcasting follows NumPy, extended to
-symbols: a symbol broadcasts against 1 and against itself; against any other size it is
-a :class:`ShapeError` (upstream silently keeps the left dim, which hides bugs).
+A symbolic dim is spelled by name (``"batch"``) or as an expression over names
+(``"2*seq + 1"``, ``"floordiv(h + 1, 2)"``); :class:`Shape` turns both spellings into
+SymDims, which support ``+ - * // %`` with ints and each other. Equal dims mean the same
+size. Broadcasting follows NumPy, extended to symbols: a symbolic dim broadcasts against 1
+and against itself; against any other size it is a :class:`ShapeError` (upstream silently
+keeps the left dim, which hides bugs).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Union
 
 from rlx.ir.dtype import DType
 from rlx.ir.errors import ShapeError
+from rlx.ir.symbolic import Dim, SymDim, check_dim, free_symbols, substitute
 
-Dim = Union[int, str]
-
-_SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def check_dim(d: object) -> Dim:
-    """Validate one dim: a non-negative int or a symbol name (identifier)."""
-    if isinstance(d, bool):
-        raise ShapeError(f"dim must be an int or a symbol name, got {d!r}")
-    if isinstance(d, int):
-        if d < 0:
-            raise ShapeError(f"dim must be >= 0, got {d}")
-        return d
-    if hasattr(d, "__index__"):  # numpy integers
-        return check_dim(int(d))  # type: ignore[call-overload]
-    if isinstance(d, str) and _SYMBOL.match(d):
-        return d
-    raise ShapeError(f"dim must be an int >= 0 or a symbol name, got {d!r}")
+__all__ = ["Dim", "Shape", "SymDim", "TensorType", "broadcast_dims", "broadcast_shapes", "check_dim", "normalize_axis"]
 
 
 class Shape(tuple):
@@ -58,16 +43,22 @@ class Shape(tuple):
 
     @property
     def symbols(self) -> tuple[str, ...]:
-        return tuple(d for d in self if isinstance(d, str))
+        """Names of the symbols the dims use, in order of first appearance."""
+        return free_symbols(self)
 
     @property
     def numel(self) -> int | None:
-        """Element count, or None while any dim is symbolic."""
+        """Element count, or None while any dim is symbolic (see :attr:`numel_dim`)."""
         return math.prod(self) if self.is_static else None  # type: ignore[arg-type]
 
-    def bind(self, binding: Mapping[str, int]) -> Shape:
-        """Replace bound symbols by their sizes."""
-        return Shape(binding.get(d, d) if isinstance(d, str) else d for d in self)
+    @property
+    def numel_dim(self) -> Dim:
+        """Element count as a dim (an expression while any dim is symbolic)."""
+        return math.prod(self)  # type: ignore[return-value]
+
+    def bind(self, binding: Mapping[str, Dim]) -> Shape:
+        """Substitute bound symbols (sizes or other dims) into every dim."""
+        return Shape(substitute(d, binding) for d in self)
 
     def __repr__(self) -> str:
         return "[" + ", ".join(str(d) for d in self) + "]"

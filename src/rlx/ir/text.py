@@ -28,6 +28,7 @@ from rlx.ir.errors import ParseError, RlxError
 from rlx.ir.graph import RESULT, Graph, GraphStage, Node, Provenance
 from rlx.ir.opdef import get_op, has_op
 from rlx.ir.shape import Shape, TensorType
+from rlx.ir.symbolic import parse_dim_at
 
 _INDENT = "  "
 
@@ -96,6 +97,7 @@ def print_graph(g: Graph) -> str:
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INT = re.compile(r"-?[0-9]+")
+_LONE_INT = re.compile(r"-?[0-9]+(?=\s*[,\]])")
 _WS = re.compile(r"(?:\s|#[^\n]*)*")
 _DECODER = json.JSONDecoder()
 
@@ -185,10 +187,14 @@ def _parse_dims(cur: _Cursor) -> list[Any]:
         if dims:
             cur.expect(",")
         cur.ws()
-        if _INT.match(cur.text, cur.pos):
+        if _LONE_INT.match(cur.text, cur.pos):
             dims.append(int(cur.regex(_INT, "a dim")))
         else:
-            dims.append(cur.regex(_IDENT, "a dim (int or symbol)"))
+            try:
+                dim, cur.pos = parse_dim_at(cur.text, cur.pos)
+            except RlxError as exc:
+                raise cur.error(f"expected a dim (int or symbolic expression): {exc}") from None
+            dims.append(dim)
     return dims
 
 

@@ -90,7 +90,8 @@ MASK_KINDS = {"None": "none", "Causal": "causal", "Custom": "custom", "Bias": "b
 SCALE_MODES = {"PerBatch": "per_batch", "Fixed": "fixed"}  # + {"EMA": {"decay": d}}
 QUANT_SCHEMES = {
     "Fp8E4m3": "fp8_e4m3", "Fp8E5m2": "fp8_e5m2", "GgufQ4K": "gguf_q4_k", "GgufQ5K": "gguf_q5_k",
-    "GgufQ6K": "gguf_q6_k", "GgufQ8K": "gguf_q8_k", "Nvfp4Block": "nvfp4_block",
+    "GgufQ6K": "gguf_q6_k", "GgufQ8K": "gguf_q8_k", "GgufQ2K": "gguf_q2_k", "GgufQ3K": "gguf_q3_k",
+    "GgufQ4_0": "gguf_q4_0", "GgufQ8_0": "gguf_q8_0", "Nvfp4Block": "nvfp4_block",
 }
 BLOCK_SCHEMES = {"Int8Block": "int8_block", "Int8BlockAsym": "int8_block_asym", "Int4Block": "int4_block"}  # {"block_size": n}
 FUSION_POLICIES = {"Direct": "direct", "Fusable": "fusable"}
@@ -369,9 +370,10 @@ HIR_OPS = _table(
     _op("LlamaDecoderBlock", "llama_decoder_block",
         "num_heads:usize head_dim:usize num_kv_heads:usize eps:f32 mask:mask rope_style?:rope_style",
         attrs=_llama, order=(0, 1, 2, 3, 4, 5, 6, 12, 13, 7, 8, 9, 10, 11, 14)),
+    _op("Qwen35MtpHead", "qwen35_mtp_head",
+        "num_heads:usize num_kv_heads:usize head_dim:usize n_rot:usize n_embd:usize n_ff:usize mtp_vocab:usize eps:f32"),
 )
 REFUSED_HIR = {
-    "Qwen35MtpHead": "rlx has no Qwen3.5 MTP-head block; build it from MIR ops",
     "Lstm": _LATER,
     "Gru": _LATER,
 }

@@ -1,8 +1,8 @@
 """Bind symbolic dims to sizes and re-plan: ``specialize(lir, {"batch": 4})``.
 
-The graph is rebuilt node by node with every ``dims`` attribute bound (input / param
-shapes …) and each node's type re-inferred by its op rule, so ops whose attributes spell
-a symbol as ``-1`` (reshape, expand) follow automatically. Node ids are kept.
+The graph is rebuilt node by node with every size attribute bound (input / param shapes,
+reshape targets, narrow bounds …: kinds ``dims``, ``sizes``, ``size``) and each node's type
+re-inferred by its op rule. Node ids are kept.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph
 from rlx.ir.opdef import get_op
+from rlx.ir.symbolic import substitute
 
 
 def bind_graph(g: Graph, binding: Mapping[str, int]) -> Graph:
@@ -22,16 +23,33 @@ def bind_graph(g: Graph, binding: Mapping[str, int]) -> Graph:
             raise RlxError(f"specialize: symbol {sym!r} must be bound to an int >= 0, got {size!r}")
     out = Graph(g.name, g.stage)
     for node in g.nodes:
-        opdef = get_op(node.op)
-        attrs: dict[str, Any] = {}
-        for key, value in node.attrs.items():
-            spec = opdef.attrs.get(key)
-            if spec is not None and spec.kind == "dims" and value is not None:
-                value = tuple(binding.get(d, d) if isinstance(d, str) else d for d in value)
-            attrs[key] = value
-        out.append(node.op, node.inputs, attrs, name=node.name, prov=node.prov)
+        out.append(node.op, node.inputs, bind_attrs(node.op, node.attrs, binding), name=node.name, prov=node.prov)
     out.set_outputs(g.output_ids)
     return out
+
+
+def bind_attrs(op: str, attrs: Mapping[str, Any], binding: Mapping[str, int]) -> Mapping[str, Any]:
+    """``attrs`` of an ``op`` node with the bound symbols substituted in its size attributes
+    (kinds ``dims``, ``sizes``, ``size``); the same mapping when nothing changes."""
+    specs = get_op(op).attrs
+    out: dict[str, Any] | None = None
+    for key, value in attrs.items():
+        spec = specs.get(key)
+        if spec is None or value is None or spec.kind not in _SIZE_KINDS:
+            continue
+        if spec.kind == "size":
+            bound = substitute(value, binding)
+            changed = bound is not value
+        else:
+            bound = tuple(substitute(d, binding) for d in value)
+            changed = any(b is not d for b, d in zip(bound, value))
+        if changed:
+            out = dict(attrs) if out is None else out
+            out[key] = bound
+    return attrs if out is None else out
+
+
+_SIZE_KINDS = ("dims", "sizes", "size")
 
 
 def specialize(lir: Any, binding: Mapping[str, int], **plan_options: Any):

@@ -1,7 +1,7 @@
 """2-D convolution and pooling on NCHW tensors: conv2d, conv_transpose2d, pool2d, resize_nearest_2x.
 
-Geometry attributes are pairs ``[h, w]``. Spatial dims, channels and weights must be
-static; the batch dim may be symbolic. Kernels are vectorized NumPy (strided window views
+Geometry attributes are pairs ``[h, w]``. Channels and weights must be static; batch and
+spatial dims may be symbolic (output sizes are then floordiv expressions). Kernels are vectorized NumPy (strided window views
 plus ``einsum``), never loops over pixels.
 """
 
@@ -15,6 +15,7 @@ from rlx.ir.dtype import DType, promote_all
 from rlx.ir.errors import ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
+from rlx.ir.symbolic import known_ge
 from rlx.ops.common import promote_args, require_float, require_rank
 
 POOL_KINDS = ("max", "mean", "sum", "min", "prod")
@@ -27,12 +28,20 @@ def _pair(attrs, key: str, minimum: int) -> tuple[int, int]:
     return int(value[0]), int(value[1])
 
 
-def _static_spatial(x: TensorType, what: str = "x") -> tuple:
+def _nchw(x: TensorType, what: str = "x") -> tuple:
+    """N, C, H, W of an NCHW operand; C must be static, N, H and W may be symbolic."""
     require_rank(x, 4, f"{what} (NCHW)")
     n, c, h, w = x.shape
-    if not all(isinstance(d, int) for d in (c, h, w)):
-        raise ShapeError(f"{what} {x.shape!r}: channels and spatial dims must be static")
+    if not isinstance(c, int):
+        raise ShapeError(f"{what} {x.shape!r}: the channel dim must be static")
     return n, c, h, w
+
+
+def _require_positive(ho, wo, detail: str) -> None:
+    """Output spatial sizes must be >= 1; for symbolic sizes only when provably < 1 (else the
+    sizes bound at run time are re-checked by this rule)."""
+    if known_ge(ho, 1) is False or known_ge(wo, 1) is False:
+        raise ShapeError(f"output spatial size {ho}x{wo} is not positive ({detail})")
 
 
 def _kernel_size_canon(ins, attrs):
@@ -405,17 +414,14 @@ def _resize_vjp(ctx, node, ct):
 # ----------------------------------------------------------------------------- conv2d
 def _conv2d_type(ins, attrs):
     dtype = _conv_dtype(ins)
-    n, c, h, w = _static_spatial(ins[0])
+    n, c, h, w = _nchw(ins[0])
     cout, cin_g, kh, kw = _weight(ins, attrs)
     s, p, d = _pair(attrs, "stride", 1), _pair(attrs, "padding", 0), _pair(attrs, "dilation", 1)
     g = attrs["groups"]
     if g < 1 or cin_g * g != c or cout % g:
         raise ShapeError(f"groups={g}: need w.shape[1] * groups == C_in ({cin_g} * {g} vs {c}) and C_out {cout} divisible by groups")
     ho, wo = conv_out_size(h, kh, s[0], p[0], d[0]), conv_out_size(w, kw, s[1], p[1], d[1])
-    if ho < 1 or wo < 1:
-        raise ShapeError(
-            f"output spatial size {ho}x{wo} is not positive (input {h}x{w}, kernel {kh}x{kw}, dilation {list(d)}, padding {list(p)})"
-        )
+    _require_positive(ho, wo, f"input {h}x{w}, kernel {kh}x{kw}, dilation {list(d)}, padding {list(p)}")
     return TensorType(Shape((n, cout, ho, wo)), dtype)
 
 
@@ -460,7 +466,7 @@ defop(
 # ------------------------------------------------------------------- conv_transpose2d
 def _conv_t_type(ins, attrs):
     dtype = _conv_dtype(ins)
-    n, c, h, w = _static_spatial(ins[0])
+    n, c, h, w = _nchw(ins[0])
     cin, cout_g, kh, kw = _weight(ins, attrs)
     s, p, d = _pair(attrs, "stride", 1), _pair(attrs, "padding", 0), _pair(attrs, "dilation", 1)
     op = _pair(attrs, "output_padding", 0)
@@ -472,8 +478,7 @@ def _conv_t_type(ins, attrs):
             raise ShapeError(f"output_padding {list(op)} must be smaller than stride {list(s)} or dilation {list(d)}")
     ho = (h - 1) * s[0] - 2 * p[0] + d[0] * (kh - 1) + op[0] + 1
     wo = (w - 1) * s[1] - 2 * p[1] + d[1] * (kw - 1) + op[1] + 1
-    if ho < 1 or wo < 1:
-        raise ShapeError(f"output spatial size {ho}x{wo} is not positive (padding {list(p)} too large)")
+    _require_positive(ho, wo, f"padding {list(p)} too large")
     return TensorType(Shape((n, cout_g * g, ho, wo)), dtype)
 
 
@@ -518,7 +523,7 @@ def _pool_canon(ins, attrs):
 
 def _pool_type(ins, attrs):
     x, kind = ins[0], attrs["kind"]
-    n, c, h, w = _static_spatial(x)
+    n, c, h, w = _nchw(x)
     if x.dtype.is_bool or x.dtype.is_complex:
         raise ShapeError(f"pooling is not defined on {x.dtype}")
     if kind == "mean":
@@ -529,8 +534,7 @@ def _pool_type(ins, attrs):
     if p[0] >= k[0] or p[1] >= k[1]:
         raise ShapeError(f"padding {list(p)} must be smaller than kernel_size {list(k)} (a window could be all padding)")
     ho, wo = (h + 2 * p[0] - k[0]) // s[0] + 1, (w + 2 * p[1] - k[1]) // s[1] + 1
-    if ho < 1 or wo < 1:
-        raise ShapeError(f"output spatial size {ho}x{wo} is not positive (input {h}x{w}, kernel {list(k)}, padding {list(p)})")
+    _require_positive(ho, wo, f"input {h}x{w}, kernel {list(k)}, padding {list(p)}")
     return TensorType(Shape((n, c, ho, wo)), x.dtype)
 
 
@@ -666,8 +670,6 @@ defop(
 def _resize_type(ins, attrs):
     require_rank(ins[0], 4, "x (NCHW)")
     n, c, h, w = ins[0].shape
-    if not (isinstance(h, int) and isinstance(w, int)):
-        raise ShapeError(f"x {ins[0].shape!r}: spatial dims must be static (2*H of a symbol is not expressible)")
     return TensorType(Shape((n, c, 2 * h, 2 * w)), ins[0].dtype)
 
 
@@ -686,6 +688,6 @@ defop(
     kernel=lambda args, attrs, out: args[0].repeat(2, axis=2).repeat(2, axis=3),
     vjp=_resize_vjp, jvp=lambda ctx, node, tangents: ctx.graph.resize_nearest_2x(tangents[0]), batch=fold_channelwise,
     doc="2x nearest-neighbour upsampling of NCHW: [N, C, H, W] -> [N, C, 2H, 2W], x.repeat(2, 2).repeat(2, 3) "
-    "(= torch interpolate(scale_factor=2, mode='nearest')). H and W must be static. Decomposes (for backends "
-    "that do not claim it) to reshape, expand, reshape.",
+    "(= torch interpolate(scale_factor=2, mode='nearest')). H and W may be symbolic (2*H). Decomposes (for "
+    "backends that do not claim it) to reshape, expand, reshape.",
 )

@@ -2,9 +2,10 @@
 
 Every axis attribute accepts negative values (NumPy style); builders store the
 normalized, non-negative form so that passes see one spelling. Index tensors are integer
-tensors (upstream carries them as floats). Symbolic dims flow through where the result
-is expressible without symbolic arithmetic (rlx has no ``2*n``); otherwise the op raises
-:class:`rlx.ShapeError` and says why.
+tensors (upstream carries them as floats). Symbolic dims are expressions
+(:mod:`rlx.ir.symbolic`), so sums, products and quotients of sizes flow through; a result
+that depends on a fact the symbols do not decide raises :class:`rlx.ShapeError` naming both
+expressions.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from rlx.ir.dtype import promote_all
 from rlx.ir.errors import AutodiffError, RlxError, ShapeError
 from rlx.ir.opdef import VARIADIC, defop
 from rlx.ir.shape import Shape, TensorType, normalize_axis
+from rlx.ir.symbolic import floordiv, known_ge
 from rlx.ops.common import axis_of, promote_args
 
 
@@ -30,32 +32,39 @@ def _canon_axis(ins, attrs, key="axis", operand=0):
 
 
 # ---------------------------------------------------------------------------- reshape
+def _zero_size_hole(src, new):
+    """The -1 of an empty reshape (no count to divide): the source dims the target does not
+    name, when that leaves any (``[b, 5, 0] -> [-1, 0, 5]`` gives ``b``); else None (NumPy
+    refuses a -1 in an empty static reshape)."""
+    if src.is_static:
+        return None
+    rest = list(src)
+    for d in new:
+        if d != -1:
+            if d not in rest:
+                return None
+            rest.remove(d)
+    return math.prod(rest) if rest else None
+
+
 def _reshape_type(ins, attrs):
     src, new = ins[0].shape, list(attrs["new_shape"])
-    if any(d < -1 for d in new):
+    if any(d.__class__ is int and d < -1 for d in new):
         raise ShapeError(f"new_shape {new} has a negative entry other than -1")
     holes = [i for i, d in enumerate(new) if d == -1]
     if len(holes) > 1:
         raise ShapeError(f"new_shape {new} has more than one -1")
     known = math.prod(d for d in new if d != -1)
+    numel = math.prod(src)
     out: list = list(new)
-    if src.is_static:
-        numel = math.prod(src)
-        if holes:
-            if known == 0 or numel % known:
-                raise ShapeError(f"cannot infer -1 in new_shape {new}: {numel} elements are not divisible by {known}")
-            out[holes[0]] = numel // known
-        elif known != numel:
-            raise ShapeError(f"cannot reshape {src!r} ({numel} elements) to {new} ({known} elements)")
-        return TensorType(Shape(out), ins[0].dtype)
-    syms = src.symbols
-    static = math.prod(d for d in src if isinstance(d, int))
-    if len(syms) != 1 or not holes or static != known:
-        raise ShapeError(
-            f"cannot reshape symbolic {src!r} to {new}: a symbolic input needs exactly one symbol, a -1 to carry it, "
-            f"and equal static parts ({static} vs {known})"
-        )
-    out[holes[0]] = syms[0]
+    if holes:
+        inferred = floordiv(numel, known) if known != 0 else _zero_size_hole(src, new)
+        if inferred is None or inferred * known != numel:
+            raise ShapeError(f"cannot infer -1 in new_shape [{', '.join(map(str, new))}]: {numel} elements are not "
+                             f"{'divisible' if src.is_static and known.__class__ is int else 'provably divisible'} by {known}")
+        out[holes[0]] = inferred
+    elif known != numel:
+        raise ShapeError(f"cannot reshape {src!r} ({numel} elements) to [{', '.join(map(str, new))}] ({known} elements)")
     return TensorType(Shape(out), ins[0].dtype)
 
 
@@ -67,16 +76,16 @@ def _reshape_batch(ctx, node, operands, batched):
 
 defop(
     name="reshape", family="shape", arity=1, operands=("x",),
-    attrs={"new_shape": AttrSpec("ints", doc="target dims; at most one -1 (inferred); 0 is a literal 0")},
+    attrs={"new_shape": AttrSpec("sizes", doc="target dims (ints or symbolic); at most one -1 (inferred); 0 is a literal 0")},
     flags={"complex_ad"}, infer=_reshape_type,
     vjp=lambda ctx, node, ct: [ctx.reshape(ct, ctx.operand(node, 0).shape)],
     jvp=lambda ctx, node, tangents: ctx.graph.reshape(tangents[0], new_shape=node.attrs["new_shape"]),
     batch=_reshape_batch,
     kernel=lambda args, attrs, out: np.reshape(args[0], tuple(out.shape)),
-    doc="C-order reshape (np.reshape). At most one -1, inferred as numel // prod(others); the sizes must "
-    "divide (upstream does not check). Other negatives are errors; 0 is a literal 0. For a symbolic input "
-    "with exactly one symbol, the -1 takes that symbol when the static parts of both shapes are equal "
-    "(upstream guesses a symbol or ROWS otherwise; rlx raises ShapeError since it has no symbolic products).",
+    doc="C-order reshape (np.reshape). Target dims may be symbolic expressions. At most one -1, inferred "
+    "as numel // prod(others); the sizes must divide (upstream does not check); with symbolic dims the "
+    "element counts must be provably equal (``[b, s, 8] -> [-1, 8]`` gives ``b*s``), else ShapeError naming "
+    "both counts. Other negatives are errors; 0 is a literal 0.",
 )
 
 
@@ -124,10 +133,10 @@ def _narrow_type(ins, attrs):
     shape = ins[0].shape
     axis = axis_of(attrs["axis"], ins[0])
     start, length = attrs["start"], attrs["length"]
-    if start < 0 or length < 0:
+    if known_ge(start, 0) is False or known_ge(length, 0) is False:
         raise ShapeError(f"start {start} and length {length} must be >= 0")
     dim = shape[axis]
-    if isinstance(dim, int) and start + length > dim:
+    if known_ge(dim, start + length) is False:
         raise ShapeError(f"slice [{start}, {start + length}) is out of bounds for axis {axis} of size {dim}")
     return TensorType(Shape((*shape[:axis], length, *shape[axis + 1:])), ins[0].dtype)
 
@@ -156,11 +165,7 @@ def _narrow_vjp(ctx, node, ct):
     symbolic axis (pad size not expressible) gather_backward of the sliced rows. Contract: rlx.autodiff.rules."""
     g, x = ctx.graph, ctx.operand(node, 0)
     axis, start, length = node.attrs["axis"], node.attrs["start"], node.attrs["length"]
-    dim = x.shape[axis]
-    if not isinstance(dim, int):
-        idx = g.constant(np.arange(start, start + length, dtype=np.int64))
-        return [g.gather_backward(ct, idx, axis=axis, table_shape=list(x.shape))]
-    rest = dim - start - length
+    rest = x.shape[axis] - start - length
     parts = [_zero_slab(ctx, x, axis, 0, start, ct.dtype)] if start else []
     parts.append(ct)
     if rest:
@@ -170,7 +175,7 @@ def _narrow_vjp(ctx, node, ct):
 
 defop(
     name="narrow", family="shape", arity=1, operands=("x",),
-    attrs={"axis": AttrSpec("int"), "start": AttrSpec("int"), "length": AttrSpec("int")},
+    attrs={"axis": AttrSpec("int"), "start": AttrSpec("size"), "length": AttrSpec("size")},
     aliases={"len": "length"},
     canonicalize=_canon_axis, flags={"complex_ad"}, infer=_narrow_type, kernel=_narrow_kernel,
     vjp=_narrow_vjp,
@@ -178,8 +183,9 @@ defop(
     batch=lambda ctx, node, operands, batched: ctx.graph.append(
         "narrow", [operands[0]], {**dict(node.attrs), "axis": ctx.shift_axis(node.attrs["axis"])}),
     doc="x[..., start:start+length, ...] on `axis` (upstream attribute `len` is accepted as an alias). "
-    "Negative axis allowed (stored non-negative); start, length >= 0 and the slice must fit the axis "
-    "(upstream does not check). On a symbolic axis the bound is checked at run time (RlxError).",
+    "Negative axis allowed (stored non-negative); start, length >= 0 (ints or symbolic dims) and the slice "
+    "must fit the axis (upstream does not check); where that depends on symbol sizes it is checked at run "
+    "time (RlxError).",
 )
 
 
@@ -195,31 +201,22 @@ def _concat_type(ins, attrs):
         for ax, (a, b) in enumerate(zip(first, t.shape)):
             if ax != axis and a != b:
                 raise ShapeError(f"operand {i} has dim {b} on axis {ax}, operand 0 has {a} (only axis {axis} may differ)")
-    parts = [t.shape[axis] for t in ins if t.shape[axis] != 0]
-    if not parts:
-        total = 0
-    elif len(parts) == 1:
-        total = parts[0]
-    elif all(isinstance(p, int) for p in parts):
-        total = sum(parts)
-    else:
-        raise ShapeError(f"concat along axis {axis} of sizes {parts}: a sum involving a symbolic dim is not expressible")
+    total = sum(t.shape[axis] for t in ins)
     return TensorType(Shape((*first[:axis], total, *first[axis + 1:])), promote_all([t.dtype for t in ins]))
 
 
 def _concat_vjp(ctx, node, ct):
-    """One narrow of the cotangent per part. A symbolic part is the only nonempty one (the type
-    rule allows no symbolic sums), so its gradient is the whole cotangent. Contract: rlx.autodiff.rules."""
+    """One narrow of the cotangent per part (offsets and sizes may be symbolic). Contract: rlx.autodiff.rules."""
     axis, offset, grads = node.attrs["axis"], 0, []
     for i, x in enumerate(ctx.operands(node)):
         size = x.shape[axis]
         if not ctx.wants(node, i):
             grads.append(None)
-        elif not isinstance(size, int) or (offset == 0 and size == ct.shape[axis]):
+        elif offset == 0 and size == ct.shape[axis]:
             grads.append(ct)
         else:
             grads.append(ctx.graph.narrow(ct, axis, offset, size))
-        offset += size if isinstance(size, int) else 0
+        offset += size
     return grads
 
 
@@ -241,8 +238,8 @@ defop(
     kernel=lambda args, attrs, out: np.concatenate(promote_args(args, out.dtype), axis=attrs["axis"] % args[0].ndim),
     doc="np.concatenate(parts, axis); variadic (>= 1 operand, passed as one list). Same rank, equal dims off "
     "the axis (upstream checks neither), dtypes promoted. Negative axis allowed (stored non-negative). On the "
-    "axis, parts of static size 0 are dropped; the size is the plain sum when static, the symbol when exactly "
-    "one nonempty part remains, and a ShapeError otherwise (upstream returns the symbol, which is wrong).",
+    "axis the size is the sum of the parts' sizes, symbolic ones included (``s1 + s2``; upstream returns "
+    "one of the symbols, which is wrong).",
 )
 
 
@@ -259,26 +256,26 @@ def _expand_type(ins, attrs):
             if i < lead:
                 raise ShapeError(f"target_shape {target}: -1 at axis {i} has no input dim to keep")
             out.append(d)
-        elif t < 0:
+        elif t.__class__ is int and t < 0:
             raise ShapeError(f"target_shape {target} has a negative entry other than -1")
-        elif d in (1, t):
+        elif d == 1 or d == t:
             out.append(t)
         else:
-            raise ShapeError(f"cannot expand dim {d} to {t} at axis {i} (target_shape {target})")
+            raise ShapeError(f"cannot expand dim {d} to {t} at axis {i} (target_shape [{', '.join(map(str, target))}])")
     return TensorType(Shape(out), ins[0].dtype)
 
 
 defop(
     name="expand", family="shape", arity=1, operands=("x",),
-    attrs={"target_shape": AttrSpec("ints", doc="result dims; -1 keeps the input dim")},
+    attrs={"target_shape": AttrSpec("sizes", doc="result dims (ints or symbolic); -1 keeps the input dim")},
     flags={"complex_ad"}, infer=_expand_type,
     vjp=lambda ctx, node, ct: [ctx.unbroadcast(ct, ctx.operand(node, 0))],
     jvp=lambda ctx, node, tangents: ctx.graph.expand(tangents[0], target_shape=node.attrs["target_shape"]),
     batch=lambda ctx, node, operands, batched: ctx.graph.expand(
         ctx.align(operands[0], len(node.shape)), target_shape=[-1, *node.attrs["target_shape"]]),
     kernel=lambda args, attrs, out: np.broadcast_to(args[0], tuple(out.shape)).copy(),
-    doc="np.broadcast_to after left-padding x with 1s. A target entry of -1 keeps the (aligned) input dim, "
-    "which is how a symbolic dim is kept; other negatives are errors.",
+    doc="np.broadcast_to after left-padding x with 1s. Target entries may be symbolic dims; an entry of -1 "
+    "keeps the (aligned) input dim; other negatives are errors.",
 )
 
 

@@ -321,7 +321,7 @@ class ArenaExecutor(ReportsDispatch):
             raise RlxError(f"op {node.op!r} (node %{node.id}) has no reference kernel")
 
         def step() -> None:
-            for nid, res in zip(ids, eval_node(node, [env[i] for i in ins], node.types, run_kernel)):
+            for nid, res in zip(ids, eval_node(node, [env[i] for i in ins], node.types, kernel=run_kernel)):
                 np.copyto(env[nid], res, casting="unsafe")
 
         return step

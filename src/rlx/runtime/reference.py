@@ -17,6 +17,8 @@ from rlx.ir.errors import FeedError, RlxError
 from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.opdef import OpDef, get_op
 from rlx.ir.shape import TensorType
+from rlx.ir.symbolic import bind_symbols
+from rlx.lir.specialize import bind_attrs
 
 
 def bind_feed(g: Graph, inputs: Mapping[str, Any] | None, params: Mapping[str, Any] | None) -> tuple[dict[int, np.ndarray], dict[str, int]]:
@@ -29,7 +31,7 @@ def bind_feed(g: Graph, inputs: Mapping[str, Any] | None, params: Mapping[str, A
     params = dict(params or {})
     problems: list[str] = []
     fed: dict[int, np.ndarray] = {}
-    binding: dict[str, int] = {}
+    shapes: list[tuple[str, Any, tuple[int, ...]]] = []
     for kind, declared, given in (("input", g.inputs(), inputs), ("param", g.params(), params)):
         for name in given.keys() - declared.keys():
             other = "param" if kind == "input" else "input"
@@ -53,14 +55,10 @@ def bind_feed(g: Graph, inputs: Mapping[str, Any] | None, params: Mapping[str, A
             if arr.ndim != len(node.shape):
                 problems.append(f"{kind} {name!r}: shape {list(arr.shape)} given, {node.shape!r} declared")
                 continue
-            for axis, (dim, size) in enumerate(zip(node.shape, arr.shape)):
-                if isinstance(dim, str):
-                    if binding.setdefault(dim, size) != size:
-                        problems.append(f"{kind} {name!r}: axis {axis} is symbol {dim!r} = {binding[dim]} elsewhere, but {size} here")
-                elif dim != size:
-                    problems.append(f"{kind} {name!r}: shape {list(arr.shape)} given, {node.shape!r} declared")
-                    break
+            shapes.append((f"{kind} {name!r}", node.shape, arr.shape))
             fed[node.id] = arr
+    binding, mismatches = bind_symbols(shapes)
+    problems += mismatches
     if problems:
         raise FeedError(f"bad feed for graph {g.name!r}:\n  - " + "\n  - ".join(problems))
     return fed, binding
@@ -108,17 +106,17 @@ def kernel_of(opdef: OpDef, evaluate: Callable[[Graph, Sequence[np.ndarray]], li
     return opdef.kernel
 
 
-def eval_node(node: Node, args: list[np.ndarray], out_type: TensorType | tuple[TensorType, ...], kernel: Any = None) -> Any:
-    """Run one node's reference kernel (or ``kernel``); check and cast the result to the node's type.
-
-    A multi-result node takes ``out_type`` as a tuple of result types; its kernel returns
-    (and this returns) a tuple of arrays, one per result."""
+def eval_node(node: Node, args: list[np.ndarray], out_type: TensorType | tuple[TensorType, ...],
+              attrs: Mapping[str, Any] | None = None, kernel: Any = None) -> Any:
+    """Run one node's reference kernel (or ``kernel``; with ``attrs`` bound to the run's sizes when
+    given); check and cast the result to the node's type. A multi-result node takes ``out_type``
+    as a tuple of result types; its kernel returns (and this returns) a tuple of arrays."""
     kernel = kernel_of(get_op(node.op)) if kernel is None else kernel
     if kernel is None:
         raise RlxError(f"op {node.op!r} (node %{node.id}) has no reference kernel")
     widened = [a.astype(np.float32) if DType.of(a.dtype).is_low_precision_float else a for a in args]
     with np.errstate(all="ignore"):
-        result = kernel(widened, node.attrs, out_type)
+        result = kernel(widened, node.attrs if attrs is None else attrs, out_type)
     if out_type.__class__ is tuple:
         if not isinstance(result, (tuple, list)) or len(result) != len(out_type):
             raise RlxError(f"kernel of {node.op!r} (node %{node.id}) must return {len(out_type)} results")
@@ -151,7 +149,8 @@ def run(g: Graph, inputs: Mapping[str, Any] | None = None, params: Mapping[str, 
             continue
         if node.op == RESULT:  # computed with its producer
             continue
-        got = eval_node(node, [values[i] for i in node.inputs], node_out_type(node, binding))
+        attrs = bind_attrs(node.op, node.attrs, binding) if binding else node.attrs
+        got = eval_node(node, [values[i] for i in node.inputs], node_out_type(node, binding), attrs)
         if node.extra_types:
             for r, arr in enumerate(got):
                 values[node.id + r] = arr

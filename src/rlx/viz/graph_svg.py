@@ -27,9 +27,11 @@ import itertools
 import os
 import shutil
 import subprocess
+from collections import Counter
 from typing import Any
 
-from rlx.hir.inspect import op_text, provenance_text
+from rlx.hir.inspect import op_kind, op_text, provenance_text
+from rlx.ir.attrs import FrozenArray
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, GraphStage, Node
 from rlx.ir.opdef import get_op, has_op
@@ -46,6 +48,7 @@ COLORS = {
     "hir": "#bbdefb",
     "fused": "#ffb74d",
     "mir": "#ffffff",
+    "block": "#d1c4e9",
 }
 _CLUSTER_FILLS = ("#f5f9ff", "#eef3fb", "#e6edf7", "#dfe7f3")
 _LEAVES = ("input", "param", "constant")
@@ -106,10 +109,8 @@ def _tooltip(node: Node, stage: GraphStage, plan: Any, step: dict[int, int]) -> 
         lines.append(f"name: {node.name}")
     origin = provenance_text(node)
     lines.append(f"provenance: {origin}" if origin else f"provenance: built at {stage.value.upper()}")
-    shown = [(k, v) for k, v in node.attrs.items() if node.op not in _LEAVES and not isinstance(v, Graph)]
-    if shown:
-        text = ", ".join(f"{k}={v}" for k, v in shown)
-        lines.append("attrs: " + (text if len(text) <= 300 else text[:297] + "..."))
+    shown = [(k, v) for k, v in node.attrs.items() if node.op not in _LEAVES]
+    lines += [f"  {k} = {attr_text(v)}" for k, v in shown]
     if plan is not None:
         slot = plan.assignments.get(node.id)
         if slot is not None:
@@ -170,6 +171,9 @@ class _Tree:
     def __init__(self) -> None:
         self.children: dict[str, _Tree] = {}
         self.nodes: list[str] = []
+        self.bodies: list[_Tree] = []  # control-flow bodies drawn at this level
+        self.title = ""
+        self.cluster_id = ""
 
     def add(self, path: list[str], stmt: str) -> None:
         tree = self
@@ -187,57 +191,201 @@ class _Tree:
             lines.append(f"{indent}  fillcolor={_q(_CLUSTER_FILLS[depth % len(_CLUSTER_FILLS)])}; color=\"#7f9cc0\";")
             child.emit(lines, indent + "  ", full, depth + 1, counter)
             lines.append(f"{indent}}}")
+        for body in self.bodies:
+            counter[0] += 1
+            cid = body.cluster_id or f"cluster_{counter[0]}"
+            lines.append(f"{indent}subgraph {cid} {{")
+            lines.append(f"{indent}  label={_q(body.title)}; tooltip={_q('control-flow body ' + body.title)}; "
+                         'style="dashed,rounded"; color="#8e24aa";')
+            body.emit(lines, indent + "  ", prefix, depth + 1, counter)
+            lines.append(f"{indent}}}")
 
 
-def to_dot(obj: Any, *, title: str | None = None, show_params: bool = True, legend: bool = True, rankdir: str = "TB") -> str:
+#: above this many op nodes, ``collapse="auto"`` draws each top-level block as one box
+AUTO_COLLAPSE_NODES = 300
+#: above this many op nodes (after collapsing), params and constants are left out
+AUTO_HIDE_LEAVES_NODES = 1500
+#: control-flow bodies nested deeper than this are not drawn (the node's tooltip names them)
+MAX_BODY_DEPTH = 3
+
+
+def attr_text(value: Any) -> str:
+    """An attribute in full for tooltips and the viewer (tensors by dtype, shape and first values)."""
+    if isinstance(value, FrozenArray):
+        arr = value.array
+        head = ", ".join(str(v) for v in arr.reshape(-1)[:8].tolist())
+        return f"tensor {arr.dtype}{list(arr.shape)} [{head}{', …' if arr.size > 8 else ''}]"
+    if isinstance(value, Graph):
+        return f"graph @{value.name} ({len(value)} nodes)"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(attr_text(v) for v in value) + "]"
+    return str(value)
+
+
+def top_block(node: Node, stage: GraphStage) -> str | None:
+    label = block_label(node, stage)
+    parts = [p for p in (label or "").split("/") if p]
+    return parts[0] if parts else None
+
+
+def should_collapse(g: Graph, stage: GraphStage, collapse: str) -> bool:
+    """``blocks``: always (when there are blocks); ``auto``: when the graph is large."""
+    if collapse == "none":
+        return False
+    blocks = {top_block(n, stage) for n in g.nodes} - {None}
+    if not blocks:
+        return False
+    ops = sum(1 for n in g.nodes if n.op not in _LEAVES)
+    return collapse == "blocks" or ops > AUTO_COLLAPSE_NODES
+
+
+class _Emitter:
+    """DOT statements of one graph (and, recursively, its control-flow bodies)."""
+
+    def __init__(self, stage: GraphStage, plan: Any, show_params: bool, collapse: bool):
+        self.stage, self.plan, self.show_params, self.collapse = stage, plan, show_params, collapse
+        self.edges: list[str] = []
+        self.used_kinds: set[str] = set()
+        self.clusters = [0]
+
+    def graph(self, g: Graph, tree: _Tree, prefix: str, depth: int) -> None:
+        plan = self.plan if depth == 0 else None
+        step = {nid: i for i, nid in enumerate(plan.schedule)} if plan is not None else {}
+        outputs = set(g.output_ids) if depth == 0 else set()
+        uses: dict[int, int] = {}
+        for n in g.nodes:
+            for src in n.inputs:
+                uses[src] = uses.get(src, 0) + 1
+        unit: dict[int, str] = {}  # node id -> DOT id of what is drawn for it (its box, or its block's)
+        blocks: dict[str, list[Node]] = {}
+        for node in g.nodes:
+            if node.op in ("param", "constant"):
+                continue
+            block = top_block(node, self.stage) if self.collapse and depth == 0 else None
+            if block is not None:
+                blocks.setdefault(block, []).append(node)
+                unit[node.id] = f"{prefix}b_{list(blocks).index(block) + 1}"
+                continue
+            unit[node.id] = f"{prefix}n{node.id}"
+            kind = node_kind(node)
+            self.used_kinds.add(kind)
+            label = block_label(node, self.stage)
+            path = [p for p in (label or "").split("/") if p] if depth == 0 or self.stage is not GraphStage.HIR else []
+            tree.add(path, self._node_stmt(f"{prefix}n{node.id}", node, plan, step, outputs))
+            for key, value in node.attrs.items():
+                if isinstance(value, Graph):
+                    self._body(node, key, value, tree, path, f"{prefix}n{node.id}", depth)
+        for i, (block, members) in enumerate(blocks.items(), 1):
+            self.used_kinds.add("block")
+            hist = ", ".join(f"{k}×{c}" for k, c in _counts(members)[:6])
+            tip = f"block {block}: {len(members)} ops\n" + "\n".join(f"{k} × {c}" for k, c in _counts(members))
+            attrs = {"label": f"{block}\n{len(members)} ops: {hist}", "tooltip": tip, "fillcolor": COLORS["block"],
+                     "shape": "box3d", "style": "filled"}
+            body = ", ".join(f"{k}={_q(v)}" for k, v in attrs.items())
+            tree.add([], f"{prefix}b_{i} [{body}];")
+        seen: set[tuple[str, str]] = set()
+        for node in g.nodes:
+            if node.id not in unit:
+                continue
+            dst = unit[node.id]
+            for slot, src in enumerate(node.inputs):
+                t = g.node(src).type
+                leaf = g.node(src)
+                if leaf.op in ("param", "constant"):
+                    if not self.show_params or dst.startswith(f"{prefix}b_"):
+                        continue
+                    # drawn once per use, next to its user: a shared constant never fans out
+                    copy = f"{prefix}n{src}" if uses.get(src, 0) == 1 else f"{prefix}n{src}_u{node.id}_{slot}"
+                    self.used_kinds.add(node_kind(leaf))
+                    tree.add(self._path_of(node, depth), self._node_stmt(copy, leaf, plan, step, outputs))
+                    tip = f"%{src} -> %{node.id} (operand {slot}): {t}"
+                    self.edges.append(f"  {copy} -> {dst} [label={_q(' ' + str(t))}, tooltip={_q(tip)}];")
+                    continue
+                s = unit.get(src)
+                if s is None or s == dst or (s, dst) in seen:
+                    continue
+                if dst.startswith(f"{prefix}b_") or s.startswith(f"{prefix}b_"):
+                    seen.add((s, dst))
+                tip = f"%{src} -> %{node.id} (operand {slot}): {t}"
+                self.edges.append(f"  {s} -> {dst} [label={_q(' ' + str(t))}, tooltip={_q(tip)}];")
+
+    def _path_of(self, node: Node, depth: int) -> list[str]:
+        label = block_label(node, self.stage)
+        return [p for p in (label or "").split("/") if p] if depth == 0 else []
+
+    def _body(self, node: Node, key: str, body: Graph, tree: _Tree, path: list[str], owner: str, depth: int) -> None:
+        if depth + 1 > MAX_BODY_DEPTH:
+            return
+        sub = _Tree()
+        prefix = f"{owner}_{key}_"
+        self.graph(body, sub, prefix, depth + 1)
+        sub.title = f"%{node.id}.{key}: {body.name}"  # type: ignore[attr-defined]
+        holder = tree
+        for part in path:
+            holder = holder.children.setdefault(part, _Tree())
+        holder.bodies.append(sub)
+        first = next((n for n in body.nodes if n.op not in ("param", "constant")), None)
+        if first is not None:
+            self.clusters[0] += 1
+            sub.cluster_id = f"cluster_body_{self.clusters[0]}"  # type: ignore[attr-defined]
+            self.edges.append(f"  {owner} -> {prefix}n{first.id} [style=dashed, color=\"#8e24aa\", "
+                              f"lhead={sub.cluster_id}, tooltip={_q(f'body {key} of %{node.id}')}];")
+
+    def _node_stmt(self, dot_id: str, node: Node, plan: Any, step: dict[int, int], outputs: set[int]) -> str:
+        return _node_stmt(node, self.stage, plan, step, outputs).replace(f"n{node.id} [", f"{dot_id} [", 1)
+
+
+def _counts(nodes: list[Node]) -> list[tuple[str, int]]:
+    """(op kind, count) of a block's members, most frequent first."""
+    counts = Counter(op_kind(n) for n in nodes)
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def to_dot(obj: Any, *, title: str | None = None, show_params: bool = True, legend: bool = True, rankdir: str = "TB",
+           collapse: str = "auto") -> str:
     """DOT text for a HIR / MIR graph, an LirModule or a GraphModule (see the module docstring).
 
-    ``show_params=False`` leaves out params and constants (and their edges), which keeps
-    pictures of large models readable.
+    Params and constants used more than once are drawn once per use (no fan-out);
+    ``show_params=False`` leaves them out. ``collapse``: ``"blocks"`` draws each top-level
+    block as one box, ``"none"`` never, ``"auto"`` (default) when the graph has more than
+    :data:`AUTO_COLLAPSE_NODES` op nodes; past :data:`AUTO_HIDE_LEAVES_NODES` the leaves go.
+    Control-flow bodies are drawn as nested clusters.
     """
+    if collapse not in ("auto", "none", "blocks"):
+        raise RlxError(f"collapse must be 'auto', 'none' or 'blocks', got {collapse!r}")
     g, plan = _split(obj)
     stage = GraphStage.LIR if plan is not None else g.stage
-    step = {nid: i for i, nid in enumerate(plan.schedule)} if plan is not None else {}
-    outputs = set(g.output_ids)
-    hidden = set() if show_params else {n.id for n in g.nodes if n.op in ("param", "constant")}
+    collapsed = should_collapse(g, stage, collapse)
+    if collapse == "auto" and sum(1 for n in g.nodes if n.op not in _LEAVES) > AUTO_HIDE_LEAVES_NODES and not collapsed:
+        show_params = False
     fused = sum(1 for n in g.nodes if node_kind(n) == "fused")
     head = title or f"{g.name} — {stage.value.upper()}, {len(g)} nodes" + (f", {fused} fused" if fused else "")
+    if collapsed:
+        head += " (blocks collapsed)"
     if plan is not None:
         head += f"\narena {plan.arena_size} B, lower bound {plan.lower_bound} B"
     lines = [
         f"digraph {_q(g.name)} {{",
-        f"  graph [label={_q(head)}, labelloc=\"t\", fontname=\"Helvetica\", rankdir={_q(rankdir)}, "
+        f"  graph [label={_q(head)}, labelloc=\"t\", fontname=\"Helvetica\", rankdir={_q(rankdir)}, compound=true, "
         "nodesep=\"0.25\", ranksep=\"0.35\", tooltip=" + _q(f"{g.name} ({stage.value.upper()})") + "];",
         '  node [fontname="Helvetica", fontsize="10", margin="0.08,0.04"];',
         '  edge [fontname="Helvetica", fontsize="8", color="#555555", fontcolor="#37474f"];',
     ]
+    em = _Emitter(stage, plan, show_params, collapsed)
     tree = _Tree()
-    for node in g.nodes:
-        if node.id in hidden:
-            continue
-        stmt = _node_stmt(node, stage, plan, step, outputs)
-        label = block_label(node, stage)
-        tree.add([p for p in (label or "").split("/") if p], stmt)
+    em.graph(g, tree, "", 0)
     tree.emit(lines, "  ", "", 0, [0])
-    for node in g.nodes:
-        if node.id in hidden:
-            continue
-        for slot, src in enumerate(node.inputs):
-            if src in hidden:
-                continue
-            t = g.node(src).type
-            tip = f"%{src} -> %{node.id} (operand {slot}): {t}"
-            lines.append(f"  n{src} -> n{node.id} [label={_q(' ' + str(t))}, tooltip={_q(tip)}];")
+    lines += em.edges
     if legend:
-        used = {node_kind(n) for n in g.nodes if n.id not in hidden}
-        keys = [k for k in COLORS if k in used]
+        keys = [k for k in COLORS if k in em.used_kinds]
         if keys:
             lines.append("  subgraph cluster_legend {")
             lines.append('    label="legend"; style="dashed"; color="#9e9e9e"; fontsize="9";')
             for k in keys:
-                name = {"hir": "HIR block", "fused": "fused op", "mir": "MIR op"}.get(k, k)
-                style = "filled" if k in _LEAVES else "filled,rounded"
-                lines.append(f"    legend_{k} [label={_q(name)}, shape={'ellipse' if k in _LEAVES else 'box'}, "
+                name = {"hir": "HIR block", "fused": "fused op", "mir": "MIR op", "block": "collapsed block"}.get(k, k)
+                style = "filled" if k in (*_LEAVES, "block") else "filled,rounded"
+                shape = "ellipse" if k in _LEAVES else ("box3d" if k == "block" else "box")
+                lines.append(f"    legend_{k} [label={_q(name)}, shape={shape}, "
                              f"style={_q(style)}, fillcolor={_q(COLORS[k])}, fontsize=\"9\", tooltip={_q(name)}];")
             for a, b in itertools.pairwise(keys):
                 lines.append(f"    legend_{a} -> legend_{b} [style=invis];")
@@ -274,9 +422,14 @@ def render(dot_text: str, path: str | os.PathLike[str], fmt: str | None = None, 
 
 
 def draw_graph(obj: Any, path: str | os.PathLike[str], **options: Any) -> str:
-    """Write a picture of ``obj`` to ``path``: ``.dot`` / ``.gv`` as DOT text, anything else
-    (``.svg``, ``.png``, ``.pdf``) rendered by Graphviz. ``options`` go to :func:`to_dot`."""
+    """Write a picture of ``obj`` to ``path``: ``.html`` as the interactive viewer
+    (:mod:`rlx.viz.html`), ``.dot`` / ``.gv`` as DOT text, anything else (``.svg``, ``.png``,
+    ``.pdf``) rendered by Graphviz. ``options`` go to :func:`to_dot`."""
     path = os.fspath(path)
+    if path.lower().endswith(".html"):
+        from rlx.viz.html import draw_html
+
+        return draw_html(obj, path, collapse=options.get("collapse", "auto"))
     text = to_dot(obj, **options)
     if path.lower().endswith((".dot", ".gv")):
         with open(path, "w", encoding="utf-8") as fh:

@@ -22,6 +22,7 @@ are not affected. Every other dtype (bf16, f16, fp8, i8 …) is kept as declared
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -39,6 +40,8 @@ from rlx.ir.errors import FeedError, RlxError
 from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.opdef import get_op
 from rlx.ir.shape import TensorType
+from rlx.ir.symbolic import bind_symbols
+from rlx.lir.specialize import bind_attrs
 from rlx.runtime.dispatch import ReportsDispatch
 
 _X64_TYPES = (DType.F64, DType.I64)
@@ -69,12 +72,9 @@ def x64_scope(enabled: bool) -> Any:
 
 # ---------------------------------------------------------------------------- interpreter
 def _bind_symbols(g: Graph, leaves: Mapping[int, Any]) -> dict[str, int]:
-    binding: dict[str, int] = {}
-    for nid, arr in leaves.items():
-        for dim, size in zip(g.node(nid).shape, arr.shape):
-            if isinstance(dim, str):
-                if binding.setdefault(dim, int(size)) != int(size):
-                    raise FeedError(f"symbol {dim!r} is bound to {binding[dim]} and {size}")
+    binding, problems = bind_symbols((f"%{nid}", g.node(nid).shape, arr.shape) for nid, arr in leaves.items())
+    if problems:
+        raise FeedError("; ".join(problems))
     return binding
 
 
@@ -91,8 +91,10 @@ def evaluate(g: Graph, leaves: Mapping[int, Any], *, host_fallback: bool = False
         if node.op in L.LEAVES:
             env[node.id] = leaves[node.id]
             continue
+        attrs = bind_attrs(node.op, node.attrs, binding) if binding else None
         outs = tuple(TensorType(t.shape.bind(binding), t.dtype) if binding else t for t in node.types)
-        got = lower_node(node, [env[i] for i in node.inputs], outs if node.extra_types else outs[0], host_fallback=host_fallback)
+        got = lower_node(node, [env[i] for i in node.inputs], outs if node.extra_types else outs[0],
+                         host_fallback=host_fallback, attrs=attrs)
         if node.extra_types:
             env.update(zip(range(node.id, node.id + node.num_results), got))
         else:
@@ -100,12 +102,14 @@ def evaluate(g: Graph, leaves: Mapping[int, Any], *, host_fallback: bool = False
     return [env[o] for o in g.output_ids]
 
 
-def lower_node(node: Node, args: list[Any], out: TensorType | tuple[TensorType, ...], *, host_fallback: bool = False) -> Any:
-    """One node through the lowering table; the result has exactly ``out``'s shape and dtype.
-
-    A multi-result node's ``out`` is a tuple of types; its lowering returns (and this returns) a
-    tuple of arrays."""
+def lower_node(node: Node, args: list[Any], out: TensorType | tuple[TensorType, ...], *, host_fallback: bool = False,
+               attrs: Mapping[str, Any] | None = None) -> Any:
+    """One node through the lowering table (``attrs``: the node's, bound to the run's symbol
+    sizes); the result has exactly ``out``'s shape and dtype. A multi-result node's ``out`` is a
+    tuple of types; its lowering returns (and this returns) a tuple of arrays."""
     op = node.op
+    if attrs is not None and attrs is not node.attrs:
+        node = dataclasses.replace(node, attrs=attrs)
     fn = L.LOWERINGS.get(op)
     if fn is not None:
         if op not in L.NATIVE_LOW_PRECISION:

@@ -14,6 +14,7 @@ Thread-safe as the JAX executable: ``run(params=...)`` uses those params for tha
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import threading
 from collections.abc import Mapping
@@ -30,6 +31,7 @@ from rlx.ir.errors import RlxError
 from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.opdef import get_op
 from rlx.ir.shape import Shape, TensorType
+from rlx.lir.specialize import bind_attrs
 from rlx.runtime.dispatch import ReportsDispatch
 from rlx.runtime.reference import bind_feed, checked_params, eval_node
 
@@ -135,6 +137,9 @@ class _Builder:
 
     def emit(self, node: Node, args: list[fx.Node], in_types: list[TensorType], out: Any) -> fx.Node:
         op = node.op
+        if self.binding:  # size attributes naming symbols, bound to this module's sizes
+            attrs = bind_attrs(op, node.attrs, self.binding)
+            node = node if attrs is node.attrs else dataclasses.replace(node, attrs=attrs)
         if node.extra_types:  # multi-result ops have no torch rows yet: their NumPy kernel runs on the host
             return self.fx.call_function(_host(node, out, in_types, self.device), tuple(args))
         if op in L.LOWERINGS:

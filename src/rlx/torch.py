@@ -14,7 +14,7 @@ from typing import Any
 
 from rlx.backends.torch_import import TorchImportError, UnsupportedOpError, supported_ops
 
-__all__ = ["TorchImportError", "UnsupportedOpError", "import_module", "import_program", "supported_ops"]
+__all__ = ["TorchImportError", "UnsupportedOpError", "import_module", "import_program", "load_program", "supported_ops"]
 
 
 def import_module(module: Any, example_args: Any = (), dynamic_shapes: Any = None, **options: Any) -> tuple[Any, dict[str, Any]]:
@@ -31,3 +31,12 @@ def import_program(exported_program: Any, **options: Any) -> tuple[Any, dict[str
     from rlx.backends import torch_import
 
     return torch_import.import_program(exported_program, **options)
+
+
+def load_program(path: Any, limits: Any = None) -> Any:
+    """The ``ExportedProgram`` saved in the ``.pt2`` archive ``path``; nothing in the file runs:
+    the archive is checked first (:mod:`rlx.backends.pt2_archive`) and refused with a
+    ``FormatError`` naming the member when it holds anything beyond tensors and the program."""
+    from rlx.backends import pt2_archive
+
+    return pt2_archive.load_program(path, limits)

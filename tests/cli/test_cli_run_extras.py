@@ -22,6 +22,7 @@ def _json(res) -> dict:
 def test_profile_covers_every_computing_node(files):
     doc = _json(run_cli("run", "--json", files["mlp"], "-i", f"x={files['x']}", "--profile", "--top", "3"))
     prof = doc["profile"]
+    assert prof["backend"] == "numpy"
     g = rlx.load(files["mlp"])
     computing = [n for n in g.nodes if n.op not in ("input", "param")]
     assert sum(k["count"] for k in prof["by_kind"]) == len(computing)
@@ -109,3 +110,13 @@ def test_dim_fixes_symbols_and_inputs_give_sizes(tmp_path):
     assert_one_line_error(run_cli("plan", tmp_path / "dyn.rlx", "--dim", "seq=3"), "no symbolic dim 'seq'", "batch")
     bad = run_cli("plan", tmp_path / "dyn.rlx", "--dim", "batch=x")
     assert bad.rc == 2 and "--dim batch" in bad.err
+
+
+def test_trace_file_has_a_node_event_per_node(files, tmp_path):
+    out = tmp_path / "run.trace.json"
+    res = run_cli("run", files["mlp"], "-i", f"x={files['x']}", "--trace", out)
+    assert res.rc == 0, res.err
+    doc = json.loads(out.read_text())
+    nodes = {ev["args"]["node"] for ev in doc["traceEvents"] if ev.get("cat") == "node"}
+    assert nodes == {n.id for n in rlx.load(files["mlp"]).nodes}
+    assert_one_line_error(run_cli("run", files["mlp"], "-i", f"x={files['x']}", "--trace", tmp_path / "t.txt"), "t.txt")

@@ -649,21 +649,24 @@ def _flip(cx, node, x, dims):
     return x
 
 
+def _position(cx: _Ctx, x: Value, dim: int, index: Any, what: str) -> tuple[int, int]:
+    """(axis, static non-negative position) of a torch (dim, index) pair; negative indices count from the end."""
+    axis = _axis(dim, len(x.shape))
+    index = cx.static(index, what)
+    if index < 0:
+        index += cx.static(x.shape[axis], "axis size")
+    return axis, index
+
+
 @_conv("aten.narrow.default")
 def _narrow(cx, node, x, dim, start, length):
-    axis = _axis(dim, len(x.shape))
-    start = cx.static(start, "narrow start")
-    if start < 0:
-        start += cx.static(x.shape[axis], "axis size")
+    axis, start = _position(cx, x, dim, start, "narrow start")
     return cx.g.narrow(x, axis, start, cx.static(length, "narrow length"))
 
 
 @_conv("aten.select.int", "aten.select_copy.int")
 def _select(cx, node, x, dim, index):
-    axis = _axis(dim, len(x.shape))
-    index = cx.static(index, "select index")
-    if index < 0:
-        index += cx.static(x.shape[axis], "axis size")
+    axis, index = _position(cx, x, dim, index, "select index")
     return _reshape(cx, cx.g.narrow(x, axis, index, 1), cx.out_shape())
 
 
@@ -713,16 +716,6 @@ def _stack(cx, node, tensors, dim=0):
 @_conv("aten.embedding.default")
 def _embedding(cx, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     return cx.g.gather(weight, indices, axis=0)
-
-
-@_conv("aten.index.Tensor")
-def _index(cx, node, x, indices):
-    """x[..., idx, ...] with one integer index tensor (other positions are full slices)."""
-    given = [(i, t) for i, t in enumerate(indices) if t is not None]
-    if len(given) != 1 or not isinstance(given[0][1], Value) or not given[0][1].dtype.is_int:
-        raise cx.fail("only indexing with a single integer index tensor is supported (no boolean masks, no multiple indices)")
-    axis, idx = given[0]
-    return cx.g.gather(x, idx, axis=axis)
 
 
 @_conv("aten.index_select.default")
@@ -1105,6 +1098,18 @@ def _upsample_nearest2d(cx, node, x, *args, **kwargs):
 
 
 # --------------------------------------------------------------------------- attention
+def _repeat_kv_heads(cx: _Ctx, t: Value, heads: int) -> Value:
+    """Grouped-query attention (enable_gqa): query head h reads key/value head h // (heads / kv_heads)."""
+    b, kv, s, d = t.shape
+    kv = cx.static(kv, "number of key/value heads")
+    if heads % kv:
+        raise cx.fail(f"{heads} query heads are not a multiple of {kv} key/value heads")
+    if kv == heads:
+        return t
+    grouped = cx.g.expand(_reshape(cx, t, [b, kv, 1, s, d]), target_shape=[-1, kv, heads // kv, -1, d])
+    return _reshape(cx, grouped, [b, heads, s, d])
+
+
 @_conv("aten.scaled_dot_product_attention.default")
 def _sdpa(cx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     if dropout_p:
@@ -1117,7 +1122,7 @@ def _sdpa(cx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, sca
         raise cx.fail("key / value head dims different from the query's are not supported")
     heads = cx.static(q.shape[1], "number of heads") if rank == 4 else 1
     if rank == 4 and (k.shape[1] != heads or v.shape[1] != heads):
-        raise cx.fail("grouped-query attention (fewer key/value heads) is not supported; repeat the KV heads first")
+        k, v = (_repeat_kv_heads(cx, t, heads) for t in (k, v))
     sq, sk = q.shape[-2], k.shape[-2]
     dtype = q.dtype
     attrs: dict[str, Any] = {"num_heads": heads, "head_dim": head_dim, "score_scale": None if scale is None else float(scale)}
@@ -1356,3 +1361,9 @@ def _check_type(cx: _Ctx, v: Value, val: Any) -> Value:
         raise cx.fail(f"converted to shape {list(v.shape)} but torch recorded {list(shape)}")
     return cx.cast(v, dtype)
 
+
+
+from rlx.backends import (  # noqa: E402  (each module registers its converters on import)
+    torch_import_index,  # noqa: F401  (index / index_put / gather / slice_scatter / select_scatter / copy)
+    torch_import_pad,  # noqa: F401  (every pad mode, vector norms)
+)

@@ -1,7 +1,7 @@
 """``rlx run``: run a model on ``.npy`` inputs with its saved weights on any registered
 backend; ``--warmup`` / ``--repeat`` latency statistics (median, p10, p90), ``--profile``
-(time per op kind and the slowest nodes, NumPy reference kernels), ``--compare`` against
-onnxruntime or torch for models that came from there (numbers and speed)."""
+(time per op kind and the slowest nodes, ops one at a time), ``--trace`` (Perfetto JSON),
+``--compare`` against onnxruntime or torch for models that came from there (numbers and speed)."""
 
 from __future__ import annotations
 
@@ -42,27 +42,25 @@ def latency(fn: Callable[[], Any], warmup: int, repeat: int) -> dict[str, float]
             "p90_s": float(np.percentile(arr, 90)), "min_s": float(arr.min()), "mean_s": float(arr.mean())}
 
 
-def profile(g: Any, feed: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray], repeat: int) -> list[dict[str, Any]]:
-    """Per-node seconds (mean over ``repeat`` runs) of the NumPy reference kernels."""
+def profile(g: Any, feed: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray], backend: str,
+            repeat: int) -> tuple[list[dict[str, Any]], str]:
+    """Per-node seconds (mean over ``repeat`` runs) of ``backend``'s own per-op code, one node
+    at a time (:func:`rlx.backends.trace.trace_run`; NumPy kernels unless the backend is
+    traceable itself); also the name of the backend traced."""
+    from rlx.backends.trace import TRACE_BACKENDS, trace_run
     from rlx.hir.inspect import op_kind, op_text
-    from rlx.ir.shape import TensorType
-    from rlx.runtime.reference import bind_feed, eval_node
 
-    fed, binding = bind_feed(g, feed, params)
-    total = dict.fromkeys(range(len(g.nodes)), 0.0)
+    traced = backend if backend in TRACE_BACKENDS else "numpy"
+    total: dict[int, float] = {}
     for _ in range(repeat):
-        values: dict[int, np.ndarray] = {}
-        for node in g.nodes:
-            if node.id in fed:
-                values[node.id] = fed[node.id]
-                continue
-            out_type = TensorType(node.shape.bind(binding), node.dtype) if binding else node.type
-            args = [values[i] for i in node.inputs]
-            t0 = time.perf_counter()
-            values[node.id] = eval_node(node, args, out_type)
-            total[node.id] += time.perf_counter() - t0
-    return [{"node": n.id, "kind": op_kind(n), "op": op_text(n), "name": n.name, "seconds": total[n.id] / repeat}
-            for n in g.nodes if n.id not in fed]
+        _, doc = trace_run(g, feed, params, backend=traced, compiled_run=False)
+        for ev in doc["traceEvents"]:
+            if ev.get("cat") == "node":
+                nid = ev["args"]["node"]
+                total[nid] = total.get(nid, 0.0) + ev["dur"] * 1e-6
+    rows = [{"node": n.id, "kind": op_kind(n), "op": op_text(n), "name": n.name, "seconds": total.get(n.id, 0.0) / repeat}
+            for n in g.nodes if n.op not in ("input", "param")]
+    return rows, traced
 
 
 def _by_kind(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -93,7 +91,9 @@ def _peer_torch(path: str, feed: Mapping[str, np.ndarray]) -> tuple[Callable[[],
         import torch
     except ImportError:
         raise common.CliError("--compare torch needs torch: pip install 'rlx[torch]'") from None
-    ep = torch.export.load(path)
+    import rlx.torch
+
+    ep = rlx.torch.load_program(path)  # the checked reader: nothing in the archive runs
     args = [torch.from_numpy(np.ascontiguousarray(feed[n])) for n in ep.graph_signature.user_inputs]
     module = ep.module()
 
@@ -210,10 +210,18 @@ def run(args: argparse.Namespace) -> int:
     if args.repeat:
         with step(f"timing {args.repeat} runs"):
             timing = latency(call, args.warmup, args.repeat)
-    prof = None
+    prof, traced = None, None
     if args.profile:
         with step("profiling op by op"):
-            prof = profile(g, feed, weights, max(1, args.repeat or 1))
+            prof, traced = profile(g, feed, weights, args.backend, max(1, args.repeat or 1))
+    if args.trace:
+        from rlx.backends.trace import TRACE_BACKENDS, trace_run, write_trace
+
+        common.check_output_path(args.trace, (".json",), "trace")
+        with step(f"tracing into {args.trace}"):
+            _, doc = trace_run(model.obj if model.kind == "lir" else g, feed, weights,
+                               backend=args.backend if args.backend in TRACE_BACKENDS else "numpy")
+            write_trace(doc, args.trace)
     compared = None
     if args.compare:
         with step(f"comparing against {args.compare.partition('=')[0]}"):
@@ -228,12 +236,16 @@ def run(args: argparse.Namespace) -> int:
         body: dict[str, Any] = {"file": args.file, "backend": args.backend, "first_call_s": first, "outputs": rows,
                                 "binding": model.binding, "latency": timing, "written": out_path}
         if prof is not None:
-            body["profile"] = {"by_kind": _by_kind(prof), "nodes": sorted(prof, key=lambda r: -r["seconds"])[: args.top]}
+            body["profile"] = {"backend": traced, "by_kind": _by_kind(prof),
+                               "nodes": sorted(prof, key=lambda r: -r["seconds"])[: args.top]}
         if compared is not None:
             body["compare"] = compared
+        body["trace"] = args.trace
         emit_json("run", body)
         return 0
     _print(args, g, rows, first, timing, prof, compared, out_path)
+    if args.trace:
+        get_console().line(f"wrote {args.trace} (per-node trace with the arena track; open it in Perfetto or chrome://tracing)")
     return 0
 
 
@@ -260,7 +272,7 @@ def _print(args: argparse.Namespace, g: Any, rows: list[dict[str, Any]], first: 
                   right=["median", "p10", "p90", "min", "mean"])
     if prof is not None:
         total = sum(r["seconds"] for r in prof) or 1.0
-        con.table("time by op kind (NumPy reference kernels)", ["op kind", "nodes", "time", "share"],
+        con.table("time by op kind (ops one at a time)", ["op kind", "nodes", "time", "share"],
                   [(k["kind"], k["count"], _ms(k["seconds"]), f"{100 * k['seconds'] / total:.1f}%")
                    for k in _by_kind(prof)[: args.top]], right=["nodes", "time", "share"])
         slow = sorted(prof, key=lambda r: -r["seconds"])[: args.top]
@@ -292,7 +304,10 @@ def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser)
     p.add_argument("--policy", **common.POLICY_ARG)
     p.add_argument("--warmup", type=int, default=1, metavar="N", help="untimed calls before --repeat (default 1)")
     p.add_argument("--repeat", type=int, default=0, metavar="N", help="timed calls: median / p10 / p90 latency")
-    p.add_argument("--profile", action="store_true", help="time per op kind and the slowest nodes (NumPy reference kernels)")
+    p.add_argument("--profile", action="store_true",
+                   help="time per op kind and the slowest nodes, ops run one at a time (numpy kernels or jax lowerings)")
+    p.add_argument("--trace", metavar="FILE.json", default=None,
+                   help="write a per-node timing trace with the arena track (Chrome / Perfetto JSON)")
     p.add_argument("--top", type=common.positive_int, default=10, help="rows of the profile tables (default 10)")
     p.add_argument("--compare", metavar="onnxruntime|torch[=MODEL]", default=None,
                    help="run the source model in onnxruntime (.onnx) or torch (.pt2) too: output differences and, "

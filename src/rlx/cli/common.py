@@ -8,9 +8,7 @@ Every object :func:`rlx.save` writes is read: a :class:`rlx.Graph` (HIR or MIR),
 
 from __future__ import annotations
 
-import logging
 import os
-import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,23 +137,13 @@ def _import_onnx(path: str, input_shapes: Mapping[str, Sequence[int]] | None) ->
 
 
 def _import_pt2(path: str) -> tuple[Any, dict[str, np.ndarray]]:
-    if not zipfile.is_zipfile(path):
-        raise CliError(f"{path}: not a torch.export program (expected the zip archive torch.export.save writes)")
-    try:
-        import torch
-    except ImportError:
-        raise CliError("reading .pt2 programs needs torch: pip install 'rlx[torch]'") from None
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise CliError("reading .pt2 programs needs torch: pip install 'rlx[torch]'")
     import rlx.torch
 
-    quiet = logging.getLogger("torch.export")
-    level = quiet.level
-    quiet.setLevel(logging.CRITICAL)  # torch logs its own traceback before raising
-    try:
-        ep = torch.export.load(path)
-    except Exception as exc:  # torch's own archive errors
-        raise CliError(f"{path}: not a torch.export program saved with torch.export.save ({type(exc).__name__}: {exc})") from exc
-    finally:
-        quiet.setLevel(level)
+    ep = rlx.torch.load_program(path)  # checked first: nothing in the archive runs
     name = os.path.splitext(os.path.basename(path))[0] or "torch_module"
     g, params = rlx.torch.import_program(ep, name=name)
     return g, dict(params)

@@ -106,7 +106,7 @@ class LoadLimits:
     """
 
     max_document_bytes: int = 1 << 31  # JSON text of one document
-    max_depth: int = 32  # graphs nested in graph attributes; nesting of ``data`` attributes
+    max_depth: int = 32  # graphs nested in graph attributes (ONNX subgraphs and function bodies too); ``data`` nesting
     max_nodes: int = 10_000_000  # nodes over all graphs of a document, nested ones included
     max_items: int = 1 << 20  # entries of one list (operands, outputs, ints, dims, passes ...)
     max_string: int = 1 << 16  # characters of one name, op, symbol or str attribute
@@ -116,6 +116,10 @@ class LoadLimits:
     max_inline_bytes: int = 1 << 28  # bytes of one inline (base64) tensor
     max_total_bytes: int = 1 << 40  # tensor bytes actually read: inline constants + payload file
     max_header_bytes: int = 1 << 26  # safetensors JSON header
+    # importers that compute values at import time (rlx.onnx.import_model):
+    max_constant_elements: int = 1 << 24  # elements of one constant computed at import (folded values, index tables)
+    max_constant_bytes: int = 1 << 31  # bytes of all constants computed at import, together
+    max_unroll: int = 1 << 14  # loop iterations / scan steps / per-node pieces unrolled at import, over the whole import
 
 
 DEFAULT_LIMITS = LoadLimits()

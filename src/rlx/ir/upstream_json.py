@@ -387,6 +387,8 @@ RLX_ONLY = {
     "binary_ext": "mod / fmod / bitwise / shift ops are rlx extensions (ONNX import)",
     "unary_math": "erf / floor / ceil / sign / round_even / inverse trig / hyperbolic ops are rlx extensions",
     "gather_elements": "element-wise gather (ONNX GatherElements) is an rlx extension",
+    "advanced_index": "NumPy advanced indexing (torch aten.index) is an rlx extension",
+    "advanced_index_put": "NumPy indexed assignment (torch index_put) is an rlx extension",
     "scatter_elements": "element-wise scatter (ONNX ScatterElements) is an rlx extension",
     "observer_update": "upstream updates the EMA state of FakeQuantize in place; rlx returns it from this op",
     "fft": "upstream 0.2.1's Fft uses a real block layout (see REFUSED_MIR['Fft'])",

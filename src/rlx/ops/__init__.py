@@ -1,6 +1,7 @@
 """Op families. Importing this package registers every built-in op."""
 
 from rlx.ops import (  # noqa: F401
+    advanced_index,
     attention,
     backward,
     control_flow,

@@ -35,6 +35,7 @@ from jax import lax
 from rlx.backends.common import live_nodes
 from rlx.backends.jax import lowering as L
 from rlx.backends.jax import sharding as S
+from rlx.backends.jax.lowering_index import rlx_error_of
 from rlx.ir.dtype import DType
 from rlx.ir.errors import FeedError, RlxError
 from rlx.ir.graph import RESULT, Graph, Node
@@ -375,7 +376,17 @@ class JaxExecutable(ReportsDispatch):
     def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
         with x64_scope(self.x64):
             ins, ps = self._feed(inputs, params)
-            return [np.asarray(o) for o in self._jitted(ins, ps)]
+            return [np.asarray(o) for o in self._call(ins, ps)]
+
+    def _call(self, ins: Any, ps: Any) -> Any:
+        """The jitted program; an RlxError a lowering's host check raised comes back as that RlxError."""
+        try:
+            return jax.block_until_ready(self._jitted(ins, ps))
+        except jax.errors.JaxRuntimeError as exc:
+            err = rlx_error_of(exc)
+            if err is None:
+                raise
+            raise err from None
 
     def __call__(self, **inputs: Any) -> list[np.ndarray]:
         return self.run(inputs=inputs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from rlx.ir.dtype import DType
-from rlx.ir.errors import RlxError
+from rlx.ir.errors import FormatError, RlxError
 
 # TensorProto.DataType numbers (stable across onnx releases; written out so that this module
 # does not import onnx).
@@ -30,19 +30,27 @@ class OnnxUnsupported(OnnxError):
     """The model uses something rlx cannot represent (an op, an attribute value, a dtype)."""
 
 
+class OnnxFormatError(OnnxError, FormatError):
+    """The model file itself is malformed or unsafe to read (bad protobuf, external data outside its folder …)."""
+
+
+class OnnxLimitError(OnnxFormatError):
+    """Importing would exceed one of the caller's :class:`rlx.LoadLimits`; the message names the node and the limit."""
+
+
 class UnsupportedOpsError(OnnxUnsupported):
     """The model has op types with no converter; ``counts`` maps each op type to its node count."""
 
     def __init__(self, counts: Counter):
         self.counts = dict(counts)
-        listed = ", ".join(f"{op} x{n}" for op, n in sorted(counts.items()))
+        listed = ", ".join(f"{op} x{n}" for op, n in sorted(counts.items(), key=lambda kv: str(kv[0])))
         super().__init__(f"unsupported ONNX op types ({sum(counts.values())} nodes): {listed}")
 
 
 def rlx_dtype(elem_type: int, where: str = "") -> DType:
     try:
         return ONNX_TO_RLX[elem_type]
-    except KeyError:
+    except (KeyError, TypeError):
         name = ONNX_TYPE_NAMES.get(elem_type, str(elem_type))
         raise OnnxUnsupported(f"{where}element type {name} has no rlx equivalent") from None
 

@@ -42,9 +42,9 @@ def convert_body(cx: Any, body: Any, name: str, slots: Sequence[tuple[Slot, Tens
 
     ``finish(child, inputs, body_outputs)`` builds the subgraph's outputs in ``child.g`` from
     the converted body outputs (``inputs`` maps each slot to its input node)."""
-    from rlx.backends.onnx.importer import _outer_names, tensor_to_array
+    from rlx.backends.onnx.importer import _outer_names
 
-    child = type(cx)(cx.model)
+    child = type(cx)(cx.model, limits=cx.limits, budget=cx.budget, depth=cx.depth + 1)
     child.opsets, child.opset = cx.opsets, cx.opset
     child.g = Graph(name)
     child._uid = cx._uid
@@ -60,10 +60,10 @@ def convert_body(cx: Any, body: Any, name: str, slots: Sequence[tuple[Slot, Tens
             child.deps[slot[1]] = frozenset({slot[1]})
     for outer in _outer_names(body):
         if outer not in child.env and outer in cx.env and cx.env[outer].id in cx.known:
-            child.env[outer] = child.const(cx.known[cx.env[outer].id])
+            child.env[outer] = child.const(cx.known[cx.env[outer].id], computed=False)
             child.deps[outer] = frozenset()
     for t in body.initializer:
-        child.env[t.name] = child.const(tensor_to_array(t))
+        child.env[t.name] = child.const(child.tensor(t), computed=False)
         child.deps[t.name] = frozenset()
     for node in body.node:
         child.convert_node(node, cx.opsets)

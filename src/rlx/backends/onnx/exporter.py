@@ -707,4 +707,7 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
     return model
 
 
-from rlx.backends.onnx import export_control_flow  # noqa: E402, F401  (registers if_ / while_ / scan)
+from rlx.backends.onnx import (  # noqa: E402  (each module registers its exporters on import)
+    export_control_flow,  # noqa: F401  (registers if_ / while_ / scan)
+    export_index,  # noqa: F401  (registers advanced_index / advanced_index_put)
+)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -24,10 +25,21 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from rlx.backends.onnx.common import OnnxError, OnnxUnsupported, UnsupportedOpsError, onnx_dtype, rlx_dtype
+from rlx.backends.onnx import loading
+from rlx.backends.onnx.common import (
+    OnnxError,
+    OnnxFormatError,
+    OnnxLimitError,
+    OnnxUnsupported,
+    UnsupportedOpsError,
+    onnx_dtype,
+    rlx_dtype,
+)
+from rlx.backends.onnx.validate import check_arity
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Value
+from rlx.ir.serialize import DEFAULT_LIMITS, LoadLimits
 from rlx.ir.shape import Shape, TensorType, broadcast_shapes
 from rlx.runtime.reference import eval_node
 
@@ -56,19 +68,17 @@ def converter(*op_types: str):
     return wrap
 
 
-def _onnx():
-    try:
-        import onnx
-    except ImportError as exc:  # pragma: no cover
-        raise OnnxError("rlx.onnx needs the 'onnx' package: pip install 'rlx[onnx]'") from exc
-    return onnx
+_onnx = loading.onnx_module
 
 
 def _attrs(node) -> dict[str, Any]:
     onnx = _onnx()
     out = {}
     for a in node.attribute:
-        v = onnx.helper.get_attribute_value(a)
+        try:
+            v = onnx.helper.get_attribute_value(a)
+        except Exception as exc:  # an attribute whose type field names no value
+            raise OnnxFormatError(f"attribute {a.name!r}: {type(exc).__name__}: {exc}") from None
         if isinstance(v, bytes):
             v = v.decode("utf-8", "replace")
         elif isinstance(v, list) and v and isinstance(v[0], bytes):
@@ -77,22 +87,28 @@ def _attrs(node) -> dict[str, Any]:
     return out
 
 
-def tensor_to_array(t) -> np.ndarray:
-    onnx = _onnx()
-    if t.data_type in (8,):
-        raise OnnxUnsupported("string tensors have no rlx equivalent")
-    rlx_dtype(t.data_type, f"tensor {t.name!r}: ")
-    arr = onnx.numpy_helper.to_array(t)
-    want = rlx_dtype(t.data_type).numpy
-    return np.asarray(arr).astype(want, copy=False) if arr.dtype != want else np.asarray(arr)
+class _Budget:
+    """What one import (its subgraph importers included) may still spend: see :class:`rlx.LoadLimits`."""
+
+    def __init__(self, limits: LoadLimits):
+        self.limits = limits
+        self.constant_bytes = limits.max_constant_bytes
+        self.unroll = limits.max_unroll
 
 
 class Importer:
     """Converts one ONNX graph into an rlx Graph (state of one import)."""
 
     def __init__(self, model, *, static_inputs: Mapping[str, np.ndarray] | None = None,
-                 input_shapes: Mapping[str, Sequence[Any]] | None = None, name: str | None = None):
+                 input_shapes: Mapping[str, Sequence[Any]] | None = None, name: str | None = None,
+                 limits: LoadLimits = DEFAULT_LIMITS, budget: _Budget | None = None, depth: int = 0):
         self.model = model
+        self.limits = limits
+        self.budget = budget or _Budget(limits)
+        self.depth = depth
+        if depth > limits.max_depth:
+            raise OnnxLimitError(f"subgraphs / function bodies nested deeper than LoadLimits.max_depth={limits.max_depth}")
+        self.where = "graph"  # the node being converted, for limit messages
         self.opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
         self.opset = self.opsets.get("ai.onnx", 1)
         self.g = Graph(name or model.graph.name or "onnx")
@@ -122,8 +138,32 @@ class Importer:
     def maybe_static(self, v: Value) -> np.ndarray | None:
         return self.known.get(v.id)
 
-    def const(self, arr: Any, dtype: Any = None) -> Value:
+    def check_elements(self, n: int, what: str) -> None:
+        """Refuse to build an import-time array of ``n`` elements beyond ``LoadLimits.max_constant_elements``."""
+        if n > self.limits.max_constant_elements:
+            raise OnnxLimitError(f"{self.where}: {what} of {n} elements exceeds LoadLimits.max_constant_elements="
+                                 f"{self.limits.max_constant_elements}")
+
+    def unroll(self, n: int, what: str) -> None:
+        """Spend ``n`` unrolled steps of the import's ``LoadLimits.max_unroll`` budget."""
+        if n > self.budget.unroll:
+            raise OnnxLimitError(f"{self.where}: unrolling {what} ({n} steps) exceeds LoadLimits.max_unroll="
+                                 f"{self.limits.max_unroll} (over the whole import)")
+        self.budget.unroll -= n
+
+    def tensor(self, t) -> np.ndarray:
+        """A TensorProto of the model as NumPy (checked against the limits)."""
+        return loading.tensor_to_array(t, self.limits)
+
+    def const(self, arr: Any, dtype: Any = None, computed: bool = True) -> Value:
+        """A constant node; ``computed`` ones (made at import, not read from the file) spend the constant budget."""
         arr = np.asarray(arr) if dtype is None else np.asarray(arr).astype(DType.of(dtype).numpy)
+        if computed:
+            self.check_elements(arr.size, "a computed constant")
+            if arr.nbytes > self.budget.constant_bytes:
+                raise OnnxLimitError(f"{self.where}: computed constants exceed LoadLimits.max_constant_bytes="
+                                     f"{self.limits.max_constant_bytes}")
+            self.budget.constant_bytes -= arr.nbytes
         v = self.g.constant(arr)
         self.known[v.id] = v.node.attrs["value"].array
         return v
@@ -142,7 +182,10 @@ class Importer:
                 continue
             if node.op in ("input", "param") or not node.inputs:
                 continue
-            if not all(i in self.known for i in node.inputs) or not node.shape.is_static or node.shape.numel > FOLD_LIMIT:
+            if not all(i in self.known for i in node.inputs) or not node.shape.is_static:
+                continue
+            nbytes = node.shape.numel * node.dtype.itemsize
+            if node.shape.numel > min(FOLD_LIMIT, self.limits.max_constant_elements) or nbytes > self.budget.constant_bytes:
                 continue
             try:
                 self.known[node.id] = eval_node(node, [self.known[i] for i in node.inputs], node.type)
@@ -151,25 +194,20 @@ class Importer:
 
     # ------------------------------------------------------------------ graph
     def run(self) -> tuple[Graph, dict[str, np.ndarray]]:
-        onnx = _onnx()
         graph = self.model.graph
         self._check_supported(graph.node)
-        try:
-            inferred = onnx.shape_inference.infer_shapes(self.model, strict_mode=False)
-            for vi in [*inferred.graph.value_info, *inferred.graph.output]:
-                if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
-                    self.expected[vi.name] = vi.type.tensor_type.elem_type
-        except Exception:
-            pass
+        for vi in [*graph.value_info, *graph.output]:
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+                self.expected[vi.name] = vi.type.tensor_type.elem_type
         inits = {t.name: t for t in graph.initializer}
         for t in graph.initializer:
-            arr = tensor_to_array(t)
+            arr = self.tensor(t)
             if DType.of(arr.dtype).is_float and t.name not in self.static_inputs:
                 v = self.g.param(self._leaf_name(t.name), arr.shape, DType.of(arr.dtype))
                 self.params[v.node.attrs["name"]] = arr
                 self.env[t.name] = v
             else:
-                self.env[t.name] = self.const(arr)
+                self.env[t.name] = self.const(arr, computed=False)
             self.deps[t.name] = frozenset()
         for vi in graph.input:
             if vi.name in inits:
@@ -213,6 +251,9 @@ class Importer:
             shape = []
             for i, d in enumerate(tt.shape.dim):
                 if d.HasField("dim_value"):
+                    if not 0 <= d.dim_value <= self.limits.max_dim:
+                        raise OnnxFormatError(f"input {vi.name!r}: dim {i} = {d.dim_value} is negative or exceeds "
+                                              f"LoadLimits.max_dim={self.limits.max_dim}")
                     shape.append(int(d.dim_value))
                 elif d.dim_param:
                     shape.append("".join(c if c.isalnum() else "_" for c in d.dim_param).lstrip("0123456789") or f"d{i}")
@@ -298,19 +339,24 @@ class Importer:
                 raise UnsupportedOpsError(Counter({node.op_type: 1}))
             self._expand(node, body, opsets)
             return
-        saved = self.opset
+        saved, saved_where = self.opset, self.where
         self.opset = opsets.get("ai.onnx", self.opset)
+        self.where = f"{node.op_type} node {node_label(node)!r}"
         try:
             ins = [self.value(n) if n else None for n in node.input]
+            check_arity(node, ins, self.opset)
             result = fn(self, node, ins, _attrs(node))
-        except OnnxError:
+        except OnnxError as exc:  # name the node (kept as it is: NeedsStatic / UnsupportedOpsError carry data)
+            if exc.args and isinstance(exc.args[0], str) and not exc.args[0].startswith(self.where):
+                exc.args = (f"{self.where}: {exc.args[0]}", *exc.args[1:])
             raise
-        except (RlxError, KeyError, ValueError, IndexError, TypeError) as exc:
+        except (RlxError, KeyError, ValueError, IndexError, TypeError, AttributeError, ArithmeticError) as exc:
             what = f"{type(exc).__name__}: {exc}" if not isinstance(exc, RlxError) else str(exc)
-            raise OnnxError(f"{node.op_type} node {node.name or node.output[0]!r}: {what}") from exc
+            raise OnnxError(f"{self.where}: {what}") from exc
         finally:
-            self.opset = saved
+            self.opset, self.where = saved, saved_where
         results = list(result) if isinstance(result, (list, tuple)) else [result]
+        self._check_new(start, node)
         self._fold_from(start)
         for i, name in enumerate(node.output):
             if not name:
@@ -332,6 +378,20 @@ class Importer:
             self.env[name] = v
             self.deps[name] = frozenset() if v.id in self.known else deps
 
+    def _check_new(self, start: int, node) -> None:
+        """Bound what one node added: the graph's node count and every new value's declared bytes."""
+        if len(self.g) > self.limits.max_nodes:
+            raise OnnxLimitError(f"{node.op_type} node {node_label(node)!r}: the graph exceeds LoadLimits.max_nodes="
+                                 f"{self.limits.max_nodes}")
+        for n in self.g.nodes[start:]:
+            if n.shape.is_static and n.shape.numel * n.dtype.itemsize > self.limits.max_tensor_bytes:
+                raise OnnxLimitError(f"{node.op_type} node {node_label(node)!r}: a value of shape {list(n.shape)} "
+                                     f"{n.dtype} exceeds LoadLimits.max_tensor_bytes={self.limits.max_tensor_bytes}")
+
+    def nested(self) -> Any:
+        """Context of one more level of inlined subgraph / function body (bounded by LoadLimits.max_depth)."""
+        return _Nested(self)
+
     def _expand(self, node, fn, opsets: Mapping[str, int]) -> None:
         """Import an op through its ONNX function body (attributes substituted, names scoped)."""
         onnx = _onnx()
@@ -346,6 +406,16 @@ class Importer:
                     attrs[key] = spec.default_value
         except Exception:
             pass
+        with self.nested():
+            self._expand_body(node, fn, opsets, prefix, rename, attrs)
+        for formal, actual in zip(fn.output, node.output):
+            if actual:
+                src = rename.get(formal, prefix + formal)
+                self.env[actual] = self.value(src)
+                self.deps[actual] = self.deps.get(src, frozenset())
+
+    def _expand_body(self, node, fn, opsets, prefix, rename, attrs) -> None:
+        onnx = _onnx()
         inner_opsets = dict(opsets)
         inner_opsets.update({o.domain or "ai.onnx": o.version for o in fn.opset_import})
         for inner in fn.node:
@@ -372,11 +442,24 @@ class Importer:
             for n in inner.output:
                 if n:
                     rename[n] = prefix + n
-        for formal, actual in zip(fn.output, node.output):
-            if actual:
-                src = rename.get(formal, prefix + formal)
-                self.env[actual] = self.value(src)
-                self.deps[actual] = self.deps.get(src, frozenset())
+
+
+class _Nested:
+    def __init__(self, cx: Importer):
+        self.cx = cx
+
+    def __enter__(self) -> None:
+        if self.cx.depth + 1 > self.cx.limits.max_depth:
+            raise OnnxLimitError(f"{self.cx.where}: subgraphs / function bodies nested deeper than "
+                                 f"LoadLimits.max_depth={self.cx.limits.max_depth}")
+        self.cx.depth += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        self.cx.depth -= 1
+
+
+def node_label(node) -> str:
+    return node.name or next((o for o in node.output if o), "") or "<unnamed>"
 
 
 def _outer_names(graph) -> list[str]:
@@ -405,20 +488,21 @@ def _rename_outer(graph, rename: Callable[[str], str]) -> None:
 
 
 def import_model(model: Any, *, static_inputs: Mapping[str, np.ndarray] | None = None,
-                 input_shapes: Mapping[str, Sequence[Any]] | None = None) -> tuple[Graph, dict[str, np.ndarray]]:
+                 input_shapes: Mapping[str, Sequence[Any]] | None = None, base_dir: str | os.PathLike | None = None,
+                 limits: LoadLimits | None = None) -> tuple[Graph, dict[str, np.ndarray]]:
     """Import an ONNX model (path, bytes or ``onnx.ModelProto``) as an rlx MIR graph and its params.
 
     ``static_inputs`` binds graph inputs to constant values (specialization: shape-like
     inputs become attributes); ``input_shapes`` overrides the declared input shapes.
+    External data is read only from inside the model's folder: a path's own folder, or
+    ``base_dir`` (required for bytes / a ``ModelProto`` that has external data). ``limits``
+    (default :class:`rlx.LoadLimits`) bounds the file and the work done at import; every
+    refusal is an :class:`rlx.RlxError`. onnx's own (C++) checker and shape inference are
+    never run on the model: rlx infers types itself.
     """
-    onnx = _onnx()
-    if (isinstance(model, (str, bytes)) and not isinstance(model, bytes)) or hasattr(model, "__fspath__"):
-        model = onnx.load(str(model))
-    elif isinstance(model, bytes):
-        model = onnx.load_from_string(model)
-    if not isinstance(model, onnx.ModelProto):
-        raise OnnxError(f"import_model expects a path or an onnx.ModelProto, got {type(model).__name__}")
-    return Importer(model, static_inputs=static_inputs, input_shapes=input_shapes).run()
+    limits = limits or DEFAULT_LIMITS
+    proto = loading.read_model(model, base_dir, limits)
+    return Importer(proto, static_inputs=static_inputs, input_shapes=input_shapes, limits=limits).run()
 
 
 # ====================================================================== converter helpers
@@ -880,15 +964,29 @@ def _split(cx, node, ins, attrs):
     size = x.shape[axis]
     split = _ints(cx, node, 1, "split" if cx.opset < 13 else None, attrs)
     n = len(node.output)
+    if not isinstance(size, int):
+        raise OnnxUnsupported(f"Split along symbolic axis {axis}")
     if split is None:
         parts = attrs.get("num_outputs", n)
+        if parts != n or parts < 1:
+            raise OnnxFormatError(f"Split num_outputs={parts} disagrees with its {n} outputs")
         chunk = -(-size // parts)
-        split = [min(chunk, size - i * chunk) for i in range(parts)]
+        split = [max(min(chunk, size - i * chunk), 0) for i in range(parts)]
+    if len(split) != n or any(s < 0 for s in split) or sum(split) != size:
+        raise OnnxFormatError(f"Split sizes {split[:16]} must be {n} non-negative sizes summing to {size}")
     outs, start = [], 0
     for s in split:
         outs.append(cx.g.narrow(x, axis=axis, start=start, length=s))
         start += s
     return outs
+
+
+def _first(arr: np.ndarray, what: str) -> Any:
+    """The single value of a scalar operand (a shape-[1] tensor too)."""
+    flat = np.asarray(arr).reshape(-1)
+    if flat.size != 1:
+        raise OnnxFormatError(f"{what} must be one value, got {flat.size}")
+    return flat[0]
 
 
 def _index_along(cx, x: Value, axis: int, index: np.ndarray) -> Value:
@@ -916,6 +1014,7 @@ def _slice(cx, node, ins, attrs):
         n = x.shape[a]
         if not isinstance(n, int):
             raise OnnxUnsupported(f"Slice on symbolic axis {a}")
+        cx.check_elements(n, "the Slice index")
         idx = np.arange(n)[slice(*slice(int(s), int(e), int(st)).indices(n))]
         x = _index_along(cx, x, a, idx)
     return x
@@ -976,14 +1075,15 @@ def pad_value(cx, x: Value, pads: dict[int, tuple[int, int]], mode: str = "const
             continue
         if mode == "constant":
             parts = []
+            fill = cx.const(np.array(value).astype(x.dtype.numpy))
             for amount in (before, after):
                 shape = list(x.shape)
                 shape[axis] = amount
-                block = cx.const(np.full(shape, value, dtype=x.dtype.numpy)) if amount else None
-                parts.append(block)
+                parts.append(cx.g.expand(fill, target_shape=shape) if amount else None)
             pieces = [p for p in (parts[0], x, parts[1]) if p is not None]
             x = cx.g.concat(pieces, axis=axis)
             continue
+        cx.check_elements(n + before + after, f"the {mode} padding index")
         pos = np.arange(-before, n + after)
         if mode == "edge":
             idx = np.clip(pos, 0, n - 1)
@@ -1041,7 +1141,7 @@ def _size(cx, node, ins, attrs):
 @converter("Constant")
 def _constant(cx, node, ins, attrs):
     if "value" in attrs:
-        return cx.const(tensor_to_array(attrs["value"]))
+        return cx.const(cx.tensor(attrs["value"]))
     if "value_float" in attrs:
         return cx.const(np.array(attrs["value_float"], np.float32))
     if "value_floats" in attrs:
@@ -1056,7 +1156,7 @@ def _constant(cx, node, ins, attrs):
 @converter("ConstantOfShape")
 def _constant_of_shape(cx, node, ins, attrs):
     shape = [int(d) for d in cx.static(node.input[0], "shape").reshape(-1)]
-    value = tensor_to_array(attrs["value"]).reshape(-1) if "value" in attrs else np.zeros(1, np.float32)
+    value = cx.tensor(attrs["value"]).reshape(-1) if "value" in attrs else np.zeros(1, np.float32)
     if math.prod(shape) > FOLD_LIMIT:  # a large splat stays a broadcast, not a materialized constant
         return cx.g.expand(cx.const(value[:1].reshape(())), target_shape=shape)
     return cx.const(np.full(shape, value[0], dtype=value.dtype))
@@ -1064,8 +1164,12 @@ def _constant_of_shape(cx, node, ins, attrs):
 
 @converter("Range")
 def _range(cx, node, ins, attrs):
-    start, limit, delta = (np.asarray(cx.static(n, "Range operand")).reshape(-1)[0] for n in node.input[:3])
-    n = max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
+    start, limit, delta = (_first(cx.static(n, "Range operand"), "Range operand") for n in node.input[:3])
+    span = (float(limit) - float(start)) / float(delta) if float(delta) else math.nan
+    if not math.isfinite(span):
+        raise OnnxFormatError(f"Range({start}, {limit}, {delta}) has no finite length")
+    n = max(math.ceil(span), 0)
+    cx.check_elements(n, "the Range")
     return cx.const((start + np.arange(n) * delta).astype(start.dtype))
 
 
@@ -1073,6 +1177,9 @@ def _range(cx, node, ins, attrs):
 def _eyelike(cx, node, ins, attrs):
     x = ins[0]
     shape = _static_shape(x)
+    if len(shape) != 2:
+        raise OnnxFormatError(f"EyeLike needs a rank-2 input, got {shape}")
+    cx.check_elements(math.prod(shape), "the EyeLike matrix")
     dtype = rlx_dtype(attrs["dtype"]) if "dtype" in attrs else x.dtype
     return cx.const(np.eye(shape[0], shape[1], k=attrs.get("k", 0), dtype=dtype.numpy))
 
@@ -1080,7 +1187,10 @@ def _eyelike(cx, node, ins, attrs):
 @converter("OneHot")
 def _onehot(cx, node, ins, attrs):
     idx, values = ins[0], ins[2]
-    depth = int(np.asarray(cx.static(node.input[1], "depth")).reshape(-1)[0])
+    depth = int(_first(cx.static(node.input[1], "depth"), "depth"))
+    if depth < 1:
+        raise OnnxFormatError(f"OneHot depth {depth} must be positive")
+    cx.check_elements(depth, "the OneHot iota")
     axis = attrs.get("axis", -1)
     rank = len(idx.shape) + 1
     axis = _axis(axis, rank)
@@ -1429,6 +1539,7 @@ def _conv(cx, node, ins, attrs):
     group = attrs.get("group", 1)
     auto = attrs.get("auto_pad", "NOTSET")
     sizes = _static_shape(x)[2:]
+    check_window(cx, nsp, kernel, strides, dil, list(attrs.get("pads", [0] * (2 * nsp))))
     pads = list(attrs.get("pads", [0] * (2 * nsp))) if auto in ("NOTSET", "VALID") else _auto_pads(auto, sizes, kernel, strides, dil)
     if auto == "VALID":
         pads = [0] * (2 * nsp)
@@ -1460,6 +1571,9 @@ def _conv_transpose(cx, node, ins, attrs):
     pads = list(attrs.get("pads", [0] * (2 * nsp)))
     sizes = _static_shape(x)[2:][-nsp:]
     auto = attrs.get("auto_pad", "NOTSET")
+    check_window(cx, nsp, kernel[-nsp:], strides, dil, pads)
+    if len(outpad) != nsp or any(not 0 <= p < max(s, d) for p, s, d in zip(outpad, strides, dil)):
+        raise OnnxFormatError(f"output_padding {outpad} must be {nsp} values below the stride or dilation")
     if "output_shape" in attrs or auto in ("SAME_UPPER", "SAME_LOWER"):
         out_shape = list(attrs["output_shape"])[-nsp:] if "output_shape" in attrs else [sizes[i] * strides[i] for i in range(nsp)]
         pads = [0] * (2 * nsp)
@@ -1498,12 +1612,22 @@ def _conv_transpose(cx, node, ins, attrs):
     return y
 
 
+def check_window(cx, nsp: int, kernel, strides, dil, pads) -> None:
+    """Window attributes of a conv / pool: one per spatial axis, positive (pads non-negative), bounded."""
+    lim = cx.limits.max_dim
+    for name, vals, n, low in (("kernel_shape", kernel, nsp, 1), ("strides", strides, nsp, 1),
+                               ("dilations", dil, nsp, 1), ("pads", pads, 2 * nsp, 0)):
+        if len(vals) != n or any(not low <= v <= lim for v in vals):
+            raise OnnxFormatError(f"{name} {list(vals)} must be {n} values in [{low}, {lim}] for {nsp} spatial axes")
+
+
 def _pool_geometry(cx, x: Value, attrs, nsp: int):
     kernel = list(attrs["kernel_shape"])
     strides = list(attrs.get("strides", [1] * nsp))
     dil = list(attrs.get("dilations", [1] * nsp))
     sizes = _static_shape(x)[2:]
     auto = attrs.get("auto_pad", "NOTSET")
+    check_window(cx, nsp, kernel, strides, dil, list(attrs.get("pads", [0] * (2 * nsp))))
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         pads = _auto_pads(auto, sizes, kernel, strides, dil)
     elif auto == "VALID":
@@ -1523,6 +1647,8 @@ def _pool_geometry(cx, x: Value, attrs, nsp: int):
             out = total // strides[i] + 1
         need = (out - 1) * strides[i] + span - (sizes[i] + pads[i] + pads[i + nsp])
         extra[i] = max(need, 0)
+        if out < 1:
+            raise OnnxFormatError(f"the window (kernel {kernel[i]}, dilation {dil[i]}) is larger than padded axis {2 + i}")
         outs.append(out)
     return kernel, strides, dil, pads, extra, outs
 
@@ -1541,8 +1667,10 @@ def _pool_separable(cx, node, x: Value, attrs, kernel, strides, dil, pads, extra
     y = pad_value(cx, src, amounts, value=fill)
     sizes = _static_shape(x)[2:]
     count = None
+    cx.unroll(sum(kernel), "the pooling window taps")
     if kind == "AveragePool":
         full = [sizes[i] + pads[i] + pads[i + nsp] + extra[i] for i in range(nsp)]
+        cx.check_elements(math.prod(full), "the AveragePool divisor")
         count = np.zeros(full)
         if attrs.get("count_include_pad", 0):
             count[tuple(slice(0, sizes[i] + pads[i] + pads[i + nsp]) for i in range(nsp))] = 1
@@ -1594,6 +1722,7 @@ def _pool(cx, node, ins, attrs):
         y = pad_value(cx, y, {2: (0, outs[0] - y.shape[2]), 3: (0, outs[1] - y.shape[3])})
     if node.op_type == "AveragePool":
         h, w = _static_shape(x)[2:]
+        cx.check_elements((h + pads[0] + pads[2] + extra[0]) * (w + pads[1] + pads[3] + extra[1]), "the AveragePool divisor")
         ones = np.zeros((h + pads[0] + pads[2] + extra[0], w + pads[1] + pads[3] + extra[1]))
         if attrs.get("count_include_pad", 0):
             ones[: h + pads[0] + pads[2], : w + pads[1] + pads[3]] = 1
@@ -1627,6 +1756,9 @@ def _lrn(cx, node, ins, attrs):
     size = attrs["size"]
     alpha, beta, bias = attrs.get("alpha", 1e-4), attrs.get("beta", 0.75), attrs.get("bias", 1.0)
     c = _static_shape(x)[1]
+    if size < 1:
+        raise OnnxFormatError(f"LRN size {size} must be positive")
+    cx.unroll(size, "the LRN window")
     lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
     sq = pad_value(cx, x * x, {1: (lo, hi)})
     acc = None
@@ -1754,7 +1886,7 @@ def _inline_graph(cx: Importer, body, bindings: Mapping[str, Value], deps: froze
         cx.env[prefix + vi.name] = bindings[vi.name]
         cx.deps[prefix + vi.name] = deps
     for t in body.initializer:
-        cx.env[prefix + t.name] = cx.const(tensor_to_array(t))
+        cx.env[prefix + t.name] = cx.const(cx.tensor(t))
         cx.deps[prefix + t.name] = frozenset()
     for inner in body.node:
         new = onnx.NodeProto()
@@ -1793,6 +1925,7 @@ def _scan(cx, node, ins, attrs):
         except (OnnxError, RlxError):
             pass  # e.g. a state whose type changes across steps: unroll
     deps = frozenset().union(*(cx.deps.get(nm, frozenset()) for nm in node.input if nm))
+    cx.unroll(steps * _body_cost(body), f"a Scan of {steps} steps")
     per_step: list[list[Value]] = []
     for t in range(steps):
         bind = {}
@@ -2121,6 +2254,7 @@ def _recurrent(cx, node, ins, attrs):
     hidden = attrs["hidden_size"]
     direction = attrs.get("direction", "forward")
     nd = 2 if direction == "bidirectional" else 1
+    cx.unroll(seq * nd * 16, f"{kind} over {seq} steps")
     defaults = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}[kind]
     acts = list(attrs.get("activations", defaults * nd))
     alphas, betas = list(attrs.get("activation_alpha", [])), list(attrs.get("activation_beta", []))
@@ -2222,7 +2356,12 @@ def _gather_nd(cx, node, ins, attrs):
     data, idx = ins
     b = attrs.get("batch_dims", 0)
     dshape, ishape = _static_shape(data), _static_shape(idx)
+    if not ishape or not 0 <= b < min(len(dshape), len(ishape)) or not 1 <= ishape[-1] <= len(dshape) - b:
+        raise OnnxFormatError(f"GatherND batch_dims {b} / index depth {ishape[-1:]} do not fit data {dshape}, indices {ishape}")
+    if not idx.dtype.is_int:
+        raise OnnxFormatError("GatherND indices must be integers")
     k = ishape[-1]
+    cx.check_elements(math.prod(dshape[:b]), "the GatherND batch offsets")
     nb = math.prod(dshape[:b])
     inner = math.prod(dshape[b:b + k])
     flat = _flat_index(cx, idx, dshape[b:b + k])
@@ -2238,6 +2377,8 @@ def _gather_nd(cx, node, ins, attrs):
 def _scatter_nd(cx, node, ins, attrs):
     data, idx, upd = ins
     dshape, ishape = _static_shape(data), _static_shape(idx)
+    if not ishape or not 1 <= ishape[-1] <= len(dshape) or not idx.dtype.is_int:
+        raise OnnxFormatError(f"ScatterND indices {ishape} {idx.dtype} do not fit data {dshape}")
     k = ishape[-1]
     n, rest = math.prod(dshape[:k]), math.prod(dshape[k:])
     m = math.prod(ishape[:-1])
@@ -2393,6 +2534,9 @@ def _col2im(cx, node, ins, attrs):
     dil = list(attrs.get("dilations", [1] * nd))
     pads = list(attrs.get("pads", [0] * (2 * nd)))
     strides = list(attrs.get("strides", [1] * nd))
+    check_window(cx, nd, block, strides, dil, pads)
+    if len(x.shape) != 3 or any(not 1 <= d <= cx.limits.max_dim for d in image):
+        raise OnnxFormatError(f"Col2Im needs a rank-3 input and positive image_shape, got {list(x.shape)}, {image}")
     n, ck, length = _static_shape(x)
     kprod = math.prod(block)
     c = ck // kprod
@@ -2400,15 +2544,17 @@ def _col2im(cx, node, ins, attrs):
     if math.prod(outs) != length:
         raise OnnxError(f"Col2Im: {length} columns, geometry gives {outs}")
     hw = math.prod(image)
-    dest = np.full((kprod, length), hw, np.int64)  # hw = a spare slot for taps that land in the padding
-    for kpos, kidx in enumerate(np.ndindex(*block)):
-        for lpos, lidx in enumerate(np.ndindex(*outs)):
-            p = [lidx[i] * strides[i] + kidx[i] * dil[i] - pads[i] for i in range(nd)]
-            if all(0 <= p[i] < image[i] for i in range(nd)):
-                dest[kpos, lpos] = np.ravel_multi_index(p, image)
+    cx.check_elements(n * c * kprod * length + hw, "the Col2Im scatter index")
+    # row-major positions: kernel offsets (kprod, nd) and output positions (length, nd)
+    kidx = np.indices(block).reshape(nd, -1).T
+    lidx = np.indices(outs).reshape(nd, -1).T
+    pos = lidx[None, :, :] * np.array(strides) + kidx[:, None, :] * np.array(dil) - np.array(pads[:nd])
+    inside = ((pos >= 0) & (pos < np.array(image))).all(axis=-1)
+    flat = np.ravel_multi_index(tuple(np.clip(pos, 0, np.array(image) - 1).transpose(2, 0, 1)), image)
+    dest = np.where(inside, flat, hw).astype(np.int64)  # hw = a spare slot for taps that land in the padding
     cols = _reshape(cx, x, [n, c, kprod * length])
     idx = cx.const(np.broadcast_to(dest.reshape(1, 1, -1), (n, c, kprod * length)).copy())
-    zeros = cx.const(np.zeros((n, c, hw + 1), x.dtype.numpy))
+    zeros = cx.g.expand(cx.const(np.zeros((), x.dtype.numpy)), target_shape=[n, c, hw + 1])
     out = cx.g.scatter_elements(zeros, idx, cols, axis=2, reduction="add")
     return _reshape(cx, cx.g.narrow(out, axis=2, start=0, length=hw), [n, c, *image])
 
@@ -2432,6 +2578,12 @@ def _loop(cx, node, ins, attrs):
                 cx.static(node.input[0], "Loop trip count")
             cx.static(node.input[1], "Loop condition")
             raise
+    trip = int(_first(trip_known, "Loop trip count")) if has_trip else None
+    if trip is not None and trip * _body_cost(attrs["body"]) > cx.budget.unroll:  # too long to unroll: keep it a loop
+        try:
+            return _loop_structured(cx, node, ins, attrs)
+        except (OnnxError, RlxError) as exc:
+            cx.unroll(trip * _body_cost(attrs["body"]), f"a Loop of {trip} iterations (no while_ form: {exc})")
     try:
         return _loop_unrolled(cx, node, ins, attrs)
     except OnnxUnsupported as exc:
@@ -2439,6 +2591,11 @@ def _loop(cx, node, ins, attrs):
             return _loop_structured(cx, node, ins, attrs)
         except (OnnxError, RlxError):
             raise exc from None
+
+
+def _body_cost(body) -> int:
+    """Unroll budget one iteration of a subgraph spends: its node count (at least 1)."""
+    return max(len(body.node), 1)
 
 
 def _loop_structured(cx, node, ins, attrs) -> list[Value | None]:
@@ -2520,6 +2677,7 @@ def _loop_unrolled(cx, node, ins, attrs):
     scans: list[list[Value]] = [[] for _ in range(k)]
     i = 0
     while i < trip and cond:
+        cx.unroll(_body_cost(body), "a Loop iteration")
         bind = {body.input[0].name: cx.const(np.array(i, np.int64))}
         if len(body.input) > 1:
             bind[body.input[1].name] = cx.const(np.array(cond))

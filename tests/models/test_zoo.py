@@ -1,0 +1,43 @@
+"""The model zoo through torch.export → rlx (tests/models/zoo.py lists the models, zoo_check.py the checks).
+
+The rows marked ``fast`` run in CI; the rest are ``slow``: ``pytest -m slow tests/models`` runs them
+(``-m "slow or not slow"`` runs all). The summary table (import time, relative errors of rlx.run and
+of the compiled plan, gradient error) is printed at the end of the session.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+from models.zoo import VOCAB, ZOO
+
+pytest.importorskip("transformers")
+pytest.importorskip("timm")
+from models.zoo_check import check_forward, check_gradients, import_entry
+
+REPORTS: dict[str, dict] = {}
+
+
+def _param(entry):
+    marks = [] if entry.fast else [pytest.mark.slow]
+    return pytest.param(entry, id=entry.name, marks=marks)
+
+
+@pytest.mark.parametrize("entry", [_param(e) for e in ZOO])
+def test_model_matches_torch(entry):
+    m = import_entry(entry)
+    m.report["import_s"] = m.seconds
+    REPORTS[entry.name] = m.report
+    check_forward(m, VOCAB)
+    if entry.grad:
+        check_gradients(m)
+
+
+def test_zoo_covers_the_required_architectures():
+    names = {e.name for e in ZOO}
+    required = {"gpt2", "llama", "mistral", "qwen2", "phi", "gemma", "bert", "roberta", "distilbert", "t5_encoder", "vit",
+                "swin", "clip_vision", "convnext_timm", "resnet_timm", "mobilenetv3", "efficientnet", "densenet"}
+    assert required <= names, sorted(required - names)
+    assert len(ZOO) >= 25 and sum(e.grad for e in ZOO) >= 8

@@ -37,6 +37,7 @@ from rlx.lir.liveness import LEAVES
 from rlx.lir.plan import LirModule
 from rlx.runtime.dispatch import ReportsDispatch
 from rlx.runtime.reference import bind_feed, checked_params, eval_node, kernel_of
+from rlx.runtime.specialize import PlanCache
 
 Step = Callable[[], None]
 
@@ -102,7 +103,7 @@ class ArenaExecutor(ReportsDispatch):
         self._version = 0  # bumped by set_params; a frame behind it resyncs its params
         self._lock = threading.Lock()  # guards the frame pool, the bound params and the caches below
         self._dynamic = bool(lir.plan.dynamic_symbols)
-        self._special: dict[tuple[tuple[str, int], ...], ArenaExecutor] = {}
+        self._special: PlanCache = PlanCache()  # binding -> specialised executor (LRU)
         self._bodies: dict[int, Any] = {}  # id(body graph) -> its own arena executor
         self._body_graphs: list[Graph] = []
         self._free: list[_Frame] = []

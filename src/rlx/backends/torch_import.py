@@ -22,8 +22,8 @@ Graph signature:
 
 Symbolic dims: a ``torch.export.Dim("batch")`` in ``dynamic_shapes`` becomes the rlx symbol
 ``"batch"``; other symbols keep torch's name (``"s0"``). A dim that is an expression of
-symbols (``2*batch``) is not expressible in rlx and raises :class:`TorchImportError` naming
-the node. Creation ops (``arange``, ``full``, ``zeros`` …) must have static sizes.
+symbols (``2*batch``, ``(seq + 1)//2``) becomes the same rlx dim expression; operations rlx
+dims lack raise :class:`TorchImportError` naming the node. Creation ops (``arange``, ``full``, ``zeros`` …) must have static sizes.
 
 Every converted node's rlx type is checked against torch's recorded meta (shape and dtype);
 a dtype difference caused by promotion rules is fixed with a ``cast``.
@@ -34,8 +34,10 @@ without a converter are reported all at once, with counts, by :class:`Unsupporte
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
+import operator
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -45,6 +47,7 @@ import numpy as np
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Value
+from rlx.ir.symbolic import dim_max, dim_min, floordiv, mod, symbol
 
 __all__ = ["TorchImportError", "UnsupportedOpError", "import_module", "import_program", "supported_ops"]
 
@@ -148,6 +151,30 @@ def _to_numpy(t: Any) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------ context
+def _sympy_dim(expr: Any, names: dict[str, str]) -> Any:
+    """A torch size expression (sympy) as an rlx dim, symbols renamed through ``names``
+    (torch's ``s0`` -> the user's ``Dim`` name); None for an operation rlx dims lack."""
+    if expr.is_Integer:
+        return int(expr)
+    if expr.is_Symbol:
+        name = str(expr)
+        return symbol(names.setdefault(name, name))
+    args = [_sympy_dim(a, names) for a in expr.args]
+    if any(a is None for a in args):
+        return None
+    kind = type(expr).__name__
+    if kind == "Add":
+        return functools.reduce(operator.add, args)
+    if kind == "Mul":
+        return math.prod(args)
+    if kind == "Pow" and isinstance(args[1], int) and args[1] >= 1:
+        return math.prod([args[0]] * args[1])
+    ops = {"FloorDiv": floordiv, "Mod": mod, "PythonMod": mod, "Max": dim_max, "Min": dim_min}
+    if kind in ops and len(args) >= 2:
+        return ops[kind](*args) if kind in ("Max", "Min") else ops[kind](args[0], args[1])
+    return None
+
+
 class _Ctx:
     """Conversion state: the rlx graph, values by FX node name, symbol names."""
 
@@ -158,25 +185,19 @@ class _Ctx:
         self.node: Any = None  # the FX node being converted
 
     # ---- dims and meta
-    def dim(self, d: Any) -> int | str:
-        """An rlx dim from a torch size entry (int or SymInt whose expression is one symbol)."""
+    def dim(self, d: Any) -> Any:
+        """An rlx dim from a torch size entry (int, or SymInt: an expression of symbols)."""
         import torch
 
         if isinstance(d, torch.SymInt):
             expr = d.node.expr
             if getattr(expr, "is_number", False):
                 return int(expr)
-            if getattr(expr, "is_Symbol", False):
-                name = str(expr)
-                return self.symbols.setdefault(name, name)
-            try:
-                import sympy
-
-                shown = expr.xreplace({s: sympy.Symbol(self.symbols.get(str(s), str(s))) for s in expr.free_symbols})
-            except ImportError:  # pragma: no cover - sympy comes with torch
-                shown = expr
-            raise TorchImportError(f"{self.where()}: symbolic size {shown} is an expression of symbols, which rlx cannot express "
-                                   "(rlx dims are ints or single symbols)")
+            dim = _sympy_dim(expr, self.symbols)
+            if dim is None:
+                raise TorchImportError(f"{self.where()}: symbolic size {expr} uses an operation rlx dims do not have "
+                                       "(rlx dims are polynomials with floordiv, mod, max, min)")
+            return dim
         return int(d)
 
     def shape(self, t: Any) -> tuple:
@@ -238,11 +259,7 @@ def _reshape(cx: _Ctx, x: Value, shape: Sequence[Any]) -> Value:
     shape = tuple(shape)
     if tuple(x.shape) == shape:
         return x
-    syms = [i for i, d in enumerate(shape) if isinstance(d, str)]
-    if len(syms) > 1:
-        raise cx.fail(f"reshape to {list(shape)} has several symbolic dims; rlx reshape carries at most one")
-    new = [-1 if isinstance(d, str) else d for d in shape]
-    return cx.g.reshape(x, new_shape=new)
+    return cx.g.reshape(x, new_shape=list(shape))
 
 
 def _fill_like(cx: _Ctx, x: Value, value: Any, dtype: DType) -> Value:
@@ -533,10 +550,16 @@ def _like(cx, node, x, *args, **kwargs):
 @_conv("aten.arange.default", "aten.arange.start", "aten.arange.start_step")
 def _arange(cx, node, *args, **kwargs):
     nums = [a for a in args]
-    if any(isinstance(a, (str, type(None))) for a in nums):
-        raise cx.fail("arange bounds must be static")
+    if any(a is None for a in nums):
+        raise cx.fail("arange bounds must be static or symbolic sizes")
     start, end, step = (0, nums[0], 1) if len(nums) == 1 else (nums[0], nums[1], nums[2] if len(nums) > 2 else 1)
     dtype = cx.out_dtype()
+    if isinstance(end, str):  # a symbolic length: start + step * (exclusive running sum of ones)
+        if isinstance(start, str) or isinstance(step, str):
+            raise cx.fail("arange with a symbolic end needs static start and step")
+        ones = cx.g.expand(cx.g.constant(np.ones(1, dtype.numpy)), target_shape=[cx.out_shape()[0]])
+        count = cx.g.cumulative(ones, op="sum", axis=0, exclusive=True)
+        return count * cx.scalar(step, dtype) + cx.scalar(start, dtype) if (start, step) != (0, 1) else count
     values = np.arange(start, end, step, dtype=np.float64 if dtype.is_float else np.int64)
     out = values.astype(dtype.numpy)
     if out.shape != cx.static_out_shape():
@@ -592,13 +615,7 @@ def _expand(cx, node, x, *args, **kwargs):
     lead = len(out) - len(x.shape)
     target = []
     for i, d in enumerate(out):
-        if isinstance(d, str):
-            src = x.shape[i - lead] if i >= lead else None
-            if src != d:
-                raise cx.fail(f"expanding to symbolic dim {d!r} from {src!r} is not expressible in rlx")
-            target.append(-1)
-        else:
-            target.append(d)
+        target.append(-1 if isinstance(d, str) and i >= lead and x.shape[i - lead] == d else d)
     return cx.g.expand(x, target_shape=target)
 
 
@@ -625,9 +642,30 @@ def _slice_bounds(cx: _Ctx, size: Any, start: Any, end: Any) -> tuple[int, int]:
     return start, end
 
 
+def _symbolic_slice(cx: _Ctx, x: Value, axis: int, start: Any, end: Any, step: Any) -> Value:
+    """A unit-step slice where the axis or a bound is symbolic: the length is the size torch
+    recorded; the start is the given one (int >= 0 or symbolic) or, for a slice that runs to
+    the end from a negative start, size - length."""
+    if cx.static(step, "slice step") != 1:
+        raise cx.fail("a strided slice of a symbolic axis is not supported")
+    size, length = x.shape[axis], cx.out_shape()[axis]
+    to_end = end is None or (isinstance(end, int) and end >= 2**62)
+    if start is None or isinstance(start, str) or start >= 0:
+        lo = start or 0
+    elif to_end:
+        lo = size - length
+    else:
+        raise cx.fail(f"slice [{start}:{end}] of a symbolic axis ({size}) is not supported")
+    if lo == 0 and length == size:
+        return x
+    return cx.g.narrow(x, axis, lo, length)
+
+
 @_conv("aten.slice.Tensor", "aten.slice_copy.Tensor")
 def _slice(cx, node, x, dim=0, start=None, end=None, step=1):
     axis = _axis(dim, len(x.shape))
+    if any(isinstance(v, str) for v in (x.shape[axis], start, end)):
+        return _symbolic_slice(cx, x, axis, start, end, step)
     lo, hi = _slice_bounds(cx, x.shape[axis], start, end)
     if hi == -1:
         return x

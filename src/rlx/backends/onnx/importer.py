@@ -593,7 +593,11 @@ def _variadic(cx, node, ins, attrs):
     op = {"Max": "max", "Min": "min", "Sum": "add", "Mean": "add"}[node.op_type]
     acc = ins[0]
     for v in ins[1:]:
-        acc = cx.g.binary(acc, v, op=op)
+        m = cx.g.binary(acc, v, op=op)
+        if op in ("max", "min") and m.dtype.is_float:  # ONNX propagates NaN (rlx's max / min ignore it)
+            m = cx.g.where(cx.g.ne(v, v), _broadcast_to(cx, v, list(m.shape)), m)
+            m = cx.g.where(cx.g.ne(acc, acc), _broadcast_to(cx, acc, list(m.shape)), m)
+        acc = m
     if node.op_type == "Mean":
         acc = acc / cx.scalar(float(len(ins)), acc)
     return acc
@@ -1317,8 +1321,6 @@ def _reduce(cx, node, ins, attrs):
         if op == "mean" and not x.dtype.is_float:
             y = cx.g.reduce(x, op="sum", axes=axes, keep_dim=keep)
             return cx.g.div(y, cx.scalar(math.prod(x.shape[a] for a in axes), y))
-        if op in ("max", "min") and x.dtype.is_bool:
-            return cx.g.reduce(x, op=op, axes=axes, keep_dim=keep)
         return cx.g.reduce(x, op=op, axes=axes, keep_dim=keep)
     if kind == "ReduceL1":
         return cx.g.reduce(cx.g.abs(x), op="sum", axes=axes, keep_dim=keep)

@@ -967,8 +967,8 @@ DECOMPOSED.update({
 
 _HIR_REASON = ("HIR block: rlx.compile lowers a HIR module to MIR (FusionPolicy) before any backend sees it; "
                "an MIR graph never holds this op")
-for _name in ("depthwise_conv1d_causal", "linear", "linear_fused", "llama_decoder_block", "residual_rms_norm",
-              "shared_linear_pair", "swiglu"):
+for _name in ("depthwise_conv1d_causal", "linear", "linear_fused", "llama_decoder_block", "qwen35_mtp_head",
+              "residual_rms_norm", "shared_linear_pair", "swiglu"):
     REFUSED[_name] = _HIR_REASON
 
 

@@ -90,8 +90,8 @@ def _host(node: Node, out: TensorType | tuple[TensorType, ...], in_types: list[T
         arrays = [to_numpy(a, t.dtype) for a, t in zip(args, in_types)]
         got = eval_node(node, arrays, out)
         if out.__class__ is tuple:
-            return tuple(to_torch(np.ascontiguousarray(r), t.dtype, device) for r, t in zip(got, out))
-        return to_torch(np.ascontiguousarray(got), out.dtype, device)
+            return tuple(to_torch(np.asarray(r, order="C"), t.dtype, device) for r, t in zip(got, out))
+        return to_torch(np.asarray(got, order="C"), out.dtype, device)  # ascontiguousarray would make a 0-d result [1]
 
     return _named(call, f"host_{node.op}")
 

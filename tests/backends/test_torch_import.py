@@ -387,17 +387,25 @@ def test_bad_input_errors_are_typed():
     with pytest.raises(TorchImportError):
         rlx.torch.import_module(TrainDropout(), (torch.randn(4),))
 
+
+
+def test_symbol_products_import_and_run_at_several_sizes():
+    """Size expressions (b*c, torch MultiheadAttention's batch*heads) are rlx dim expressions."""
+
     class SymbolProduct(nn.Module):
         def forward(self, x):
             return x.reshape(-1)
 
-    with pytest.raises(TorchImportError, match=r"expression of symbols"):
-        rlx.torch.import_module(SymbolProduct(), (torch.randn(3, 4),), ({0: torch.export.Dim("b"), 1: torch.export.Dim("c")},))
-
-    # torch's MultiheadAttention reshapes to [S, batch * heads, d]: a symbol product rlx cannot express
+    g, _ = rlx.torch.import_module(SymbolProduct(), (torch.randn(3, 4),), ({0: torch.export.Dim("b"), 1: torch.export.Dim("c")},))
+    assert g.node(g.output_ids[0]).shape == ("b*c",)
+    torch.manual_seed(0)
     layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True).eval()
-    with pytest.raises(TorchImportError, match=r"4\*batch"):
-        rlx.torch.import_module(layer, (torch.randn(2, 5, 16),), ({0: torch.export.Dim("batch")},))
+    g, params = rlx.torch.import_module(layer, (torch.randn(2, 5, 16),), ({0: torch.export.Dim("batch")},))
+    for b in (1, 3):
+        x = torch.randn(b, 5, 16)
+        with torch.no_grad():
+            want = layer(x).numpy()
+        np.testing.assert_allclose(rlx.run(g, {"src": x.numpy()}, params)[0], want, rtol=1e-4, atol=1e-5)
 
 
 def test_stacked_encoder_keeps_fully_qualified_names():

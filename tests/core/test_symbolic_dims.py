@@ -9,8 +9,9 @@ import pytest
 
 import rlx
 from rlx.ir.serialize import fingerprint, from_json, to_json
-from rlx.ir.symbolic import SymDim, bounds, dim_max, dim_min, evaluate, floordiv, known_ge, mod, parse_dim, substitute, symbol
+from rlx.ir.symbolic import SymDim, bounds, dim_max, dim_min, evaluate, floordiv, fresh_symbol, known_ge, mod, parse_dim, substitute, symbol
 from rlx.ir.text import parse
+from rlx.runtime.specialize import PlanCache, ValueSpecialized
 
 b, s = symbol("b"), symbol("s")
 SIZES = [1, 2, 3, 5, 8, 13]
@@ -186,3 +187,47 @@ def test_conv_and_pool_output_sizes_are_floordiv_expressions():
         np.testing.assert_allclose(got[1], torch.nn.functional.max_pool2d(ty, 2).numpy(), rtol=1e-4, atol=1e-5)
     with pytest.raises(rlx.ShapeError, match="not positive"):
         g.pool2d(g.input("z", ("n", 1, 1, 1)), kind="max", kernel_size=[3, 3])
+
+
+def test_fresh_symbols_are_identifiers_named_from_input_and_axis():
+    assert fresh_symbol("pixel_values.0", 2) == "pixel_values_0_d2"
+    assert fresh_symbol("x", 0, taken={"x_d0"}) == "x_d0_2"
+    assert fresh_symbol("0in", 1) == "_0in_d1"
+
+
+def test_plan_cache_is_lru():
+    cache = PlanCache(2)
+    cache["a"], cache["b"] = 1, 2
+    assert cache.get("a") == 1
+    cache["c"] = 3
+    assert list(cache) == ["a", "c"]
+
+
+def test_arena_executor_replans_per_binding_and_bounds_its_cache():
+    g = _symbolic_graph()
+    exe = rlx.compile(g)
+    rng = np.random.default_rng(3)
+    for B in range(1, 20):
+        X = rng.standard_normal((B, 2, 8)).astype(np.float32)
+        Y = rng.standard_normal((2, 8)).astype(np.float32)
+        np.testing.assert_array_equal(exe.run({"x": X, "y": Y})[0], X.reshape(-1, 8))
+    assert len(exe._special) <= exe._special.maxsize
+
+
+def test_value_specialized_builds_once_per_shape_value():
+    """A reshape whose target comes from an input's value (ONNX Reshape with a runtime shape)."""
+
+    def build(values):
+        g = rlx.Graph("reshape_by_value")
+        x = g.input("x", (12,))
+        g.set_outputs([g.reshape(x, [int(v) for v in values["shape"]])])
+        return g
+
+    model = ValueSpecialized(build, ["shape"])
+    X = np.arange(12, dtype=np.float32)
+    for shape in ([3, 4], [2, -1], [3, 4]):
+        (out,) = model.run({"x": X, "shape": np.array(shape, np.int64)})
+        np.testing.assert_array_equal(out, X.reshape(shape))
+    assert model.stats == {"builds": 2, "hits": 1}
+    with pytest.raises(rlx.FeedError, match="shape"):
+        model.run({"x": X})

@@ -18,12 +18,16 @@ Graph signature:
   buffers the exported graph never reads (e.g. BatchNorm's ``num_batches_tracked`` in eval
   mode) are left out of both;
 * lifted tensor constants (tensors created in ``forward``) become ``constant`` nodes;
-* the graph outputs are the module's outputs, flattened in pytree order.
+* the graph outputs are the module's outputs, flattened in pytree order, named after the output
+  structure (``"logits"``, ``"last_hidden_state"``, ``"1.0"`` for tuples) when there are several;
+* every converted node's provenance label is the module path it ran in (the innermost entry of
+  torch's ``nn_module_stack``, e.g. ``"model.layers.0.self_attn.q_proj"``): drawings cluster by it
+  and ``rlx inspect`` prints it.
 
 Symbolic dims: a ``torch.export.Dim("batch")`` in ``dynamic_shapes`` becomes the rlx symbol
 ``"batch"``; other symbols keep torch's name (``"s0"``). A dim that is an expression of
-symbols (``2*batch``) is not expressible in rlx and raises :class:`TorchImportError` naming
-the node. Creation ops (``arange``, ``full``, ``zeros`` …) must have static sizes.
+symbols (``2*batch``, ``(seq + 1)//2``) becomes the same rlx dim expression; operations rlx
+dims lack raise :class:`TorchImportError` naming the node. Creation ops (``arange``, ``full``, ``zeros`` …) must have static sizes.
 
 Every converted node's rlx type is checked against torch's recorded meta (shape and dtype);
 a dtype difference caused by promotion rules is fixed with a ``cast``.
@@ -34,8 +38,10 @@ without a converter are reported all at once, with counts, by :class:`Unsupporte
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
+import operator
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -44,7 +50,8 @@ import numpy as np
 
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
-from rlx.ir.graph import Graph, Value
+from rlx.ir.graph import Graph, Provenance, Value
+from rlx.ir.symbolic import dim_max, dim_min, floordiv, mod, symbol
 
 __all__ = ["TorchImportError", "UnsupportedOpError", "import_module", "import_program", "supported_ops"]
 
@@ -148,6 +155,30 @@ def _to_numpy(t: Any) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------ context
+def _sympy_dim(expr: Any, names: dict[str, str]) -> Any:
+    """A torch size expression (sympy) as an rlx dim, symbols renamed through ``names``
+    (torch's ``s0`` -> the user's ``Dim`` name); None for an operation rlx dims lack."""
+    if expr.is_Integer:
+        return int(expr)
+    if expr.is_Symbol:
+        name = str(expr)
+        return symbol(names.setdefault(name, name))
+    args = [_sympy_dim(a, names) for a in expr.args]
+    if any(a is None for a in args):
+        return None
+    kind = type(expr).__name__
+    if kind == "Add":
+        return functools.reduce(operator.add, args)
+    if kind == "Mul":
+        return math.prod(args)
+    if kind == "Pow" and isinstance(args[1], int) and args[1] >= 1:
+        return math.prod([args[0]] * args[1])
+    ops = {"FloorDiv": floordiv, "Mod": mod, "PythonMod": mod, "Max": dim_max, "Min": dim_min}
+    if kind in ops and len(args) >= 2:
+        return ops[kind](*args) if kind in ("Max", "Min") else ops[kind](args[0], args[1])
+    return None
+
+
 class _Ctx:
     """Conversion state: the rlx graph, values by FX node name, symbol names."""
 
@@ -158,25 +189,19 @@ class _Ctx:
         self.node: Any = None  # the FX node being converted
 
     # ---- dims and meta
-    def dim(self, d: Any) -> int | str:
-        """An rlx dim from a torch size entry (int or SymInt whose expression is one symbol)."""
+    def dim(self, d: Any) -> Any:
+        """An rlx dim from a torch size entry (int, or SymInt: an expression of symbols)."""
         import torch
 
         if isinstance(d, torch.SymInt):
             expr = d.node.expr
             if getattr(expr, "is_number", False):
                 return int(expr)
-            if getattr(expr, "is_Symbol", False):
-                name = str(expr)
-                return self.symbols.setdefault(name, name)
-            try:
-                import sympy
-
-                shown = expr.xreplace({s: sympy.Symbol(self.symbols.get(str(s), str(s))) for s in expr.free_symbols})
-            except ImportError:  # pragma: no cover - sympy comes with torch
-                shown = expr
-            raise TorchImportError(f"{self.where()}: symbolic size {shown} is an expression of symbols, which rlx cannot express "
-                                   "(rlx dims are ints or single symbols)")
+            dim = _sympy_dim(expr, self.symbols)
+            if dim is None:
+                raise TorchImportError(f"{self.where()}: symbolic size {expr} uses an operation rlx dims do not have "
+                                       "(rlx dims are polynomials with floordiv, mod, max, min)")
+            return dim
         return int(d)
 
     def shape(self, t: Any) -> tuple:
@@ -238,11 +263,7 @@ def _reshape(cx: _Ctx, x: Value, shape: Sequence[Any]) -> Value:
     shape = tuple(shape)
     if tuple(x.shape) == shape:
         return x
-    syms = [i for i, d in enumerate(shape) if isinstance(d, str)]
-    if len(syms) > 1:
-        raise cx.fail(f"reshape to {list(shape)} has several symbolic dims; rlx reshape carries at most one")
-    new = [-1 if isinstance(d, str) else d for d in shape]
-    return cx.g.reshape(x, new_shape=new)
+    return cx.g.reshape(x, new_shape=list(shape))
 
 
 def _fill_like(cx: _Ctx, x: Value, value: Any, dtype: DType) -> Value:
@@ -533,10 +554,16 @@ def _like(cx, node, x, *args, **kwargs):
 @_conv("aten.arange.default", "aten.arange.start", "aten.arange.start_step")
 def _arange(cx, node, *args, **kwargs):
     nums = [a for a in args]
-    if any(isinstance(a, (str, type(None))) for a in nums):
-        raise cx.fail("arange bounds must be static")
+    if any(a is None for a in nums):
+        raise cx.fail("arange bounds must be static or symbolic sizes")
     start, end, step = (0, nums[0], 1) if len(nums) == 1 else (nums[0], nums[1], nums[2] if len(nums) > 2 else 1)
     dtype = cx.out_dtype()
+    if isinstance(end, str):  # a symbolic length: start + step * (exclusive running sum of ones)
+        if isinstance(start, str) or isinstance(step, str):
+            raise cx.fail("arange with a symbolic end needs static start and step")
+        ones = cx.g.expand(cx.g.constant(np.ones(1, dtype.numpy)), target_shape=[cx.out_shape()[0]])
+        count = cx.g.cumulative(ones, op="sum", axis=0, exclusive=True)
+        return count * cx.scalar(step, dtype) + cx.scalar(start, dtype) if (start, step) != (0, 1) else count
     values = np.arange(start, end, step, dtype=np.float64 if dtype.is_float else np.int64)
     out = values.astype(dtype.numpy)
     if out.shape != cx.static_out_shape():
@@ -592,13 +619,7 @@ def _expand(cx, node, x, *args, **kwargs):
     lead = len(out) - len(x.shape)
     target = []
     for i, d in enumerate(out):
-        if isinstance(d, str):
-            src = x.shape[i - lead] if i >= lead else None
-            if src != d:
-                raise cx.fail(f"expanding to symbolic dim {d!r} from {src!r} is not expressible in rlx")
-            target.append(-1)
-        else:
-            target.append(d)
+        target.append(-1 if isinstance(d, str) and i >= lead and x.shape[i - lead] == d else d)
     return cx.g.expand(x, target_shape=target)
 
 
@@ -625,9 +646,30 @@ def _slice_bounds(cx: _Ctx, size: Any, start: Any, end: Any) -> tuple[int, int]:
     return start, end
 
 
+def _symbolic_slice(cx: _Ctx, x: Value, axis: int, start: Any, end: Any, step: Any) -> Value:
+    """A unit-step slice where the axis or a bound is symbolic: the length is the size torch
+    recorded; the start is the given one (int >= 0 or symbolic) or, for a slice that runs to
+    the end from a negative start, size - length."""
+    if cx.static(step, "slice step") != 1:
+        raise cx.fail("a strided slice of a symbolic axis is not supported")
+    size, length = x.shape[axis], cx.out_shape()[axis]
+    to_end = end is None or (isinstance(end, int) and end >= 2**62)
+    if start is None or isinstance(start, str) or start >= 0:
+        lo = start or 0
+    elif to_end:
+        lo = size - length
+    else:
+        raise cx.fail(f"slice [{start}:{end}] of a symbolic axis ({size}) is not supported")
+    if lo == 0 and length == size:
+        return x
+    return cx.g.narrow(x, axis, lo, length)
+
+
 @_conv("aten.slice.Tensor", "aten.slice_copy.Tensor")
 def _slice(cx, node, x, dim=0, start=None, end=None, step=1):
     axis = _axis(dim, len(x.shape))
+    if any(isinstance(v, str) for v in (x.shape[axis], start, end)):
+        return _symbolic_slice(cx, x, axis, start, end, step)
     lo, hi = _slice_bounds(cx, x.shape[axis], start, end)
     if hi == -1:
         return x
@@ -1257,6 +1299,7 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
     g = Graph(name)
     cx = _Ctx(g, symbols or {})
     params: dict[str, np.ndarray] = {}
+    modules: dict[int, str] = {}  # rlx node id -> module path of the FX node it came from
     import torch
 
     for node in nodes:
@@ -1272,7 +1315,11 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
             if _target_name(node.target) in _IGNORED:
                 cx.env[node.name] = None
                 continue
+            first = len(g.nodes)
             cx.env[node.name] = _convert(cx, node)
+            path = _module_path(node)
+            if path:
+                modules.update(dict.fromkeys(range(first, len(g.nodes)), path))
         elif node.op == "output":
             outs = []
             for item in _flatten(node.args[0]):
@@ -1285,7 +1332,48 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
                     raise cx.fail(f"graph output {item!r} is not a tensor")
             g.set_outputs(outs)
     _drop_unused_params(g, params)
-    return g, params
+    return _named(g, modules, _output_names(ep)), params
+
+
+def _module_path(node: Any) -> str | None:
+    """The innermost module of an FX node's ``nn_module_stack`` (``"model.layers.0.self_attn"``)."""
+    stack = node.meta.get("nn_module_stack") or {}
+    path = next(reversed(stack.values()), ("",))[0] if stack else ""
+    return path or None
+
+
+def _output_names(ep: Any) -> list[str | None]:
+    """A name per flattened output from the output pytree (``"logits"``, ``"past_key_values.0.1"``)."""
+    spec = getattr(getattr(ep, "call_spec", None), "out_spec", None)
+    names: list[str | None] = []
+
+    def walk(node: Any, prefix: str) -> None:
+        if node is None or node.is_leaf():
+            names.append(prefix or None)
+            return
+        keys = node.context if isinstance(node.context, (list, tuple)) and len(node.context) == node.num_children else \
+            range(node.num_children)
+        for key, child in zip(keys, node.children_specs):
+            walk(child, f"{prefix}.{key}" if prefix else str(key))
+
+    walk(spec, "")
+    return names if len(names) > 1 or names != [None] else []
+
+
+def _named(g: Graph, modules: Mapping[int, str], out_names: Sequence[str | None]) -> Graph:
+    """``g`` rebuilt (same ids) with each converted node's module path as its provenance label (drawings
+    cluster by it, ``inspect`` shows it) and the outputs named after the module's output structure."""
+    names: dict[int, str] = {}
+    if len(out_names) == len(g.output_ids):
+        for oid, name in zip(g.output_ids, out_names):
+            if name and g.output_ids.count(oid) == 1 and g.node(oid).op not in ("input", "param"):
+                names[oid] = name
+    out = Graph(g.name)
+    for node in g.nodes:
+        prov = Provenance(label=modules[node.id]) if node.id in modules else node.prov
+        out.append(node.op, node.inputs, node.attrs, name=names.get(node.id, node.name), prov=prov, type=node.type, check=False)
+    out.set_outputs(g.output_ids)
+    return out
 
 
 def _flatten(x: Any) -> list[Any]:

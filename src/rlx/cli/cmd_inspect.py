@@ -31,11 +31,19 @@ def run(args: argparse.Namespace) -> int:
     plan = model.obj.plan if kind == "lir" else None
     weights = sum(int(v.nbytes) for v in model.params.values())
     fp = common.fingerprint(model.obj)
+    dispatch = None
+    if args.dispatch:
+        from rlx.runtime.dispatch import dispatch_report
+
+        with step(f"dispatch on {args.dispatch}"):
+            dispatch = dispatch_report(model.obj if kind == "lir" else common.to_mir(model, None), args.dispatch)
     if args.json:
         body = {"file": args.file, "stage": kind, "name": g.name, "nodes": len(g), "fingerprint": fp,
                 "saved_weight_bytes": weights, **io_entries(g, model.params), "summary": graph_summary(g, plan)}
         if args.text:
             body["text"] = str(g)
+        if dispatch is not None:
+            body["dispatch"] = dispatch.to_dict()
         emit_json("inspect", body)
         return 0
     if args.text:
@@ -45,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     con.table(f"{args.file}", ["stage", "name", "nodes", "inputs", "params", "outputs", "saved weights", "fingerprint"],
               [(kind.upper(), g.name, len(g), len(g.inputs()), len(g.params()), len(g.outputs), bytes_text(weights), fp[:16])],
               right=["nodes", "inputs", "params", "outputs"])
+    if dispatch is not None:
+        con.line(str(dispatch))
     if args.brief:
         return 0
     s = graph_summary(g, plan)
@@ -74,6 +84,8 @@ def add_parser(sub: argparse._SubParsersAction, common_parent: argparse.Argument
     p.add_argument("--full", action="store_true", help="list every input / param / output and print the stage's dump")
     p.add_argument("--brief", action="store_true", help="only the summary row")
     p.add_argument("--top", type=common.positive_int, default=10, help="op kinds to list (default 10)")
+    p.add_argument("--dispatch", metavar="BACKEND", default=None,
+                   help="how BACKEND runs each node: native / decomposed / host / view / leaf / refused")
     p.add_argument("--json", action="store_true", help="one JSON document (schema rlx.inspect, docs/cli.md)")
     common.dim_argument(p)
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from rlx.cli import common
 from rlx.cli.output import emit_json
@@ -18,6 +19,15 @@ def precision_policies() -> tuple[str, ...]:
     return tuple(sorted(POLICIES))
 
 
+def _dumping(folder: str | None) -> contextlib.AbstractContextManager:
+    """Stage texts and per-pass diffs into ``folder`` (rlx.ir.dump), or nothing."""
+    if folder is None:
+        return contextlib.nullcontext()
+    from rlx.ir.dump import dump_to
+
+    return dump_to(folder)
+
+
 def run(args: argparse.Namespace) -> int:
     import rlx
 
@@ -25,9 +35,10 @@ def run(args: argparse.Namespace) -> int:
     with step(f"reading {args.file}"):
         model = common.load_model(args.file)
     common.bind_dims(model, common.parse_dims(args.dim))
-    mir = common.to_mir(model, args.policy)
-    with step(f"optimizing {len(mir)} nodes"):
-        opt, report = rlx.optimize(mir, backend=args.backend, fold=not args.no_fold, precision=args.precision)
+    with _dumping(args.dump_dir):
+        mir = common.to_mir(model, args.policy)
+        with step(f"optimizing {len(mir)} nodes"):
+            opt, report = rlx.optimize(mir, backend=args.backend, fold=not args.no_fold, precision=args.precision)
     with step(f"writing {args.output}"):
         common.save_checked(opt, args.output, model.params)
     fp = rlx.fingerprint(opt)
@@ -58,5 +69,7 @@ def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser)
     p.add_argument("--no-fold", action="store_true", help="do not fold constants")
     p.add_argument("--precision", default=None, choices=precision_policies(),
                    help="automatic mixed precision policy (e.g. auto_mixed_conservative: f16 compute, f32 reductions)")
+    p.add_argument("--dump-dir", metavar="DIR", default=None,
+                   help="write every stage's text and each pass's before / after diff into DIR (index.txt lists them)")
     p.add_argument("--json", action="store_true", help="one JSON document (schema rlx.optimize, docs/cli.md)")
     common.dim_argument(p)

@@ -51,6 +51,12 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         with step(f"writing {args.output}"):
             common.save_checked(lir, args.output, model.params)
+    manifest = None
+    if args.manifest:
+        from rlx.lir.manifest import write_binding
+
+        with step(f"writing the binding manifest into {args.manifest}"):
+            manifest = write_binding(lir, args.manifest, model.params if model.params else None)
     p, g = lir.plan, lir.graph
     buffers = _buffers(lir)
     weight_bytes = sum(b["bytes"] for b in buffers if b["kind"] == "weight")
@@ -62,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
             "ratio": p.ratio, "unshared_bytes": p.total_unshared_bytes, "saved_bytes": p.bytes_saved,
             "weight_slot_bytes": weight_bytes, "views": len(p.view_aliases), "in_place": len(p.inplace),
             "heuristic": p.heuristic, "fingerprint": fp, "buffers": buffers[: args.top],
-            "buffer_count": len(buffers), "summary": graph_summary(g, p),
+            "buffer_count": len(buffers), "summary": graph_summary(g, p), "manifest": manifest,
         })
         return 0
     con = get_console()
@@ -79,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
     con.line(f"arena: {p.arena_size} B, lower bound: {p.lower_bound} B ({p.ratio:.3f}x); plan checked; fingerprint {fp[:16]}")
     if args.output:
         con.line(f"wrote {args.output} (read back and checked)")
+    if manifest:
+        con.line(f"wrote {manifest}" + (" and weights.bin" if model.params else " (no weights saved in the file)"))
     return 0
 
 
@@ -89,5 +97,7 @@ def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser)
     p.add_argument("--optimize", action="store_true", help="optimize a HIR/MIR file before planning")
     p.add_argument("--policy", **common.POLICY_ARG)
     p.add_argument("--top", type=common.positive_int, default=10, help="how many of the largest buffers to list (default 10)")
+    p.add_argument("--manifest", metavar="DIR", default=None,
+                   help="write DIR/manifest.json (+ weights.bin): the binding manifest for a C / C++ / Rust host")
     p.add_argument("--json", action="store_true", help="one JSON document (schema rlx.plan, docs/cli.md)")
     common.dim_argument(p)

@@ -64,7 +64,7 @@ from rlx.ir import fileio
 from rlx.ir.attrs import AttrSpec, FrozenArray
 from rlx.ir.dtype import DType
 from rlx.ir.errors import FormatError, RlxError, UnknownOpError, VerifyError
-from rlx.ir.graph import Graph, GraphStage, Node, Provenance
+from rlx.ir.graph import RESULT, Graph, GraphStage, Node, Provenance
 from rlx.ir.opdef import OpDef, get_op
 from rlx.ir.shape import Shape, TensorType
 from rlx.ir.symbolic import MAX_TEXT, decode_dim, encode_shape
@@ -76,7 +76,7 @@ __all__ = [
 ]
 
 FORMAT = "rlx-ir"
-VERSION = 1
+VERSION = 2  # 2: multi-result nodes (a node's "results" field and its "result" nodes)
 INLINE_MAX_BYTES = 4096  # tensors up to this many bytes stay inline in save() and fingerprint()
 LEVELS = ("hir", "mir", "lir")
 CONST_PREFIX = "rlx.const."  # sidecar names of constants: rlx.const.<sha256 of bytes>.<dtype>[<dims>]
@@ -247,6 +247,8 @@ class Encoder:
                 "id": n.id, "op": n.op, "inputs": list(n.inputs), "attrs": attrs,
                 "shape": encode_shape(n.type.shape), "dtype": n.type.dtype.value,
             }
+            if n.extra_types:
+                d["results"] = [{"shape": list(t.shape), "dtype": t.dtype.value} for t in n.extra_types]
             if n.name is not None:
                 d["name"] = n.name
             if n.prov is not None:
@@ -348,7 +350,7 @@ def _join(path: str, key: str) -> str:
 
 _MISSING: Any = object()
 _NODE_KEYS = frozenset({"id", "op", "inputs", "attrs", "shape", "dtype"})
-_NODE_ALL = _NODE_KEYS | {"name", "prov"}
+_NODE_ALL = _NODE_KEYS | {"name", "prov", "results"}
 _GRAPH_KEYS = ("name", "nodes", "outputs", "stage")
 _TENSOR_KEYS = frozenset({"dtype", "shape"})
 
@@ -459,7 +461,10 @@ class Decoder:
         try:
             for i, nd in enumerate(nodes):
                 try:
-                    g._push(self._node(nd, i, path))
+                    node = self._node(nd, i, path)
+                    if (len(g) != i and node.op != RESULT) or g._push(node).id != i:
+                        raise _Bad(f"node {i} must be result {i - g.nodes[i].inputs[0]} of the multi-result node before it"
+                                   if len(g) > i else f"node {i} is not result {node.attrs.get('index')} of node %{node.inputs[0]}")
                 except _Bad as bad:
                     raise self.error(f"{_join(path, 'nodes')}[{i}]{bad.suffix}", bad.msg) from None
                 except FormatError:
@@ -518,7 +523,26 @@ class Decoder:
                 raise _Bad(f"expected str (at most max_string={self.limits.max_string} characters), got {_tname(name)}", ".name")
             if "prov" in nd:
                 prov = self._prov(nd["prov"])
+            if "results" in nd:
+                return Node(i, op, attrs, tuple(ins), ttype, name, prov, self._results(nd["results"]))
         return Node(i, op, attrs, tuple(ins), ttype, name, prov)
+
+    def _results(self, raw: Any) -> tuple[TensorType, ...]:
+        """The types of results 1.. of a multi-result node (format version 2)."""
+        if type(raw) is not list or not raw or len(raw) > self.limits.max_items:
+            raise _Bad(f"expected a non-empty list (at most max_items={self.limits.max_items}), got {_tname(raw)}", ".results")
+        self.node_count += len(raw)
+        if self.node_count > self.limits.max_nodes:
+            raise _Bad(f"{self.node_count} nodes exceed max_nodes={self.limits.max_nodes}", ".results")
+        out = []
+        for j, t in enumerate(raw):
+            if type(t) is not dict or set(t) != {"shape", "dtype"}:
+                raise _Bad("expected an object with exactly shape and dtype", f".results[{j}]")
+            try:
+                out.append(self._type(t["shape"], t["dtype"]))
+            except _Bad as bad:
+                raise _Bad(bad.msg, f".results[{j}]{bad.suffix}") from None
+        return tuple(out)
 
     def _attrs(self, op: str, opdef: OpDef, raw: dict, i: int, path: str) -> dict[str, Any]:
         specs = opdef.attrs

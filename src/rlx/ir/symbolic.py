@@ -512,6 +512,21 @@ def bind_symbols(shapes: Iterable[tuple[str, Iterable[Any], Iterable[int]]]) -> 
     return binding, problems
 
 
+def fresh_symbol(input_name: str, axis: int, taken: Iterable[str] = ()) -> SymDim:
+    """A new symbol for a dim a frontend leaves anonymous (an ONNX ``dim_param``-less dynamic
+    dim): named from the input and axis (``"pixel_values.0"`` axis 2 -> ``pixel_values_0_d2``),
+    made an identifier, and suffixed until it is not in ``taken``."""
+    base = re.sub(r"[^A-Za-z0-9_]", "_", f"{input_name}_d{axis}")
+    if not base or base[0].isdigit():
+        base = f"_{base}"
+    taken = set(taken)
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}_{n}"
+    return symbol(name)
+
+
 # ------------------------------------------------------------------ text
 def check_dim(d: object) -> Dim:
     """Validate one dim: an int >= 0, a SymDim, or its text (``"batch"``, ``"2*n + 1"``)."""

@@ -31,7 +31,7 @@ from typing import Any
 
 from rlx.ir.dump import active_dump
 from rlx.ir.errors import RlxError
-from rlx.ir.graph import Graph
+from rlx.ir.graph import RESULT, Graph, producer_id
 from rlx.ir.opdef import get_op, has_op
 from rlx.lir import liveness as _liveness
 from rlx.lir.planner import DEFAULT_HEURISTICS, UPSTREAM_MAX_BUFFERS, Item, align_up, place_best, upstream_greedy
@@ -486,8 +486,11 @@ def check(lir: LirModule) -> None:
             v = views[v][0]
         return v
 
-    death = {r: step[r] for r in roots}
+    birth_step = {r: step[producer_id(nodes[r])] for r in roots}  # a result node is written with its producer
+    death = dict(birth_step)
     for node in nodes:
+        if node.op == RESULT:
+            continue
         for src in node.inputs:
             r = root_of(src)
             if r in death and step[node.id] > death[r]:
@@ -503,7 +506,7 @@ def check(lir: LirModule) -> None:
         elif op == "input":
             birth[r] = 0
         else:
-            birth[r] = step[r]
+            birth[r] = birth_step[r]
 
     def legal_inplace(a: int, b: int) -> bool:
         """b overwrites a: b's op is elementwise, reads a (or a full view of it), a dies exactly there."""

@@ -57,6 +57,7 @@ DECOMPOSED: set[str] = set()
 LEAVES = {
     "input": "bound by name from exe.run(inputs=...)",
     "param": "bound by name from compile(params=...) / exe.run(params=...); kept on the device",
+    "result": "bound to the multi-result node's lowering's result of that index",
 }
 REFUSED: dict[str, str] = {}
 
@@ -598,6 +599,14 @@ def _conv_transpose2d(args, attrs, out):
 
 def _window(x, init, fn, k, s, p):
     return lax.reduce_window(x, jnp.asarray(init, x.dtype), fn, (1, 1, *k), (1, 1, *s), ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])))
+
+
+@lowering("max_pool2d_with_indices")
+def _max_pool2d_with_indices(args, attrs, out):
+    """The op's own formula (rlx.ops.conv.max_pool_with_indices) over jax.numpy."""
+    from rlx.ops.conv import max_pool_with_indices
+
+    return max_pool_with_indices(jnp, args[0], attrs)
 
 
 @lowering("pool2d")

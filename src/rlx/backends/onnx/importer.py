@@ -593,7 +593,11 @@ def _variadic(cx, node, ins, attrs):
     op = {"Max": "max", "Min": "min", "Sum": "add", "Mean": "add"}[node.op_type]
     acc = ins[0]
     for v in ins[1:]:
-        acc = cx.g.binary(acc, v, op=op)
+        m = cx.g.binary(acc, v, op=op)
+        if op in ("max", "min") and m.dtype.is_float:  # ONNX propagates NaN (rlx's max / min ignore it)
+            m = cx.g.where(cx.g.ne(v, v), _broadcast_to(cx, v, list(m.shape)), m)
+            m = cx.g.where(cx.g.ne(acc, acc), _broadcast_to(cx, acc, list(m.shape)), m)
+        acc = m
     if node.op_type == "Mean":
         acc = acc / cx.scalar(float(len(ins)), acc)
     return acc
@@ -1015,7 +1019,9 @@ def _slice(cx, node, ins, attrs):
         if not isinstance(n, int):
             raise OnnxUnsupported(f"Slice on symbolic axis {a}")
         cx.check_elements(n, "the Slice index")
-        idx = np.arange(n)[slice(*slice(int(s), int(e), int(st)).indices(n))]
+        if int(st) == 0:
+            raise OnnxFormatError(f"Slice step 0 on axis {a}")
+        idx = np.arange(*slice(int(s), int(e), int(st)).indices(n))  # (a stop of -1 means "past index 0" here)
         x = _index_along(cx, x, a, idx)
     return x
 
@@ -1315,8 +1321,6 @@ def _reduce(cx, node, ins, attrs):
         if op == "mean" and not x.dtype.is_float:
             y = cx.g.reduce(x, op="sum", axes=axes, keep_dim=keep)
             return cx.g.div(y, cx.scalar(math.prod(x.shape[a] for a in axes), y))
-        if op in ("max", "min") and x.dtype.is_bool:
-            return cx.g.reduce(x, op=op, axes=axes, keep_dim=keep)
         return cx.g.reduce(x, op=op, axes=axes, keep_dim=keep)
     if kind == "ReduceL1":
         return cx.g.reduce(cx.g.abs(x), op="sum", axes=axes, keep_dim=keep)
@@ -1588,23 +1592,12 @@ def _conv_transpose(cx, node, ins, attrs):
                 pads[i], pads[i + nsp] = total - total // 2, total // 2
     if nsp == 1:
         strides, dil, outpad, pads = [1, *strides], [1, *dil], [0, *outpad], [0, pads[0], 0, pads[1]]
-    # asymmetric padding: compute with the smaller pad, then crop the extra
-    lo = [min(pads[0], pads[2]), min(pads[1], pads[3])]
-    extra_op = [0, 0]
-    for i in range(2):
-        extra_op[i] = outpad[i]
-    big_out = cx.g.conv_transpose2d(x, w, stride=strides, padding=lo, dilation=dil, output_padding=[0, 0],
-                                    groups=attrs.get("group", 1)) if any(extra_op) or pads[0] != pads[2] or pads[1] != pads[3] else None
-    if big_out is None:
-        y = cx.g.conv_transpose2d(x, w, stride=strides, padding=lo, dilation=dil, groups=attrs.get("group", 1))
-    else:
-        y = big_out
-        crops = {}
-        for i in range(2):
-            before = pads[i] - lo[i]
-            after = pads[i + 2] - lo[i]
-            crops[2 + i] = (-before, -after + extra_op[i])
-        y = pad_value(cx, y, crops)
+    group = attrs.get("group", 1)
+    if pads[0] == pads[2] and pads[1] == pads[3] and not any(outpad):
+        y = cx.g.conv_transpose2d(x, w, stride=strides, padding=[pads[0], pads[1]], dilation=dil, groups=group)
+    else:  # the full transposed conv, cropped by the pads; output_padding extends the end (zeros past the full result)
+        y = cx.g.conv_transpose2d(x, w, stride=strides, padding=[0, 0], dilation=dil, groups=group)
+        y = pad_value(cx, y, {2 + i: (-pads[i], outpad[i] - pads[i + 2]) for i in range(2)})
     if b is not None:
         y = y + _reshape(cx, b, [1, b.shape[0], 1, 1])
     if nsp == 1:

@@ -1671,6 +1671,7 @@ def _pool_separable(cx, node, x: Value, attrs, kernel, strides, dil, pads, extra
             count[tuple(slice(pads[i], pads[i] + sizes[i]) for i in range(nsp))] = 1
     for i in range(nsp):
         axis = 2 + i
+        cx.check_elements(outs[i] * kernel[i], "the pooling window index")
         taps = [np.arange(outs[i]) * strides[i] + k * dil[i] for k in range(kernel[i])]
         acc = None
         for idx in taps:

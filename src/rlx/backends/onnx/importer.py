@@ -22,7 +22,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from rlx.backends.onnx import loading
@@ -687,6 +686,8 @@ def _castlike(cx, node, ins, attrs):
 def _cast_saturating(cx, x: Value, to: DType, saturate: int) -> Value:
     if to in (DType.F8E4M3, DType.F8E5M2) and x.dtype.is_float and x.dtype not in (DType.F8E4M3, DType.F8E5M2):
         if saturate:
+            import ml_dtypes  # only fp8 targets need it; rlx.onnx imports without it
+
             big = float(ml_dtypes.finfo(to.numpy).max)
             hi, lo = cx.scalar(big, x), cx.scalar(-big, x)
             x = cx.g.where(cx.g.gt(x, hi), hi, cx.g.where(cx.g.lt(x, lo), lo, x))  # NaN stays NaN

@@ -34,7 +34,7 @@ from rlx.ir.errors import RlxError
 from rlx.ir.graph import RESULT, Graph, producer_id
 from rlx.ir.opdef import get_op, has_op
 from rlx.lir import liveness as _liveness
-from rlx.lir.planner import DEFAULT_HEURISTICS, UPSTREAM_MAX_BUFFERS, Item, align_up, place_best, upstream_greedy
+from rlx.lir.planner import DEFAULT_HEURISTICS, Item, align_up, place_best, upstream_greedy
 from rlx.lir.views import resolve_views
 
 
@@ -335,10 +335,10 @@ def plan(
     arena = max([top, placement.arena])
     tried = dict(placement.tried)
     heuristic = placement.heuristic
-    if params != "reserved" and weight_layout is None and len(live.groups) <= UPSTREAM_MAX_BUFFERS:
+    if params != "reserved" and weight_layout is None:
         # upstream's single-pool greedy may beat "persistent at the bottom": keep the smaller
         pooled = [Item(grp.id, grp.size, grp.birth, grp.death) for grp in live.groups.values()]
-        joint = upstream_greedy(pooled, alignment)
+        joint = upstream_greedy(pooled, n, alignment)
         tried["upstream"] = max([0, *(joint[it.key] + it.size for it in pooled)])
         if tried["upstream"] < arena:
             offsets, arena, heuristic = joint, tried["upstream"], "upstream"

@@ -120,3 +120,34 @@ def test_bad_variants_are_errors():
         ModelVariant("v", {"batch": -1})
     with pytest.raises(rlx.RlxError, match="do not occur"):
         build_variant(_model(), ModelVariant("v", {"seq": 4}))
+
+
+def cache_lookup(folder: str, key: str) -> dict:
+    """Run in a limited child by the test below: a hostile entry must be rejected, never run."""
+    cache = CompileCache(folder)
+    got = cache.get(key)
+    return {"hit": got is not None, "rejected": cache.rejected}
+
+
+def test_hostile_entries_are_rejected_in_a_limited_child(tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "security"))
+    from isolate import run_cases
+
+    key = ModelVariant("b4", {"batch": 4}).cache_key(rlx.fingerprint(_model()))
+    pickle = b"\x80\x04cposix\nsystem\n(S'touch " + str(tmp_path / "pwned").encode() + b"'\ntR."
+    entries = {"pickle": pickle, "json_bomb": b"[" * 100_000, "huge_dims": json.dumps(
+        {"format": "rlx-ir", "version": 1, "kind": "lir", "level": "lir", "graph": {"nodes": [{"op": "input", "attrs": {
+            "name": "x", "shape": [2**60, 2**60], "dtype": "f32"}}]}}).encode()}
+    cases = []
+    for name, data in entries.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / f"{key}.rlx").write_bytes(data)
+        cases.append([str(folder), key])
+    for outcome in run_cases(__file__, "cache_lookup", cases, memory=2 << 30, cpu=30, wall=60):
+        assert outcome.exited and outcome.error is None, outcome
+        assert outcome.value == {"hit": False, "rejected": 1}
+    assert not (tmp_path / "pwned").exists()

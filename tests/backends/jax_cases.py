@@ -67,7 +67,7 @@ def merge(graphs: list[rlx.Graph], name: str = "merged") -> tuple[rlx.Graph, lis
                 ids[node.id] = declare(new, node.shape, node.dtype).id
                 names[node.attrs["name"]] = new
             else:
-                ids[node.id] = m.append(node.op, [ids[i] for i in node.inputs], dict(node.attrs), type=node.type, check=False).id
+                ids[node.id] = m.append(node.op, [ids[i] for i in node.inputs], dict(node.attrs), type=node.types, check=False).id
         renames.append(names)
         spans.append(slice(len(outs), len(outs) + len(g.output_ids)))
         outs.extend(ids[o] for o in g.output_ids)

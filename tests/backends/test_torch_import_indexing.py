@@ -117,3 +117,33 @@ def test_out_of_range_index_raises():
     g, params = rlx.torch.import_module(Fn(lambda x, i, j: x[i, j]), (X, I, J))
     with pytest.raises(rlx.RlxError, match="out of range"):
         rlx.run(g, dict(zip(g.inputs(), [X.numpy(), np.array([[0], [9], [1]]), J.numpy()])), params)
+
+
+def test_module_paths_and_output_names_survive():
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(6, 6)
+
+        def forward(self, x):
+            return torch.relu(self.lin(x))
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList([Block(), Block()])
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return {"hidden": x, "pooled": x.mean(1)}
+
+    batch = torch.export.Dim("batch")
+    g, _ = rlx.torch.import_module(Net().eval(), (X[:, 0],), {"x": {0: batch}})
+    labels = {n.prov.label for n in g.nodes if n.prov is not None}
+    assert {"layers.0.lin", "layers.1.lin", "layers.0", "layers.1"} <= labels
+    assert [o.name for o in g.outputs] == ["hidden", "pooled"]
+    assert g.inputs()["x"].shape[0] == "batch"
+    from rlx.hir.inspect import inspect
+
+    assert '"layers.1.lin"' in inspect(g)

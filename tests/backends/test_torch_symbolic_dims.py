@@ -41,3 +41,35 @@ def test_exported_dynamic_dims_run_at_many_sizes(backend):
         got = exe.run({"x": x.numpy()})
         for a, w in zip(got, want):
             np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_llama_with_dynamic_batch_and_seq_runs_from_one_import():
+    """Done-when item of issue 17: a random-init tiny transformers Llama exported with dynamic
+    batch and seq runs from one import at (1, 7), (2, 16), (3, 33) on numpy and jax, matching torch."""
+    pytest.importorskip("models.zoo")  # makes transformers importable next to a CUDA-only torchvision wheel
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    lm = transformers.LlamaForCausalLM(cfg).eval()
+
+    class Logits(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lm = lm
+
+        def forward(self, ids):
+            return self.lm(input_ids=ids, use_cache=False).logits
+
+    model = Logits()
+    batch, seq = torch.export.Dim("batch", min=1, max=8), torch.export.Dim("seq", min=2, max=64)
+    g, params = rlx_torch.import_module(model, (torch.randint(0, 64, (2, 16)),), dynamic_shapes={"ids": {0: batch, 1: seq}})
+    assert g.inputs()["ids"].shape == ("batch", "seq")
+    for backend in ("numpy", "jax"):
+        exe = rlx.compile(g, backend=backend, params=params)
+        for b, s in [(1, 7), (2, 16), (3, 33)]:
+            ids = torch.randint(0, 64, (b, s))
+            with torch.no_grad():
+                want = model(ids).numpy()
+            np.testing.assert_allclose(exe.run({"ids": ids.numpy()})[0], want, rtol=1e-4, atol=1e-5)

@@ -26,7 +26,7 @@ def _tamper(g: rlx.Graph, node_id: int, **changes) -> rlx.Graph:
     bad = rlx.Graph(g.name, g.stage)
     for node in g.nodes:
         node = replace(node, **changes) if node.id == node_id else node
-        bad.append(node.op, node.inputs, node.attrs, name=node.name, prov=node.prov, type=node.type, check=False)
+        bad.append(node.op, node.inputs, node.attrs, name=node.name, prov=node.prov, type=node.types, check=False)
     bad.set_outputs([o for o in g.output_ids if o < len(bad)])
     return bad
 
@@ -89,7 +89,7 @@ def test_hir_op_in_mir_graph(temporary_op):
     rlx.verify(h)  # legal at HIR
     m = rlx.Graph("h", stage="mir")
     for node in h.nodes:
-        m.append(node.op, node.inputs, node.attrs, name=node.name, type=node.type, check=False)
+        m.append(node.op, node.inputs, node.attrs, name=node.name, type=node.types, check=False)
     _fails(m, "node %1 (test_hir_block)", "HIR op 'test_hir_block' is not allowed in a MIR graph")
 
 

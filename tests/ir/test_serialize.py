@@ -186,7 +186,8 @@ def test_canonical_sorted_and_stable(tmp_path):
         return dict(pairs)
 
     doc = json.loads(rlx.to_json(a), object_pairs_hook=sorted_pairs)
-    assert doc["format"] == "rlx-ir" and doc["version"] == 1 and doc["level"] == "mir" and doc["kind"] == "graph"
+    assert doc["format"] == "rlx-ir" and doc["version"] == rlx.ir.serialize.VERSION == 2
+    assert doc["level"] == "mir" and doc["kind"] == "graph"
     p1, p2 = tmp_path / "a.rlx", tmp_path / "b.rlx"
     rlx.save(a, p1, samples.mlp_params())
     rlx.save(b, p2, samples.mlp_params())
@@ -275,7 +276,7 @@ def test_error_paths():
         (lambda d: d["nodes"][0].update(dtype="f128"), r"nodes\[0\]\.dtype"),
         (lambda d: d.update(outputs=[7]), r"outputs\[0\]"),
         (lambda d: d["nodes"][1]["attrs"].update(bogus=1), r"nodes\[1\]\.attrs\.bogus"),
-        (lambda d: d.update(version=2), r"version: .*version 2, newer than this rlx reads"),
+        (lambda d: d.update(version=3), r"version: .*version 3, newer than this rlx reads"),
         (lambda d: d.update(version="1"), r"version: expected int"),
         (lambda d: d.update(format="onnx"), r"format: not an rlx-ir document"),
         (lambda d: d.update(level="xir"), r"level: expected one of"),
@@ -456,13 +457,14 @@ def test_v1_fixtures_keep_loading(probe):
     assert hir.stage is rlx.GraphStage.HIR and [n.op for n in hir.nodes][-1] == "linear"
 
 
-def test_fixtures_are_canonical_v1():
+def test_fixtures_are_canonical_for_their_version():
     for name in sorted(os.listdir(FIXTURES)):
         if name.endswith(".rlx"):
             with open(os.path.join(FIXTURES, name), encoding="ascii") as f:
                 text = f.read()
             doc = json.loads(text)
-            assert doc["format"] == "rlx-ir" and doc["version"] == 1, name
+            version = int(name.rsplit("_v", 1)[1].split(".")[0])  # <what>_v<version>.rlx
+            assert doc["format"] == "rlx-ir" and doc["version"] == version, name
             assert text == json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True) + "\n", name
 
 

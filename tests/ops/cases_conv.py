@@ -106,6 +106,25 @@ CASES += [
                                                          for k in ("max", "min")],
            {"x": np.array([[[[np.nan, 2.0], [np.nan, np.nan]]]])},
            lambda x: [np.array([[[[np.nan, 2.0, 2.0], [np.nan, 2.0, 2.0], [np.nan, np.nan, np.nan]]]])] * 2),
+    # one node, two results (values, indices): torch.nn.functional.max_pool2d(return_indices=True)
+    *[OpCase("max_pool2d_with_indices", f"torch_{name}",
+             lambda g, x, k=k, s=s, p=p: g.max_pool2d_with_indices(x, kernel_size=list(k), stride=list(s), padding=list(p)),
+             {"x": X}, lambda x, k=k, s=s, p=p: tuple(F.max_pool2d(T(x), k, s, p, return_indices=True)))
+      for name, k, s, p in POOL],
+    OpCase("max_pool2d_with_indices", "ties_first_in_window_torch",
+           lambda g, x: g.max_pool2d_with_indices(x, kernel_size=[2, 2], stride=[1, 1], padding=[1, 1]),
+           {"x": np.zeros((1, 2, 3, 3))}, lambda x: tuple(F.max_pool2d(T(x), 2, 1, 1, return_indices=True)),
+           differentiable=()),  # ties: the max is not differentiable there
+    OpCase("max_pool2d_with_indices", "int_padded_torch",
+           lambda g, x: g.max_pool2d_with_indices(x, kernel_size=[2, 2], stride=[1, 1], padding=[1, 1]),
+           {"x": -np.arange(1, 10, dtype=np.int32).reshape(1, 1, 3, 3)},
+           lambda x: (lambda v, i: (v.numpy().astype(np.int32), i))(*F.max_pool2d(torch.from_numpy(x).double(), 2, 1, 1,
+                                                                                     return_indices=True))),
+    OpCase("max_pool2d_with_indices", "nan_ignored_all_nan_first_tap",
+           lambda g, x: g.max_pool2d_with_indices(x, kernel_size=[2, 2], stride=[1, 1], padding=[1, 1]),
+           {"x": np.array([[[[np.nan, 2.0], [np.nan, np.nan]]]])},
+           lambda x: (np.array([[[[np.nan, 2.0, 2.0], [np.nan, 2.0, 2.0], [np.nan, np.nan, np.nan]]]]),
+                      np.array([[[[0, 1, 1], [0, 1, 1], [2, 2, 3]]]]))),
     OpCase("resize_nearest_2x", "symbolic_spatial",
            symbolic(lambda g, x: g.resize_nearest_2x(x), {"x": ("n", X.shape[1], "h", "w")}, ("n", X.shape[1], "2*h", "2*w")),
            {"x": X}, lambda x: F.interpolate(T(x), scale_factor=2, mode="nearest")),
@@ -125,6 +144,10 @@ def _in(g, shape, dtype="f32", name="x"):
 
 
 SHAPE_ERRORS = [
+    ShapeErrorCase("max_pool2d_with_indices", "padding_not_below_kernel",
+                   lambda g: g.max_pool2d_with_indices(_in(g, (1, 1, 4, 4)), kernel_size=[2, 2], padding=[2, 0]), match="padding"),
+    ShapeErrorCase("max_pool2d_with_indices", "bool_input",
+                   lambda g: g.max_pool2d_with_indices(_in(g, (1, 1, 4, 4), "bool"), kernel_size=[2, 2])),
     ShapeErrorCase("conv2d", "channel_mismatch", lambda g: g.conv2d(_in(g, (1, 3, 5, 5)), _in(g, (2, 4, 3, 3), name="w")), match="groups"),
     ShapeErrorCase("conv2d", "cout_not_divisible", lambda g: g.conv2d(_in(g, (1, 4, 5, 5)), _in(g, (3, 2, 3, 3), name="w"), groups=2)),
     ShapeErrorCase("conv2d", "kernel_size_mismatch",

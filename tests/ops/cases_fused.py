@@ -50,6 +50,10 @@ for has_bias in (False, True):
                     ("fused_residual_rms_norm", rms_norm)):
         CASES.append(case(op, f"bias_{has_bias}", lambda g, op=op, hb=has_bias, **ops: g.apply(op, *ops.values(), has_bias=hb, eps=1e-3),
                           dict(feed), lambda ref=ref, **a: _residual_oracle(ref, *a.values())))
+        # one node, two results (sum, normed): the residual stream and its norm
+        CASES.append(case(op, f"with_sum_bias_{has_bias}",
+                          lambda g, op=op, hb=has_bias, **ops: g.apply(op, *ops.values(), has_bias=hb, eps=1e-3, with_sum=True),
+                          dict(feed), lambda ref=ref, **a: (sum(T(t) for t in list(a.values())[:-2]), _residual_oracle(ref, *a.values()))))
 
 # ------------------------------------------------------------------------------ swiglu
 SX = randn(2, 3, 8, seed=9)

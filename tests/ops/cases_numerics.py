@@ -93,6 +93,13 @@ CASES += [
            {"x": np.array([2.0, 1.0, 1.0, 0.0])}, lambda x: np.array([3, 1, 2])),
     OpCase("top_k", "topk_indices_builder", lambda g, x: g.topk_indices(x, k=3, axis=1), {"x": XK21},
            lambda x: torch.topk(T(x), 3, dim=1).indices),
+    # one node, two results (values, indices)
+    OpCase("top_k", "both_torch", lambda g, x: g.top_k(x, k=3, output="both"), {"x": XK},
+           lambda x: tuple(torch.topk(T(x), 3))),
+    OpCase("top_k", "both_smallest_axis0_torch", lambda g, x: g.top_k(x, k=2, axis=0, largest=False, output="both"), {"x": XK},
+           lambda x: tuple(torch.topk(T(x), 2, dim=0, largest=False))),
+    OpCase("top_k", "both_values_used_twice", lambda g, x: (lambda v, i: (v * v, v))(*g.top_k(x, k=2, output="both")), {"x": XK},
+           lambda x: (torch.topk(T(x), 2).values ** 2, torch.topk(T(x), 2).values)),
 ]
 
 # --------------------------------------------------------------------------------------- sample
@@ -219,6 +226,7 @@ SHAPE_ERRORS = [
     ShapeErrorCase("top_k", "complex", lambda g: g.top_k(_in(g, "x", (3,), "c64"), k=1)),
     ShapeErrorCase("top_k", "k_too_big_indices", lambda g: g.top_k(_in(g, "x", (2, 3)), k=4, output="indices")),
     ShapeErrorCase("top_k", "negative_k", lambda g: g.top_k(_in(g, "x", (2, 3)), k=-1)),
+    ShapeErrorCase("top_k", "both_k_too_large", lambda g: g.top_k(_in(g, "x", (2, 3)), k=4, output="both")),
     ShapeErrorCase("top_k", "bool", lambda g: g.top_k(_in(g, "x", (3,), "bool"), k=1)),
     ShapeErrorCase("sample", "int_logits", lambda g: g.sample(_in(g, "x", (2, 3), "i32"))),
     ShapeErrorCase("sample", "empty_vocab", lambda g: g.sample(_in(g, "x", (2, 0)))),

@@ -21,14 +21,19 @@ def unfuse(g: rlx.Graph) -> rlx.Graph:
     out = rlx.Graph(f"{g.name}_unfused")
     remap: dict[int, int] = {}
     for node in g.nodes:
+        if node.id in remap:  # a result of a decomposed multi-result node
+            continue
         opdef = rlx.get_op(node.op)
         operands = [out.value(remap[i]) for i in node.inputs]
         if opdef.level == "fused":
-            value = opdef.decompose(out, operands, node.attrs)
-            assert value.type == node.type, f"{node.op}: decomposition gives {value.type}, the op gives {node.type}"
+            made = opdef.decompose(out, operands, node.attrs)
+            values = list(made) if node.extra_types else [made]  # one per result
+            got = tuple(v.type for v in values)
+            assert got == node.types, f"{node.op}: decomposition gives {got}, the op gives {node.types}"
         else:
-            value = out.append(node.op, operands, node.attrs, name=node.name)
-        remap[node.id] = value.id
+            values = [out.append(node.op, operands, node.attrs, name=node.name)]
+        for r, value in enumerate(values):
+            remap[node.id + r] = value.id
     out.set_outputs([remap[i] for i in g.output_ids])
     return out
 

@@ -105,7 +105,8 @@ def test_matmul_bias_act_rank2_bias_not_fused():
     ("layer_norm", "fused_residual_layer_norm", FUSE_RESIDUAL_LN),
     ("rms_norm", "fused_residual_rms_norm", FUSE_RESIDUAL_RMS),
 ])
-@pytest.mark.parametrize("case", ["positive", "add_output", "add_second_consumer", "axis0", "broadcast_lhs"])
+@pytest.mark.parametrize("case", ["positive", "add_output", "add_second_consumer", "add_read_before_norm",
+                                  "weights_after_early_read", "axis0", "broadcast_lhs"])
 def test_residual_norm(norm, fused, pas, case):
     g = rlx.Graph("res")
     x = g.input("x", (3, 8))
@@ -113,23 +114,34 @@ def test_residual_norm(norm, fused, pas, case):
     gamma = g.param("gamma", (3,) if case == "axis0" else (8,))
     beta = g.param("beta", (3,) if case == "axis0" else (8,))
     s = g.add(r, x) if case == "broadcast_lhs" else g.add(x, r)
+    early = g.tanh(s) if case in ("add_read_before_norm", "weights_after_early_read") else None
+    if case == "weights_after_early_read":  # the fused node would need gamma / beta before they exist
+        gamma, beta = g.mul(gamma, 2.0), g.mul(beta, 2.0)
     y = getattr(g, norm)(s, gamma, beta, axis=0 if case == "axis0" else -1, eps=1e-5, name="y")
     outs = [y]
     if case == "add_output":
         outs.append(s)
     if case == "add_second_consumer":
         outs = [g.add(y, g.tanh(s))]
+    if early is not None:
+        outs = [g.add(y, early)]
     g.set_outputs(outs)
     opt = _run(g, pas)
     n_fused = op_counts(opt).get(fused, 0)
-    assert n_fused == (1 if case == "positive" else 0)
+    assert n_fused == (1 if case in ("positive", "add_output", "add_second_consumer", "add_read_before_norm") else 0)
     if case == "positive":
         f = next(n for n in opt.nodes if n.op == fused)
-        assert f.name == "y" and f.attrs["has_bias"] is False
+        assert f.name == "y" and f.attrs["has_bias"] is False and f.num_results == 1
         _roundtrip(g, opt)
-    if case in ("add_output", "add_second_consumer"):
+    if case in ("add_output", "add_second_consumer", "add_read_before_norm"):  # one node, results (sum, normed)
+        f = next(n for n in opt.nodes if n.op == fused)
+        assert f.attrs["with_sum"] is True and f.num_results == 2 and opt.nodes[f.id + 1].name == "y"
+        assert op_counts(opt).get(norm, 0) == 0
+        _roundtrip(g, opt)
+        assert not optimize(g)[1].missed
+    if case == "weights_after_early_read":
         _, report = optimize(g)
-        assert len(report.missed) == 1 and "add" in report.missed[0].reason
+        assert len(report.missed) == 1 and "defined after it" in report.missed[0].reason
 
 
 # -------------------------------------------------------------- rms_norm + reshape

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import rlx
 import rlx.torch  # imported once by the runner, before it forks a child per case
 from rlx.ir.serialize import LoadLimits
 
@@ -16,4 +17,9 @@ def torch_export_load(path: str) -> str:
     import torch
 
     torch.export.load(path)
+    return "loaded"
+
+
+def rlx_load(path: str) -> str:
+    rlx.load(path)
     return "loaded"

@@ -16,7 +16,7 @@ from rlx.autodiff.prepare import label, shape_str
 from rlx.autodiff.reverse import NO_RULE, _copy_forward, active_set, apply_rule, resolve_wrt
 from rlx.autodiff.rules import JvpContext, broadcast_like, cast, is_diff_dtype, zeros_like
 from rlx.ir.errors import AutodiffError, RlxError
-from rlx.ir.graph import Graph, Value
+from rlx.ir.graph import RESULT, Graph, Node, Value
 from rlx.ir.shape import broadcast_shapes
 from rlx.ir.verify import verify
 from rlx.opt.cleanup import dce
@@ -39,7 +39,7 @@ def build_jvp(fwd: Graph, wrt: list[int], names: list[str], *, name: str | None 
         node = fwd.nodes[node_id]
         tangents[node_id] = out.input(tname, node.shape, node.dtype)
     for node in fwd.nodes:
-        if node.id in tangents or not node.inputs or not is_diff_dtype(node.dtype):
+        if node.id in tangents or not node.inputs or node.op == RESULT or not any(is_diff_dtype(t.dtype) for t in node.types):
             continue
         ts = [tangents.get(i) if is_diff_dtype(fwd.nodes[i].dtype) else None for i in node.inputs]
         if all(t is None for t in ts):
@@ -47,24 +47,33 @@ def build_jvp(fwd: Graph, wrt: list[int], names: list[str], *, name: str | None 
         t = apply_rule("jvp", ctx, fwd, node, ts)
         if t is NO_RULE or t is None:
             continue
-        if tuple(t.shape) != tuple(node.shape):
-            try:
-                ok = tuple(broadcast_shapes(t.shape, node.shape)) == tuple(node.shape)
-            except RlxError:
-                ok = False
-            if not ok:
-                raise AutodiffError(
-                    f"jvp rule of {node.op!r} (node {label(fwd, node.id)}) gave a tangent of shape {shape_str(t.shape)}, "
-                    f"expected {shape_str(node.shape)}"
-                )
-            t = broadcast_like(out, t, out.value(node.id))
-        tangents[node.id] = cast(out, t, node.dtype)
+        multi = isinstance(t, (tuple, list))
+        for r, (tr, rtype) in enumerate(zip(t if multi else (t,), node.types)):
+            if tr is not None and is_diff_dtype(rtype.dtype):
+                tangents[node.id + r] = _fit(out, fwd, node, r, tr)
     primal_outs = [out.value(i) for i in fwd.output_ids]
     tangent_outs = [tangents[i] if i in tangents else zeros_like(out, out.value(i)) for i in fwd.output_ids]
     out.set_outputs(primal_outs + tangent_outs)
     result = dce(out).graph
     verify(result)
     return result
+
+
+def _fit(out: Graph, fwd: Graph, node: Node, r: int, t: Value) -> Value:
+    """Result ``r``'s tangent broadcast and cast to that result's type (an error if it cannot broadcast)."""
+    want = node.types[r]
+    if tuple(t.shape) != tuple(want.shape):
+        try:
+            ok = tuple(broadcast_shapes(t.shape, want.shape)) == tuple(want.shape)
+        except RlxError:
+            ok = False
+        if not ok:
+            raise AutodiffError(
+                f"jvp rule of {node.op!r} (node {label(fwd, node.id)}) gave a tangent of shape {shape_str(t.shape)}, "
+                f"expected {shape_str(want.shape)}" + (f" (result {r})" if r else "")
+            )
+        t = broadcast_like(out, t, out.value(node.id + r))
+    return cast(out, t, want.dtype)
 
 
 def jvp(g: Any, wrt: Iterable[Any] | Any, *, name: str | None = None) -> Graph:

@@ -17,7 +17,7 @@ from typing import Any
 from rlx.autodiff.prepare import label, prepare, resolve_refs, shape_str
 from rlx.autodiff.rules import COMPLEX_AD, NO_GRAD, VjpContext, cast, is_diff_dtype
 from rlx.ir.errors import AutodiffError, RlxError
-from rlx.ir.graph import Graph, Node, Value
+from rlx.ir.graph import RESULT, Graph, Node, Value
 from rlx.ir.opdef import get_op
 from rlx.ir.verify import verify
 from rlx.opt.cleanup import dce
@@ -66,10 +66,14 @@ def active_set(g: Graph, sources: Iterable[int], what: str = "grad") -> list[boo
     """
     active = [False] * len(g.nodes)
     src = set(sources)
+    reached: set[int] = set()  # multi-result nodes with an active operand
     for node in g.nodes:
-        if node.id in src or any(active[i] for i in node.inputs):
-            if is_diff_dtype(node.dtype):
-                active[node.id] = True
+        if node.op == RESULT:  # result r of a multi-result node: active with it (its rules were checked there)
+            active[node.id] = (node.id - node.attrs["index"] in reached or node.id in src) and is_diff_dtype(node.dtype)
+        elif node.id in src or any(active[i] for i in node.inputs):
+            if any(is_diff_dtype(t.dtype) for t in node.types):
+                active[node.id] = is_diff_dtype(node.dtype)
+                reached.add(node.id)
                 if node.id not in src:
                     _check_complex_rules(g, node, what)
     return active
@@ -140,18 +144,30 @@ def build_backward(fwd: Graph, wrt: list[int], *, with_loss: bool, name: str | N
     pending: dict[int, list[Value]] = {loss_id: [seed_v]} if active[loss_id] else {}
     grads: dict[int, Value] = {}
     wrt_set = set(wrt)
+    held: dict[int, Value] = {}  # cotangents of results 1.. of multi-result nodes, until their producer
     for node in reversed(fwd.nodes[: loss_id + 1]):
         parts = pending.pop(node.id, None)
-        if not parts:
+        ct = None
+        if parts:
+            ct = parts[0]
+            for p in parts[1:]:
+                ct = bwd.add(ct, p)
+            if node.id in wrt_set:
+                grads[node.id] = ct
+        if node.op == RESULT:
+            if ct is not None:
+                held[node.id] = ct
             continue
-        ct = parts[0]
-        for p in parts[1:]:
-            ct = bwd.add(ct, p)
-        if node.id in wrt_set:
-            grads[node.id] = ct
+        arg: Any = ct
+        if node.extra_types:  # one cotangent per result, None for the unused ones
+            arg = (ct, *(held.pop(node.id + r, None) for r in range(1, node.num_results)))
+            if all(c is None for c in arg):
+                continue
+        elif ct is None:
+            continue
         if not any(active[i] for i in node.inputs):
             continue
-        results = apply_rule("vjp", ctx, fwd, node, ct)
+        results = apply_rule("vjp", ctx, fwd, node, arg)
         if results is NO_RULE:
             continue
         results = list(results)

@@ -240,6 +240,10 @@ class RuleContext(Helpers):
     def output(self, node: Node) -> Value:
         return self.primal(node.id)
 
+    def outputs(self, node: Node) -> list[Value]:
+        """Every result of a (multi-result) forward node, result 0 first."""
+        return [self.primal(node.id + r) for r in range(node.num_results)]
+
 
 class VjpContext(RuleContext):
     """Reverse mode. ``wants(node, i)``: does operand ``i`` need a gradient?"""

@@ -18,7 +18,7 @@ from rlx.autodiff.prepare import label, prepare, shape_str
 from rlx.autodiff.rules import BatchContext
 from rlx.ir.dtype import DType
 from rlx.ir.errors import AutodiffError, RlxError
-from rlx.ir.graph import Graph, Node, Value
+from rlx.ir.graph import RESULT, Graph, Node, Value
 from rlx.ir.opdef import get_op
 from rlx.ir.shape import Dim, check_dim, normalize_axis
 from rlx.ir.verify import verify
@@ -84,10 +84,13 @@ def vmap(
             first_batched.append(v)
             new[node.id], batched[node.id] = v.id, True
             continue
+        if node.op == RESULT and node.id in new:  # written with its multi-result producer
+            continue
         if not any(batched.get(i, False) for i in node.inputs):
             new[node.id], batched[node.id] = _copy(out, node, new), False
             continue
-        new[node.id], batched[node.id] = _apply_rule(ctx, fwd, node, new, batched, bsize).id, True
+        for r, v in enumerate(_apply_rule(ctx, fwd, node, new, batched, bsize)):
+            new[node.id + r], batched[node.id + r] = v.id, True
     outs = []
     for oid, oaxis in zip(fwd.output_ids, oaxes):
         v = out.value(new[oid])
@@ -124,10 +127,12 @@ def _batched_leaf(out: Graph, node: Node, axis: int, bsize: Dim) -> Value:
 
 def _copy(out: Graph, node: Node, new: dict[int, int]) -> int:
     ins = tuple(new[i] for i in node.inputs)
-    return out._push(Node(len(out.nodes), node.op, node.attrs, ins, node.type, node.name, node.prov)).id
+    return out._push(Node(len(out.nodes), node.op, node.attrs, ins, node.type, node.name, node.prov, node.extra_types)).id
 
 
-def _apply_rule(ctx: BatchContext, fwd: Graph, node: Node, new: dict[int, int], batched: dict[int, bool], bsize: Dim) -> Value:
+def _apply_rule(ctx: BatchContext, fwd: Graph, node: Node, new: dict[int, int], batched: dict[int, bool],
+                bsize: Dim) -> tuple[Value, ...]:
+    """The batched values of every result of ``node`` (a multi-result op's rule returns a tuple)."""
     opdef = get_op(node.op)
     if opdef.batch is None:
         raise AutodiffError(f"vmap: op {node.op!r} (family {opdef.family}) has no batching rule (node {label(fwd, node.id)})")
@@ -139,10 +144,15 @@ def _apply_rule(ctx: BatchContext, fwd: Graph, node: Node, new: dict[int, int], 
         raise
     except RlxError as exc:
         raise AutodiffError(f"vmap: batching rule of {node.op!r} failed at node {label(fwd, node.id)}: {exc}") from exc
-    want = (bsize, *node.shape)
-    if tuple(v.shape) != want or v.dtype != node.dtype:
-        raise AutodiffError(
-            f"vmap: batching rule of {node.op!r} (node {label(fwd, node.id)}) gave {shape_str(v.shape)} {v.dtype}, "
-            f"expected {shape_str(want)} {node.dtype}"
-        )
-    return v
+    vals = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+    if len(vals) != node.num_results:
+        raise AutodiffError(f"vmap: batching rule of {node.op!r} (node {label(fwd, node.id)}) gave {len(vals)} results, "
+                            f"expected {node.num_results}")
+    for v, t in zip(vals, node.types):
+        want = (bsize, *t.shape)
+        if tuple(v.shape) != want or v.dtype != t.dtype:
+            raise AutodiffError(
+                f"vmap: batching rule of {node.op!r} (node {label(fwd, node.id)}) gave {shape_str(v.shape)} {v.dtype}, "
+                f"expected {shape_str(want)} {t.dtype}"
+            )
+    return vals

@@ -18,7 +18,11 @@ Graph signature:
   buffers the exported graph never reads (e.g. BatchNorm's ``num_batches_tracked`` in eval
   mode) are left out of both;
 * lifted tensor constants (tensors created in ``forward``) become ``constant`` nodes;
-* the graph outputs are the module's outputs, flattened in pytree order.
+* the graph outputs are the module's outputs, flattened in pytree order, named after the output
+  structure (``"logits"``, ``"last_hidden_state"``, ``"1.0"`` for tuples) when there are several;
+* every converted node's provenance label is the module path it ran in (the innermost entry of
+  torch's ``nn_module_stack``, e.g. ``"model.layers.0.self_attn.q_proj"``): drawings cluster by it
+  and ``rlx inspect`` prints it.
 
 Symbolic dims: a ``torch.export.Dim("batch")`` in ``dynamic_shapes`` becomes the rlx symbol
 ``"batch"``; other symbols keep torch's name (``"s0"``). A dim that is an expression of
@@ -46,7 +50,7 @@ import numpy as np
 
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
-from rlx.ir.graph import Graph, Value
+from rlx.ir.graph import Graph, Provenance, Value
 from rlx.ir.symbolic import dim_max, dim_min, floordiv, mod, symbol
 from rlx.ops.kinds import ACTIVATION_KINDS, COMPARE_KINDS, UNARY_MATH_KINDS
 
@@ -1287,6 +1291,7 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
     g = Graph(name)
     cx = _Ctx(g, symbols or {})
     params: dict[str, np.ndarray] = {}
+    modules: dict[int, str] = {}  # rlx node id -> module path of the FX node it came from
     import torch
 
     for node in nodes:
@@ -1302,7 +1307,11 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
             if _target_name(node.target) in _IGNORED:
                 cx.env[node.name] = None
                 continue
+            first = len(g.nodes)
             cx.env[node.name] = _convert(cx, node)
+            path = _module_path(node)
+            if path:
+                modules.update(dict.fromkeys(range(first, len(g.nodes)), path))
         elif node.op == "output":
             outs = []
             for item in _flatten(node.args[0]):
@@ -1315,7 +1324,48 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
                     raise cx.fail(f"graph output {item!r} is not a tensor")
             g.set_outputs(outs)
     _drop_unused_params(g, params)
-    return g, params
+    return _named(g, modules, _output_names(ep)), params
+
+
+def _module_path(node: Any) -> str | None:
+    """The innermost module of an FX node's ``nn_module_stack`` (``"model.layers.0.self_attn"``)."""
+    stack = node.meta.get("nn_module_stack") or {}
+    path = next(reversed(stack.values()), ("",))[0] if stack else ""
+    return path or None
+
+
+def _output_names(ep: Any) -> list[str | None]:
+    """A name per flattened output from the output pytree (``"logits"``, ``"past_key_values.0.1"``)."""
+    spec = getattr(getattr(ep, "call_spec", None), "out_spec", None)
+    names: list[str | None] = []
+
+    def walk(node: Any, prefix: str) -> None:
+        if node is None or node.is_leaf():
+            names.append(prefix or None)
+            return
+        keys = node.context if isinstance(node.context, (list, tuple)) and len(node.context) == node.num_children else \
+            range(node.num_children)
+        for key, child in zip(keys, node.children_specs):
+            walk(child, f"{prefix}.{key}" if prefix else str(key))
+
+    walk(spec, "")
+    return names if len(names) > 1 or names != [None] else []
+
+
+def _named(g: Graph, modules: Mapping[int, str], out_names: Sequence[str | None]) -> Graph:
+    """``g`` rebuilt (same ids) with each converted node's module path as its provenance label (drawings
+    cluster by it, ``inspect`` shows it) and the outputs named after the module's output structure."""
+    names: dict[int, str] = {}
+    if len(out_names) == len(g.output_ids):
+        for oid, name in zip(g.output_ids, out_names):
+            if name and g.output_ids.count(oid) == 1 and g.node(oid).op not in ("input", "param"):
+                names[oid] = name
+    out = Graph(g.name)
+    for node in g.nodes:
+        prov = Provenance(label=modules[node.id]) if node.id in modules else node.prov
+        out.append(node.op, node.inputs, node.attrs, name=names.get(node.id, node.name), prov=prov, type=node.type, check=False)
+    out.set_outputs(g.output_ids)
+    return out
 
 
 def _flatten(x: Any) -> list[Any]:

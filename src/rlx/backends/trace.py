@@ -123,16 +123,37 @@ def _arena_events(lir: LirModule, spans: Mapping[int, tuple[float, float]]) -> l
         out.append({"ph": "X", "pid": _PID_ARENA, "tid": 1, "name": f"%{rid} {lir.graph.node(rid).op}", "cat": "buffer",
                     "ts": start * 1e6, "dur": max(stop - start, 0.0) * 1e6,
                     "args": {"node": rid, "offset": slot.offset, "bytes": slot.size}})
-    live: list[set[tuple[int, int]]] = [set() for _ in steps]  # distinct slots: an in-place result shares its operand's
+    live = _live_bytes(p, len(steps))
+    for t, (start, _) in enumerate(steps):
+        out.append({"ph": "C", "pid": _PID_ARENA, "name": "live bytes", "ts": start * 1e6, "args": {"bytes": live[t]}})
+    return out
+
+
+def _live_bytes(p: Any, n: int) -> list[int]:
+    """Bytes of the slots live at each step: the live intervals of each slot are merged first (an
+    in-place result shares its operand's slot and overlaps it at one step), then summed by a
+    difference array."""
+    by_slot: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for rid, (birth, death) in p.lifetimes.items():
         slot = p.assignments.get(rid)
         if slot is not None:
-            for t in range(birth, min(death, len(steps) - 1) + 1):
-                live[t].add((slot.offset, slot.size))
-    for t, (start, _) in enumerate(steps):
-        live_bytes = sum(size for _, size in live[t])
-        out.append({"ph": "C", "pid": _PID_ARENA, "name": "live bytes", "ts": start * 1e6, "args": {"bytes": live_bytes}})
-    return out
+            by_slot.setdefault((slot.offset, slot.size), []).append((birth, min(death, n - 1)))
+    delta = [0] * (n + 1)
+    for (_, size), spans in by_slot.items():
+        spans.sort()
+        lo, hi = spans[0]
+        for b, d in [*spans[1:], (n + 1, n + 1)]:
+            if b <= hi:
+                hi = max(hi, d)
+                continue
+            delta[lo] += size
+            delta[hi + 1] -= size
+            lo, hi = b, d
+    live, cur = [], 0
+    for t in range(n):
+        cur += delta[t]
+        live.append(cur)
+    return live
 
 
 def write_trace(doc: Mapping[str, Any], path: str | os.PathLike[str]) -> None:

@@ -379,6 +379,9 @@ REFUSED_HIR = {
 
 #: Registered rlx ops (non-HIR) that no upstream 0.2.1 variant maps to, with the reason.
 RLX_ONLY = {
+    "result": "upstream nodes have one output; rlx's multi-result nodes hold results 1.. in result nodes",
+    "split": "a multi-result node (upstream has one output per node)",
+    "max_pool2d_with_indices": "a multi-result node (values, indices); upstream's MaxPool has one output",
     "arg_reduce": "upstream 0.2.1 has no argmax / argmin op (ArgMax / ArgMin came later)",
     "binary_ext": "mod / fmod / bitwise / shift ops are rlx extensions (ONNX import)",
     "unary_math": "erf / floor / ceil / sign / round_even / inverse trig / hyperbolic ops are rlx extensions",

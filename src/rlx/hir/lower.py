@@ -89,7 +89,7 @@ def lower_to_mir(hir: Graph, policy: Any = None) -> Graph:
     mir = Graph(hir.name, GraphStage.MIR)
     for wnode, (hir_id, label) in zip(work.nodes, origin):
         name = wnode.name if wnode.name is not None else label
-        mir.append(wnode.op, wnode.inputs, wnode.attrs, name=name, prov=Provenance(hir_id, label), type=wnode.type, check=False)
+        mir.append(wnode.op, wnode.inputs, wnode.attrs, name=name, prov=Provenance(hir_id, label), type=wnode.types, check=False)
     mir.set_outputs([root[o] for o in hir.output_ids])
     try:
         verify(mir)

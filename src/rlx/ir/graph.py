@@ -1,8 +1,17 @@
 """Graph, Node and Value: one append-only DAG type for HIR, MIR and LIR graphs.
 
 Insertion order is topological order: a node's inputs always have smaller ids. Nodes are
-immutable; passes build new graphs. Builder methods (``g.matmul``, ``g.gelu`` …) are not
-written here: they are looked up in the op registry on first use.
+immutable; passes build new graphs.
+
+Multi-result nodes: a node with ``n`` results stores result 0's type as ``type`` and the
+others as ``extra_types``; the graph keeps, right after it, one ``result`` node per extra
+result (``result(%k) {index=r}`` at id ``k + r``). So a value is always one plain int id
+(result ``r`` of node ``k`` is ``k + r``), every single-result graph is stored exactly as
+before, and passes that copy nodes in order keep the layout: :meth:`Graph._push` appends a
+multi-result node's ``result`` nodes itself and maps a re-appended ``result`` node onto them.
+
+Builder methods (``g.matmul``, ``g.gelu`` …) are not written here: they are looked up in the
+op registry on first use.
 """
 
 from __future__ import annotations
@@ -56,6 +65,7 @@ class Node:
     type: TensorType
     name: str | None = None
     prov: Provenance | None = None
+    extra_types: tuple[TensorType, ...] = ()  # the types of results 1.. of a multi-result node
 
     @property
     def shape(self) -> Shape:
@@ -64,6 +74,24 @@ class Node:
     @property
     def dtype(self) -> DType:
         return self.type.dtype
+
+    @property
+    def types(self) -> tuple[TensorType, ...]:
+        """Every result's type, result 0 first."""
+        return (self.type, *self.extra_types)
+
+    @property
+    def num_results(self) -> int:
+        return 1 + len(self.extra_types)
+
+
+#: The op of the nodes that hold results 1.. of a multi-result node (see the module doc).
+RESULT = "result"
+
+
+def producer_id(node: Node) -> int:
+    """The id of the node computing ``node``'s value: its producer for a ``result`` node, else itself."""
+    return node.id - node.attrs["index"] if node.op == RESULT else node.id
 
 
 class Value:
@@ -94,6 +122,17 @@ class Value:
     @property
     def name(self) -> str | None:
         return self.graph._nodes[self.id].name
+
+    @property
+    def index(self) -> int:
+        """Which result of its producer this value is (0 for a single-result node)."""
+        node = self.graph._nodes[self.id]
+        return node.attrs["index"] if node.op == RESULT else 0
+
+    @property
+    def producer(self) -> Node:
+        """The node computing this value (for result ``r`` of a multi-result node, that node)."""
+        return self.graph._nodes[self.id - self.index]
 
     def __repr__(self) -> str:
         node = self.graph.node(self.id)
@@ -214,6 +253,12 @@ class Graph:
     def output_ids(self) -> tuple[int, ...]:
         return tuple(self._outputs)
 
+    def results(self, ref: Ref) -> tuple[Value, ...]:
+        """Every result of the node ``ref`` (its producer, if ``ref`` is a ``result`` node), result 0 first."""
+        node = self.node(ref)
+        first = producer_id(node)
+        return tuple(Value(self, first + r) for r in range(self._nodes[first].num_results))
+
     def __len__(self) -> int:
         return len(self._nodes)
 
@@ -293,27 +338,34 @@ class Graph:
         *,
         name: str | None = None,
         prov: Provenance | None = None,
-        type: TensorType | None = None,
+        type: TensorType | tuple[TensorType, ...] | None = None,
         check: bool = True,
     ) -> Value:
-        """Low-level append used by builders, passes and loaders.
+        """Low-level append used by builders, passes and loaders; returns result 0's Value.
 
         With ``check`` the attributes are validated and the type inferred (and compared
-        with ``type`` if one is given). Without it the node is stored as given, for
-        loaders that verify the whole graph afterwards.
+        with ``type`` if one is given; a tuple for a multi-result op). Without it the node
+        is stored as given, for loaders that verify the whole graph afterwards. A
+        multi-result node's ``result`` nodes follow it at once (:meth:`results`);
+        appending ``result(%k) {index=r}`` again returns the existing value ``k + r``.
         """
         ids = tuple(i if i.__class__ is int else self._id(i) for i in inputs)
-        if not check:
-            if type is None:
+        if not check or op == RESULT:
+            if type is None and op != RESULT:
                 raise RlxError("append(check=False) needs an explicit type")
-            return self._push(Node(len(self._nodes), op, MappingProxyType(dict(attrs or {})), ids, type, name, prov))
-        return self._append_checked(get_op(op), ids, attrs or {}, name, prov, type)
+            first, extra = (type[0], tuple(type[1:])) if isinstance(type, tuple) else (type, ())
+            node = Node(len(self._nodes), op, MappingProxyType(dict(attrs or {})), ids, first, name, prov, extra)  # type: ignore[arg-type]
+            return self._push(node)
+        made = self._append_checked(get_op(op), ids, attrs or {}, name, prov, type)
+        return made[0] if made.__class__ is tuple else made  # type: ignore[index,return-value]
 
     def _append_checked(
         self, opdef: OpDef, ids: tuple[int, ...], attrs: Mapping[str, Any], name: str | None, prov: Provenance | None,
-        declared: TensorType | None = None,
-    ) -> Value:
-        """Validate attributes and operand ids, infer the type, append (the checked path of ``append``)."""
+        declared: TensorType | tuple[TensorType, ...] | None = None,
+    ) -> Value | tuple[Value, ...]:
+        """Validate attributes and operand ids, infer the type, append (the checked path of ``append``).
+
+        An op whose rule gives a tuple of types returns a tuple of Values (one per result)."""
         where = opdef.name if name is None else f"{opdef.name} {name!r}"
         checked = opdef.check_attrs(attrs, where)
         nodes = self._nodes
@@ -322,20 +374,53 @@ class Graph:
             if not 0 <= i < count:
                 raise RlxError(f"{where}: operand %{i} does not exist in graph {self.name!r}")
         inferred = infer_type(opdef, [nodes[i].type for i in ids], checked, where)
+        if inferred.__class__ is tuple:
+            if declared is not None and tuple(declared) != inferred:  # type: ignore[arg-type]
+                raise ShapeError(f"{where}: declared types {declared} but the op rule gives {inferred}")
+            node = Node(count, opdef.name, MappingProxyType(checked), ids, inferred[0], name, prov, inferred[1:])
+            return self.results(self._push(node))
+        if declared.__class__ is tuple and len(declared) == 1:  # type: ignore[arg-type]
+            declared = declared[0]  # type: ignore[index]  # node.types of a one-result node
         if declared is not None and declared != inferred:
             raise ShapeError(f"{where}: declared type {declared} but the op rule gives {inferred}")
         return self._push(Node(count, opdef.name, MappingProxyType(checked), ids, inferred, name, prov))
 
     def _push(self, node: Node) -> Value:
-        if node.op in ("input", "param"):
+        op = node.op
+        if op == RESULT:
+            return self._result_of(node)
+        if op in ("input", "param"):
             leaf = node.attrs.get("name")
             if leaf in self._leaves:
                 raise RlxError(f"graph {self.name!r} already has an input or param named {leaf!r}")
             self._leaves[leaf] = node.id
-        self._nodes.append(node)
+        nodes = self._nodes
+        nodes.append(node)
+        if node.extra_types:
+            at = node.id
+            for r, t in enumerate(node.extra_types, 1):
+                nodes.append(Node(at + r, RESULT, MappingProxyType({"index": r}), (at,), t, None, node.prov))
         return Value(self, node.id)
 
-    def _build(self, opdef: OpDef, preset: Mapping[str, Any], args: Sequence[Any], kwargs: dict[str, Any], name: str | None) -> Value:
+    def _result_of(self, node: Node) -> Value:
+        """A re-appended ``result`` node: the existing value ``producer + index`` (taking its name)."""
+        index = node.attrs.get("index")
+        if len(node.inputs) != 1 or index.__class__ is not int or len(node.attrs) != 1:
+            raise RlxError(f"graph {self.name!r}: a result node takes one operand (a multi-result node) and one int attribute 'index'")
+        src = node.inputs[0]
+        if not 0 <= src < len(self._nodes) or not 1 <= index <= len(self._nodes[src].extra_types):
+            raise RlxError(f"graph {self.name!r}: result {index} of node %{src} does not exist "
+                           "(result nodes refer to a multi-result node, indices from 1)")
+        nid = src + index
+        slot = self._nodes[nid]
+        if node.type is not None and node.type != slot.type:
+            raise ShapeError(f"graph {self.name!r}: result {index} of node %{src} is {slot.type}, not {node.type}")
+        if node.name is not None and node.name != slot.name:
+            self._nodes[nid] = Node(nid, RESULT, slot.attrs, slot.inputs, slot.type, node.name, slot.prov)
+        return Value(self, nid)
+
+    def _build(self, opdef: OpDef, preset: Mapping[str, Any], args: Sequence[Any], kwargs: dict[str, Any],
+               name: str | None) -> Value | tuple[Value, ...]:
         given = {**preset, **kwargs}
         if opdef.aliases:
             given = {opdef.aliases.get(k, k): v for k, v in given.items()}
@@ -419,8 +504,10 @@ def _make_builder(method: str) -> Any:
     return build
 
 
-def infer_type(opdef: OpDef, in_types: list[TensorType], attrs: Mapping[str, Any], where: str) -> TensorType:
-    """Run an op's type rule, turning any failure into a ShapeError naming op and operands."""
+def infer_type(opdef: OpDef, in_types: list[TensorType], attrs: Mapping[str, Any], where: str) -> TensorType | tuple[TensorType, ...]:
+    """Run an op's type rule, turning any failure into a ShapeError naming op and operands.
+
+    A multi-result op's rule gives a tuple of types (a 1-tuple: one result, built as a tuple)."""
     expected = opdef.expected_arity(attrs)
     if expected is None:
         if len(in_types) < opdef.min_arity:

@@ -56,14 +56,15 @@ import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
+from rlx.ir import fileio
 from rlx.ir.attrs import AttrSpec, FrozenArray
 from rlx.ir.dtype import DType
 from rlx.ir.errors import FormatError, RlxError, UnknownOpError, VerifyError
-from rlx.ir.graph import Graph, GraphStage, Node, Provenance
+from rlx.ir.graph import RESULT, Graph, GraphStage, Node, Provenance
 from rlx.ir.opdef import OpDef, get_op
 from rlx.ir.shape import Shape, TensorType
 from rlx.ir.symbolic import MAX_TEXT, decode_dim, encode_shape
@@ -75,7 +76,7 @@ __all__ = [
 ]
 
 FORMAT = "rlx-ir"
-VERSION = 1
+VERSION = 2  # 2: multi-result nodes (a node's "results" field and its "result" nodes)
 INLINE_MAX_BYTES = 4096  # tensors up to this many bytes stay inline in save() and fingerprint()
 LEVELS = ("hir", "mir", "lir")
 CONST_PREFIX = "rlx.const."  # sidecar names of constants: rlx.const.<sha256 of bytes>.<dtype>[<dims>]
@@ -246,6 +247,8 @@ class Encoder:
                 "id": n.id, "op": n.op, "inputs": list(n.inputs), "attrs": attrs,
                 "shape": encode_shape(n.type.shape), "dtype": n.type.dtype.value,
             }
+            if n.extra_types:
+                d["results"] = [{"shape": list(t.shape), "dtype": t.dtype.value} for t in n.extra_types]
             if n.name is not None:
                 d["name"] = n.name
             if n.prov is not None:
@@ -347,7 +350,7 @@ def _join(path: str, key: str) -> str:
 
 _MISSING: Any = object()
 _NODE_KEYS = frozenset({"id", "op", "inputs", "attrs", "shape", "dtype"})
-_NODE_ALL = _NODE_KEYS | {"name", "prov"}
+_NODE_ALL = _NODE_KEYS | {"name", "prov", "results"}
 _GRAPH_KEYS = ("name", "nodes", "outputs", "stage")
 _TENSOR_KEYS = frozenset({"dtype", "shape"})
 
@@ -458,7 +461,10 @@ class Decoder:
         try:
             for i, nd in enumerate(nodes):
                 try:
-                    g._push(self._node(nd, i, path))
+                    node = self._node(nd, i, path)
+                    if (len(g) != i and node.op != RESULT) or g._push(node).id != i:
+                        raise _Bad(f"node {i} must be result {i - g.nodes[i].inputs[0]} of the multi-result node before it"
+                                   if len(g) > i else f"node {i} is not result {node.attrs.get('index')} of node %{node.inputs[0]}")
                 except _Bad as bad:
                     raise self.error(f"{_join(path, 'nodes')}[{i}]{bad.suffix}", bad.msg) from None
                 except FormatError:
@@ -517,7 +523,26 @@ class Decoder:
                 raise _Bad(f"expected str (at most max_string={self.limits.max_string} characters), got {_tname(name)}", ".name")
             if "prov" in nd:
                 prov = self._prov(nd["prov"])
+            if "results" in nd:
+                return Node(i, op, attrs, tuple(ins), ttype, name, prov, self._results(nd["results"]))
         return Node(i, op, attrs, tuple(ins), ttype, name, prov)
+
+    def _results(self, raw: Any) -> tuple[TensorType, ...]:
+        """The types of results 1.. of a multi-result node (format version 2)."""
+        if type(raw) is not list or not raw or len(raw) > self.limits.max_items:
+            raise _Bad(f"expected a non-empty list (at most max_items={self.limits.max_items}), got {_tname(raw)}", ".results")
+        self.node_count += len(raw)
+        if self.node_count > self.limits.max_nodes:
+            raise _Bad(f"{self.node_count} nodes exceed max_nodes={self.limits.max_nodes}", ".results")
+        out = []
+        for j, t in enumerate(raw):
+            if type(t) is not dict or set(t) != {"shape", "dtype"}:
+                raise _Bad("expected an object with exactly shape and dtype", f".results[{j}]")
+            try:
+                out.append(self._type(t["shape"], t["dtype"]))
+            except _Bad as bad:
+                raise _Bad(bad.msg, f".results[{j}]{bad.suffix}") from None
+        return tuple(out)
 
     def _attrs(self, op: str, opdef: OpDef, raw: dict, i: int, path: str) -> dict[str, Any]:
         specs = opdef.attrs
@@ -804,14 +829,12 @@ class _Payload:
     """A validated safetensors sidecar, read into one buffer."""
 
     def __init__(self, path: str, expect_bytes: int, expect_sha: str, limits: LoadLimits):
-        try:
-            size = os.stat(path).st_size
-        except OSError as exc:
-            raise FormatError(f"payload: cannot read {os.path.basename(path)!r}: {exc.strerror}") from None
-        if size != expect_bytes:
-            name = os.path.basename(path)
-            raise FormatError(f"payload: {name!r} has {size} bytes, the document says {expect_bytes} (stale or truncated)")
-        with open(path, "rb") as f:
+        f = os.fdopen(fileio.open_regular(path, "payload file"), "rb")
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            if size != expect_bytes:
+                name = os.path.basename(path)
+                raise FormatError(f"payload: {name!r} has {size} bytes, the document says {expect_bytes} (stale or truncated)")
             head = f.read(8)
             if len(head) != 8:
                 raise FormatError("payload: file shorter than the 8-byte safetensors header length")
@@ -897,7 +920,7 @@ def _parse_st_header(raw: bytes, data_len: int, limits: LoadLimits) -> dict[str,
     return entries
 
 
-def _write_safetensors(path: str, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> tuple[int, str]:
+def _write_safetensors(f: BinaryIO, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> tuple[int, str]:
     # Larger items first keeps every offset a multiple of each tensor's itemsize (all powers of 2).
     order = sorted(tensors, key=lambda k: (-tensors[k].dtype.itemsize, k))
     header: dict[str, Any] = {"__metadata__": metadata}
@@ -911,11 +934,10 @@ def _write_safetensors(path: str, tensors: dict[str, np.ndarray], metadata: dict
     hjson += b" " * (-len(hjson) % 8)
     digest = hashlib.sha256()
     size = 0
-    with open(path, "xb") as f:
-        for chunk in (struct.pack("<Q", len(hjson)), hjson, *(_raw(tensors[k]) for k in order)):
-            digest.update(chunk)
-            f.write(chunk)
-            size += len(chunk) if isinstance(chunk, bytes) else chunk.nbytes
+    for chunk in (struct.pack("<Q", len(hjson)), hjson, *(_raw(tensors[k]) for k in order)):
+        digest.update(chunk)
+        f.write(chunk)
+        size += len(chunk) if isinstance(chunk, bytes) else chunk.nbytes
     return size, digest.hexdigest()
 
 
@@ -1054,27 +1076,31 @@ def _payload_name(path: str) -> str:
     return os.path.basename(path) + PAYLOAD_SUFFIX
 
 
-def _atomic_write(path: str, write: Callable[[str], Any]) -> Any:
-    """Write through a temporary file next to ``path``, then rename over it."""
-    tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
-    try:
-        result = write(tmp)
-        os.replace(tmp, path)
-        return result
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def _staged_name(side_path: str, sha: str) -> str:
+    """Where a new sidecar waits (named by its content) until the document naming it is committed."""
+    return f"{side_path}.{sha[:16]}"
 
 
-def _write_text(path: str, text: str) -> None:
-    with open(path, "x", encoding="ascii") as f:
-        f.write(text)
+def _remove_leftovers(path: str, has_payload: bool) -> None:
+    """Temporary and staged files of interrupted saves of ``path`` (and a sidecar no document names)."""
+    folder, base = os.path.split(os.path.abspath(path))
+    side = base + PAYLOAD_SUFFIX
+    staged = re.compile(re.escape(side) + r"\.[0-9a-f]{16}")
+    for name in os.listdir(folder):
+        if fileio.is_temp_of(name, base) or fileio.is_temp_of(name, side) or staged.fullmatch(name) or (name == side and not has_payload):
+            fileio.remove_quietly(os.path.join(folder, name))
 
 
 def save(obj: Any, path: str | os.PathLike[str], params: Mapping[str, Any] | None = None) -> None:
     """Write ``obj`` to ``path`` (canonical JSON) and, when there are weights or tensors over
-    :data:`INLINE_MAX_BYTES`, the safetensors sidecar ``path + ".safetensors"``."""
+    :data:`INLINE_MAX_BYTES`, the safetensors sidecar ``path + ".safetensors"``.
+
+    Durable over an existing model: the new sidecar is written to a temporary file, synced and
+    renamed to a content-addressed name; the document (which records the sidecar's size and
+    SHA-256) is then renamed over the old one, the commit point; only after that the sidecar
+    takes its final name (:func:`load` also finds it under the staged name). A process killed at
+    any moment leaves the old model or the new one loadable; the next successful save removes
+    what an interrupted one left behind. One writer per path at a time."""
     path = os.fspath(path)
     enc = Encoder(INLINE_MAX_BYTES)
     doc = _document(obj, enc)
@@ -1091,15 +1117,28 @@ def save(obj: Any, path: str | os.PathLike[str], params: Mapping[str, Any] | Non
                 raise FormatError(f"params[{name!r}]: {exc}") from None
             _check_param(name, arr, declared)
             tensors[name] = le
-    if tensors or params is not None:
-        side = _payload_name(path)
-        meta = {"format": "rlx-ir-payload", "version": str(VERSION)}
-        size, sha = _atomic_write(os.path.join(os.path.dirname(path), side), lambda tmp: _write_safetensors(tmp, tensors, meta))
-        doc["payload"] = {"file": side, "bytes": size, "sha256": sha}
-        if params is not None:
-            doc["payload"]["params"] = sorted(params)
-    text = _dumps(doc) + "\n"
-    _atomic_write(path, lambda tmp: _write_text(tmp, text))
+    side_path = staged = None
+    try:
+        if tensors or params is not None:
+            side = _payload_name(path)
+            side_path = os.path.join(os.path.dirname(path), side)
+            meta = {"format": "rlx-ir-payload", "version": str(VERSION)}
+            tmp, (size, sha) = fileio.write_temp(side_path, lambda f: _write_safetensors(f, tensors, meta))
+            staged = _staged_name(side_path, sha)
+            fileio.commit(tmp, staged)
+            doc["payload"] = {"file": side, "bytes": size, "sha256": sha}
+            if params is not None:
+                doc["payload"]["params"] = sorted(params)
+        text = (_dumps(doc) + "\n").encode("ascii")
+        tmp, _ = fileio.write_temp(path, lambda f: f.write(text))
+        fileio.commit(tmp, path)  # the commit point: from here on the new model is the one loaded
+    except BaseException:
+        if staged is not None:
+            fileio.remove_quietly(staged)
+        raise
+    if staged is not None:
+        fileio.commit(staged, side_path)  # type: ignore[arg-type]
+    _remove_leftovers(path, staged is not None)
 
 
 def load(path: str | os.PathLike[str], limits: LoadLimits | None = None, *, with_params: bool = False) -> Any:
@@ -1112,14 +1151,7 @@ def load(path: str | os.PathLike[str], limits: LoadLimits | None = None, *, with
     limits = limits or DEFAULT_LIMITS
 
     def run() -> tuple[Any, dict[str, np.ndarray] | None]:
-        try:
-            size = os.stat(path).st_size
-        except OSError as exc:
-            raise FormatError(f"cannot read {path!r}: {exc.strerror}") from None
-        if size > limits.max_document_bytes:
-            raise FormatError(f"document of {size} bytes exceeds max_document_bytes={limits.max_document_bytes}")
-        with open(path, "rb") as f:
-            doc = _parse_json(f.read(size), limits)  # read(n) allocates n bytes up front: never the limit
+        doc = _parse_json(fileio.read_regular(path, limits.max_document_bytes, "document", "max_document_bytes"), limits)
         dec = Decoder(limits)
         _header(doc, dec)
         names = None
@@ -1137,7 +1169,9 @@ def load(path: str | os.PathLike[str], limits: LoadLimits | None = None, *, with
                 for j, n in enumerate(names):
                     if type(n) is not str or n.startswith(CONST_PREFIX) or n == "__metadata__":
                         raise dec.error(f"payload.params[{j}]", "expected a weight name")
-            dec.payload = _Payload(os.path.join(os.path.dirname(path), side), nbytes, sha, limits)
+            side_path = os.path.join(os.path.dirname(path), side)
+            staged = _staged_name(side_path, sha)  # a save was stopped between its commit and the sidecar's rename
+            dec.payload = _Payload(staged if os.path.lexists(staged) else side_path, nbytes, sha, limits)
         obj = _decode(doc, dec)
         if names is None:
             return obj, None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,7 @@ import numpy as np
 from rlx.ir.attrs import FrozenArray, normalize_attr
 from rlx.ir.dtype import DType
 from rlx.ir.errors import ParseError, RlxError
-from rlx.ir.graph import Graph, GraphStage, Node, Provenance
+from rlx.ir.graph import RESULT, Graph, GraphStage, Node, Provenance
 from rlx.ir.opdef import get_op, has_op
 from rlx.ir.shape import Shape, TensorType
 from rlx.ir.symbolic import parse_dim_at
@@ -59,16 +60,20 @@ def format_type(t: TensorType) -> str:
     return f"{t.shape!r} {t.dtype}"
 
 
-def print_node(node: Node, depth: int = 0) -> str:
-    parts = [f"%{node.id} = {node.op}"]
+def print_node(node: Node, depth: int = 0, results: Sequence[Node] = ()) -> str:
+    """One line; a multi-result node lists every result (``results``: its result nodes, for their names)."""
+    ids = ", ".join(f"%{node.id + r}" for r in range(node.num_results))
+    parts = [f"{ids} = {node.op}"]
     if node.inputs:
         parts[0] += "(" + ", ".join(f"%{i}" for i in node.inputs) + ")"
     if node.attrs:
         body = ", ".join(f"{k}={format_value(v, depth + 1)}" for k, v in node.attrs.items())
         parts.append("{" + body + "}")
-    parts.append(": " + format_type(node.type))
+    parts.append(": " + ", ".join(format_type(t) for t in node.types))
     if node.name is not None:
         parts.append(f"name={_json(node.name)}")
+    if any(r.name is not None for r in results):
+        parts.append(f"result_names={_json([r.name for r in results])}")
     if node.prov is not None:
         prov = {"hir": node.prov.hir, "label": node.prov.label, "passes": list(node.prov.passes)}
         parts.append(f"prov={_json(prov)}")
@@ -78,7 +83,9 @@ def print_node(node: Node, depth: int = 0) -> str:
 def _print(g: Graph, depth: int) -> str:
     pad = _INDENT * depth
     lines = [f"graph @{_json(g.name)} {g.stage.value} {{"]
-    lines += [pad + _INDENT + print_node(n, depth) for n in g.nodes]
+    nodes = g.nodes
+    lines += [pad + _INDENT + print_node(n, depth, nodes[n.id + 1:n.id + n.num_results] if n.extra_types else ())
+              for n in nodes if n.op != RESULT]
     lines.append(pad + _INDENT + "return" + ("" if not g.output_ids else " " + ", ".join(f"%{i}" for i in g.output_ids)))
     lines.append(pad + "}")
     return "\n".join(lines)
@@ -219,6 +226,11 @@ def _parse_node(cur: _Cursor, g: Graph) -> None:
     node_id = cur.node_ref()
     if node_id != len(g):
         raise cur.error(f"node %{node_id} is out of order (expected %{len(g)})")
+    count = 1
+    while cur.accept(","):
+        if cur.node_ref() != node_id + count:
+            raise cur.error(f"result {count} of node %{node_id} must be %{node_id + count}")
+        count += 1
     cur.expect("=")
     op = cur.regex(_IDENT, "an op name")
     if not has_op(op):
@@ -240,19 +252,32 @@ def _parse_node(cur: _Cursor, g: Graph) -> None:
                 raise cur.error(f"attribute {key!r} given twice")
             attrs[key] = _parse_value(cur, op, key)
     cur.expect(":")
-    ttype = _parse_type(cur)
+    types = [_parse_type(cur)]
+    while cur.accept(","):
+        types.append(_parse_type(cur))
+    if len(types) != count:
+        raise cur.error(f"{count} result(s) listed but {len(types)} type(s) given")
     name: str | None = None
     prov: Provenance | None = None
-    while cur.peek("name=") or cur.peek("prov="):
+    result_names: Any = [None] * (count - 1)
+    while cur.peek("name=") or cur.peek("prov=") or cur.peek("result_names="):
         if cur.accept("name="):
             name = cur.json()
             if not isinstance(name, str):
                 raise cur.error("name must be a string")
+        elif cur.accept("result_names="):
+            result_names = cur.json()
+            if not isinstance(result_names, list) or len(result_names) != count - 1 or \
+                    not all(n is None or isinstance(n, str) for n in result_names):
+                raise cur.error(f"result_names must list {count - 1} string(s) or null(s)")
         else:
             cur.expect("prov=")
             prov = _parse_prov(cur)
     try:
-        g.append(op, inputs, attrs, name=name, prov=prov, type=ttype, check=False)
+        v = g.append(op, inputs, attrs, name=name, prov=prov, type=tuple(types) if count > 1 else types[0], check=False)
+        for r, rname in enumerate(result_names, 1):
+            if rname is not None:
+                g.append(RESULT, [v], {"index": r}, name=rname)
     except RlxError as exc:
         raise cur.error(str(exc)) from None
 

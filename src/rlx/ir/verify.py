@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlx.ir.errors import RlxError, VerifyError
-from rlx.ir.graph import Graph, GraphStage, Node, infer_type
+from rlx.ir.graph import RESULT, Graph, GraphStage, Node, infer_type
 from rlx.ir.opdef import get_op, has_op
 
 MAX_REPORTED = 20
@@ -52,8 +52,8 @@ def _memo_key(g: Graph, index: int, node: Node) -> tuple[Any, ...] | None:
     """Everything :func:`_check_node` reads for a non-leaf node: op, attributes (values and
     classes, so ``True`` never stands for ``1``), its type and its operand types. Nodes with
     equal keys pass or fail together, so a repeated layer is checked once (loaders, passes)."""
-    if node.id != index or not node.inputs:  # sources (input, param, constant) are cheap to check; leaf names need each
-        return None
+    if node.id != index or not node.inputs or node.op == RESULT:  # sources are cheap to check; leaf names need each
+        return None  # a result node's check reads its position
     nodes = g.nodes
     for src in node.inputs:
         if src.__class__ is not int or not 0 <= src < index:
@@ -61,7 +61,7 @@ def _memo_key(g: Graph, index: int, node: Node) -> tuple[Any, ...] | None:
     attrs = tuple(
         (k, v.__class__, tuple(x.__class__ for x in v) if v.__class__ is tuple else None, v) for k, v in node.attrs.items()
     )
-    return (node.op, attrs, node.type, tuple(nodes[src].type for src in node.inputs))
+    return (node.op, attrs, node.type, node.extra_types, tuple(nodes[src].type for src in node.inputs))
 
 
 def _check_node(g: Graph, index: int, node: Node, err: Callable[[str], None], leaves: dict[str, int]) -> None:
@@ -70,6 +70,9 @@ def _check_node(g: Graph, index: int, node: Node, err: Callable[[str], None], le
         err(f"id {node.id} stored at position {index}")
     if not has_op(node.op):
         err(f"unknown op {node.op!r}")
+        return
+    if node.op == RESULT:
+        _check_result(g, index, node, err)
         return
     opdef = get_op(node.op)
     if opdef.level == "hir" and g.stage is not GraphStage.HIR:
@@ -101,8 +104,35 @@ def _check_node(g: Graph, index: int, node: Node, err: Callable[[str], None], le
     except RlxError as exc:
         err(f"type rule failed: {exc}")
         return
-    if inferred != node.type:
+    if inferred.__class__ is tuple:
+        if inferred != node.types:
+            err(f"stored result types {list(map(str, node.types))} differ from the ones the op rule gives, {list(map(str, inferred))}")
+    elif node.extra_types:
+        err(f"stores {node.num_results} result types, but the op rule gives one result, {inferred}")
+    elif inferred != node.type:
         err(f"stored type {node.type} differs from the type the op rule gives, {inferred}")
+    for r in range(1, node.num_results):
+        at = index + r
+        follower = g.nodes[at] if at < len(g.nodes) else None
+        if follower is None or follower.op != RESULT or follower.attrs.get("index") != r or follower.inputs != (index,):
+            err(f"result {r} must be held by node %{at} = result(%{index}) {{index={r}}}")
+
+
+def _check_result(g: Graph, index: int, node: Node, err: Callable[[str], None]) -> None:
+    """A ``result`` node: ``result(%k) {index=r}`` at id k + r, typed as result r of node %k."""
+    r = node.attrs.get("index")
+    if set(node.attrs) != {"index"} or r.__class__ is not int or r < 1:
+        err(f"a result node has exactly one attribute, index (an int >= 1), got {dict(node.attrs)}")
+        return
+    src = index - r
+    if node.inputs != (src,) or src < 0:
+        err(f"result {r} at %{index} must read node %{src} (result r of node k is node k + r), reads {list(node.inputs)}")
+        return
+    producer = g.nodes[src]
+    if producer.num_results <= r:
+        err(f"node %{src} ({producer.op}) has {producer.num_results} result(s), so it has no result {r}")
+    elif producer.extra_types[r - 1] != node.type:
+        err(f"stored type {node.type} differs from result {r} of node %{src}, {producer.extra_types[r - 1]}")
 
 
 def verify(g: Graph) -> Graph:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from rlx.ir.graph import Graph
+from rlx.ir.graph import RESULT, Graph, producer_id
 from rlx.ir.opdef import get_op, has_op
 from rlx.lir.views import resolve_views
 
@@ -91,6 +91,8 @@ def analyze(g: Graph, policy: Mapping[str, str] | None = None, schedule: Sequenc
     last: dict[int, int] = {}
     for nid in sched:
         t = step[nid]
+        if nodes[nid].op == RESULT:  # computed with its producer: reads nothing at its own step
+            continue
         for src in nodes[nid].inputs:
             r = root_of(src)
             if last.get(r, -1) < t:
@@ -116,7 +118,7 @@ def analyze(g: Graph, policy: Mapping[str, str] | None = None, schedule: Sequenc
         if node.op not in LEAVES and last.get(nid, -1) >= n and policy.get("outputs", "arena") == "outside":
             outside.add(nid)  # written straight into a fresh array handed to the caller
             continue
-        t = step[nid]
+        t = step[producer_id(node)]  # result nodes are written by their producer's step
         death = max(t, last.get(nid, t))
         if node.op in ("param", "constant"):
             intervals[nid] = (0, n)

@@ -32,10 +32,10 @@ from typing import Any
 from rlx.ir.dump import active_dump
 from rlx.ir.errors import RlxError
 from rlx.ir.flags import BLAS, EPILOGUE
-from rlx.ir.graph import Graph
+from rlx.ir.graph import RESULT, Graph, producer_id
 from rlx.ir.opdef import get_op, has_op
 from rlx.lir import liveness as _liveness
-from rlx.lir.planner import DEFAULT_HEURISTICS, UPSTREAM_MAX_BUFFERS, Item, align_up, place_best, upstream_greedy
+from rlx.lir.planner import DEFAULT_HEURISTICS, Item, align_up, place_best, upstream_greedy
 from rlx.lir.views import resolve_views
 
 
@@ -334,10 +334,10 @@ def plan(
     arena = max([top, placement.arena])
     tried = dict(placement.tried)
     heuristic = placement.heuristic
-    if params != "reserved" and weight_layout is None and len(live.groups) <= UPSTREAM_MAX_BUFFERS:
+    if params != "reserved" and weight_layout is None:
         # upstream's single-pool greedy may beat "persistent at the bottom": keep the smaller
         pooled = [Item(grp.id, grp.size, grp.birth, grp.death) for grp in live.groups.values()]
-        joint = upstream_greedy(pooled, alignment)
+        joint = upstream_greedy(pooled, n, alignment)
         tried["upstream"] = max([0, *(joint[it.key] + it.size for it in pooled)])
         if tried["upstream"] < arena:
             offsets, arena, heuristic = joint, tried["upstream"], "upstream"
@@ -491,8 +491,11 @@ def check(lir: LirModule) -> None:
             v = views[v][0]
         return v
 
-    death = {r: step[r] for r in roots}
+    birth_step = {r: step[producer_id(nodes[r])] for r in roots}  # a result node is written with its producer
+    death = dict(birth_step)
     for node in nodes:
+        if node.op == RESULT:
+            continue
         for src in node.inputs:
             r = root_of(src)
             if r in death and step[node.id] > death[r]:
@@ -508,7 +511,7 @@ def check(lir: LirModule) -> None:
         elif op == "input":
             birth[r] = 0
         else:
-            birth[r] = step[r]
+            birth[r] = birth_step[r]
 
     def legal_inplace(a: int, b: int) -> bool:
         """b overwrites a: b's op is elementwise, reads a (or a full view of it), a dies exactly there."""

@@ -22,6 +22,7 @@ one reaches the lower bound.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -168,23 +169,34 @@ def compact(items: Sequence[Item], offsets: dict[int, int], n_steps: int, align:
     return offsets
 
 
-def upstream_greedy(items: Sequence[Item], align: int) -> dict[int, int]:
+def upstream_greedy(items: Sequence[Item], n_steps: int, align: int) -> dict[int, int]:
     """Upstream rlx's placement, exactly: largest first (ties in key order); the candidate
     offsets are 0 and the aligned end of every placed buffer; each buffer takes the lowest
-    candidate that overlaps no placed buffer in both memory and time (closed intervals)."""
+    candidate that overlaps no placed buffer in both memory and time (closed intervals).
+
+    The candidates are kept sorted; per buffer the free gaps between the time-overlapping
+    buffers are walked upward and the first candidate that fits a gap is taken."""
     order = sorted(range(len(items)), key=lambda i: (-items[i].size, items[i].key))
-    placed: list[tuple[int, int, int, int]] = []  # (offset, end, birth, death)
-    ends = [0]
+    index = _TimeIndex(n_steps + 1, _width(items))
+    cands = [0]
     out: dict[int, int] = {}
     for i in order:
         it = items[i]
-        rivals = [(o, e) for o, e, b, d in placed if b <= it.death and d >= it.birth]
-        for cand in sorted({align_up(e, align) for e in ends}):
-            if all(cand + it.size <= o or e <= cand for o, e in rivals):
-                break
-        placed.append((cand, cand + it.size, it.birth, it.death))
-        ends.append(cand + it.size)
-        out[it.key] = cand
+        gap_start, chosen = 0, None
+        for off, end in [*sorted(index.overlapping(it.birth, it.death)), (1 << 62, 1 << 62)]:
+            if off > gap_start:
+                k = bisect.bisect_left(cands, gap_start)
+                if k < len(cands) and cands[k] + it.size <= off:
+                    chosen = cands[k]
+                    break
+            gap_start = max(gap_start, end)
+        assert chosen is not None  # the last gap is unbounded
+        index.add(it.birth, it.death, chosen, chosen + it.size)
+        c = align_up(chosen + it.size, align)
+        k = bisect.bisect_left(cands, c)
+        if k == len(cands) or cands[k] != c:
+            cands.insert(k, c)
+        out[it.key] = chosen
     return out
 
 
@@ -212,7 +224,6 @@ HEURISTICS: dict[str, Callable[..., dict[int, int]]] = {
 DEFAULT_HEURISTICS = ("size", "order", "breadth", "area")
 SEARCH_ROUNDS = 8  # seeded restarts tried when no heuristic reaches the lower bound
 SEARCH_WORK = 10_000  # restarts x buffers: bounds the search by problem size, not by time
-UPSTREAM_MAX_BUFFERS = 4_000  # upstream's placement is quadratic in buffers; larger graphs skip it
 
 
 @dataclass

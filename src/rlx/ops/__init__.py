@@ -19,6 +19,7 @@ from rlx.ops import (  # noqa: F401
     numerics,
     quant,
     reduction,
+    results,
     sequence,
     shape,
     sources,

@@ -8,12 +8,11 @@ branches and unrolls ``while``; rlx keeps both structured):
   operands listed in each op's doc; they must not declare ``param`` nodes (weights are
   passed in as operands). Each subgraph is verified recursively with its parent, printed,
   parsed and serialized like any attribute.
-* **One output per node** (the rlx convention). ``if_`` yields the taken branch's single
-  output; ``scan`` has one carried value (its final value or its stacked trajectory);
-  ``while_`` carries N values and the attribute ``output`` says which final value the node
-  yields. Several ``while_`` nodes may share one loop (same operands, cond and body,
-  different ``output``): the loop then runs once per node (no memoization: simple and
-  always correct; use one node per value you need).
+* **Results.** ``if_`` yields the taken branch's single output. ``while_`` carries N values:
+  with ``output=None`` the node has N results, the final carried values (one node, so the
+  body runs once per iteration); ``output=k`` yields only carried value k. ``scan`` carries
+  ``num_carries`` values and has one result per carry (its final value or, with
+  ``save_trajectory``, its stacked trajectory). See :mod:`rlx.ops.results`.
 * **Running**: a control-flow op carries the OpDef flag :data:`SUBGRAPHS`. The runtimes
   (reference ``rlx.run`` and the numpy arena executor) call its kernel as
   ``kernel(args, attrs, out_type, evaluate=...)`` where ``evaluate(graph, arrays) -> list``
@@ -25,7 +24,8 @@ branches and unrolls ``while``; rlx keeps both structured):
   ``if_`` node per operand gradient). ``scan``'s VJP is a reverse ``scan`` carrying the
   carry cotangent plus a vmapped body VJP for the per-step (xs) and broadcast operands'
   gradients (a checkpointed trajectory is recomputed in full by the backward, so checkpoints
-  save forward memory only); its JVP unrolls the (static-length) scan. ``while_`` is differentiated by a
+  save forward memory only); its JVP unrolls the (static-length) scan, and a scan with several
+  carries is differentiated through that unroll both ways. ``while_`` is differentiated by a
   bounded unroll when ``max_iterations`` is static (``AutodiffError`` otherwise). Batching
   (vmap): ``if_`` with an unbatched predicate stays an ``if_`` of vmapped branches; a
   batched predicate evaluates both vmapped branches and selects with ``where`` (the only
@@ -47,7 +47,8 @@ from rlx.ir.graph import Graph, Value
 from rlx.ir.opdef import VARIADIC, defop
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops.evaluate import SUBGRAPHS
-from rlx.ops.graph_helpers import cast, zeros_like
+from rlx.ops.graph_helpers import cast, const, zeros_like
+from rlx.ops.results import as_tuple, one_or_tuple
 
 Evaluate = Callable[[Graph, Sequence[np.ndarray]], list[np.ndarray]]
 
@@ -131,57 +132,75 @@ def _if_kernel(args, attrs, out, *, evaluate: Evaluate):
     return evaluate(taken, args[1:])[0]
 
 
-def _reach(sub: Graph) -> set[int]:
-    """Positions of the float inputs the (single) output depends on through float values."""
-    need = set(sub.output_ids)
+def _reach(sub: Graph, outputs: Sequence[int] = (0,)) -> set[int]:
+    """Positions of the float inputs the listed outputs depend on through float values."""
+    need = {sub.output_ids[r] for r in outputs}
     for node in reversed(sub.nodes):
         if node.id in need and node.dtype.is_float:
             need.update(node.inputs)
     return {k for k, n in enumerate(graph_inputs(sub)) if n.id in need and n.dtype.is_float}
 
 
-def vjp_graph(ctx: Any, sub: Graph, want: Sequence[int], name: str | None = None) -> Graph:
-    """Subgraph ``(inputs..., ct) -> [d input_k for k in want]`` of a one-output ``sub``.
+def vjp_graph(ctx: Any, sub: Graph, want: Sequence[int], name: str | None = None, outputs: Sequence[int] = (0,)) -> Graph:
+    """Subgraph ``(inputs..., ct_r for r in outputs) -> [d input_k for k in want]`` of ``sub``.
 
-    Zeros for inputs the output does not depend on. Built with ``ctx.grad`` (the rule
-    context's body transform: ops sit below autodiff)."""
+    The cotangents pair with ``sub``'s outputs listed in ``outputs`` (the others get none).
+    Zeros for inputs those outputs do not depend on. Built with ``ctx.grad`` (the rule
+    context's body transform: ops sit below autodiff): of ``sub`` itself when it has that one
+    output, else of the scalar ``Σ_r sum(out_r · ct_r)``, seeded with 1."""
     sig = _signature(sub)
-    out_t = sub.nodes[sub.output_ids[0]].type
-    seed = _unique(sub, "ct")
-    reach = _reach(sub)
+    out_ts = [sub.nodes[sub.output_ids[r]].type for r in outputs]
+    cts = [_unique(sub, f"ct{r}" if len(outputs) > 1 else "ct") for r in outputs]
+    reach = _reach(sub, outputs)
     ask = [k for k in want if k in reach]
-    bwd = ctx.grad(sub, [sig[k][0] for k in ask], seed=seed) if ask else None
+    single = list(outputs) == [0] and len(sub.output_ids) == 1
+    seed = cts[0] if single else _unique(sub, "seed")
+    loss = sub if single else make_graph(f"{sub.name}_pairing", [*sig, *zip(cts, out_ts)], lambda h, vals: [
+        _pairing(h, [inline(h, sub, dict(zip([n for n, _ in sig], vals)))[r] for r in outputs], vals[len(sig):])])
+    bwd = ctx.grad(loss, [sig[k][0] for k in ask], seed=seed) if ask else None
 
     def body(h: Graph, vals: list[Value]) -> list[Value]:
         got: dict[int, Value] = {}
         if bwd is not None:
             feed = {n: v for (n, _), v in zip(sig, vals)}
-            feed[seed] = vals[-1]
+            feed.update(zip(cts, vals[len(sig):]))
+            if not single:
+                feed[seed] = const(h, 1.0, loss.nodes[loss.output_ids[0]].dtype)
             got = dict(zip(ask, inline(h, bwd, feed)))
         return [got[k] if k in got else zeros_like(h, vals[k]) for k in want]
 
-    return make_graph(name or f"{sub.name}_vjp", [*sig, (seed, out_t)], body)
+    return make_graph(name or f"{sub.name}_vjp", [*sig, *zip(cts, out_ts)], body)
+
+
+def _pairing(h: Graph, outs: Sequence[Value], cts: Sequence[Value]) -> Value:
+    """``Σ_r sum(out_r · ct_r)``: the scalar whose gradient is the VJP of several outputs."""
+    total = None
+    for o, c in zip(outs, cts):
+        term = h.reduce(o * c, op="sum", keep_dim=False)
+        total = term if total is None else total + term
+    assert total is not None
+    return total
 
 
 def jvp_graph(ctx: Any, sub: Graph, active: Sequence[int], name: str | None = None) -> Graph:
-    """Subgraph ``(inputs..., tangents of inputs[active]...) -> [output tangent]`` of a one-output
-    ``sub``, built with ``ctx.jvp``."""
+    """Subgraph ``(inputs..., tangents of inputs[active]...) -> [tangent of each output]`` of ``sub``,
+    built with ``ctx.jvp``."""
 
     sig = _signature(sub)
-    out_t = sub.nodes[sub.output_ids[0]].type
-    reach = _reach(sub)
+    out_ts = [sub.nodes[i].type for i in sub.output_ids]
+    reach = _reach(sub, range(len(out_ts)))
     ask = [k for k in active if k in reach]
-    fwd = ctx.jvp(sub, [sig[k][0] for k in ask]) if ask and out_t.dtype.is_float else None
+    fwd = ctx.jvp(sub, [sig[k][0] for k in ask]) if ask and any(t.dtype.is_float for t in out_ts) else None
     t_names = [_unique(sub, f"t{k}") for k in active]
 
     def body(h: Graph, vals: list[Value]) -> list[Value]:
         if fwd is None:
-            return [zeros_like(h, h.value(_first_output_like(h, out_t, vals)))]
+            return [zeros_like(h, h.value(_first_output_like(h, t, vals))) for t in out_ts]
         feed = {n: v for (n, _), v in zip(sig, vals)}
         for k, tv in zip(active, vals[len(sig):]):
             feed[f"t_{sig[k][0]}"] = tv
         outs = inline(h, fwd, feed)
-        return [cast(h, outs[-1], out_t.dtype)]
+        return [cast(h, t, ot.dtype) for t, ot in zip(outs[len(out_ts):], out_ts)]
 
     return make_graph(name or f"{sub.name}_jvp", [*sig, *[(n, sig[k][1]) for n, k in zip(t_names, active)]], body)
 
@@ -278,12 +297,14 @@ def _while_type(ins: list[TensorType], attrs) -> TensorType:
     for k, (o, t) in enumerate(zip(outs, ins)):
         if o != t:
             raise ShapeError(f"body output {k} is {o}, but carried value {k} is {t}")
-    k = attrs["output"]
-    if not 0 <= k < len(ins):
-        raise ShapeError(f"output {k} out of range for {len(ins)} carried value(s)")
     n = attrs["max_iterations"]
     if n is not None and n < 0:
         raise ShapeError(f"max_iterations must be >= 0, got {n}")
+    k = attrs["output"]
+    if k is None:
+        return tuple(ins)
+    if not 0 <= k < len(ins):
+        raise ShapeError(f"output {k} out of range for {len(ins)} carried value(s)")
     return ins[k]
 
 
@@ -295,7 +316,7 @@ def _while_kernel(args, attrs, out, *, evaluate: Evaluate):
             break
         carried = evaluate(attrs["body"], carried)
         steps += 1
-    return carried[attrs["output"]]
+    return one_or_tuple(carried) if attrs["output"] is None else carried[attrs["output"]]
 
 
 def _unrolled_while(node, in_types: Sequence[TensorType]) -> Graph:
@@ -304,7 +325,8 @@ def _unrolled_while(node, in_types: Sequence[TensorType]) -> Graph:
     if n is None:
         raise AutodiffError("while_: differentiating a loop needs a static bound (set max_iterations); "
                             "the loop is unrolled that many times")
-    return unrolled_while(node.attrs["cond"], node.attrs["body"], n, in_types, [node.attrs["output"]])
+    k = node.attrs["output"]
+    return unrolled_while(node.attrs["cond"], node.attrs["body"], n, in_types, None if k is None else [k])
 
 
 def unrolled_while(cond: Graph, body: Graph, max_iterations: int, in_types: Sequence[TensorType],
@@ -335,12 +357,15 @@ def unrolled_while(cond: Graph, body: Graph, max_iterations: int, in_types: Sequ
 
 
 def _via_graph_vjp(ctx, node, ct, f: Graph):
-    """VJP of ``node`` through an equivalent graph ``f`` of its operands (inputs a0.. in order)."""
+    """VJP of ``node`` through an equivalent graph ``f`` of its operands (inputs a0.. in order; one
+    output per result of ``node``)."""
     want = [k for k in range(len(node.inputs)) if ctx.wants(node, k)]
-    vg = vjp_graph(ctx, f, want)
+    cts = as_tuple(node, ct)
+    used = [r for r, c in enumerate(cts) if c is not None]
+    vg = vjp_graph(ctx, f, want, outputs=used)
     ops = ctx.operands(node)
     sig = _signature(vg)
-    outs = inline(ctx.graph, vg, dict(zip([x for x, _ in sig], [*ops, ct])))
+    outs = inline(ctx.graph, vg, dict(zip([x for x, _ in sig], [*ops, *[cts[r] for r in used]])))
     res: list[Any] = [None] * len(ops)
     for k, o in zip(want, outs):
         res[k] = o
@@ -348,14 +373,16 @@ def _via_graph_vjp(ctx, node, ct, f: Graph):
 
 
 def _via_graph_jvp(ctx, node, tangents, f: Graph):
+    """JVP of ``node`` through an equivalent graph ``f`` (one output per result of ``node``)."""
     ops = ctx.operands(node)
     active = [k for k, t in enumerate(tangents) if t is not None and ops[k].dtype.is_float]
-    if not active or not node.dtype.is_float:
+    if not active or not any(t.dtype.is_float for t in node.types):
         return None
     jg = jvp_graph(ctx, f, active)
     sig = _signature(jg)
     vals = [*ops, *[ctx.cast(tangents[k], ops[k].dtype) for k in active]]
-    return inline(ctx.graph, jg, dict(zip([x for x, _ in sig], vals)))[0]
+    outs = inline(ctx.graph, jg, dict(zip([x for x, _ in sig], vals)))
+    return tuple(outs) if node.extra_types else outs[0]
 
 
 def _while_vjp(ctx, node, ct):
@@ -402,12 +429,14 @@ defop(
     attrs={"cond": AttrSpec("graph", doc="carried -> one bool/numeric tensor (continue while all != 0)"),
            "body": AttrSpec("graph", doc="carried -> next carried (same count and types)"),
            "max_iterations": AttrSpec("int", default=None, doc="stop after this many iterations (None: unbounded)"),
-           "output": AttrSpec("int", default=0, doc="index of the carried value the node yields")},
+           "output": AttrSpec("int", default=0, optional=True,
+                              doc="index of the carried value the node yields; None: one result per carried value")},
     infer=_while_type, kernel=_while_kernel, flags={SUBGRAPHS},
     vjp=_while_vjp, jvp=_while_jvp, batch=_while_batch,
     doc="Structured loop: operands are the initial carried values (passed as one list); "
     "for _ in range(max_iterations or forever): if not all(cond(*c) != 0): break; c = body(*c). "
-    "The node yields c[output] (one output per node; nodes sharing a loop each run it). "
+    "The node yields c[output], or with output=None every final carried value (one result each, "
+    "one loop). "
     "Differentiable only with a static max_iterations (bounded unroll); batched loops run until every "
     "example is done, freezing finished ones.",
 )
@@ -415,7 +444,7 @@ defop(
 
 # ------------------------------------------------------------------------------------ scan
 def _scan_arity(attrs) -> int:
-    return 1 + attrs["num_bcast"] + attrs["num_xs"]
+    return attrs["num_carries"] + attrs["num_bcast"] + attrs["num_xs"]
 
 
 def _scan_rows(attrs) -> int:
@@ -428,21 +457,24 @@ def checkpoint_steps(length: int, k: int) -> list[int]:
     return [-(-(j + 1) * length // k) - 1 for j in range(k)]
 
 
-def _scan_type(ins: list[TensorType], attrs) -> TensorType:
-    n, nb, nx = attrs["length"], attrs["num_bcast"], attrs["num_xs"]
+def _scan_type(ins: list[TensorType], attrs) -> TensorType | tuple[TensorType, ...]:
+    n, nc, nb, nx = attrs["length"], attrs["num_carries"], attrs["num_bcast"], attrs["num_xs"]
     if n < 1:
         raise ShapeError(f"length must be >= 1, got {n}")
+    if nc < 1:
+        raise ShapeError(f"num_carries must be >= 1, got {nc}")
     if nb < 0 or nx < 0:
         raise ShapeError("num_bcast and num_xs must be >= 0")
-    carry, bcasts, xs = ins[0], ins[1:1 + nb], ins[1 + nb:]
+    carries, bcasts, xs = ins[:nc], ins[nc:nc + nb], ins[nc + nb:]
     steps = []
     for i, t in enumerate(xs):
         if len(t.shape) < 1 or t.shape[0] != n:
             raise ShapeError(f"xs_{i} must have a leading axis of length {n}, got {t}")
         steps.append(TensorType(Shape(list(t.shape)[1:]), t.dtype))
-    out = _check_sub(attrs["body"], "body", [carry, *bcasts, *steps])[0]
-    if out != carry:
-        raise ShapeError(f"body returns {out}, but the carry is {carry}")
+    outs = _check_sub(attrs["body"], "body", [*carries, *bcasts, *steps], n_out=nc)
+    for k, (out, carry) in enumerate(zip(outs, carries)):
+        if out != carry:
+            raise ShapeError(f"body returns {out}" + (f" for carry {k}" if nc > 1 else "") + f", but the carry is {carry}")
     k = attrs["num_checkpoints"]
     if k < 0 or k > n:
         raise ShapeError(f"num_checkpoints must be in [0, length={n}], got {k}")
@@ -450,24 +482,24 @@ def _scan_type(ins: list[TensorType], attrs) -> TensorType:
         raise ShapeError("num_checkpoints needs save_trajectory")
     if k and k < n and attrs["reverse"]:
         raise ShapeError("a reverse scan cannot keep checkpoints")
-    if not attrs["save_trajectory"]:
-        return carry
-    return TensorType(Shape([_scan_rows(attrs), *carry.shape]), carry.dtype)
+    if attrs["save_trajectory"]:
+        carries = [TensorType(Shape([_scan_rows(attrs), *c.shape]), c.dtype) for c in carries]
+    return carries[0] if nc == 1 else tuple(carries)
 
 
 def _scan_kernel(args, attrs, out, *, evaluate: Evaluate):
-    n, nb = attrs["length"], attrs["num_bcast"]
-    c, bcasts, xs = args[0], list(args[1:1 + nb]), list(args[1 + nb:])
+    n, nc, nb = attrs["length"], attrs["num_carries"], attrs["num_bcast"]
+    c, bcasts, xs = list(args[:nc]), list(args[nc:nc + nb]), list(args[nc + nb:])
     order = range(n - 1, -1, -1) if attrs["reverse"] else range(n)
-    traj: list[np.ndarray | None] = [None] * n
+    traj: list[list[np.ndarray]] = [[] for _ in range(n)]
     for t in order:
-        c = evaluate(attrs["body"], [c, *bcasts, *[x[t] for x in xs]])[0]
+        c = evaluate(attrs["body"], [*c, *bcasts, *[x[t] for x in xs]])
         traj[t] = c
     if not attrs["save_trajectory"]:
-        return c
+        return one_or_tuple(c)
     k = attrs["num_checkpoints"]
     rows = checkpoint_steps(n, k) if 0 < k < n else range(n)
-    return np.stack([traj[t] for t in rows])
+    return one_or_tuple([np.stack([traj[t][j] for t in rows]) for j in range(nc)])
 
 
 def _rows(g: Graph, v: Value, start: int, length: int) -> Value:
@@ -504,8 +536,12 @@ def _spread_rows(ctx, rows: Value, steps: Sequence[int], like: Value) -> Value:
 
 
 def _scan_vjp(ctx, node, ct):
-    """Reverse scan for the carry cotangent; the bcast / xs gradients from the body VJP vmapped over steps."""
+    """Reverse scan for the carry cotangent; the bcast / xs gradients from the body VJP vmapped over steps.
+
+    A scan with several carries is differentiated through its unroll."""
     a = node.attrs
+    if a["num_carries"] > 1:
+        return _via_graph_vjp(ctx, node, ct, _unrolled_scan(node, [ctx.operand(node, k).type for k in range(len(node.inputs))]))
     n, nb, nx, rev = a["length"], a["num_bcast"], a["num_xs"], a["reverse"]
     g = ctx.graph
     ops = ctx.operands(node)
@@ -561,20 +597,20 @@ def _scan_vjp(ctx, node, ct):
 
 def _unrolled_scan(node, in_types: Sequence[TensorType]) -> Graph:
     a = node.attrs
-    n, nb = a["length"], a["num_bcast"]
+    n, nc, nb = a["length"], a["num_carries"], a["num_bcast"]
     names = [x for x, _ in _signature(a["body"])]
 
     def build(h: Graph, vals: list[Value]) -> list[Value]:
-        c, bs, xs = vals[0], vals[1:1 + nb], vals[1 + nb:]
-        traj: dict[int, Value] = {}
+        c, bs, xs = vals[:nc], vals[nc:nc + nb], vals[nc + nb:]
+        traj: dict[int, list[Value]] = {}
         for t in (range(n - 1, -1, -1) if a["reverse"] else range(n)):
-            c = inline(h, a["body"], dict(zip(names, [c, *bs, *[_row(h, x, t) for x in xs]])))[0]
+            c = inline(h, a["body"], dict(zip(names, [*c, *bs, *[_row(h, x, t) for x in xs]])))
             traj[t] = c
         if not a["save_trajectory"]:
-            return [c]
+            return c
         k = a["num_checkpoints"]
         rows = checkpoint_steps(n, k) if 0 < k < n else range(n)
-        return [h.concat([_stack1(h, traj[t]) for t in rows], axis=0)]
+        return [h.concat([_stack1(h, traj[t][j]) for t in rows], axis=0) for j in range(nc)]
 
     return make_graph("scan_unrolled", [(f"a{k}", t) for k, t in enumerate(in_types)], build)
 
@@ -585,26 +621,28 @@ def _scan_jvp(ctx, node, tangents):
 
 def _scan_batch(ctx, node, operands, batched):
     a = node.attrs
-    g, size, nb = ctx.graph, ctx.batch_size, a["num_bcast"]
-    init = operands[0] if batched[0] else ctx.materialize(operands[0])
-    bcasts = list(operands[1:1 + nb])
+    g, size, nc, nb = ctx.graph, ctx.batch_size, a["num_carries"], a["num_bcast"]
+    inits = [v if b else ctx.materialize(v) for v, b in zip(operands[:nc], batched[:nc])]
+    bcasts = list(operands[nc:nc + nb])
     xs = []
-    for v, b in zip(operands[1 + nb:], batched[1 + nb:]):
+    for v, b in zip(operands[nc + nb:], batched[nc + nb:]):
         if b:  # [B, L, *s] -> [L, B, *s]
             r = len(v.shape)
             v = g.transpose(v, perm=[1, 0, *range(2, r)])
         xs.append(v)
-    vbody = _vmapped(ctx, a["body"], [True, *batched[1:]], size)
-    out = g.scan(init, *bcasts, *xs, body=vbody, length=a["length"], save_trajectory=a["save_trajectory"],
-                 num_bcast=nb, num_xs=a["num_xs"], num_checkpoints=a["num_checkpoints"], reverse=a["reverse"])
+    vbody = _vmapped(ctx, a["body"], [*[True] * nc, *batched[nc:]], size)
+    out = g.scan(*inits, *bcasts, *xs, body=vbody, length=a["length"], save_trajectory=a["save_trajectory"],
+                 num_carries=nc, num_bcast=nb, num_xs=a["num_xs"], num_checkpoints=a["num_checkpoints"], reverse=a["reverse"])
+    outs = as_tuple(node, out)
     if a["save_trajectory"]:
-        out = g.transpose(out, perm=[1, 0, *range(2, len(out.shape))])
-    return out
+        outs = tuple(g.transpose(o, perm=[1, 0, *range(2, len(o.shape))]) for o in outs)
+    return outs if node.extra_types else outs[0]
 
 
 defop(
-    name="scan", family="control_flow", arity=_scan_arity, operands=("init", "bcasts", "xs"),
-    attrs={"body": AttrSpec("graph", doc="(carry, *bcasts, *x_t) -> next carry"),
+    name="scan", family="control_flow", arity=_scan_arity, operands=("inits", "bcasts", "xs"),
+    attrs={"body": AttrSpec("graph", doc="(*carries, *bcasts, *x_t) -> next carries"),
+           "num_carries": AttrSpec("int", default=1, doc="how many carried values lead the operands (one result each)"),
            "length": AttrSpec("int", doc="number of steps; every xs has this leading axis"),
            "save_trajectory": AttrSpec("bool", default=False),
            "num_bcast": AttrSpec("int", default=0),
@@ -613,11 +651,13 @@ defop(
            "reverse": AttrSpec("bool", default=False, doc="run steps length-1 … 0 (rows stay in step order)")},
     infer=_scan_type, kernel=_scan_kernel, flags={SUBGRAPHS},
     vjp=_scan_vjp, jvp=_scan_jvp, batch=_scan_batch,
-    doc="Loop over a leading axis: operands [init, *bcasts, *xs]; c = init; for t in range(length): "
-    "c = body(c, *bcasts, *[x[t] for x in xs]). Yields c, or with save_trajectory the stacked carries "
-    "[length, *carry] (row t = carry after step t); with 0 < num_checkpoints = K < length only rows "
-    "t_k = ceil((k+1)·length/K) − 1. reverse=True (an rlx extension, as in JAX) runs t = length-1 … 0. "
+    doc="Loop over a leading axis: operands [*inits, *bcasts, *xs] (num_carries inits, default 1); c = inits; "
+    "for t in range(length): c = body(*c, *bcasts, *[x[t] for x in xs]). One result per carry: its final "
+    "value, or with save_trajectory its stacked values [length, *carry] (row t = carry after step t); "
+    "with 0 < num_checkpoints = K < length only rows t_k = ceil((k+1)·length/K) − 1. "
+    "reverse=True (an rlx extension, as in JAX) runs t = length-1 … 0. "
     "VJP: a reverse scan for the carry plus the body VJP vmapped over steps for bcasts / xs (bcast "
     "gradients summed over steps; a checkpointed trajectory's backward recomputes every carry and "
-    "spreads the row cotangents over their steps); JVP: unrolled; vmap: a scan of the vmapped body.",
+    "spreads the row cotangents over their steps; several carries: through the unroll); JVP: unrolled; "
+    "vmap: a scan of the vmapped body.",
 )

@@ -11,7 +11,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from rlx.ir.attrs import AttrSpec
-from rlx.ir.dtype import promote_all
+from rlx.ir.dtype import DType, promote_all
 from rlx.ir.errors import ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
@@ -181,7 +181,8 @@ def fold_channelwise(ctx, node, operands, batched, **attrs):
     ops = batched_ops(ctx, operands, batched)
     f = Fold(ctx, ops[0].shape[1])
     out = ctx.graph.append(node.op, [f.fold(v) for v in ops], {**dict(node.attrs), **attrs})
-    return f.unfold(out)
+    unfolded = [f.unfold(v) for v in ctx.graph.results(out)]  # one per result
+    return tuple(unfolded) if node.extra_types else unfolded[0]
 
 
 def _sum_parts(parts):
@@ -589,6 +590,79 @@ defop(
     "(count_include_pad=True, upstream's choice) or, with count_include_pad=False, by the number of in-bounds "
     "elements (torch / ONNX default). padding must be smaller than kernel_size, so no window is all padding. "
     "Integer inputs are allowed except for mean.",
+)
+
+
+# ---------------------------------------------------------------- max_pool2d_with_indices
+def max_pool_with_indices(xp, x, attrs):
+    """(values, indices) of a 2-D max pool for the array namespace ``xp`` (NumPy for the kernel, jax.numpy
+    for the JAX lowering: one formula). A window's value is its largest in-bounds element, NaN ignored
+    (pool2d's max); its index is that element's ``h * W + w`` in the input plane (torch's convention), the
+    first in row-major window order on ties; a window of NaNs only gives NaN at its first in-bounds tap."""
+    k, s, p = pool_geo(attrs)
+    h, w = x.shape[2:]
+    ho, wo = (h + 2 * p[0] - k[0]) // s[0] + 1, (w + 2 * p[1] - k[1]) // s[1] + 1
+    padded = xp.pad(x, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])))
+    rows, cols = np.arange(ho)[:, None] * s[0] - p[0], np.arange(wo)[None, :] * s[1] - p[1]
+    taps, valid, index = [], [], []
+    for kh in range(k[0]):
+        for kw in range(k[1]):
+            taps.append(padded[:, :, kh:kh + s[0] * (ho - 1) + 1:s[0], kw:kw + s[1] * (wo - 1) + 1:s[1]])
+            r, q = rows + kh, cols + kw
+            valid.append((r >= 0) & (r < h) & (q >= 0) & (q < w))
+            index.append(r * w + q)
+    vals = xp.stack(taps)  # [K, N, C, Ho, Wo]
+    inside = np.stack(valid)[:, None, None]  # [K, 1, 1, Ho, Wo]
+    is_float = np.dtype(x.dtype).kind == "f"
+    usable = inside & ~xp.isnan(vals) if is_float else xp.broadcast_to(inside, vals.shape)
+    low = -np.inf if is_float else np.iinfo(np.dtype(x.dtype)).min
+    best = xp.max(xp.where(usable, vals, xp.asarray(low, vals.dtype)), axis=0)
+    seen = xp.any(usable, axis=0)
+    hit = xp.where(seen[None], usable & (vals == best[None]), xp.broadcast_to(inside, vals.shape))
+    first = xp.argmax(hit, axis=0)[None]  # the first True tap
+    idx = xp.take_along_axis(xp.broadcast_to(xp.asarray(np.stack(index)[:, None, None]), vals.shape), first, axis=0)[0]
+    values = xp.where(seen, best, xp.asarray(np.nan if is_float else 0, vals.dtype))
+    return values, idx.astype(np.int64)
+
+
+def _mpi_type(ins, attrs):
+    values = _pool_type(ins, {**attrs, "kind": "max"})
+    return values, TensorType(values.shape, DType.I64)
+
+
+def _mpi_window(node) -> dict:
+    k, s, p = pool_geo(node.attrs)
+    return {"kernel_size": list(k), "stride": list(s), "padding": list(p)}
+
+
+def _mpi_vjp(ctx, node, cts):
+    ct = cts[0]  # the indices carry no cotangent
+    return [None if ct is None else ctx.graph.max_pool2d_backward(ctx.operand(node, 0), ct, **_mpi_window(node))]
+
+
+def _mpi_jvp(ctx, node, tangents):
+    g, t = ctx.graph, tangents[0]
+    idx = ctx.outputs(node)[1]
+    n, c, ho, wo = idx.shape
+    flat = ctx.reshape(t, [t.shape[0], t.shape[1], t.shape[2] * t.shape[3]])
+    picked = g.gather_elements(flat, ctx.reshape(idx, [n, c, ho * wo]), axis=2)
+    return ctx.reshape(picked, [n, c, ho, wo]), None
+
+
+defop(
+    name="max_pool2d_with_indices", family="conv", arity=1, operands=("x",),
+    attrs={
+        "kernel_size": AttrSpec("ints"),
+        "stride": AttrSpec("ints", default=None, doc="None = kernel_size (stored explicit)"),
+        "padding": AttrSpec("ints", default=(0, 0)),
+    },
+    canonicalize=_pool_canon, infer=_mpi_type, kernel=lambda args, attrs, out: max_pool_with_indices(np, args[0], attrs),
+    vjp=_mpi_vjp, jvp=_mpi_jvp, batch=fold_channelwise, flags={"reduction"},
+    doc="NCHW max pool as one node with two results (values, indices): values as pool2d(kind='max') (NaN "
+    "ignored, padding never wins); indices i64, each value's h * W + w in its input plane (torch's "
+    "max_pool2d(return_indices=True); ONNX MaxPool's Indices less the plane offset), the first in "
+    "row-major window order on ties. VJP of the values as pool2d max (max_pool2d_backward); the indices "
+    "carry none.",
 )
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from rlx.ir.dtype import DType
 from rlx.ir.errors import FeedError, RlxError
-from rlx.ir.graph import Graph, Node
+from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.opdef import OpDef, get_op
 from rlx.ir.shape import TensorType
 from rlx.ir.symbolic import bind_symbols, substitute
@@ -117,19 +117,35 @@ def kernel_of(opdef: OpDef, evaluate: Callable[[Graph, Sequence[np.ndarray]], li
     return opdef.kernel
 
 
-def eval_node(node: Node, args: list[np.ndarray], out_type: TensorType, attrs: Mapping[str, Any] | None = None) -> np.ndarray:
-    """Run one node's reference kernel (with ``attrs`` bound to the run's sizes when given);
-    check and cast the result to the node's type."""
-    opdef = get_op(node.op)
-    kernel = kernel_of(opdef)
+def eval_node(node: Node, args: list[np.ndarray], out_type: TensorType | tuple[TensorType, ...],
+              attrs: Mapping[str, Any] | None = None, kernel: Any = None) -> Any:
+    """Run one node's reference kernel (or ``kernel``; with ``attrs`` bound to the run's sizes when
+    given); check and cast the result to the node's type. A multi-result node takes ``out_type``
+    as a tuple of result types; its kernel returns (and this returns) a tuple of arrays."""
+    kernel = kernel_of(get_op(node.op)) if kernel is None else kernel
     if kernel is None:
         raise RlxError(f"op {node.op!r} (node %{node.id}) has no reference kernel")
     widened = [a.astype(np.float32) if DType.of(a.dtype).is_low_precision_float else a for a in args]
     with np.errstate(all="ignore"):
-        result = np.asarray(kernel(widened, node.attrs if attrs is None else attrs, out_type))
+        result = kernel(widened, node.attrs if attrs is None else attrs, out_type)
+    if out_type.__class__ is tuple:
+        if not isinstance(result, (tuple, list)) or len(result) != len(out_type):
+            raise RlxError(f"kernel of {node.op!r} (node %{node.id}) must return {len(out_type)} results")
+        return tuple(_checked(node, np.asarray(a), t) for a, t in zip(result, out_type))
+    return _checked(node, np.asarray(result), out_type)
+
+
+def _checked(node: Node, result: np.ndarray, out_type: TensorType) -> np.ndarray:
     if result.shape != tuple(out_type.shape):
         raise RlxError(f"kernel of {node.op!r} (node %{node.id}) returned shape {list(result.shape)}, expected {out_type.shape!r}")
     return result.astype(out_type.dtype.numpy, copy=False)
+
+
+def node_out_type(node: Node, binding: Mapping[str, int]) -> TensorType | tuple[TensorType, ...]:
+    """What :func:`eval_node` takes as ``out_type``: the node's type(s), symbols bound."""
+    if node.extra_types:
+        return tuple(TensorType(t.shape.bind(binding), t.dtype) if binding else t for t in node.types)
+    return TensorType(node.shape.bind(binding), node.dtype) if binding else node.type
 
 
 def run(g: Graph, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
@@ -142,11 +158,15 @@ def run(g: Graph, inputs: Mapping[str, Any] | None = None, params: Mapping[str, 
         if node.id in fed:
             values[node.id] = fed[node.id]
             continue
-        if binding:
-            out_type, attrs = TensorType(node.shape.bind(binding), node.dtype), bind_attrs(node.op, node.attrs, binding)
+        if node.op == RESULT:  # computed with its producer
+            continue
+        attrs = bind_attrs(node.op, node.attrs, binding) if binding else node.attrs
+        got = eval_node(node, [values[i] for i in node.inputs], node_out_type(node, binding), attrs)
+        if node.extra_types:
+            for r, arr in enumerate(got):
+                values[node.id + r] = arr
         else:
-            out_type, attrs = node.type, node.attrs
-        values[node.id] = eval_node(node, [values[i] for i in node.inputs], out_type, attrs)
+            values[node.id] = got
         for src in set(node.inputs):
             if remaining.get(src) == node.id and src not in outputs:
                 del values[src]
@@ -156,7 +176,7 @@ def run(g: Graph, inputs: Mapping[str, Any] | None = None, params: Mapping[str, 
 def _last_uses(g: Graph) -> dict[int, int]:
     last: dict[int, int] = {}
     for node in g.nodes:
-        for src in node.inputs:
-            last[src] = node.id
+        if node.op != RESULT:
+            for src in node.inputs:
+                last[src] = node.id
     return last
-

@@ -164,13 +164,15 @@ def _residual_norm(norm: str):
             _check_vector(bias, h.shape[-1], "bias")
             h = b.apply("binary", h, bias, op="add")
         _require(tuple(h.shape) == tuple(x.shape), f"residual {Shape(residual.shape)!r} must have x's shape {Shape(x.shape)!r}")
-        return b.apply(norm, h, gamma, beta, axis=-1, eps=attrs["eps"])
+        normed = b.apply(norm, h, gamma, beta, axis=-1, eps=attrs["eps"])
+        return (h, normed) if attrs["with_sum"] else normed
     return body
 
 
 _RESIDUAL_ATTRS = {
     "has_bias": AttrSpec("bool", default=False, doc="a bias operand [H] follows residual"),
     "eps": AttrSpec("float", default=1e-5),
+    "with_sum": AttrSpec("bool", default=False, doc="two results (sum, normed): the residual stream and its norm"),
 }
 for _norm in ("layer_norm", "rms_norm"):
     _deffused(
@@ -178,8 +180,9 @@ for _norm in ("layer_norm", "rms_norm"):
         arity=lambda attrs: 5 if attrs["has_bias"] else 4, operands=("x", "residual", "bias", "gamma", "beta"),
         attrs=_RESIDUAL_ATTRS,
         doc=f"{_norm}(x + residual [+ bias], gamma, beta, axis=-1, eps): operands x, residual "
-        "(x's shape), bias [H] iff has_bias, gamma [H], beta [H]. Only the normalised value is "
-        f"output (x's shape). Decomposes to binary add(s) and {_norm}."
+        "(x's shape), bias [H] iff has_bias, gamma [H], beta [H]. Output: the normalised value (x's "
+        "shape); with_sum=True: one node with two results, (sum, normed), so a pre-norm residual "
+        f"stream that reads the sum again fuses too. Decomposes to binary add(s) and {_norm}."
         + (" beta is mandatory, as for rms_norm." if _norm == "rms_norm" else ""),
     )
 

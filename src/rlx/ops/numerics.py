@@ -190,6 +190,8 @@ def _top_k_type(ins, attrs):
     if k < 0 or (isinstance(n, int) and k > n):
         raise ShapeError(f"k={k} must be in [0, {n}] (the size of axis {axis})")
     dims = Shape((*t.shape[:axis], k, *t.shape[axis + 1:]))
+    if attrs["output"] == "both":
+        return TensorType(dims, t.dtype), TensorType(dims, DType.I64)
     return TensorType(dims, DType.I64 if attrs["output"] == "indices" else t.dtype)
 
 
@@ -204,7 +206,8 @@ def _top_k_kernel(args, attrs, out):
     idx = np.take(order, np.arange(k), axis=axis)
     if attrs["output"] == "indices":
         return idx.astype(np.int64)
-    return np.take_along_axis(x, idx, axis=axis)
+    values = np.take_along_axis(x, idx, axis=axis)
+    return (values, idx.astype(np.int64)) if attrs["output"] == "both" else values
 
 
 def _argsort_desc_int(key: np.ndarray, axis: int) -> np.ndarray:
@@ -217,17 +220,28 @@ def _argsort_desc_int(key: np.ndarray, axis: int) -> np.ndarray:
 
 
 def _top_k_indices(ctx, node):
+    if node.attrs["output"] == "both":
+        return ctx.outputs(node)[1]
     return ctx.graph.append("top_k", [ctx.operand(node, 0)], {**dict(node.attrs), "output": "indices"})
 
 
 def _top_k_vjp(ctx, node, ct):
+    if node.attrs["output"] == "both":
+        ct = ct[0]  # the indices carry no cotangent
+        if ct is None:
+            return [None]
     x = ctx.operand(node, 0)
     idx = _top_k_indices(ctx, node)
     return [ctx.graph.scatter_elements(ctx.zeros_like(x), idx, ct, axis=node.attrs["axis"], reduction="add")]
 
 
 def _top_k_jvp(ctx, node, tangents):
-    return ctx.graph.gather_elements(tangents[0], _top_k_indices(ctx, node), axis=node.attrs["axis"])
+    dv = ctx.graph.gather_elements(tangents[0], _top_k_indices(ctx, node), axis=node.attrs["axis"])
+    return (dv, None) if node.attrs["output"] == "both" else dv
+
+
+def _top_k_batch(ctx, node, operands, batched):
+    return ctx.graph.results(_shift_axis(ctx, node, operands, batched))
 
 
 defop(
@@ -236,18 +250,19 @@ defop(
         "k": AttrSpec("int"),
         "axis": AttrSpec("int", default=-1),
         "largest": AttrSpec("bool", default=True),
-        "output": AttrSpec("str", default="indices", choices=("indices", "values"),
-                           doc="which result of the pair this node produces (one output per node)"),
+        "output": AttrSpec("str", default="indices", choices=("indices", "values", "both"),
+                           doc="which result(s) the node produces: both = one node with results (values, indices)"),
     },
     methods={"topk_indices": {"output": "indices"}},
     canonicalize=_canon_axis, infer=_top_k_type, kernel=_top_k_kernel,
-    vjp=_top_k_vjp, jvp=_top_k_jvp, batch=_shift_axis,
+    vjp=_top_k_vjp, jvp=_top_k_jvp, batch=_top_k_batch,
     doc="The k largest (largest=False: smallest) entries along `axis` (any axis, default last), sorted by value, "
     "ties to the lower index (stable; torch.topk(sorted=True), ONNX TopK, which also accepts this order for "
     "sorted=0); NaN ranks as the largest value (first for largest, last for smallest). Integers (signed or "
-    "unsigned) compare exactly in their dtype. One output per node: output='indices' (default, upstream's "
-    "meaning; builder g.topk_indices) gives i64 indices, output='values' the values (x's dtype, equal to "
-    "gather_elements(x, indices, axis)); build both with the same attributes for the pair. k must be in "
+    "unsigned) compare exactly in their dtype. output='both' makes one node with two results, (values, "
+    "indices) (ONNX TopK, torch.topk); output='indices' (default, upstream's meaning; builder g.topk_indices) "
+    "gives only the i64 indices, output='values' only the values (x's dtype, equal to "
+    "gather_elements(x, indices, axis)). k must be in "
     "[0, axis size] (upstream repeats index 0 past the end). Indices carry no gradient; values differentiate as "
     "a gather: dx = scatter_elements(0, indices, dy, add).",
 )

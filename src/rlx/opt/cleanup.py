@@ -45,7 +45,10 @@ def dce(g: Graph, keep_leaves: bool = True) -> PassResult:
         if live[i]:
             continue
         live[i] = 1
-        stack.extend(nodes[i].inputs)
+        node = nodes[i]
+        stack.extend(node.inputs)
+        if node.extra_types:  # a multi-result node keeps its result nodes
+            stack.extend(range(i + 1, i + node.num_results))
     removed = len(nodes) - sum(live)
     if not removed:
         return PassResult(g, None, {"removed": 0})
@@ -127,7 +130,7 @@ def fold_constants(g: Graph, max_elements: int = DEFAULT_FOLD_LIMIT) -> PassResu
         if node.op == "constant":
             consts[rb.copy(node, trusted=True)] = node.attrs["value"].array
             continue
-        if not node.inputs or node.op in LEAVES:
+        if not node.inputs or node.op in LEAVES or node.extra_types:
             rb.copy(node, trusted=True)
             continue
         ins = [m[i] for i in node.inputs]

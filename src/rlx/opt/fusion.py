@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlx.ir.errors import RlxError
-from rlx.ir.graph import Graph, Node, infer_type
+from rlx.ir.graph import RESULT, Graph, Node, infer_type
 from rlx.ir.opdef import get_op, has_op
 from rlx.ir.shape import TensorType
 from rlx.opt.manager import Pass, PassResult
@@ -35,7 +35,8 @@ class Match:
     extra_anchor_ids: Sequence[int] = field(default_factory=tuple)
 
 
-def infers(op: str, in_types: Sequence[TensorType], attrs: Mapping[str, Any], expect: TensorType | None = None) -> TensorType | None:
+def infers(op: str, in_types: Sequence[TensorType], attrs: Mapping[str, Any],
+           expect: TensorType | tuple[TensorType, ...] | None = None) -> TensorType | tuple[TensorType, ...] | None:
     """The type ``op`` gives for these operands/attrs (None if the rule rejects them or
     the result differs from ``expect``)."""
     if not has_op(op):
@@ -168,40 +169,54 @@ def fuse_matmul_bias_act(g: Graph) -> PassResult:
 
 # ------------------------------------------------------------- residual + norm
 def find_residual_norm(g: Graph, norm: str, fused: str) -> list[Match]:
+    """Add → norm over the last axis. An add with other uses (the residual stream of a pre-norm
+    transformer) fuses into the two-result form (sum, normed), emitted at the norm, or at the add
+    when the add is read before the norm (gamma and beta must then exist before the add)."""
     cx = _Ctx(g)
     nodes = cx.nodes
+    users: list[list[int]] | None = None
     out: list[Match] = []
     for n in nodes:
         if n.op != norm:
             continue
         add = nodes[n.inputs[0]]
-        if not _is(add, "binary", "add") or not cx.single_use(add.id) or not _last_axis(n, len(n.shape)):
+        if not _is(add, "binary", "add") or not _last_axis(n, len(n.shape)):
             continue
         x, res = (nodes[i] for i in add.inputs)
         gamma, beta = nodes[n.inputs[1]], nodes[n.inputs[2]]
+        with_sum, anchor = not cx.single_use(add.id), n.id
+        if with_sum:
+            users = g.users() if users is None else users
+            if any(u < n.id for u in users[add.id]):  # read before the norm: build the fused node at the add
+                if max(gamma.id, beta.id) > add.id:
+                    continue
+                anchor = add.id
         if x.shape != add.shape:
             continue
-        attrs = {"has_bias": False, "eps": n.attrs["eps"]}
-        if not infers(fused, [x.type, res.type, gamma.type, beta.type], attrs, n.type):
+        attrs = {"has_bias": False, "eps": n.attrs["eps"], "with_sum": with_sum}
+        if not infers(fused, [x.type, res.type, gamma.type, beta.type], attrs, (add.type, n.type) if with_sum else n.type):
             continue
         if not cx.free([add.id, n.id]):
             continue
 
         def build(rb: Rebuilder, x=x, res=res, gamma=gamma, beta=beta, n=n, add=add, attrs=attrs) -> dict[int, int]:
             ins = [rb.map[i.id] for i in (x, res, gamma, beta)]
-            return {n.id: rb.emit(fused, ins, attrs, like=(add, n), name=n.name, type=n.type)}
+            if not attrs["with_sum"]:
+                return {n.id: rb.emit(fused, ins, attrs, like=(add, n), name=n.name, type=n.type)}
+            total = rb.emit(fused, ins, attrs, like=(add, n), name=add.name, type=(add.type, n.type))
+            return {add.id: total, n.id: rb.dst.append(RESULT, [total], {"index": 1}, name=n.name).id}
 
-        out.append(Match(n.id, cx.claim([add.id, n.id]), build, fused))
+        out.append(Match(anchor, cx.claim([add.id, n.id]), build, fused))
     return out
 
 
 def fuse_residual_layer_norm(g: Graph) -> PassResult:
-    """Add (one use) → LayerNorm (last axis) ⇒ fused_residual_layer_norm."""
+    """Add → LayerNorm (last axis) ⇒ fused_residual_layer_norm (results (sum, normed) when the add has other uses)."""
     return apply_matches(g, find_residual_norm(g, "layer_norm", "fused_residual_layer_norm"), "fuse_residual_layer_norm")
 
 
 def fuse_residual_rms_norm(g: Graph) -> PassResult:
-    """Add (one use) → RmsNorm (last axis) ⇒ fused_residual_rms_norm."""
+    """Add → RmsNorm (last axis) ⇒ fused_residual_rms_norm (results (sum, normed) when the add has other uses)."""
     return apply_matches(g, find_residual_norm(g, "rms_norm", "fused_residual_rms_norm"), "fuse_residual_rms_norm")
 
 

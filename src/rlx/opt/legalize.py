@@ -51,7 +51,7 @@ def legalize_broadcast(g: Graph) -> PassResult:
                 expanded += 1
             else:
                 ins.append(rb.map[i])
-        rb.alias(node.id, rb.dst.append(node.op, ins, dict(node.attrs), name=node.name, prov=node.prov, type=node.type).id)
+        rb.alias(node.id, rb.dst.append(node.op, ins, dict(node.attrs), name=node.name, prov=node.prov, type=node.types).id)
     graph, id_map = rb.finish()
     return PassResult(graph, id_map, {"expanded": expanded})
 

@@ -17,9 +17,8 @@ them):
   (``0 * inf``): differentiate the structured graph, lower afterwards.
 * ``while_`` with a static ``max_iterations`` N → N copies of cond and body, each carried value
   frozen with ``where`` once cond fails (``rlx.ops.control_flow.unrolled_while``, the unroll
-  autodiff uses); the node becomes the carried value it names (``output``). Several ``while_``
-  nodes sharing one loop (same operands, cond, body and bound; different ``output``) share one
-  unroll. Every copy of cond and body runs, also after the loop is done, so ``only_pure`` guards
+  autodiff uses); the node's results become the carried values it yields (every one for
+  ``output=None``, a multi-result node). Every copy of cond and body runs, also after the loop is done, so ``only_pure`` guards
   loops the same way as conditionals. Without a bound the node stays (counted in the stats as
   ``kept_while_unbounded``).
 * ``scan`` (static length) → unrolled (final carry, trajectory, reverse, checkpoints), exactly
@@ -152,7 +151,6 @@ class _ControlFlowLowering:
         if not any(graph_attrs(n.op) for n in g.nodes):
             return g, None
         rb = Rebuilder(g, "lower_control_flow")
-        shared: dict[tuple, list[tuple[Graph, Graph, list[int]]]] = {}
         changed = False
         for node in g.nodes:
             names = graph_attrs(node.op)
@@ -161,9 +159,10 @@ class _ControlFlowLowering:
                 continue
             bodies = {k: node.attrs[k] for k in names if isinstance(node.attrs.get(k), Graph)}
             lowered = {k: self.body(v) for k, v in bodies.items()}
-            new = self.lower(rb, node, bodies, lowered, shared)
+            new = self.lower(rb, node, bodies, lowered)
             if new is not None:
-                rb.alias(node.id, new)
+                for r, v in enumerate(new):
+                    rb.alias(node.id + r, v)
                 changed = True
             elif any(lowered[k] is not bodies[k] for k in bodies):
                 attrs = {**node.attrs, **lowered}
@@ -176,9 +175,8 @@ class _ControlFlowLowering:
             return g, None
         return rb.finish()
 
-    def lower(self, rb: Rebuilder, node: Node, orig: dict[str, Graph], bodies: dict[str, Graph],
-              shared: dict[tuple, list[tuple[Graph, Graph, list[int]]]]) -> int | None:
-        """New id of the value replacing ``node``, or None to keep it."""
+    def lower(self, rb: Rebuilder, node: Node, orig: dict[str, Graph], bodies: dict[str, Graph]) -> list[int] | None:
+        """New ids of the values replacing ``node``'s results, or None to keep it."""
         op = node.op
         if op not in self.ops:
             return None
@@ -196,7 +194,7 @@ class _ControlFlowLowering:
                 p = dst.cast(p, to="bool")  # true when != 0 (NaN included), like the if_ kernel
             if len(p.shape):
                 p = dst.reshape(p, new_shape=[])  # one element: where broadcasts it
-            out = dst.where(p, t, e)
+            outs = [dst.where(p, t, e)]
             self.stats["lowered_if"] += 1
         elif op == "while_":
             n = node.attrs["max_iterations"]
@@ -209,7 +207,11 @@ class _ControlFlowLowering:
             if self.only_pure and not self.pure(orig["cond"], orig["body"]):
                 self.stats["kept_while_impure"] += 1
                 return None
-            out = self.while_values(dst, node, ins, bodies, shared)[node.attrs["output"]]
+            from rlx.ops.control_flow import unrolled_while
+
+            k = node.attrs["output"]
+            unrolled = unrolled_while(bodies["cond"], bodies["body"], n, [v.type for v in ins], None if k is None else [k])
+            outs = _call(dst, unrolled, ins)
             self.stats["lowered_while"] += 1
         elif op == "scan":
             if self.max_unroll is not None and node.attrs["length"] > self.max_unroll:
@@ -218,35 +220,19 @@ class _ControlFlowLowering:
             from rlx.ops.control_flow import _unrolled_scan
 
             unrolled = _unrolled_scan(SimpleNamespace(attrs={**node.attrs, **bodies}), [v.type for v in ins])
-            out = _call(dst, unrolled, ins)[0]
+            outs = _call(dst, unrolled, ins)
             self.stats["lowered_scan"] += 1
         elif op == "custom_fn":
-            out = _call(dst, bodies["body"], ins)[0]
+            outs = _call(dst, bodies["body"], ins)[:1]
             self.stats["inlined_custom_fn"] += 1
         else:
             return None
-        if out.type != node.type:  # pragma: no cover - the unrollers keep types
-            raise PassError(f"lower_control_flow: %{node.id} ({op}) became {out.type}, expected {node.type}")
-        if out.id >= start:
-            rb.stamp(start, [node], name=node.name, last=out.id)
-        return out.id
-
-    def while_values(self, dst: Graph, node: Node, ins: list[Value], bodies: dict[str, Graph],
-                     shared: dict[tuple, list[tuple[Graph, Graph, list[int]]]]) -> list[Value]:
-        """The final carried values of ``node``'s loop, unrolled once per distinct loop."""
-        from rlx.ops.control_flow import unrolled_while
-
-        cond, body = bodies["cond"], bodies["body"]
-        key = (tuple(v.id for v in ins), node.attrs["max_iterations"])
-        bucket = shared.setdefault(key, [])
-        for c, b, outs in bucket:
-            if (c is cond or c == cond) and (b is body or b == body):
-                self.stats["shared_while"] += 1
-                return [dst.value(i) for i in outs]
-        unrolled = unrolled_while(cond, body, node.attrs["max_iterations"], [v.type for v in ins])
-        outs = _call(dst, unrolled, ins)
-        bucket.append((cond, body, [v.id for v in outs]))
-        return outs
+        if [v.type for v in outs] != list(node.types):  # pragma: no cover - the unrollers keep types
+            raise PassError(f"lower_control_flow: %{node.id} ({op}) became {[str(v.type) for v in outs]}, expected "
+                            f"{[str(t) for t in node.types]}")
+        if outs[0].id >= start:
+            rb.stamp(start, [node], name=node.name, last=outs[0].id)
+        return [v.id for v in outs]
 
 
 def _call(dst: Graph, sub: Graph, args: list[Value]) -> list[Value]:
@@ -265,9 +251,8 @@ def lower_control_flow(g: Graph, *, only_pure: bool = False, ops: Iterable[str] 
     ops, bodies included (see the module doc: an ``if_`` then runs both branches and an unrolled
     loop runs every copy of its body). ``only_pure``: keep an ``if_`` / ``while_`` whose bodies
     hold an op of :func:`eager_unsafe_ops`. ``max_unroll``: keep loops and scans longer than this.
-    Stats: ``lowered_if`` / ``lowered_while`` / ``lowered_scan`` / ``inlined_custom_fn`` /
-    ``shared_while`` (nodes that reused another node's unroll), and ``kept_*`` for nodes left
-    structured (``kept_while_unbounded``, ``kept_if_impure``, ``kept_while_impure``,
+    Stats: ``lowered_if`` / ``lowered_while`` / ``lowered_scan`` / ``inlined_custom_fn``, and
+    ``kept_*`` for nodes left structured (``kept_while_unbounded``, ``kept_if_impure``, ``kept_while_impure``,
     ``kept_*_too_long``)."""
     lowering = _ControlFlowLowering(frozenset(ops), only_pure, max_unroll)
     graph, id_map = lowering.run(g)

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from rlx.ir.graph import Graph, Node, Provenance, Value
+from rlx.ir.graph import RESULT, Graph, Node, Provenance, Value
 from rlx.ir.shape import TensorType
 
 
@@ -94,11 +94,15 @@ class Rebuilder:
     def copy(self, node: Node, trusted: bool = False) -> int:
         """Re-emit ``node`` unchanged. ``trusted``: the pass guarantees operand types are unchanged."""
         m = self.map
+        if node.op == RESULT and node.id in m:  # its producer was replaced, results included
+            return m[node.id]
         ins = tuple(m[i] for i in node.inputs)
         dst_nodes = self._dst_nodes
-        if trusted or ins == node.inputs or all(dst_nodes[n].type == self._src_nodes[o].type for n, o in zip(ins, node.inputs)):
+        if node.op == RESULT:  # already appended with its producer: just map it
+            new_id = self.dst.append(RESULT, ins, node.attrs, name=node.name).id
+        elif trusted or ins == node.inputs or all(dst_nodes[n].type == self._src_nodes[o].type for n, o in zip(ins, node.inputs)):
             new_id = len(dst_nodes)
-            self.dst._push(Node(new_id, node.op, node.attrs, ins, node.type, node.name, node.prov))
+            self.dst._push(Node(new_id, node.op, node.attrs, ins, node.type, node.name, node.prov, node.extra_types))
         else:
             new_id = self.dst.append(node.op, ins, dict(node.attrs), name=node.name, prov=node.prov).id
         m[node.id] = new_id

@@ -229,7 +229,9 @@ def scan(g: Graph, ran: Iterable[str] | None = None) -> list[MissedFusion]:
             if src.op == "binary" and src.attrs.get("op") == "add":
                 rank = len(n.shape)
                 pattern = "residual_layer_norm" if n.op == "layer_norm" else "residual_rms_norm"
-                reason = _why_not_single(src.id, uses, outputs, "the residual add")
+                reason = None
+                if uses[src.id] > 1 and max(n.inputs[1:]) > src.id:
+                    reason = "the residual add has other uses and gamma / beta are defined after it (declare them first)"
                 if reason is None and n.attrs.get("axis", -1) % max(rank, 1) != rank - 1:
                     reason = "the norm is not over the last axis"
                 add(pattern, n, reason or "the add's operands do not fit the fused op (broadcast or dtype)")

@@ -56,13 +56,15 @@ def unfuse(g: Graph, select: Callable[[Node], bool] | Iterable[str] | None = Non
         start = len(rb.dst.nodes)
         operands = [Value(rb.dst, rb.map[i]) for i in node.inputs]
         result = opdef.decompose(rb.dst, operands, dict(node.attrs))
-        new_id = rb.dst._id(result)
-        got = rb.dst.nodes[new_id].type
-        if got != node.type:
-            raise UnfuseError(f"node %{node.id} ({node.op}): decomposition gives {got}, the node is {node.type}")
-        if new_id >= start:
-            rb.stamp(start, [node], name=node.name, last=new_id)
-        rb.alias(node.id, new_id)
+        new_ids = [rb.dst._id(v) for v in (result if node.extra_types else [result])]  # one per result
+        got = tuple(rb.dst.nodes[i].type for i in new_ids)
+        if got != node.types:
+            shown = ", ".join(map(str, got))
+            raise UnfuseError(f"node %{node.id} ({node.op}): decomposition gives {shown}, the node is {', '.join(map(str, node.types))}")
+        if new_ids[-1] >= start:
+            rb.stamp(start, [node], name=node.name, last=new_ids[-1])
+        for r, new_id in enumerate(new_ids):
+            rb.alias(node.id + r, new_id)
         count += 1
     graph, id_map = rb.finish()
     return PassResult(graph, id_map, {"unfused": count})

@@ -30,13 +30,13 @@ from typing import Any
 import numpy as np
 
 from rlx.ir.errors import RlxError
-from rlx.ir.graph import Graph, Node
+from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.opdef import get_op
 from rlx.ir.shape import TensorType
 from rlx.lir.liveness import LEAVES
 from rlx.lir.plan import LirModule
 from rlx.runtime.dispatch import ReportsDispatch
-from rlx.runtime.reference import bind_feed, checked_params, kernel_of
+from rlx.runtime.reference import bind_feed, checked_params, eval_node, kernel_of
 from rlx.runtime.specialize import PlanCache
 
 Step = Callable[[], None]
@@ -230,7 +230,8 @@ class ArenaExecutor(ReportsDispatch):
             if not fixed[nid] and nid not in fresh and nid not in self._adopted:  # zero-sized or otherwise unplanned: a private buffer
                 env[nid] = np.empty(tuple(node.shape), node.dtype.numpy)
                 fixed[nid] = True
-            (frame.weight_steps if nid in self._weight_only else frame.steps).append(self._make_step(node, env, fixed))
+            if node.op != RESULT:  # a result node is written by its producer's step
+                (frame.weight_steps if nid in self._weight_only else frame.steps).append(self._make_step(node, env, fixed))
         self._step_count = len(frame.steps) + len(frame.weight_steps)
         self._frames += 1
         return frame
@@ -238,6 +239,8 @@ class ArenaExecutor(ReportsDispatch):
     def _make_step(self, node: Node, env: list[Any], fixed: list[bool]) -> Step:
         nodes = self.graph.nodes
         in_types = [nodes[i].type for i in node.inputs]
+        if node.extra_types:
+            return self._make_multi_step(node, env)
         if not fixed[node.id]:
             return self._make_dynamic_step(node, env)
         out = env[node.id]
@@ -307,6 +310,19 @@ class ArenaExecutor(ReportsDispatch):
                 np.copyto(slot, res, casting="unsafe")
                 env[nid] = slot
             else:
+                np.copyto(env[nid], res, casting="unsafe")
+
+        return step
+
+    def _make_multi_step(self, node: Node, env: list[Any]) -> Step:
+        """A multi-result node: its reference kernel, each result copied into its own slot."""
+        ins, ids = node.inputs, range(node.id, node.id + node.num_results)
+        run_kernel = kernel_of(get_op(node.op), self._call_body)
+        if run_kernel is None:
+            raise RlxError(f"op {node.op!r} (node %{node.id}) has no reference kernel")
+
+        def step() -> None:
+            for nid, res in zip(ids, eval_node(node, [env[i] for i in ins], node.types, kernel=run_kernel)):
                 np.copyto(env[nid], res, casting="unsafe")
 
         return step

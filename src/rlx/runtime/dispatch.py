@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlx.ir.errors import RlxError
-from rlx.ir.graph import Graph, GraphStage
+from rlx.ir.graph import RESULT, Graph, GraphStage
 from rlx.ir.opdef import all_ops
 
 KINDS = ("native", "decomposed", "host", "view", "leaf", "refused")
-_LEAVES = frozenset({"input", "param", "constant"})
+_LEAVES = frozenset({"input", "param", "constant", RESULT})  # a result node is written by its producer
 
 
 @dataclass(frozen=True)

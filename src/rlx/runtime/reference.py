@@ -14,9 +14,9 @@ import numpy as np
 
 from rlx.ir.errors import FeedError
 from rlx.ir.graph import Graph
-from rlx.ops.evaluate import SUBGRAPHS, bind_feed, call_graph, compute_dtype, eval_node, kernel_of, run
+from rlx.ops.evaluate import SUBGRAPHS, bind_feed, call_graph, compute_dtype, eval_node, kernel_of, node_out_type, run
 
-__all__ = ["SUBGRAPHS", "bind_feed", "call_graph", "checked_params", "compute_dtype", "eval_node", "kernel_of", "run"]
+__all__ = ["SUBGRAPHS", "bind_feed", "call_graph", "checked_params", "compute_dtype", "eval_node", "kernel_of", "node_out_type", "run"]
 
 
 def checked_params(g: Graph, params: Mapping[str, Any]) -> dict[str, np.ndarray]:

@@ -38,7 +38,7 @@ from rlx.backends.jax import sharding as S
 from rlx.backends.jax.lowering_index import rlx_error_of
 from rlx.ir.dtype import DType
 from rlx.ir.errors import FeedError, RlxError
-from rlx.ir.graph import Graph, Node
+from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.opdef import get_op
 from rlx.ir.shape import TensorType
 from rlx.ir.symbolic import bind_symbols
@@ -87,21 +87,27 @@ def evaluate(g: Graph, leaves: Mapping[int, Any], *, host_fallback: bool = False
     for node in g.nodes:
         if not live[node.id]:
             continue
+        if node.op == RESULT:  # lowered with its producer
+            continue
         if node.op in L.LEAVES:
             env[node.id] = leaves[node.id]
             continue
-        if binding:
-            out, attrs = TensorType(node.shape.bind(binding), node.dtype), bind_attrs(node.op, node.attrs, binding)
+        attrs = bind_attrs(node.op, node.attrs, binding) if binding else None
+        outs = tuple(TensorType(t.shape.bind(binding), t.dtype) if binding else t for t in node.types)
+        got = lower_node(node, [env[i] for i in node.inputs], outs if node.extra_types else outs[0],
+                         host_fallback=host_fallback, attrs=attrs)
+        if node.extra_types:
+            env.update(zip(range(node.id, node.id + node.num_results), got))
         else:
-            out, attrs = node.type, None
-        env[node.id] = lower_node(node, [env[i] for i in node.inputs], out, host_fallback=host_fallback, attrs=attrs)
+            env[node.id] = got
     return [env[o] for o in g.output_ids]
 
 
-def lower_node(node: Node, args: list[Any], out: TensorType, *, host_fallback: bool = False,
+def lower_node(node: Node, args: list[Any], out: TensorType | tuple[TensorType, ...], *, host_fallback: bool = False,
                attrs: Mapping[str, Any] | None = None) -> Any:
     """One node through the lowering table (``attrs``: the node's, bound to the run's symbol
-    sizes); the result has exactly ``out``'s shape and dtype."""
+    sizes); the result has exactly ``out``'s shape and dtype. A multi-result node's ``out`` is a
+    tuple of types; its lowering returns (and this returns) a tuple of arrays."""
     op = node.op
     if attrs is not None and attrs is not node.attrs:
         node = dataclasses.replace(node, attrs=attrs)
@@ -121,8 +127,16 @@ def lower_node(node: Node, args: list[Any], out: TensorType, *, host_fallback: b
             f"jax backend: no lowering for op {op!r} (node %{node.id}); add one with "
             "rlx.backends.jax.register_lowering, or compile with host_fallback=True to run its NumPy kernel on the host"
         )
+    if out.__class__ is tuple:
+        if not isinstance(result, (tuple, list)) or len(result) != len(out):
+            raise RlxError(f"jax lowering of {op!r} (node %{node.id}) must give {len(out)} results")
+        return tuple(_fitted(node, r, t) for r, t in zip(result, out))
+    return _fitted(node, result, out)
+
+
+def _fitted(node: Node, result: Any, out: TensorType) -> Any:
     if tuple(result.shape) != tuple(out.shape):
-        raise RlxError(f"jax lowering of {op!r} (node %{node.id}) gave shape {list(result.shape)}, expected {out.shape!r}")
+        raise RlxError(f"jax lowering of {node.op!r} (node %{node.id}) gave shape {list(result.shape)}, expected {out.shape!r}")
     want = L.jnp_dtype(out.dtype)
     return result if result.dtype == want else result.astype(want)
 
@@ -137,9 +151,11 @@ def lower_decomposed(node: Node, args: list[Any], out: TensorType, *, host_fallb
     sub = Graph(f"{node.op}_decomposed")
     wide = [a.astype(jnp.float32) if _low(a) else a for a in args]
     operands = [sub.input(f"a{i}", a.shape, DType.of(np.dtype(a.dtype))) for i, a in enumerate(wide)]
-    sub.set_outputs([opdef.decompose(sub, operands, node.attrs)])
+    made = opdef.decompose(sub, operands, node.attrs)
+    sub.set_outputs(list(made) if node.extra_types else [made])
     leaves = {v.id: a for v, a in zip(operands, wide)}
-    return evaluate(sub, leaves, host_fallback=host_fallback)[0]
+    got = evaluate(sub, leaves, host_fallback=host_fallback)
+    return tuple(got) if node.extra_types else got[0]
 
 
 def _host_callback(node: Node, args: list[Any], out: TensorType) -> Any:

@@ -56,6 +56,7 @@ DECOMPOSED: set[str] = set()
 LEAVES = {
     "input": "bound by name from exe.run(inputs=...)",
     "param": "bound by name from compile(params=...) / exe.run(params=...); kept on the device",
+    "result": "bound to the multi-result node's lowering's result of that index",
 }
 REFUSED: dict[str, str] = {}
 
@@ -572,6 +573,14 @@ def _window(x, init, fn, k, s, p):
     return lax.reduce_window(x, jnp.asarray(init, x.dtype), fn, (1, 1, *k), (1, 1, *s), ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])))
 
 
+@lowering("max_pool2d_with_indices")
+def _max_pool2d_with_indices(args, attrs, out):
+    """The op's own formula (rlx.ops.conv.max_pool_with_indices) over jax.numpy."""
+    from rlx.ops.conv import max_pool_with_indices
+
+    return max_pool_with_indices(jnp, args[0], attrs)
+
+
 @lowering("pool2d")
 def _pool2d(args, attrs, out):
     x, kind = args[0], attrs["kind"]
@@ -915,8 +924,8 @@ DECOMPOSED.update({
 
 _HIR_REASON = ("HIR block: rlx.compile lowers a HIR module to MIR (FusionPolicy) before any backend sees it; "
                "an MIR graph never holds this op")
-for _name in ("depthwise_conv1d_causal", "linear", "linear_fused", "llama_decoder_block", "residual_rms_norm",
-              "shared_linear_pair", "swiglu"):
+for _name in ("depthwise_conv1d_causal", "linear", "linear_fused", "llama_decoder_block", "qwen35_mtp_head",
+              "residual_rms_norm", "shared_linear_pair", "swiglu"):
     REFUSED[_name] = _HIR_REASON
 
 

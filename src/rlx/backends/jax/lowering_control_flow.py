@@ -13,6 +13,7 @@ from jax import lax
 from rlx.backends.jax.lowering import lowering
 from rlx.ir.graph import Graph
 from rlx.ops.control_flow import checkpoint_steps
+from rlx.ops.results import one_or_tuple
 
 
 def _call(body: Graph, args: list[Any]) -> list[Any]:
@@ -44,20 +45,22 @@ def while_(args, attrs, out):
         return step + 1, [v.astype(c.dtype) for v, c in zip(_call(attrs["body"], carried), carried)]
 
     _, carried = lax.while_loop(cond, body, (jnp.int32(0), list(args)))
-    return carried[attrs["output"]]
+    return one_or_tuple(carried) if attrs["output"] is None else carried[attrs["output"]]
 
 
 @lowering("scan")
 def scan(args, attrs, out):
-    nb, length = attrs["num_bcast"], attrs["length"]
-    init, bcast, xs = args[0], list(args[1:1 + nb]), list(args[1 + nb:])
+    nc, nb, length = attrs["num_carries"], attrs["num_bcast"], attrs["length"]
+    init, bcast, xs = list(args[:nc]), list(args[nc:nc + nb]), list(args[nc + nb:])
 
     def step(carry, x):
-        new = _call(attrs["body"], [carry, *bcast, *x])[0].astype(carry.dtype)
+        new = [v.astype(c.dtype) for v, c in zip(_call(attrs["body"], [*carry, *bcast, *x]), carry)]
         return new, (new if attrs["save_trajectory"] else None)
 
     final, trajectory = lax.scan(step, init, xs, length=length, reverse=attrs["reverse"])
     if not attrs["save_trajectory"]:
-        return final
+        return one_or_tuple(final)
     keep = attrs["num_checkpoints"]
-    return trajectory[jnp.asarray(checkpoint_steps(length, keep))] if 0 < keep < length else trajectory
+    if 0 < keep < length:
+        trajectory = [t[jnp.asarray(checkpoint_steps(length, keep))] for t in trajectory]
+    return one_or_tuple(trajectory)

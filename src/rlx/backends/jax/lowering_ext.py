@@ -234,9 +234,19 @@ def _top_k(args, attrs, out):
     else:
         order = jnp.argsort(x, axis=axis, stable=True)
     idx = jax.lax.slice_in_dim(order, 0, k, axis=axis)
+    if attrs["output"] == "both":
+        return jnp.take_along_axis(x, idx, axis=axis), idx.astype(jnp_dtype(out[1].dtype))
     if attrs["output"] == "indices":
         return idx.astype(jnp_dtype(out.dtype))
     return jnp.take_along_axis(x, idx, axis=axis)
+
+
+@lowering("split")
+def _split(args, attrs, out):
+    """One result per piece (a one-piece split is a one-result node: the input itself)."""
+    cuts = np.cumsum(attrs["sizes"])[:-1].tolist()
+    pieces = jnp.split(args[0], cuts, axis=attrs["axis"])
+    return tuple(pieces) if len(pieces) > 1 else pieces[0]
 
 
 @lowering("scatter_add")

@@ -16,7 +16,7 @@ initializers of the main graph, and fresh names are unique across nesting. Exact
   evaluated exactly when rlx evaluates it (a cond that would fail past the bound, e.g. an
   out-of-range Gather, never runs). ``max_iterations == 0`` is the initial value itself.
   A non-scalar condition is reduced: ``ReduceSum(Cast(c == 0)) == 0`` (an empty one is true,
-  like ``np.all``). ``while_`` nodes sharing a loop share one Loop (it yields every value).
+  like ``np.all``). ``while_`` nodes with ``output=None`` yield every value of one Loop.
 * ``scan``: one Scan state (the carry), bcasts read from the outer scope, xs as scan inputs
   (a zero-filled ``uint8 [length]`` scan input when there are none: Scan takes its length
   from its scan inputs), the trajectory as a scan output of the new carry. ``reverse``:
@@ -115,12 +115,12 @@ def _if(ex, node, ins):
 def _while(ex, node, ins):
     a = node.attrs
     bound, cond, body = a["max_iterations"], a["cond"], a["body"]
+    k = a["output"]
     if bound == 0:  # rlx evaluates nothing
-        return ex.node("Identity", [ins[a["output"]]])
-    key = (tuple(ins), id(cond), id(body), bound)
-    if key not in ex.loops:
-        ex.loops[key] = _loop(ex, ins, [ex.g.node(i).type for i in node.inputs], cond, body, bound)
-    return ex.loops[key][a["output"]]
+        outs = [ex.node("Identity", [x]) for x in ins]
+    else:
+        outs = _loop(ex, ins, [ex.g.node(i).type for i in node.inputs], cond, body, bound)
+    return (outs if node.extra_types else outs[0]) if k is None else outs[k]
 
 
 def _cond_in(ex: Exporter, cond: Graph, bind: Sequence[str]) -> str:
@@ -153,28 +153,27 @@ def _loop(ex: Exporter, ins: list[str], types: list[TensorType], cond: Graph, bo
 @exporter("scan")
 def _scan(ex, node, ins):
     a = node.attrs
-    n, nb, save = a["length"], a["num_bcast"], a["save_trajectory"]
-    carry_t = ex.g.node(node.inputs[0]).type
-    bcasts, xs = ins[1:1 + nb], ins[1 + nb:]
-    step_types = [TensorType(Shape(list(ex.g.node(i).shape)[1:]), ex.g.node(i).dtype) for i in node.inputs[1 + nb:]]
+    n, nc, nb, save = a["length"], a["num_carries"], a["num_bcast"], a["save_trajectory"]
+    carry_ts = [ex.g.node(i).type for i in node.inputs[:nc]]
+    bcasts, xs = ins[nc:nc + nb], ins[nc + nb:]
+    step_types = [TensorType(Shape(list(ex.g.node(i).shape)[1:]), ex.g.node(i).dtype) for i in node.inputs[nc + nb:]]
     if not xs:  # Scan's length is its scan inputs' length: a dummy one the body ignores
         xs, dummy = [ex.const(np.zeros(n, np.uint8))], [TensorType(Shape([]), DType.U8)]
     else:
         dummy = []
-    c_in = ex.fresh("carry_in")
+    c_in = [ex.fresh("carry_in") for _ in carry_ts]
     x_in = [ex.fresh("x_t") for _ in xs]
-    child, (c_new,) = inline(ex, a["body"], [c_in, *bcasts, *x_in[:len(step_types)]])
-    graph = body_graph(child, "scan_body", [(c_in, carry_t), *zip(x_in, step_types + dummy)],
-                       [(c_new, carry_t)] * (2 if save else 1))
+    child, c_new = inline(ex, a["body"], [*c_in, *bcasts, *x_in[:len(step_types)]])
+    carried = list(zip(c_new, carry_ts))
+    graph = body_graph(child, "scan_body", [*zip(c_in, carry_ts), *zip(x_in, step_types + dummy)],
+                       carried * (2 if save else 1))
     rev = [1] * len(xs) if a["reverse"] else None
-    outs = _as_list(ex.node("Scan", [ins[0], *xs], n_out=2 if save else 1, body=graph, num_scan_inputs=len(xs),
-                            scan_input_directions=rev, scan_output_directions=[1] if rev and save else None))
-    if not save:
-        return outs[0]
-    k = a["num_checkpoints"]
-    if 0 < k < n:
-        return ex.node("Gather", [outs[1], ex.ints(checkpoint_steps(n, k))], axis=0)
-    return outs[1]
+    outs = _as_list(ex.node("Scan", [*ins[:nc], *xs], n_out=nc * (2 if save else 1), body=graph, num_scan_inputs=len(xs),
+                            scan_input_directions=rev, scan_output_directions=[1] * nc if rev and save else None))
+    if save:
+        k = a["num_checkpoints"]
+        outs = [ex.node("Gather", [o, ex.ints(checkpoint_steps(n, k))], axis=0) if 0 < k < n else o for o in outs[nc:]]
+    return outs if node.extra_types else outs[0]
 
 
 # ------------------------------------------------------------------------------- custom_fn

@@ -28,7 +28,7 @@ import numpy as np
 
 from rlx.backends.onnx.common import OnnxError, OnnxUnsupported, onnx_dtype
 from rlx.ir.dtype import DType
-from rlx.ir.graph import Graph, Node
+from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, UNARY_MATH_KINDS
 from rlx.ops.splat import SPLAT_OPS
 
@@ -40,6 +40,7 @@ REFUSED: dict[str, str] = {
     "input": "a graph input, not a node (written as a graph input)",
     "param": "a weight, not a node (written as an initializer, or a graph input when no value is given)",
     "constant": "written as an initializer",
+    "result": "a result of the multi-result node before it: one more output of that node's ONNX node(s)",
     "resize_nearest_2x": "",  # replaced below when exported; kept here only if not
     "relu_backward": "training-only backward op (export forward graphs)",
     "activation_backward": "training-only backward op (export forward graphs)",
@@ -108,8 +109,6 @@ class Exporter:
         self.nodes: list[Any] = []
         self.inputs: list[Any] = []
         self.names: dict[int, str] = {}
-        #: per scope: while_ nodes sharing a loop (same operands, cond, body, bound) share one ONNX Loop
-        self.loops: dict[tuple, list[str]] = {}
         # shared by every scope: initializers (subgraphs read them from the outer scope), and
         # fresh names, unique across nesting (ONNX forbids shadowing an outer name)
         self.inits: list[Any] = parent.inits if parent else []
@@ -133,7 +132,11 @@ class Exporter:
         return name
 
     def convert(self, node: Node) -> None:
-        """Write one node (not an input / param) and record its ONNX name."""
+        """Write one node (not an input / param) and record its ONNX name(s).
+
+        A multi-result node's exporter returns one name per result."""
+        if node.op == RESULT:  # named by its producer
+            return
         if node.op == "constant":
             self.names[node.id] = self.const(node.attrs["value"].array)
             return
@@ -141,7 +144,11 @@ class Exporter:
         if fn is None:
             reason = REFUSED.get(node.op, "no ONNX exporter")
             raise OnnxUnsupported(f"cannot export op {node.op!r} (node %{node.id}): {reason}")
-        self.names[node.id] = fn(self, node, [self.names[i] for i in node.inputs])
+        out = fn(self, node, [self.names[i] for i in node.inputs])
+        if node.extra_types:
+            self.names.update(zip(range(node.id, node.id + node.num_results), out))
+        else:
+            self.names[node.id] = out
 
     def node(self, op: str, inputs: list[str], n_out: int = 1, **attrs: Any) -> Any:
         outs = [self.fresh(op.lower()) for _ in range(n_out)]
@@ -458,7 +465,24 @@ def _cumulative(ex, node, ins):
 def _top_k(ex, node, ins):
     vals, idx = ex.node("TopK", [ins[0], ex.ints([node.attrs["k"]])], n_out=2, axis=node.attrs["axis"],
                         largest=int(node.attrs["largest"]), sorted=1)
-    return vals if node.attrs["output"] == "values" else idx
+    return [vals, idx] if node.attrs["output"] == "both" else vals if node.attrs["output"] == "values" else idx
+
+
+@exporter("max_pool2d_with_indices")
+def _max_pool2d_with_indices(ex, node, ins):
+    """MaxPool's Indices count over the whole NCHW tensor; rlx's over each plane: the plane offset is taken off."""
+    from rlx.ops.conv import pool_geo
+
+    k, s, p = pool_geo(node.attrs)
+    n, c, h, w = _in_shape(ex, node, 0)
+    vals, idx = ex.node("MaxPool", [ins[0]], n_out=2, kernel_shape=list(k), strides=list(s), pads=[p[0], p[1], p[0], p[1]])
+    offset = ex.const((np.arange(n * c, dtype=np.int64) * (h * w)).reshape(n, c, 1, 1))
+    return [vals, ex.node("Sub", [idx, offset])]
+
+
+@exporter("split")
+def _split(ex, node, ins):
+    return ex.node("Split", [ins[0], ex.ints(node.attrs["sizes"])], n_out=node.num_results, axis=node.attrs["axis"])
 
 
 @exporter("scatter_add")

@@ -22,7 +22,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from rlx.backends.onnx import loading
@@ -591,7 +590,11 @@ def _variadic(cx, node, ins, attrs):
     op = _VARIADIC[node.op_type]
     acc = ins[0]
     for v in ins[1:]:
-        acc = cx.g.binary(acc, v, op=op)
+        m = cx.g.binary(acc, v, op=op)
+        if op in ("max", "min") and m.dtype.is_float:  # ONNX propagates NaN (rlx's max / min ignore it)
+            m = cx.g.where(cx.g.ne(v, v), _broadcast_to(cx, v, list(m.shape)), m)
+            m = cx.g.where(cx.g.ne(acc, acc), _broadcast_to(cx, acc, list(m.shape)), m)
+        acc = m
     if node.op_type == "Mean":
         acc = acc / cx.scalar(float(len(ins)), acc)
     return acc
@@ -681,6 +684,8 @@ def _castlike(cx, node, ins, attrs):
 def _cast_saturating(cx, x: Value, to: DType, saturate: int) -> Value:
     if to in (DType.F8E4M3, DType.F8E5M2) and x.dtype.is_float and x.dtype not in (DType.F8E4M3, DType.F8E5M2):
         if saturate:
+            import ml_dtypes  # only fp8 targets need it; rlx.onnx imports without it
+
             big = float(ml_dtypes.finfo(to.numpy).max)
             hi, lo = cx.scalar(big, x), cx.scalar(-big, x)
             x = cx.g.where(cx.g.gt(x, hi), hi, cx.g.where(cx.g.lt(x, lo), lo, x))  # NaN stays NaN
@@ -1315,8 +1320,6 @@ def _reduce(cx, node, ins, attrs):
         if op == "mean" and not x.dtype.is_float:
             y = cx.g.reduce(x, op="sum", axes=axes, keep_dim=keep)
             return cx.g.div(y, cx.scalar(math.prod(x.shape[a] for a in axes), y))
-        if op in ("max", "min") and x.dtype.is_bool:
-            return cx.g.reduce(x, op=op, axes=axes, keep_dim=keep)
         return cx.g.reduce(x, op=op, axes=axes, keep_dim=keep)
     if kind == "ReduceL1":
         return cx.g.reduce(cx.g.abs(x), op="sum", axes=axes, keep_dim=keep)
@@ -1667,6 +1670,7 @@ def _pool_separable(cx, node, x: Value, attrs, kernel, strides, dil, pads, extra
             count[tuple(slice(pads[i], pads[i] + sizes[i]) for i in range(nsp))] = 1
     for i in range(nsp):
         axis = 2 + i
+        cx.check_elements(outs[i] * kernel[i], "the pooling window index")
         taps = [np.arange(outs[i]) * strides[i] + k * dil[i] for k in range(kernel[i])]
         acc = None
         for idx in taps:

@@ -15,6 +15,7 @@ Thread-safe as the JAX executable: ``run(params=...)`` uses those params for tha
 from __future__ import annotations
 
 import dataclasses
+import operator
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -27,7 +28,7 @@ from rlx.backends.common import live_nodes
 from rlx.backends.torch_backend import lowering as L
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
-from rlx.ir.graph import Graph, Node
+from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.opdef import get_op
 from rlx.ir.shape import Shape, TensorType
 from rlx.lir.specialize import bind_attrs
@@ -82,11 +83,15 @@ def _lowered(node: Node, out: TensorType, in_types: list[TensorType]) -> Any:
     return _named(call, op)
 
 
-def _host(node: Node, out: TensorType, in_types: list[TensorType], device: torch.device) -> Any:
-    """The node's NumPy reference kernel on the host (tensors copied out and back)."""
-    def call(*args: torch.Tensor) -> torch.Tensor:
+def _host(node: Node, out: TensorType | tuple[TensorType, ...], in_types: list[TensorType], device: torch.device) -> Any:
+    """The node's NumPy reference kernel on the host (tensors copied out and back; a tuple of them for
+    a multi-result node)."""
+    def call(*args: torch.Tensor) -> Any:
         arrays = [to_numpy(a, t.dtype) for a, t in zip(args, in_types)]
-        return to_torch(np.ascontiguousarray(eval_node(node, arrays, out)), out.dtype, device)
+        got = eval_node(node, arrays, out)
+        if out.__class__ is tuple:
+            return tuple(to_torch(np.asarray(r, order="C"), t.dtype, device) for r, t in zip(got, out))
+        return to_torch(np.asarray(got, order="C"), out.dtype, device)  # ascontiguousarray would make a 0-d result [1]
 
     return _named(call, f"host_{node.op}")
 
@@ -111,20 +116,32 @@ class _Builder:
 
     def emit_graph(self, g: Graph, env: dict[int, fx.Node], types: dict[int, TensorType]) -> None:
         for node in g.nodes:
-            if node.id in env:
-                continue
-            if node.op == "constant":
-                env[node.id] = self.constant(node.attrs["value"].array, node.dtype)
-                types[node.id] = node.type
-                continue
-            out = types[node.id] = TensorType(node.shape.bind(self.binding), node.dtype) if self.binding else node.type
-            env[node.id] = self.emit(node, [env[i] for i in node.inputs], [types[i] for i in node.inputs], out)
+            if node.id not in env:
+                self.place(node, env, types)
 
-    def emit(self, node: Node, args: list[fx.Node], in_types: list[TensorType], out: TensorType) -> fx.Node:
+    def place(self, node: Node, env: dict[int, fx.Node], types: dict[int, TensorType]) -> None:
+        """Emit ``node``; a multi-result node's results become ``getitem`` nodes under its result nodes' ids."""
+        if node.op == RESULT:  # placed with its producer
+            return
+        if node.op == "constant":
+            env[node.id] = self.constant(node.attrs["value"].array, node.dtype)
+            types[node.id] = node.type
+            return
+        outs = tuple(TensorType(t.shape.bind(self.binding), t.dtype) if self.binding else t for t in node.types)
+        made = self.emit(node, [env[i] for i in node.inputs], [types[i] for i in node.inputs], outs if node.extra_types else outs[0])
+        if not node.extra_types:
+            env[node.id], types[node.id] = made, outs[0]
+            return
+        for r, t in enumerate(outs):
+            env[node.id + r], types[node.id + r] = self.fx.call_function(operator.getitem, (made, r)), t
+
+    def emit(self, node: Node, args: list[fx.Node], in_types: list[TensorType], out: Any) -> fx.Node:
         op = node.op
         if self.binding:  # size attributes naming symbols, bound to this module's sizes
             attrs = bind_attrs(op, node.attrs, self.binding)
             node = node if attrs is node.attrs else dataclasses.replace(node, attrs=attrs)
+        if node.extra_types:  # multi-result ops have no torch rows yet: their NumPy kernel runs on the host
+            return self.fx.call_function(_host(node, out, in_types, self.device), tuple(args))
         if op in L.LOWERINGS:
             return self.fx.call_function(_lowered(node, out, in_types), tuple(args))
         if op in L.DECOMPOSED:
@@ -162,12 +179,7 @@ class _Builder:
         live = live_nodes(self.graph)
         for node in self.graph.nodes:
             if live[node.id] and node.id not in env:
-                if node.op == "constant":
-                    env[node.id] = self.constant(node.attrs["value"].array, node.dtype)
-                    types[node.id] = node.type
-                    continue
-                out = types[node.id] = self.typed(node)
-                env[node.id] = self.emit(node, [env[i] for i in node.inputs], [types[i] for i in node.inputs], out)
+                self.place(node, env, types)
         self.fx.output(tuple(env[o] for o in self.graph.output_ids))
         return fx.GraphModule(self.root, self.fx, class_name=f"rlx_{_ident(self.graph.name)}")
 

@@ -35,7 +35,8 @@ Lowering = Callable[[list[Any], Mapping[str, Any], TensorType], Any]
 
 LOWERINGS: dict[str, Lowering] = {}
 NATIVE_LOW_PRECISION: set[str] = set()
-LEAVES = {"input": "bound by name from exe.run(inputs=...)", "param": "bound once, resident on the device"}
+LEAVES = {"input": "bound by name from exe.run(inputs=...)", "param": "bound once, resident on the device",
+          "result": "an item of its multi-result producer's tuple (operator.getitem)"}
 
 _TORCH_DTYPES = {
     "f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,

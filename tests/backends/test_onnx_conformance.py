@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from rlx.backends.onnx import conformance  # noqa: E402
+from rlx.backends.onnx import conformance
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REPORT = os.path.join(ROOT, "docs", "onnx_conformance.md")

@@ -47,7 +47,6 @@ def _resize_weights(mode: str, ratio: float, scale: float, attrs) -> np.ndarray:
     return w / w.sum()
 
 
-
 def _resize_axis(n_in: int, n_out: int, scale: float, attrs, roi: tuple[float, float] | None):
     """The 1-D resize along one axis as a matrix [n_out, n_in] plus the rows to extrapolate."""
     mode = attrs.get("mode", "nearest")
@@ -91,7 +90,6 @@ def _resize_axis(n_in: int, n_out: int, scale: float, attrs, roi: tuple[float, f
             w = w / w.sum()
         np.add.at(m[row], np.clip(idx, 0, n_in - 1), w)
     return m, extrap
-
 
 
 @converter("Resize")
@@ -148,7 +146,6 @@ def _resize(cx, node, ins, attrs):
             y = cx.g.where(cx.const(extrap.reshape(mshape)), cx.scalar(extrapolation, y), y)
         x = y
     return x
-
 
 
 @converter("Upsample")

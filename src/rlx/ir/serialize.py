@@ -89,7 +89,8 @@ _NONFINITE_IN = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _DTYPES = {d.value: d for d in DType}
 _ST_DTYPE = {
     "f64": "F64", "f32": "F32", "f16": "F16", "bf16": "BF16", "i64": "I64", "i32": "I32", "i16": "I16",
-    "i8": "I8", "u8": "U8", "u32": "U32", "bool": "BOOL", "c64": "C64", "f8e4m3": "F8_E4M3", "f8e5m2": "F8_E5M2",
+    "i8": "I8", "u8": "U8", "u16": "U16", "u32": "U32", "u64": "U64", "bool": "BOOL", "c64": "C64",
+    "f8e4m3": "F8_E4M3", "f8e5m2": "F8_E5M2",
 }
 _ST_DTYPE_IN = {v: DType(k) for k, v in _ST_DTYPE.items()}
 

@@ -148,7 +148,6 @@ def _resize(cx, node, ins, attrs):
     return x
 
 
-
 @converter("Upsample")
 def _upsample(cx, node, ins, attrs):
     scales = attrs.get("scales") if cx.opset < 9 else np.asarray(cx.static(node.input[1], "scales")).reshape(-1)

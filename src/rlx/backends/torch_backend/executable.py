@@ -184,6 +184,25 @@ class _Builder:
         return fx.GraphModule(self.root, self.fx, class_name=f"rlx_{_ident(self.graph.name)}")
 
 
+def node_module(node: Node, in_types: list[TensorType], out: TensorType | tuple[TensorType, ...],
+                device: torch.device) -> fx.GraphModule:
+    """``node`` alone as the executable emits it (lowering row, decomposition or host kernel), for per-node
+    traces: a module taking the operands in order (a repeated operand twice) and returning the result(s)."""
+    b = _Builder(Graph(f"{node.op}_alone"), {}, device)
+    env: dict[int, fx.Node] = {}
+    types: dict[int, TensorType] = {}
+    holders = [b.fx.placeholder(f"a{k}") for k in range(len(node.inputs))]
+    for k, (i, t) in enumerate(zip(node.inputs, in_types)):  # a repeated operand reads its first placeholder
+        env.setdefault(i, holders[k])
+        types[i] = t
+    first, *rest = out if isinstance(out, tuple) else (out,)
+    node = dataclasses.replace(node, type=first, extra_types=tuple(rest))  # the run's sizes
+    b.place(node, env, types)
+    outs = tuple(env[node.id + r] for r in range(node.num_results))
+    b.fx.output(outs if node.extra_types else outs[0])
+    return fx.GraphModule(b.root, b.fx, class_name=f"rlx_node_{_ident(node.op)}")
+
+
 def _ident(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name) or "graph"
 

@@ -206,8 +206,10 @@ class Encoder:
     ``blobs`` (sha256 hex -> little-endian array) for the payload.
     """
 
-    def __init__(self, inline_max: int | None = None):
+    def __init__(self, inline_max: int | None = None, max_depth: int = DEFAULT_LIMITS.max_depth):
         self.inline_max = inline_max
+        self.max_depth = max_depth
+        self.depth = 0
         self.blobs: dict[str, np.ndarray] = {}
 
     def float(self, x: float) -> float | str:
@@ -230,6 +232,17 @@ class Encoder:
         return out
 
     def graph(self, g: Graph) -> dict:
+        """A graph's JSON object; graphs nested deeper than ``max_depth`` (what ``load`` accepts by
+        default) are a :class:`FormatError`, not a document no default load could read back."""
+        if self.depth >= self.max_depth:
+            raise FormatError(f"cannot serialize graph {g.name!r}: graphs nested deeper than LoadLimits.max_depth={self.max_depth}")
+        self.depth += 1
+        try:
+            return self._graph(g)
+        finally:
+            self.depth -= 1
+
+    def _graph(self, g: Graph) -> dict:
         nodes = []
         ops: dict[str, OpDef | None] = {}
         for n in g.nodes:

@@ -16,6 +16,7 @@ floats at f64 (no narrower type holds both), as in NumPy. Two fp8 kinds meet at 
 from __future__ import annotations
 
 import enum
+import re
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,8 @@ try:
 except ImportError:  # a core dependency; without it rlx still imports and only bf16 / fp8 storage is missing
     ml_dtypes = None
 
+#: A dtype name NumPy may read (``float32``, ``<f4``); anything else is refused before NumPy parses it.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_<>=|]{1,40}")
 _NUMPY = {
     "f32": np.dtype(np.float32),
     "f16": np.dtype(np.float16),
@@ -138,9 +141,11 @@ class DType(enum.Enum):
                 return cls(value)
             except ValueError:
                 pass
+            if not _PLAIN_NAME.fullmatch(value):  # np.dtype would parse (literal_eval) a structured format
+                raise DTypeError(f"not a dtype: {value[:60]!r}")
         try:
             npd = np.dtype(value)
-        except TypeError:
+        except (TypeError, ValueError):  # ValueError: a malformed comma-separated format string
             raise DTypeError(f"not a dtype: {value!r}") from None
         for name, candidate in _NUMPY.items():
             if candidate == npd:

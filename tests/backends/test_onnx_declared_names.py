@@ -30,7 +30,7 @@ RNG = np.random.default_rng(0)
 
 
 def model(nodes, inputs, outputs, value_info=()) -> onnx.ModelProto:
-    info = lambda rows: [helper.make_tensor_value_info(*r) for r in rows]  # noqa: E731
+    info = lambda rows: [helper.make_tensor_value_info(*r) for r in rows]
     g = helper.make_graph(nodes, "m", info(inputs), info(outputs), value_info=info(value_info))
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
 

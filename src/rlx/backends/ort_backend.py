@@ -24,7 +24,7 @@ from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.shape import TensorType
 from rlx.runtime.dispatch import ReportsDispatch
-from rlx.runtime.reference import bind_feed, checked_params
+from rlx.runtime.reference import bind_feed, checked_params, feed_maps
 
 _SESSIONS: dict[tuple, Any] = {}
 _SESSIONS_LOCK = threading.Lock()
@@ -110,6 +110,7 @@ class OrtExecutable(ReportsDispatch):
             return _SESSIONS.setdefault(key, sess)
 
     def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
+        inputs, params = feed_maps(self.graph, inputs, params)
         with self._lock:
             bound, sess, version = dict(self._params), self._session, self._version
         checked = checked_params(self.graph, params) if params else {}

@@ -33,7 +33,7 @@ from rlx.ir.opdef import get_op
 from rlx.ir.shape import Shape, TensorType
 from rlx.lir.specialize import bind_attrs
 from rlx.runtime.dispatch import ReportsDispatch
-from rlx.runtime.reference import bind_feed, checked_params, eval_node
+from rlx.runtime.reference import bind_feed, checked_params, eval_node, feed_maps
 
 MODES = ("eager", "inductor", "reduce-overhead", "max-autotune")
 
@@ -273,11 +273,11 @@ class TorchExecutable(ReportsDispatch):
         return placed
 
     def _feed(self, inputs: Mapping[str, Any] | None, params: Mapping[str, Any] | None) -> tuple[list[torch.Tensor], dict[str, int]]:
+        inputs, params = feed_maps(self.graph, inputs, params)
         with self._lock:
             bound = dict(self._params)
         if params:
             bound.update(self._place(params))
-        inputs = inputs or {}
         binding: dict[str, int] = {}
         if not (self._static and len(bound) == len(self._param_decl) and self._plain(inputs)):
             _, binding = bind_feed(self.graph, inputs, self._shaped(bound))  # the full check, naming every problem

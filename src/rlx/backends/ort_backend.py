@@ -99,6 +99,7 @@ class OrtExecutable(ReportsDispatch):
         ort = _ort()
         proto = export(self.graph, dict(params))
         opts = ort.SessionOptions()
+        opts.log_severity_level = 3  # errors only: onnxruntime's optimizer notes (unused initializers it drops) are not ours to print
         if self.threads is not None:
             opts.intra_op_num_threads = self.threads
         try:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.fx as fx
 
-from rlx.backends.common import live_nodes
+from rlx.backends.common import PlainFeed, live_nodes
 from rlx.backends.torch_backend import lowering as L
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
@@ -219,7 +219,7 @@ class TorchExecutable(ReportsDispatch):
         self._lock = threading.Lock()
         self._modules: dict[tuple[tuple[str, int], ...], Any] = {}
         self._static = all(v.node.shape.is_static for v in [*self._inputs.values(), *self._param_decl.values()])
-        self._expect = {n: (v.node.dtype.numpy, tuple(v.node.shape)) for n, v in self._inputs.items()} if self._static else {}
+        self._plain = PlainFeed(graph)
         self.module: fx.GraphModule | None = self._build({}) if self._static else None
         self._bound: list[torch.Tensor] | None = None  # the bound params in declaration order, once all are bound
         host = self.device.type == "cpu"
@@ -278,16 +278,6 @@ class TorchExecutable(ReportsDispatch):
             tensors.append(to_torch(arr, v.node.dtype, self.device))
         tensors += [bound[n] for n in self._param_decl]
         return tensors, binding
-
-    def _plain(self, inputs: Mapping[str, Any]) -> bool:
-        """The fast path of the feed check: exactly the declared inputs, as arrays of the declared dtype and shape."""
-        if len(inputs) != len(self._inputs):
-            return False
-        for name, (dtype, shape) in self._expect.items():
-            a = inputs.get(name)
-            if a.__class__ is not np.ndarray or a.dtype != dtype or a.shape != shape:
-                return False
-        return True
 
     def _shaped(self, bound: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
         """Shape-only stand-ins for the bound params (bind_feed checks names, dtypes and sizes)."""

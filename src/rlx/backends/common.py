@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -32,8 +31,8 @@ class PlainFeed:
         self.static = all(v.node.shape.is_static for v in inputs.values())
         self.expect = {n: (v.node.dtype.numpy, tuple(v.node.shape)) for n, v in inputs.items()} if self.static else {}
 
-    def __call__(self, inputs: Mapping[str, Any]) -> bool:
-        if not self.static or len(inputs) != len(self.expect):
+    def __call__(self, inputs: Any) -> bool:
+        if not self.static or inputs.__class__ is not dict or len(inputs) != len(self.expect):
             return False
         for name, (dtype, shape) in self.expect.items():
             a = inputs.get(name)

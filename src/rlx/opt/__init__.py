@@ -16,6 +16,7 @@ from typing import Any
 
 from rlx.ir.graph import Graph
 from rlx.opt.cleanup import CSE, DCE, FOLD, SIMPLIFY, cse, dce, fold_constants, simplify
+from rlx.opt.fuse_attention import FUSE_ATTENTION, fuse_decomposed_attention
 from rlx.opt.fusion import (
     FUSE_MATMUL_BIAS_ACT,
     FUSE_RESIDUAL_LN,
@@ -33,7 +34,6 @@ from rlx.opt.fusion import (
     fuse_swiglu,
     fuse_swiglu_dual_matmul,
 )
-from rlx.opt.fuse_attention import FUSE_ATTENTION, fuse_decomposed_attention
 from rlx.opt.graph_edit import inline_into, promote_params_to_inputs
 from rlx.opt.legalize import LEGALIZE_BROADCAST, legalize_broadcast, legalize_for_backend, unclaimed
 from rlx.opt.lower import (

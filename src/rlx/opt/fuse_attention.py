@@ -83,10 +83,10 @@ def _match(cx: _Ctx, out: Node) -> _Found | None:
     add = nodes[s_id]
     if add.op == "binary" and add.attrs["op"] == "add" and cx.single_use(s_id):
         a, b = add.inputs
-        lhs, rhs = nodes[a], nodes[b]
-        scores_side = a if lhs.type == add.type and _leads_to_scores(cx, a) else b if rhs.type == add.type and _leads_to_scores(cx, b) else None
-        if scores_side is None:
+        sides = [i for i in (a, b) if nodes[i].type == add.type and _leads_to_scores(cx, i)]
+        if not sides:
             return None
+        scores_side = sides[0]
         mask = b if scores_side == a else a
         parts.append(s_id)
         s_id = scores_side
@@ -96,7 +96,7 @@ def _match(cx: _Ctx, out: Node) -> _Found | None:
     mm = nodes[core]
     if mm.op != "matmul" or not cx.single_use(core):
         return None
-    parts += peeled + [core]
+    parts += [*peeled, core]
     q, q_factor, q_peeled = _scaled(cx, mm.inputs[0])
     kt, k_factor, k_peeled = _scaled(cx, mm.inputs[1])
     parts += q_peeled + k_peeled
@@ -128,7 +128,7 @@ def find_decomposed_attention(g: Graph) -> list[Match]:
         attrs = {"num_heads": int(q.shape[1]), "head_dim": int(q.shape[3]), "layout": "bhsd",
                  "mask_kind": "none" if m.mask is None else "bias", "score_scale": m.scale}
         ins = [q.type, k_type, nodes[m.v].type] + ([nodes[m.mask].type] if m.mask is not None else [])
-        if not infers("attention", ins, attrs, out.type) or not cx.free(m.parts + [out.id]):
+        if not infers("attention", ins, attrs, out.type) or not cx.free([*m.parts, out.id]):
             continue
 
         def build(rb: Rebuilder, m=m, out=out, attrs=attrs) -> dict[int, int]:
@@ -137,7 +137,7 @@ def find_decomposed_attention(g: Graph) -> list[Match]:
             operands = [rb.map[m.q], k, rb.map[m.v]] + ([rb.map[m.mask]] if m.mask is not None else [])
             return {out.id: rb.emit("attention", operands, attrs, like=like, name=out.name, type=out.type)}
 
-        found.append(Match(out.id, cx.claim(m.parts + [out.id]), build, "decomposed_attention"))
+        found.append(Match(out.id, cx.claim([*m.parts, out.id]), build, "decomposed_attention"))
     return found
 
 

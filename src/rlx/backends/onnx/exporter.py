@@ -144,7 +144,13 @@ class Exporter:
         if fn is None:
             reason = REFUSED.get(node.op, "no ONNX exporter")
             raise OnnxUnsupported(f"cannot export op {node.op!r} (node %{node.id}): {reason}")
+        start = len(self.nodes)
         out = fn(self, node, [self.names[i] for i in node.inputs])
+        if node.name:  # the value's name becomes the name of the ONNX node computing it
+            first = out[0] if isinstance(out, (list, tuple)) else out
+            made = next((nd for nd in reversed(self.nodes[start:]) if first in nd.output), None)
+            if made is not None and not made.name:
+                made.name = node.name
         if node.extra_types:
             self.names.update(zip(range(node.id, node.id + node.num_results), out))
         else:

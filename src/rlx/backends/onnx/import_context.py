@@ -15,6 +15,7 @@ import numpy as np
 
 from rlx.backends.onnx import loading
 from rlx.backends.onnx.common import (
+    DeclaredTypeError,
     OnnxError,
     OnnxFormatError,
     OnnxLimitError,
@@ -33,13 +34,10 @@ from rlx.runtime.reference import eval_node
 Converter = Callable[["Importer", Any, list, dict], Any]
 
 
-
 CONVERTERS: dict[str, Converter] = {}
 
 
-
 FOLD_LIMIT = 1 << 22  # elements: larger computed constants are left as graph nodes
-
 
 
 class NeedsStatic(OnnxUnsupported):
@@ -53,7 +51,6 @@ class NeedsStatic(OnnxUnsupported):
         super().__init__(f"{what} must be static, but depends on graph inputs {sorted(inputs)}")
 
 
-
 def converter(*op_types: str):
     def wrap(fn: Converter) -> Converter:
         for op in op_types:
@@ -63,9 +60,7 @@ def converter(*op_types: str):
     return wrap
 
 
-
 _onnx = loading.onnx_module
-
 
 
 def _attrs(node) -> dict[str, Any]:
@@ -84,7 +79,6 @@ def _attrs(node) -> dict[str, Any]:
     return out
 
 
-
 class _Budget:
     """What one import (its subgraph importers included) may still spend: see :class:`rlx.LoadLimits`."""
 
@@ -92,7 +86,6 @@ class _Budget:
         self.limits = limits
         self.constant_bytes = limits.max_constant_bytes
         self.unroll = limits.max_unroll
-
 
 
 class Importer:
@@ -118,7 +111,7 @@ class Importer:
         self.input_shapes = dict(input_shapes or {})
         self.params: dict[str, np.ndarray] = {}
         self._uid = itertools.count()
-        self.expected: dict[str, int] = {}
+        self.declared: dict[str, Any] = {}  # value name -> its TensorTypeProto in value_info / graph outputs
 
     # ------------------------------------------------------------------ values
     def value(self, name: str) -> Value:
@@ -197,7 +190,7 @@ class Importer:
         self._check_supported(graph.node)
         for vi in [*graph.value_info, *graph.output]:
             if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
-                self.expected[vi.name] = vi.type.tensor_type.elem_type
+                self.declared[vi.name] = vi.type.tensor_type
         inits = {t.name: t for t in graph.initializer}
         for t in graph.initializer:
             arr = self.tensor(t)
@@ -222,10 +215,9 @@ class Importer:
         outs = []
         for vi in graph.output:
             v = self.value(vi.name)
-            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
-                want = rlx_dtype(vi.type.tensor_type.elem_type, f"output {vi.name!r}: ")
-                if v.dtype != want:
-                    v = self.g.cast(v, to=want)
+            self.check_declared(vi.name, v, "graph output")
+            if v.node.op not in ("input", "param") and v.id not in [o.id for o in outs]:
+                self.g.rename(v, vi.name)  # an output keeps its ONNX name (over an intermediate one)
             outs.append(v)
         self.g.set_outputs(outs)
         from rlx.opt.cleanup import dce
@@ -235,6 +227,30 @@ class Importer:
 
         verify(g)
         return g, self.params
+
+    def check_declared(self, name: str, v: Value, where: str) -> None:
+        """The model's declared type of value ``name`` (value_info, graph outputs) must be what rlx computed.
+
+        Declared dims that are numbers are compared with static dims; named / missing dims, and
+        element types rlx lacks, are not checked. A disagreement is a converter bug or a model
+        contradicting itself: :class:`DeclaredTypeError` names the value and the node."""
+        tt = self.declared.get(name)
+        if tt is None:
+            return
+        try:
+            want = rlx_dtype(tt.elem_type)
+        except OnnxUnsupported:
+            want = None
+        if want is not None and want != v.dtype:
+            raise DeclaredTypeError(f"{where}: value {name!r} is declared {want} but rlx computes {v.dtype}")
+        if not tt.HasField("shape"):
+            return
+        dims = list(tt.shape.dim)
+        got = list(v.shape)
+        if len(dims) != len(got) or any(d.HasField("dim_value") and isinstance(s, int) and d.dim_value != s
+                                        for d, s in zip(dims, got)):
+            shown = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in dims]
+            raise DeclaredTypeError(f"{where}: value {name!r} is declared with shape {shown} but rlx computes {got}")
 
     def _leaf_name(self, name: str) -> str:
         return name if name else f"onnx_{next(self._uid)}"
@@ -363,19 +379,17 @@ class Importer:
             if i >= len(results) or results[i] is None:
                 raise OnnxUnsupported(f"{node.op_type}: output {i} ({name!r}) is not supported")
             v = results[i]
-            want = self.expected.get(name)
-            if want:  # ONNX shape inference says which element type this value has
-                try:
-                    wd = rlx_dtype(want)
-                except OnnxUnsupported:
-                    wd = None
-                if wd is not None and wd != v.dtype:
-                    v = self.g.cast(v, to=wd)
-                    self._fold_from(v.id)
+            self.check_declared(name, v, f"{node.op_type} node {node_label(node)!r}")
             if v.id in self.known and self.g.node(v.id).op != "constant":
                 v = self.const(self.known[v.id])
+            self._keep_name(name, v)
             self.env[name] = v
             self.deps[name] = frozenset() if v.id in self.known else deps
+
+    def _keep_name(self, name: str, v: Value) -> None:
+        """A value of the model's own graph (not of a function body or subgraph) names its unnamed node."""
+        if self.depth == 0 and v.node.name is None and v.node.op not in ("input", "param"):
+            self.g.rename(v, name)
 
     def _check_new(self, start: int, node) -> None:
         """Bound what one node added: the graph's node count and every new value's declared bytes."""
@@ -410,6 +424,8 @@ class Importer:
         for formal, actual in zip(fn.output, node.output):
             if actual:
                 src = rename.get(formal, prefix + formal)
+                self.check_declared(actual, self.value(src), f"{node.op_type} node {node_label(node)!r}")
+                self._keep_name(actual, self.value(src))
                 self.env[actual] = self.value(src)
                 self.deps[actual] = self.deps.get(src, frozenset())
 
@@ -443,7 +459,6 @@ class Importer:
                     rename[n] = prefix + n
 
 
-
 class _Nested:
     def __init__(self, cx: Importer):
         self.cx = cx
@@ -458,10 +473,8 @@ class _Nested:
         self.cx.depth -= 1
 
 
-
 def node_label(node) -> str:
     return node.name or next((o for o in node.output if o), "") or "<unnamed>"
-
 
 
 def _outer_names(graph) -> list[str]:
@@ -474,7 +487,6 @@ def _outer_names(graph) -> list[str]:
                 out += [x for x in _outer_names(a.g) if x not in local]
     out += [o.name for o in graph.output if o.name not in local]
     return out
-
 
 
 def _rename_outer(graph, rename: Callable[[str], str]) -> None:

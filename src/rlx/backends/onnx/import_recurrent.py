@@ -36,7 +36,6 @@ def _rnn_activation(cx, name: str, x: Value, alpha: float | None, beta: float | 
     raise OnnxUnsupported(f"recurrent activation {name!r}")
 
 
-
 @converter("RNN", "GRU", "LSTM")
 def _recurrent(cx, node, ins, attrs):
     kind = node.op_type

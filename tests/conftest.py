@@ -25,3 +25,14 @@ def temporary_op():
     yield add
     for name in added:
         unregister_op(name)
+
+
+@pytest.fixture
+def custom_cleanup():
+    """Custom ops registered during the test are unregistered afterwards (registry walks stay clean)."""
+    import rlx
+
+    before = set(rlx.custom_ops())
+    yield
+    for name in set(rlx.custom_ops()) - before:
+        rlx.unregister_custom_op(name)

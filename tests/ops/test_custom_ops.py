@@ -26,15 +26,6 @@ def doc_blocks() -> list[str]:
 
 
 @pytest.fixture
-def custom_cleanup():
-    """Custom ops registered during the test are unregistered afterwards (registry walks stay clean)."""
-    before = set(rlx.custom_ops())
-    yield
-    for name in set(rlx.custom_ops()) - before:
-        rlx.unregister_custom_op(name)
-
-
-@pytest.fixture
 def softplus(custom_cleanup):
     """Registers ``scaled_softplus`` by running the doc's first code block; returns its namespace."""
     ns: dict = {}

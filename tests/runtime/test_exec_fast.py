@@ -23,14 +23,6 @@ def counted(custom_cleanup):
     return calls
 
 
-@pytest.fixture
-def custom_cleanup():
-    before = set(rlx.custom_ops())
-    yield
-    for name in set(rlx.custom_ops()) - before:
-        rlx.unregister_custom_op(name)
-
-
 def graph():
     g = rlx.Graph("weights_once")
     x, w = g.input("x", (4, 8)), g.param("w", (6, 8))

@@ -23,7 +23,7 @@ Slot = tuple[str, Any]
 
 def captures_of(cx: Any, *bodies: Any) -> list[str]:
     """Outer names the bodies read that are runtime values of ``cx`` (import-time constants excluded), in first-use order."""
-    from rlx.backends.onnx.importer import _outer_names
+    from rlx.backends.onnx.import_context import _outer_names
 
     seen: list[str] = []
     for body in bodies:
@@ -42,7 +42,7 @@ def convert_body(cx: Any, body: Any, name: str, slots: Sequence[tuple[Slot, Tens
 
     ``finish(child, inputs, body_outputs)`` builds the subgraph's outputs in ``child.g`` from
     the converted body outputs (``inputs`` maps each slot to its input node)."""
-    from rlx.backends.onnx.importer import _outer_names
+    from rlx.backends.onnx.import_context import _outer_names
 
     child = type(cx)(cx.model, limits=cx.limits, budget=cx.budget, depth=cx.depth + 1)
     child.opsets, child.opset = cx.opsets, cx.opset

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from rlx.backends.onnx.common import OnnxFormatError, OnnxUnsupported
-from rlx.backends.onnx.importer import converter
+from rlx.backends.onnx.import_context import converter
 from rlx.ir.graph import Graph, Value
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops.control_flow import make_graph

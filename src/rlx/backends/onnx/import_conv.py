@@ -1,0 +1,297 @@
+"""ONNX Conv / ConvTranspose / pooling / Col2Im converters (window geometry, auto_pad)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from rlx.backends.onnx.common import (
+    OnnxError,
+    OnnxFormatError,
+    OnnxUnsupported,
+)
+from rlx.backends.onnx.import_context import converter
+from rlx.backends.onnx.import_helpers import _reshape, _static_shape
+from rlx.backends.onnx.import_shape import pad_value
+from rlx.ir.graph import Value
+
+
+def _spatial(x: Value, what: str) -> int:
+    n = len(x.shape) - 2
+    if n not in (1, 2):
+        raise OnnxUnsupported(f"{what}: only 1-D and 2-D spatial inputs are supported (rank {len(x.shape)})")
+    return n
+
+
+
+def _auto_pads(auto_pad: str, sizes, kernel, strides, dilations) -> list[int]:
+    n = len(sizes)
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pads = [0] * (2 * n)
+        for i in range(n):
+            out = -(-sizes[i] // strides[i])
+            total = max((out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - sizes[i], 0)
+            small, big = total // 2, total - total // 2
+            pads[i], pads[i + n] = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
+        return pads
+    return [0] * (2 * n)
+
+
+
+def _to2d(cx, x: Value) -> Value:
+    return _reshape(cx, x, [*x.shape[:2], 1, x.shape[2]])
+
+
+
+@converter("Conv")
+def _conv(cx, node, ins, attrs):
+    x, w = ins[0], ins[1]
+    b = ins[2] if len(ins) > 2 else None
+    nsp = _spatial(x, "Conv")
+    kernel = list(attrs.get("kernel_shape", _static_shape(w)[2:]))
+    strides = list(attrs.get("strides", [1] * nsp))
+    dil = list(attrs.get("dilations", [1] * nsp))
+    group = attrs.get("group", 1)
+    auto = attrs.get("auto_pad", "NOTSET")
+    sizes = _static_shape(x)[2:]
+    check_window(cx, nsp, kernel, strides, dil, list(attrs.get("pads", [0] * (2 * nsp))))
+    pads = list(attrs.get("pads", [0] * (2 * nsp))) if auto in ("NOTSET", "VALID") else _auto_pads(auto, sizes, kernel, strides, dil)
+    if auto == "VALID":
+        pads = [0] * (2 * nsp)
+    if nsp == 1:
+        x, w = _to2d(cx, x), _to2d(cx, w)
+        kernel, strides, dil, pads = [1, *kernel], [1, *strides], [1, *dil], [0, pads[0], 0, pads[1]]
+    sym = [pads[0], pads[1]] if pads[0] == pads[2] and pads[1] == pads[3] else [0, 0]
+    if sym == [0, 0] and any(pads):
+        x = pad_value(cx, x, {2: (pads[0], pads[2]), 3: (pads[1], pads[3])})
+    y = cx.g.conv2d(x, w, stride=strides, padding=sym, dilation=dil, groups=group)
+    if b is not None:
+        y = y + _reshape(cx, b, [1, b.shape[0], 1, 1])
+    if nsp == 1:
+        y = _reshape(cx, y, [y.shape[0], y.shape[1], y.shape[3]])
+    return y
+
+
+
+@converter("ConvTranspose")
+def _conv_transpose(cx, node, ins, attrs):
+    x, w = ins[0], ins[1]
+    b = ins[2] if len(ins) > 2 else None
+    nsp = _spatial(x, "ConvTranspose")
+    if nsp != 2:
+        x, w = _to2d(cx, x), _to2d(cx, w)
+    kernel = list(_static_shape(w)[2:])
+    strides = list(attrs.get("strides", [1] * nsp))
+    dil = list(attrs.get("dilations", [1] * nsp))
+    outpad = list(attrs.get("output_padding", [0] * nsp))
+    pads = list(attrs.get("pads", [0] * (2 * nsp)))
+    sizes = _static_shape(x)[2:][-nsp:]
+    auto = attrs.get("auto_pad", "NOTSET")
+    check_window(cx, nsp, kernel[-nsp:], strides, dil, pads)
+    if len(outpad) != nsp or any(not 0 <= p < max(s, d) for p, s, d in zip(outpad, strides, dil)):
+        raise OnnxFormatError(f"output_padding {outpad} must be {nsp} values below the stride or dilation")
+    if "output_shape" in attrs or auto in ("SAME_UPPER", "SAME_LOWER"):
+        out_shape = list(attrs["output_shape"])[-nsp:] if "output_shape" in attrs else [sizes[i] * strides[i] for i in range(nsp)]
+        pads = [0] * (2 * nsp)
+        for i in range(nsp):
+            total = strides[i] * (sizes[i] - 1) + outpad[i] + ((kernel[-nsp + i] - 1) * dil[i] + 1) - out_shape[i]
+            if total < 0:
+                outpad[i] += -total
+                total = 0
+            if auto == "SAME_UPPER" or (auto != "SAME_LOWER" and "output_shape" in attrs):
+                pads[i], pads[i + nsp] = total // 2, total - total // 2
+            else:
+                pads[i], pads[i + nsp] = total - total // 2, total // 2
+    if nsp == 1:
+        strides, dil, outpad, pads = [1, *strides], [1, *dil], [0, *outpad], [0, pads[0], 0, pads[1]]
+    group = attrs.get("group", 1)
+    if pads[0] == pads[2] and pads[1] == pads[3] and not any(outpad):
+        y = cx.g.conv_transpose2d(x, w, stride=strides, padding=[pads[0], pads[1]], dilation=dil, groups=group)
+    else:  # the full transposed conv, cropped by the pads; output_padding extends the end (zeros past the full result)
+        y = cx.g.conv_transpose2d(x, w, stride=strides, padding=[0, 0], dilation=dil, groups=group)
+        y = pad_value(cx, y, {2 + i: (-pads[i], outpad[i] - pads[i + 2]) for i in range(2)})
+    if b is not None:
+        y = y + _reshape(cx, b, [1, b.shape[0], 1, 1])
+    if nsp == 1:
+        y = _reshape(cx, y, [y.shape[0], y.shape[1], y.shape[3]])
+    return y
+
+
+
+def check_window(cx, nsp: int, kernel, strides, dil, pads) -> None:
+    """Window attributes of a conv / pool: one per spatial axis, positive (pads non-negative), bounded."""
+    lim = cx.limits.max_dim
+    for name, vals, n, low in (("kernel_shape", kernel, nsp, 1), ("strides", strides, nsp, 1),
+                               ("dilations", dil, nsp, 1), ("pads", pads, 2 * nsp, 0)):
+        if len(vals) != n or any(not low <= v <= lim for v in vals):
+            raise OnnxFormatError(f"{name} {list(vals)} must be {n} values in [{low}, {lim}] for {nsp} spatial axes")
+
+
+
+def _pool_geometry(cx, x: Value, attrs, nsp: int):
+    kernel = list(attrs["kernel_shape"])
+    strides = list(attrs.get("strides", [1] * nsp))
+    dil = list(attrs.get("dilations", [1] * nsp))
+    sizes = _static_shape(x)[2:]
+    auto = attrs.get("auto_pad", "NOTSET")
+    check_window(cx, nsp, kernel, strides, dil, list(attrs.get("pads", [0] * (2 * nsp))))
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = _auto_pads(auto, sizes, kernel, strides, dil)
+    elif auto == "VALID":
+        pads = [0] * (2 * nsp)
+    else:
+        pads = list(attrs.get("pads", [0] * (2 * nsp)))
+    extra = [0] * nsp
+    outs = []
+    for i in range(nsp):
+        span = (kernel[i] - 1) * dil[i] + 1
+        total = sizes[i] + pads[i] + pads[i + nsp] - span
+        if attrs.get("ceil_mode", 0):
+            out = -(-total // strides[i]) + 1
+            if (out - 1) * strides[i] >= sizes[i] + pads[i]:
+                out -= 1
+        else:
+            out = total // strides[i] + 1
+        need = (out - 1) * strides[i] + span - (sizes[i] + pads[i] + pads[i + nsp])
+        extra[i] = max(need, 0)
+        if out < 1:
+            raise OnnxFormatError(f"the window (kernel {kernel[i]}, dilation {dil[i]}) is larger than padded axis {2 + i}")
+        outs.append(out)
+    return kernel, strides, dil, pads, extra, outs
+
+
+
+def _pool_separable(cx, node, x: Value, attrs, kernel, strides, dil, pads, extra, outs) -> Value:
+    """N-d pooling with dilation as separable per-axis window reductions over constant-index gathers (exact)."""
+    nsp = len(kernel)
+    kind = node.op_type
+    is_max = kind == "MaxPool"
+    src = x
+    if kind == "LpPool":
+        p = attrs.get("p", 2)
+        src = cx.g.abs(x) ** cx.scalar(float(p), x) if p != 2 else x * x
+    fill = (-np.inf if x.dtype.is_float else np.iinfo(x.dtype.numpy).min) if is_max else 0
+    amounts = {2 + i: (pads[i], pads[i + nsp] + extra[i]) for i in range(nsp)}
+    y = pad_value(cx, src, amounts, value=fill)
+    sizes = _static_shape(x)[2:]
+    count = None
+    cx.unroll(sum(kernel), "the pooling window taps")
+    if kind == "AveragePool":
+        full = [sizes[i] + pads[i] + pads[i + nsp] + extra[i] for i in range(nsp)]
+        cx.check_elements(math.prod(full), "the AveragePool divisor")
+        count = np.zeros(full)
+        if attrs.get("count_include_pad", 0):
+            count[tuple(slice(0, sizes[i] + pads[i] + pads[i + nsp]) for i in range(nsp))] = 1
+        else:
+            count[tuple(slice(pads[i], pads[i] + sizes[i]) for i in range(nsp))] = 1
+    for i in range(nsp):
+        axis = 2 + i
+        cx.check_elements(outs[i] * kernel[i], "the pooling window index")
+        taps = [np.arange(outs[i]) * strides[i] + k * dil[i] for k in range(kernel[i])]
+        acc = None
+        for idx in taps:
+            part = cx.g.gather(y, cx.const(idx.astype(np.int64)), axis=axis)
+            acc = part if acc is None else (cx.g.maximum(acc, part) if is_max else acc + part)
+        y = acc
+        if count is not None:
+            count = sum(np.take(count, idx, axis=i) for idx in taps)
+    if count is not None:
+        y = y / cx.const(count.astype(x.dtype.numpy))
+    if kind == "LpPool":
+        p = attrs.get("p", 2)
+        y = cx.g.sqrt(y) if p == 2 else y ** cx.scalar(1.0 / p, y)
+    return y
+
+
+
+@converter("MaxPool", "AveragePool", "LpPool")
+def _pool(cx, node, ins, attrs):
+    x = ins[0]
+    if len(node.output) > 1 and node.output[1]:
+        raise OnnxUnsupported("MaxPool Indices output is not supported")
+    nsp = len(x.shape) - 2
+    if nsp < 1:
+        raise OnnxUnsupported(f"{node.op_type} on rank {len(x.shape)}")
+    kernel, strides, dil, pads, extra, outs = _pool_geometry(cx, x, attrs, nsp)
+    if nsp > 2 or any(d != 1 for d in dil):
+        return _pool_separable(cx, node, x, attrs, kernel, strides, dil, pads, extra, outs)
+    if nsp == 1:
+        x = _to2d(cx, x)
+        kernel, strides, pads, extra, outs = [1, *kernel], [1, *strides], [0, pads[0], 0, pads[1]], [0, *extra], [1, *outs]
+    is_max = node.op_type == "MaxPool"
+    lp = node.op_type == "LpPool"
+    src = x
+    if lp:
+        p = attrs.get("p", 2)
+        src = cx.g.abs(x) ** cx.scalar(float(p), x) if p != 2 else x * x
+    fill = (-np.inf if x.dtype.is_float else np.iinfo(x.dtype.numpy).min) if is_max else 0
+    amounts = {2: (pads[0], pads[2] + extra[0]), 3: (pads[1], pads[3] + extra[1])}
+    padded = pad_value(cx, src, amounts, value=fill) if any(a or b for a, b in amounts.values()) else src
+    y = cx.g.pool2d(padded, kind="max" if is_max else "sum", kernel_size=kernel, stride=strides, padding=[0, 0])
+    if tuple(y.shape[2:]) != tuple(outs):
+        y = pad_value(cx, y, {2: (0, outs[0] - y.shape[2]), 3: (0, outs[1] - y.shape[3])})
+    if node.op_type == "AveragePool":
+        h, w = _static_shape(x)[2:]
+        cx.check_elements((h + pads[0] + pads[2] + extra[0]) * (w + pads[1] + pads[3] + extra[1]), "the AveragePool divisor")
+        ones = np.zeros((h + pads[0] + pads[2] + extra[0], w + pads[1] + pads[3] + extra[1]))
+        if attrs.get("count_include_pad", 0):
+            ones[: h + pads[0] + pads[2], : w + pads[1] + pads[3]] = 1
+        else:
+            ones[pads[0]: pads[0] + h, pads[1]: pads[1] + w] = 1
+        win = np.lib.stride_tricks.sliding_window_view(ones, kernel)[:: strides[0], :: strides[1]].sum(axis=(-2, -1))
+        count = win[: outs[0], : outs[1]]
+        y = y / cx.const(count.astype(x.dtype.numpy))
+    if lp:
+        p = attrs.get("p", 2)
+        y = cx.g.sqrt(y) if p == 2 else y ** cx.scalar(1.0 / p, y)
+    if nsp == 1:
+        y = _reshape(cx, y, [y.shape[0], y.shape[1], y.shape[3]])
+    return y
+
+
+
+@converter("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
+def _global_pool(cx, node, ins, attrs):
+    x = ins[0]
+    axes = list(range(2, len(x.shape)))
+    if node.op_type == "GlobalLpPool":
+        p = attrs.get("p", 2)
+        s = cx.g.reduce(cx.g.abs(x) ** cx.scalar(float(p), x), op="sum", axes=axes, keep_dim=True)
+        return s ** cx.scalar(1.0 / p, s)
+    return cx.g.reduce(x, op="mean" if node.op_type == "GlobalAveragePool" else "max", axes=axes, keep_dim=True)
+
+
+
+@converter("Col2Im")
+def _col2im(cx, node, ins, attrs):
+    x = ins[0]
+    image = [int(v) for v in cx.static(node.input[1], "image_shape").reshape(-1)]
+    block = [int(v) for v in cx.static(node.input[2], "block_shape").reshape(-1)]
+    nd = len(image)
+    dil = list(attrs.get("dilations", [1] * nd))
+    pads = list(attrs.get("pads", [0] * (2 * nd)))
+    strides = list(attrs.get("strides", [1] * nd))
+    check_window(cx, nd, block, strides, dil, pads)
+    if len(x.shape) != 3 or any(not 1 <= d <= cx.limits.max_dim for d in image):
+        raise OnnxFormatError(f"Col2Im needs a rank-3 input and positive image_shape, got {list(x.shape)}, {image}")
+    n, ck, length = _static_shape(x)
+    kprod = math.prod(block)
+    c = ck // kprod
+    outs = [(image[i] + pads[i] + pads[i + nd] - dil[i] * (block[i] - 1) - 1) // strides[i] + 1 for i in range(nd)]
+    if math.prod(outs) != length:
+        raise OnnxError(f"Col2Im: {length} columns, geometry gives {outs}")
+    hw = math.prod(image)
+    cx.check_elements(n * c * kprod * length + hw, "the Col2Im scatter index")
+    # row-major positions: kernel offsets (kprod, nd) and output positions (length, nd)
+    kidx = np.indices(block).reshape(nd, -1).T
+    lidx = np.indices(outs).reshape(nd, -1).T
+    pos = lidx[None, :, :] * np.array(strides) + kidx[:, None, :] * np.array(dil) - np.array(pads[:nd])
+    inside = ((pos >= 0) & (pos < np.array(image))).all(axis=-1)
+    flat = np.ravel_multi_index(tuple(np.clip(pos, 0, np.array(image) - 1).transpose(2, 0, 1)), image)
+    dest = np.where(inside, flat, hw).astype(np.int64)  # hw = a spare slot for taps that land in the padding
+    cols = _reshape(cx, x, [n, c, kprod * length])
+    idx = cx.const(np.broadcast_to(dest.reshape(1, 1, -1), (n, c, kprod * length)).copy())
+    zeros = cx.g.expand(cx.const(np.zeros((), x.dtype.numpy)), target_shape=[n, c, hw + 1])
+    out = cx.g.scatter_elements(zeros, idx, cols, axis=2, reduction="add")
+    return _reshape(cx, cx.g.narrow(out, axis=2, start=0, length=hw), [n, c, *image])

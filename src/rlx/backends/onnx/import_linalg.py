@@ -1,0 +1,110 @@
+"""ONNX MatMul / Gemm / Einsum converters."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rlx.backends.onnx.common import (
+    OnnxUnsupported,
+)
+from rlx.backends.onnx.import_context import converter
+from rlx.backends.onnx.import_helpers import _reshape
+from rlx.ir.graph import Value
+
+
+@converter("MatMul")
+def _matmul(cx, node, ins, attrs):
+    a, b = ins
+    a_vec, b_vec = len(a.shape) == 1, len(b.shape) == 1
+    if a_vec:
+        a = _reshape(cx, a, [1, *a.shape])
+    if b_vec:
+        b = _reshape(cx, b, [*b.shape, 1])
+    y = cx.g.matmul(a, b)
+    if a_vec or b_vec:
+        shape = list(y.shape)
+        if b_vec:
+            shape.pop(-1)
+        if a_vec:
+            shape.pop(-2 if not b_vec else -1)
+        y = _reshape(cx, y, shape)
+    return y
+
+
+
+@converter("Gemm")
+def _gemm(cx, node, ins, attrs):
+    a, b = ins[0], ins[1]
+    if attrs.get("transA", 0):
+        a = cx.g.transpose(a, perm=[1, 0])
+    if attrs.get("transB", 0):
+        b = cx.g.transpose(b, perm=[1, 0])
+    y = cx.g.matmul(a, b)
+    alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
+    if alpha != 1.0:
+        y = y * cx.scalar(alpha, y)
+    if len(ins) > 2 and ins[2] is not None:
+        c = ins[2]
+        if beta != 1.0:
+            c = c * cx.scalar(beta, c)
+        y = y + c
+    return y
+
+
+
+@converter("Einsum")
+def _einsum(cx, node, ins, attrs):
+    eq = attrs["equation"].replace(" ", "")
+    lhs, _, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ins):
+        raise OnnxUnsupported(f"Einsum {eq!r}: {len(terms)} terms for {len(ins)} operands")
+    letters = iter(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in eq)
+    ell: list[str] = []
+
+    def expand(term: str, rank: int) -> str:
+        if "..." not in term:
+            return term
+        n = rank - (len(term) - 3)
+        while len(ell) < n:
+            ell.insert(0, next(letters))
+        return term.replace("...", "".join(ell[len(ell) - n:]))
+
+    terms = [expand(t, len(v.shape)) for t, v in zip(terms, ins)]
+    if not _:
+        counts = Counter("".join(terms))
+        out = "".join(ell) + "".join(sorted(c for c in counts if counts[c] == 1 and c not in ell))
+    else:
+        out = rhs.replace("...", "".join(ell))
+    for t, v in zip(terms, ins):
+        if len(set(t)) != len(t):
+            raise OnnxUnsupported(f"Einsum {eq!r}: repeated index in one operand (diagonal) is not expressible")
+        if len(t) != len(v.shape):
+            raise OnnxUnsupported(f"Einsum {eq!r}: term {t!r} does not match rank {len(v.shape)}")
+    operands = list(zip(terms, ins))
+
+    def reduce_unused(t: str, v: Value, keep: str) -> tuple[str, Value]:
+        drop = [i for i, c in enumerate(t) if c not in keep]
+        if drop:
+            v = cx.g.reduce(v, op="sum", axes=drop, keep_dim=False)
+            t = "".join(c for c in t if c in keep)
+        return t, v
+
+    t0, v0 = operands[0]
+    rest = "".join(t for t, _v in operands[1:]) + out
+    t0, v0 = reduce_unused(t0, v0, rest)
+    for k in range(1, len(operands)):
+        t1, v1 = operands[k]
+        later = "".join(t for t, _v in operands[k + 1:]) + out
+        t1, v1 = reduce_unused(t1, v1, t0 + later)
+        batch = [c for c in t0 if c in t1 and c in later]
+        contract = [c for c in t0 if c in t1 and c not in later]
+        v0 = cx.g.dot_general(v0, v1, lhs_contracting=[t0.index(c) for c in contract], rhs_contracting=[t1.index(c) for c in contract],
+                              lhs_batch=[t0.index(c) for c in batch], rhs_batch=[t1.index(c) for c in batch])
+        t0 = "".join(batch) + "".join(c for c in t0 if c not in t1) + "".join(c for c in t1 if c not in t0)
+    t0, v0 = reduce_unused(t0, v0, out)
+    if t0 != out:
+        if sorted(t0) != sorted(out):
+            raise OnnxUnsupported(f"Einsum {eq!r}: output {out!r} not expressible")
+        v0 = cx.g.transpose(v0, perm=[t0.index(c) for c in out])
+    return v0

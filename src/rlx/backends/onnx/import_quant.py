@@ -1,0 +1,121 @@
+"""ONNX quantization converters: Quantize / DequantizeLinear and the integer / quantized MatMul and Conv."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlx.backends.onnx.common import (
+    OnnxUnsupported,
+    rlx_dtype,
+)
+from rlx.backends.onnx.import_context import converter
+from rlx.backends.onnx.import_conv import _conv
+from rlx.backends.onnx.import_elementwise import _cast_saturating
+from rlx.backends.onnx.import_helpers import _axis, _cast, _reshape
+from rlx.backends.onnx.import_linalg import _matmul
+from rlx.ir.dtype import DType
+from rlx.ir.graph import Value
+
+
+@converter("DequantizeLinear")
+def _dequantize(cx, node, ins, attrs):
+    x, scale = ins[0], ins[1]
+    zp = ins[2] if len(ins) > 2 else None
+    if len(scale.shape) > 1 or attrs.get("block_size", 0):
+        raise OnnxUnsupported("DequantizeLinear with blocked scales")
+    per_axis = len(scale.shape) == 1 and scale.shape[0] != 1
+    axis = _axis(attrs.get("axis", 1), max(len(x.shape), 1)) if per_axis else 0
+
+    def lay(v):
+        return _zero_point(cx, v, len(x.shape), axis)
+
+    out_dtype = rlx_dtype(attrs["output_dtype"]) if attrs.get("output_dtype") else scale.dtype
+    xf = _cast(cx, x, DType.F32)
+    if zp is not None:
+        xf = xf - _cast(cx, lay(zp), DType.F32)
+    return _cast(cx, xf * _cast(cx, lay(scale), DType.F32), out_dtype)
+
+
+
+@converter("QuantizeLinear")
+def _quantize(cx, node, ins, attrs):
+    x, scale = ins[0], ins[1]
+    zp = ins[2] if len(ins) > 2 else None
+    if len(scale.shape) > 1 or attrs.get("block_size", 0):
+        raise OnnxUnsupported("QuantizeLinear with blocked scales")
+    out = zp.dtype if zp is not None else (rlx_dtype(attrs["output_dtype"]) if attrs.get("output_dtype") else DType.U8)
+    if out not in (DType.U8, DType.I8, DType.I16, DType.F8E4M3, DType.F8E5M2):
+        raise OnnxUnsupported(f"QuantizeLinear to {out}")
+    per_axis = len(scale.shape) == 1 and scale.shape[0] != 1
+    axis = _axis(attrs.get("axis", 1), max(len(x.shape), 1)) if per_axis else 0
+    if out in (DType.F8E4M3, DType.F8E5M2):  # float8: x / scale (+ zero point), then the saturating cast
+        xs = _cast(cx, x, DType.F32) / _cast(cx, _zero_point(cx, scale, len(x.shape), axis), DType.F32)
+        if zp is not None:
+            xs = xs + _cast(cx, _zero_point(cx, zp, len(x.shape), axis), DType.F32)
+        return _cast_saturating(cx, xs, out, attrs.get("saturate", 1))
+
+    def lay(v):
+        return _zero_point(cx, v, len(x.shape), axis)
+
+    xf = _cast(cx, x, DType.F32)
+    y = cx.g.unary_math(xf / _cast(cx, lay(scale), DType.F32), kind="round_even")
+    if zp is not None:
+        y = y + _cast(cx, lay(zp), DType.F32)
+    info = np.iinfo(out.numpy)
+    y = cx.g.minimum(cx.g.maximum(y, cx.scalar(float(info.min), y)), cx.scalar(float(info.max), y))
+    return _cast(cx, y, out)
+
+
+
+def _zero_point(cx, v: Value | None, rank: int, axis: int | None) -> Value | None:
+    """A zero point / scale laid out to broadcast: scalars as they are, a vector along ``axis``."""
+    if v is None:
+        return None
+    if len(v.shape) == 1 and v.shape[0] != 1 and axis is not None:
+        shape = [1] * rank
+        shape[axis] = v.shape[0]
+        return _reshape(cx, v, shape)
+    return _reshape(cx, v, []) if v.shape.numel == 1 else v
+
+
+
+@converter("MatMulInteger")
+def _matmul_integer(cx, node, ins, attrs):
+    a, b = (_cast(cx, v, DType.I32) for v in ins[:2])
+    azp = ins[2] if len(ins) > 2 else None
+    bzp = ins[3] if len(ins) > 3 else None
+    if azp is not None:
+        a = a - _cast(cx, _zero_point(cx, azp, len(a.shape), len(a.shape) - 2), DType.I32)
+    if bzp is not None:
+        b = b - _cast(cx, _zero_point(cx, bzp, len(b.shape), len(b.shape) - 1), DType.I32)
+    return _matmul(cx, node, [a, b], {})
+
+
+
+@converter("ConvInteger")
+def _conv_integer(cx, node, ins, attrs):
+    x, w = (_cast(cx, v, DType.F64) for v in ins[:2])
+    xzp = ins[2] if len(ins) > 2 else None
+    wzp = ins[3] if len(ins) > 3 else None
+    if xzp is not None:
+        x = x - _cast(cx, _zero_point(cx, xzp, len(x.shape), 1), DType.F64)
+    if wzp is not None:
+        w = w - _cast(cx, _zero_point(cx, wzp, len(w.shape), 0), DType.F64)
+    return _cast(cx, _conv(cx, node, [x, w], attrs), DType.I32)  # exact: integer sums far below 2**53
+
+
+
+@converter("QLinearMatMul")
+def _qlinear_matmul(cx, node, ins, attrs):
+    a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = ins
+    out = y_zp.dtype
+    if out not in (DType.U8, DType.I8):
+        raise OnnxUnsupported(f"QLinearMatMul to {out}")
+    af = _cast(cx, a, DType.F64) - _cast(cx, _zero_point(cx, a_zp, len(a.shape), len(a.shape) - 2), DType.F64)
+    bf = _cast(cx, b, DType.F64) - _cast(cx, _zero_point(cx, b_zp, len(b.shape), len(b.shape) - 1), DType.F64)
+    acc = _matmul(cx, node, [af, bf], {})
+    scale = _cast(cx, (_reshape(cx, a_s, []) * _reshape(cx, b_s, [])) / _reshape(cx, y_s, []), DType.F64)
+    y = cx.g.unary_math(acc * scale, kind="round_even") + _cast(cx, _reshape(cx, y_zp, []), DType.F64)
+    info = np.iinfo(out.numpy)
+    y = cx.g.minimum(cx.g.maximum(y, cx.scalar(float(info.min), y)), cx.scalar(float(info.max), y))
+    return _cast(cx, y, out)

@@ -193,18 +193,18 @@ def _direction(cx: Any, node, cell: _Cell, x: Value, d: int, ops: dict[str, Valu
 @converter("RNN", "GRU", "LSTM")
 def _recurrent(cx, node, ins, attrs):
     kind = node.op_type
-    get = lambda i: ins[i] if len(ins) > i and ins[i] is not None else None  # noqa: E731
+    opt = [*ins, *[None] * (8 - len(ins))]  # optional operands absent at the end read as None
     x, layout = ins[0], attrs.get("layout", 0)
     if len(x.shape) != 3:
         raise OnnxFormatError(f"{kind} input X must have rank 3, got {x.shape!r}")
     seq_major = [1, 0, 2]
     if layout:
         x = cx.g.transpose(x, perm=seq_major)
-    state = [get(5), get(6) if kind == "LSTM" else None]
+    state = [opt[5], opt[6] if kind == "LSTM" else None]
     if layout:  # initial states are [batch, num_directions, hidden]
         state = [cx.g.transpose(v, perm=seq_major) if v is not None else None for v in state]
-    ops = {"w": ins[1], "r": ins[2], "b": get(3), "h0": state[0], "c0": state[1], "p": get(7) if kind == "LSTM" else None}
-    _check_lengths(cx, node, get(4), x.shape[0])
+    ops = {"w": ins[1], "r": ins[2], "b": opt[3], "h0": state[0], "c0": state[1], "p": opt[7] if kind == "LSTM" else None}
+    _check_lengths(cx, node, opt[4], x.shape[0])
     hidden = attrs.get("hidden_size")
     if hidden is None:
         hidden = int(ins[2].shape[-1])

@@ -11,6 +11,7 @@ from rlx import backends as _backends  # noqa: F401  (registers the built-in bac
 from rlx import ops as _ops  # noqa: F401  (registers the built-in ops)
 from rlx._version import __version__  # noqa: F401  (re-exported)
 from rlx.autodiff import grad, grad_with_loss, hvp, jvp, prepare_graph_for_ad, vmap
+from rlx.frontends.upstream_export import to_upstream_json
 from rlx.frontends.upstream_json import from_upstream_json
 from rlx.hir import AdPipelineStage, FusionPolicy, GraphModule, HirModule, LowerError, define
 from rlx.ir.attrs import AttrSpec
@@ -18,6 +19,7 @@ from rlx.ir.dtype import DType, bf16, bool_, c64, f8e4m3, f8e5m2, f16, f32, f64,
 from rlx.ir.errors import (
     AttributeSchemaError,
     AutodiffError,
+    ExportError,
     FeedError,
     FormatError,
     InternalError,
@@ -49,7 +51,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "AdPipelineStage", "AttrSpec", "AttributeSchemaError", "AutodiffError", "BufferPlan", "DType", "FeedError",
+    "AdPipelineStage", "AttrSpec", "AttributeSchemaError", "AutodiffError", "BufferPlan", "DType", "ExportError", "FeedError",
     "FormatError", "FusionPolicy", "FusionReport", "Graph", "GraphModule", "GraphStage", "HirModule", "InternalError", "LirModule",
     "LoadLimits", "LowerError", "Node", "OpDef", "ParseError", "Provenance", "RlxError", "Shape", "ShapeError",
     "TensorType", "UnknownOpError", "Value", "VerifyError", "all_ops", "bf16", "bool_", "c64", "compile", "compile_training",
@@ -57,5 +59,6 @@ __all__ = [
     "f8e4m3", "f8e5m2", "f16", "f32", "f64", "fingerprint", "from_json", "from_upstream_json", "get_op", "grad", "grad_with_loss", "hvp",
     "i8", "i16", "i32", "i64", "inline_into", "jvp", "load", "optimize", "parse", "plan", "prepare_graph_for_ad",
     "promote_params_to_inputs", "register_codec",
-    "register_op", "run", "save", "specialize", "to_json", "u8", "u32", "unregister_custom_op", "unregister_op", "verify", "vmap",
+    "register_op", "run", "save", "specialize", "to_json", "to_upstream_json",
+    "u8", "u32", "unregister_custom_op", "unregister_op", "verify", "vmap",
 ]

@@ -1,13 +1,16 @@
-"""CI gate: the full ONNX node conformance run must not pass fewer cases than the committed baseline.
+"""The ONNX node suite as shipped, against docs/onnx_conformance.md.
 
-The baseline is the ``Baseline: N passed`` line of docs/onnx_conformance.md (regenerate it with
-``python -m rlx.backends.onnx.conformance --write docs/onnx_conformance.md``). The full run
-(1,884 cases) takes about 15 s on one core.
+Fast (CI): every 16th case in name order runs, and each one the report lists as passed must
+still pass. Slow (``-m slow``): the full suite (1,884 cases, about a minute on one core) must
+pass at least the report's ``Baseline: N passed`` and render to exactly the committed report,
+so the figures in it are current (regenerate with
+``python -m rlx.backends.onnx.conformance --write docs/onnx_conformance.md``).
 """
 
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -18,31 +21,51 @@ from rlx.backends.onnx import conformance
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REPORT = os.path.join(ROOT, "docs", "onnx_conformance.md")
+SAMPLE_EVERY = 16
+
+
+def _report() -> str:
+    with open(REPORT, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def _not_passed_in_report() -> set[str]:
+    text = _report().split("## Cases not passed", 1)[1]
+    return {m.group(1) for m in re.finditer(r"^\| (test_\w+) \|", text, re.M)}
 
 
 @pytest.fixture(scope="module")
-def results():
-    return conformance.run_all(conformance.load_cases(), jobs=min(2, os.cpu_count() or 1))
+def all_cases():
+    return sorted(conformance.load_cases(), key=lambda c: c.name)
 
 
-def test_full_node_suite_is_loaded(results):
-    assert len(results) >= 1884
+def test_full_node_suite_is_loaded(all_cases):
+    assert len(all_cases) >= 1884
 
 
-def test_passed_count_does_not_drop_below_baseline(results):
-    base = conformance.baseline(REPORT)
-    assert base is not None, f"{REPORT} has no 'Baseline: N passed' line"
+def test_sampled_cases_the_report_passes_still_pass(all_cases):
+    known_bad = _not_passed_in_report()
+    sample = [c for c in all_cases[::SAMPLE_EVERY] if c.name not in known_bad]
+    assert len(sample) > 80
+    results = conformance.run_all(sample)
+    lost = [(r.name, r.status, r.reason) for r in results if r.status != "passed"]
+    assert not lost, lost
+
+
+def test_report_categorises_every_case_not_passed():
+    text = _report()
+    by_reason = text.split("## Not passed, by reason", 1)[1].split("## By op type", 1)[0]
+    total = sum(int(n) for n in re.findall(r"^\| [^|]+ \| (\d+) \|$", by_reason, re.M))
+    m = re.search(r"\*\*(\d+) passed / (\d+) failed / (\d+) unsupported of (\d+) cases", text)
+    passed, failed, unsupported, cases = map(int, m.groups())
+    assert passed + failed + unsupported == cases and failed + unsupported == total == len(_not_passed_in_report())
+    assert "static-shape requirement" not in by_reason  # every shape-like input is value-specialised
+    assert passed >= 1570
+
+
+@pytest.mark.slow
+def test_full_suite_matches_the_report(all_cases):
+    results = conformance.run_all(all_cases, jobs=min(2, os.cpu_count() or 1))
     counts = conformance.summarize(results)
-    failed = sorted(r.name for r in results if r.status != "passed")
-    assert counts["passed"] >= base, f"{counts['passed']} passed < baseline {base}; not passed: {failed[:50]}"
-
-
-def test_at_least_seventy_percent_pass(results):
-    counts = conformance.summarize(results)
-    assert counts["passed"] >= 0.70 * len(results)
-
-
-def test_report_renders(results):
-    text = conformance.render(results)
-    assert text.startswith("# ONNX backend-test conformance")
-    assert "| Conv |" in text
+    assert counts["passed"] >= conformance.baseline(REPORT)
+    assert conformance.render(results) == _report(), "regenerate docs/onnx_conformance.md"

@@ -120,3 +120,16 @@ def test_trace_file_has_a_node_event_per_node(files, tmp_path):
     nodes = {ev["args"]["node"] for ev in doc["traceEvents"] if ev.get("cat") == "node"}
     assert nodes == {n.id for n in rlx.load(files["mlp"]).nodes}
     assert_one_line_error(run_cli("run", files["mlp"], "-i", f"x={files['x']}", "--trace", tmp_path / "t.txt"), "t.txt")
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnxruntime"])
+def test_trace_on_other_backends_is_per_node(files, tmp_path, backend):
+    pytest.importorskip(backend)
+    out = tmp_path / f"{backend}.trace.json"
+    res = run_cli("run", files["mlp"], "-i", f"x={files['x']}", "--backend", backend, "--trace", out, env={"RLX_PLAIN": "1"})
+    assert res.rc == 0, res.err
+    assert "per-node trace" in res.out
+    doc = json.loads(out.read_text())
+    assert doc["metadata"]["backend"] == backend and doc["metadata"]["per_node"] is True
+    nodes = [ev["args"]["node"] for ev in doc["traceEvents"] if ev.get("cat") == "node"]
+    assert nodes == [n.id for n in rlx.load(files["mlp"]).nodes]

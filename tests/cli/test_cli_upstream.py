@@ -45,3 +45,29 @@ def test_convert_bad_upstream_document_names_the_field(tmp_path):
     src.write_text(json.dumps(doc))
     assert_one_line_error(run_cli("convert", src, "-o", tmp_path / "o.rlx"), 'inner.nodes[4].op.Binary: unknown variant "Foo"')
     assert_one_line_error(run_cli("convert", tmp_path / "missing.json", "-o", tmp_path / "o.rlx"), "no such file")
+
+
+def test_convert_to_upstream_json_round_trips(tmp_path):
+    g = rlx.Graph("mlp")
+    x, w = g.input("x", (2, 3)), g.param("w", (3, 4))
+    g.set_outputs([g.activation(x @ w, "tanh")])
+    w_arr = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    rlx.save(g, tmp_path / "mlp.rlx", params={"w": w_arr})
+    dst = tmp_path / "mlp.json"
+    res = run_cli("convert", tmp_path / "mlp.rlx", "--to", "upstream-json", "-o", dst, env={"RLX_PLAIN": "1"})
+    assert res.rc == 0, res.err
+    assert f"wrote {dst}" in res.out
+    doc = json.loads(dst.read_text())
+    assert [n["op"] for n in doc["inner"]["nodes"]][2:] == ["MatMul", {"Activation": "Tanh"}]
+    back = rlx.from_upstream_json(dst.read_text())
+    assert back == g
+    xv = np.ones((2, 3), np.float32)
+    np.testing.assert_allclose(rlx.run(back, {"x": xv}, {"w": w_arr})[0], np.tanh(xv @ w_arr), rtol=1e-6)
+
+
+def test_convert_to_upstream_json_names_the_node_without_a_form(tmp_path):
+    g = rlx.Graph("s")
+    g.set_outputs([g.unary_math(g.input("x", (2,)), "erf")])
+    rlx.save(g, tmp_path / "s.rlx")
+    assert_one_line_error(run_cli("convert", tmp_path / "s.rlx", "--to", "upstream-json", "-o", tmp_path / "s.json"),
+                          "node %1 (unary_math): no upstream rlx-ir 0.2.1 form")

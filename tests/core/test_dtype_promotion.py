@@ -43,6 +43,17 @@ def test_associative(a, b, c):
     assert DType.promote(DType.promote(a, b), c) == DType.promote(a, DType.promote(b, c))
 
 
+UNSIGNED_PAIRS = [("u8", "u16"), ("u16", "u32"), ("u32", "u64"), ("u16", "i8"), ("u16", "i16"), ("u16", "i32"),
+                  ("u64", "u8"), ("u64", "i8"), ("u64", "i64"), ("u64", "bool")]
+
+
+@pytest.mark.parametrize(("a", "b"), UNSIGNED_PAIRS)
+def test_unsigned_joins_match_numpy(a, b):
+    """Between integers (and bool) NumPy's promotion is exact: rlx's lattice gives the same types."""
+    want = np.result_type(DType(a).numpy, DType(b).numpy)
+    assert DType.promote(a, b).numpy == want
+
+
 @pytest.mark.parametrize("d", ALL)
 def test_numpy_mapping_round_trips(d):
     assert DType.of(d.numpy) == d and DType.of(d.value) == d

@@ -122,7 +122,7 @@ def apply_rule(kind: str, ctx: Any, fwd: Graph, node: Node, arg: Any) -> Any:
 
 
 def _copy_forward(fwd: Graph, name: str) -> Graph:
-    out = Graph(name)
+    out = Graph(name, ranges=fwd.symbol_ranges)
     for node in fwd.nodes:
         out._push(node)  # nodes are immutable; same ids as the prepared forward
     return out

@@ -67,7 +67,7 @@ def vmap(
     if len(oaxes) != n_out:
         raise AutodiffError(f"vmap: out_axes has {len(oaxes)} entries for {n_out} outputs")
 
-    out = Graph(name or f"{fwd.name}_vmap")
+    out = Graph(name or f"{fwd.name}_vmap", ranges=fwd.symbol_ranges)
     new: dict[int, int] = {}
     batched: dict[int, bool] = {}
     first_batched: list[Value] = []

@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 
 from rlx.ir.errors import RlxError
-from rlx.ir.graph import Graph
+from rlx.ir.graph import Graph, Node
+from rlx.ir.shape import TensorType
 from rlx.runtime.dispatch import ReportsDispatch
-from rlx.runtime.reference import bind_feed, checked_params
+from rlx.runtime.reference import bind_feed, checked_params, feed_maps
 
 _SESSIONS: dict[tuple, Any] = {}
 _SESSIONS_LOCK = threading.Lock()
@@ -109,6 +110,7 @@ class OrtExecutable(ReportsDispatch):
             return _SESSIONS.setdefault(key, sess)
 
     def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
+        inputs, params = feed_maps(self.graph, inputs, params)
         with self._lock:
             bound, sess, version = dict(self._params), self._session, self._version
         checked = checked_params(self.graph, params) if params else {}
@@ -134,6 +136,32 @@ class OrtExecutable(ReportsDispatch):
 
     def __repr__(self) -> str:
         return f"<OrtExecutable {self.graph.name!r} on {self.providers}>"
+
+
+def node_session(node: Node, in_types: list[TensorType], out: TensorType | tuple[TensorType, ...]) -> Any:
+    """``node`` alone as a one-node ONNX model in its own session (built here, before any timing), for
+    per-node traces: a callable taking the operands in order and returning the result(s). A node with no
+    standalone ONNX form raises :class:`RlxError`."""
+    from rlx.backends.onnx import export
+
+    sub = Graph(f"{node.op}_alone")
+    operands = [sub.input(f"a{k}", t.shape, t.dtype) for k, t in enumerate(in_types)]
+    first = sub.append(node.op, operands, node.attrs)
+    sub.set_outputs([first.id + r for r in range(node.num_results)])
+    ort = _ort()
+    try:
+        sess = ort.InferenceSession(export(sub, {}).SerializeToString(), providers=["CPUExecutionProvider"])
+    except RlxError:
+        raise
+    except Exception as exc:  # onnxruntime's own exception types
+        raise RlxError(f"onnxruntime: cannot load node %{node.id} ({node.op}) alone: {exc}") from exc
+    names = [f"a{k}" for k in range(len(in_types))]
+
+    def call(args: list[np.ndarray]) -> Any:
+        outs = sess.run(None, dict(zip(names, args)))
+        return tuple(outs) if node.extra_types else outs[0]
+
+    return call
 
 
 def compile_ort(obj: Any, **options: Any) -> OrtExecutable:

@@ -1,5 +1,5 @@
 """``rlx convert``: an ONNX model, a torch.export program or upstream rlx-ir JSON to ``.rlx``
-(read back and checked)."""
+(read back and checked); ``--to upstream-json``: any model to upstream rlx-ir's serde JSON."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from rlx.viz.console import get_console
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.to == "upstream-json":
+        return _to_upstream(args)
     src = args.model
     if not src.lower().endswith((".onnx", ".pt2", ".json")):
         raise common.CliError(f"{src}: convert reads ONNX models (.onnx), torch.export programs (.pt2, from "
@@ -33,10 +35,32 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _to_upstream(args: argparse.Namespace) -> int:
+    """Write the model as upstream JSON (rlx.to_upstream_json reads it back and compares it first)."""
+    import rlx
+
+    src = args.model
+    common.check_output_path(args.output, (".json",), "upstream rlx-ir document")
+    with step(f"reading {src}"):
+        model = common.import_upstream(src) if src.lower().endswith(".json") else common.load_model(src)
+    common.bind_dims(model, common.parse_dims(args.dim))
+    obj = model.obj if model.policy is None else rlx.GraphModule(model.obj, rlx.FusionPolicy(model.policy))
+    with step(f"writing {args.output}"):
+        text = rlx.to_upstream_json(obj)
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    get_console().line(f"wrote {args.output} (upstream rlx-ir 0.2.1 JSON, {bytes_text(len(text))}), read back and compared"
+                       + (f"; weights stay in {src}" if model.params else ""))
+    return 0
+
+
 def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     p = common.command_parser(sub, parent, "convert", run,
                               "convert an ONNX model, a torch.export program (.pt2) or upstream rlx-ir JSON to .rlx",
                               file_help=None)
-    p.add_argument("model", help="model.onnx, model.pt2 written by torch.export.save, or an upstream rlx-ir .json document")
-    p.add_argument("-o", "--output", required=True, help="output .rlx file (weights in OUTPUT.safetensors)")
+    p.add_argument("model", help="model.onnx, model.pt2 written by torch.export.save, or an upstream rlx-ir .json document "
+                                 "(with --to upstream-json also .rlx)")
+    p.add_argument("-o", "--output", required=True, help="output .rlx file (weights in OUTPUT.safetensors), or .json with --to")
+    p.add_argument("--to", choices=("rlx", "upstream-json"), default="rlx",
+                   help="rlx (default) or upstream-json: write upstream rlx-ir 0.2.1 serde JSON (any model rlx reads)")
     common.dim_argument(p)

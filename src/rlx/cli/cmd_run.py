@@ -210,17 +210,17 @@ def run(args: argparse.Namespace) -> int:
     if args.repeat:
         with step(f"timing {args.repeat} runs"):
             timing = latency(call, args.warmup, args.repeat)
-    prof, traced = None, None
+    prof, traced, trace_note = None, None, ""
     if args.profile:
         with step("profiling op by op"):
             prof, traced = profile(g, feed, weights, args.backend, max(1, args.repeat or 1))
     if args.trace:
-        from rlx.backends.trace import TRACE_BACKENDS, trace_run, write_trace
+        from rlx.backends.trace import trace_run, write_trace
 
         common.check_output_path(args.trace, (".json",), "trace")
         with step(f"tracing into {args.trace}"):
-            _, doc = trace_run(model.obj if model.kind == "lir" else g, feed, weights,
-                               backend=args.backend if args.backend in TRACE_BACKENDS else "numpy")
+            _, doc = trace_run(model.obj if model.kind == "lir" else g, feed, weights, backend=args.backend)
+            trace_note = ("per-node trace" if doc["metadata"]["per_node"] else "whole-graph trace (no per-node runner)")
             write_trace(doc, args.trace)
     compared = None
     if args.compare:
@@ -245,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     _print(args, g, rows, first, timing, prof, compared, out_path)
     if args.trace:
-        get_console().line(f"wrote {args.trace} (per-node trace with the arena track; open it in Perfetto or chrome://tracing)")
+        get_console().line(f"wrote {args.trace} ({trace_note}; open it in Perfetto or chrome://tracing)")
     return 0
 
 

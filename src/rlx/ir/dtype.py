@@ -4,16 +4,19 @@ Upstream's ``promote`` is order-dependent (``promote(i8, u8) != promote(u8, i8)`
 instead promotes along a lattice, so ``promote(a, b) == promote(b, a)`` always and the
 result is the least type that every operand type converts into:
 
-    bool -> u8 -> i16 -> i32 -> i64 -> f* ;  bool -> i8 -> i16 ;  u8 -> u32 -> i64
+    bool -> u8 -> i16 -> i32 -> i64 -> f* ;  bool -> i8 -> i16 ;  u8 -> u16 -> u32 -> u64 -> f64
+    u16 -> i32 ;  u32 -> i64
     f* -> f16 -> f32 ;  f* -> f8e4m3 / f8e5m2 -> bf16 -> f32 -> f64 -> c64 ;  f32 -> c64
 
 ``f*`` is JAX's weak float: integers meet floats at the float (``i32 + f16 = f16``,
-``i64 + f32 = f32``), as in ``jax.numpy``. Two fp8 kinds meet at bf16, fp8 and f16 at f32.
+``i64 + f32 = f32``), as in ``jax.numpy``; u64 meets signed ints and
+floats at f64 (no narrower type holds both), as in NumPy. Two fp8 kinds meet at bf16, fp8 and f16 at f32.
 """
 
 from __future__ import annotations
 
 import enum
+import re
 from typing import Any
 
 import numpy as np
@@ -25,6 +28,8 @@ try:
 except ImportError:  # a core dependency; without it rlx still imports and only bf16 / fp8 storage is missing
     ml_dtypes = None
 
+#: A dtype name NumPy may read (``float32``, ``<f4``); anything else is refused before NumPy parses it.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_<>=|]{1,40}")
 _NUMPY = {
     "f32": np.dtype(np.float32),
     "f16": np.dtype(np.float16),
@@ -34,7 +39,9 @@ _NUMPY = {
     "i32": np.dtype(np.int32),
     "i64": np.dtype(np.int64),
     "u8": np.dtype(np.uint8),
+    "u16": np.dtype(np.uint16),
     "u32": np.dtype(np.uint32),
+    "u64": np.dtype(np.uint64),
     "bool": np.dtype(np.bool_),
     "c64": np.dtype(np.complex64),
 }
@@ -45,11 +52,13 @@ _ITEMSIZE = {**{name: d.itemsize for name, d in _NUMPY.items()}, "bf16": 2, "f8e
 # Edges of the promotion lattice (``a -> b`` means a converts into b without loss of kind).
 _EDGES = {
     "bool": ("u8", "i8"),
-    "u8": ("i16", "u32"),
+    "u8": ("i16", "u16"),
+    "u16": ("i32", "u32"),
     "i8": ("i16",),
     "i16": ("i32",),
     "i32": ("i64",),
-    "u32": ("i64",),
+    "u32": ("i64", "u64"),
+    "u64": ("f64",),
     "i64": ("f*",),
     "f*": ("f16", "f8e4m3", "f8e5m2"),
     "f8e4m3": ("bf16",),
@@ -74,7 +83,9 @@ class DType(enum.Enum):
     I32 = "i32"
     I64 = "i64"
     U8 = "u8"
+    U16 = "u16"
     U32 = "u32"
+    U64 = "u64"
     BOOL = "bool"
     C64 = "c64"
     F8E4M3 = "f8e4m3"
@@ -130,9 +141,11 @@ class DType(enum.Enum):
                 return cls(value)
             except ValueError:
                 pass
+            if not _PLAIN_NAME.fullmatch(value):  # np.dtype would parse (literal_eval) a structured format
+                raise DTypeError(f"not a dtype: {value[:60]!r}")
         try:
             npd = np.dtype(value)
-        except TypeError:
+        except (TypeError, ValueError):  # ValueError: a malformed comma-separated format string
             raise DTypeError(f"not a dtype: {value!r}") from None
         for name, candidate in _NUMPY.items():
             if candidate == npd:
@@ -150,7 +163,7 @@ class DTypeError(RlxError, TypeError):
 
 
 _FLOATS = frozenset({DType.F32, DType.F16, DType.BF16, DType.F64, DType.F8E4M3, DType.F8E5M2})
-_INTS = frozenset({DType.I8, DType.I16, DType.I32, DType.I64, DType.U8, DType.U32})
+_INTS = frozenset({DType.I8, DType.I16, DType.I32, DType.I64, DType.U8, DType.U16, DType.U32, DType.U64})
 
 
 def _upper_sets() -> dict[str, frozenset[str]]:
@@ -189,5 +202,6 @@ def promote_all(dtypes: list[DType]) -> DType:
 
 f32, f16, bf16, f64 = DType.F32, DType.F16, DType.BF16, DType.F64
 i8, i16, i32, i64 = DType.I8, DType.I16, DType.I32, DType.I64
-u8, u32, bool_, c64 = DType.U8, DType.U32, DType.BOOL, DType.C64
+u8, u16, u32, u64 = DType.U8, DType.U16, DType.U32, DType.U64
+bool_, c64 = DType.BOOL, DType.C64
 f8e4m3, f8e5m2 = DType.F8E4M3, DType.F8E5M2

@@ -30,6 +30,10 @@ class FormatError(RlxError, ValueError):
     """A serialized document or text form could not be read; the message names the field."""
 
 
+class ExportError(RlxError, ValueError):
+    """An object has no form in the format it is written to; the message names the node and op."""
+
+
 class ParseError(FormatError):
     """The text form of a graph could not be parsed; the message names the line."""
 

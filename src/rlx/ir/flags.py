@@ -11,3 +11,10 @@ in :mod:`rlx.ops.evaluate`).
 BLAS = "blas"
 #: Output-side work (sampling, top-k): the planner puts it, and all that follows, in the epilogue.
 EPILOGUE = "epilogue"
+#: Evaluating the op on values nobody uses may raise (indices out of range, a singular system, a
+#: degenerate camera, a bad label) or draw random numbers: control-flow lowering never runs it
+#: speculatively (``rlx.opt.lower.eager_unsafe_ops``). Floating-point overflow and NaN never count.
+EAGER_UNSAFE = "eager_unsafe"
+#: The operands broadcast implicitly (NumPy rules); ``rlx.opt.legalize`` makes it explicit for
+#: backends that need equal shapes.
+BROADCASTS = "broadcasts"

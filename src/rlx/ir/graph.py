@@ -29,6 +29,7 @@ from rlx.ir.dtype import DType
 from rlx.ir.errors import AttributeSchemaError, InternalError, RlxError, ShapeError
 from rlx.ir.opdef import OpDef, builder_method, get_op
 from rlx.ir.shape import Shape, TensorType
+from rlx.ir.symbolic import Range, check_range, ranges_in_effect
 
 
 class GraphStage(enum.Enum):
@@ -223,12 +224,28 @@ class Graph:
     >>> g = Graph("mlp"); x = g.input("x", (2, 3)); y = g.gelu(x); g.set_outputs([y])
     """
 
-    def __init__(self, name: str = "graph", stage: GraphStage | str = GraphStage.MIR):
+    def __init__(self, name: str = "graph", stage: GraphStage | str = GraphStage.MIR,
+                 ranges: Mapping[str, Any] | None = None):
         self.name = name
         self.stage = GraphStage(stage) if not isinstance(stage, GraphStage) else stage
         self._nodes: list[Node] = []
         self._outputs: list[int] = []
         self._leaves: dict[str, int] = {}
+        self._ranges: dict[str, Range] = {}
+        for sym, bounds in (ranges or {}).items():
+            self.set_range(sym, *bounds)
+
+    # ----------------------------------------------------------------- symbols
+    @property
+    def symbol_ranges(self) -> Mapping[str, Range]:
+        """Symbol -> (lo, hi) narrowed from the default (every symbol is a size >= 1); the
+        graph's shape rules decide comparisons with them and runs check fed sizes against them."""
+        return MappingProxyType(self._ranges)
+
+    def set_range(self, name: str, lo: int = 1, hi: int | None = None) -> None:
+        """Declare symbol ``name`` to take sizes in ``[lo, hi]`` (``hi`` None: unbounded), before
+        the nodes whose shape rules rely on it (passes copy the ranges into the graphs they build)."""
+        self._ranges[name] = check_range(name, lo, hi)
 
     # ----------------------------------------------------------------- access
     @property
@@ -293,6 +310,7 @@ class Graph:
             and self.stage == other.stage
             and self._outputs == other._outputs
             and self._nodes == other._nodes
+            and self._ranges == other._ranges
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -373,7 +391,11 @@ class Graph:
         for i in ids:
             if not 0 <= i < count:
                 raise RlxError(f"{where}: operand %{i} does not exist in graph {self.name!r}")
-        inferred = infer_type(opdef, [nodes[i].type for i in ids], checked, where)
+        if self._ranges:
+            with ranges_in_effect(self._ranges):
+                inferred = infer_type(opdef, [nodes[i].type for i in ids], checked, where)
+        else:
+            inferred = infer_type(opdef, [nodes[i].type for i in ids], checked, where)
         if inferred.__class__ is tuple:
             if declared is not None and tuple(declared) != inferred:  # type: ignore[arg-type]
                 raise ShapeError(f"{where}: declared types {declared} but the op rule gives {inferred}")
@@ -447,7 +469,8 @@ class Graph:
         if opdef.canonicalize is not None:
             in_types = [self._nodes[i].type for i in ids]
             checked = opdef.check_attrs(given, where)
-            given = _guarded(where, in_types, lambda: opdef.canonicalize(in_types, checked))  # type: ignore[misc]
+            with ranges_in_effect(self._ranges):
+                given = _guarded(where, in_types, lambda: opdef.canonicalize(in_types, checked))  # type: ignore[misc]
         return self._append_checked(opdef, ids, given, name, None)
 
     def _operand(self, ref: Any, like: DType | None, where: str) -> int:

@@ -25,6 +25,11 @@ KernelFn = Callable[[list[np.ndarray], Mapping[str, Any], TensorType], np.ndarra
 KernelIntoFn = Callable[[list[np.ndarray], Mapping[str, Any], TensorType, np.ndarray], object]  # the result is written into out
 CanonFn = Callable[[list[TensorType], dict[str, Any]], dict[str, Any]]
 ArityFn = Callable[[Mapping[str, Any]], int]
+#: ``identity(attrs, operand types, out type, constants) -> operand index | None`` (``constants[i]``
+#: is operand i's value when it is a constant, else None)
+IdentityFn = Callable[[Mapping[str, Any], list[TensorType], TensorType, list["np.ndarray | None"]], "int | None"]
+#: ``keeps_grid(attrs, rank, protected axes, copies_only) -> bool`` (see :class:`OpDef`)
+GridFn = Callable[[Mapping[str, Any], int, frozenset[int], bool], bool]
 
 VARIADIC = "variadic"
 
@@ -51,6 +56,15 @@ class OpDef:
     read by ``rlx.opt.precision``): a policy may run ops of the first four classes in f16 /
     bf16; ``"f32"``, the default, marks an op not known to be float16-safe, which keeps its
     precision under every policy (an op opts in, it is never lowered by omission).
+
+    Rewrite facts, read by the passes in ``rlx.opt`` instead of tables of their own (None: the
+    op makes no such promise). ``identity`` says which operand the result equals for these
+    attributes, types and constant operands (``simplify``: ``x + 0``, an identity transpose);
+    ``commutes(attrs)`` that the operands may be swapped (``cse``); ``keeps_grid`` that the op
+    maps values on a fake-quantize grid to the same grid (``propagate_fake_quant``): every result
+    element is an operand element (or its image under relu / neg / abs) whose ``protected``
+    coordinates (the ones choosing its scale) are unchanged, and with ``copies_only`` the op also
+    keeps max|x| of every scale group (only moves, duplicates, negates or takes abs of elements).
     """
 
     name: str
@@ -74,6 +88,9 @@ class OpDef:
     decompose: Callable[..., Any] | None = None
     lower: Callable[..., Any] | None = None
     precision: str = "f32"
+    identity: IdentityFn | None = None
+    commutes: Callable[[Mapping[str, Any]], bool] | None = None
+    keeps_grid: GridFn | None = None
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:

@@ -67,7 +67,7 @@ from rlx.ir.errors import FormatError, RlxError, UnknownOpError, VerifyError
 from rlx.ir.graph import RESULT, Graph, GraphStage, Node, Provenance
 from rlx.ir.opdef import OpDef, get_op
 from rlx.ir.shape import Shape, TensorType
-from rlx.ir.symbolic import MAX_TEXT, decode_dim, encode_shape
+from rlx.ir.symbolic import MAX_TEXT, decode_dim, decode_ranges, encode_ranges, encode_shape
 from rlx.ir.verify import verify as _verify_graph
 
 __all__ = [
@@ -89,7 +89,8 @@ _NONFINITE_IN = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _DTYPES = {d.value: d for d in DType}
 _ST_DTYPE = {
     "f64": "F64", "f32": "F32", "f16": "F16", "bf16": "BF16", "i64": "I64", "i32": "I32", "i16": "I16",
-    "i8": "I8", "u8": "U8", "u32": "U32", "bool": "BOOL", "c64": "C64", "f8e4m3": "F8_E4M3", "f8e5m2": "F8_E5M2",
+    "i8": "I8", "u8": "U8", "u16": "U16", "u32": "U32", "u64": "U64", "bool": "BOOL", "c64": "C64",
+    "f8e4m3": "F8_E4M3", "f8e5m2": "F8_E5M2",
 }
 _ST_DTYPE_IN = {v: DType(k) for k, v in _ST_DTYPE.items()}
 
@@ -205,8 +206,10 @@ class Encoder:
     ``blobs`` (sha256 hex -> little-endian array) for the payload.
     """
 
-    def __init__(self, inline_max: int | None = None):
+    def __init__(self, inline_max: int | None = None, max_depth: int = DEFAULT_LIMITS.max_depth):
         self.inline_max = inline_max
+        self.max_depth = max_depth
+        self.depth = 0
         self.blobs: dict[str, np.ndarray] = {}
 
     def float(self, x: float) -> float | str:
@@ -229,6 +232,17 @@ class Encoder:
         return out
 
     def graph(self, g: Graph) -> dict:
+        """A graph's JSON object; graphs nested deeper than ``max_depth`` (what ``load`` accepts by
+        default) are a :class:`FormatError`, not a document no default load could read back."""
+        if self.depth >= self.max_depth:
+            raise FormatError(f"cannot serialize graph {g.name!r}: graphs nested deeper than LoadLimits.max_depth={self.max_depth}")
+        self.depth += 1
+        try:
+            return self._graph(g)
+        finally:
+            self.depth -= 1
+
+    def _graph(self, g: Graph) -> dict:
         nodes = []
         ops: dict[str, OpDef | None] = {}
         for n in g.nodes:
@@ -254,7 +268,10 @@ class Encoder:
             if n.prov is not None:
                 d["prov"] = {"hir": n.prov.hir, "label": n.prov.label, "passes": list(n.prov.passes)}
             nodes.append(d)
-        return {"name": g.name, "stage": g.stage.value, "nodes": nodes, "outputs": list(g.output_ids)}
+        out = {"name": g.name, "stage": g.stage.value, "nodes": nodes, "outputs": list(g.output_ids)}
+        if g.symbol_ranges:  # absent when no symbol is narrowed: such documents read as before
+            out["symbols"] = encode_ranges(g.symbol_ranges)
+        return out
 
     def _attr(self, v: Any, kind: str | None, where: str) -> Any:
         if v is None:
@@ -445,7 +462,7 @@ class Decoder:
     def graph(self, doc: Any, path: str = "", verify: bool = True) -> Graph:
         """Decode a graph object; ``verify`` runs :func:`rlx.verify` (nested graphs included)."""
         lim = self.limits
-        self.keys(doc, path, _GRAPH_KEYS)
+        self.keys(doc, path, _GRAPH_KEYS, ("symbols",))
         if self.depth >= lim.max_depth:
             raise self.error(path, f"graphs nested deeper than max_depth={lim.max_depth}")
         name = self.str(doc, "name", path)
@@ -456,7 +473,11 @@ class Decoder:
         self.node_count += len(nodes)
         if self.node_count > lim.max_nodes:
             raise self.error(_join(path, "nodes"), f"{self.node_count} nodes exceed max_nodes={lim.max_nodes}")
-        g = Graph(name, GraphStage(stage))
+        try:
+            ranges = decode_ranges(doc.get("symbols", {}), lim.max_items)
+        except RlxError as exc:
+            raise self.error(_join(path, "symbols"), str(exc)) from None
+        g = Graph(name, GraphStage(stage), ranges)
         self.depth += 1
         try:
             for i, nd in enumerate(nodes):

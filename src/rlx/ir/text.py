@@ -9,13 +9,15 @@
 Attribute values are JSON (NaN / Infinity allowed), except tensors, written
 ``tensor(f32, [2, 2], "<base64 of little-endian bytes>")``, and subgraphs, written as a
 nested ``graph`` block. A trailing ``name=`` and ``prov=`` give the node's name and
-provenance.
+provenance. A graph that narrows symbols lists them first, one per line:
+``symbol batch in [1, 64]`` (``inf``: no upper bound).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -24,13 +26,17 @@ import numpy as np
 
 from rlx.ir.attrs import FrozenArray, normalize_attr
 from rlx.ir.dtype import DType
-from rlx.ir.errors import ParseError, RlxError
+from rlx.ir.errors import FormatError, ParseError, RlxError
 from rlx.ir.graph import RESULT, Graph, GraphStage, Node, Provenance
 from rlx.ir.opdef import get_op, has_op
+from rlx.ir.serialize import DEFAULT_LIMITS
 from rlx.ir.shape import Shape, TensorType
-from rlx.ir.symbolic import parse_dim_at
+from rlx.ir.symbolic import parse_dim_at, range_text
 
 _INDENT = "  "
+#: Graphs nested in attributes, as deep as ``rlx.load`` accepts by default (printing and parsing
+#: walk them recursively: deeper nesting is a typed error, not a RecursionError).
+MAX_DEPTH = DEFAULT_LIMITS.max_depth
 
 
 def _json(value: Any) -> str:
@@ -48,6 +54,8 @@ def format_value(value: Any, depth: int) -> str:
     if isinstance(value, FrozenArray):
         return format_tensor(value.array)
     if isinstance(value, Graph):
+        if depth > MAX_DEPTH:
+            raise FormatError(f"cannot print graph {value.name!r}: graphs nested deeper than LoadLimits.max_depth={MAX_DEPTH}")
         return _print(value, depth)
     if isinstance(value, DType):
         return _json(value.value)
@@ -83,6 +91,7 @@ def print_node(node: Node, depth: int = 0, results: Sequence[Node] = ()) -> str:
 def _print(g: Graph, depth: int) -> str:
     pad = _INDENT * depth
     lines = [f"graph @{_json(g.name)} {g.stage.value} {{"]
+    lines += [f"{pad}{_INDENT}symbol {name} in {range_text(r)}" for name, r in sorted(g.symbol_ranges.items())]
     nodes = g.nodes
     lines += [pad + _INDENT + print_node(n, depth, nodes[n.id + 1:n.id + n.num_results] if n.extra_types else ())
               for n in nodes if n.op != RESULT]
@@ -96,7 +105,7 @@ def print_graph(g: Graph) -> str:
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_INT = re.compile(r"-?[0-9]+")
+_INT = re.compile(r"-?[0-9]{1,30}")  # bounded: int() of thousands of digits is a ValueError
 _LONE_INT = re.compile(r"-?[0-9]+(?=\s*[,\]])")
 _WS = re.compile(r"(?:\s|#[^\n]*)*")
 _DECODER = json.JSONDecoder()
@@ -106,6 +115,7 @@ class _Cursor:
     def __init__(self, text: str):
         self.text = text
         self.pos = 0
+        self.depth = 0  # graphs being parsed around the cursor
 
     def error(self, msg: str) -> ParseError:
         line = self.text.count("\n", 0, self.pos) + 1
@@ -147,6 +157,8 @@ class _Cursor:
             value, end = _DECODER.raw_decode(self.text, self.pos)
         except json.JSONDecodeError as exc:
             raise self.error(f"bad value: {exc.msg}") from None
+        except RecursionError:
+            raise self.error("value nested too deeply") from None
         self.pos = end
         return value
 
@@ -167,13 +179,13 @@ def _parse_tensor(cur: _Cursor) -> FrozenArray:
     cur.expect(",")
     encoded = cur.json()
     cur.expect(")")
-    if not isinstance(encoded, str) or not all(isinstance(d, int) for d in dims):
-        raise cur.error("a tensor needs static dims and a base64 string")
+    if not isinstance(encoded, str) or not all(isinstance(d, int) and d >= 0 for d in dims):
+        raise cur.error("a tensor needs static non-negative dims and a base64 string")
     try:
         raw = base64.b64decode(encoded, validate=True)
     except ValueError:
         raise cur.error("tensor data is not valid base64") from None
-    count = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    count = math.prod(dims)
     if len(raw) != count * dtype.itemsize:
         raise cur.error(f"tensor data has {len(raw)} bytes, {dtype} {list(dims)} needs {count * dtype.itemsize}")
     arr = np.frombuffer(raw, dtype=dtype.numpy.newbyteorder("<")).astype(dtype.numpy).reshape(dims)
@@ -202,7 +214,13 @@ def _parse_value(cur: _Cursor, op: str, key: str) -> Any:
     if cur.peek("tensor("):
         return _parse_tensor(cur)
     if cur.peek("graph"):
-        return _parse_graph(cur)
+        if cur.depth >= MAX_DEPTH:
+            raise cur.error(f"graphs nested deeper than LoadLimits.max_depth={MAX_DEPTH}")
+        cur.depth += 1
+        try:
+            return _parse_graph(cur)
+        finally:
+            cur.depth -= 1
     raw = cur.json()
     spec = get_op(op).attrs.get(key)
     if spec is None:
@@ -294,6 +312,23 @@ def _parse_prov(cur: _Cursor) -> Provenance:
     return Provenance(hir, label, tuple(passes))
 
 
+def _parse_range(cur: _Cursor, g: Graph) -> None:
+    """``symbol NAME in [LO, HI]`` (HI an int or ``inf``), after ``symbol``."""
+    name = cur.regex(_IDENT, "a symbol name")
+    cur.expect("in")
+    cur.expect("[")
+    lo = cur.regex(_INT, "the lower bound (an int)")
+    cur.expect(",")
+    hi = None if cur.accept("inf") else cur.regex(_INT, "the upper bound (an int or inf)")
+    cur.expect("]")
+    if len(lo) > 20 or (hi is not None and len(hi) > 20):
+        raise cur.error("range bound too long")
+    try:
+        g.set_range(name, int(lo), None if hi is None else int(hi))
+    except RlxError as exc:
+        raise cur.error(str(exc)) from None
+
+
 def _parse_graph(cur: _Cursor) -> Graph:
     cur.expect("graph")
     cur.expect("@")
@@ -306,6 +341,8 @@ def _parse_graph(cur: _Cursor) -> Graph:
     except ValueError:
         raise cur.error(f"unknown stage {stage!r}") from None
     cur.expect("{")
+    while cur.accept("symbol"):
+        _parse_range(cur, g)
     while not cur.peek("return"):
         _parse_node(cur, g)
     cur.expect("return")

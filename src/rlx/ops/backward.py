@@ -619,7 +619,7 @@ def _ce_vjp(ctx, node, ct):
 
 
 defop(
-    name="softmax_cross_entropy", precision="reduction", family=_FAMILY, arity=2, operands=("logits", "labels"),
+    name="softmax_cross_entropy", flags={"eager_unsafe"}, precision="reduction", family=_FAMILY, arity=2, operands=("logits", "labels"),
     infer=_ce_type, kernel=_ce_kernel,
     vjp=_ce_vjp, jvp=_composite_jvp(_ce_prims), batch=_composite_batch(_ce_prims),
     doc="Per-row softmax cross-entropy: logits [N, C] (float), labels [N] (integer class ids "
@@ -627,7 +627,8 @@ defop(
 )
 
 defop(
-    name="softmax_cross_entropy_backward", precision="reduction", family=_FAMILY, arity=3, operands=("logits", "labels", "d_loss"),
+    name="softmax_cross_entropy_backward", flags={"eager_unsafe"}, precision="reduction", family=_FAMILY, arity=3,
+    operands=("logits", "labels", "d_loss"),
     infer=_ce_backward_type, kernel=_ce_backward_kernel, **_composite(_ce_backward_prims),
     doc="Gradient of softmax_cross_entropy w.r.t. the logits: (softmax(row) − onehot(label))·d_loss[n] → [N, C].",
 )
@@ -1137,7 +1138,7 @@ defop(
     attrs={"axis": AttrSpec("int", default=0, doc="the gathered axis of the table (negative allowed, stored non-negative)"),
            "table_shape": AttrSpec("dims", doc="shape of the forward table")},
     canonicalize=_gather_backward_canon, infer=_gather_backward_type, kernel=_gather_backward_kernel,
-    flags={"complex_ad"},  # linear in dy: its rules hold for c64 as written
+    flags={"complex_ad", "eager_unsafe"},  # linear in dy: its rules hold for c64 as written
     vjp=lambda ctx, node, ct: [ctx.graph.gather(ct, ctx.operand(node, 1), axis=node.attrs["axis"]), None],
     jvp=lambda ctx, node, tangents: None if tangents[0] is None else ctx.graph.append(
         "gather_backward", [tangents[0], ctx.operand(node, 1)], dict(node.attrs)),

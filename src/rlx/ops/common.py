@@ -42,3 +42,25 @@ def promote_args(args: list[np.ndarray], dtype: DType) -> list[np.ndarray]:
     """Cast kernel operands to the computation dtype (low-precision floats stay f32)."""
     target = np.dtype(np.float32) if dtype.is_low_precision_float else dtype.numpy
     return [a.astype(target, copy=False) for a in args]
+
+
+# ------------------------------------------------------------------ rewrite facts (OpDef)
+def same_type_identity(attrs, ins: list[TensorType], out: TensorType, consts) -> int | None:
+    """``OpDef.identity`` of ops that change nothing when the result type is the operand's
+    (cast, reshape, expand, narrow)."""
+    return 0 if ins[0] == out else None
+
+
+def all_equal(value: np.ndarray | None, element: float, max_size: int = 4096) -> bool:
+    """Is ``value`` a non-empty numeric constant (at most ``max_size`` elements) every element of
+    which equals ``element``?"""
+    if value is None or value.size == 0 or value.size > max_size or value.dtype.kind not in "biufc":
+        return False
+    with np.errstate(all="ignore"):
+        return bool(np.all(value.astype(np.complex128 if value.dtype.kind == "c" else np.float64) == element))
+
+
+def unmoved_axes(protected: frozenset[int]) -> bool:
+    """``OpDef.keeps_grid`` of ops that move elements between positions (reshape, expand): safe
+    only under a single scale (no protected axis)."""
+    return not protected

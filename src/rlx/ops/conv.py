@@ -17,6 +17,7 @@ from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
 from rlx.ir.symbolic import known_ge
 from rlx.ops.common import promote_args, require_float, require_rank
+from rlx.ops.kinds import REDUCE_KINDS
 
 POOL_KINDS = ("max", "mean", "sum", "min", "prod")
 
@@ -584,6 +585,8 @@ defop(
     },
     canonicalize=_pool_canon, infer=_pool_type, kernel=_pool_kernel, flags={"reduction"},
     vjp=_pool_vjp, jvp=_pool_jvp, batch=fold_channelwise,
+    keeps_grid=lambda attrs, rank, protected, copies_only: (  # NCHW windows over axes 2, 3 select an element
+        not copies_only and REDUCE_KINDS[attrs["kind"]].selects and all(ax < 2 for ax in protected)),
     doc="NCHW pooling (no dilation): windows start at ho*s - p; Hout = (H + 2p - k) // s + 1. max / min / sum / "
     "prod reduce the in-bounds elements only (padding never wins); upstream's kernel computes a plain sum for "
     "sum, min and prod, rlx computes each as named. max / min ignore NaN like np.fmax. mean divides by kH*kW "

@@ -18,8 +18,8 @@ from rlx.ir.dtype import DType
 from rlx.ir.errors import ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import TensorType
-from rlx.ops.common import broadcast_promoted, promote_args
-from rlx.ops.kinds import ACTIVATION_KINDS, NUMPY, GraphNamespace, numpy_erf, numpy_sigmoid
+from rlx.ops.common import all_equal, broadcast_promoted, promote_args, same_type_identity
+from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, NUMPY, GraphNamespace, numpy_erf, numpy_sigmoid
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -101,12 +101,16 @@ def _broadcasting_batch(ctx, node, operands, batched):
     return ctx.apply_broadcasting(node, operands, batched)
 
 
+def _activation_keeps_grid(attrs, rank, protected, copies_only) -> bool:
+    return ACTIVATION_KINDS[attrs["kind"]].grid in (("keeps_magnitude",) if copies_only else ("keeps", "keeps_magnitude"))
+
+
 defop(
     name="activation", precision="elementwise", family="elementwise", arity=1, operands=("x",),
     attrs={"kind": AttrSpec("str", choices=tuple(ACTIVATIONS))},
     methods={k: {"kind": k} for k in ACTIVATIONS},
     infer=_activation_type, kernel=_activation_kernel, kernel_into=_activation_kernel, flags={"elementwise", "complex_ad"},
-    vjp=_activation_vjp, jvp=_activation_jvp, batch=_broadcasting_batch,
+    vjp=_activation_vjp, jvp=_activation_jvp, batch=_broadcasting_batch, keeps_grid=_activation_keeps_grid,
     doc="Unary elementwise function (one row per kind: rlx.ops.kinds). gelu is exact (erf); gelu_approx is the tanh form; "
     "round is half away from zero; relu/neg/abs/round also accept integers; only "
     "neg/exp/log/sqrt accept c64. Derivatives (autodiff) follow OPS.md §7.2: relu' = 0 at 0, "
@@ -142,7 +146,7 @@ defop(
     name="cast", precision="data_movement", family="elementwise", arity=1, operands=("x",),
     attrs={"to": AttrSpec("dtype")},
     infer=lambda ins, attrs: TensorType(ins[0].shape, attrs["to"]),
-    kernel=_cast_kernel, flags={"elementwise", "complex_ad"},
+    kernel=_cast_kernel, flags={"elementwise", "complex_ad"}, identity=same_type_identity,
     vjp=_cast_vjp, jvp=_cast_jvp, batch=_broadcasting_batch,
     doc="Convert the element type (x.astype(to)); float to int truncates toward zero, "
     "anything to bool is x != 0, c64 to a real type keeps the real part.",
@@ -245,14 +249,24 @@ def _binary_jvp(ctx, node, tangents):
     return present[0] if len(present) == 1 else present[0] + present[1]
 
 
+def _binary_identity(attrs, ins, out, consts) -> int | None:
+    """x op e == x (e the kind's right identity) and e op x == x (its left identity)."""
+    row = BINARY_KINDS[attrs["op"]]
+    for keep, unit, other in ((0, row.right_identity, 1), (1, row.left_identity, 0)):
+        if unit is not None and ins[keep] == out and all_equal(consts[other], unit):
+            return keep
+    return None
+
+
 BINARY_METHODS = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "maximum": "max", "minimum": "min", "pow": "pow"}
 
 defop(
     name="binary", precision="elementwise", family="elementwise", arity=2, operands=("lhs", "rhs"),
     attrs={"op": AttrSpec("str", choices=("add", "sub", "mul", "div", "max", "min", "pow"))},
     methods={m: {"op": k} for m, k in BINARY_METHODS.items()},
-    infer=_binary_type, kernel=_binary_kernel, kernel_into=_binary_kernel, flags={"elementwise", "complex_ad"},
+    infer=_binary_type, kernel=_binary_kernel, kernel_into=_binary_kernel, flags={"elementwise", "complex_ad", "broadcasts"},
     vjp=_binary_vjp, jvp=_binary_jvp, batch=_broadcasting_batch,
+    identity=_binary_identity, commutes=lambda attrs: BINARY_KINDS[attrs["op"]].commutative,
     doc="Broadcasting binary arithmetic in the promoted dtype. Builder methods: add, sub, "
     "mul, div, maximum, minimum, pow (g.max / g.min are reductions). Float div is IEEE; "
     "integer div truncates toward zero; max/min ignore NaN. Gradients: max/min send the whole "
@@ -276,7 +290,8 @@ defop(
     methods={k: {"op": k} for k in _COMPARE},
     infer=_compare_type,
     kernel=lambda args, attrs, out: _COMPARE[attrs["op"]](*promote_args(args, DType.promote(args[0].dtype, args[1].dtype))),
-    flags={"elementwise", "no_grad"}, batch=_broadcasting_batch,
+    flags={"elementwise", "no_grad", "broadcasts"}, batch=_broadcasting_batch,
+    commutes=lambda attrs: COMPARE_KINDS[attrs["op"]].commutative,
     doc="Broadcasting comparison in the promoted dtype; the result is bool. Not differentiable.",
 )
 
@@ -308,7 +323,7 @@ defop(
     name="where", precision="elementwise", family="elementwise", arity=3, operands=("cond", "on_true", "on_false"),
     infer=_where_type,
     kernel=lambda args, attrs, out: np.where(args[0] != 0, *promote_args(args[1:], out.dtype)),
-    flags={"elementwise", "complex_ad"}, vjp=_where_vjp, jvp=_where_jvp, batch=_broadcasting_batch,
+    flags={"elementwise", "complex_ad", "broadcasts"}, vjp=_where_vjp, jvp=_where_jvp, batch=_broadcasting_batch,
     doc="np.where(cond != 0, on_true, on_false) with three-way broadcasting; the branches "
     "are promoted to a common dtype.",
 )

@@ -47,14 +47,32 @@ def bind_attrs(op: str, attrs: Mapping[str, Any], binding: Mapping[str, int]) ->
 _SIZE_KINDS = ("dims", "sizes", "size")
 
 
+def feed_maps(g: Graph, inputs: Any, params: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``inputs`` and ``params`` as dicts name -> array; a :class:`FeedError` for anything else
+    (a list of arrays, a bare array, non-string keys), before any backend indexes them."""
+    out = []
+    for kind, given, declared in (("input", inputs, g.inputs), ("param", params, g.params)):
+        if given is None:
+            out.append({})
+            continue
+        if not isinstance(given, Mapping):
+            raise FeedError(f"bad feed for graph {g.name!r}: {kind}s= must be a mapping name -> array, got a "
+                            f"{type(given).__name__}; the graph's {kind}s are {sorted(declared())}")
+        bad = [k for k in given if not isinstance(k, str)]
+        if bad:
+            raise FeedError(f"bad feed for graph {g.name!r}: {kind} names must be strings, got {bad[0]!r}; "
+                            f"the graph's {kind}s are {sorted(declared())}")
+        out.append(dict(given))
+    return out[0], out[1]
+
+
 def bind_feed(g: Graph, inputs: Mapping[str, Any] | None, params: Mapping[str, Any] | None) -> tuple[dict[int, np.ndarray], dict[str, int]]:
     """Check a feed against the graph's inputs and params; return arrays by node id and symbol sizes.
 
     Every problem is reported at once: missing names, unknown names, wrong dtype, wrong rank
     or dims, and a symbolic dim fed two different sizes.
     """
-    inputs = dict(inputs or {})
-    params = dict(params or {})
+    inputs, params = feed_maps(g, inputs, params)
     problems: list[str] = []
     fed: dict[int, np.ndarray] = {}
     shapes: list[tuple[str, Any, tuple[int, ...]]] = []
@@ -83,7 +101,7 @@ def bind_feed(g: Graph, inputs: Mapping[str, Any] | None, params: Mapping[str, A
                 continue
             shapes.append((f"{kind} {name!r}", node.shape, arr.shape))
             fed[node.id] = arr
-    binding, mismatches = bind_symbols(shapes)
+    binding, mismatches = bind_symbols(shapes, g.symbol_ranges)
     problems += mismatches
     if problems:
         raise FeedError(f"bad feed for graph {g.name!r}:\n  - " + "\n  - ".join(problems))

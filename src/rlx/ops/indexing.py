@@ -174,7 +174,7 @@ def _gather_elements_vjp(ctx, node, ct):
 
 
 defop(
-    name="gather_elements", precision="data_movement", family="indexing", arity=2, operands=("data", "indices"),
+    name="gather_elements", flags={"eager_unsafe"}, precision="data_movement", family="indexing", arity=2, operands=("data", "indices"),
     attrs={"axis": AttrSpec("int", default=0)},
     canonicalize=_canon_axis, infer=_gather_elements_type, kernel=_gather_elements_kernel,
     vjp=_gather_elements_vjp,
@@ -241,7 +241,8 @@ def _scatter_elements_jvp(ctx, node, tangents):
 
 
 defop(
-    name="scatter_elements", precision="data_movement", family="indexing", arity=3, operands=("data", "indices", "updates"),
+    name="scatter_elements", flags={"eager_unsafe"}, precision="data_movement", family="indexing", arity=3,
+    operands=("data", "indices", "updates"),
     attrs={"axis": AttrSpec("int", default=0),
            "reduction": AttrSpec("str", default="none", choices=("none", "add", "mul", "max", "min"))},
     canonicalize=_canon_axis, infer=_scatter_elements_type, kernel=_scatter_elements_kernel,

@@ -7,6 +7,8 @@ A row is the single place a kind is defined. It holds
 * ``times_grad(xp, x, y, v)``: ``v · f'(x)`` (``y = f(x)``), over the same namespace, or
   ``None`` where the derivative is zero (piecewise-constant kinds);
 * ``domain``: which dtype kinds the op accepts (``"float"``, ``"int"``, ``"complex"``);
+* the rewrite facts passes read (:class:`Kind` ``grid``; :class:`KindNames` ``commutative``,
+  ``left_identity`` / ``right_identity``, ``selects``), so ``rlx.opt`` keeps no kind lists;
 * the kind's names elsewhere: ``onnx`` (one ONNX op computing exactly this, else ``None`` and
   the exporter composes it), ``torch`` (``torch.ops.aten`` overload packets that map to it),
   ``upstream`` (upstream rlx-ir's enum variant).
@@ -131,7 +133,9 @@ Formula = Callable[..., Any]
 class Kind:
     """One unary elementwise kind (see the module doc). ``int_identity``: on integer operands the
     op is the identity (round, floor …). ``complex_times_grad`` replaces ``times_grad`` on c64
-    operands where the real formula's guards need an order (sqrt)."""
+    operands where the real formula's guards need an order (sqrt). ``grid``: the kind maps the
+    symmetric quantisation grid {k·s : |k| <= q} into itself (``"keeps"``: relu), and also keeps
+    |x| (``"keeps_magnitude"``: neg, abs); ``propagate_fake_quant`` reads it."""
 
     name: str
     fn: Formula
@@ -139,6 +143,7 @@ class Kind:
     domain: frozenset[str] = FLOAT
     int_identity: bool = False
     complex_times_grad: Formula | None = None
+    grid: str | None = None
     onnx: str | None = None
     torch: tuple[str, ...] = ()
     upstream: str | None = None
@@ -197,7 +202,7 @@ ACTIVATION_KINDS: Mapping[str, Kind] = {k.name: k for k in (
     Kind("gelu_approx", _gelu_approx, _gelu_approx_grad, upstream="GeluApprox", doc="the tanh form"),
     Kind("silu", lambda xp, x: x * xp.sigmoid(x), _silu_grad, torch=_aten("silu"), upstream="Silu"),
     Kind("relu", lambda xp, x: xp.maximum(x, 0), lambda xp, x, y, v: xp.where(xp.greater(x, 0.0), v, 0.0),
-         domain=FLOAT_INT, onnx="Relu", torch=_aten("relu"), upstream="Relu", doc="relu' = 0 at 0"),
+         domain=FLOAT_INT, grid="keeps", onnx="Relu", torch=_aten("relu"), upstream="Relu", doc="relu' = 0 at 0"),
     Kind("sigmoid", lambda xp, x: xp.sigmoid(x), lambda xp, x, y, v: v * (y * (1.0 - y)),
          onnx="Sigmoid", torch=_aten("sigmoid"), upstream="Sigmoid"),
     Kind("tanh", lambda xp, x: xp.tanh(x), lambda xp, x, y, v: v * (1.0 - y * y),
@@ -212,9 +217,9 @@ ACTIVATION_KINDS: Mapping[str, Kind] = {k.name: k for k in (
     Kind("rsqrt", lambda xp, x: 1.0 / xp.sqrt(x), _rsqrt_grad, torch=_aten("rsqrt"), upstream="Rsqrt",
          doc="rsqrt' = 0 where sqrt(x) <= 0"),
     Kind("neg", lambda xp, x: -x, lambda xp, x, y, v: -v,
-         domain=frozenset({"float", "int", "complex"}), onnx="Neg", torch=_aten("neg"), upstream="Neg"),
+         domain=frozenset({"float", "int", "complex"}), grid="keeps_magnitude", onnx="Neg", torch=_aten("neg"), upstream="Neg"),
     Kind("abs", lambda xp, x: xp.abs(x), lambda xp, x, y, v: v * xp.sign(x),
-         domain=FLOAT_INT, onnx="Abs", torch=_aten("abs"), upstream="Abs", doc="abs' = sign(x), 0 at 0"),
+         domain=FLOAT_INT, grid="keeps_magnitude", onnx="Abs", torch=_aten("abs"), upstream="Abs", doc="abs' = sign(x), 0 at 0"),
     Kind("sin", lambda xp, x: xp.sin(x), lambda xp, x, y, v: v * xp.cos(x), onnx="Sin", torch=_aten("sin"), upstream="Sin"),
     Kind("cos", lambda xp, x: xp.cos(x), lambda xp, x, y, v: -(v * xp.sin(x)), onnx="Cos", torch=_aten("cos"), upstream="Cos"),
     Kind("tan", lambda xp, x: xp.tan(x), lambda xp, x, y, v: v * (1.0 + y * y), onnx="Tan", torch=_aten("tan"), upstream="Tan"),
@@ -254,7 +259,11 @@ UNARY_MATH_KINDS: Mapping[str, Kind] = {k.name: k for k in (
 class KindNames:
     """A kind of a binary / compare / reduce / pool op: its rlx name, dtype domain and its names
     in the other IRs (``onnx`` op type, ``torch`` aten packets, ``upstream`` enum variant).
-    Their kernels stay in the op modules (integer and bool cases differ per backend)."""
+    Their kernels stay in the op modules (integer and bool cases differ per backend).
+
+    Algebraic facts: ``commutative`` (the operands may be swapped: ``cse``), ``left_identity`` /
+    ``right_identity`` (the element e with ``e op x == x`` / ``x op e == x``: ``simplify``),
+    ``selects`` (the result is one of the operand's elements: max / min reductions and pools)."""
 
     name: str
     domain: frozenset[str] = field(default_factory=lambda: frozenset({"float", "int", "bool", "complex"}))
@@ -262,6 +271,10 @@ class KindNames:
     torch: tuple[str, ...] = ()
     upstream: str | None = None
     method: str | None = None  # the Graph builder method, if it is not the name
+    commutative: bool = False
+    left_identity: float | None = None
+    right_identity: float | None = None
+    selects: bool = False
 
 
 _ALL = frozenset({"float", "int", "bool", "complex"})
@@ -269,13 +282,13 @@ _REAL = frozenset({"float", "int", "bool"})
 _NUMERIC = frozenset({"float", "int", "complex"})
 
 BINARY_KINDS: Mapping[str, KindNames] = {k.name: k for k in (
-    KindNames("add", _ALL, "Add", _aten("add"), "Add"),
-    KindNames("sub", _NUMERIC, "Sub", _aten("sub"), "Sub"),
-    KindNames("mul", _ALL, "Mul", _aten("mul"), "Mul"),
-    KindNames("div", _NUMERIC, "Div", _aten("div"), "Div"),
-    KindNames("max", _REAL, "Max", _aten("maximum", "fmax"), "Max", method="maximum"),
-    KindNames("min", _REAL, "Min", _aten("minimum", "fmin"), "Min", method="minimum"),
-    KindNames("pow", frozenset({"float", "int"}), "Pow", _aten("pow"), "Pow"),
+    KindNames("add", _ALL, "Add", _aten("add"), "Add", commutative=True, left_identity=0.0, right_identity=0.0),
+    KindNames("sub", _NUMERIC, "Sub", _aten("sub"), "Sub", right_identity=0.0),
+    KindNames("mul", _ALL, "Mul", _aten("mul"), "Mul", commutative=True, left_identity=1.0, right_identity=1.0),
+    KindNames("div", _NUMERIC, "Div", _aten("div"), "Div", right_identity=1.0),
+    KindNames("max", _REAL, "Max", _aten("maximum", "fmax"), "Max", method="maximum", commutative=True),
+    KindNames("min", _REAL, "Min", _aten("minimum", "fmin"), "Min", method="minimum", commutative=True),
+    KindNames("pow", frozenset({"float", "int"}), "Pow", _aten("pow"), "Pow", right_identity=1.0),
 )}
 
 BINARY_EXT_KINDS: Mapping[str, KindNames] = {k.name: k for k in (
@@ -289,8 +302,8 @@ BINARY_EXT_KINDS: Mapping[str, KindNames] = {k.name: k for k in (
 )}
 
 COMPARE_KINDS: Mapping[str, KindNames] = {k.name: k for k in (
-    KindNames("eq", _ALL, "Equal", _aten("eq"), "Eq"),
-    KindNames("ne", _ALL, None, _aten("ne"), "Ne"),
+    KindNames("eq", _ALL, "Equal", _aten("eq"), "Eq", commutative=True),
+    KindNames("ne", _ALL, None, _aten("ne"), "Ne", commutative=True),
     KindNames("lt", _REAL, "Less", _aten("lt"), "Lt"),
     KindNames("le", _REAL, "LessOrEqual", _aten("le"), "Le"),
     KindNames("gt", _REAL, "Greater", _aten("gt"), "Gt"),
@@ -300,8 +313,8 @@ COMPARE_KINDS: Mapping[str, KindNames] = {k.name: k for k in (
 REDUCE_KINDS: Mapping[str, KindNames] = {k.name: k for k in (
     KindNames("sum", _NUMERIC, "ReduceSum", _aten("sum"), "Sum"),
     KindNames("mean", frozenset({"float", "complex"}), "ReduceMean", _aten("mean"), "Mean"),
-    KindNames("max", _REAL, "ReduceMax", _aten("amax"), "Max"),
-    KindNames("min", _REAL, "ReduceMin", _aten("amin"), "Min"),
+    KindNames("max", _REAL, "ReduceMax", _aten("amax"), "Max", selects=True),
+    KindNames("min", _REAL, "ReduceMin", _aten("amin"), "Min", selects=True),
     KindNames("prod", _NUMERIC, "ReduceProd", _aten("prod"), "Prod"),
 )}
 

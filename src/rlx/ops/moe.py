@@ -334,7 +334,7 @@ def _gmm_jvp(ctx, node, tangents):
 
 defop(
     name="grouped_matmul", precision="compute", family="moe", arity=3, operands=("x", "w", "expert_idx"), attrs={"batch_dims": BATCH_DIMS},
-    infer=_gmm_type, kernel=_gmm_kernel, vjp=_gmm_vjp, jvp=_gmm_jvp, batch=batch_lead, flags={"blas"},
+    infer=_gmm_type, kernel=_gmm_kernel, vjp=_gmm_vjp, jvp=_gmm_jvp, batch=batch_lead, flags={"blas", "eager_unsafe"},
     doc="Per-token expert matmul (OPS.md §9.3): x [M, K], w [E, K, N] (x's dtype), expert_idx [M] -> [M, N], "
     "out[i] = x[i] @ w[expert_idx[i]]. Ids are integers (float ids are truncated toward zero, as upstream's "
     "int(expert_idx[i])); an id outside [0, E) raises RlxError at run time. Gradient in x (dx = "
@@ -416,7 +416,7 @@ defop(
     arity=_scheme_arity(3), operands=("x", "w_packed", "expert_idx", "scale", "global"),
     attrs={**_SCHEME, "n": AttrSpec("int", doc="output features N of every expert"), "batch_dims": BATCH_DIMS},
     infer=_dgmm_type, kernel=lambda args, attrs, out: map_lead(lambda a: _dgmm_one(a, attrs), args, attrs["batch_dims"], out),
-    vjp=_dgmm_vjp, jvp=_dgmm_jvp, batch=batch_lead, flags={"blas"},
+    vjp=_dgmm_vjp, jvp=_dgmm_jvp, batch=batch_lead, flags={"blas", "eager_unsafe"},
     doc="grouped_matmul with packed expert weights (OPS.md §9.3): x [M, K] (float), w_packed u8 holding E expert slabs "
     "back to back (any shape; E = bytes / slab bytes), expert_idx [M] -> [M, N], out[i] = x[i] @ W[expert_idx[i]]. "
     "GGUF schemes (gguf_q2_k, q3_k, q4_k, q5_k, q6_k, q8_k: 256-element blocks; gguf_q4_0, q8_0: 32): each slab is "

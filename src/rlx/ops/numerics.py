@@ -163,7 +163,7 @@ _SOLVE_DOC = ("Singular A raises RlxError at run time. Gradient: db = solve(Aᵀ
 defop(
     name="dense_solve", family="numerics", arity=2, operands=("a", "b"),
     infer=lambda ins, attrs: (_solve_check(ins[0], ins[1], False), ins[1])[1], kernel=_solve_kernel,
-    vjp=_solve_vjp, jvp=_solve_jvp, batch=_solve_batch, flags={"blas"},
+    vjp=_solve_vjp, jvp=_solve_jvp, batch=_solve_batch, flags={"blas", "eager_unsafe"},
     doc="Solve A x = b: A [N, N], b [N] or [N, K] -> x shaped like b (np.linalg.solve: LU with partial pivoting). "
     "A and b share one real float dtype. " + _SOLVE_DOC,
 )
@@ -171,7 +171,7 @@ defop(
 defop(
     name="batched_dense_solve", family="numerics", arity=2, operands=("a", "b"),
     infer=lambda ins, attrs: (_solve_check(ins[0], ins[1], True), ins[1])[1], kernel=_solve_kernel,
-    vjp=_solve_vjp, jvp=_solve_jvp, batch=_solve_batch, flags={"blas"},
+    vjp=_solve_vjp, jvp=_solve_jvp, batch=_solve_batch, flags={"blas", "eager_unsafe"},
     doc="dense_solve per batch slice: A [..., N, N] (rank >= 3), b [..., N] (rank of A minus 1: vectors) or "
     "[..., N, K]; the batch dims must be equal (no broadcasting). Upstream allows one batch dim; rlx any "
     "number (so vmap of either solve is this op). " + _SOLVE_DOC,
@@ -376,7 +376,7 @@ defop(
         "seed": AttrSpec("int", default=0, doc="u64 Philox key; 0 means 0xDEADBEEF (upstream)"),
         "batch_dims": BATCH_DIMS,
     },
-    infer=_sample_type, kernel=_sample_kernel, flags={"no_grad", EPILOGUE}, batch=batch_lead,
+    infer=_sample_type, kernel=_sample_kernel, flags={"no_grad", EPILOGUE, "eager_unsafe"}, batch=batch_lead,
     doc="Sample one token id (i64) per row of logits [..., vocab] -> [...] (upstream: float-encoded ids, rank <= 2; "
     "rlx: every leading axis is a row, C order). Per row: z = logits / max(temperature, 1e-6); if 0 < top_k < vocab "
     "values below the k-th largest become -inf; stable softmax; if top_p < 1 sort the probabilities descending "
@@ -433,7 +433,7 @@ def _scatter_gather(ctx, node, ct):
 
 
 defop(
-    name="scatter_add", precision="data_movement", family="numerics", arity=2, operands=("updates", "indices"),
+    name="scatter_add", flags={"eager_unsafe"}, precision="data_movement", family="numerics", arity=2, operands=("updates", "indices"),
     attrs={"num_rows": AttrSpec("int", doc="rows O of the result (declared; not inferable)"), "batch_dims": BATCH_DIMS},
     infer=_scatter_add_type, kernel=_scatter_add_kernel,
     vjp=lambda ctx, node, ct: [_scatter_gather(ctx, node, ct), None],

@@ -20,7 +20,7 @@ from rlx.ir.errors import AutodiffError, RlxError, ShapeError
 from rlx.ir.opdef import VARIADIC, defop
 from rlx.ir.shape import Shape, TensorType, normalize_axis
 from rlx.ir.symbolic import floordiv, known_ge
-from rlx.ops.common import axis_of, promote_args
+from rlx.ops.common import axis_of, promote_args, same_type_identity, unmoved_axes
 
 
 def _canon_axis(ins, attrs, key="axis", operand=0):
@@ -77,7 +77,8 @@ def _reshape_batch(ctx, node, operands, batched):
 defop(
     name="reshape", precision="data_movement", family="shape", arity=1, operands=("x",),
     attrs={"new_shape": AttrSpec("sizes", doc="target dims (ints or symbolic); at most one -1 (inferred); 0 is a literal 0")},
-    flags={"complex_ad"}, infer=_reshape_type,
+    flags={"complex_ad"}, infer=_reshape_type, identity=same_type_identity,
+    keeps_grid=lambda attrs, rank, protected, copies_only: unmoved_axes(protected),
     vjp=lambda ctx, node, ct: [ctx.reshape(ct, ctx.operand(node, 0).shape)],
     jvp=lambda ctx, node, tangents: ctx.graph.reshape(tangents[0], new_shape=node.attrs["new_shape"]),
     batch=_reshape_batch,
@@ -110,6 +111,15 @@ def _transpose_canon(ins, attrs):
         return attrs
 
 
+def _transpose_identity(attrs, ins, out, consts) -> int | None:
+    return 0 if ins[0] == out and tuple(attrs["perm"]) == tuple(range(len(out.shape))) else None
+
+
+def _transpose_keeps_grid(attrs, rank, protected, copies_only) -> bool:
+    perm = list(range(rank))[::-1] if attrs["perm"] is None else [p % rank for p in attrs["perm"]]
+    return all(perm[ax] == ax for ax in protected)
+
+
 def _transpose_type(ins, attrs):
     perm = _perm_of(ins, attrs)
     return TensorType(Shape(ins[0].shape[p] for p in perm), ins[0].dtype)
@@ -119,6 +129,7 @@ defop(
     name="transpose", precision="data_movement", family="shape", arity=1, operands=("x",),
     attrs={"perm": AttrSpec("ints", default=None, doc="axis permutation; None reverses the axes")},
     canonicalize=_transpose_canon, flags={"complex_ad"}, infer=_transpose_type,
+    identity=_transpose_identity, keeps_grid=_transpose_keeps_grid,
     vjp=lambda ctx, node, ct: [ctx.graph.transpose(ct, perm=[int(i) for i in np.argsort(node.attrs["perm"])])],
     jvp=lambda ctx, node, tangents: ctx.graph.transpose(tangents[0], perm=node.attrs["perm"]),
     batch=lambda ctx, node, operands, batched: ctx.graph.transpose(operands[0], perm=[0, *(p + 1 for p in node.attrs["perm"])]),
@@ -177,7 +188,8 @@ defop(
     name="narrow", precision="data_movement", family="shape", arity=1, operands=("x",),
     attrs={"axis": AttrSpec("int"), "start": AttrSpec("size"), "length": AttrSpec("size")},
     aliases={"len": "length"},
-    canonicalize=_canon_axis, flags={"complex_ad"}, infer=_narrow_type, kernel=_narrow_kernel,
+    canonicalize=_canon_axis, flags={"complex_ad"}, infer=_narrow_type, kernel=_narrow_kernel, identity=same_type_identity,
+    keeps_grid=lambda attrs, rank, protected, copies_only: not copies_only and attrs["axis"] % rank not in protected,
     vjp=_narrow_vjp,
     jvp=lambda ctx, node, tangents: ctx.graph.append("narrow", [tangents[0]], dict(node.attrs)),
     batch=lambda ctx, node, operands, batched: ctx.graph.append(
@@ -234,6 +246,8 @@ defop(
     name="concat", precision="data_movement", family="shape", arity=VARIADIC, operands=("parts",),
     attrs={"axis": AttrSpec("int", default=0)},
     canonicalize=_canon_axis, flags={"complex_ad"}, infer=_concat_type,
+    identity=lambda attrs, ins, out, consts: 0 if len(ins) == 1 and ins[0] == out else None,
+    keeps_grid=lambda attrs, rank, protected, copies_only: True,  # with one operand: a copy
     vjp=_concat_vjp, jvp=_concat_jvp, batch=_concat_batch,
     kernel=lambda args, attrs, out: np.concatenate(promote_args(args, out.dtype), axis=attrs["axis"] % args[0].ndim),
     doc="np.concatenate(parts, axis); variadic (>= 1 operand, passed as one list). Same rank, equal dims off "
@@ -268,7 +282,8 @@ def _expand_type(ins, attrs):
 defop(
     name="expand", precision="data_movement", family="shape", arity=1, operands=("x",),
     attrs={"target_shape": AttrSpec("sizes", doc="result dims (ints or symbolic); -1 keeps the input dim")},
-    flags={"complex_ad"}, infer=_expand_type,
+    flags={"complex_ad"}, infer=_expand_type, identity=same_type_identity,
+    keeps_grid=lambda attrs, rank, protected, copies_only: unmoved_axes(protected),
     vjp=lambda ctx, node, ct: [ctx.unbroadcast(ct, ctx.operand(node, 0))],
     jvp=lambda ctx, node, tangents: ctx.graph.expand(tangents[0], target_shape=node.attrs["target_shape"]),
     batch=lambda ctx, node, operands, batched: ctx.graph.expand(
@@ -337,7 +352,7 @@ def _gather_batch(ctx, node, operands, batched):
 defop(
     name="gather", precision="data_movement", family="shape", arity=2, operands=("table", "indices"),
     attrs={"axis": AttrSpec("int", default=0)},
-    canonicalize=_canon_axis, flags={"complex_ad"}, infer=_gather_type, kernel=_gather_kernel,
+    canonicalize=_canon_axis, flags={"complex_ad", "eager_unsafe"}, infer=_gather_type, kernel=_gather_kernel,
     vjp=_gather_vjp,
     jvp=lambda ctx, node, tangents: None if tangents[0] is None else ctx.graph.gather(
         tangents[0], ctx.operand(node, 1), axis=node.attrs["axis"]),

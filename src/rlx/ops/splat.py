@@ -230,7 +230,7 @@ _SCENE_DOC = ("Operands (flat, float): positions [3N], log-scales [3N], rotation
 
 defop(
     name="gaussian_splat_render", family="splat", arity=7, operands=SCENE_OPERANDS, attrs=RENDER_ATTRS,
-    infer=_render_type, kernel=_mapped(K.render), vjp=_render_vjp, jvp=_render_jvp, batch=batch_lead, flags={"blas"},
+    infer=_render_type, kernel=_mapped(K.render), vjp=_render_vjp, jvp=_render_jvp, batch=batch_lead, flags={"blas", "eager_unsafe"},
     doc="3-D Gaussian splat forward render (OPS.md §9.5; algorithm in docs/splatting.md) -> RGBA [H·W·4], row-major "
     "pixels. " + _SCENE_DOC + "Each pixel ray evaluates every splat listed in its tile (sorted by depth) at its "
     "closest Mahalanobis approach, α = min(sigmoid(logit)·exp(−ρ²/2), 0.99), and blends front to back until "
@@ -242,7 +242,7 @@ defop(
 defop(
     name="gaussian_splat_prepare", family="splat", arity=7, operands=SCENE_OPERANDS, attrs=RENDER_ATTRS,
     infer=_prepare_type, kernel=_mapped(_prepare_one), vjp=_STAGE_REFUSAL, jvp=_STAGE_REFUSAL, batch=batch_lead,
-    flags={"blas"},
+    flags={"blas", "eager_unsafe"},
     doc="Stage 1 of gaussian_splat_render: culling, view-dependent colour, tile binning, depth sort and pixel rays, "
     "packed into one vector of upstream's length 15n + max_list + 2·tiles + 3·pixels + 11 (n = max(N, 1); layout "
     "in docs/splatting.md; it records how many list entries were generated, so overflow is detectable). "
@@ -252,7 +252,7 @@ defop(
 defop(
     name="gaussian_splat_rasterize", family="splat", arity=2, operands=("prep", "meta"), attrs=RASTER_ATTRS,
     infer=_rasterize_type, kernel=_mapped(_rasterize_one), vjp=_STAGE_REFUSAL, jvp=_STAGE_REFUSAL, batch=batch_lead,
-    flags={"blas"},
+    flags={"blas", "eager_unsafe"},
     doc="Stage 2 of gaussian_splat_render: composites a gaussian_splat_prepare buffer (plus the background from meta) "
     "into RGBA [H·W·4]; rasterize(prepare(x)) equals render(x) bit for bit. A buffer built for another framebuffer "
     "raises RlxError at run time.",
@@ -261,7 +261,7 @@ defop(
 defop(
     name="gaussian_splat_render_backward", family="splat", arity=8, operands=(*SCENE_OPERANDS, "d_rgba"),
     attrs=BACKWARD_ATTRS, infer=_backward_type, kernel=_mapped(K.backward), vjp=_SECOND_ORDER, jvp=_SECOND_ORDER,
-    batch=batch_lead, flags={"blas"},
+    batch=batch_lead, flags={"blas", "eager_unsafe"},
     doc="Packed scene gradient of Σ d_rgba·gaussian_splat_render: [positions 3N | log-scales 3N | rotations 4N | "
     "opacity logits N | colours 3N | SH N·max(K,1)·3] (OPS.md §9.5), exact through the quaternion normalisation, "
     "the SH view direction and the colour clamp (sorting, binning and early termination held fixed). Training "
@@ -273,7 +273,7 @@ defop(
 defop(
     name="gaussian_splat_render_jvp", family="splat", arity=13,
     operands=(*SCENE_OPERANDS, *(f"t_{name}" for name in SCENE_OPERANDS[:6])), attrs=RENDER_ATTRS,
-    infer=_jvp_type, kernel=_mapped(K.jvp), vjp=_jvp_op_vjp, jvp=_jvp_op_jvp, batch=batch_lead, flags={"blas"},
+    infer=_jvp_type, kernel=_mapped(K.jvp), vjp=_jvp_op_vjp, jvp=_jvp_op_jvp, batch=batch_lead, flags={"blas", "eager_unsafe"},
     doc="Forward-mode derivative of gaussian_splat_render: the image tangent [H·W·4] at the seven operands along "
     "tangents of the six scene operands (same shapes), exact under the same conventions as render_backward (whose "
     "transpose it is). Linear in the tangents, so differentiable in them (through render_backward); second order "

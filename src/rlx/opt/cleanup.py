@@ -19,8 +19,6 @@ from rlx.opt.rebuild import Rebuilder
 
 #: flags marking ops that must never be merged or folded (nondeterministic / side effects)
 IMPURE_FLAGS = frozenset({"random", "effect", "stateful", "impure"})
-_COMMUTATIVE_BINARY = frozenset({"add", "mul", "max", "min"})
-_COMMUTATIVE_COMPARE = frozenset({"eq", "ne"})
 LEAVES = frozenset({"input", "param"})
 
 
@@ -73,9 +71,9 @@ def _attrs_key(attrs: Any) -> tuple | None:
 def cse(g: Graph) -> PassResult:
     """Merge nodes with the same op, attributes, type and (mapped) operands.
 
-    Add / mul / max / min / eq / ne operands are ordered first (their result dtype does
-    not depend on operand order: promotion is commutative). Inputs and params are never
-    merged; ops flagged impure are never merged.
+    Operands of a node whose op ``commutes`` (``OpDef.commutes``: add, mul, max, min, eq, ne)
+    are ordered first (the result dtype does not depend on operand order: promotion is
+    commutative). Inputs and params are never merged; ops flagged impure are never merged.
     """
     rb = Rebuilder(g, "cse")
     table: dict[tuple, int] = {}
@@ -91,9 +89,8 @@ def cse(g: Graph) -> PassResult:
         if attrs_key is None:
             rb.copy(node, trusted=True)
             continue
-        if (op == "binary" and node.attrs.get("op") in _COMMUTATIVE_BINARY) or (
-            op == "compare" and node.attrs.get("op") in _COMMUTATIVE_COMPARE
-        ):
+        commutes = get_op(op).commutes
+        if commutes is not None and commutes(node.attrs):
             ins = tuple(sorted(ins))
         key = (op, attrs_key, ins, node.type)
         hit = table.get(key)
@@ -161,49 +158,20 @@ def fold_constants(g: Graph, max_elements: int = DEFAULT_FOLD_LIMIT) -> PassResu
 
 
 # ---------------------------------------------------------------------- simplify
-def _const_all(node: Node, value: float) -> bool:
-    if node.op != "constant":
-        return False
-    arr = node.attrs["value"].array
-    if arr.size == 0 or arr.size > 4096 or arr.dtype.kind not in "biufc":
-        return False
-    with np.errstate(all="ignore"):
-        return bool(np.all(arr.astype(np.complex128 if arr.dtype.kind == "c" else np.float64) == value))
-
-
 def _identity_of(node: Node, nodes: list[Node]) -> int | None:
-    """The operand (old id) this node is an identity of, or None."""
-    op, a = node.op, node.attrs
-    if op == "binary":
-        lhs, rhs = (nodes[i] for i in node.inputs)
-        kind = a["op"]
-        if kind == "add":
-            if _const_all(rhs, 0.0) and lhs.type == node.type:
-                return lhs.id
-            if _const_all(lhs, 0.0) and rhs.type == node.type:
-                return rhs.id
-        elif kind == "mul":
-            if _const_all(rhs, 1.0) and lhs.type == node.type:
-                return lhs.id
-            if _const_all(lhs, 1.0) and rhs.type == node.type:
-                return rhs.id
-        elif kind == "sub" and _const_all(rhs, 0.0) and lhs.type == node.type:
-            return lhs.id
-        elif kind in ("div", "pow") and _const_all(rhs, 1.0) and lhs.type == node.type and not lhs.dtype.is_int:
-            return lhs.id
+    """The operand (old id) this node equals by its op's ``identity`` fact, or None."""
+    rule = get_op(node.op).identity if has_op(node.op) else None
+    if rule is None:
         return None
-    if op in ("cast", "reshape", "expand", "transpose", "narrow") or (op == "concat" and len(node.inputs) == 1):
-        src = nodes[node.inputs[0]]
-        if src.type != node.type:
-            return None
-        if op == "transpose" and tuple(a["perm"]) != tuple(range(len(node.shape))):
-            return None
-        return src.id
-    return None
+    operands = [nodes[i] for i in node.inputs]
+    consts = [n.attrs["value"].array if n.op == "constant" else None for n in operands]
+    keep = rule(node.attrs, [n.type for n in operands], node.type, consts)
+    return None if keep is None else node.inputs[keep]
 
 
 def simplify(g: Graph) -> PassResult:
-    """Algebraic identities: x+0, x-0, x*1, x/1, x**1 (types must be unchanged), identity
+    """Algebraic identities, as each op states them (``OpDef.identity``, the binary kinds' identity
+    elements in ``rlx.ops.kinds``): x+0, x-0, x*1, x/1, x**1 (types must be unchanged), identity
     cast / reshape / expand / transpose / narrow, single-operand concat; transpose of a
     transpose and reshape of a reshape collapse into one op (the inner one is left for DCE)."""
     rb = Rebuilder(g, "simplify")

@@ -59,7 +59,7 @@ def _bound(target: Graph, value: Value, want, what: str) -> Value:
 def promote_params_to_inputs(g: Graph, names: Iterable[str]) -> Graph:
     """A copy of ``g`` (same node ids) in which the params ``names`` are inputs."""
     promote = set(names)
-    out = Graph(g.name, g.stage)
+    out = Graph(g.name, g.stage, g.symbol_ranges)
     for node in g.nodes:
         op = "input" if node.op == "param" and node.attrs["name"] in promote else node.op
         out.append(op, node.inputs, dict(node.attrs), name=node.name, prov=node.prov)

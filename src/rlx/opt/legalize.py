@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rlx.ir.flags import BROADCASTS
 from rlx.ir.graph import Graph, Node
+from rlx.ir.opdef import get_op, has_op
 from rlx.ir.shape import Shape
 from rlx.opt.manager import Pass, PassResult, graph_attrs
 from rlx.opt.rebuild import Rebuilder
 
-BROADCASTING_OPS = frozenset({"binary", "compare", "where"})
+
+def _broadcasts(node: Node) -> bool:
+    return has_op(node.op) and BROADCASTS in get_op(node.op).flags
 
 
 def _clean_trailing(operand: Shape, out: Shape) -> bool:
@@ -30,16 +34,17 @@ def needs_expand(operand: Node, out: Node) -> bool:
 
 
 def legalize_broadcast(g: Graph) -> PassResult:
-    """Give every broadcasting operand of binary / compare / where an explicit ``expand``
-    to the output shape, unless it is a 1-element tensor or a clean trailing slice."""
+    """Give every broadcasting operand of an op flagged :data:`~rlx.ir.flags.BROADCASTS` (binary,
+    compare, where) an explicit ``expand`` to the output shape, unless it is a 1-element tensor
+    or a clean trailing slice."""
     nodes = g.nodes
-    todo = [n for n in nodes if n.op in BROADCASTING_OPS and any(needs_expand(nodes[i], n) for i in n.inputs)]
+    todo = [n for n in nodes if _broadcasts(n) and any(needs_expand(nodes[i], n) for i in n.inputs)]
     if not todo:
         return PassResult(g, None, {"expanded": 0})
     rb = Rebuilder(g, "legalize_broadcast")
     expanded = 0
     for node in nodes:
-        if node.op not in BROADCASTING_OPS or not any(needs_expand(nodes[i], node) for i in node.inputs):
+        if not _broadcasts(node) or not any(needs_expand(nodes[i], node) for i in node.inputs):
             rb.copy(node, trusted=True)
             continue
         ins = []

@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterable
 from types import SimpleNamespace
 from typing import Any
 
+from rlx.ir.flags import EAGER_UNSAFE
 from rlx.ir.graph import Graph, Node, Value
 from rlx.ir.opdef import get_op, has_op
 from rlx.opt.dot_general import lower_dot_general_pass
@@ -58,20 +59,6 @@ from rlx.opt.unfuse import unfuse, unfuse_unclaimed
 
 CONTROL_FLOW_OPS = frozenset({"if_", "while_", "scan"})
 
-#: Ops whose reference kernel can raise on some data (indices out of range, singular systems,
-#: degenerate cameras, bad labels): evaluating them on values of an untaken branch or a finished
-#: loop may fail. Floating-point overflow and NaN never fail (they are selected away by where).
-MAY_FAIL_OPS = frozenset({
-    "gather", "gather_backward", "gather_elements", "scatter_elements", "scatter_add",
-    "grouped_matmul", "dequant_grouped_matmul",
-    "softmax_cross_entropy", "softmax_cross_entropy_backward",
-    "dense_solve", "batched_dense_solve",
-    "gaussian_splat_prepare", "gaussian_splat_rasterize", "gaussian_splat_render",
-    "gaussian_splat_render_backward", "gaussian_splat_render_jvp",
-})
-
-#: Ops with an effect an untaken branch must not have (a random draw).
-EFFECT_OPS = frozenset({"sample"})
 
 
 def _opaque_checker() -> Callable[[str], bool]:
@@ -94,8 +81,9 @@ def _opaque_checker() -> Callable[[str], bool]:
 
 def eager_unsafe_ops(g: Graph) -> list[str]:
     """Ops of ``g`` (bodies included) that make it unsafe to evaluate when its result is not used:
-    :data:`MAY_FAIL_OPS`, :data:`EFFECT_OPS`, user ops (registered with ``rlx.custom_op`` or with a
-    kernel defined outside rlx: opaque, they may fail or have effects) and
+    ops flagged :data:`rlx.ir.flags.EAGER_UNSAFE` (they may raise or draw random numbers), user
+    ops (registered with ``rlx.custom_op`` or with a kernel defined outside rlx: opaque, they may
+    fail or have effects) and
     ``while_`` without ``max_iterations`` (it may not terminate). Sorted, each once; empty means
     the graph may run eagerly (``lower_control_flow(only_pure=True)`` lowers only such bodies)."""
     opaque = _opaque_checker()
@@ -108,7 +96,7 @@ def eager_unsafe_ops(g: Graph) -> list[str]:
         seen.add(id(h))
         for node in h.nodes:
             op = node.op
-            if op in MAY_FAIL_OPS or op in EFFECT_OPS or opaque(op):
+            if opaque(op) or (has_op(op) and EAGER_UNSAFE in get_op(op).flags):
                 found.add(op)
             elif op == "while_" and node.attrs["max_iterations"] is None:
                 found.add("while_ (unbounded)")

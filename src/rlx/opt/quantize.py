@@ -35,6 +35,7 @@ import numpy as np
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Node, Value
+from rlx.ir.opdef import get_op, has_op
 from rlx.opt.manager import Pass, PassResult
 from rlx.opt.rebuild import Rebuilder
 
@@ -202,14 +203,6 @@ def insert_q_dq(g: Graph, record: Mapping[Any, QuantSpec] | None = None) -> Pass
 
 
 # ------------------------------------------------------------- propagate_fake_quant
-#: activations that map the symmetric grid {k·s : |k| <= q_max} into itself
-GRID_ACTIVATIONS = frozenset({"relu", "neg", "abs"})
-#: activations that also keep |x| (so a scale computed from max|x| stays the same)
-MAGNITUDE_ACTIVATIONS = frozenset({"neg", "abs"})
-#: pooling kinds whose result is one of the window's elements
-SELECTING_POOLS = frozenset({"max", "min"})
-
-
 def _protected_axes(fq: Node, rank: int) -> frozenset[int]:
     """Axes of the fake_quantize's operand whose coordinate selects its scale: batch axes + channel axis."""
     nb, axis = fq.attrs["batch_dims"], fq.attrs["axis"]
@@ -227,26 +220,10 @@ def _keeps_grid(node: Node, nodes: list[Node], protected: frozenset[int], copies
     ``copies_only``: the result must also keep max|x| of every scale group (a data-derived
     scale): only permutations / duplications of the elements, and neg / abs.
     """
-    if len(node.inputs) != 1 or node.dtype != nodes[node.inputs[0]].dtype:
+    if len(node.inputs) != 1 or node.dtype != nodes[node.inputs[0]].dtype or not has_op(node.op):
         return False
-    op, a = node.op, node.attrs
-    if op == "activation":
-        return a["kind"] in (MAGNITUDE_ACTIVATIONS if copies_only else GRID_ACTIVATIONS)
-    if op == "concat":
-        return True  # one operand: a copy
-    rank = len(node.shape)
-    if op == "transpose":
-        perm = list(range(rank))[::-1] if a["perm"] is None else [p % rank for p in a["perm"]]
-        return all(perm[ax] == ax for ax in protected)
-    if op in ("reshape", "expand"):
-        return not protected  # elements move between positions: only a single scale is safe
-    if copies_only:
-        return False  # narrow and pooling drop elements
-    if op == "pool2d":  # NCHW windows over axes 2, 3
-        return a["kind"] in SELECTING_POOLS and all(ax < 2 for ax in protected)
-    if op == "narrow":
-        return a["axis"] % rank not in protected
-    return False
+    rule = get_op(node.op).keeps_grid
+    return rule is not None and rule(node.attrs, len(node.shape), protected, copies_only)
 
 
 def _same_operand(nodes: list[Node], a: int, b: int) -> bool:
@@ -377,6 +354,6 @@ INSERT_Q_DQ = Pass("insert_q_dq", insert_q_dq, frozenset({"quantize", "dequantiz
 PROPAGATE_FAKE_QUANT = Pass("propagate_fake_quant", propagate_fake_quant)
 
 __all__ = [
-    "GRID_ACTIVATIONS", "INSERT_Q_DQ", "MAGNITUDE_ACTIVATIONS", "PROPAGATE_FAKE_QUANT", "SELECTING_POOLS", "QuantSpec", "insert_q_dq",
+    "INSERT_Q_DQ", "PROPAGATE_FAKE_QUANT", "QuantSpec", "insert_q_dq",
     "propagate_fake_quant", "redundant_fake_quant",
 ]

@@ -36,7 +36,7 @@ from rlx.ir.shape import TensorType
 from rlx.lir.liveness import LEAVES
 from rlx.lir.plan import LirModule
 from rlx.runtime.dispatch import ReportsDispatch
-from rlx.runtime.reference import bind_feed, checked_params, eval_node, kernel_of
+from rlx.runtime.reference import bind_feed, checked_params, eval_node, feed_maps, kernel_of
 from rlx.runtime.specialize import PlanCache
 
 Step = Callable[[], None]
@@ -384,7 +384,8 @@ class ArenaExecutor(ReportsDispatch):
 
     # ------------------------------------------------------------------ run
     def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
-        feed_params = {**self._params, **(params or {})}
+        inputs, params = feed_maps(self.graph, inputs, params)
+        feed_params = {**self._params, **params}
         fed, binding = bind_feed(self.graph, inputs, feed_params)
         if self._dynamic:
             return self._specialized(binding).run(inputs, params)

@@ -95,6 +95,8 @@ class ValueSpecialized:
         return exe
 
     def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
+        if not isinstance(inputs, Mapping | None):
+            raise FeedError(f"bad feed: inputs= must be a mapping name -> array, got a {type(inputs).__name__}")
         inputs = dict(inputs or {})
         exe = self.executable(inputs)
         declared = exe.graph.inputs() if hasattr(exe, "graph") else None

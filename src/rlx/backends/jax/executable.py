@@ -44,6 +44,7 @@ from rlx.ir.shape import TensorType
 from rlx.ir.symbolic import bind_symbols
 from rlx.lir.specialize import bind_attrs
 from rlx.runtime.dispatch import ReportsDispatch
+from rlx.runtime.reference import feed_maps
 
 _X64_TYPES = (DType.F64, DType.I64)
 _PRECISIONS = {"highest": lax.Precision.HIGHEST, "high": lax.Precision.HIGH, "default": lax.Precision.DEFAULT, None: None}
@@ -73,7 +74,7 @@ def x64_scope(enabled: bool) -> Any:
 
 # ---------------------------------------------------------------------------- interpreter
 def _bind_symbols(g: Graph, leaves: Mapping[int, Any]) -> dict[str, int]:
-    binding, problems = bind_symbols((f"%{nid}", g.node(nid).shape, arr.shape) for nid, arr in leaves.items())
+    binding, problems = bind_symbols(((f"%{nid}", g.node(nid).shape, arr.shape) for nid, arr in leaves.items()), g.symbol_ranges)
     if problems:
         raise FeedError("; ".join(problems))
     return binding
@@ -340,7 +341,7 @@ class JaxExecutable(ReportsDispatch):
         return placed
 
     def _feed(self, inputs: Mapping[str, Any] | None, params: Mapping[str, Any] | None) -> tuple[tuple, tuple]:
-        inputs = inputs or {}
+        inputs, params = feed_maps(self.graph, inputs, params)
         with self._params_lock:
             bound = dict(self._params)
         if params:

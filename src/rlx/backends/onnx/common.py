@@ -11,7 +11,8 @@ from rlx.ir.errors import FormatError, RlxError
 # does not import onnx).
 ONNX_TO_RLX: dict[int, DType] = {
     1: DType.F32, 2: DType.U8, 3: DType.I8, 5: DType.I16, 6: DType.I32, 7: DType.I64, 9: DType.BOOL,
-    10: DType.F16, 11: DType.F64, 12: DType.U32, 14: DType.C64, 16: DType.BF16, 17: DType.F8E4M3, 19: DType.F8E5M2,
+    10: DType.F16, 11: DType.F64, 4: DType.U16, 12: DType.U32, 13: DType.U64, 14: DType.C64,
+    16: DType.BF16, 17: DType.F8E4M3, 19: DType.F8E5M2,
 }
 RLX_TO_ONNX: dict[DType, int] = {v: k for k, v in ONNX_TO_RLX.items()}
 ONNX_TYPE_NAMES = {

@@ -1,7 +1,7 @@
 """ONNX backend-test conformance: every node case of ``onnx.backend.test`` through rlx.
 
-Each case is imported with :func:`rlx.onnx.import_model` (inputs declared with the case's
-shapes), run with ``rlx.run`` and compared with the case's expected outputs at its own
+Each case is imported exactly as shipped (its declared input types, nothing bound) with
+:func:`rlx.onnx.import_runnable`, run with the numpy backend and compared with the case's expected outputs at its own
 ``rtol`` / ``atol`` (dtype and shape must match too). A case is
 
 * **passed** when every output matches;
@@ -9,9 +9,9 @@ shapes), run with ``rlx.run`` and compared with the case's expected outputs at i
   rlx lacks, sequence / map / optional values, an attribute combination not modelled);
 * **failed** otherwise (wrong numbers, a crash), with the reason.
 
-Shape-like operands fed as graph inputs (``Reshape``'s shape, ``Slice``'s starts …) are
-bound to the case's values when the importer asks for them (specialization, as a compiler
-would do for a static shape).
+Shape-like operands fed as graph inputs (``Reshape``'s shape, ``Slice``'s starts, a Reduce's
+axes …) go through the run-time mechanism of :mod:`rlx.backends.onnx.runnable`: the graph is
+imported and compiled once per set of those inputs' values (value specialisation).
 
 ``python -m rlx.backends.onnx.conformance --write docs/onnx_conformance.md`` regenerates
 the report; ``--check`` compares the passed count with the baseline recorded in it.
@@ -131,8 +131,7 @@ def _is_float(dtype: np.dtype) -> bool:
 
 def run_case(case) -> Result:
     from rlx.backends.onnx.common import OnnxUnsupported
-    from rlx.backends.onnx.importer import NeedsStatic, import_model
-    from rlx.runtime.reference import run
+    from rlx.backends.onnx.runnable import import_runnable
 
     op = op_type_of(case)
     try:
@@ -143,25 +142,15 @@ def run_case(case) -> Result:
                 return Result(case.name, op, "unsupported", f"{kind} values (only tensors are modelled)")
         init = {t.name for t in model.graph.initializer}
         names = [vi.name for vi in model.graph.input if vi.name not in init]
+        runnable = None
         for inputs, outputs in _datasets(case):
             values, outputs = [_array(v) for v in inputs], [_array(v) for v in outputs]
             if any(not isinstance(v, np.ndarray) for v in [*values, *outputs]):
                 return Result(case.name, op, "unsupported", "sequence / optional values (only tensors are modelled)")
             if any(v.dtype.kind in "OSU" for v in [*values, *outputs]):
                 return Result(case.name, op, "unsupported", "string tensors")
-            feed = dict(zip(names, values))
-            static: dict[str, np.ndarray] = {}
-            for _attempt in range(len(feed) + 1):
-                try:
-                    g, params = import_model(model, static_inputs=static,
-                                             input_shapes={k: v.shape for k, v in feed.items() if k not in static})
-                    break
-                except NeedsStatic as exc:
-                    new = {k: feed[k] for k in exc.inputs if k in feed and k not in static}
-                    if not new:
-                        raise
-                    static.update(new)
-            got = run(g, {k: v for k, v in feed.items() if k not in static}, params)
+            runnable = runnable or import_runnable(model)
+            got = runnable.run(dict(zip(names, values)))
             if len(got) != len(outputs):
                 return Result(case.name, op, "failed", f"{len(got)} outputs, expected {len(outputs)}")
             for i, (a, e) in enumerate(zip(got, outputs)):
@@ -209,6 +198,26 @@ def summarize(results: list[Result]) -> Counter:
     return Counter(r.status for r in results)
 
 
+#: (category, pattern on "status: reason") for the report's failure summary; the first match wins
+REASON_CLASSES: tuple[tuple[str, re.Pattern], ...] = tuple((name, re.compile(rx)) for name, rx in (
+    ("static-shape requirement (an operand needed at import time)", r"must be static"),
+    ("element type without an rlx equivalent", r"has no rlx equivalent"),
+    ("op type without a converter", r"unsupported ONNX op types"),
+    ("sequence / map / optional values", r"sequence|optional|non-tensor| values \(only tensors"),
+    ("string tensors", r"string tensors"),
+    ("numbers differ beyond the case's tolerance", r"^failed: output \d+ differs"),
+    ("wrong dtype / shape / output count", r"^failed: (output \d+: (dtype|shape)|\d+ outputs)"),
+    ("error while importing or running", r"^failed: "),
+    ("attribute / mode / operand not modelled", r"^unsupported: "),
+))
+
+
+def reason_class(r: Result) -> str:
+    """The summary category of a case that did not pass (see :data:`REASON_CLASSES`)."""
+    text = f"{r.status}: {r.reason}"
+    return next(name for name, rx in REASON_CLASSES if rx.search(text))
+
+
 def render(results: list[Result], seconds: float | None = None) -> str:
     counts = summarize(results)
     total = len(results)
@@ -219,10 +228,12 @@ def render(results: list[Result], seconds: float | None = None) -> str:
         "# ONNX backend-test conformance (node cases)",
         "",
         "Generated by `python -m rlx.backends.onnx.conformance --write docs/onnx_conformance.md`; do not edit by hand.",
-        "Every case of `onnx.backend.test.loader.load_model_tests(kind=\"node\")` (onnx 1.23.2) is imported with",
-        "`rlx.onnx.import_model`, run with `rlx.run` and compared with the case's outputs at the case's rtol / atol",
-        "(dtype and shape must match). Cases left out on principle (string tensors, sequence / map / optional values,",
-        "training-domain ops) count as not passed.",
+        f"Every case of `onnx.backend.test.loader.load_model_tests(kind=\"node\")` (onnx {_onnx_version()}) is imported "
+        "exactly as shipped",
+        "(declared input types, nothing bound) with `rlx.onnx.import_runnable`, run with the numpy backend and compared",
+        "with the case's outputs at the case's rtol / atol (dtype and shape must match). Shape-like operands fed as",
+        "inputs (a Reshape's shape, a Reduce's axes ...) are value-specialised at run time. Cases left out on principle",
+        "(string tensors, sequence / map / optional values, training-domain ops) count as not passed.",
         "",
         f"Baseline: {counts['passed']} passed",
         "",
@@ -232,6 +243,10 @@ def render(results: list[Result], seconds: float | None = None) -> str:
     ]
     if seconds is not None:
         lines += [f"Full run: {seconds:.0f} s.", ""]
+    classes = Counter(reason_class(r) for r in results if r.status != "passed")
+    lines += ["## Not passed, by reason", "", "| reason | cases |", "|---|---|"]
+    lines += [f"| {name} | {classes[name]} |" for name, _ in REASON_CLASSES if classes[name]]
+    lines += ["", "## By op type", ""]
     lines += ["| op type | passed | failed | unsupported | reasons (not passed) |", "|---|---|---|---|---|"]
     for op in sorted(by_op):
         rs = by_op[op]
@@ -246,6 +261,12 @@ def render(results: list[Result], seconds: float | None = None) -> str:
             reason = r.reason.replace("|", "\\|").replace("\n", " ")
             lines.append(f"| {r.name} | {r.op_type} | {r.status} | {reason} |")
     return "\n".join(lines) + "\n"
+
+
+def _onnx_version() -> str:
+    import onnx
+
+    return onnx.__version__
 
 
 def baseline(path: str = REPORT) -> int | None:

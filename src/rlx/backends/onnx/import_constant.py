@@ -28,11 +28,9 @@ def _shape(cx, node, ins, attrs):
     return cx.const(np.array(list(shape)[start:end], dtype=np.int64))
 
 
-
 @converter("Size")
 def _size(cx, node, ins, attrs):
     return cx.const(np.array(math.prod(_static_shape(ins[0])), dtype=np.int64))
-
 
 
 @converter("Constant")
@@ -50,7 +48,6 @@ def _constant(cx, node, ins, attrs):
     raise OnnxUnsupported(f"Constant with attributes {sorted(attrs)}")
 
 
-
 @converter("ConstantOfShape")
 def _constant_of_shape(cx, node, ins, attrs):
     shape = [int(d) for d in cx.static(node.input[0], "shape").reshape(-1)]
@@ -58,7 +55,6 @@ def _constant_of_shape(cx, node, ins, attrs):
     if math.prod(shape) > FOLD_LIMIT:  # a large splat stays a broadcast, not a materialized constant
         return cx.g.expand(cx.const(value[:1].reshape(())), target_shape=shape)
     return cx.const(np.full(shape, value[0], dtype=value.dtype))
-
 
 
 @converter("Range")
@@ -72,7 +68,6 @@ def _range(cx, node, ins, attrs):
     return cx.const((start + np.arange(n) * delta).astype(start.dtype))
 
 
-
 @converter("EyeLike")
 def _eyelike(cx, node, ins, attrs):
     x = ins[0]
@@ -82,7 +77,6 @@ def _eyelike(cx, node, ins, attrs):
     cx.check_elements(math.prod(shape), "the EyeLike matrix")
     dtype = rlx_dtype(attrs["dtype"]) if "dtype" in attrs else x.dtype
     return cx.const(np.eye(shape[0], shape[1], k=attrs.get("k", 0), dtype=dtype.numpy))
-
 
 
 @converter("OneHot")

@@ -33,13 +33,10 @@ from rlx.runtime.reference import eval_node
 Converter = Callable[["Importer", Any, list, dict], Any]
 
 
-
 CONVERTERS: dict[str, Converter] = {}
 
 
-
 FOLD_LIMIT = 1 << 22  # elements: larger computed constants are left as graph nodes
-
 
 
 class NeedsStatic(OnnxUnsupported):
@@ -53,7 +50,6 @@ class NeedsStatic(OnnxUnsupported):
         super().__init__(f"{what} must be static, but depends on graph inputs {sorted(inputs)}")
 
 
-
 def converter(*op_types: str):
     def wrap(fn: Converter) -> Converter:
         for op in op_types:
@@ -63,9 +59,7 @@ def converter(*op_types: str):
     return wrap
 
 
-
 _onnx = loading.onnx_module
-
 
 
 def _attrs(node) -> dict[str, Any]:
@@ -84,7 +78,6 @@ def _attrs(node) -> dict[str, Any]:
     return out
 
 
-
 class _Budget:
     """What one import (its subgraph importers included) may still spend: see :class:`rlx.LoadLimits`."""
 
@@ -92,7 +85,6 @@ class _Budget:
         self.limits = limits
         self.constant_bytes = limits.max_constant_bytes
         self.unroll = limits.max_unroll
-
 
 
 class Importer:
@@ -447,7 +439,6 @@ class Importer:
                     rename[n] = prefix + n
 
 
-
 class _Nested:
     def __init__(self, cx: Importer):
         self.cx = cx
@@ -462,10 +453,8 @@ class _Nested:
         self.cx.depth -= 1
 
 
-
 def node_label(node) -> str:
     return node.name or next((o for o in node.output if o), "") or "<unnamed>"
-
 
 
 def _outer_names(graph) -> list[str]:
@@ -478,7 +467,6 @@ def _outer_names(graph) -> list[str]:
                 out += [x for x in _outer_names(a.g) if x not in local]
     out += [o.name for o in graph.output if o.name not in local]
     return out
-
 
 
 def _rename_outer(graph, rename: Callable[[str], str]) -> None:

@@ -62,7 +62,6 @@ def _inline_graph(cx: Importer, body, bindings: Mapping[str, Value], deps: froze
     return [cx.value(prefix + o.name if o.name in local else o.name) for o in body.output]
 
 
-
 @converter("Scan")
 def _scan(cx, node, ins, attrs):
     if cx.opset < 9:
@@ -118,7 +117,6 @@ def _scan(cx, node, ins, attrs):
     return results
 
 
-
 def _scan_fits(body, n, m, k, in_axes, in_dirs, out_dirs, out_axes, steps) -> bool | None:
     """Whether an ONNX Scan maps onto one rlx ``scan``: its ``reverse`` flag, or None (unrolled).
 
@@ -145,7 +143,6 @@ def _scan_fits(body, n, m, k, in_axes, in_dirs, out_dirs, out_axes, steps) -> bo
     if not all(root(body.output[n + j].name) == root(body.output[0].name) for j in range(k)):
         return None
     return dirs.pop()
-
 
 
 def _scan_structured(cx, node, body, init: Value, xs: list[Value], k: int, reverse: bool) -> list[Value | None]:
@@ -176,7 +173,6 @@ def _scan_structured(cx, node, body, init: Value, xs: list[Value], k: int, rever
     return results
 
 
-
 @converter("If")
 def _if(cx, node, ins, attrs):
     """A condition known at import time inlines the taken branch (the folded ``if_``); a runtime
@@ -191,7 +187,6 @@ def _if(cx, node, ins, attrs):
     except (OnnxError, RlxError) as exc:
         raise NeedsStatic(f"If condition {node.input[0]!r} (structured if_ failed: {exc})",
                           cx.deps.get(node.input[0], frozenset())) from exc
-
 
 
 def _if_structured(cx, node, ins, attrs) -> list[Value]:
@@ -216,7 +211,6 @@ def _if_structured(cx, node, ins, attrs) -> list[Value]:
         eg = cf.convert_body(cx, else_b, f"{node.name or 'if'}_else{j}", slots, pick)
         results.append(cx.g.if_([pred, *[cx.env[c] for c in caps]], then_branch=tg, else_branch=eg))
     return results
-
 
 
 @converter("Loop")
@@ -253,11 +247,9 @@ def _loop(cx, node, ins, attrs):
             raise exc from None
 
 
-
 def _body_cost(body) -> int:
     """Unroll budget one iteration of a subgraph spends: its node count (at least 1)."""
     return max(len(body.node), 1)
-
 
 
 def _loop_structured(cx, node, ins, attrs) -> list[Value | None]:
@@ -324,7 +316,6 @@ def _loop_structured(cx, node, ins, attrs) -> list[Value | None]:
         name = node.output[j] if j < len(node.output) else ""
         out.append(g.while_(carried, cond=cond, body=sub, max_iterations=max_iter, output=2 + j) if name else None)
     return out
-
 
 
 def _loop_unrolled(cx, node, ins, attrs):

@@ -24,7 +24,6 @@ def _spatial(x: Value, what: str) -> int:
     return n
 
 
-
 def _auto_pads(auto_pad: str, sizes, kernel, strides, dilations) -> list[int]:
     n = len(sizes)
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
@@ -38,10 +37,8 @@ def _auto_pads(auto_pad: str, sizes, kernel, strides, dilations) -> list[int]:
     return [0] * (2 * n)
 
 
-
 def _to2d(cx, x: Value) -> Value:
     return _reshape(cx, x, [*x.shape[:2], 1, x.shape[2]])
-
 
 
 @converter("Conv")
@@ -71,7 +68,6 @@ def _conv(cx, node, ins, attrs):
     if nsp == 1:
         y = _reshape(cx, y, [y.shape[0], y.shape[1], y.shape[3]])
     return y
-
 
 
 @converter("ConvTranspose")
@@ -118,7 +114,6 @@ def _conv_transpose(cx, node, ins, attrs):
     return y
 
 
-
 def check_window(cx, nsp: int, kernel, strides, dil, pads) -> None:
     """Window attributes of a conv / pool: one per spatial axis, positive (pads non-negative), bounded."""
     lim = cx.limits.max_dim
@@ -126,7 +121,6 @@ def check_window(cx, nsp: int, kernel, strides, dil, pads) -> None:
                                ("dilations", dil, nsp, 1), ("pads", pads, 2 * nsp, 0)):
         if len(vals) != n or any(not low <= v <= lim for v in vals):
             raise OnnxFormatError(f"{name} {list(vals)} must be {n} values in [{low}, {lim}] for {nsp} spatial axes")
-
 
 
 def _pool_geometry(cx, x: Value, attrs, nsp: int):
@@ -159,7 +153,6 @@ def _pool_geometry(cx, x: Value, attrs, nsp: int):
             raise OnnxFormatError(f"the window (kernel {kernel[i]}, dilation {dil[i]}) is larger than padded axis {2 + i}")
         outs.append(out)
     return kernel, strides, dil, pads, extra, outs
-
 
 
 def _pool_separable(cx, node, x: Value, attrs, kernel, strides, dil, pads, extra, outs) -> Value:
@@ -202,7 +195,6 @@ def _pool_separable(cx, node, x: Value, attrs, kernel, strides, dil, pads, extra
         p = attrs.get("p", 2)
         y = cx.g.sqrt(y) if p == 2 else y ** cx.scalar(1.0 / p, y)
     return y
-
 
 
 @converter("MaxPool", "AveragePool", "LpPool")
@@ -250,7 +242,6 @@ def _pool(cx, node, ins, attrs):
     return y
 
 
-
 @converter("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
 def _global_pool(cx, node, ins, attrs):
     x = ins[0]
@@ -260,7 +251,6 @@ def _global_pool(cx, node, ins, attrs):
         s = cx.g.reduce(cx.g.abs(x) ** cx.scalar(float(p), x), op="sum", axes=axes, keep_dim=True)
         return s ** cx.scalar(1.0 / p, s)
     return cx.g.reduce(x, op="mean" if node.op_type == "GlobalAveragePool" else "max", axes=axes, keep_dim=True)
-
 
 
 @converter("Col2Im")

@@ -25,7 +25,6 @@ def _twiddles(k: np.ndarray, t: np.ndarray, length: int) -> tuple[np.ndarray, np
     return c, s
 
 
-
 def _along(cx, v: Value, m: np.ndarray, axis: int) -> Value:
     """Apply the matrix ``m`` [out, in] along ``axis`` of ``v``."""
     rank = len(v.shape)
@@ -33,7 +32,6 @@ def _along(cx, v: Value, m: np.ndarray, axis: int) -> Value:
     perm = list(range(rank - 1))
     perm.insert(axis, rank - 1)
     return cx.g.transpose(y, perm=perm) if perm != list(range(rank)) else y
-
 
 
 @converter("DFT")

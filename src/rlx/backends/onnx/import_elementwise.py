@@ -17,9 +17,7 @@ from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, UNARY_M
 _ACT = {row.onnx: k for k, row in ACTIVATION_KINDS.items() if row.onnx}
 
 
-
 _MATH = {row.onnx: k for k, row in UNARY_MATH_KINDS.items() if row.onnx}
-
 
 
 def _act(cx, node, ins, attrs):
@@ -29,10 +27,8 @@ def _act(cx, node, ins, attrs):
     return cx.g.activation(x, kind=_ACT[node.op_type])
 
 
-
 def _math(cx, node, ins, attrs):
     return cx.g.unary_math(ins[0], kind=_MATH[node.op_type])
-
 
 
 @converter("Reciprocal")
@@ -40,19 +36,15 @@ def _reciprocal(cx, node, ins, attrs):
     return cx.scalar(1.0, ins[0]) / ins[0]
 
 
-
 @converter("Identity")
 def _identity(cx, node, ins, attrs):
     return ins[0]
 
 
-
 _VARIADIC = {"Max": "max", "Min": "min", "Sum": "add", "Mean": "add"}  # n-ary in ONNX: a chain of binary ops
 
 
-
 _BIN = {row.onnx: k for k, row in BINARY_KINDS.items() if row.onnx not in _VARIADIC}
-
 
 
 @converter(*_BIN)
@@ -65,7 +57,6 @@ def _binary(cx, node, ins, attrs):
         b = _cast(cx, b, a.dtype)
     out = cx.g.binary(a, b, op=op)
     return _cast(cx, out, a.dtype)
-
 
 
 @converter(*_VARIADIC)
@@ -83,15 +74,12 @@ def _variadic(cx, node, ins, attrs):
     return acc
 
 
-
 _CMP = {row.onnx: k for k, row in COMPARE_KINDS.items() if row.onnx}
-
 
 
 @converter(*_CMP)
 def _compare(cx, node, ins, attrs):
     return cx.g.compare(ins[0], ins[1], op=_CMP[node.op_type])
-
 
 
 @converter("And", "Or", "Xor")
@@ -102,18 +90,15 @@ def _logical(cx, node, ins, attrs):
     return cx.g.binary(a, b, op="mul" if node.op_type == "And" else "add")
 
 
-
 @converter("Not")
 def _not(cx, node, ins, attrs):
     return cx.g.eq(ins[0], cx.const(np.array(False)))
-
 
 
 @converter("BitwiseAnd", "BitwiseOr", "BitwiseXor")
 def _bitwise(cx, node, ins, attrs):
     ops = {"BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor"}
     return cx.g.binary_ext(ins[0], ins[1], op=ops[node.op_type])
-
 
 
 @converter("BitwiseNot")
@@ -123,11 +108,9 @@ def _bitwise_not(cx, node, ins, attrs):
     return cx.g.binary_ext(x, cx.const(ones), op="bitwise_xor")
 
 
-
 @converter("BitShift")
 def _bitshift(cx, node, ins, attrs):
     return cx.g.binary_ext(ins[0], ins[1], op="shift_left" if attrs["direction"] == "LEFT" else "shift_right")
-
 
 
 @converter("Mod")
@@ -137,11 +120,9 @@ def _mod(cx, node, ins, attrs):
     return cx.g.binary_ext(a, b, op="fmod" if fmod else "mod")
 
 
-
 @converter("IsNaN")
 def _isnan(cx, node, ins, attrs):
     return cx.g.ne(ins[0], ins[0])
-
 
 
 @converter("IsInf")
@@ -158,11 +139,9 @@ def _isinf(cx, node, ins, attrs):
     return parts[0] if len(parts) == 1 else cx.g.add(parts[0], parts[1])
 
 
-
 @converter("Where")
 def _where(cx, node, ins, attrs):
     return cx.g.where(ins[0], ins[1], ins[2])
-
 
 
 @converter("Cast")
@@ -171,11 +150,9 @@ def _cast_op(cx, node, ins, attrs):
     return _cast_saturating(cx, ins[0], to, attrs.get("saturate", 1))
 
 
-
 @converter("CastLike")
 def _castlike(cx, node, ins, attrs):
     return _cast_saturating(cx, ins[0], ins[1].dtype, attrs.get("saturate", 1))
-
 
 
 def _cast_saturating(cx, x: Value, to: DType, saturate: int) -> Value:
@@ -191,13 +168,11 @@ def _cast_saturating(cx, x: Value, to: DType, saturate: int) -> Value:
     return _cast(cx, x, to)
 
 
-
 # activations with parameters
 @converter("Elu")
 def _elu(cx, node, ins, attrs):
     x, alpha = ins[0], attrs.get("alpha", 1.0)
     return cx.g.where(cx.g.gt(x, cx.scalar(0.0, x)), x, (cx.g.exp(x) - cx.scalar(1.0, x)) * cx.scalar(alpha, x))
-
 
 
 @converter("Selu")
@@ -208,12 +183,10 @@ def _selu(cx, node, ins, attrs):
     return cx.g.where(cx.g.gt(x, cx.scalar(0.0, x)), x, neg) * cx.scalar(gamma, x)
 
 
-
 @converter("LeakyRelu")
 def _leaky(cx, node, ins, attrs):
     x = ins[0]
     return cx.g.where(cx.g.lt(x, cx.scalar(0.0, x)), x * cx.scalar(attrs.get("alpha", 0.01), x), x)
-
 
 
 @converter("PRelu")
@@ -222,12 +195,10 @@ def _prelu(cx, node, ins, attrs):
     return cx.g.where(cx.g.lt(x, cx.scalar(0, x)), x * slope, x)
 
 
-
 @converter("ThresholdedRelu")
 def _thresholded(cx, node, ins, attrs):
     x = ins[0]
     return cx.g.where(cx.g.gt(x, cx.scalar(attrs.get("alpha", 1.0), x)), x, cx.scalar(0.0, x))
-
 
 
 @converter("HardSigmoid")
@@ -237,13 +208,11 @@ def _hard_sigmoid(cx, node, ins, attrs):
     return cx.g.maximum(cx.g.minimum(y, cx.scalar(1.0, x)), cx.scalar(0.0, x))
 
 
-
 @converter("HardSwish")
 def _hard_swish(cx, node, ins, attrs):
     x = ins[0]
     y = x * cx.scalar(1.0 / 6.0, x) + cx.scalar(0.5, x)
     return x * cx.g.maximum(cx.g.minimum(y, cx.scalar(1.0, x)), cx.scalar(0.0, x))
-
 
 
 @converter("Softplus")
@@ -252,12 +221,10 @@ def _softplus(cx, node, ins, attrs):
     return cx.g.log(cx.g.exp(x) + cx.scalar(1.0, x))
 
 
-
 @converter("Softsign")
 def _softsign(cx, node, ins, attrs):
     x = ins[0]
     return x / (cx.g.abs(x) + cx.scalar(1.0, x))
-
 
 
 @converter("Mish")
@@ -266,11 +233,9 @@ def _mish(cx, node, ins, attrs):
     return x * cx.g.tanh(cx.g.log(cx.g.exp(x) + cx.scalar(1.0, x)))
 
 
-
 @converter("Gelu")
 def _gelu(cx, node, ins, attrs):
     return cx.g.activation(ins[0], kind="gelu_approx" if attrs.get("approximate", "none") == "tanh" else "gelu")
-
 
 
 @converter("Swish")
@@ -280,7 +245,6 @@ def _swish(cx, node, ins, attrs):
     return x * cx.g.sigmoid(x * cx.scalar(alpha, x)) if alpha != 1.0 else cx.g.silu(x)
 
 
-
 @converter("Shrink")
 def _shrink(cx, node, ins, attrs):
     x = ins[0]
@@ -288,7 +252,6 @@ def _shrink(cx, node, ins, attrs):
     zero = cx.scalar(0, x)
     hi = cx.g.where(cx.g.gt(x, cx.scalar(lambd, x)), x - cx.scalar(bias, x), zero)
     return cx.g.where(cx.g.lt(x, cx.scalar(-lambd, x)), x + cx.scalar(bias, x), hi)
-
 
 
 @converter("Clip")
@@ -306,7 +269,6 @@ def _clip(cx, node, ins, attrs):
     if hi is not None:
         x = cx.g.where(cx.g.gt(x, hi), hi, x)
     return x
-
 
 
 @converter("Dropout")

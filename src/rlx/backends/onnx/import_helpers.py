@@ -22,7 +22,6 @@ def _axis(a: int, rank: int) -> int:
     return a % rank if rank else 0
 
 
-
 def _ints(cx: Importer, node, idx: int, attr: str | None, attrs: dict, default=None):
     """An int list given as attribute (older opsets) or as a static input (newer)."""
     if attr is not None and attr in attrs:
@@ -32,12 +31,10 @@ def _ints(cx: Importer, node, idx: int, attr: str | None, attrs: dict, default=N
     return default
 
 
-
 def _reshape(cx: Importer, v: Value, shape: Sequence[int]) -> Value:
     if tuple(v.shape) == tuple(shape):
         return v
     return cx.g.reshape(v, new_shape=[int(s) for s in shape])
-
 
 
 def _static_shape(v: Value) -> list[int]:
@@ -46,17 +43,14 @@ def _static_shape(v: Value) -> list[int]:
     return [int(d) for d in v.shape]
 
 
-
 def _broadcast_to(cx: Importer, v: Value, shape: Sequence[int]) -> Value:
     if tuple(v.shape) == tuple(shape):
         return v
     return cx.g.expand(v, target_shape=list(shape))
 
 
-
 def _cast(cx: Importer, v: Value, dtype: DType) -> Value:
     return v if v.dtype == dtype else cx.g.cast(v, to=dtype)
-
 
 
 def _first(arr: np.ndarray, what: str) -> Any:

@@ -26,17 +26,14 @@ def _gather(cx, node, ins, attrs):
     return cx.g.gather(x, idx, axis=axis)
 
 
-
 @converter("GatherElements")
 def _gather_elements(cx, node, ins, attrs):
     return cx.g.gather_elements(ins[0], ins[1], axis=attrs.get("axis", 0))
 
 
-
 @converter("ScatterElements", "Scatter")
 def _scatter_elements(cx, node, ins, attrs):
     return cx.g.scatter_elements(ins[0], ins[1], ins[2], axis=attrs.get("axis", 0), reduction=attrs.get("reduction", "none"))
-
 
 
 @converter("Trilu")
@@ -51,7 +48,6 @@ def _trilu(cx, node, ins, attrs):
     return cx.g.where(cx.const(keep), x, cx.const(np.zeros((), x.dtype.numpy)))
 
 
-
 @converter("Compress")
 def _compress(cx, node, ins, attrs):
     x = ins[0]
@@ -64,7 +60,6 @@ def _compress(cx, node, ins, attrs):
     return cx.g.gather(x, cx.const(np.nonzero(cond)[0].astype(np.int64)), axis=axis)
 
 
-
 def _flat_index(cx, idx: Value, dims: Sequence[int]) -> Value:
     """Row-major flat position of the index tuples in ``idx[..., k]`` over ``dims`` (negative entries wrap)."""
     idx = _cast(cx, idx, DType.I64)
@@ -73,7 +68,6 @@ def _flat_index(cx, idx: Value, dims: Sequence[int]) -> Value:
     idx = cx.g.where(cx.g.lt(idx, cx.scalar(0, idx)), idx + sizes, idx)
     strides = np.array([math.prod(dims[j + 1:]) for j in range(k)], np.int64)
     return cx.g.reduce(idx * cx.const(strides), op="sum", axes=[len(idx.shape) - 1], keep_dim=False)
-
 
 
 @converter("GatherND")
@@ -98,7 +92,6 @@ def _gather_nd(cx, node, ins, attrs):
     return _reshape(cx, out, [*ishape[:-1], *dshape[b + k:]])
 
 
-
 @converter("ScatterND")
 def _scatter_nd(cx, node, ins, attrs):
     data, idx, upd = ins
@@ -113,7 +106,6 @@ def _scatter_nd(cx, node, ins, attrs):
     rows = _broadcast_to(cx, flat, [m, rest])
     out = cx.g.scatter_elements(table, rows, _reshape(cx, upd, [m, rest]), axis=0, reduction=attrs.get("reduction", "none"))
     return _reshape(cx, out, dshape)
-
 
 
 @converter("ReverseSequence")

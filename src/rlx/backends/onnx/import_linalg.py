@@ -31,7 +31,6 @@ def _matmul(cx, node, ins, attrs):
     return y
 
 
-
 @converter("Gemm")
 def _gemm(cx, node, ins, attrs):
     a, b = ins[0], ins[1]
@@ -49,7 +48,6 @@ def _gemm(cx, node, ins, attrs):
             c = c * cx.scalar(beta, c)
         y = y + c
     return y
-
 
 
 @converter("Einsum")

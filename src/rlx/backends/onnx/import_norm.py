@@ -24,7 +24,6 @@ def _moments(cx, x: Value, axes: list[int]):
     return mu, d, var
 
 
-
 @converter("BatchNormalization")
 def _batchnorm(cx, node, ins, attrs):
     x, scale, bias, mean, var = ins[:5]
@@ -49,7 +48,6 @@ def _batchnorm(cx, node, ins, attrs):
     return (x - _reshape(cx, mean, shape)) * (inv * _reshape(cx, scale, shape)) + _reshape(cx, bias, shape)
 
 
-
 @converter("InstanceNormalization")
 def _instancenorm(cx, node, ins, attrs):
     x, scale, bias = ins
@@ -58,7 +56,6 @@ def _instancenorm(cx, node, ins, attrs):
     _mu, d, var = _moments(cx, x, list(range(2, rank)))
     y = d / cx.g.sqrt(var + cx.scalar(attrs.get("epsilon", 1e-5), var))
     return y * _reshape(cx, scale, shape) + _reshape(cx, bias, shape)
-
 
 
 @converter("LayerNormalization")
@@ -84,7 +81,6 @@ def _layernorm(cx, node, ins, attrs):
     return [y, mu, inv]
 
 
-
 @converter("RMSNormalization")
 def _rmsnorm(cx, node, ins, attrs):
     x, scale = ins
@@ -95,7 +91,6 @@ def _rmsnorm(cx, node, ins, attrs):
     ms = cx.g.reduce(xs * xs, op="mean", axes=list(range(axis, rank)), keep_dim=True)
     y = xs * cx.g.rsqrt(ms + cx.scalar(attrs.get("epsilon", 1e-5), ms))
     return _cast(cx, y, x.dtype) * scale
-
 
 
 @converter("GroupNormalization")
@@ -116,7 +111,6 @@ def _groupnorm(cx, node, ins, attrs):
     return y * _reshape(cx, scale, cs) + _reshape(cx, bias, cs)
 
 
-
 @converter("LpNormalization")
 def _lpnorm(cx, node, ins, attrs):
     x = ins[0]
@@ -127,7 +121,6 @@ def _lpnorm(cx, node, ins, attrs):
     else:
         norm = cx.g.sqrt(cx.g.reduce(x * x, op="sum", axes=[axis], keep_dim=True))
     return x / cx.g.where(cx.g.eq(norm, cx.scalar(0, norm)), cx.scalar(1, norm), norm)  # a zero vector stays zero
-
 
 
 @converter("LRN")

@@ -36,7 +36,6 @@ def _dequantize(cx, node, ins, attrs):
     return _cast(cx, xf * _cast(cx, lay(scale), DType.F32), out_dtype)
 
 
-
 @converter("QuantizeLinear")
 def _quantize(cx, node, ins, attrs):
     x, scale = ins[0], ins[1]
@@ -44,7 +43,7 @@ def _quantize(cx, node, ins, attrs):
     if len(scale.shape) > 1 or attrs.get("block_size", 0):
         raise OnnxUnsupported("QuantizeLinear with blocked scales")
     out = zp.dtype if zp is not None else (rlx_dtype(attrs["output_dtype"]) if attrs.get("output_dtype") else DType.U8)
-    if out not in (DType.U8, DType.I8, DType.I16, DType.F8E4M3, DType.F8E5M2):
+    if out not in (DType.U8, DType.I8, DType.U16, DType.I16, DType.F8E4M3, DType.F8E5M2):
         raise OnnxUnsupported(f"QuantizeLinear to {out}")
     per_axis = len(scale.shape) == 1 and scale.shape[0] != 1
     axis = _axis(attrs.get("axis", 1), max(len(x.shape), 1)) if per_axis else 0
@@ -66,7 +65,6 @@ def _quantize(cx, node, ins, attrs):
     return _cast(cx, y, out)
 
 
-
 def _zero_point(cx, v: Value | None, rank: int, axis: int | None) -> Value | None:
     """A zero point / scale laid out to broadcast: scalars as they are, a vector along ``axis``."""
     if v is None:
@@ -76,7 +74,6 @@ def _zero_point(cx, v: Value | None, rank: int, axis: int | None) -> Value | Non
         shape[axis] = v.shape[0]
         return _reshape(cx, v, shape)
     return _reshape(cx, v, []) if v.shape.numel == 1 else v
-
 
 
 @converter("MatMulInteger")
@@ -91,7 +88,6 @@ def _matmul_integer(cx, node, ins, attrs):
     return _matmul(cx, node, [a, b], {})
 
 
-
 @converter("ConvInteger")
 def _conv_integer(cx, node, ins, attrs):
     x, w = (_cast(cx, v, DType.F64) for v in ins[:2])
@@ -102,7 +98,6 @@ def _conv_integer(cx, node, ins, attrs):
     if wzp is not None:
         w = w - _cast(cx, _zero_point(cx, wzp, len(w.shape), 0), DType.F64)
     return _cast(cx, _conv(cx, node, [x, w], attrs), DType.I32)  # exact: integer sums far below 2**53
-
 
 
 @converter("QLinearMatMul")

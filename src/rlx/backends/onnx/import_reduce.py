@@ -25,7 +25,6 @@ def _reduce_axes(cx, node, ins, attrs, from_input_since: int) -> list[int] | Non
     return sorted({_axis(a, rank) for a in axes})
 
 
-
 def _reduce_generic(cx, node, ins, attrs, op: str, since: int = 18):
     x = ins[0]
     axes = _reduce_axes(cx, node, ins, attrs, since)
@@ -35,9 +34,7 @@ def _reduce_generic(cx, node, ins, attrs, op: str, since: int = 18):
     return x, axes, keep
 
 
-
 _REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min", "ReduceProd": "prod"}
-
 
 
 @converter(*_REDUCE, "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
@@ -76,12 +73,10 @@ def _reduce(cx, node, ins, attrs):
     return s if keep else _reshape(cx, s, [d for i, d in enumerate(x.shape) if i not in axes])
 
 
-
 @converter("ArgMax", "ArgMin")
 def _argreduce(cx, node, ins, attrs):
     return cx.g.arg_reduce(ins[0], op=node.op_type.lower(), axis=attrs.get("axis", 0), keep_dim=bool(attrs.get("keepdims", 1)),
                            select_last=bool(attrs.get("select_last_index", 0)))
-
 
 
 def _coerced(cx, node, x: Value, attrs, fn):
@@ -95,11 +90,9 @@ def _coerced(cx, node, x: Value, attrs, fn):
     return _reshape(cx, fn(flat, 1), shape)
 
 
-
 @converter("Softmax")
 def _softmax(cx, node, ins, attrs):
     return _coerced(cx, node, ins[0], attrs, lambda v, a: cx.g.softmax(v, axis=a))
-
 
 
 def _log_softmax(cx, v: Value, a: int) -> Value:
@@ -108,11 +101,9 @@ def _log_softmax(cx, v: Value, a: int) -> Value:
     return d - cx.g.log(cx.g.reduce(cx.g.exp(d), op="sum", axes=[a], keep_dim=True))
 
 
-
 @converter("LogSoftmax")
 def _logsoftmax(cx, node, ins, attrs):
     return _coerced(cx, node, ins[0], attrs, lambda v, a: _log_softmax(cx, v, a))
-
 
 
 @converter("Hardmax")
@@ -127,13 +118,11 @@ def _hardmax(cx, node, ins, attrs):
     return _coerced(cx, node, ins[0], attrs, fn)
 
 
-
 @converter("CumSum", "CumProd")
 def _cumsum(cx, node, ins, attrs):
     axis = int(cx.static(node.input[1], "axis").reshape(-1)[0])
     return cx.g.cumulative(ins[0], op="sum" if node.op_type == "CumSum" else "prod", axis=axis,
                            exclusive=bool(attrs.get("exclusive", 0)), reverse=bool(attrs.get("reverse", 0)))
-
 
 
 @converter("TopK")
@@ -144,7 +133,6 @@ def _topk(cx, node, ins, attrs):
     # sorted=0 leaves the order unspecified, so top_k's sorted order (ties: lower index first) satisfies it
     largest = bool(attrs.get("largest", 1))
     return cx.g.top_k(x, k=k, axis=axis, largest=largest, output="both")  # one node: (values, indices)
-
 
 
 @converter("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss")

@@ -6,53 +6,51 @@ import math
 
 import numpy as np
 
-from rlx.backends.onnx.common import (
-    OnnxUnsupported,
-)
+from rlx.backends.onnx.common import OnnxError, OnnxUnsupported
 from rlx.backends.onnx.import_context import converter
 from rlx.backends.onnx.import_helpers import _axis, _cast, _ints, _static_shape
 from rlx.ir.dtype import DType
 
 
-def _resize_weights(mode: str, ratio: float, scale: float, attrs) -> np.ndarray:
-    """Interpolation weights of the neighbours of a source coordinate with fractional part ``ratio`` in (0, 1]."""
+def _cubic(x: np.ndarray, a: float) -> np.ndarray:
+    """The cubic convolution kernel (coefficient ``a``), elementwise."""
+    x = np.abs(x)
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return np.where(x <= 1, near, np.where(x < 2, far, 0.0))
+
+
+def _resize_weights(mode: str, ratio: np.ndarray, scale: float, attrs) -> np.ndarray:
+    """Interpolation weights [rows, k] of the k neighbours of source coordinates with fractional part ``ratio`` in (0, 1]."""
     a = attrs.get("cubic_coeff_a", -0.75)
+    r = ratio[:, None]
     if mode == "nearest":
-        if float(ratio).is_integer():
-            return np.array([0.0, 1.0])
         nm = attrs.get("nearest_mode", "round_prefer_floor")
-        pick_hi = {"round_prefer_floor": ratio > 0.5, "round_prefer_ceil": ratio >= 0.5, "floor": False, "ceil": True}[nm]
-        return np.array([0.0, 1.0]) if pick_hi else np.array([1.0, 0.0])
+        pick_hi = {"round_prefer_floor": ratio > 0.5, "round_prefer_ceil": ratio >= 0.5, "floor": np.zeros_like(ratio, bool),
+                   "ceil": np.ones_like(ratio, bool)}[nm] | (ratio == 1.0)
+        return np.stack([~pick_hi, pick_hi], axis=1).astype(np.float64)
     antialias = attrs.get("antialias", 0) and scale < 1.0
-    if mode == "linear":
-        if not antialias:
-            return np.array([1.0 - ratio, ratio])
-        start = int(np.floor(-1 / scale) + 1)
-        args = (np.arange(start, 2 - start) - ratio) * scale
-        w = np.clip(1 - np.abs(args), 0, 1)
-        return w / w.sum()
-
-    def kernel(x: float) -> float:
-        x = abs(x)
-        if x <= 1:
-            return (a + 2) * x**3 - (a + 3) * x**2 + 1
-        if x < 2:
-            return a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a
-        return 0.0
-
     if not antialias:
-        return np.array([kernel(ratio + 1), kernel(ratio), kernel(1 - ratio), kernel(2 - ratio)])
-    start = int(np.floor(-2 / scale) + 1)
-    w = np.array([kernel(scale * (i - ratio)) for i in range(start, 2 - start)])
-    return w / w.sum()
+        if mode == "linear":
+            return np.concatenate([1.0 - r, r], axis=1)
+        return _cubic(np.concatenate([r + 1, r, 1 - r, 2 - r], axis=1), a)
+    start = int(np.floor((-1 if mode == "linear" else -2) / scale) + 1)
+    args = (np.arange(start, 2 - start)[None, :] - r) * scale
+    w = np.clip(1 - np.abs(args), 0, 1) if mode == "linear" else _cubic(args, a)
+    return w / w.sum(axis=1, keepdims=True)
 
 
-
-def _resize_axis(n_in: int, n_out: int, scale: float, attrs, roi: tuple[float, float] | None):
-    """The 1-D resize along one axis as a matrix [n_out, n_in] plus the rows to extrapolate."""
+def _resize_axis(cx, n_in: int, n_out: int, scale: float, attrs, roi: tuple[float, float] | None):
+    """The 1-D resize along one axis as a matrix [n_out, n_in] plus the rows to extrapolate (vectorised:
+    the work is the matrix's, bounded by ``LoadLimits.max_constant_elements`` before it is built)."""
+    cx.check_elements(n_out * n_in, "the Resize matrix")
     mode = attrs.get("mode", "nearest")
     ctm = attrs.get("coordinate_transformation_mode", "half_pixel")
     width = scale * n_in
+    if mode not in ("nearest", "linear") and attrs.get("antialias", 0) and scale < 1.0:
+        cx.check_elements(n_out * (2 * int(2 / scale) + 4), "the Resize antialias window")
+    elif mode == "linear" and attrs.get("antialias", 0) and scale < 1.0:
+        cx.check_elements(n_out * (2 * int(1 / scale) + 4), "the Resize antialias window")
     y = np.arange(n_out, dtype=np.float64)
     extrap = np.zeros(n_out, bool)
     if ctm == "align_corners":
@@ -73,25 +71,25 @@ def _resize_axis(n_in: int, n_out: int, scale: float, attrs, roi: tuple[float, f
         x = offset + (y + 0.5) / scale - 0.5
     else:
         raise OnnxUnsupported(f"Resize coordinate_transformation_mode {ctm!r}")
+    if not np.isfinite(x).all():
+        raise OnnxError(f"{cx.where}: Resize source coordinates are not finite (scale {scale})")
     m = np.zeros((n_out, n_in))
-    for row in range(n_out):
-        if extrap[row]:
-            continue
-        xo = float(x[row])
-        base = math.floor(xo)
-        ratio = 1.0 if xo == base else xo - base
-        w = _resize_weights(mode, ratio, scale, attrs)
-        k = len(w)
-        pad = -(-k // 2)
-        cands = sorted(range(base - k - 1, base + k + 2), key=lambda i: (abs(xo - i), i))
-        cands = [i for i in cands if -pad <= i < n_in + pad][:k]
-        idx = np.array(sorted(cands))
-        if attrs.get("exclude_outside", 0):
-            w = np.where((idx < 0) | (idx >= n_in), 0.0, w)
-            w = w / w.sum()
-        np.add.at(m[row], np.clip(idx, 0, n_in - 1), w)
+    rows = np.flatnonzero(~extrap)
+    xo = x[rows]
+    base = np.floor(xo)
+    ratio = np.where(xo == base, 1.0, xo - base)  # an integer coordinate counts as ratio 1 above base - 1
+    base = (base - (xo == base)).astype(np.int64)
+    w = _resize_weights(mode, ratio, scale, attrs)
+    k = w.shape[1]
+    pad = -(-k // 2)
+    # the k source indices nearest x (ties to the lower one), kept within [-pad, n_in + pad)
+    first = np.clip(base - (k // 2 - 1), -pad, n_in + pad - k)
+    idx = first[:, None] + np.arange(k)[None, :]
+    if attrs.get("exclude_outside", 0):
+        w = np.where((idx < 0) | (idx >= n_in), 0.0, w)
+        w = w / w.sum(axis=1, keepdims=True)
+    np.add.at(m, (np.broadcast_to(rows[:, None], idx.shape), np.clip(idx, 0, n_in - 1)), w)
     return m, extrap
-
 
 
 @converter("Resize")
@@ -130,7 +128,7 @@ def _resize(cx, node, ins, attrs):
             else (float(roi[a]), float(roi[a + rank]))
         if math.isclose(scale_of[a], 1.0) and out[a] == x.shape[a] and (r is None or (math.isclose(r[0], 0) and math.isclose(r[1], 1))):
             continue
-        m, extrap = _resize_axis(x.shape[a], out[a], scale_of[a], attrs, r)
+        m, extrap = _resize_axis(cx, x.shape[a], out[a], scale_of[a], attrs, r)
         if mode == "nearest":
             idx = np.argmax(m, axis=1).astype(np.int64)
             y = cx.g.gather(x, cx.const(idx), axis=a)
@@ -150,7 +148,6 @@ def _resize(cx, node, ins, attrs):
     return x
 
 
-
 @converter("Upsample")
 def _upsample(cx, node, ins, attrs):
     scales = attrs.get("scales") if cx.opset < 9 else np.asarray(cx.static(node.input[1], "scales")).reshape(-1)
@@ -162,7 +159,7 @@ def _upsample(cx, node, ins, attrs):
         n_out = int(x.shape[a] * float(s))
         if n_out == x.shape[a]:
             continue
-        m, _ = _resize_axis(x.shape[a], n_out, float(s), fake, None)
+        m, _ = _resize_axis(cx, x.shape[a], n_out, float(s), fake, None)
         if fake["mode"] == "nearest":
             x = cx.g.gather(x, cx.const(np.argmax(m, axis=1).astype(np.int64)), axis=a)
         else:

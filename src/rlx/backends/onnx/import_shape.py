@@ -38,7 +38,6 @@ def _reshape_op(cx, node, ins, attrs):
     return cx.g.reshape(x, new_shape=out)
 
 
-
 @converter("Flatten")
 def _flatten(cx, node, ins, attrs):
     x = ins[0]
@@ -50,12 +49,10 @@ def _flatten(cx, node, ins, attrs):
     return _reshape(cx, x, [math.prod(shape[:axis]), math.prod(shape[axis:])])
 
 
-
 @converter("Transpose")
 def _transpose(cx, node, ins, attrs):
     perm = attrs.get("perm")
     return cx.g.transpose(ins[0], perm=list(perm) if perm is not None else None)
-
 
 
 @converter("Squeeze")
@@ -67,7 +64,6 @@ def _squeeze(cx, node, ins, attrs):
         axes = [i for i, d in enumerate(shape) if d == 1]
     axes = {_axis(a, len(shape)) for a in axes}
     return _reshape(cx, x, [d for i, d in enumerate(shape) if i not in axes])
-
 
 
 @converter("Unsqueeze")
@@ -82,12 +78,10 @@ def _unsqueeze(cx, node, ins, attrs):
     return _reshape(cx, x, shape)
 
 
-
 @converter("Concat")
 def _concat(cx, node, ins, attrs):
     parts = [v for v in ins if v is not None]
     return cx.g.concat(parts, axis=attrs["axis"])
-
 
 
 @converter("Split")
@@ -111,7 +105,6 @@ def _split(cx, node, ins, attrs):
         raise OnnxFormatError(f"Split sizes {split[:16]} must be {n} non-negative sizes summing to {size}")
     return cx.g.split(x, axis=axis, sizes=split)
 
-
 def _index_along(cx, x: Value, axis: int, index: np.ndarray) -> Value:
     """x restricted to ``index`` (static positions) on ``axis``: narrow when contiguous, else gather."""
     n = x.shape[axis]
@@ -120,7 +113,6 @@ def _index_along(cx, x: Value, axis: int, index: np.ndarray) -> Value:
     if len(index) and (np.diff(index) == 1).all():
         return cx.g.narrow(x, axis=axis, start=int(index[0]), length=len(index))
     return cx.g.gather(x, cx.const(index.astype(np.int64)), axis=axis)
-
 
 
 @converter("Slice")
@@ -146,14 +138,12 @@ def _slice(cx, node, ins, attrs):
     return x
 
 
-
 @converter("Expand")
 def _expand_op(cx, node, ins, attrs):
     x = ins[0]
     shape = _ints(cx, node, 1, None, attrs)
     out = broadcast_shapes(x.shape, tuple(shape))
     return _broadcast_to(cx, x, list(out))
-
 
 
 @converter("Tile")
@@ -169,7 +159,6 @@ def _tile(cx, node, ins, attrs):
     y = _reshape(cx, x, [s for pair in zip([1] * len(shape), shape) for s in pair])
     y = _broadcast_to(cx, y, inter)
     return _reshape(cx, y, [d * r for d, r in zip(shape, reps)])
-
 
 
 @converter("Pad")
@@ -188,7 +177,6 @@ def _pad(cx, node, ins, attrs):
     axes = list(range(rank)) if axes is None else [_axis(a, rank) for a in axes]
     k = len(axes)
     return pad_value(cx, x, {a: (pads[i], pads[i + k]) for i, a in enumerate(axes)}, mode, value)
-
 
 
 def pad_value(cx, x: Value, pads: dict[int, tuple[int, int]], mode: str = "constant", value: Any = 0) -> Value:
@@ -232,7 +220,6 @@ def pad_value(cx, x: Value, pads: dict[int, tuple[int, int]], mode: str = "const
     return x
 
 
-
 @converter("DepthToSpace")
 def _depth_to_space(cx, node, ins, attrs):
     x = ins[0]
@@ -245,7 +232,6 @@ def _depth_to_space(cx, node, ins, attrs):
         y = _reshape(cx, x, [n, c // (b * b), b, b, h, w])
         y = cx.g.transpose(y, perm=[0, 1, 4, 2, 5, 3])
     return _reshape(cx, y, [n, c // (b * b), h * b, w * b])
-
 
 
 @converter("SpaceToDepth")

@@ -33,7 +33,7 @@ from rlx.ir.opdef import get_op
 from rlx.ir.shape import Shape, TensorType
 from rlx.lir.specialize import bind_attrs
 from rlx.runtime.dispatch import ReportsDispatch
-from rlx.runtime.reference import bind_feed, checked_params, eval_node
+from rlx.runtime.reference import bind_feed, checked_params, eval_node, feed_maps
 
 MODES = ("eager", "inductor", "reduce-overhead", "max-autotune")
 
@@ -184,6 +184,25 @@ class _Builder:
         return fx.GraphModule(self.root, self.fx, class_name=f"rlx_{_ident(self.graph.name)}")
 
 
+def node_module(node: Node, in_types: list[TensorType], out: TensorType | tuple[TensorType, ...],
+                device: torch.device) -> fx.GraphModule:
+    """``node`` alone as the executable emits it (lowering row, decomposition or host kernel), for per-node
+    traces: a module taking the operands in order (a repeated operand twice) and returning the result(s)."""
+    b = _Builder(Graph(f"{node.op}_alone"), {}, device)
+    env: dict[int, fx.Node] = {}
+    types: dict[int, TensorType] = {}
+    holders = [b.fx.placeholder(f"a{k}") for k in range(len(node.inputs))]
+    for k, (i, t) in enumerate(zip(node.inputs, in_types)):  # a repeated operand reads its first placeholder
+        env.setdefault(i, holders[k])
+        types[i] = t
+    first, *rest = out if isinstance(out, tuple) else (out,)
+    node = dataclasses.replace(node, type=first, extra_types=tuple(rest))  # the run's sizes
+    b.place(node, env, types)
+    outs = tuple(env[node.id + r] for r in range(node.num_results))
+    b.fx.output(outs if node.extra_types else outs[0])
+    return fx.GraphModule(b.root, b.fx, class_name=f"rlx_node_{_ident(node.op)}")
+
+
 def _ident(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name) or "graph"
 
@@ -254,11 +273,11 @@ class TorchExecutable(ReportsDispatch):
         return placed
 
     def _feed(self, inputs: Mapping[str, Any] | None, params: Mapping[str, Any] | None) -> tuple[list[torch.Tensor], dict[str, int]]:
+        inputs, params = feed_maps(self.graph, inputs, params)
         with self._lock:
             bound = dict(self._params)
         if params:
             bound.update(self._place(params))
-        inputs = inputs or {}
         binding: dict[str, int] = {}
         if not (self._static and len(bound) == len(self._param_decl) and self._plain(inputs)):
             _, binding = bind_feed(self.graph, inputs, self._shaped(bound))  # the full check, naming every problem

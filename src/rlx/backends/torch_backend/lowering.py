@@ -41,7 +41,7 @@ LEAVES = {"input": "bound by name from exe.run(inputs=...)", "param": "bound onc
 _TORCH_DTYPES = {
     "f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
     "i64": torch.int64, "i32": torch.int32, "i16": torch.int16, "i8": torch.int8, "u8": torch.uint8, "bool": torch.bool,
-    "u32": torch.uint32, "c64": torch.complex64,
+    "u16": torch.uint16, "u32": torch.uint32, "u64": torch.uint64, "c64": torch.complex64,
     "f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2,
 }
 

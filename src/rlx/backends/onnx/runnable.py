@@ -1,0 +1,95 @@
+"""An ONNX model run as shipped, including models whose shapes depend on input values.
+
+:func:`rlx.onnx.import_model` needs every shape-like operand (Reshape's shape, Slice's starts,
+a Reduce's axes, Range's limits ...) at import time; fed by a graph input it raises
+:class:`~rlx.backends.onnx.import_context.NeedsStatic`. :func:`import_runnable` takes such a
+model as it is: the inputs the import asked for become the *value inputs* of a
+:class:`rlx.runtime.specialize.ValueSpecialized` model, so each distinct set of their values is
+imported with them folded in (``static_inputs=``) and compiled once (LRU-cached). Binding some
+values can reveal the next ones (a Reshape whose shape is computed from a Range fed by an
+input): the set grows on the run that needs it. A model that needs no values is imported and
+compiled once, at construction.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from rlx.backends.onnx import loading
+from rlx.backends.onnx.import_context import Importer, NeedsStatic
+from rlx.ir.errors import FeedError
+from rlx.ir.graph import Graph
+from rlx.ir.serialize import DEFAULT_LIMITS, LoadLimits
+from rlx.runtime.compile import compile as compile_graph
+from rlx.runtime.specialize import DEFAULT_MAXSIZE, ValueSpecialized
+
+
+class OnnxRunnable:
+    """``run(inputs) -> list[np.ndarray]`` for an ONNX model, value-specialised where it must be.
+
+    ``value_inputs`` names the inputs whose values shape the graph (empty for a model that
+    imports without them); ``graph`` / ``params`` are the last graph imported.
+    """
+
+    def __init__(self, model: Any, *, backend: str = "numpy", base_dir: str | os.PathLike | None = None,
+                 limits: LoadLimits | None = None, maxsize: int = DEFAULT_MAXSIZE, **options: Any):
+        self.limits = limits or DEFAULT_LIMITS
+        self.proto = loading.read_model(model, base_dir, self.limits)
+        self.backend, self.maxsize, self.options = backend, maxsize, options
+        self.graph: Graph | None = None
+        self.params: dict[str, np.ndarray] = {}
+        self._specialized: ValueSpecialized | None = None
+        self._static = None
+        try:
+            self._static = compile_graph(self._build({}), backend, **options)
+        except NeedsStatic as exc:
+            self._specialize(exc.inputs)
+
+    @property
+    def value_inputs(self) -> tuple[str, ...]:
+        return () if self._specialized is None else self._specialized.value_inputs
+
+    def _build(self, values: Mapping[str, np.ndarray]) -> Graph:
+        graph, params = Importer(self.proto, static_inputs=values, limits=self.limits).run()
+        self.graph, self.params = graph, params
+        return graph
+
+    def _specialize(self, names: frozenset[str]) -> None:
+        declared = {vi.name for vi in self.proto.graph.input}
+        unknown = sorted(set(names) - declared)
+        if unknown:
+            raise NeedsStatic(f"shape-like value(s) from {unknown} (not graph inputs)", frozenset(names))
+        names = sorted(set(self.value_inputs) | set(names))
+        self._specialized = ValueSpecialized(self._build, names, self.backend, self.maxsize, **self.options)
+
+    def run(self, inputs: Mapping[str, Any] | None = None) -> list[np.ndarray]:
+        inputs = dict(inputs or {})
+        if self._static is not None:
+            return self._static.run(inputs, self.params)
+        while True:
+            try:
+                self._specialized.executable(inputs)
+                break
+            except NeedsStatic as exc:
+                new = set(exc.inputs) - set(self.value_inputs)
+                if not new:
+                    raise
+                missing = sorted(n for n in new if n not in inputs)
+                if missing:
+                    raise FeedError(f"missing shape-determining input(s) {missing}") from None
+                self._specialize(frozenset(new))
+        return self._specialized.run(inputs, self.params)
+
+
+def import_runnable(model: Any, *, backend: str = "numpy", base_dir: str | os.PathLike | None = None,
+                    limits: LoadLimits | None = None, **options: Any) -> OnnxRunnable:
+    """An ONNX model (path, bytes or ``onnx.ModelProto``) ready to run as shipped: see :class:`OnnxRunnable`.
+
+    ``backend`` and ``options`` go to :func:`rlx.compile`; ``base_dir`` and ``limits`` as for
+    :func:`rlx.onnx.import_model`.
+    """
+    return OnnxRunnable(model, backend=backend, base_dir=base_dir, limits=limits, **options)

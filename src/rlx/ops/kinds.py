@@ -159,8 +159,8 @@ class Kind:
         return None if rule is None else rule(xp, x, y, v)
 
 
-def _gelu(xp, x):
-    return 0.5 * x * (1.0 + xp.erf(x / math.sqrt(2.0)))
+def _gelu(xp, x):  # in the order onnxruntime fuses into one Gelu kernel (the ONNX exporter evaluates this)
+    return x * (xp.erf(x / math.sqrt(2.0)) + 1.0) * 0.5
 
 
 def _gelu_grad(xp, x, y, v):  # Φ(x) + x·φ(x)

@@ -26,6 +26,7 @@ from rlx.ir.shape import Shape, TensorType
 from rlx.ops import splat_kernel as K
 from rlx.ops.common import require_float
 from rlx.ops.quant import BATCH_DIMS, batch_lead, map_lead, split_lead, with_lead
+from rlx.ops.splat_lower import render_decompose
 
 #: every op of this module (the backends' host / refusal tables name them all)
 SPLAT_OPS = ("gaussian_splat_render", "gaussian_splat_prepare", "gaussian_splat_rasterize", "gaussian_splat_render_backward",
@@ -231,6 +232,7 @@ _SCENE_DOC = ("Operands (flat, float): positions [3N], log-scales [3N], rotation
 defop(
     name="gaussian_splat_render", family="splat", arity=7, operands=SCENE_OPERANDS, attrs=RENDER_ATTRS,
     infer=_render_type, kernel=_mapped(K.render), vjp=_render_vjp, jvp=_render_jvp, batch=batch_lead, flags={"blas", "eager_unsafe"},
+    decompose=render_decompose,
     doc="3-D Gaussian splat forward render (OPS.md §9.5; algorithm in docs/splatting.md) -> RGBA [H·W·4], row-major "
     "pixels. " + _SCENE_DOC + "Each pixel ray evaluates every splat listed in its tile (sorted by depth) at its "
     "closest Mahalanobis approach, α = min(sigmoid(logit)·exp(−ρ²/2), 0.99), and blends front to back until "

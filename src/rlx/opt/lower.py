@@ -202,7 +202,8 @@ class _ControlFlowLowering:
             outs = _call(dst, unrolled, ins)
             self.stats["lowered_while"] += 1
         elif op == "scan":
-            if self.max_unroll is not None and node.attrs["length"] > self.max_unroll:
+            n = node.attrs["length"]
+            if not isinstance(n, int) or (self.max_unroll is not None and n > self.max_unroll):
                 self.stats["kept_scan_too_long"] += 1
                 return None
             from rlx.ops.control_flow import _unrolled_scan
@@ -350,7 +351,7 @@ def _why(g: Graph, op: str, ids: list[int]) -> str:
     if op == "if_":
         return "kept by only_pure: a branch may fail or has effects when run eagerly"
     if op == "scan":
-        return "longer than max_unroll"
+        return "longer than max_unroll, or of symbolic length"
     if op == "dot_general":
         return "its groups are not expressible as one batched matmul (several symbolic dims)"
     if has_op(op) and get_op(op).level == "hir":

@@ -183,17 +183,21 @@ class Importer:
             if node.op == "constant":
                 self.known[node.id] = node.attrs["value"].array
                 continue
-            if node.op in ("input", "param") or not node.inputs:
+            if node.op in ("input", "param", "result") or not node.inputs:  # a result is folded with its producer
                 continue
-            if not all(i in self.known for i in node.inputs) or not node.shape.is_static:
+            types = node.types
+            if not all(i in self.known for i in node.inputs) or not all(t.shape.is_static for t in types):
                 continue
-            nbytes = node.shape.numel * node.dtype.itemsize
-            if node.shape.numel > min(FOLD_LIMIT, self.limits.max_constant_elements) or nbytes > self.budget.constant_bytes:
+            numel = sum(t.shape.numel for t in types)
+            nbytes = sum(t.shape.numel * t.dtype.itemsize for t in types)
+            if numel > min(FOLD_LIMIT, self.limits.max_constant_elements) or nbytes > self.budget.constant_bytes:
                 continue
             try:
-                self.known[node.id] = eval_node(node, [self.known[i] for i in node.inputs], node.type)
+                got = eval_node(node, [self.known[i] for i in node.inputs], types if node.extra_types else node.type)
             except RlxError:
                 continue
+            for r, arr in enumerate(got if node.extra_types else (got,)):
+                self.known[node.id + r] = arr
 
     # ------------------------------------------------------------------ graph
     def run(self) -> tuple[Graph, dict[str, np.ndarray]]:

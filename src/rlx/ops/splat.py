@@ -26,6 +26,7 @@ from rlx.ir.shape import Shape, TensorType
 from rlx.ops import splat_kernel as K
 from rlx.ops.common import require_float
 from rlx.ops.quant import BATCH_DIMS, batch_lead, map_lead, split_lead, with_lead
+from rlx.ops.splat_backward_lower import backward_decompose
 from rlx.ops.splat_lower import render_decompose
 
 #: every op of this module (the backends' host / refusal tables name them all)
@@ -264,7 +265,7 @@ defop(
 defop(
     name="gaussian_splat_render_backward", family="splat", arity=8, operands=(*SCENE_OPERANDS, "d_rgba"),
     attrs=BACKWARD_ATTRS, infer=_backward_type, kernel=_mapped(K.backward), vjp=_SECOND_ORDER, jvp=_SECOND_ORDER,
-    batch=batch_lead, flags={"blas", "eager_unsafe"},
+    batch=batch_lead, flags={"blas", "eager_unsafe"}, decompose=backward_decompose,
     doc="Packed scene gradient of Σ d_rgba·gaussian_splat_render: [positions 3N | log-scales 3N | rotations 4N | "
     "opacity logits N | colours 3N | SH N·max(K,1)·3] (docs/semantics.md#gaussian-splatting), exact through the quaternion normalisation, "
     "the SH view direction and the colour clamp (sorting, binning and early termination held fixed). Training "

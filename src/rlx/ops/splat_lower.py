@@ -21,6 +21,7 @@ Batch dims (static) are unrolled, one body per scene; an empty scene is the back
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -188,16 +189,23 @@ def _empty(g: Any, meta: Any, attrs: dict[str, Any], out_dtype: DType) -> Any:
     return image if image.dtype is out_dtype else g.cast(image, out_dtype)
 
 
-def render_decompose(g: Any, operands: list[Any], attrs: dict[str, Any]) -> Any:
-    """The decompose hook of ``gaussian_splat_render``: :func:`render_body` per batch element (static batch dims)."""
-    vals = [g.value(o) for o in operands]
+def map_scenes(g: Any, vals: list[Any], attrs: dict[str, Any], one: Callable[[list[Any], dict[str, Any]], Any]) -> Any:
+    """``one(scene values, attrs)`` per batch element, unrolled over the static batch dims and stacked."""
     nb = attrs["batch_dims"]
-    one = {**attrs, "batch_dims": 0}
+    single = {**attrs, "batch_dims": 0}
     if nb == 0:
-        return render_body(g, vals, one) if vals[3].shape[0] else _empty(g, vals[6], one, vals[0].dtype)
+        return one(vals, single)
     lead = tuple(vals[0].shape[:nb])
     count = math.prod(lead)
     flat = [g.reshape(v, (count, v.shape[nb])) for v in vals]
-    images = [g.reshape(render_decompose(g, [g.reshape(g.narrow(f, axis=0, start=b, length=1), (f.shape[1],)) for f in flat],
-                                         one), (1, -1)) for b in range(count)]
-    return g.reshape(images[0] if count == 1 else g.concat(images, axis=0), (*lead, -1))
+    parts = [g.reshape(one([g.reshape(g.narrow(f, axis=0, start=b, length=1), (f.shape[1],)) for f in flat], single), (1, -1))
+             for b in range(count)]
+    return g.reshape(parts[0] if count == 1 else g.concat(parts, axis=0), (*lead, -1))
+
+
+def render_decompose(g: Any, operands: list[Any], attrs: dict[str, Any]) -> Any:
+    """The decompose hook of ``gaussian_splat_render``: :func:`render_body` per batch element (static batch dims)."""
+    def one(vals: list[Any], attrs1: dict[str, Any]) -> Any:
+        return render_body(g, vals, attrs1) if vals[3].shape[0] else _empty(g, vals[6], attrs1, vals[0].dtype)
+
+    return map_scenes(g, [g.value(o) for o in operands], attrs, one)

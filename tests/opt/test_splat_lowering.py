@@ -30,11 +30,16 @@ def _lowered(feed: dict[str, np.ndarray], attrs: dict, batch: int = 0) -> tuple[
     g = rlx.Graph("splat")
     vals = [g.input(k, feed[k].shape, rlx.DType.of(feed[k].dtype)) for k in SCENE]
     g.set_outputs([g.gaussian_splat_render(*vals, **attrs, batch_dims=batch)])
-    res = rewrite_for_backend(g, PRIMITIVES, strict=True)
+    return g, lower_checked(g, PRIMITIVES)
+
+
+def lower_checked(g: rlx.Graph, claims: set[str]) -> rlx.Graph:
+    """``g`` rewritten for the claim set ``claims``, verified, legal and made of claimed ops only."""
+    res = rewrite_for_backend(g, claims, strict=True)
     rlx.verify(res.graph)
-    assert legalize_for_backend(res.graph, PRIMITIVES) == []
-    assert {n.op for n in res.graph.nodes} <= PRIMITIVES
-    return g, res.graph
+    assert legalize_for_backend(res.graph, claims) == []
+    assert {n.op for n in res.graph.nodes} <= claims
+    return res.graph
 
 
 CASES = [

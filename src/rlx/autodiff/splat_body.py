@@ -13,10 +13,10 @@ from typing import Any
 
 from rlx.autodiff.reverse import SEED, grad
 from rlx.ir.graph import Graph, Value
-from rlx.opt.graph_edit import inline_into
 from rlx.ops.splat import SCENE_OPERANDS
 from rlx.ops.splat_backward_lower import RENDER_VJP
 from rlx.ops.splat_lower import render_body
+from rlx.opt.graph_edit import inline_into
 
 
 def render_vjp(g: Graph, scene: list[Value], d_rgba: Value, attrs: dict[str, Any]) -> list[Value | None]:

@@ -59,11 +59,11 @@ def backward_body(g: Any, operands: list[Any], attrs: dict[str, Any]) -> Any:
         seed = g.minimum(g.maximum(seed, g.scalar(-clip, dt)), g.scalar(clip, dt))
     grads = RENDER_VJP["render"](g, scene, seed if seed.dtype is out_dtype else g.cast(seed, out_dtype), attrs)
     parts = []
-    for i, (v, per) in enumerate(zip(scene[:6], (3, 3, 4, 1, 3, 3 * max(k, 1)))):
-        gr = grads[i]
-        gr = g.constant(np.zeros(per * n, dt.numpy)) if gr is None or (i == 5 and not k) else g.reshape(
-            gr if gr.dtype is dt else g.cast(gr, dt), (per * n,))
-        parts.append(gr)
+    for gr, per in zip(grads, (3, 3, 4, 1, 3, 3 * max(k, 1))):  # with no SH, an N·3 slot of zeros
+        if gr is None:
+            parts.append(g.constant(np.zeros(per * n, dt.numpy)))
+        else:
+            parts.append(g.reshape(gr if gr.dtype is dt else g.cast(gr, dt), (per * n,)))
     limit = attrs["max_anisotropy"]
     if limit > 0:
         log_s = g.reshape(scene[1] if scene[1].dtype is dt else g.cast(scene[1], dt), (n, 3))

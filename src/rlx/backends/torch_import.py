@@ -404,6 +404,10 @@ _UNARY = {name: kind for kind, row in ACTIVATION_KINDS.items() for name in row.t
 
 def _unary(kind: str) -> Converter:
     def convert(cx, node, x):
+        if x.dtype.is_complex and "complex" not in ACTIVATION_KINDS[kind].domain:
+            if kind == "abs":  # torch.abs of a complex tensor is its modulus (f32), not |Re z|
+                return cx.g.sqrt(cx.g.complex_norm_sq(x))
+            raise cx.fail(f"{kind} of a complex tensor is not supported")
         return cx.g.activation(cx.cast(x, cx.out_dtype()), kind=kind)
 
     return convert

@@ -21,11 +21,11 @@ the reason, every op the backend does not lower (the HIR blocks, which never rea
 backend); a test walks the registry and fails for an op in none of these tables
 (:func:`coverage`).
 
-Differences from the reference that cannot be expressed in a compiled XLA program (no
-host round trip) are documented here rather than hidden: an out-of-range ``gather`` index
-or cross-entropy label gives NaN (floats) / the dtype's fill value instead of raising
-``RlxError``, and a ``narrow`` past a symbolic axis's end is caught when the program is traced
-(shapes are static under ``jax.jit``).
+Out-of-range indices (gather, gather_elements, scatter_elements, gather_backward, cross-entropy
+labels) raise the reference's ``RlxError`` through a host check (:mod:`.index_checks`).
+Differences from the reference that cannot be expressed in a compiled XLA program are
+documented here rather than hidden: a ``narrow`` past a symbolic axis's end is caught when the
+program is traced (shapes are static under ``jax.jit``).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from rlx.backends.jax.index_checks import checked_index
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
@@ -366,7 +367,8 @@ def _expand(args, attrs, out):
 @lowering("gather")
 def _gather(args, attrs, out):
     table, idx = args
-    return jnp.take(table, idx, axis=attrs["axis"] % table.ndim, mode="fill")
+    axis = attrs["axis"] % table.ndim
+    return jnp.take(table, checked_index(idx, table.shape[axis], "gather", axis=axis), axis=axis, mode="fill")
 
 
 # ------------------------------------------------------------------------ normalization
@@ -688,7 +690,8 @@ def _softmax_rows(logits):
 def _softmax_cross_entropy(args, attrs, out):
     (logits,) = _cast_all(args[:1], out)
     lse, _ = _softmax_rows(logits)
-    picked = jnp.take_along_axis(logits, args[1][:, None].astype(jnp.int32), axis=1, mode="fill")[:, 0]
+    labels = checked_index(args[1], logits.shape[1], "softmax_cross_entropy labels", axis=1, wrap=False)
+    picked = jnp.take_along_axis(logits, labels[:, None].astype(jnp.int32), axis=1, mode="fill")[:, 0]
     return lse - picked
 
 
@@ -696,7 +699,8 @@ def _softmax_cross_entropy(args, attrs, out):
 def _softmax_cross_entropy_backward(args, attrs, out):
     logits, d_loss = _cast_all([args[0], args[2]], out)
     _, p = _softmax_rows(logits)
-    onehot = jax.nn.one_hot(args[1], logits.shape[1], dtype=p.dtype)
+    labels = checked_index(args[1], logits.shape[1], "softmax_cross_entropy_backward labels", axis=1, wrap=False)
+    onehot = jax.nn.one_hot(labels, logits.shape[1], dtype=p.dtype)
     return (p - onehot) * d_loss[:, None]
 
 
@@ -815,6 +819,7 @@ def _gather_backward(args, attrs, out):
     table = tuple(out.shape)
     axis = attrs["axis"] % len(table)
     dt = jnp.zeros(table, jnp_dtype(out.dtype) if not out.dtype.is_low_precision_float else jnp.float32)
+    idx = checked_index(idx, table[axis], "gather_backward", axis=axis)
     return dt.at[(slice(None),) * axis + (idx,)].add(dy.astype(dt.dtype))
 
 
@@ -878,23 +883,20 @@ def _cumulative(args, attrs, out):
     return jnp.flip(r, axis) if attrs["reverse"] else r
 
 
-def _wrap(idx, n: int):
-    return jnp.where(idx < 0, idx + n, idx)
-
-
 @lowering("gather_elements")
 def _gather_elements(args, attrs, out):
     data, idx = args
     axis = attrs["axis"] % data.ndim
     sub = tuple(slice(0, s) if i != axis else slice(None) for i, s in enumerate(idx.shape))
-    return jnp.take_along_axis(data[sub], _wrap(idx, data.shape[axis]), axis=axis, mode="fill")
+    return jnp.take_along_axis(data[sub], checked_index(idx, data.shape[axis], "gather_elements", axis=axis), axis=axis,
+                               mode="fill")
 
 
 @lowering("scatter_elements")
 def _scatter_elements(args, attrs, out):
     data, idx, upd = args
     axis = attrs["axis"] % data.ndim
-    idx = _wrap(idx, data.shape[axis])
+    idx = checked_index(idx, data.shape[axis], "scatter_elements", axis=axis)
     where = tuple(idx if i == axis else lax.broadcasted_iota(idx.dtype, idx.shape, i) for i in range(data.ndim))
     red = attrs["reduction"]
     if red == "none":  # duplicates: the last update in C order wins, as NumPy assignment (XLA's order is unspecified)

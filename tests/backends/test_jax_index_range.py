@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("jax")
 
-import rlx  # noqa: E402
+import rlx
 
 F = np.float32
 
@@ -62,7 +62,7 @@ CASES = list(_cases())
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_out_of_range_indices_raise_like_the_reference(case):
-    name, g, feed, key, good, bad, wrong = case
+    _name, g, feed, key, good, bad, wrong = case
     exe = rlx.compile(g, backend="jax")
     want = rlx.run(g, {**feed, key: good})[0]
     np.testing.assert_allclose(exe.run({**feed, key: good})[0], want, rtol=1e-6)

@@ -388,8 +388,10 @@ _conv("aten.sub.Tensor", "aten.sub.Scalar")(_arith("sub"))
 _conv("aten.rsub.Scalar", "aten.rsub.Tensor")(_arith("sub", swap=True))
 _conv("aten.mul.Tensor", "aten.mul.Scalar")(_arith("mul"))
 _conv("aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.true_divide.Tensor")(_arith("div"))
-_conv("aten.maximum.default", "aten.fmax.default")(_arith("max"))
-_conv("aten.minimum.default", "aten.fmin.default")(_arith("min"))
+_conv("aten.maximum.default")(_arith("max"))  # NaN propagates
+_conv("aten.minimum.default")(_arith("min"))
+_conv("aten.fmax.default")(_arith("fmax"))  # NaN ignored
+_conv("aten.fmin.default")(_arith("fmin"))
 _conv("aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", "aten.pow.Scalar")(_arith("pow"))
 
 

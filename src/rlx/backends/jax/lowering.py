@@ -229,9 +229,13 @@ def _binary(args, attrs, out):
         return jnp.logical_and(a, b) if is_bool else a * b
     if op == "div":
         return _int_div(a, b) if is_int else a / b
-    if op == "max":
+    if op in ("max", "min"):  # lax.max / lax.min propagate NaN, as np.maximum
+        if is_bool:
+            return jnp.logical_or(a, b) if op == "max" else jnp.logical_and(a, b)
+        return jnp.maximum(a, b) if op == "max" else jnp.minimum(a, b)
+    if op == "fmax":
         return _fmax(a, b)
-    if op == "min":
+    if op == "fmin":
         return _fmin(a, b)
     return _int_pow(a, b) if is_int else jnp.power(a, b)
 
@@ -283,15 +287,17 @@ def _dot_general(args, attrs, out):
 
 
 # ---------------------------------------------------------------------------- reduction
-def fmax_reduce(x, axes: tuple[int, ...], keep: bool, op: str) -> Any:
-    """NaN-ignoring max / min over ``axes`` (np.fmax.reduce); empty reductions give the identity."""
+def minmax_reduce(x, axes: tuple[int, ...], keep: bool, op: str) -> Any:
+    """max / min (NaN-propagating, np.max) or fmax / fmin (NaN-ignoring, np.fmax.reduce) over ``axes``;
+    empty reductions give the identity."""
     if any(x.shape[a] == 0 for a in axes):
         shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if keep else [d for i, d in enumerate(x.shape) if i not in axes]
         return jnp.full(shape, reduce_identity(op, x.dtype), dtype=x.dtype)
+    high = op in ("max", "fmax")
     if x.dtype == jnp.bool_:
-        return (jnp.any if op == "max" else jnp.all)(x, axis=axes, keepdims=keep)
-    reduce = jnp.max if op == "max" else jnp.min
-    if not _is_float(x):
+        return (jnp.any if high else jnp.all)(x, axis=axes, keepdims=keep)
+    reduce = jnp.max if high else jnp.min
+    if not _is_float(x) or op in ("max", "min"):
         return reduce(x, axis=axes, keepdims=keep)
     nan = jnp.isnan(x)
     clean = jnp.where(nan, jnp.asarray(reduce_identity(op, x.dtype), x.dtype), x)
@@ -311,7 +317,7 @@ def _reduce(args, attrs, out):
         return jnp.prod(x, axis=axes, keepdims=keep, dtype=x.dtype)
     if op == "mean":
         return jnp.mean(x, axis=axes, keepdims=keep)
-    return fmax_reduce(x, axes, keep, op)
+    return minmax_reduce(x, axes, keep, op)
 
 
 def softmax(x, axis: int) -> Any:
@@ -588,10 +594,10 @@ def _pool2d(args, attrs, out):
     x, kind = args[0], attrs["kind"]
     k, p = _pair(attrs["kernel_size"]), _pair(attrs["padding"])
     s = _pair(attrs["stride"]) if attrs["stride"] is not None else k
-    if kind in ("max", "min"):
+    if kind in ("max", "min", "fmax", "fmin"):
         ident = reduce_identity(kind, x.dtype)
-        fn = lax.max if kind == "max" else lax.min
-        if not _is_float(x):
+        fn = lax.max if kind in ("max", "fmax") else lax.min
+        if not _is_float(x) or kind in ("max", "min"):  # lax.max propagates NaN (torch's max_pool2d)
             return _window(x, ident, fn, k, s, p)
         nan = jnp.isnan(x)
         r = _window(jnp.where(nan, jnp.asarray(ident, x.dtype), x), ident, fn, k, s, p)
@@ -648,7 +654,10 @@ def _max_pool2d_backward(args, attrs, out):
     best = jnp.max(jnp.where(ok, vals, neg_inf), axis=0)
     winner = ok & (vals == best)
     first = jnp.argmax(winner, axis=0)
-    gated = jnp.where(jnp.any(winner, axis=0), dy, jnp.zeros((), dy.dtype))
+    nan_tap = ok & jnp.isnan(vals)  # a window with a NaN: its last NaN tap takes dy (as the reference)
+    has_nan = jnp.any(nan_tap, axis=0)
+    first = jnp.where(has_nan, len(taps) - 1 - jnp.argmax(nan_tap[::-1], axis=0), first)
+    gated = jnp.where(jnp.any(winner, axis=0) | has_nan, dy, jnp.zeros((), dy.dtype))
     dxp = jnp.zeros(xp.shape, dy.dtype)
     for t, (hs, ws) in enumerate(taps):
         dxp = dxp.at[:, :, hs, ws].add(jnp.where(first == t, gated, jnp.zeros((), dy.dtype)))

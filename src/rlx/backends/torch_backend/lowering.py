@@ -158,9 +158,13 @@ def _binary(args, attrs, out):
     if op in ("max", "min"):
         if is_bool:
             return torch.logical_or(a, b) if op == "max" else torch.logical_and(a, b)
+        return torch.maximum(a, b) if op == "max" else torch.minimum(a, b)  # NaN propagates
+    if op in ("fmax", "fmin"):
+        if is_bool:
+            return torch.logical_or(a, b) if op == "fmax" else torch.logical_and(a, b)
         if a.dtype.is_floating_point:
-            return torch.fmax(a, b) if op == "max" else torch.fmin(a, b)
-        return torch.maximum(a, b) if op == "max" else torch.minimum(a, b)
+            return torch.fmax(a, b) if op == "fmax" else torch.fmin(a, b)
+        return torch.maximum(a, b) if op == "fmax" else torch.minimum(a, b)
     return _int_pow(a, b) if _is_int(a) else torch.pow(a, b)
 
 
@@ -236,15 +240,17 @@ def _fused_matmul_bias_act(args, attrs, out):
 
 
 # ---------------------------------------------------------------------------- reduction
-def _fmax_reduce(x, axes: tuple[int, ...], keep: bool, op: str):
-    """NaN-ignoring max / min over ``axes`` (np.fmax.reduce); empty reductions give the identity."""
+def _minmax_reduce(x, axes: tuple[int, ...], keep: bool, op: str):
+    """max / min (NaN-propagating, torch.amax) or fmax / fmin (NaN-ignoring, np.fmax.reduce) over ``axes``;
+    empty reductions give the identity."""
     if any(x.shape[a] == 0 for a in axes):
         shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if keep else [d for i, d in enumerate(x.shape) if i not in axes]
         return torch.full(shape, reduce_identity(op, _numpy_dtype(x)), dtype=x.dtype, device=x.device)
+    high = op in ("max", "fmax")
     if x.dtype == torch.bool:
-        return (torch.any if op == "max" else torch.all)(x, dim=axes, keepdim=keep)
-    reduce = torch.amax if op == "max" else torch.amin
-    if not _is_float(x):
+        return (torch.any if high else torch.all)(x, dim=axes, keepdim=keep)
+    reduce = torch.amax if high else torch.amin
+    if not _is_float(x) or op in ("max", "min"):
         return reduce(x, dim=axes, keepdim=keep)
     nan = torch.isnan(x)
     clean = torch.where(nan, torch.full((), reduce_identity(op, _numpy_dtype(x)), dtype=x.dtype, device=x.device), x)
@@ -271,7 +277,7 @@ def _reduce(args, attrs, out):
         return r
     if op == "mean":
         return torch.mean(x, dim=axes, keepdim=keep)
-    return _fmax_reduce(x, axes, keep, op)
+    return _minmax_reduce(x, axes, keep, op)
 
 
 def softmax(x, axis: int):
@@ -474,15 +480,17 @@ def _pool2d(args, attrs, out):
     x, kind = args[0], attrs["kind"]
     k, p = _pair(attrs["kernel_size"]), _pair(attrs["padding"])
     s = _pair(attrs["stride"]) if attrs["stride"] is not None else k
-    if kind in ("max", "min"):
+    if kind in ("max", "min", "fmax", "fmin"):
         ident = reduce_identity(kind, _numpy_dtype(x))
+        high = kind in ("max", "fmax")
         if x.dtype == torch.bool:
-            return (torch.any if kind == "max" else torch.all)(_windows(x, k, s, p, bool(ident)), dim=-1)
+            return (torch.any if high else torch.all)(_windows(x, k, s, p, bool(ident)), dim=-1)
         if not _is_float(x):
-            return (torch.amax if kind == "max" else torch.amin)(_windows(x, k, s, p, int(ident)), dim=-1)
-        if kind == "max" and all(2 * p[i] <= k[i] for i in range(2)) and not bool(torch.isnan(x).any()):
-            return F.max_pool2d(x, k, s, p)  # the fused kernel; windows with NaN follow the reference (fmax) below
-        return _fmax_reduce(_windows(x, k, s, p, math.nan), (4,), False, kind)
+            return (torch.amax if high else torch.amin)(_windows(x, k, s, p, int(ident)), dim=-1)
+        if kind == "max" and all(2 * p[i] <= k[i] for i in range(2)):
+            return F.max_pool2d(x, k, s, p)  # the fused kernel (NaN propagates, as the reference's max)
+        fill = math.nan if kind in ("fmax", "fmin") else float(ident)  # fmax skips NaN padding
+        return _minmax_reduce(_windows(x, k, s, p, fill), (4,), False, kind)
     if kind == "prod":
         return torch.prod(_windows(x, k, s, p, 1), dim=-1)
     total = torch.sum(_windows(x, k, s, p, 0), dim=-1)

@@ -43,6 +43,24 @@ def test_exported_dynamic_dims_run_at_many_sizes(backend):
             np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-5)
 
 
+def test_dim_names_and_ranges_are_kept():
+    torch.manual_seed(0)
+    model = Mixer().eval()
+    batch, seq = torch.export.Dim("batch", max=8), torch.export.Dim("seq", min=3, max=64)
+    g, params = rlx_torch.import_module(model, (torch.randn(2, 5, 8),), dynamic_shapes={"x": {0: batch, 1: seq}})
+    assert g.symbol_ranges == {"batch": (1, 8), "seq": (3, 64)}  # torch's default lower bound 0 is rlx's 1
+    assert "symbol seq in [3, 64]" in str(g)
+    x = torch.randn(8, 3, 8)  # both at their bounds
+    with torch.no_grad():
+        want = [t.numpy() for t in model(x)]
+    for a, w in zip(rlx.run(g, {"x": x.numpy()}, params), want):
+        np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-5)
+    for shape, match in [((9, 5, 8), r"'batch' = 9 is outside its range \[1, 8\]"),
+                         ((2, 2, 8), r"'seq' = 2 is outside its range \[3, 64\]")]:
+        with pytest.raises(rlx.FeedError, match=match):
+            rlx.run(g, {"x": np.zeros(shape, np.float32)}, params)
+
+
 @pytest.mark.slow
 def test_llama_with_dynamic_batch_and_seq_runs_from_one_import():
     """Done-when item of issue 17: a random-init tiny transformers Llama exported with dynamic

@@ -1,4 +1,4 @@
-"""Reverse mode: ``grad_with_loss`` and ``grad`` (PIPELINE.md §5.2, with §8 rows 3 and 16 fixed).
+"""Reverse mode: ``grad_with_loss`` and ``grad`` (docs/pipeline.md#autodiff; upstream bugs fixed: #upstream-bugs-fixed).
 
 The backward graph is built in three parts: a copy of the prepared forward (same node ids
 as the prepared graph), one input ``d_output`` (the seed, the loss's shape and dtype), and
@@ -122,7 +122,7 @@ def apply_rule(kind: str, ctx: Any, fwd: Graph, node: Node, arg: Any) -> Any:
 
 
 def _copy_forward(fwd: Graph, name: str) -> Graph:
-    out = Graph(name)
+    out = Graph(name, ranges=fwd.symbol_ranges)
     for node in fwd.nodes:
         out._push(node)  # nodes are immutable; same ids as the prepared forward
     return out

@@ -1,4 +1,4 @@
-"""``vmap``: batch a graph over a new axis of some of its inputs (PIPELINE.md §5.5, generalised).
+"""``vmap``: batch a graph over a new axis of some of its inputs (docs/pipeline.md#autodiff, generalised).
 
 ``in_axes`` maps input / param names to the position of the batch axis in the batched
 graph's input (any axis, negative allowed; ``None`` = not batched). Internally the batch
@@ -67,7 +67,7 @@ def vmap(
     if len(oaxes) != n_out:
         raise AutodiffError(f"vmap: out_axes has {len(oaxes)} entries for {n_out} outputs")
 
-    out = Graph(name or f"{fwd.name}_vmap")
+    out = Graph(name or f"{fwd.name}_vmap", ranges=fwd.symbol_ranges)
     new: dict[int, int] = {}
     batched: dict[int, bool] = {}
     first_batched: list[Value] = []

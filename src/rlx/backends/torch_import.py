@@ -25,7 +25,8 @@ Graph signature:
   and ``rlx inspect`` prints it.
 
 Symbolic dims: a ``torch.export.Dim("batch")`` in ``dynamic_shapes`` becomes the rlx symbol
-``"batch"``; other symbols keep torch's name (``"s0"``). A dim that is an expression of
+``"batch"``, with the range torch records for it (``Dim("batch", min=2, max=64)`` -> the graph's
+``symbol batch in [2, 64]``); other symbols keep torch's name (``"s0"``). A dim that is an expression of
 symbols (``2*batch``, ``(seq + 1)//2``) becomes the same rlx dim expression; operations rlx
 dims lack raise :class:`TorchImportError` naming the node. Creation ops (``arange``, ``full``, ``zeros`` …) must have static sizes.
 
@@ -830,12 +831,11 @@ def _argmax(cx, node, x, dim=None, keepdim=False):
 
 @_conv("aten.topk.default")
 def _topk(cx, node, x, k, dim=-1, largest=True, sorted=True):
-    """(values, indices) as two top_k nodes with the same attributes. rlx always sorts (ties: lower index
-    first), which is one valid order for sorted=False."""
+    """(values, indices) as one two-result top_k node. rlx always sorts (ties: lower index first),
+    which is one valid order for sorted=False."""
     if len(x.shape) == 0:
         raise cx.fail("topk of a 0-d tensor is not supported")
-    attrs = {"k": cx.static(k, "topk k"), "axis": _axis(dim, len(x.shape)), "largest": bool(largest)}
-    return (cx.g.top_k(x, output="values", **attrs), cx.g.top_k(x, output="indices", **attrs))
+    return cx.g.top_k(x, k=cx.static(k, "topk k"), axis=_axis(dim, len(x.shape)), largest=bool(largest), output="both")
 
 
 _SCATTER_REDUCE = {"sum": "add", "add": "add", "prod": "mul", "multiply": "mul", "amax": "max", "amin": "min"}
@@ -1294,7 +1294,7 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
     specs = {s.arg.name: s for s in ep.graph_signature.input_specs}
     state = dict(ep.state_dict)
     constants = dict(getattr(ep, "constants", {}) or {})
-    g = Graph(name)
+    g = Graph(name, ranges=_symbol_ranges(ep, symbols or {}))
     cx = _Ctx(g, symbols or {})
     params: dict[str, np.ndarray] = {}
     modules: dict[int, str] = {}  # rlx node id -> module path of the FX node it came from
@@ -1333,6 +1333,20 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
     return _named(g, modules, _output_names(ep)), params
 
 
+def _symbol_ranges(ep: Any, names: Mapping[str, str]) -> dict[str, tuple[int, int | None]]:
+    """rlx name -> (lo, hi) of each symbol torch bounds (``Dim("batch", min=2, max=64)``): torch's
+    lower bound 0 (its default) is rlx's default 1, and an unbounded top (``int_oo``) stays unbounded."""
+    out: dict[str, tuple[int, int | None]] = {}
+    for sym, vr in (getattr(ep, "range_constraints", None) or {}).items():
+        if not getattr(sym, "is_Symbol", False):
+            continue
+        lo = max(int(vr.lower), 1) if getattr(vr.lower, "is_Integer", False) else 1
+        hi = int(vr.upper) if getattr(vr.upper, "is_Integer", False) else None
+        if lo > 1 or hi is not None:
+            out[names.get(str(sym), str(sym))] = (lo, hi)
+    return out
+
+
 def _module_path(node: Any) -> str | None:
     """The innermost module of an FX node's ``nn_module_stack`` (``"model.layers.0.self_attn"``)."""
     stack = node.meta.get("nn_module_stack") or {}
@@ -1366,10 +1380,10 @@ def _named(g: Graph, modules: Mapping[int, str], out_names: Sequence[str | None]
         for oid, name in zip(g.output_ids, out_names):
             if name and g.output_ids.count(oid) == 1 and g.node(oid).op not in ("input", "param"):
                 names[oid] = name
-    out = Graph(g.name)
+    out = Graph(g.name, ranges=g.symbol_ranges)
     for node in g.nodes:
         prov = Provenance(label=modules[node.id]) if node.id in modules else node.prov
-        out.append(node.op, node.inputs, node.attrs, name=names.get(node.id, node.name), prov=prov, type=node.type, check=False)
+        out.append(node.op, node.inputs, node.attrs, name=names.get(node.id, node.name), prov=prov, type=node.types, check=False)
     out.set_outputs(g.output_ids)
     return out
 

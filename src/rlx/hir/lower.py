@@ -1,4 +1,4 @@
-"""Lowering HIR → MIR (PIPELINE.md §2.3).
+"""Lowering HIR → MIR (docs/pipeline.md#hir-lowering).
 
 HIR nodes are lowered in order; each maps to one MIR "root" value. A HIR block op calls
 its ``lower`` hook, which appends MIR ops; a MIR op in the HIR graph (the ``mir`` escape
@@ -62,7 +62,7 @@ def lower_to_mir(hir: Graph, policy: Any = None) -> Graph:
         _check_arity(node)
     verify(hir)
 
-    work = Graph(hir.name, GraphStage.MIR)
+    work = Graph(hir.name, GraphStage.MIR, hir.symbol_ranges)
     origin: list[tuple[int, str | None]] = []
     root: dict[int, int] = {}
     for node in hir.nodes:
@@ -86,7 +86,7 @@ def lower_to_mir(hir: Graph, policy: Any = None) -> Graph:
         root[node.id] = out.id
         origin.extend([(node.id, label)] * (len(work) - start))
 
-    mir = Graph(hir.name, GraphStage.MIR)
+    mir = Graph(hir.name, GraphStage.MIR, hir.symbol_ranges)
     for wnode, (hir_id, label) in zip(work.nodes, origin):
         name = wnode.name if wnode.name is not None else label
         mir.append(wnode.op, wnode.inputs, wnode.attrs, name=name, prov=Provenance(hir_id, label), type=wnode.types, check=False)

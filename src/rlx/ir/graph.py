@@ -16,11 +16,12 @@ op registry on first use.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +30,12 @@ from rlx.ir.dtype import DType
 from rlx.ir.errors import AttributeSchemaError, InternalError, RlxError, ShapeError
 from rlx.ir.opdef import OpDef, builder_method, get_op
 from rlx.ir.shape import Shape, TensorType
+from rlx.ir.symbolic import Range, check_range, ranges_in_effect
+
+if TYPE_CHECKING:  # the registry's builder methods, for IDEs and type checkers (rlx.ir.builder_stubs)
+    from rlx.ir._builders import GraphBuilders
+else:
+    GraphBuilders = object
 
 
 class GraphStage(enum.Enum):
@@ -217,18 +224,34 @@ def _scalar_dtype(value: Any, like: DType | None) -> DType:
     raise RlxError(f"cannot use {type(value).__name__} {value!r} as a graph operand")
 
 
-class Graph:
+class Graph(GraphBuilders):
     """An append-only tensor DAG. Builder methods come from the op registry.
 
     >>> g = Graph("mlp"); x = g.input("x", (2, 3)); y = g.gelu(x); g.set_outputs([y])
     """
 
-    def __init__(self, name: str = "graph", stage: GraphStage | str = GraphStage.MIR):
+    def __init__(self, name: str = "graph", stage: GraphStage | str = GraphStage.MIR,
+                 ranges: Mapping[str, Any] | None = None):
         self.name = name
         self.stage = GraphStage(stage) if not isinstance(stage, GraphStage) else stage
         self._nodes: list[Node] = []
         self._outputs: list[int] = []
         self._leaves: dict[str, int] = {}
+        self._ranges: dict[str, Range] = {}
+        for sym, bounds in (ranges or {}).items():
+            self.set_range(sym, *bounds)
+
+    # ----------------------------------------------------------------- symbols
+    @property
+    def symbol_ranges(self) -> Mapping[str, Range]:
+        """Symbol -> (lo, hi) narrowed from the default (every symbol is a size >= 1); the
+        graph's shape rules decide comparisons with them and runs check fed sizes against them."""
+        return MappingProxyType(self._ranges)
+
+    def set_range(self, name: str, lo: int = 1, hi: int | None = None) -> None:
+        """Declare symbol ``name`` to take sizes in ``[lo, hi]`` (``hi`` None: unbounded), before
+        the nodes whose shape rules rely on it (passes copy the ranges into the graphs they build)."""
+        self._ranges[name] = check_range(name, lo, hi)
 
     # ----------------------------------------------------------------- access
     @property
@@ -293,6 +316,7 @@ class Graph:
             and self.stage == other.stage
             and self._outputs == other._outputs
             and self._nodes == other._nodes
+            and self._ranges == other._ranges
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -319,6 +343,14 @@ class Graph:
         arr = np.asarray(value) if dtype is None else np.asarray(value).astype(DType.of(dtype).numpy)
         DType.of(arr.dtype)  # reject dtypes rlx cannot represent
         return self.append("constant", (), {"value": FrozenArray(arr)}, name=name)
+
+    def rename(self, ref: Ref, name: str | None) -> None:
+        """Set a node's display name (frontends keep their source's value names); leaves keep theirs."""
+        nid = self._id(ref)
+        node = self.node(nid)
+        if node.op in ("input", "param"):
+            raise RlxError(f"graph {self.name!r}: node %{nid} is an {node.op}; its name is its binding name {node.name!r}")
+        self._nodes[nid] = dataclasses.replace(node, name=name)
 
     def set_outputs(self, outputs: Iterable[Ref]) -> None:
         ids = [self._id(o) for o in outputs]
@@ -373,7 +405,11 @@ class Graph:
         for i in ids:
             if not 0 <= i < count:
                 raise RlxError(f"{where}: operand %{i} does not exist in graph {self.name!r}")
-        inferred = infer_type(opdef, [nodes[i].type for i in ids], checked, where)
+        if self._ranges:
+            with ranges_in_effect(self._ranges):
+                inferred = infer_type(opdef, [nodes[i].type for i in ids], checked, where)
+        else:
+            inferred = infer_type(opdef, [nodes[i].type for i in ids], checked, where)
         if inferred.__class__ is tuple:
             if declared is not None and tuple(declared) != inferred:  # type: ignore[arg-type]
                 raise ShapeError(f"{where}: declared types {declared} but the op rule gives {inferred}")
@@ -447,7 +483,8 @@ class Graph:
         if opdef.canonicalize is not None:
             in_types = [self._nodes[i].type for i in ids]
             checked = opdef.check_attrs(given, where)
-            given = _guarded(where, in_types, lambda: opdef.canonicalize(in_types, checked))  # type: ignore[misc]
+            with ranges_in_effect(self._ranges):
+                given = _guarded(where, in_types, lambda: opdef.canonicalize(in_types, checked))  # type: ignore[misc]
         return self._append_checked(opdef, ids, given, name, None)
 
     def _operand(self, ref: Any, like: DType | None, where: str) -> int:

@@ -67,7 +67,7 @@ from rlx.ir.errors import FormatError, RlxError, UnknownOpError, VerifyError
 from rlx.ir.graph import RESULT, Graph, GraphStage, Node, Provenance
 from rlx.ir.opdef import OpDef, get_op
 from rlx.ir.shape import Shape, TensorType
-from rlx.ir.symbolic import MAX_TEXT, decode_dim, encode_shape
+from rlx.ir.symbolic import MAX_TEXT, decode_dim, decode_ranges, encode_ranges, encode_shape
 from rlx.ir.verify import verify as _verify_graph
 
 __all__ = [
@@ -268,7 +268,10 @@ class Encoder:
             if n.prov is not None:
                 d["prov"] = {"hir": n.prov.hir, "label": n.prov.label, "passes": list(n.prov.passes)}
             nodes.append(d)
-        return {"name": g.name, "stage": g.stage.value, "nodes": nodes, "outputs": list(g.output_ids)}
+        out = {"name": g.name, "stage": g.stage.value, "nodes": nodes, "outputs": list(g.output_ids)}
+        if g.symbol_ranges:  # absent when no symbol is narrowed: such documents read as before
+            out["symbols"] = encode_ranges(g.symbol_ranges)
+        return out
 
     def _attr(self, v: Any, kind: str | None, where: str) -> Any:
         if v is None:
@@ -459,7 +462,7 @@ class Decoder:
     def graph(self, doc: Any, path: str = "", verify: bool = True) -> Graph:
         """Decode a graph object; ``verify`` runs :func:`rlx.verify` (nested graphs included)."""
         lim = self.limits
-        self.keys(doc, path, _GRAPH_KEYS)
+        self.keys(doc, path, _GRAPH_KEYS, ("symbols",))
         if self.depth >= lim.max_depth:
             raise self.error(path, f"graphs nested deeper than max_depth={lim.max_depth}")
         name = self.str(doc, "name", path)
@@ -470,7 +473,11 @@ class Decoder:
         self.node_count += len(nodes)
         if self.node_count > lim.max_nodes:
             raise self.error(_join(path, "nodes"), f"{self.node_count} nodes exceed max_nodes={lim.max_nodes}")
-        g = Graph(name, GraphStage(stage))
+        try:
+            ranges = decode_ranges(doc.get("symbols", {}), lim.max_items)
+        except RlxError as exc:
+            raise self.error(_join(path, "symbols"), str(exc)) from None
+        g = Graph(name, GraphStage(stage), ranges)
         self.depth += 1
         try:
             for i, nd in enumerate(nodes):

@@ -6,8 +6,10 @@ contract (a symbol is spelled by name), makes JSON and the text form carry expre
 no extra encoding, and makes equality and hashing the (fast, C-level) comparison of canonical
 texts: equal texts mean equal expressions. Python's ``+ - * // %`` work between dims and ints,
 so shape rules written for ints (conv output sizes, concat sums, reshape products) work on
-symbols unchanged. Ordering comparisons are decided soundly assuming every symbol is >= 1;
-where the answer depends on the sizes, :class:`ShapeError` names both expressions.
+symbols unchanged. Ordering comparisons are decided soundly from the symbols' ranges: every
+symbol is >= 1, and a graph may narrow a symbol to ``[lo, hi]`` (:func:`ranges_in_effect`, which
+the graph holds while its shape rules run); where the answer depends on the sizes,
+:class:`ShapeError` names both expressions.
 
 Internally a dim is a sum of ``coefficient * monomial`` terms; a monomial is a product of
 atoms raised to powers; an atom is a symbol name or a ``(op, a, b)`` tuple for floordiv / mod /
@@ -18,7 +20,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from types import MappingProxyType
 from typing import Any, Union
 
 from rlx.ir.errors import ShapeError
@@ -31,6 +36,9 @@ SYMBOL_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_TEXT = 4096  # characters of one dim expression accepted by the parser
 MAX_DEPTH = 32  # nesting of one dim expression accepted by the parser
 MAX_TERMS = 256  # terms of one polynomial: bounds the work hostile expressions can cause
+Range = tuple  # (lo, hi) of a symbol: ints with 1 <= lo <= hi, hi may be math.inf (unbounded)
+DEFAULT_RANGE: Range = (1, _INF)
+_RANGES: ContextVar[Mapping[str, Range]] = ContextVar("rlx_symbol_ranges", default=MappingProxyType({}))
 
 
 def _operator(fn: Any) -> tuple[Any, Any]:
@@ -255,6 +263,8 @@ def floordiv(a: Dim, b: Dim) -> Dim:
         q, r = _make(whole), _make(rest)
         if r.__class__ is int:
             return _add(q, r // b, 1)
+        if _within(r, b):  # 0 <= r < b over the symbols' ranges
+            return q
         nested = _lone_atom(r)
         if nested is not None and nested[0] == "floordiv" and nested[2].__class__ is int and nested[2] > 0:
             return _add(q, floordiv(nested[1], nested[2] * b), 1)  # floor(floor(x / c) / b) = floor(x / (c*b))
@@ -277,10 +287,18 @@ def mod(a: Dim, b: Dim) -> Dim:
         if b < 0:
             return _add(a, _mul(b, floordiv(a, b)), -1)
         r = _make({m: c % b for m, c in a._terms})  # type: ignore[union-attr]
-        return r % b if r.__class__ is int else _atom_dim("mod", r, b)
+        if r.__class__ is int:
+            return r % b
+        return r if _within(r, b) else _atom_dim("mod", r, b)
     if a == b or a == 0 or _exact_quotient(a, b) is not None:  # type: ignore[arg-type]
         return 0
     return _atom_dim("mod", a, b)
+
+
+def _within(r: SymDim, b: int) -> bool:
+    """0 <= r < b for every size in the symbols' ranges (floordiv(r, b) is 0, mod(r, b) is r)."""
+    lo, hi = bounds(r)
+    return lo >= 0 and hi < b
 
 
 def _minmax(op: str, a: Dim, b: Dim) -> Dim:
@@ -320,7 +338,7 @@ def _interval_mul(a: tuple, b: tuple) -> tuple:
 
 def _atom_bounds(atom: _Atom) -> tuple:
     if atom.__class__ is str:
-        return (1, _INF)
+        return _RANGES.get().get(atom, DEFAULT_RANGE)
     op, a, b = atom
     (alo, ahi), (blo, bhi) = bounds(a), bounds(b)
     if op == "max":
@@ -337,18 +355,21 @@ def _atom_bounds(atom: _Atom) -> tuple:
 
 
 def _shifted_lower(d: SymDim) -> float:
-    """A lower bound for a polynomial in symbols only: substitute s = 1 + t (t >= 0) and
-    expand; with no negative coefficient left the constant term is the minimum."""
+    """A lower bound for a polynomial in symbols only: substitute s = lo + t (t >= 0, lo the
+    symbol's lower bound) and expand; with no negative coefficient left the constant term is
+    the minimum."""
+    ranges = _RANGES.get()
     out: dict[_Mono, int] = {}
     for mono, coeff in d._terms:
         expanded: dict[_Mono, int] = {(): coeff}
         for atom, power in mono:
             if atom.__class__ is not str:
                 return -_INF
+            lo = ranges.get(atom, DEFAULT_RANGE)[0]
             for _ in range(power):
                 nxt: dict[_Mono, int] = {}
                 for m, c in expanded.items():
-                    nxt[m] = nxt.get(m, 0) + c
+                    nxt[m] = nxt.get(m, 0) + c * lo
                     t = _mono_mul(m, ((atom, 1),))
                     nxt[t] = nxt.get(t, 0) + c
                 expanded = nxt
@@ -360,7 +381,7 @@ def _shifted_lower(d: SymDim) -> float:
 
 
 def bounds(d: Dim) -> tuple:
-    """(lo, hi) such that lo <= d <= hi for every size >= 1 of every symbol (inf allowed)."""
+    """(lo, hi) such that lo <= d <= hi for every size of every symbol in its range (inf allowed)."""
     if d.__class__ is int:
         return (d, d)
     lo = hi = 0
@@ -392,8 +413,14 @@ def _decide_ge(a: Dim, b: Dim, op: str, shown: tuple) -> bool:
     ge = known_ge(a, b)
     if ge is None:
         left, right = shown
-        raise ShapeError(f"cannot decide whether {left} {op} {right}: it depends on the symbol sizes")
+        names = sorted(_symbols_of(left) | _symbols_of(right))
+        ranges = ", ".join(f"{n} in {range_text(symbol_range(n))}" for n in names)
+        raise ShapeError(f"cannot decide whether {left} {op} {right}: it depends on the symbol sizes ({ranges})")
     return ge
+
+
+def _symbols_of(d: Any) -> frozenset[str]:
+    return d.symbols if d.__class__ is SymDim else frozenset()
 
 
 def divides(k: Dim, d: Dim) -> bool | None:
@@ -402,6 +429,72 @@ def divides(k: Dim, d: Dim) -> bool | None:
     if r.__class__ is int:
         return r == 0
     return None
+
+
+# ------------------------------------------------------------------ ranges
+def check_range(name: str, lo: Any = 1, hi: Any = None) -> Range:
+    """The validated range ``(lo, hi)`` of symbol ``name``: ints ``1 <= lo <= hi``; ``hi`` None
+    or ``math.inf`` for unbounded (symbols are sizes >= 1: that is every symbol's default)."""
+    symbol(name)  # an identifier
+    hi = _INF if hi is None or hi == _INF else hi
+    for what, v in (("lower", lo), ("upper", hi)):
+        if v is not _INF and (v.__class__ is bool or not hasattr(v, "__index__")):
+            raise ShapeError(f"symbol {name!r}: the {what} bound must be an int, got {v!r}")
+    lo, hi = int(lo), (hi if hi is _INF else int(hi))
+    if lo < 1:
+        raise ShapeError(f"symbol {name!r}: the lower bound must be >= 1 (symbols are sizes >= 1), got {lo}")
+    if hi < lo:
+        raise ShapeError(f"symbol {name!r}: empty range [{lo}, {hi}]")
+    return (lo, hi)
+
+
+def symbol_range(name: str) -> Range:
+    """The range of symbol ``name`` in effect (:data:`DEFAULT_RANGE` unless narrowed)."""
+    return _RANGES.get().get(name, DEFAULT_RANGE)
+
+
+def range_text(r: Range) -> str:
+    """``[1, 64]``; ``[3, inf]`` for an unbounded range."""
+    return f"[{r[0]}, {'inf' if r[1] == _INF else r[1]}]"
+
+
+@contextmanager
+def ranges_in_effect(ranges: Mapping[str, Range]) -> Iterator[None]:
+    """Decide comparisons with ``ranges`` (symbol -> (lo, hi), validated by :func:`check_range`)
+    narrowing the ranges already in effect; shape rules run inside a graph's ranges."""
+    token = _RANGES.set({**_RANGES.get(), **ranges})
+    try:
+        yield
+    finally:
+        _RANGES.reset(token)
+
+
+def encode_ranges(ranges: Mapping[str, Range]) -> dict[str, list]:
+    """JSON form of symbol ranges: ``{"batch": [1, 64], "seq": [3, null]}`` (null: unbounded)."""
+    return {name: [lo, None if hi == _INF else hi] for name, (lo, hi) in sorted(ranges.items())}
+
+
+def decode_ranges(raw: Any, max_items: int = 4096) -> dict[str, Range]:
+    """Inverse of :func:`encode_ranges`; ShapeError naming the symbol on anything else."""
+    if not isinstance(raw, dict):
+        raise ShapeError(f"symbol ranges must be an object of name: [lo, hi], got {type(raw).__name__}")
+    if len(raw) > max_items:
+        raise ShapeError(f"{len(raw)} symbol ranges exceed {max_items}")
+    out: dict[str, Range] = {}
+    for name, pair in raw.items():
+        if not (isinstance(pair, list) and len(pair) == 2 and all(v is None or v.__class__ is int for v in pair)
+                and pair[0] is not None):
+            raise ShapeError(f"symbol {str(name)[:40]!r}: a range is [lo, hi] of ints (hi null for unbounded), got {str(pair)[:40]}")
+        out[name] = check_range(name, *pair)
+    return out
+
+
+def out_of_range(name: str, size: int, ranges: Mapping[str, Range]) -> str | None:
+    """Why ``size`` is no size of symbol ``name`` under ``ranges`` (None when it is)."""
+    lo, hi = ranges.get(name, DEFAULT_RANGE)
+    if lo <= size <= hi:
+        return None
+    return f"symbol {name!r} = {size} is outside its range {range_text((lo, hi))}"
 
 
 # ------------------------------------------------------------------ substitution
@@ -463,13 +556,15 @@ def solve_for(d: SymDim, size: int, binding: Mapping[str, int]) -> tuple[str, in
     return name, (size - const) // coeff
 
 
-def bind_symbols(shapes: Iterable[tuple[str, Iterable[Any], Iterable[int]]]) -> tuple[dict[str, int], list[str]]:
+def bind_symbols(shapes: Iterable[tuple[str, Iterable[Any], Iterable[int]]],
+                 ranges: Mapping[str, Range] | None = None) -> tuple[dict[str, int], list[str]]:
     """Symbol sizes from (what, declared dims, actual sizes) triples, e.g. a run's feeds.
 
     Bare symbols bind directly; an expression dim (``2*n + 1``) is solved for its one
-    unbound symbol once the others are known, then every dim is checked. Returns the binding
-    and the problems (each naming the feeds involved: ``batch`` bound to 2 by ``x`` and to 3
-    by ``y`` names both)."""
+    unbound symbol once the others are known, then every dim is checked, and every size
+    against its symbol's range (``ranges``; >= 1 for a symbol not listed). Returns the
+    binding and the problems (each naming the feeds involved: ``batch`` bound to 2 by ``x``
+    and to 3 by ``y`` names both)."""
     binding: dict[str, int] = {}
     bound_by: dict[str, str] = {}
     problems: list[str] = []
@@ -509,6 +604,10 @@ def bind_symbols(shapes: Iterable[tuple[str, Iterable[Any], Iterable[int]]]) -> 
                             f"(unbound: {sorted(value.symbols)})")
         elif value != size:
             problems.append(f"{what}: axis {axis} is {dim} = {value} by the other sizes, but {size} here")
+    for name, size in binding.items():
+        why = out_of_range(name, size, ranges or {})
+        if why is not None:
+            problems.append(f"{why} (bound by {bound_by[name]})")
     return binding, problems
 
 

@@ -9,7 +9,8 @@
 Attribute values are JSON (NaN / Infinity allowed), except tensors, written
 ``tensor(f32, [2, 2], "<base64 of little-endian bytes>")``, and subgraphs, written as a
 nested ``graph`` block. A trailing ``name=`` and ``prov=`` give the node's name and
-provenance.
+provenance. A graph that narrows symbols lists them first, one per line:
+``symbol batch in [1, 64]`` (``inf``: no upper bound).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from rlx.ir.graph import RESULT, Graph, GraphStage, Node, Provenance
 from rlx.ir.opdef import get_op, has_op
 from rlx.ir.serialize import DEFAULT_LIMITS
 from rlx.ir.shape import Shape, TensorType
-from rlx.ir.symbolic import parse_dim_at
+from rlx.ir.symbolic import parse_dim_at, range_text
 
 _INDENT = "  "
 #: Graphs nested in attributes, as deep as ``rlx.load`` accepts by default (printing and parsing
@@ -90,6 +91,7 @@ def print_node(node: Node, depth: int = 0, results: Sequence[Node] = ()) -> str:
 def _print(g: Graph, depth: int) -> str:
     pad = _INDENT * depth
     lines = [f"graph @{_json(g.name)} {g.stage.value} {{"]
+    lines += [f"{pad}{_INDENT}symbol {name} in {range_text(r)}" for name, r in sorted(g.symbol_ranges.items())]
     nodes = g.nodes
     lines += [pad + _INDENT + print_node(n, depth, nodes[n.id + 1:n.id + n.num_results] if n.extra_types else ())
               for n in nodes if n.op != RESULT]
@@ -310,6 +312,23 @@ def _parse_prov(cur: _Cursor) -> Provenance:
     return Provenance(hir, label, tuple(passes))
 
 
+def _parse_range(cur: _Cursor, g: Graph) -> None:
+    """``symbol NAME in [LO, HI]`` (HI an int or ``inf``), after ``symbol``."""
+    name = cur.regex(_IDENT, "a symbol name")
+    cur.expect("in")
+    cur.expect("[")
+    lo = cur.regex(_INT, "the lower bound (an int)")
+    cur.expect(",")
+    hi = None if cur.accept("inf") else cur.regex(_INT, "the upper bound (an int or inf)")
+    cur.expect("]")
+    if len(lo) > 20 or (hi is not None and len(hi) > 20):
+        raise cur.error("range bound too long")
+    try:
+        g.set_range(name, int(lo), None if hi is None else int(hi))
+    except RlxError as exc:
+        raise cur.error(str(exc)) from None
+
+
 def _parse_graph(cur: _Cursor) -> Graph:
     cur.expect("graph")
     cur.expect("@")
@@ -322,6 +341,8 @@ def _parse_graph(cur: _Cursor) -> Graph:
     except ValueError:
         raise cur.error(f"unknown stage {stage!r}") from None
     cur.expect("{")
+    while cur.accept("symbol"):
+        _parse_range(cur, g)
     while not cur.peek("return"):
         _parse_node(cur, g)
     cur.expect("return")

@@ -13,6 +13,7 @@ from typing import Any
 from rlx.ir.errors import RlxError, VerifyError
 from rlx.ir.graph import RESULT, Graph, GraphStage, Node, infer_type
 from rlx.ir.opdef import get_op, has_op
+from rlx.ir.symbolic import ranges_in_effect
 
 MAX_REPORTED = 20
 
@@ -23,7 +24,13 @@ def _describe(node: Node) -> str:
 
 
 def collect_errors(g: Graph, prefix: str = "") -> list[tuple[int | None, str]]:
-    """Every broken rule in ``g`` as (node id or None, message), without raising."""
+    """Every broken rule in ``g`` as (node id or None, message), without raising; shape rules
+    decide with ``g``'s symbol ranges (a subgraph's narrowing those of the graph holding it)."""
+    with ranges_in_effect(g.symbol_ranges):
+        return _collect_errors(g, prefix)
+
+
+def _collect_errors(g: Graph, prefix: str) -> list[tuple[int | None, str]]:
     errors: list[tuple[int | None, str]] = []
     leaves: dict[str, int] = {}
     passed: set[tuple[Any, ...]] = set()  # memo keys of nodes whose checks passed

@@ -20,7 +20,7 @@ def bind_graph(g: Graph, binding: Mapping[str, int]) -> Graph:
     for sym, size in binding.items():
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
             raise RlxError(f"specialize: symbol {sym!r} must be bound to an int >= 0, got {size!r}")
-    out = Graph(g.name, g.stage)
+    out = Graph(g.name, g.stage, g.symbol_ranges)
     for node in g.nodes:
         out.append(node.op, node.inputs, bind_attrs(node.op, node.attrs, binding), name=node.name, prov=node.prov)
     out.set_outputs(g.output_ids)

@@ -101,7 +101,7 @@ def bind_feed(g: Graph, inputs: Mapping[str, Any] | None, params: Mapping[str, A
                 continue
             shapes.append((f"{kind} {name!r}", node.shape, arr.shape))
             fed[node.id] = arr
-    binding, mismatches = bind_symbols(shapes)
+    binding, mismatches = bind_symbols(shapes, g.symbol_ranges)
     problems += mismatches
     if problems:
         raise FeedError(f"bad feed for graph {g.name!r}:\n  - " + "\n  - ".join(problems))

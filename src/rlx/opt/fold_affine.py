@@ -76,7 +76,7 @@ def fold_conv_affine(g: Graph) -> PassResult:
             skip.add(cur)
             cur = next(n.id for n in g.nodes if cur in n.inputs)
         end_of[cur] = conv_id
-    out = Graph(g.name, g.stage)
+    out = Graph(g.name, g.stage, g.symbol_ranges)
     env: dict[int, int] = {}
     for node in g.nodes:
         if node.id in skip:

@@ -1,5 +1,5 @@
 """Graph surgery utilities of upstream's optimizer crate: inline one graph into another, and
-turn params into inputs (PIPELINE.md §3.9).
+turn params into inputs (docs/pipeline.md#graph-edits).
 
 * :func:`inline_into` copies ``source`` into ``target``: its inputs are bound by name to values
   of ``target`` (a missing binding is an error naming it), its params by name when a map is
@@ -59,7 +59,7 @@ def _bound(target: Graph, value: Value, want, what: str) -> Value:
 def promote_params_to_inputs(g: Graph, names: Iterable[str]) -> Graph:
     """A copy of ``g`` (same node ids) in which the params ``names`` are inputs."""
     promote = set(names)
-    out = Graph(g.name, g.stage)
+    out = Graph(g.name, g.stage, g.symbol_ranges)
     for node in g.nodes:
         op = "input" if node.op == "param" and node.attrs["name"] in promote else node.op
         out.append(op, node.inputs, dict(node.attrs), name=node.name, prov=node.prov)

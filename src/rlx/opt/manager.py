@@ -227,7 +227,7 @@ def _optimize_bodies(
                 replaced.setdefault(node.id, {})[name] = res.graph
     if not replaced:
         return g
-    new = Graph(g.name, g.stage)
+    new = Graph(g.name, g.stage, g.symbol_ranges)
     for node in g.nodes:
         swap = replaced.get(node.id)
         if swap is None:

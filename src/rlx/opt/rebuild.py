@@ -85,7 +85,7 @@ class Rebuilder:
     def __init__(self, src: Graph, pass_name: str):
         self.src = src
         self.pass_name = pass_name
-        self.dst = Graph(src.name, src.stage)
+        self.dst = Graph(src.name, src.stage, src.symbol_ranges)
         self.map: dict[int, int] = {}
         self._src_nodes = src.nodes
         self._dst_nodes = self.dst.nodes

@@ -74,7 +74,7 @@ def x64_scope(enabled: bool) -> Any:
 
 # ---------------------------------------------------------------------------- interpreter
 def _bind_symbols(g: Graph, leaves: Mapping[int, Any]) -> dict[str, int]:
-    binding, problems = bind_symbols((f"%{nid}", g.node(nid).shape, arr.shape) for nid, arr in leaves.items())
+    binding, problems = bind_symbols(((f"%{nid}", g.node(nid).shape, arr.shape) for nid, arr in leaves.items()), g.symbol_ranges)
     if problems:
         raise FeedError("; ".join(problems))
     return binding

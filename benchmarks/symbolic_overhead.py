@@ -99,7 +99,8 @@ def main() -> None:
     tree = os.path.join(tmp, "tree")
     _sh("git", "worktree", "add", "--detach", "--quiet", tree, base)
     try:
-        print_header("Static build + verify: today vs the int-only rlx", f"baseline {base[:10]} ({_sh('git', 'log', '-1', '--format=%s', base)[:60]})")
+        subject = _sh("git", "log", "-1", "--format=%s", base)[:60]
+        print_header("Static build + verify: today vs the int-only rlx", f"baseline {base[:10]} ({subject})")
         today = os.path.join(REPO_DIR, "src")
         sides = {"today": (Worker(today), False), "before": (Worker(os.path.join(tree, "src")), False),
                  "today symbolic": (Worker(today), True)}

@@ -1,21 +1,25 @@
-"""Real-model shapes through ``rlx.torch.import_module``: every rlx backend vs torch eager, and the
-numpy executor vs the reference interpreter (``rlx.run``), in one run.
+"""Real models and model-shaped graphs through ``rlx.torch.import_module`` and through ONNX: every rlx
+backend vs torch eager and onnxruntime, and the numpy executor vs the reference interpreter, in one run.
 
-Run: .venv/bin/python benchmarks/models_peers.py [--threads N] [--repeat 5] [--only NAME]
+Run: .venv/bin/python benchmarks/models_peers.py [--threads N] [--repeat 5] [--only NAME] [--set real|shapes|all]
 
-The models are written here with ``torch.nn`` (random init, eval mode; timm / transformers do not
-import in this environment: their torchvision dependency is broken): a ResNet-style CNN (conv-BN-ReLU
-stem, 4 basic blocks, global pool, linear head; 1x3x112x112), an MLP-Mixer (224², patch 16, D=256,
-4 layers), a ViT encoder (224², patch 16, D=192, 3 heads, 4 layers), a GPT-style causal decoder
-(token + position embeddings, D=256, 4 heads, 4 layers, 128 tokens) and a 4-layer MLP (batch 64).
+Models (random init, eval mode, small configs): ``real`` = timm ResNet-18 / MobileNetV3-S / EfficientNet-B0
+/ ConvNeXt-atto (1x3x112²), timm ViT-Ti/16 (224²), transformers BERT / GPT-2 / Llama (hidden 256, 4 layers,
+128 tokens); ``shapes`` = model-shaped ``torch.nn`` modules written here (a ResNet-style CNN, an
+MLP-Mixer, a ViT encoder, a GPT-style decoder, a 4-layer MLP). timm / transformers need torchvision,
+whose CPU wheel cannot load its compiled ops here: tests/models/zoo.py declares the two op schemas
+it needs (``torchvision_without_compiled_ops``) and is imported for that.
 
 Contenders, NumPy in / NumPy out: ``rlx.run`` (the reference interpreter); ``rlx numpy``
 (``rlx.compile`` defaults: kernels without ``kernel_into`` adopt their fresh result, weight-only
 nodes computed once when params are bound) and ``rlx numpy slots`` (``adopt=False,
 fold_weights=False``: every node in its planned slot, every node on every run, as before); ``rlx torch`` (eager fx module);
-``rlx onnxruntime``; and the torch module itself under ``torch.inference_mode()``. Medians of
-interleaved rounds, process CPU time per call; ratios against torch eager and (numpy rows)
-against ``rlx.run``. Dispatch overhead per node = (exe.run - the sum of its steps run bare) / steps.
+``rlx onnxruntime``; the torch module itself under ``torch.inference_mode()``; and through ONNX:
+the module exported with ``torch.onnx.export`` (TorchScript exporter) run by onnxruntime
+(``ort (onnx file)``) against ``rlx.onnx.import_model`` of the same file compiled for the
+``onnxruntime`` backend (``rlx ort (onnx import)``). Medians of interleaved rounds, process CPU
+time per call; ratios against torch eager, against ``rlx.run`` (numpy rows) and against the ONNX
+file in onnxruntime. Dispatch overhead per node = (exe.run - the sum of its steps run bare) / steps.
 """
 
 from __future__ import annotations
@@ -35,10 +39,11 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from common import calls_for, measure, print_footer, print_header, print_table  # noqa: E402
+from common import REPO_DIR, calls_for, measure, print_footer, print_header, print_table  # noqa: E402
 from torch import nn  # noqa: E402
 
 import rlx  # noqa: E402
+import rlx.onnx  # noqa: E402
 import rlx.torch  # noqa: E402
 
 
@@ -141,48 +146,147 @@ def mlp():
                          nn.Linear(1024, 10))
 
 
-MODELS = {
-    "resnet-ish 112²": (ResNetish, lambda: torch.randn(1, 3, 112, 112)),
-    "mlp-mixer 224² d256 l4": (Mixer, lambda: torch.randn(1, 3, 224, 224)),
-    "vit 224² d192 l4": (ViTish, lambda: torch.randn(1, 3, 224, 224)),
-    "gpt d256 l4 s128": (GPTish, lambda: torch.randint(0, 1000, (1, 128))),
-    "mlp 4 layers b64": (mlp, lambda: torch.randn(64, 512)),
+SHAPES = {
+    "resnet-ish 112²": lambda: (ResNetish(), (torch.randn(1, 3, 112, 112),), {}),
+    "mlp-mixer 224² d256 l4": lambda: (Mixer(), (torch.randn(1, 3, 224, 224),), {}),
+    "vit 224² d192 l4": lambda: (ViTish(), (torch.randn(1, 3, 224, 224),), {}),
+    "gpt d256 l4 s128": lambda: (GPTish(), (torch.randint(0, 1000, (1, 128)),), {}),
+    "mlp 4 layers b64": lambda: (mlp(), (torch.randn(64, 512),), {}),
 }
+
+
+def _timm(name: str, size: int, **kw):
+    def build():
+        import timm
+
+        return timm.create_model(name, pretrained=False, num_classes=100, **kw), (torch.randn(1, 3, size, size),), {}
+
+    return build
+
+
+_HF = {"vocab_size": 1000, "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 1024,
+       "max_position_embeddings": 128}
+
+
+def _hf(config_cls: str, model_cls: str, **config):
+    def build():
+        import transformers
+
+        cfg = getattr(transformers, config_cls)(**config)
+        model = getattr(transformers, model_cls)(cfg)
+        model.config.use_cache = False
+        return model, (), {"input_ids": torch.randint(0, 1000, (1, 128))}
+
+    return build
+
+
+REAL = {
+    "timm resnet18 112²": _timm("resnet18", 112),
+    "timm mobilenetv3_small_100 112²": _timm("mobilenetv3_small_100", 112),
+    "timm efficientnet_b0 112²": _timm("efficientnet_b0", 112),
+    "timm convnext_atto 112²": _timm("convnext_atto", 112),
+    "timm vit_tiny_patch16_224": _timm("vit_tiny_patch16_224", 224),
+    "hf bert h256 l4 s128": _hf("BertConfig", "BertModel", **_HF),
+    "hf gpt2 h256 l4 s128": _hf("GPT2Config", "GPT2LMHeadModel", vocab_size=1000, n_embd=256, n_layer=4, n_head=4, n_positions=128),
+    "hf llama h256 l4 s128": _hf("LlamaConfig", "LlamaForCausalLM", **{**_HF, "intermediate_size": 688}, num_key_value_heads=2),
+}
+
+
+def _first_tensor(out) -> torch.Tensor:
+    from torch.utils._pytree import tree_leaves
+
+    return next(t for t in tree_leaves(out) if isinstance(t, torch.Tensor))
+
+
+def _onnx_file(module, args, kwargs) -> bytes | None:
+    """The module through torch's TorchScript ONNX exporter (None, with the reason printed, when it fails)."""
+    import io
+    import warnings
+
+    class Positional(nn.Module):  # keyword inputs as positional ones, the first output only
+        def __init__(self):
+            super().__init__()
+            self.inner = module
+
+        def forward(self, *tensors):
+            return _first_tensor(self.inner(*tensors[:len(args)], **dict(zip(kwargs, tensors[len(args):]))))
+
+    buf = io.BytesIO()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(Positional().eval(), (*args, *kwargs.values()), buf, dynamo=False, opset_version=18)
+    except Exception as exc:  # the exporter's many failure types
+        print(f"    torch.onnx.export failed: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
+        return None
+    return buf.getvalue()
+
+
+def contenders(make) -> tuple[dict, rlx.Graph, object]:
+    """name -> zero-argument callable returning the first output; the imported graph; the numpy executable."""
+    module, args, kwargs = make()
+    module = module.eval()
+    g, params = rlx.torch.import_module(module, args, kwargs=kwargs)
+    feed = {n: t.numpy() for n, t in zip(g.inputs(), [*args, *kwargs.values()])}
+    exes = {
+        "rlx numpy": rlx.compile(g, params=params),
+        "rlx numpy slots": rlx.compile(g, params=params, adopt=False, fold_weights=False),
+        "rlx torch": rlx.compile(g, backend="torch", params=params),
+        "rlx onnxruntime": rlx.compile(g, backend="onnxruntime", params=params, threads=THREADS),
+    }
+    fns = {"rlx.run": lambda: rlx.run(g, feed, params)[0]}
+    fns.update({k: (lambda e=e: e.run(feed)[0]) for k, e in exes.items()})
+
+    def eager():
+        with torch.inference_mode():
+            return _first_tensor(module(*args, **kwargs)).numpy()
+
+    fns["torch eager"] = eager
+    blob = _onnx_file(module, args, kwargs)
+    if blob is not None:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads, opts.inter_op_num_threads, opts.log_severity_level = THREADS, 1, 3
+        sess = ort.InferenceSession(blob, opts, providers=["CPUExecutionProvider"])
+        onnx_feed = {i.name: a for i, a in zip(sess.get_inputs(), feed.values())}
+        fns["ort (onnx file)"] = lambda: sess.run(None, onnx_feed)[0]
+        try:
+            g2, p2 = rlx.onnx.import_model(blob)
+            exe2 = rlx.compile(g2, backend="onnxruntime", params=p2, threads=THREADS)
+            feed2 = dict(zip(g2.inputs(), feed.values()))
+            fns["rlx ort (onnx import)"] = lambda: exe2.run(feed2)[0]
+        except rlx.RlxError as exc:
+            print(f"    rlx.onnx.import_model failed: {exc}", file=sys.stderr)
+    return fns, g, exes["rlx numpy"]
+
+
+def geomean(v: list[float]) -> float:
+    return math.exp(sum(map(math.log, v)) / len(v))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--only", default=None)
+    ap.add_argument("--only", default=None, help="substring of the model names to run")
+    ap.add_argument("--set", choices=("real", "shapes", "all"), default="all")
     args = ap.parse_args()
     torch.set_num_threads(THREADS)
-    torch.manual_seed(0)
-    print_header("real-model shapes: rlx backends vs torch eager, numpy executor vs rlx.run (models_peers.py)",
+    models = {**(REAL if args.set != "shapes" else {}), **(SHAPES if args.set != "real" else {})}
+    if any(k in REAL for k in models):
+        sys.path.insert(0, os.path.join(REPO_DIR, "tests", "models"))
+        import zoo  # noqa: F401  (makes torchvision, hence timm and transformers, importable)
+    print_header("models: rlx backends vs torch eager and onnxruntime, numpy executor vs rlx.run (models_peers.py)",
                  f"torch {torch.__version__}; threads = {THREADS}; medians of {args.repeat} interleaved rounds, process CPU time per call")
-    rows, vs_torch, vs_ref = [], {}, {}
-    for name, (make, example) in MODELS.items():
+    cols = ["rlx.run", "rlx numpy", "rlx numpy slots", "rlx torch", "rlx onnxruntime", "torch eager", "ort (onnx file)",
+            "rlx ort (onnx import)"]
+    rows, vs_torch, vs_ref, vs_ort = [], {}, {}, []
+    for name, make in models.items():
         if args.only and args.only not in name:
             continue
-        module, x = make().eval(), example()
-        g, params = rlx.torch.import_module(module, (x,))
-        (in_name,) = g.inputs()
-        feed = {in_name: x.numpy()}
-        exes = {
-            "rlx numpy": rlx.compile(g, params=params),
-            "rlx numpy slots": rlx.compile(g, params=params, adopt=False, fold_weights=False),
-            "rlx torch": rlx.compile(g, backend="torch", params=params),
-            "rlx onnxruntime": rlx.compile(g, backend="onnxruntime", params=params, threads=THREADS),
-        }
-        exe = exes["rlx numpy"]
-        fns = {"rlx.run": lambda g=g, feed=feed, params=params: rlx.run(g, feed, params)[0]}
-        fns.update({k: (lambda e=e, feed=feed: e.run(feed)[0]) for k, e in exes.items()})
-
-        def eager(module=module, x=x):
-            with torch.inference_mode():
-                return module(x).numpy()
-
-        fns["torch eager"] = eager
+        torch.manual_seed(0)
+        fns, g, exe = contenders(make)
         ref = fns["rlx.run"]()
         errs = {k: float(np.max(np.abs(f() - ref)) / (np.max(np.abs(ref)) + 1e-30)) for k, f in fns.items()}
         number = min(calls_for(f, 0.05) for f in fns.values())
@@ -200,16 +304,21 @@ def main() -> None:
             vs_torch.setdefault(k, []).append(ms[k] / ms["torch eager"])
         for k in ("rlx numpy", "rlx numpy slots"):
             vs_ref.setdefault(k, []).append(ms[k] / ms["rlx.run"])
-        rows.append([name, len(g), *(ms[k] for k in fns), ms["rlx numpy"] / ms["rlx.run"], ms["rlx torch"] / ms["torch eager"],
-                     ms["rlx onnxruntime"] / ms["torch eager"], per_node_us, f"{max(errs.values()):.1e}"])
+        onnx_ratio = ms["rlx ort (onnx import)"] / ms["ort (onnx file)"] if "rlx ort (onnx import)" in ms else float("nan")
+        if onnx_ratio == onnx_ratio:
+            vs_ort.append(onnx_ratio)
+        fastest = min((k for k in ms if k.startswith("rlx") and "onnx import" not in k), key=ms.get)
+        rows.append([name, len(g), *(ms.get(k, float("nan")) for k in cols), ms["rlx numpy"] / ms["rlx.run"],
+                     f"{fastest} {ms[fastest] / ms['torch eager']:.3g}", onnx_ratio, per_node_us, f"{max(errs.values()):.1e}"])
         print(f"  {name}: done", file=sys.stderr, flush=True)
-    print_table(["model", "nodes", *(f"{k} ms" for k in fns), "numpy / rlx.run", "rlx torch / eager", "rlx ort / eager",
-                 "dispatch us/node", "max rel err"], rows)
-    def geomean(v):
-        return math.exp(sum(map(math.log, v)) / len(v))
-
+    print_table(["model", "nodes", *(f"{k} ms" for k in cols), "numpy / rlx.run", "fastest rlx / eager",
+                 "rlx ort (onnx) / ort", "dispatch us/node", "max rel err"], rows)
     geo = [[k, geomean(v), geomean(vs_ref[k]) if k in vs_ref else float("nan")] for k, v in vs_torch.items()]
     print_table(["contender", "geomean / torch eager", "geomean / rlx.run"], geo, title="geometric means")
+    if vs_ort:
+        print(f"\nrlx ort (onnx import) / ort (onnx file): geomean {geomean(vs_ort):.3g} over {len(vs_ort)} models (target <= 1.0)")
+    best = min((gm for gm in geo if gm[0].startswith("rlx") and "onnx import" not in gm[0]), key=lambda gm: gm[1])
+    print(f"fastest rlx path: {best[0]} at {best[1]:.3g}x torch eager on the geomean (target <= 1.0)")
     print_footer()
 
 

@@ -11,6 +11,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 import rlx.onnx  # noqa: E402
+from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS  # noqa: E402
 
 
 def _rng(seed=0):
@@ -160,3 +161,29 @@ def test_small_ops_round_trip(build):
     x = g.input("x", (4, 6))
     g.set_outputs([build(g, x)])
     _round_trip(g, {"x": (_rng(5).standard_normal((4, 6)) * 3).astype(np.float32)}, {})
+
+
+_KINDS = [("activation", k) for k in ACTIVATION_KINDS] + [("unary_math", k) for k in UNARY_MATH_KINDS]
+
+
+@pytest.mark.parametrize("op,kind", _KINDS, ids=[f"{o}-{k}" for o, k in _KINDS])
+def test_every_elementwise_kind_round_trips(op, kind):
+    """A registry walk over the kind rows: one ONNX op, or the row's formula on the ONNX namespace."""
+    g = rlx.Graph("kind")
+    x = g.input("x", (4, 6))
+    g.set_outputs([g.apply(op, x, kind=kind)])
+    x = np.linspace(-2.7, 2.9, 24, dtype=np.float32).reshape(4, 6)  # NaN outside a domain: equal in both
+    _round_trip(g, {"x": x}, {})
+
+
+def test_gelu_is_exported_in_the_form_onnxruntime_fuses(tmp_path):
+    """The gelu row's formula, evaluated on the ONNX namespace, is the pattern onnxruntime turns into one Gelu."""
+    g = rlx.Graph("m")
+    x = g.input("x", (4, 8))
+    g.set_outputs([g.gelu(g.matmul(x, g.param("w", (8, 8))))])
+    w = _rng(3).standard_normal((8, 8)).astype(np.float32)
+    proto = _round_trip(g, {"x": _rng(4).standard_normal((4, 8)).astype(np.float32)}, {"w": w})
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    ort.InferenceSession(proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    assert [n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node].count("Gelu") == 1

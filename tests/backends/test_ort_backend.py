@@ -93,3 +93,24 @@ def test_auto_picks_by_the_documented_rule(monkeypatch):
         rlx.compile(g, backend="auto", mode="inductor")
     with pytest.raises(rlx.RlxError, match="device"):
         rlx.compile(g, backend="auto", device="tpu")
+
+
+def test_exported_gelu_is_one_fused_onnxruntime_kernel(tmp_path):
+    """The exporter writes GELU in the form onnxruntime's optimizer fuses: the optimized session
+    holds one Gelu node and no Erf, and its numbers still match rlx.run."""
+    import onnx
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(6)
+    g = rlx.Graph("gelu_fused")
+    x = g.input("x", (8, 16))
+    g.set_outputs([g.gelu(x @ g.param("w", (16, 16)) + g.param("b", (16,)))])
+    params = {"w": rng.standard_normal((16, 16)).astype(np.float32), "b": rng.standard_normal(16).astype(np.float32)}
+    feed = {"x": (4 * rng.standard_normal((8, 16))).astype(np.float32)}
+    opts = ort.SessionOptions()
+    opts.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(rlx.onnx.export(g, params).SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    ops = [n.op_type for n in onnx.load(opts.optimized_model_filepath).graph.node]
+    assert "Gelu" in ops and "Erf" not in ops, ops
+    assert_close(sess.run(None, feed), rlx.run(g, feed, params), rtol=1e-5, atol=1e-5)

@@ -125,6 +125,35 @@ def test_symbolic_batch_builds_one_module_per_size_and_params_stay_on_device():
         rlx.compile(g, backend="torch", mode="fast")
 
 
+def test_static_fast_path_follows_set_params_and_odd_input_layouts():
+    """The per-run fast path (all params bound, plain inputs) uses the params bound last, accepts
+    non-contiguous and read-only arrays, returns fresh results, and copies pass-through outputs."""
+    rng = np.random.default_rng(4)
+    g = rlx.Graph("fast")
+    x = g.input("x", (6, 8))
+    g.set_outputs([g.layer_norm(x @ g.param("w", (8, 8)), g.param("g", (8,)), g.param("b", (8,))), x])
+    p1 = {k: rng.standard_normal(s).astype(np.float32) for k, s in (("w", (8, 8)), ("g", (8,)), ("b", (8,)))}
+    p2 = {k: v + 1.0 for k, v in p1.items()}
+    exe = rlx.compile(g, backend="torch", params=p1)
+    wide = rng.standard_normal((6, 16)).astype(np.float32)
+    frozen = rng.standard_normal((6, 8)).astype(np.float32)
+    frozen.flags.writeable = False
+    for feed_x in (wide[:, ::2], frozen, np.ascontiguousarray(wide[:, 1::2])):
+        feed = {"x": feed_x}
+        first = exe.run(feed)
+        assert_close(first, rlx.run(g, feed, p1))
+        second = exe.run(feed)
+        assert not np.shares_memory(first[0], second[0])
+        second[1][0, 0] = 99.0
+        assert feed_x[0, 0] != 99.0
+    exe.set_params({"w": p2["w"]})
+    assert_close(exe.run({"x": frozen}), rlx.run(g, {"x": frozen}, {**p1, "w": p2["w"]}))
+    assert_close(exe.run({"x": frozen}, params=p2), rlx.run(g, {"x": frozen}, p2))
+    assert_close(exe.run({"x": frozen}), rlx.run(g, {"x": frozen}, p2))  # run(params=...) stays bound
+    with pytest.raises(rlx.FeedError):
+        exe.run({"x": frozen.astype(np.float64)})
+
+
 def test_training_on_the_torch_backend_matches_numpy():
     rng = np.random.default_rng(2)
     g = rlx.Graph("train")

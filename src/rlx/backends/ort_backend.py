@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from rlx.backends.common import PlainFeed
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.shape import TensorType
@@ -76,6 +77,7 @@ class OrtExecutable(ReportsDispatch):
         self._lock = threading.Lock()
         self._session: Any = None  # the session of the bound params, once built
         self._version = 0
+        self._plain = PlainFeed(graph)
         if params:
             self.set_params(params)
 
@@ -100,6 +102,7 @@ class OrtExecutable(ReportsDispatch):
         ort = _ort()
         proto = export(self.graph, dict(params))
         opts = ort.SessionOptions()
+        opts.log_severity_level = 3  # errors only: onnxruntime's optimizer notes (unused initializers it drops) are not ours to print
         if self.threads is not None:
             opts.intra_op_num_threads = self.threads
         try:
@@ -110,6 +113,9 @@ class OrtExecutable(ReportsDispatch):
             return _SESSIONS.setdefault(key, sess)
 
     def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
+        sess = self._session
+        if sess is not None and not params and inputs is not None and self._plain(inputs):  # the per-run fast path
+            return self._call(sess, inputs)
         inputs, params = feed_maps(self.graph, inputs, params)
         with self._lock:
             bound, sess, version = dict(self._params), self._session, self._version
@@ -124,7 +130,9 @@ class OrtExecutable(ReportsDispatch):
                 with self._lock:
                     if self._version == version:  # nobody bound other params meanwhile
                         self._session = sess
-        feed = {name: fed[v.id] for name, v in self.graph.inputs().items()}
+        return self._call(sess, {name: fed[v.id] for name, v in self.graph.inputs().items()})
+
+    def _call(self, sess: Any, feed: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         try:
             outs = sess.run(None, feed)
         except Exception as exc:  # onnxruntime raises its own types (Fail, InvalidArgument, RuntimeException)

@@ -16,6 +16,7 @@ op registry on first use.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -337,6 +338,14 @@ class Graph:
         arr = np.asarray(value) if dtype is None else np.asarray(value).astype(DType.of(dtype).numpy)
         DType.of(arr.dtype)  # reject dtypes rlx cannot represent
         return self.append("constant", (), {"value": FrozenArray(arr)}, name=name)
+
+    def rename(self, ref: Ref, name: str | None) -> None:
+        """Set a node's display name (frontends keep their source's value names); leaves keep theirs."""
+        nid = self._id(ref)
+        node = self.node(nid)
+        if node.op in ("input", "param"):
+            raise RlxError(f"graph {self.name!r}: node %{nid} is an {node.op}; its name is its binding name {node.name!r}")
+        self._nodes[nid] = dataclasses.replace(node, name=name)
 
     def set_outputs(self, outputs: Iterable[Ref]) -> None:
         ids = [self._id(o) for o in outputs]

@@ -24,6 +24,21 @@ from rlx.ops.common import promote_args, require_dim, require_float
 
 MASK_KINDS = ("none", "causal", "sliding_window", "custom", "bias")
 MASK_FILL = -1e9  # upstream's value for masked scores (not -inf)
+KEEP_AT = 0.5  # a 'custom' mask keeps key j where mask[..., j] >= KEEP_AT
+
+
+def position_keep(kind: str, sq: int, sk: int, window: int | None) -> np.ndarray | None:
+    """The [Sq, Sk] bool keep mask of a positional mask kind (causal, sliding_window), None for the
+    others: query row i is aligned with key i + (Sk - Sq) (bottom-right), keeps keys j <= that one and,
+    for a sliding window w, j >= that one - w. Every consumer (kernel, rules, exporter) builds it here."""
+    if kind not in ("causal", "sliding_window"):
+        return None
+    i = np.arange(sq)[:, None] + (sk - sq)
+    j = np.arange(sk)[None, :]
+    keep = j <= i
+    if kind == "sliding_window":
+        keep &= j >= i - window
+    return keep
 
 
 # -------------------------------------------------------------------------- attention
@@ -132,17 +147,11 @@ def attention_scores(
         t = np.tanh(s / cap)
         s = cap * t
     sq, sk = s.shape[-2:]
-    keep = None
+    keep = position_keep(kind, sq, sk, attrs["window"])
     if kind == "custom":
-        keep = mask[..., None, None, :] >= 0.5  # [*batch, 1, 1, Sk]
+        keep = mask[..., None, None, :] >= KEEP_AT  # [*batch, 1, 1, Sk]
     elif kind == "bias":
         s = s + mask.astype(s.dtype, copy=False)
-    elif kind in ("causal", "sliding_window"):
-        i = np.arange(sq)[:, None] + (sk - sq)  # the key position aligned with query row i (bottom-right)
-        j = np.arange(sk)[None, :]
-        keep = j <= i
-        if kind == "sliding_window":
-            keep &= j >= i - attrs["window"]
     if keep is not None:
         np.copyto(s, MASK_FILL, where=~keep)
     return s, keep, t
@@ -258,17 +267,14 @@ def _keep_mask(ctx, node, q4, k4, mask, dtype):
     """Bool keep mask broadcasting against scores [*lead, *batch, H, Sq, Sk], or None."""
     g, kind = ctx.graph, node.attrs["mask_kind"]
     if kind == "custom":
-        keep = g.ge(ctx.cast(mask, dtype), ctx.const(0.5, dtype))  # [*lead, *batch, Sk]
+        keep = g.ge(ctx.cast(mask, dtype), ctx.const(KEEP_AT, dtype))  # [*lead, *batch, Sk]
         return _unsqueeze(ctx, keep, -2, 2)
     if kind not in ("causal", "sliding_window"):
         return None
     sq, sk = q4.shape[-2], k4.shape[-2]
     w = node.attrs["window"]
     if isinstance(sq, int) and isinstance(sk, int):
-        i = np.arange(sq)[:, None] + (sk - sq)
-        j = np.arange(sk)[None, :]
-        keep = (j <= i) & (j >= i - w) if kind == "sliding_window" else j <= i
-        return g.constant(keep)
+        return g.constant(position_keep(kind, sq, sk, w))
     # symbolic lengths: j <= i + Sk - Sq  <=>  (Sk-1-j) >= (Sq-1-i), positions counted from the end
     ri = ctx.reshape(_positions(ctx, q4, -2, dtype, reverse=True), [sq, 1])
     rj = _positions(ctx, k4, -2, dtype, reverse=True)

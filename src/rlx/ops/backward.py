@@ -1,4 +1,4 @@
-"""Backward ops emitted by autodiff (OPS.md §7.20): gradient kernels of activations,
+"""Backward ops emitted by autodiff (docs/semantics.md#backward-ops): gradient kernels of activations,
 pooling, convolution, cross-entropy, attention, normalisations, RoPE and gather.
 
 Data operands are float tensors; the result dtype is their promotion (as for the forward
@@ -30,8 +30,19 @@ from rlx.ir.errors import RlxError, ShapeError
 from rlx.ir.flags import BLAS
 from rlx.ir.opdef import defop, get_op
 from rlx.ir.shape import Shape, TensorType
-from rlx.ops.attention import Layout, attention_scale, attention_scores, attention_type, rope_kernel, rope_type, softmax
-from rlx.ops.common import axis_of, promote_args, require_dim, require_float, require_rank
+from rlx.ops.attention import (
+    KEEP_AT,
+    MASK_FILL,
+    Layout,
+    attention_scale,
+    attention_scores,
+    attention_type,
+    position_keep,
+    rope_kernel,
+    rope_type,
+    softmax,
+)
+from rlx.ops.common import NORM_EPS, axis_of, promote_args, require_dim, require_float, require_rank
 from rlx.ops.conv import Fold, col2im, conv_geo, conv_out_size, first_max_mask, fold_channelwise, patches, select_taps
 from rlx.ops.elementwise import ACTIVATIONS, times_derivative
 from rlx.ops.kinds import NUMPY
@@ -270,7 +281,7 @@ defop(
     infer=lambda ins, attrs: _data_type(ins, ("x", "dy")),
     kernel=lambda args, attrs, out: _act_grad(attrs["kind"], *promote_args(args, out.dtype)),
     **_composite(_activation_backward_prims),
-    doc="dy·act'(x) for every activation kind (OPS.md §7.2 table): gelu uses the exact "
+    doc="dy·act'(x) for every activation kind (docs/semantics.md#activations): gelu uses the exact "
     "Φ(x) + x·φ(x); sqrt and rsqrt give 0 where sqrt(x) <= 0; abs gives sign(x) (0 at 0); "
     "round is the straight-through identity; relu gives 0 at 0. x and dy: real floats of one "
     "shape; result dtype: their promotion.",
@@ -676,7 +687,7 @@ def _sum_except(v: np.ndarray, axis: int) -> np.ndarray:
 
 _NORM_ATTRS = {
     "axis": AttrSpec("int", default=-1, doc="the normalised axis (negative counts from the end)"),
-    "eps": AttrSpec("float", default=1e-5, doc="added to the variance inside the square root"),
+    "eps": AttrSpec("float", default=NORM_EPS, doc="added to the variance inside the square root"),
 }
 
 
@@ -847,7 +858,7 @@ defop(
 
 _GROUP_ATTRS = {
     "num_groups": AttrSpec("int", doc="channels split into this many contiguous groups"),
-    "eps": AttrSpec("float", default=1e-5),
+    "eps": AttrSpec("float", default=NORM_EPS),
 }
 
 
@@ -1031,20 +1042,15 @@ def _attention_prims(g, q, k, v, mask, attrs):
     sq, sk = sc.shape[-2:]
     keep = None
     if kind == "custom":
-        keep = g.ge(g.reshape(mask, new_shape=[*(_dim(d) for d in mask.shape[:-1]), 1, 1, sk]), _scalar(g, 0.5, mask))
+        keep = g.ge(g.reshape(mask, new_shape=[*(_dim(d) for d in mask.shape[:-1]), 1, 1, sk]), _scalar(g, KEEP_AT, mask))
     elif kind == "bias":
         sc = sc + mask
     elif kind in ("causal", "sliding_window"):
         if not (isinstance(sq, int) and isinstance(sk, int)):
             raise ShapeError(f"attention_backward rules need static sequence lengths for mask {kind!r}")
-        i = np.arange(sq)[:, None] + (sk - sq)
-        j = np.arange(sk)[None, :]
-        keep_np = j <= i
-        if kind == "sliding_window":
-            keep_np &= j >= i - attrs["window"]
-        keep = g.constant(keep_np)
+        keep = g.constant(position_keep(kind, sq, sk, attrs["window"]))
     if keep is not None:
-        sc = g.where(keep, sc, _scalar(g, -1e9, sc))
+        sc = g.where(keep, sc, _scalar(g, MASK_FILL, sc))
     e = g.exp(sc - g.reduce(sc, op="max", axes=[len(sc.shape) - 1], keep_dim=True))
     p = e / g.reduce(e, op="sum", axes=[len(e.shape) - 1], keep_dim=True)
     return _from_bhsd(g, g.matmul(p, vh), q, rank, layout)

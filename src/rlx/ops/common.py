@@ -10,6 +10,10 @@ from rlx.ir.dtype import DType, promote_all
 from rlx.ir.errors import ShapeError
 from rlx.ir.shape import TensorType, broadcast_shapes, normalize_axis
 
+#: The default epsilon of every normalisation (layer, RMS, group, batch norm and their fused and
+#: backward forms), added inside the square root.
+NORM_EPS = 1e-5
+
 
 def broadcast_promoted(ins: list[TensorType]) -> TensorType:
     """NumPy broadcast of every operand, dtype joined in the promotion lattice."""

@@ -1,4 +1,4 @@
-"""Fused ops (OPS.md §7.21, §7.7): products of fusion passes and DIRECT-policy builders.
+"""Fused ops (docs/semantics.md#fused-ops): products of fusion passes and DIRECT-policy builders.
 
 Each fused op is written **once**, as a body over primitive ops (matmul, binary,
 activation, narrow, layer_norm, rms_norm, rope, attention, cast, compare, where), and that
@@ -28,6 +28,7 @@ from rlx.ir.flags import BLAS
 from rlx.ir.graph import Graph, Value, infer_type
 from rlx.ir.opdef import defop, get_op
 from rlx.ir.shape import Shape, TensorType
+from rlx.ops.common import NORM_EPS
 from rlx.ops.elementwise import ACTIVATIONS
 
 _FAMILY = "fused"
@@ -171,7 +172,7 @@ def _residual_norm(norm: str):
 
 _RESIDUAL_ATTRS = {
     "has_bias": AttrSpec("bool", default=False, doc="a bias operand [H] follows residual"),
-    "eps": AttrSpec("float", default=1e-5),
+    "eps": AttrSpec("float", default=NORM_EPS),
     "with_sum": AttrSpec("bool", default=False, doc="two results (sum, normed): the residual stream and its norm"),
 }
 for _norm in ("layer_norm", "rms_norm"):
@@ -285,7 +286,7 @@ _deffused(
     arity=lambda attrs: len(_LAYER_OPERANDS[attrs["has_bias"]]), operands=_LAYER_OPERANDS[True],
     attrs={**_HEADS,
            "intermediate_size": AttrSpec("int", doc="I, the feed-forward width"),
-           "eps1": AttrSpec("float", default=1e-5), "eps2": AttrSpec("float", default=1e-5),
+           "eps1": AttrSpec("float", default=NORM_EPS), "eps2": AttrSpec("float", default=NORM_EPS),
            "activation": AttrSpec("str", default="gelu", choices=(None, *ACTIVATIONS), doc="feed-forward activation; None = identity"),
            "has_bias": AttrSpec("bool", default=True)},
     doc="BERT post-norm encoder layer: h1 = layer_norm(attn_block(hidden) + hidden; ln1_g, "

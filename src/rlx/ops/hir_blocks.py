@@ -2,7 +2,7 @@
 
 Each block is one registry entry with a shape rule (HIR shapes are inferred and verified;
 upstream trusts builder-declared shapes) and a ``lower(g, operands, attrs, policy)`` hook
-that appends MIR ops to ``g`` following PIPELINE.md §2.3: under ``DIRECT`` straight to
+that appends MIR ops to ``g`` following docs/pipeline.md#hir-lowering: under ``DIRECT`` straight to
 fused MIR ops, under ``FUSABLE`` to the primitive chains the optimizer recognises.
 The reference kernel of every block runs its ``DIRECT`` lowering on the operands (one
 generic helper, :func:`kernel_via_lowering`), so ``rlx.run`` also evaluates HIR graphs.
@@ -36,7 +36,7 @@ from rlx.ir.errors import AttributeSchemaError, RlxError, ShapeError
 from rlx.ir.graph import Graph, Value
 from rlx.ir.opdef import OpDef, defop, get_op
 from rlx.ir.shape import Shape, TensorType
-from rlx.ops.common import require_dim, require_float, require_rank
+from rlx.ops.common import NORM_EPS, require_dim, require_float, require_rank
 from rlx.ops.elementwise import ACTIVATIONS
 
 HIR_FAMILY = "hir_blocks"
@@ -44,7 +44,7 @@ HIR_FAMILY = "hir_blocks"
 #: MIR ops that double as HIR blocks (upstream HirOp RmsNorm, RoPE, Attention; plus layer_norm).
 MIR_BLOCKS = ("rms_norm", "layer_norm", "rope", "attention")
 
-#: The label a block gets when the builder gives none (PIPELINE.md §2.1 table).
+#: The label a block gets when the builder gives none (docs/pipeline.md#hir-lowering).
 DEFAULT_LABELS = {
     "linear": "linear",
     "linear_fused": "linear_fused",
@@ -277,7 +277,7 @@ def _residual_rms_lower(g: Graph, ops: Sequence[Value], attrs: Mapping[str, Any]
 
 _hir_op(
     "residual_rms_norm", arity=4, operands=("x", "residual", "gamma", "beta"),
-    attrs={"eps": AttrSpec("float", default=1e-5, doc="added to mean(x**2) inside the square root")},
+    attrs={"eps": AttrSpec("float", default=NORM_EPS, doc="added to mean(x**2) inside the square root")},
     infer=_residual_rms_type, lower=_residual_rms_lower,
     doc="rms_norm(x + residual, gamma, beta) over the last axis. DIRECT: fused_residual_rms_norm"
     "(has_bias=False); FUSABLE: add -> rms_norm(axis=-1).",
@@ -422,7 +422,7 @@ _hir_op(
         "num_heads": AttrSpec("int", doc="H, query heads"),
         "head_dim": AttrSpec("int", doc="D per head"),
         "num_kv_heads": AttrSpec("int", default=None, doc="KV heads (divides H); None = num_heads"),
-        "eps": AttrSpec("float", default=1e-5, doc="both RMSNorms"),
+        "eps": AttrSpec("float", default=NORM_EPS, doc="both RMSNorms"),
         "mask_kind": AttrSpec("str", default="causal", choices=("none", "causal", "sliding_window", "custom", "bias")),
         "window": AttrSpec("int", default=None, doc="sliding_window only"),
     },

@@ -159,8 +159,8 @@ class Kind:
         return None if rule is None else rule(xp, x, y, v)
 
 
-def _gelu(xp, x):
-    return 0.5 * x * (1.0 + xp.erf(x / math.sqrt(2.0)))
+def _gelu(xp, x):  # in the order onnxruntime fuses into one Gelu kernel (the ONNX exporter evaluates this)
+    return x * (xp.erf(x / math.sqrt(2.0)) + 1.0) * 0.5
 
 
 def _gelu_grad(xp, x, y, v):  # Φ(x) + x·φ(x)
@@ -196,7 +196,7 @@ def _aten(*names: str) -> tuple[str, ...]:
     return tuple(f"aten.{n}" for n in names)
 
 
-#: ``activation``'s kinds (the rlx-native unary functions; derivatives per OPS.md §7.2).
+#: ``activation``'s kinds (the rlx-native unary functions; derivatives per docs/semantics.md#activations).
 ACTIVATION_KINDS: Mapping[str, Kind] = {k.name: k for k in (
     Kind("gelu", _gelu, _gelu_grad, upstream="Gelu", doc="exact: x·Φ(x) with erf"),
     Kind("gelu_approx", _gelu_approx, _gelu_approx_grad, upstream="GeluApprox", doc="the tanh form"),

@@ -18,9 +18,9 @@ from rlx.ir.dtype import promote_all
 from rlx.ir.errors import AutodiffError, ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import TensorType
-from rlx.ops.common import axis_of, promote_args, require_dim, require_float, require_rank
+from rlx.ops.common import NORM_EPS, axis_of, promote_args, require_dim, require_float, require_rank
 
-_EPS = AttrSpec("float", default=1e-5, doc="added to the variance inside the square root")
+_EPS = AttrSpec("float", default=NORM_EPS, doc="added to the variance inside the square root")
 _AXIS = AttrSpec("int", default=-1, doc="the normalized axis (negative counts from the end)")
 
 

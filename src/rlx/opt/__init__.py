@@ -1,9 +1,9 @@
 """The optimizer: pass manager, cleanup passes, pattern fusion, elementwise regions, unfuse,
 legalization and the fusion report. ``optimize(g)`` runs the default pipeline.
 
-Default order (PIPELINE.md §3.3, plus CSE / folding / simplification, which upstream
+Default order (docs/pipeline.md#pass-order, plus CSE / folding / simplification, which upstream
 lacks): [automatic mixed precision, when ``precision=`` names a policy] → [unfuse ops the
-backend does not claim] → cse → fold_constants → simplify → dce → the seven fusion patterns
+backend does not claim] → cse → fold_constants → simplify → dce → the seven fusion patterns and decomposed attention
 (each gated on the backend claiming the op it creates) → elementwise regions (marked, then
 unfused unless the backend keeps them) → dce.
 """
@@ -16,6 +16,7 @@ from typing import Any
 
 from rlx.ir.graph import Graph
 from rlx.opt.cleanup import CSE, DCE, FOLD, SIMPLIFY, cse, dce, fold_constants, simplify
+from rlx.opt.fuse_attention import FUSE_ATTENTION, fuse_decomposed_attention
 from rlx.opt.fusion import (
     FUSE_MATMUL_BIAS_ACT,
     FUSE_RESIDUAL_LN,
@@ -59,7 +60,7 @@ from rlx.opt.unfuse import (
 
 _ALL_FUSED = frozenset({
     "matmul", "elementwise_region", "fused_swiglu", "fused_matmul_bias_act", "fused_residual_layer_norm",
-    "fused_residual_rms_norm", "fused_attention_block",
+    "fused_residual_rms_norm", "fused_attention_block", "attention",
 })
 
 
@@ -121,7 +122,7 @@ def default_passes(backend: str | Backend | Iterable[str] | None = None, *, fold
         passes.append(FOLD)
     passes += [SIMPLIFY, DCE]
     if fusion:
-        passes += [p for p in PATTERN_PASSES if all(b.claims_op(op) for op in p.produces)]
+        passes += [p for p in (*PATTERN_PASSES, FUSE_ATTENTION) if all(b.claims_op(op) for op in p.produces)]
         mark = MARK_REGIONS.with_options(max_steps=b.max_steps, max_inputs=b.max_inputs)
         passes.append(mark)
         if not (b.keep_regions and b.claims_op("elementwise_region")):
@@ -187,6 +188,7 @@ __all__ = [
     "CSE",
     "DCE",
     "FOLD",
+    "FUSE_ATTENTION",
     "FUSE_MATMUL_BIAS_ACT",
     "FUSE_RESIDUAL_LN",
     "FUSE_RESIDUAL_RMS",
@@ -219,6 +221,7 @@ __all__ = [
     "dce",
     "default_passes",
     "fold_constants",
+    "fuse_decomposed_attention",
     "fuse_matmul_bias_act",
     "fuse_residual_layer_norm",
     "fuse_residual_rms_norm",

@@ -1,4 +1,4 @@
-"""Pattern fusion passes (PIPELINE.md §3.4), with uniform single-use checks.
+"""Pattern fusion passes (docs/pipeline.md#fusion-patterns), with uniform single-use checks.
 
 Every pattern counts graph outputs as uses (:func:`use_counts`), so a value that is
 also an output or has a second consumer is never swallowed into a fused node. Each
@@ -116,6 +116,69 @@ def _last_axis(node: Node, rank: int) -> bool:
     return rank > 0 and axis % rank == rank - 1
 
 
+# ------------------------------------------------------------------------- patterns
+@dataclass(frozen=True)
+class Site:
+    """One place a pattern could apply: ``node`` (where a report points) and either the rewrite
+    (``match``) or the ``reason`` it does not apply. ``note`` describes an applicable site left in
+    a graph (a pass that did not run); ``hint`` says how a user can make it apply."""
+
+    node: Node
+    match: Match | None = None
+    reason: str | None = None
+    note: str = ""
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A fusion pattern, the one object that both matches and explains.
+
+    ``sites(g)`` finds every place the pattern could apply, each with its rewrite or the reason it
+    does not; the pass (:attr:`as_pass`) applies the rewrites, and the fusion report
+    (:mod:`rlx.opt.report`) lists the sites still present in an optimised graph with their reasons.
+    ``name`` is the report's pattern name (two patterns may share one: the SwiGLU forms);
+    ``produces`` the ops the rewrite emits (a backend's claims gate the pass); ``reported``: False
+    for a rewrite that is no missed opportunity when absent (reshaping before an rms_norm).
+    """
+
+    name: str
+    pass_name: str
+    sites: Callable[[Graph], list[Site]]
+    produces: frozenset[str]
+    reported: bool = True
+
+    def find(self, g: Graph) -> list[Match]:
+        return [s.match for s in self.sites(g) if s.match is not None]
+
+    def run(self, g: Graph) -> PassResult:
+        return apply_matches(g, self.find(g), self.pass_name)
+
+    @property
+    def as_pass(self) -> Pass:
+        return Pass(self.pass_name, self.run, self.produces)
+
+
+def _single_use_reason(cx: _Ctx, i: int, what: str) -> str | None:
+    """Why node ``i`` cannot be swallowed into a fused node (it escapes), or None."""
+    if i in cx.outputs:
+        return f"{what} is also a graph output"
+    if cx.uses[i] > 1:
+        return f"{what} has {cx.uses[i]} uses"
+    return None
+
+
+def _first_reason(cx: _Ctx, parts: Sequence[tuple[int, str]]) -> str | None:
+    return next((r for i, what in parts if (r := _single_use_reason(cx, i, what))), None)
+
+
+def _claim_site(cx: _Ctx, node: Node, ids: Sequence[int], match: Callable[[frozenset[int]], Match], **text: str) -> Site:
+    """The site's rewrite when none of ``ids`` belongs to an earlier rewrite of this pass."""
+    if not cx.free(ids):
+        return Site(node, reason="overlaps another fusion of the same pattern", **text)
+    return Site(node, match=match(cx.claim(ids)), **text)
+
+
 # --------------------------------------------------------------- matmul + bias + act
 def _act_kinds() -> frozenset[str]:
     if not has_op("fused_matmul_bias_act"):
@@ -127,76 +190,82 @@ def _act_kinds() -> frozenset[str]:
     return frozenset(act)
 
 
-def find_matmul_bias_act(g: Graph) -> list[Match]:
+def matmul_bias_act_sites(g: Graph) -> list[Site]:
+    """MatMul → Add(bias of rank ≤ 1) [→ Activation]: the matmul must have the add as its only use."""
     cx = _Ctx(g)
     nodes = cx.nodes
     kinds = _act_kinds()
-    out: list[Match] = []
+    users = g.users()
+    out: list[Site] = []
     for mm in nodes:
         if mm.op != "matmul":
             continue
-        add = cx.single_consumer(mm.id)
-        if add is None or not _is(add, "binary", "add") or add.inputs[0] == add.inputs[1]:
-            continue
-        bias = nodes[add.inputs[1] if add.inputs[0] == mm.id else add.inputs[0]]
-        if len(bias.shape) > 1:
-            continue
-        x, w = (nodes[i] for i in mm.inputs)
-        tail, act = add, None
-        nxt = cx.single_consumer(add.id)
-        if nxt is not None and _is(nxt, "activation") and nxt.attrs["kind"] in kinds:
-            if infers("fused_matmul_bias_act", [x.type, w.type, bias.type], {"activation": nxt.attrs["kind"]}, nxt.type):
-                tail, act = nxt, nxt.attrs["kind"]
-        if act is None and not infers("fused_matmul_bias_act", [x.type, w.type, bias.type], {"activation": None}, add.type):
-            continue
-        ids = [mm.id, add.id] + ([tail.id] if act else [])
-        if not cx.free(ids):
-            continue
+        for add in (nodes[u] for u in dict.fromkeys(users[mm.id])):
+            if not _is(add, "binary", "add") or add.inputs[0] == add.inputs[1]:
+                continue
+            bias = nodes[add.inputs[1] if add.inputs[0] == mm.id else add.inputs[0]]
+            if len(bias.shape) > 1:
+                continue  # a residual add, not a bias
+            x, w = (nodes[i] for i in mm.inputs)
+            hint = "give the matmul a single consumer"
+            reason = _single_use_reason(cx, mm.id, "the matmul")
+            tail, act = add, None
+            nxt = cx.single_consumer(add.id)
+            if reason is None and nxt is not None and _is(nxt, "activation") and nxt.attrs["kind"] in kinds:
+                if infers("fused_matmul_bias_act", [x.type, w.type, bias.type], {"activation": nxt.attrs["kind"]}, nxt.type):
+                    tail, act = nxt, nxt.attrs["kind"]
+            if reason is None and act is None and not infers(
+                    "fused_matmul_bias_act", [x.type, w.type, bias.type], {"activation": None}, add.type):
+                reason = f"bias {bias.type} does not fit the fused op for output {add.type}"
+            if reason is not None:
+                out.append(Site(mm, reason=reason, hint=hint))
+                continue
 
-        def build(rb: Rebuilder, x=x, w=w, bias=bias, act=act, tail=tail, parts=(mm, add, tail)) -> dict[int, int]:
-            new = rb.emit("fused_matmul_bias_act", [rb.map[x.id], rb.map[w.id], rb.map[bias.id]], {"activation": act},
-                          like=parts, name=tail.name, type=tail.type)
-            return {tail.id: new}
+            def build(rb: Rebuilder, x=x, w=w, bias=bias, act=act, tail=tail, parts=(mm, add, tail)) -> dict[int, int]:
+                new = rb.emit("fused_matmul_bias_act", [rb.map[x.id], rb.map[w.id], rb.map[bias.id]], {"activation": act},
+                              like=parts, name=tail.name, type=tail.type)
+                return {tail.id: new}
 
-        out.append(Match(tail.id, cx.claim(ids), build, "matmul_bias_act"))
+            ids = [mm.id, add.id] + ([tail.id] if act else [])
+            out.append(_claim_site(cx, mm, ids, lambda claimed, tail=tail, build=build: Match(
+                tail.id, claimed, build, "matmul_bias_act"), hint=hint))
     return out
 
 
-def fuse_matmul_bias_act(g: Graph) -> PassResult:
-    """MatMul (one use) → Add(bias of rank ≤ 1) [→ Activation (one use)] ⇒ fused_matmul_bias_act."""
-    return apply_matches(g, find_matmul_bias_act(g), "fuse_matmul_bias_act")
-
-
 # ------------------------------------------------------------- residual + norm
-def find_residual_norm(g: Graph, norm: str, fused: str) -> list[Match]:
+def _residual_norm_sites(g: Graph, norm: str, fused: str) -> list[Site]:
     """Add → norm over the last axis. An add with other uses (the residual stream of a pre-norm
     transformer) fuses into the two-result form (sum, normed), emitted at the norm, or at the add
     when the add is read before the norm (gamma and beta must then exist before the add)."""
     cx = _Ctx(g)
     nodes = cx.nodes
     users: list[list[int]] | None = None
-    out: list[Match] = []
+    out: list[Site] = []
     for n in nodes:
         if n.op != norm:
             continue
         add = nodes[n.inputs[0]]
-        if not _is(add, "binary", "add") or not _last_axis(n, len(n.shape)):
+        if not _is(add, "binary", "add"):
+            continue
+        if not _last_axis(n, len(n.shape)):
+            out.append(Site(n, reason="the norm is not over the last axis"))
             continue
         x, res = (nodes[i] for i in add.inputs)
         gamma, beta = nodes[n.inputs[1]], nodes[n.inputs[2]]
         with_sum, anchor = not cx.single_use(add.id), n.id
+        late = ("the residual add has other uses and gamma / beta are defined after it (declare them first)"
+                if with_sum and max(gamma.id, beta.id) > add.id else "")  # (an earlier form may have read the add first)
         if with_sum:
             users = g.users() if users is None else users
             if any(u < n.id for u in users[add.id]):  # read before the norm: build the fused node at the add
-                if max(gamma.id, beta.id) > add.id:
+                if late:
+                    out.append(Site(n, reason=late))
                     continue
                 anchor = add.id
-        if x.shape != add.shape:
-            continue
         attrs = {"has_bias": False, "eps": n.attrs["eps"], "with_sum": with_sum}
-        if not infers(fused, [x.type, res.type, gamma.type, beta.type], attrs, (add.type, n.type) if with_sum else n.type):
-            continue
-        if not cx.free([add.id, n.id]):
+        if x.shape != add.shape or not infers(
+                fused, [x.type, res.type, gamma.type, beta.type], attrs, (add.type, n.type) if with_sum else n.type):
+            out.append(Site(n, reason="the add's operands do not fit the fused op (broadcast or dtype)"))
             continue
 
         def build(rb: Rebuilder, x=x, res=res, gamma=gamma, beta=beta, n=n, add=add, attrs=attrs) -> dict[int, int]:
@@ -206,22 +275,21 @@ def find_residual_norm(g: Graph, norm: str, fused: str) -> list[Match]:
             total = rb.emit(fused, ins, attrs, like=(add, n), name=add.name, type=(add.type, n.type))
             return {add.id: total, n.id: rb.dst.append(RESULT, [total], {"index": 1}, name=n.name).id}
 
-        out.append(Match(anchor, cx.claim([add.id, n.id]), build, fused))
+        out.append(_claim_site(cx, n, [add.id, n.id], lambda claimed, anchor=anchor, build=build: Match(
+            anchor, claimed, build, fused), note=late))
     return out
 
 
-def fuse_residual_layer_norm(g: Graph) -> PassResult:
-    """Add → LayerNorm (last axis) ⇒ fused_residual_layer_norm (results (sum, normed) when the add has other uses)."""
-    return apply_matches(g, find_residual_norm(g, "layer_norm", "fused_residual_layer_norm"), "fuse_residual_layer_norm")
+def residual_layer_norm_sites(g: Graph) -> list[Site]:
+    return _residual_norm_sites(g, "layer_norm", "fused_residual_layer_norm")
 
 
-def fuse_residual_rms_norm(g: Graph) -> PassResult:
-    """Add → RmsNorm (last axis) ⇒ fused_residual_rms_norm (results (sum, normed) when the add has other uses)."""
-    return apply_matches(g, find_residual_norm(g, "rms_norm", "fused_residual_rms_norm"), "fuse_residual_rms_norm")
+def residual_rms_norm_sites(g: Graph) -> list[Site]:
+    return _residual_norm_sites(g, "rms_norm", "fused_residual_rms_norm")
 
 
 # ------------------------------------------------------------- rms_norm → reshape
-def find_rms_norm_reshape(g: Graph) -> list[Match]:
+def rms_norm_reshape_sites(g: Graph) -> list[Site]:
     """RmsNorm (last axis, one use) → Reshape to [∏leading, H]: reshape first, normalise 2-D.
 
     rlx's rms_norm has no "declared flat output" form (upstream's fusion artefact), so the
@@ -230,7 +298,7 @@ def find_rms_norm_reshape(g: Graph) -> list[Match]:
     """
     cx = _Ctx(g)
     nodes = cx.nodes
-    out: list[Match] = []
+    out: list[Site] = []
     for n in nodes:
         if n.op != "rms_norm" or len(n.shape) < 3 or not _last_axis(n, len(n.shape)):
             continue
@@ -242,7 +310,7 @@ def find_rms_norm_reshape(g: Graph) -> list[Match]:
         if flat is None or flat.shape != r.shape:
             continue
         attrs = {"axis": -1, "eps": n.attrs["eps"]}
-        if not infers("rms_norm", [flat, gamma.type, beta.type], attrs, r.type) or not cx.free([n.id, r.id]):
+        if not infers("rms_norm", [flat, gamma.type, beta.type], attrs, r.type):
             continue
 
         def build(rb: Rebuilder, x=x, gamma=gamma, beta=beta, n=n, r=r, attrs=attrs) -> dict[int, int]:
@@ -250,12 +318,9 @@ def find_rms_norm_reshape(g: Graph) -> list[Match]:
             new = rb.emit("rms_norm", [flat_id, rb.map[gamma.id], rb.map[beta.id]], attrs, like=(n, r), name=r.name or n.name, type=r.type)
             return {r.id: new}
 
-        out.append(Match(r.id, cx.claim([n.id, r.id]), build, "rms_norm_reshape"))
+        out.append(_claim_site(cx, n, [n.id, r.id], lambda claimed, r=r, build=build: Match(
+            r.id, claimed, build, "rms_norm_reshape")))
     return out
-
-
-def fuse_rms_norm_reshape(g: Graph) -> PassResult:
-    return apply_matches(g, find_rms_norm_reshape(g), "fuse_rms_norm_reshape")
 
 
 # ---------------------------------------------------------- SwiGLU dual matmul
@@ -281,23 +346,27 @@ def _swiglu_candidates(cx: _Ctx, mul: Node, part_op: str) -> list[tuple[Node, No
     return found
 
 
-def find_swiglu_dual_matmul(g: Graph) -> list[Match]:
+def swiglu_dual_matmul_sites(g: Graph) -> list[Site]:
+    """Mul(x@W_up, silu(x@W_gate)) with single-use parts (rank-2 static weights of one shape and dtype)."""
     cx = _Ctx(g)
     nodes = cx.nodes
-    out: list[Match] = []
+    out: list[Site] = []
     for mul in nodes:
         for up, s, gate in _swiglu_candidates(cx, mul, "matmul"):
-            if up.inputs[0] != gate.inputs[0] or not all(cx.single_use(i) for i in (up.id, s.id, gate.id)):
+            if up.inputs[0] != gate.inputs[0]:
+                out.append(Site(mul, reason="up and gate matmuls read different inputs"))
                 continue
+            reason = _first_reason(cx, ((up.id, "the up matmul"), (gate.id, "the gate matmul"), (s.id, "the silu")))
             x, w_up, w_gate = nodes[up.inputs[0]], nodes[up.inputs[1]], nodes[gate.inputs[1]]
-            if not (_static2(w_up.type) and _static2(w_gate.type)) or w_up.shape != w_gate.shape or w_up.dtype != w_gate.dtype:
-                continue
-            cat_t = infers("concat", [w_up.type, w_gate.type], {"axis": 1})
-            mm_t = cat_t and infers("matmul", [x.type, cat_t], {})
-            if not mm_t or not infers("fused_swiglu", [mm_t], {"gate_first": False}, mul.type):
-                continue
-            ids = [up.id, s.id, gate.id, mul.id]
-            if not cx.free(ids):
+            mm_t = None
+            same_weights = _static2(w_up.type) and _static2(w_gate.type) and (w_up.shape, w_up.dtype) == (w_gate.shape, w_gate.dtype)
+            if reason is None and same_weights:
+                cat_t = infers("concat", [w_up.type, w_gate.type], {"axis": 1})
+                mm_t = cat_t and infers("matmul", [x.type, cat_t], {})
+            if reason is None and not (mm_t and infers("fused_swiglu", [mm_t], {"gate_first": False}, mul.type)):
+                reason = "up and gate weights differ in shape or dtype"
+            if reason is not None:
+                out.append(Site(mul, reason=reason))
                 continue
 
             def build(rb: Rebuilder, x=x, w_up=w_up, w_gate=w_gate, parts=(up, s, gate, mul), mul=mul) -> dict[int, int]:
@@ -305,14 +374,9 @@ def find_swiglu_dual_matmul(g: Graph) -> list[Match]:
                 mm = rb.emit("matmul", [rb.map[x.id], cat], {}, like=parts[::2])
                 return {mul.id: rb.emit("fused_swiglu", [mm], {"gate_first": False}, like=parts, name=mul.name, type=mul.type)}
 
-            out.append(Match(mul.id, cx.claim(ids), build, "swiglu_dual_matmul"))
-            break
+            out.append(_claim_site(cx, mul, [up.id, s.id, gate.id, mul.id], lambda claimed, mul=mul, build=build: Match(
+                mul.id, claimed, build, "swiglu_dual_matmul")))
     return out
-
-
-def fuse_swiglu_dual_matmul(g: Graph) -> PassResult:
-    """Mul(x@W_up, silu(x@W_gate)) with single-use parts ⇒ concat weights → one matmul → fused_swiglu."""
-    return apply_matches(g, find_swiglu_dual_matmul(g), "fuse_swiglu_dual_matmul")
 
 
 # ------------------------------------------------------------ shared-input matmul
@@ -337,17 +401,22 @@ def _shared_members(g: Graph, group: list[Node]) -> list[Node]:
     ]
 
 
-def find_shared_input_matmul(g: Graph) -> list[Match]:
+def shared_input_matmul_sites(g: Graph) -> list[Site]:
+    """≥ 2 MatMuls of one lhs with rank-2 weights of equal K, declared before the group's first matmul."""
     nodes = g.nodes
-    out: list[Match] = []
+    out: list[Site] = []
     for lhs, group in shared_matmul_groups(g).items():
         members = _shared_members(g, group)
         if len(members) < 2:
+            if len({nodes[m.inputs[1]].shape[0] for m in group}) == 1:
+                out.append(Site(group[0], reason="weights are defined after the first matmul of the group",
+                                hint="declare the weights before their first use"))
             continue
         ws = [nodes[m.inputs[1]] for m in members]
         cat_t = infers("concat", [w.type for w in ws], {"axis": 1})
         mm_t = cat_t and infers("matmul", [nodes[lhs].type, cat_t], {})
         if not mm_t:
+            out.append(Site(group[0], reason="the packed weights do not type-check as one matmul"))
             continue
         axis = len(mm_t.shape) - 1
         starts = [0]
@@ -355,6 +424,7 @@ def find_shared_input_matmul(g: Graph) -> list[Match]:
             starts.append(starts[-1] + w.shape[1])
         spans = zip(starts, ws, members)
         if not all(infers("narrow", [mm_t], {"axis": axis, "start": s, "length": w.shape[1]}, m.type) for s, w, m in spans):
+            out.append(Site(group[0], reason="a slice of the packed matmul does not give a member's type"))
             continue
 
         def build(rb: Rebuilder, lhs=lhs, ws=ws, members=members, starts=starts, axis=axis) -> dict[int, int]:
@@ -368,68 +438,69 @@ def find_shared_input_matmul(g: Graph) -> list[Match]:
                 for s, w, m in zip(starts, ws, members)
             }
 
-        out.append(Match(members[0].id, frozenset(m.id for m in members), build, "shared_input_matmul"))
+        match = Match(members[0].id, frozenset(m.id for m in members), build, "shared_input_matmul")
+        out.append(Site(group[0], match=match, note=f"{len(members)} matmuls share lhs %{lhs} with compatible weights"))
     return out
 
 
-def fuse_shared_input_matmul(g: Graph) -> PassResult:
-    """≥ 2 MatMuls of one lhs with rank-2 weights of equal K ⇒ concat weights → one matmul → narrows."""
-    return apply_matches(g, find_shared_input_matmul(g), "fuse_shared_input_matmul")
-
-
 # ------------------------------------------------------------------- SwiGLU (narrows)
-def find_swiglu(g: Graph) -> list[Match]:
+def swiglu_sites(g: Graph) -> list[Site]:
+    """Mul(narrow(src, one half), silu(narrow(src, the other half))) on the last axis, single-use parts."""
     cx = _Ctx(g)
     nodes = cx.nodes
-    out: list[Match] = []
+    out: list[Site] = []
     for mul in nodes:
         for up, s, gate in _swiglu_candidates(cx, mul, "narrow"):
-            if gate.inputs[0] != up.inputs[0]:
-                continue
             src = nodes[up.inputs[0]]
             rank = len(src.shape)
-            if not (_last_axis(up, rank) and _last_axis(gate, rank)):
-                continue
             n = up.attrs["length"]
-            if gate.attrs["length"] != n or src.shape[-1] != 2 * n:
-                continue
             starts = (up.attrs["start"], gate.attrs["start"])
-            if starts == (0, n):
-                gate_first = False
-            elif starts == (n, 0):
-                gate_first = True
-            else:
-                continue
-            ids = [up.id, s.id, gate.id, mul.id]
-            if not all(cx.single_use(i) for i in ids[:3]) or not cx.free(ids):
-                continue
-            if not infers("fused_swiglu", [src.type], {"gate_first": gate_first}, mul.type):
+            halves = (gate.inputs[0] == up.inputs[0] and _last_axis(up, rank) and _last_axis(gate, rank)
+                      and gate.attrs["length"] == n and src.shape[-1] == 2 * n and starts in ((0, n), (n, 0)))
+            reason = _first_reason(cx, ((up.id, "the up narrow"), (gate.id, "the gate narrow"), (s.id, "the silu")))
+            if reason is None and not halves:
+                reason = "the narrows are not the two halves of the last axis of one tensor"
+            gate_first = starts == (n, 0)
+            if reason is None and not infers("fused_swiglu", [src.type], {"gate_first": gate_first}, mul.type):
+                reason = "the halves do not fit the fused op (dtype)"
+            if reason is not None:
+                out.append(Site(mul, reason=reason))
                 continue
 
             def build(rb: Rebuilder, src=src, gf=gate_first, parts=(up, s, gate, mul), mul=mul) -> dict[int, int]:
                 return {mul.id: rb.emit("fused_swiglu", [rb.map[src.id]], {"gate_first": gf}, like=parts, name=mul.name, type=mul.type)}
 
-            out.append(Match(mul.id, cx.claim(ids), build, "swiglu"))
-            break
+            out.append(_claim_site(cx, mul, [up.id, s.id, gate.id, mul.id], lambda claimed, mul=mul, build=build: Match(
+                mul.id, claimed, build, "swiglu")))
     return out
 
 
-def fuse_swiglu(g: Graph) -> PassResult:
-    """Mul(narrow(src, lo half), silu(narrow(src, hi half))) with single-use parts ⇒ fused_swiglu."""
-    return apply_matches(g, find_swiglu(g), "fuse_swiglu")
+MATMUL_BIAS_ACT = Pattern("matmul_bias_act", "fuse_matmul_bias_act", matmul_bias_act_sites, frozenset({"fused_matmul_bias_act"}))
+RESIDUAL_LAYER_NORM = Pattern("residual_layer_norm", "fuse_residual_layer_norm", residual_layer_norm_sites,
+                              frozenset({"fused_residual_layer_norm"}))
+RESIDUAL_RMS_NORM = Pattern("residual_rms_norm", "fuse_residual_rms_norm", residual_rms_norm_sites,
+                            frozenset({"fused_residual_rms_norm"}))
+RMS_NORM_RESHAPE = Pattern("rms_norm_reshape", "fuse_rms_norm_reshape", rms_norm_reshape_sites, frozenset(), reported=False)
+SWIGLU_DUAL_MATMUL = Pattern("swiglu", "fuse_swiglu_dual_matmul", swiglu_dual_matmul_sites, frozenset({"fused_swiglu"}))
+SHARED_INPUT_MATMUL = Pattern("shared_input_matmul", "fuse_shared_input_matmul", shared_input_matmul_sites, frozenset({"matmul"}))
+SWIGLU_NARROWS = Pattern("swiglu", "fuse_swiglu", swiglu_sites, frozenset({"fused_swiglu"}))
 
+#: every pattern, in the order the pipeline runs their passes (the report scans the same list)
+PATTERNS = (MATMUL_BIAS_ACT, RESIDUAL_LAYER_NORM, RESIDUAL_RMS_NORM, RMS_NORM_RESHAPE, SWIGLU_DUAL_MATMUL,
+            SHARED_INPUT_MATMUL, SWIGLU_NARROWS)
 
-FUSE_MATMUL_BIAS_ACT = Pass("fuse_matmul_bias_act", fuse_matmul_bias_act, frozenset({"fused_matmul_bias_act"}))
-FUSE_RESIDUAL_LN = Pass("fuse_residual_layer_norm", fuse_residual_layer_norm, frozenset({"fused_residual_layer_norm"}))
-FUSE_RESIDUAL_RMS = Pass("fuse_residual_rms_norm", fuse_residual_rms_norm, frozenset({"fused_residual_rms_norm"}))
-FUSE_RMS_NORM_RESHAPE = Pass("fuse_rms_norm_reshape", fuse_rms_norm_reshape, frozenset())
-FUSE_SWIGLU_DUAL = Pass("fuse_swiglu_dual_matmul", fuse_swiglu_dual_matmul, frozenset({"fused_swiglu"}))
-FUSE_SHARED_MATMUL = Pass("fuse_shared_input_matmul", fuse_shared_input_matmul, frozenset({"matmul"}))
-FUSE_SWIGLU = Pass("fuse_swiglu", fuse_swiglu, frozenset({"fused_swiglu"}))
-
+FUSE_MATMUL_BIAS_ACT, FUSE_RESIDUAL_LN, FUSE_RESIDUAL_RMS, FUSE_RMS_NORM_RESHAPE, FUSE_SWIGLU_DUAL, FUSE_SHARED_MATMUL, FUSE_SWIGLU = (
+    p.as_pass for p in PATTERNS)
 PATTERN_PASSES = (
     FUSE_MATMUL_BIAS_ACT, FUSE_RESIDUAL_LN, FUSE_RESIDUAL_RMS, FUSE_RMS_NORM_RESHAPE,
     FUSE_SWIGLU_DUAL, FUSE_SHARED_MATMUL, FUSE_SWIGLU,
 )
+fuse_matmul_bias_act = MATMUL_BIAS_ACT.run
+fuse_residual_layer_norm = RESIDUAL_LAYER_NORM.run
+fuse_residual_rms_norm = RESIDUAL_RMS_NORM.run
+fuse_rms_norm_reshape = RMS_NORM_RESHAPE.run
+fuse_swiglu_dual_matmul = SWIGLU_DUAL_MATMUL.run
+fuse_shared_input_matmul = SHARED_INPUT_MATMUL.run
+fuse_swiglu = SWIGLU_NARROWS.run
 
-__all__ = ["PATTERN_PASSES", "Match", "apply_matches", "infers"]
+__all__ = ["PATTERNS", "PATTERN_PASSES", "Match", "Pattern", "Site", "apply_matches", "infers"]

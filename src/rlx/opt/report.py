@@ -1,9 +1,10 @@
 """FusionReport: what the optimizer fused, what it missed and why, node counts.
 
-The miss scanners look at the *result* and only flag a real, still-present opportunity
-(a bias add after a matmul, two matmuls of one lhs with compatible weights, an unfused
-SwiGLU or residual norm) with the reason it was not taken. A matmul that feeds a fused
-op or a down-projection is not a miss (upstream flags those, so its
+Missed fusions are the sites of the fusion patterns (:class:`rlx.opt.fusion.Pattern`, the
+same objects the passes apply) still present in the *result*, each with the reason its
+pattern gives (a bias add after a matmul with a second use, two matmuls of one lhs with
+compatible weights whose pass did not run, an unfused SwiGLU or residual norm). A matmul
+that feeds a fused op or a down-projection is no site (upstream flags those, so its
 ``assert_fusion_clean`` fails on ordinary SwiGLU graphs).
 
 Bodies (graph-valued attributes of ``if_`` / ``while_`` / ``scan`` / ``custom_fn``) are
@@ -21,22 +22,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from rlx.ir.graph import Graph, Node
-from rlx.opt.rebuild import use_counts
+from rlx.opt.fusion import PATTERNS
 
 FUSED_KINDS = (
     "fused_matmul_bias_act", "fused_swiglu", "fused_residual_layer_norm", "fused_residual_rms_norm",
     "fused_attention_block", "fused_transformer_layer", "elementwise_region",
 )
 WATCHED = ("attention", "rope", "narrow", "concat", "matmul", "activation", "binary")
-
-_PASS_OF = {
-    "matmul_bias_act": ("fuse_matmul_bias_act", "fused_matmul_bias_act"),
-    "shared_input_matmul": ("fuse_shared_input_matmul", "matmul"),
-    "swiglu": ("fuse_swiglu_dual_matmul", "fused_swiglu"),
-    "residual_layer_norm": ("fuse_residual_layer_norm", "fused_residual_layer_norm"),
-    "residual_rms_norm": ("fuse_residual_rms_norm", "fused_residual_rms_norm"),
-}
-
 
 @dataclass(frozen=True)
 class MissedFusion:
@@ -157,90 +149,18 @@ def _label(node: Node) -> str:
     return node.name or f"%{node.id}"
 
 
-def _why_not_single(i: int, uses: list[int], outputs: set[int], what: str) -> str | None:
-    if i in outputs:
-        return f"{what} is also a graph output"
-    if uses[i] > 1:
-        return f"{what} has {uses[i]} uses"
-    return None
-
-
 def scan(g: Graph, ran: Iterable[str] | None = None) -> list[MissedFusion]:
-    """Missed-fusion scanners over a (fused) graph; see the module docstring."""
-    from rlx.opt.fusion import _shared_members, infers, shared_matmul_groups
-
+    """The sites of every reported fusion pattern still present in ``g`` (:data:`rlx.opt.fusion.PATTERNS`,
+    the objects the passes run), each with the reason its pattern gives; see the module docstring."""
     ran_set = None if ran is None else frozenset(ran)
-    nodes = g.nodes
-    uses = use_counts(g)
-    users = g.users()
-    outputs = set(g.output_ids)
     missed: list[MissedFusion] = []
-
-    def gated(pattern: str) -> str | None:
-        pass_name, op = _PASS_OF[pattern]
-        if ran_set is not None and pass_name not in ran_set:
-            return f"pass {pass_name} did not run (the backend does not claim {op})"
-        return None
-
-    def add(pattern: str, node: Node, reason: str, hint: str = "") -> None:
-        missed.append(MissedFusion(pattern, node.id, gated(pattern) or reason, _label(node), hint))
-
-    for n in nodes:
-        if n.op == "matmul":
-            for c in users[n.id]:
-                cn = nodes[c]
-                if cn.op != "binary" or cn.attrs.get("op") != "add" or cn.inputs[0] == cn.inputs[1]:
-                    continue
-                bias = nodes[cn.inputs[1] if cn.inputs[0] == n.id else cn.inputs[0]]
-                if len(bias.shape) != 1 or bias.shape[0] != cn.shape[-1]:
-                    continue  # a residual or scalar add, not a bias over the output features
-                x, w = (nodes[i].type for i in n.inputs)
-                reason = _why_not_single(n.id, uses, outputs, "the matmul")
-                if reason is None and not infers("fused_matmul_bias_act", [x, w, bias.type], {"activation": None}, cn.type):
-                    reason = f"bias {bias.type} does not fit the fused op for output {cn.type}"
-                add("matmul_bias_act", n, reason or "not fused", "give the matmul a single consumer")
-        elif n.op == "binary" and n.attrs.get("op") == "mul" and n.inputs[0] != n.inputs[1]:
-            a, b = (nodes[i] for i in n.inputs)
-            for up, s in ((a, b), (b, a)):
-                if s.op != "activation" or s.attrs.get("kind") != "silu":
-                    continue
-                gate = nodes[s.inputs[0]]
-                if up.op == "matmul" and gate.op == "matmul":
-                    if up.inputs[0] != gate.inputs[0]:
-                        reason = "up and gate matmuls read different inputs"
-                    else:
-                        reason = next(
-                            (r for i, what in ((up.id, "the up matmul"), (gate.id, "the gate matmul"), (s.id, "the silu"))
-                             if (r := _why_not_single(i, uses, outputs, what))),
-                            "up and gate weights differ in shape or dtype",
-                        )
-                    add("swiglu", n, reason)
-                    break
-                if up.op == "narrow" and gate.op == "narrow":
-                    reason = next(
-                        (r for i, what in ((up.id, "the up narrow"), (gate.id, "the gate narrow"), (s.id, "the silu"))
-                         if (r := _why_not_single(i, uses, outputs, what))),
-                        "the narrows are not the two halves of the last axis of one tensor",
-                    )
-                    add("swiglu", n, reason)
-                    break
-        elif n.op in ("layer_norm", "rms_norm"):
-            src = nodes[n.inputs[0]]
-            if src.op == "binary" and src.attrs.get("op") == "add":
-                rank = len(n.shape)
-                pattern = "residual_layer_norm" if n.op == "layer_norm" else "residual_rms_norm"
-                reason = None
-                if uses[src.id] > 1 and max(n.inputs[1:]) > src.id:
-                    reason = "the residual add has other uses and gamma / beta are defined after it (declare them first)"
-                if reason is None and n.attrs.get("axis", -1) % max(rank, 1) != rank - 1:
-                    reason = "the norm is not over the last axis"
-                add(pattern, n, reason or "the add's operands do not fit the fused op (broadcast or dtype)")
-    for lhs, group in shared_matmul_groups(g).items():
-        members = _shared_members(g, group)
-        ks = {nodes[m.inputs[1]].shape[0] for m in group}
-        if len(members) >= 2:
-            add("shared_input_matmul", group[0], f"{len(members)} matmuls share lhs %{lhs} with compatible weights")
-        elif len(ks) == 1 and len(group) >= 2:
-            add("shared_input_matmul", group[0], "weights are defined after the first matmul of the group",
-                "declare the weights before their first use")
+    for pattern in PATTERNS:
+        if not pattern.reported:
+            continue
+        gated = None
+        if ran_set is not None and pattern.pass_name not in ran_set:
+            gated = f"pass {pattern.pass_name} did not run (the backend does not claim {', '.join(sorted(pattern.produces))})"
+        for site in pattern.sites(g):
+            reason = gated or site.reason or site.note or "not fused"
+            missed.append(MissedFusion(pattern.name, site.node.id, reason, _label(site.node), site.hint))
     return missed

@@ -39,6 +39,10 @@ class OnnxLimitError(OnnxFormatError):
     """Importing would exceed one of the caller's :class:`rlx.LoadLimits`; the message names the node and the limit."""
 
 
+class DeclaredTypeError(OnnxError):
+    """A value's dtype or shape as rlx computes it contradicts the type the model declares for it."""
+
+
 class UnsupportedOpsError(OnnxUnsupported):
     """The model has op types with no converter; ``counts`` maps each op type to its node count."""
 

@@ -20,15 +20,16 @@ and propagate it in ONNX.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from rlx.backends.onnx.common import OnnxError, OnnxUnsupported, onnx_dtype
+from rlx.backends.onnx.namespace import OnnxNamespace
 from rlx.ir.dtype import DType
 from rlx.ir.graph import RESULT, Graph, Node
+from rlx.ops.attention import KEEP_AT, MASK_FILL, attention_scale, position_keep
 from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, UNARY_MATH_KINDS
 from rlx.ops.splat import SPLAT_OPS
 
@@ -144,7 +145,13 @@ class Exporter:
         if fn is None:
             reason = REFUSED.get(node.op, "no ONNX exporter")
             raise OnnxUnsupported(f"cannot export op {node.op!r} (node %{node.id}): {reason}")
+        start = len(self.nodes)
         out = fn(self, node, [self.names[i] for i in node.inputs])
+        if node.name:  # the value's name becomes the name of the ONNX node computing it
+            first = out[0] if isinstance(out, (list, tuple)) else out
+            made = next((nd for nd in reversed(self.nodes[start:]) if first in nd.output), None)
+            if made is not None and not made.name:
+                made.name = node.name
         if node.extra_types:
             self.names.update(zip(range(node.id, node.id + node.num_results), out))
         else:
@@ -199,18 +206,7 @@ def _in_shape(ex: Exporter, node: Node, i: int):
 
 
 # ================================================================ elementwise
-_ACT = {k: row.onnx for k, row in ACTIVATION_KINDS.items() if row.onnx}  # one ONNX op each; the rest are composed below
-
-
-def _gelu(ex: Exporter, x: str, dtype: DType) -> str:
-    half = ex.scalar(0.5, dtype)
-    erf = ex.node("Erf", [ex.node("Mul", [x, ex.scalar(1 / math.sqrt(2.0), dtype)])])
-    return ex.node("Mul", [ex.node("Mul", [x, half]), ex.node("Add", [erf, ex.scalar(1.0, dtype)])])
-
-
-def _round_half_away(ex: Exporter, x: str, dtype: DType) -> str:
-    mag = ex.node("Floor", [ex.node("Add", [ex.node("Abs", [x]), ex.scalar(0.5, dtype)])])
-    return ex.node("Mul", [ex.node("Sign", [x]), mag])
+_ACT = {k: row.onnx for k, row in ACTIVATION_KINDS.items() if row.onnx}  # one ONNX op each; the rest from the formula
 
 
 @exporter("activation")
@@ -218,30 +214,16 @@ def _activation(ex, node, ins):
     kind, x, dt = node.attrs["kind"], ins[0], node.dtype
     if kind in _ACT:
         return ex.node(_ACT[kind], [x])
-    if kind == "gelu":
-        return _gelu(ex, x, dt)
-    if kind == "gelu_approx":
-        c = math.sqrt(2.0 / math.pi)
-        x3 = ex.node("Mul", [ex.node("Mul", [x, x]), x])
-        inner = ex.node("Mul", [ex.node("Add", [x, ex.node("Mul", [x3, ex.scalar(0.044715, dt)])]), ex.scalar(c, dt)])
-        t = ex.node("Add", [ex.node("Tanh", [inner]), ex.scalar(1.0, dt)])
-        return ex.node("Mul", [ex.node("Mul", [x, ex.scalar(0.5, dt)]), t])
-    if kind == "silu":
-        return ex.node("Mul", [x, ex.node("Sigmoid", [x])])
-    if kind == "rsqrt":
-        return ex.node("Reciprocal", [ex.node("Sqrt", [x])])
-    if kind == "round":
-        return x if dt.is_int else _round_half_away(ex, x, dt)
-    raise OnnxUnsupported(f"activation {kind!r}")
+    ns = OnnxNamespace(ex, dt)
+    return ACTIVATION_KINDS[kind].forward(ns, ns.wrap(x), is_int=dt.is_int).name
 
 
 @exporter("cast")
 def _cast(ex, node, ins):
     src, dst = _in_dtype(ex, node, 0), node.attrs["to"]
     if dst.is_int and src.is_float:  # rlx truncates toward zero; make it explicit (ONNX leaves it to the runtime)
-        x = ins[0]
-        trunc = ex.node("Mul", [ex.node("Sign", [x]), ex.node("Floor", [ex.node("Abs", [x])])])
-        return ex.node("Cast", [trunc], to=onnx_dtype(dst))
+        ns = OnnxNamespace(ex, src)
+        return ex.node("Cast", [ns.trunc(ns.wrap(ins[0])).name], to=onnx_dtype(dst))
     return ex.node("Cast", [ins[0]], to=onnx_dtype(dst))
 
 
@@ -281,7 +263,7 @@ def _where(ex, node, ins):
     return ex.node("Where", [c, a, b])
 
 
-_MATH = {k: row.onnx for k, row in UNARY_MATH_KINDS.items() if row.onnx}  # trunc: composed
+_MATH = {k: row.onnx for k, row in UNARY_MATH_KINDS.items() if row.onnx}  # the rest from the formula
 
 
 @exporter("unary_math")
@@ -289,9 +271,10 @@ def _unary_math(ex, node, ins):
     kind, x = node.attrs["kind"], ins[0]
     if node.dtype.is_int and kind != "sign":
         return ex.node("Identity", [x])
-    if kind == "trunc":
-        return ex.node("Mul", [ex.node("Sign", [x]), ex.node("Floor", [ex.node("Abs", [x])])])
-    return ex.node(_MATH[kind], [x])
+    if kind in _MATH:
+        return ex.node(_MATH[kind], [x])
+    ns = OnnxNamespace(ex, node.dtype)
+    return UNARY_MATH_KINDS[kind].forward(ns, ns.wrap(x)).name
 
 
 @exporter("binary_ext")
@@ -454,7 +437,7 @@ def _arg_reduce(ex, node, ins):
 
 @exporter("cumulative")
 def _cumulative(ex, node, ins):
-    """OPS.md cumsum / cumsum_backward are cumulative(op="sum") (the backward one with reverse flipped)."""
+    """Upstream's cumsum / cumsum_backward (docs/semantics.md#backward-ops): cumulative(op="sum"), the backward one reversed."""
     if node.attrs["op"] != "sum":
         raise OnnxUnsupported("cumulative 'prod': ONNX CumProd needs opset 26")
     return ex.node("CumSum", [ins[0], ex.ints([node.attrs["axis"]])], exclusive=int(node.attrs["exclusive"]),
@@ -574,25 +557,20 @@ def _attention(ex, node, ins):
         raise OnnxUnsupported("attention with symbolic sequence lengths")
     r4 = 4 if rank in (3, 4) else 3
     kt = ex.node("Transpose", [k], perm=[*list(range(r4 - 2)), r4 - 1, r4 - 2])
-    scale = a["score_scale"] if a["score_scale"] is not None else hd ** -0.5
-    s = ex.node("Mul", [ex.node("MatMul", [q, kt]), ex.scalar(scale, dt)])
+    s = ex.node("Mul", [ex.node("MatMul", [q, kt]), ex.scalar(attention_scale(a), dt)])
     cap = a["attn_logit_softcap"]
     if cap is not None and cap > 0:
         s = ex.node("Mul", [ex.node("Tanh", [ex.node("Div", [s, ex.scalar(cap, dt)])]), ex.scalar(cap, dt)])
     kind = a["mask_kind"]
-    fill = ex.scalar(-1e9, dt)
-    if kind in ("causal", "sliding_window"):
-        i = np.arange(sq)[:, None] + (sk - sq)
-        j = np.arange(sk)[None, :]
-        keep = j <= i
-        if kind == "sliding_window":
-            keep &= j >= i - a["window"]
+    fill = ex.scalar(MASK_FILL, dt)
+    keep = position_keep(kind, sq, sk, a["window"])
+    if keep is not None:
         s = ex.node("Where", [ex.const(keep), s, fill])
     elif kind == "custom":
         m = ex.cast(ins[3], _in_dtype(ex, node, 3), dt)
         mshape = list(_in_shape(ex, node, 3))
         m = ex.node("Reshape", [m, ex.ints([*_dims(mshape[:-1]), 1, 1, mshape[-1]])])
-        s = ex.node("Where", [ex.node("GreaterOrEqual", [m, ex.scalar(0.5, dt)]), s, fill])
+        s = ex.node("Where", [ex.node("GreaterOrEqual", [m, ex.scalar(KEEP_AT, dt)]), s, fill])
     elif kind == "bias":
         s = ex.node("Add", [s, ex.cast(ins[3], _in_dtype(ex, node, 3), dt)])
     p = ex.node("Softmax", [s], axis=-1)

@@ -15,6 +15,7 @@ import numpy as np
 
 from rlx.backends.onnx import loading
 from rlx.backends.onnx.common import (
+    DeclaredTypeError,
     OnnxError,
     OnnxFormatError,
     OnnxLimitError,
@@ -48,6 +49,17 @@ class NeedsStatic(OnnxUnsupported):
     def __init__(self, what: str, inputs: frozenset[str]):
         self.inputs = inputs
         super().__init__(f"{what} must be static, but depends on graph inputs {sorted(inputs)}")
+
+
+class SeqValue:
+    """An ONNX sequence whose length is known at import time: its items, rlx values, in order.
+
+    Sequence ops (import_sequence) rearrange the items while importing; only tensors reach
+    the rlx graph, so a sequence cannot be a graph input or output."""
+
+    def __init__(self, items: Sequence[Value], dtype: DType | None = None):
+        self.items = tuple(items)
+        self.dtype = self.items[0].dtype if self.items else dtype
 
 
 def converter(*op_types: str):
@@ -110,7 +122,7 @@ class Importer:
         self.input_shapes = dict(input_shapes or {})
         self.params: dict[str, np.ndarray] = {}
         self._uid = itertools.count()
-        self.expected: dict[str, int] = {}
+        self.declared: dict[str, Any] = {}  # value name -> its TensorTypeProto in value_info / graph outputs
 
     # ------------------------------------------------------------------ values
     def value(self, name: str) -> Value:
@@ -171,17 +183,21 @@ class Importer:
             if node.op == "constant":
                 self.known[node.id] = node.attrs["value"].array
                 continue
-            if node.op in ("input", "param") or not node.inputs:
+            if node.op in ("input", "param", "result") or not node.inputs:  # a result is folded with its producer
                 continue
-            if not all(i in self.known for i in node.inputs) or not node.shape.is_static:
+            types = node.types
+            if not all(i in self.known for i in node.inputs) or not all(t.shape.is_static for t in types):
                 continue
-            nbytes = node.shape.numel * node.dtype.itemsize
-            if node.shape.numel > min(FOLD_LIMIT, self.limits.max_constant_elements) or nbytes > self.budget.constant_bytes:
+            numel = sum(t.shape.numel for t in types)
+            nbytes = sum(t.shape.numel * t.dtype.itemsize for t in types)
+            if numel > min(FOLD_LIMIT, self.limits.max_constant_elements) or nbytes > self.budget.constant_bytes:
                 continue
             try:
-                self.known[node.id] = eval_node(node, [self.known[i] for i in node.inputs], node.type)
+                got = eval_node(node, [self.known[i] for i in node.inputs], types if node.extra_types else node.type)
             except RlxError:
                 continue
+            for r, arr in enumerate(got if node.extra_types else (got,)):
+                self.known[node.id + r] = arr
 
     # ------------------------------------------------------------------ graph
     def run(self) -> tuple[Graph, dict[str, np.ndarray]]:
@@ -189,7 +205,7 @@ class Importer:
         self._check_supported(graph.node)
         for vi in [*graph.value_info, *graph.output]:
             if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
-                self.expected[vi.name] = vi.type.tensor_type.elem_type
+                self.declared[vi.name] = vi.type.tensor_type
         inits = {t.name: t for t in graph.initializer}
         for t in graph.initializer:
             arr = self.tensor(t)
@@ -214,10 +230,11 @@ class Importer:
         outs = []
         for vi in graph.output:
             v = self.value(vi.name)
-            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
-                want = rlx_dtype(vi.type.tensor_type.elem_type, f"output {vi.name!r}: ")
-                if v.dtype != want:
-                    v = self.g.cast(v, to=want)
+            if isinstance(v, SeqValue):
+                raise OnnxUnsupported(f"graph output {vi.name!r} is a sequence (only tensors are modelled)")
+            self.check_declared(vi.name, v, "graph output")
+            if v.node.op not in ("input", "param") and v.id not in [o.id for o in outs]:
+                self.g.rename(v, vi.name)  # an output keeps its ONNX name (over an intermediate one)
             outs.append(v)
         self.g.set_outputs(outs)
         from rlx.opt.cleanup import dce
@@ -227,6 +244,30 @@ class Importer:
 
         verify(g)
         return g, self.params
+
+    def check_declared(self, name: str, v: Value, where: str) -> None:
+        """The model's declared type of value ``name`` (value_info, graph outputs) must be what rlx computed.
+
+        Declared dims that are numbers are compared with static dims; named / missing dims, and
+        element types rlx lacks, are not checked. A disagreement is a converter bug or a model
+        contradicting itself: :class:`DeclaredTypeError` names the value and the node."""
+        tt = self.declared.get(name)
+        if tt is None:
+            return
+        try:
+            want = rlx_dtype(tt.elem_type)
+        except OnnxUnsupported:
+            want = None
+        if want is not None and want != v.dtype:
+            raise DeclaredTypeError(f"{where}: value {name!r} is declared {want} but rlx computes {v.dtype}")
+        if not tt.HasField("shape"):
+            return
+        dims = list(tt.shape.dim)
+        got = list(v.shape)
+        if len(dims) != len(got) or any(d.HasField("dim_value") and isinstance(s, int) and d.dim_value != s
+                                        for d, s in zip(dims, got)):
+            shown = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in dims]
+            raise DeclaredTypeError(f"{where}: value {name!r} is declared with shape {shown} but rlx computes {got}")
 
     def _leaf_name(self, name: str) -> str:
         return name if name else f"onnx_{next(self._uid)}"
@@ -322,7 +363,7 @@ class Importer:
             if a.type == 5:  # GRAPH: a subgraph reads outer values by name
                 reads += _outer_names(a.g)
         deps = frozenset().union(*(self.deps.get(n, frozenset()) for n in reads
-                                   if not (n in self.env and self.env[n].id in self.known)))
+                                   if not (n in self.env and self._is_known(self.env[n]))))
         fn = CONVERTERS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
         if fn is None:
             body = self._function_of(node, opsets=opsets)
@@ -355,19 +396,26 @@ class Importer:
             if i >= len(results) or results[i] is None:
                 raise OnnxUnsupported(f"{node.op_type}: output {i} ({name!r}) is not supported")
             v = results[i]
-            want = self.expected.get(name)
-            if want:  # ONNX shape inference says which element type this value has
-                try:
-                    wd = rlx_dtype(want)
-                except OnnxUnsupported:
-                    wd = None
-                if wd is not None and wd != v.dtype:
-                    v = self.g.cast(v, to=wd)
-                    self._fold_from(v.id)
+            if isinstance(v, SeqValue):
+                self.env[name] = v
+                self.deps[name] = frozenset() if self._is_known(v) else deps
+                continue
+            self.check_declared(name, v, f"{node.op_type} node {node_label(node)!r}")
             if v.id in self.known and self.g.node(v.id).op != "constant":
                 v = self.const(self.known[v.id])
+            self._keep_name(name, v)
             self.env[name] = v
             self.deps[name] = frozenset() if v.id in self.known else deps
+
+    def _is_known(self, v: Value | SeqValue) -> bool:
+        if isinstance(v, SeqValue):
+            return all(item.id in self.known for item in v.items)
+        return v.id in self.known
+
+    def _keep_name(self, name: str, v: Value) -> None:
+        """A value of the model's own graph (not of a function body or subgraph) names its unnamed node."""
+        if self.depth == 0 and v.node.name is None and v.node.op not in ("input", "param"):
+            self.g.rename(v, name)
 
     def _check_new(self, start: int, node) -> None:
         """Bound what one node added: the graph's node count and every new value's declared bytes."""
@@ -402,6 +450,8 @@ class Importer:
         for formal, actual in zip(fn.output, node.output):
             if actual:
                 src = rename.get(formal, prefix + formal)
+                self.check_declared(actual, self.value(src), f"{node.op_type} node {node_label(node)!r}")
+                self._keep_name(actual, self.value(src))
                 self.env[actual] = self.value(src)
                 self.deps[actual] = self.deps.get(src, frozenset())
 

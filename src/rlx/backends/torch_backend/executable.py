@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.fx as fx
 
-from rlx.backends.common import live_nodes
+from rlx.backends.common import PlainFeed, live_nodes
 from rlx.backends.torch_backend import lowering as L
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
@@ -51,7 +51,8 @@ def to_torch(arr: np.ndarray, dtype: DType, device: torch.device) -> torch.Tenso
 
 
 def to_numpy(t: torch.Tensor, dtype: DType) -> np.ndarray:
-    t = t.detach()
+    if t.requires_grad:
+        t = t.detach()
     if t.device.type != "cpu":
         t = t.cpu()
     view = _BIT_VIEWS.get(dtype)
@@ -237,8 +238,12 @@ class TorchExecutable(ReportsDispatch):
         self._lock = threading.Lock()
         self._modules: dict[tuple[tuple[str, int], ...], Any] = {}
         self._static = all(v.node.shape.is_static for v in [*self._inputs.values(), *self._param_decl.values()])
-        self._expect = {n: (v.node.dtype.numpy, tuple(v.node.shape)) for n, v in self._inputs.items()} if self._static else {}
+        self._plain = PlainFeed(graph)
         self.module: fx.GraphModule | None = self._build({}) if self._static else None
+        self._bound: list[torch.Tensor] | None = None  # the bound params in declaration order, once all are bound
+        host = self.device.type == "cpu"
+        self._out_convs = [_output_converter(graph.node(o), copy=host and _aliases_leaf(graph, graph.node(o)))
+                           for o in graph.output_ids]
         if params:
             self.set_params(params)
 
@@ -255,7 +260,7 @@ class TorchExecutable(ReportsDispatch):
                 if fn is None:
                     gm = self.module if (not key and self.module is not None) else self._build(binding)
                     self.module = gm
-                    fn = gm if self.mode == "eager" else torch.compile(
+                    fn = gm.forward if self.mode == "eager" else torch.compile(
                         gm, mode=None if self.mode == "inductor" else self.mode, dynamic=False)
                     self._modules[key] = fn
         return fn
@@ -270,9 +275,13 @@ class TorchExecutable(ReportsDispatch):
         placed = {n: to_torch(np.array(a, copy=True), decl[n].node.dtype, self.device) for n, a in checked.items()}
         with self._lock:
             self._params.update(placed)
+            self._bound = [self._params[n] for n in self._param_decl] if len(self._params) == len(self._param_decl) else None
         return placed
 
     def _feed(self, inputs: Mapping[str, Any] | None, params: Mapping[str, Any] | None) -> tuple[list[torch.Tensor], dict[str, int]]:
+        bound_list = self._bound
+        if bound_list is not None and not params and self._static and self._plain(inputs):  # the per-run fast path
+            return [_tensor(inputs[name], v.node.dtype, self.device) for name, v in self._inputs.items()] + bound_list, {}
         inputs, params = feed_maps(self.graph, inputs, params)
         with self._lock:
             bound = dict(self._params)
@@ -289,16 +298,6 @@ class TorchExecutable(ReportsDispatch):
         tensors += [bound[n] for n in self._param_decl]
         return tensors, binding
 
-    def _plain(self, inputs: Mapping[str, Any]) -> bool:
-        """The fast path of the feed check: exactly the declared inputs, as arrays of the declared dtype and shape."""
-        if len(inputs) != len(self._inputs):
-            return False
-        for name, (dtype, shape) in self._expect.items():
-            a = inputs.get(name)
-            if a.__class__ is not np.ndarray or a.dtype != dtype or a.shape != shape:
-                return False
-        return True
-
     def _shaped(self, bound: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
         """Shape-only stand-ins for the bound params (bind_feed checks names, dtypes and sizes)."""
         out = {}
@@ -312,24 +311,15 @@ class TorchExecutable(ReportsDispatch):
         """Run and return the outputs as torch tensors on the device."""
         tensors, binding = self._feed(inputs, params)
         fn = self._module(binding)
-        try:
-            with torch.no_grad():
-                return list(fn(*tensors))
+        try:  # no autograd context needed: no fed, bound or constant tensor requires grad, so nothing is recorded
+            return list(fn(*tensors))
         except RlxError:
             raise
         except (RuntimeError, IndexError, ValueError) as exc:
             raise RlxError(f"torch backend: running graph {self.graph.name!r} failed: {exc}") from exc
 
     def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
-        outs = self.run_device(inputs, params)
-        result = []
-        for o, t in zip(self.graph.output_ids, outs):
-            node = self.graph.node(o)
-            arr = to_numpy(t, node.dtype)
-            if self.device.type == "cpu" and _aliases_leaf(self.graph, node):  # a pass-through of a fed / bound / constant array
-                arr = np.array(arr, copy=True)
-            result.append(arr)
-        return result
+        return [conv(t) for conv, t in zip(self._out_convs, self.run_device(inputs, params))]
 
     def __call__(self, **inputs: Any) -> list[np.ndarray]:
         return self.run(inputs=inputs)
@@ -339,6 +329,23 @@ class TorchExecutable(ReportsDispatch):
 
 
 _VIEWS = {"reshape", "transpose", "narrow", "expand"}
+
+
+def _tensor(arr: np.ndarray, dtype: DType, device: torch.device) -> torch.Tensor:
+    """``to_torch`` with the common case first: a writable C-contiguous CPU array torch wraps as it is."""
+    if device.type == "cpu" and dtype not in _BIT_VIEWS and arr.flags.c_contiguous and arr.flags.writeable:
+        return torch.from_numpy(arr)
+    return to_torch(arr, dtype, device)
+
+
+def _output_converter(node: Node, copy: bool) -> Any:
+    """tensor -> NumPy array of ``node``'s dtype; ``copy`` for a possible view of a fed / bound / constant array."""
+    dtype = node.dtype
+    if copy:
+        return lambda t: np.array(to_numpy(t, dtype), copy=True)
+    if dtype in _BIT_VIEWS:
+        return lambda t: to_numpy(t, dtype)
+    return lambda t: t.numpy() if t.device.type == "cpu" and not t.requires_grad else to_numpy(t, dtype)
 
 
 def _aliases_leaf(g: Graph, node: Node) -> bool:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from rlx.ir.errors import RlxError
-from rlx.ir.graph import RESULT, Graph, Node
+from rlx.ir.graph import RESULT, Graph
 from rlx.ops.evaluate import eval_node
 
 _LEAVES = ("param", "constant")

@@ -159,6 +159,21 @@ def test_attributes_upstream_cannot_express_are_refused(build, pattern):
         rlx.to_upstream_json(g)
 
 
+def test_hir_attention_with_a_score_scale_is_written_as_a_mir_op():
+    """HirOp::Attention has no score_scale: the exporter falls back to Mir(Attention), which has it."""
+    def build(h):
+        q, k, v = (h.input(n, (1, 2, 3, 4)) for n in "qkv")
+        return h.attention(q, k, v, num_heads=2, head_dim=4, score_scale=0.5)
+
+    m = rlx.define("att", build)
+    doc = json.loads(rlx.to_upstream_json(m))
+    assert doc["nodes"][3]["op"]["Mir"]["Attention"]["score_scale"] == 0.5
+    back = rlx.from_upstream_json(json.dumps(doc))
+    assert rlx.fingerprint(back.graph) == rlx.fingerprint(m.graph)
+    plain = rlx.define("att", lambda h: h.attention(*(h.input(n, (1, 2, 3, 4)) for n in "qkv"), num_heads=2, head_dim=4))
+    assert "Attention" in json.loads(rlx.to_upstream_json(plain))["nodes"][3]["op"]  # the HIR variant when it suffices
+
+
 def test_custom_op_round_trips():
     rlx.custom_op("upstream_export_twice", infer=lambda ins, attrs: ins[0], kernel=lambda args, attrs, out: args[0] * 2)
     try:

@@ -825,12 +825,11 @@ def _argmax(cx, node, x, dim=None, keepdim=False):
 
 @_conv("aten.topk.default")
 def _topk(cx, node, x, k, dim=-1, largest=True, sorted=True):
-    """(values, indices) as two top_k nodes with the same attributes. rlx always sorts (ties: lower index
-    first), which is one valid order for sorted=False."""
+    """(values, indices) as one two-result top_k node. rlx always sorts (ties: lower index first),
+    which is one valid order for sorted=False."""
     if len(x.shape) == 0:
         raise cx.fail("topk of a 0-d tensor is not supported")
-    attrs = {"k": cx.static(k, "topk k"), "axis": _axis(dim, len(x.shape)), "largest": bool(largest)}
-    return (cx.g.top_k(x, output="values", **attrs), cx.g.top_k(x, output="indices", **attrs))
+    return cx.g.top_k(x, k=cx.static(k, "topk k"), axis=_axis(dim, len(x.shape)), largest=bool(largest), output="both")
 
 
 _SCATTER_REDUCE = {"sum": "add", "add": "add", "prod": "mul", "multiply": "mul", "amax": "max", "amin": "min"}
@@ -1378,7 +1377,7 @@ def _named(g: Graph, modules: Mapping[int, str], out_names: Sequence[str | None]
     out = Graph(g.name, ranges=g.symbol_ranges)
     for node in g.nodes:
         prov = Provenance(label=modules[node.id]) if node.id in modules else node.prov
-        out.append(node.op, node.inputs, node.attrs, name=names.get(node.id, node.name), prov=prov, type=node.type, check=False)
+        out.append(node.op, node.inputs, node.attrs, name=names.get(node.id, node.name), prov=prov, type=node.types, check=False)
     out.set_outputs(g.output_ids)
     return out
 

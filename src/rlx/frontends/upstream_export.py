@@ -168,8 +168,8 @@ class _Writer:
 
     def op(self, g: Graph, n: Node, hir: bool) -> Any:
         spec = _spec_for(g, n, hir)
-        if spec is None and hir:
-            return {"Mir": self.op(g, n, hir=False)}
+        if hir and (spec is None or (not _faithful(g, n, spec) and _spec_for(g, n, False) is not None)):
+            return {"Mir": self.op(g, n, hir=False)}  # e.g. an attention with a score_scale HirOp::Attention lacks
         if spec is None:
             if _is_custom(n.op):
                 if n.attrs:
@@ -240,6 +240,21 @@ def _fixed_match(g: Graph, n: Node, fixed: Mapping[str, Any]) -> bool:
     except RlxError:
         return False
     return all(attrs.get(k) == n.attrs.get(k) for k in fixed)
+
+
+def _faithful(g: Graph, n: Node, spec: up.UpstreamOp) -> bool:
+    """Whether the importer reads ``spec``'s fields of ``n`` back as ``n``'s attributes."""
+    if spec.build is not None:
+        return True
+    opdef = get_op(n.op)
+    try:
+        ins = [g.nodes[i].type for i in n.inputs]
+        attrs = opdef.check_attrs(spec.rlx_attrs(_fields(spec, n), up._Ctx(ins, n.type, spec.variant)), n.op)
+        if opdef.canonicalize is not None:
+            attrs = opdef.canonicalize(ins, attrs)
+    except (RlxError, _Fail):
+        return False
+    return dict(attrs) == dict(n.attrs)
 
 
 def _upstream_order(g: Graph, n: Node, hir: bool) -> tuple[int, ...]:

@@ -5,6 +5,11 @@ The rule for each op lives in one table, :data:`VIEW_RULES`, keyed by op name: a
 own buffer). Users register more with :func:`register_view`. A view gets no allocation: it
 aliases its *root* (the first non-view ancestor) at the summed byte offset and keeps that
 root alive. Only static shapes are resolved; a dynamic node is never a view.
+
+Multi-result ops have views per result (:data:`RESULT_VIEW_RULES`): ``(node, in_types, r) ->
+byte offset of result r inside operand 0, or None``. Result 0 is the node itself, result r its
+``result`` node; each aliases operand 0's root on its own (a ``split`` along an axis with only
+size-1 dims before it cuts its operand into contiguous pieces, so every piece is a view).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rlx.ir.graph import Graph, Node
+from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.shape import TensorType
 
 ViewRule = Callable[[Node, list[TensorType]], "int | None"]
@@ -77,6 +82,21 @@ VIEW_RULES: dict[str, ViewRule] = {
     "concat": _single_concat,
 }
 
+def _split_piece(node: Node, ins: list[TensorType], r: int) -> int | None:
+    """Piece r of a split is contiguous when every dim before the axis is 1 (or there is one piece)."""
+    src = ins[0]
+    if not _static(src):
+        return None
+    axis, sizes = node.attrs["axis"] % len(src.shape), node.attrs["sizes"]
+    if math.prod(src.shape[:axis]) > 1 and len(sizes) > 1:
+        return None
+    return sum(sizes[:r]) * math.prod(src.shape[axis + 1:]) * src.dtype.itemsize
+
+
+RESULT_VIEW_RULES: dict[str, Callable[[Node, list[TensorType], int], int | None]] = {
+    "split": _split_piece,
+}
+
 # View ops take their data from operand 0 (the aliased tensor).
 VIEW_OPERAND = 0
 
@@ -101,17 +121,34 @@ def view_offset(node: Node, in_types: list[TensorType]) -> int | None:
     return off
 
 
+def _result_view(node: Node, nodes: tuple[Node, ...] | list[Node]) -> tuple[Node, int | None]:
+    """(producer, byte offset in the producer's operand 0) of a result of a multi-result op with a result view rule."""
+    producer, r = (nodes[node.id - node.attrs["index"]], node.attrs["index"]) if node.op == RESULT else (node, 0)
+    rule = RESULT_VIEW_RULES.get(producer.op)
+    if rule is None or not producer.inputs or not node.type.shape.is_static:
+        return producer, None
+    src = nodes[producer.inputs[VIEW_OPERAND]].type
+    off = rule(producer, [nodes[i].type for i in producer.inputs], r)
+    if off is None or src.nbytes is None or off < 0 or off + (node.type.nbytes or 0) > src.nbytes:
+        return producer, None
+    return producer, off
+
+
 def resolve_views(g: Graph) -> dict[int, tuple[int, int]]:
     """Every view node -> (root id, byte offset in the root), chains of views resolved."""
     nodes = g.nodes
     out: dict[int, tuple[int, int]] = {}
     for node in nodes:
-        if node.op not in VIEW_RULES or not node.inputs:
+        if node.op == RESULT or node.extra_types or node.op in RESULT_VIEW_RULES:
+            producer, off = _result_view(node, nodes)
+            src = producer.inputs[VIEW_OPERAND] if off is not None else -1
+        elif node.op in VIEW_RULES and node.inputs:
+            off = view_offset(node, [nodes[i].type for i in node.inputs])
+            src = node.inputs[VIEW_OPERAND] if off is not None else -1
+        else:
             continue
-        off = view_offset(node, [nodes[i].type for i in node.inputs])
         if off is None:
             continue
-        src = node.inputs[VIEW_OPERAND]
         root, base = out.get(src, (src, 0))
         out[node.id] = (root, base + off)
     return out

@@ -1,6 +1,6 @@
-"""Structured control flow: ``if_``, ``while_``, ``scan`` (OPS.md §8.2), holding subgraphs as attributes.
+"""Structured control flow: ``if_``, ``while_``, ``scan`` (docs/semantics.md#control-flow), holding subgraphs as attributes.
 
-Design (PIPELINE.md §8 row 14: upstream inlines ``if`` into a ``where`` that runs both
+Design (docs/pipeline.md#upstream-bugs-fixed: upstream inlines ``if`` into a ``where`` that runs both
 branches and unrolls ``while``; rlx keeps both structured):
 
 * **Subgraphs** are complete :class:`rlx.Graph` values in ``graph`` attributes. Their
@@ -453,7 +453,7 @@ def _scan_rows(attrs) -> int:
 
 
 def checkpoint_steps(length: int, k: int) -> list[int]:
-    """Steps whose carry a checkpointed trajectory keeps: t_k = ceil((k+1)·length/K) − 1 (OPS.md §8.2)."""
+    """Steps whose carry a checkpointed trajectory keeps: t_k = ceil((k+1)·length/K) − 1 (docs/semantics.md#control-flow)."""
     return [-(-(j + 1) * length // k) - 1 for j in range(k)]
 
 
@@ -598,6 +598,8 @@ def _scan_vjp(ctx, node, ct):
 def _unrolled_scan(node, in_types: Sequence[TensorType]) -> Graph:
     a = node.attrs
     n, nc, nb = a["length"], a["num_carries"], a["num_bcast"]
+    if not isinstance(n, int):
+        raise AutodiffError(f"a scan of symbolic length {n} cannot be unrolled (bind the length first)")
     names = [x for x, _ in _signature(a["body"])]
 
     def build(h: Graph, vals: list[Value]) -> list[Value]:
@@ -643,7 +645,7 @@ defop(
     name="scan", family="control_flow", arity=_scan_arity, operands=("inits", "bcasts", "xs"),
     attrs={"body": AttrSpec("graph", doc="(*carries, *bcasts, *x_t) -> next carries"),
            "num_carries": AttrSpec("int", default=1, doc="how many carried values lead the operands (one result each)"),
-           "length": AttrSpec("int", doc="number of steps; every xs has this leading axis"),
+           "length": AttrSpec("size", doc="number of steps (may be symbolic); every xs has this leading axis"),
            "save_trajectory": AttrSpec("bool", default=False),
            "num_bcast": AttrSpec("int", default=0),
            "num_xs": AttrSpec("int", default=0),

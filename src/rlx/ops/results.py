@@ -20,6 +20,7 @@ from rlx.ir.attrs import AttrSpec
 from rlx.ir.errors import ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
+from rlx.ir.symbolic import known_ge
 from rlx.ops.common import axis_of
 
 
@@ -53,12 +54,11 @@ def _split_type(ins, attrs):
     sizes, n = attrs["sizes"], t.shape[axis]
     if not sizes:
         raise ShapeError("split needs at least one piece (sizes is empty)")
-    if any(s < 0 for s in sizes):
+    if any(known_ge(s, 0) is False for s in sizes):
         raise ShapeError(f"split sizes must be >= 0, got {list(sizes)}")
-    if isinstance(n, int) and sum(sizes) != n:
-        raise ShapeError(f"split sizes {list(sizes)} sum to {sum(sizes)}, but axis {axis} has {n}")
-    if not isinstance(n, int):
-        raise ShapeError(f"split along symbolic axis {axis} ({n}) is not supported (sizes must add up to a static size)")
+    total = sum(sizes)
+    if total != n:  # symbolic sizes compare in canonical form: floordiv(n + 1, 2) + n - floordiv(n + 1, 2) == n
+        raise ShapeError(f"split sizes {list(sizes)} sum to {total}, but axis {axis} has {n}")
     dims = list(t.shape)
     return tuple(TensorType(Shape([*dims[:axis], s, *dims[axis + 1:]]), t.dtype) for s in sizes)
 
@@ -95,7 +95,8 @@ def _split_batch(ctx, node, operands, batched):
 
 defop(
     name="split", family="results", arity=1, operands=("x",),
-    attrs={"axis": AttrSpec("int", default=0), "sizes": AttrSpec("ints", doc="the length of each piece along axis")},
+    attrs={"axis": AttrSpec("int", default=0),
+           "sizes": AttrSpec("sizes", doc="the length of each piece along axis (symbolic ones add up to a symbolic axis)")},
     canonicalize=_split_canon, infer=_split_type, kernel=_split_kernel,
     vjp=_split_vjp, jvp=_split_jvp, batch=_split_batch, flags={"complex_ad"},
     doc="Cut x along `axis` into len(sizes) pieces of those lengths (they must add up to the axis size): "

@@ -1,4 +1,4 @@
-"""Lowering toward what a backend runs (PIPELINE.md §3.6): control flow, dot_general, and the
+"""Lowering toward what a backend runs (docs/pipeline.md#lowering-for-a-backend): control flow, dot_general, and the
 claim-set driven ``rewrite_for_backend``.
 
 **lower_control_flow** (upstream's ``LowerControlFlow`` = ``inline_if`` + ``unroll_while``,
@@ -27,7 +27,7 @@ them):
   does not claim it) → its ``body`` inlined (its custom derivative bodies are dropped).
 
 Bodies are lowered recursively (nested control flow), also those of nodes that stay. Large
-bounds blow the graph up (PIPELINE.md §8 row 14): ``max_unroll`` keeps loops with more steps.
+bounds blow the graph up (docs/pipeline.md#upstream-bugs-fixed): ``max_unroll`` keeps loops with more steps.
 
 **lower_dot_general**: ``dot_general`` → transposes, reshapes and a batched ``matmul`` (the
 lowering ``prepare_graph_for_ad`` uses; general batch / contracting dims, not only upstream's
@@ -202,7 +202,8 @@ class _ControlFlowLowering:
             outs = _call(dst, unrolled, ins)
             self.stats["lowered_while"] += 1
         elif op == "scan":
-            if self.max_unroll is not None and node.attrs["length"] > self.max_unroll:
+            n = node.attrs["length"]
+            if not isinstance(n, int) or (self.max_unroll is not None and n > self.max_unroll):
                 self.stats["kept_scan_too_long"] += 1
                 return None
             from rlx.ops.control_flow import _unrolled_scan
@@ -350,7 +351,7 @@ def _why(g: Graph, op: str, ids: list[int]) -> str:
     if op == "if_":
         return "kept by only_pure: a branch may fail or has effects when run eagerly"
     if op == "scan":
-        return "longer than max_unroll"
+        return "longer than max_unroll, or of symbolic length"
     if op == "dot_general":
         return "its groups are not expressible as one batched matmul (several symbolic dims)"
     if has_op(op) and get_op(op).level == "hir":

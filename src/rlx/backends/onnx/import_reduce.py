@@ -132,7 +132,7 @@ def _topk(cx, node, ins, attrs):
     axis = attrs.get("axis", -1)
     # sorted=0 leaves the order unspecified, so top_k's sorted order (ties: lower index first) satisfies it
     largest = bool(attrs.get("largest", 1))
-    return [cx.g.top_k(x, k=k, axis=axis, largest=largest, output=out) for out in ("values", "indices")]
+    return cx.g.top_k(x, k=k, axis=axis, largest=largest, output="both")  # one node: (values, indices)
 
 
 @converter("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss")

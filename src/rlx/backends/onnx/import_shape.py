@@ -16,6 +16,7 @@ from rlx.backends.onnx.import_context import converter
 from rlx.backends.onnx.import_helpers import _axis, _broadcast_to, _ints, _reshape, _static_shape
 from rlx.ir.graph import Value
 from rlx.ir.shape import broadcast_shapes
+from rlx.ir.symbolic import known_ge
 
 
 @converter("Reshape")
@@ -85,27 +86,24 @@ def _concat(cx, node, ins, attrs):
 
 @converter("Split")
 def _split(cx, node, ins, attrs):
+    """One multi-result ``split`` node; equal parts (``num_outputs``) of a symbolic axis have symbolic sizes."""
     x = ins[0]
     axis = _axis(attrs.get("axis", 0), len(x.shape))
     size = x.shape[axis]
     split = _ints(cx, node, 1, "split" if cx.opset < 13 else None, attrs)
     n = len(node.output)
-    if not isinstance(size, int):
-        raise OnnxUnsupported(f"Split along symbolic axis {axis}")
     if split is None:
         parts = attrs.get("num_outputs", n)
         if parts != n or parts < 1:
             raise OnnxFormatError(f"Split num_outputs={parts} disagrees with its {n} outputs")
-        chunk = -(-size // parts)
-        split = [max(min(chunk, size - i * chunk), 0) for i in range(parts)]
-    if len(split) != n or any(s < 0 for s in split) or sum(split) != size:
+        chunk = (size + parts - 1) // parts  # the last part is smaller when size does not divide
+        if isinstance(size, int):
+            split = [max(min(chunk, size - i * chunk), 0) for i in range(parts)]
+        else:  # symbolic: sizes that add up to the axis (a negative last part fails when the sizes are bound)
+            split = [chunk] * (parts - 1) + [size - (parts - 1) * chunk]
+    if len(split) != n or any(known_ge(s, 0) is False for s in split) or sum(split) != size:
         raise OnnxFormatError(f"Split sizes {split[:16]} must be {n} non-negative sizes summing to {size}")
-    outs, start = [], 0
-    for s in split:
-        outs.append(cx.g.narrow(x, axis=axis, start=start, length=s))
-        start += s
-    return outs
-
+    return cx.g.split(x, axis=axis, sizes=split)
 
 def _index_along(cx, x: Value, axis: int, index: np.ndarray) -> Value:
     """x restricted to ``index`` (static positions) on ``axis``: narrow when contiguous, else gather."""

@@ -44,7 +44,7 @@ def test_anonymous_dims_become_fresh_symbols_and_run_at_any_size():
     model = helper.make_model(helper.make_graph(nodes, "m", [x, y], [out], initializer=inits),
                               opset_imports=[helper.make_opsetid("", 18)])
     g, params = rlx.onnx.import_model(model)
-    shape = [n for n in g.nodes if n.op == "input" and n.attrs["name"] == "x"][0].shape
+    shape = next(n for n in g.nodes if n.op == "input" and n.attrs["name"] == "x").shape
     assert [str(d) for d in shape] == ["x_d0_2", "x_d1"]  # named from input and axis, distinct from "x_d0"
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     for b, n in [(1, 9), (3, 40)]:

@@ -1,5 +1,5 @@
 """``rlx.compile_training``: a forward and a backward LIR that share one weight layout, and a
-:class:`Trainer` that runs them and applies SGD or Adam to the params (PIPELINE.md §5.4).
+:class:`Trainer` that runs them and applies SGD or Adam to the params (docs/pipeline.md#autodiff).
 
     trainer = rlx.compile_training(g, optimizer="adam", lr=1e-2, params=init)
     for batch in data:
@@ -15,10 +15,10 @@ Pipeline:
 2. Forward: ``rlx.optimize`` (full fusion) → ``rlx.plan(params="reserved")``: the params
    are packed at the bottom of the arena in name order, ``plan.weight_region = (0, top)``.
 3. Backward: ``rlx.grad_with_loss`` of the *unoptimized* MIR (``wrt`` by name, so no id
-   drift through optimisation, §8 row 3), optimized, then planned with
+   drift through optimisation, docs/pipeline.md#upstream-bugs-fixed), optimized, then planned with
    ``weight_layout=forward.plan.weight_layout()``: every param sits at the forward's offset
-   and every other buffer above the whole weight region (the upstream hazard of §4.4 /
-   §8 row 10). Both plans are proven by :func:`rlx.lir.check`, which rejects any
+   and every other buffer above the whole weight region (upstream let backward
+   activations overlap the shared weights). Both plans are proven by :func:`rlx.lir.check`, which rejects any
    non-param buffer inside the weight region; :func:`compile_training` also checks that
    the two layouts agree.
 4. Runtime (``backend="numpy"``, static shapes): both LIRs run in arena executors. The

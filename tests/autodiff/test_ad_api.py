@@ -36,7 +36,7 @@ def _torch_grads(inputs, params):
 
 # ------------------------------------------------------------------------------ contract
 def test_grad_with_loss_conformance_shape():
-    """PIPELINE.md §9 test 4: outputs [loss, dw1 [4,3], db1 [3]], seed d_output of shape []."""
+    """docs/pipeline.md#reference-graphs: outputs [loss, dw1 [4,3], db1 [3]], seed d_output of shape []."""
     bwd = rlx.grad_with_loss(_mlp_relu(), wrt=["w1", "b1"])
     rlx.verify(bwd)
     assert bwd.stage is rlx.GraphStage.MIR
@@ -91,7 +91,7 @@ def test_wrt_by_name_value_or_id(how):
 
 
 def test_wrt_ids_do_not_drift_across_unfusing():
-    """PIPELINE.md §5.2: unfusing inserts nodes; w2 / b2 declared after a fused op must still be found."""
+    """docs/pipeline.md#autodiff: unfusing inserts nodes; w2 / b2 declared after a fused op must still be found."""
     g = rlx.Graph("two_layer")
     x = g.input("x", (2, 3), "f64")
     w1, b1 = g.param("w1", (3, 4), "f64"), g.param("b1", (4,), "f64")

@@ -127,3 +127,34 @@ def test_unsigned_elementwise(op, dtype, np_dtype):
         assert "NOT_IMPLEMENTED" in str(exc)
         return
     np.testing.assert_array_equal(got, ort_want)
+
+
+def test_sequence_ops_with_runtime_positions():
+    """Construct / Erase / Insert / At / Length / ConcatFromSequence / SplitToSequence, positions fed as inputs."""
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["rows"], axis=1, keepdims=0),
+             helper.make_node("SequenceConstruct", ["a", "b", "a"], ["s1"]),
+             helper.make_node("SequenceErase", ["s1", "erase"], ["s2"]),
+             helper.make_node("SequenceInsert", ["s2", "b", "insert"], ["s3"]),
+             helper.make_node("SequenceAt", ["rows", "at"], ["picked"]),
+             helper.make_node("SequenceInsert", ["s3", "picked"], ["s4"]),
+             helper.make_node("ConcatFromSequence", ["s4"], ["stacked"], axis=0, new_axis=1),
+             helper.make_node("SequenceLength", ["s4"], ["n"]),
+             helper.make_node("SplitToSequence", ["a", "sizes"], ["parts"], axis=0),
+             helper.make_node("ConcatFromSequence", ["parts"], ["joined"], axis=-1)]
+    i64 = lambda name: (name, TensorProto.INT64, [])
+    m = model(nodes, [("x", TensorProto.FLOAT, [3, 3]), ("a", TensorProto.FLOAT, [3]), ("b", TensorProto.FLOAT, [3]),
+                      i64("erase"), i64("insert"), i64("at"), ("sizes", TensorProto.INT64, [2])],
+              [("stacked", TensorProto.FLOAT, None), ("n", TensorProto.INT64, None), ("joined", TensorProto.FLOAT, None)])
+    x = RNG.standard_normal((3, 3)).astype(np.float32)
+    a, b = RNG.standard_normal(3).astype(np.float32), RNG.standard_normal(3).astype(np.float32)
+    feed = lambda e, i, t, s: {"x": x, "a": a, "b": b, "erase": np.array(e), "insert": np.array(i),
+                               "at": np.array(t), "sizes": np.array(s)}
+    check_runs(m, [feed(0, 1, 2, [1, 2]), feed(-1, -2, -3, [3, 0]), feed(1, 2, 0, [2, 1])],
+               ("at", "erase", "insert", "sizes"))
+
+
+def test_sequence_position_out_of_range_is_a_format_error():
+    m = model([helper.make_node("SequenceConstruct", ["a", "a"], ["s"]), helper.make_node("SequenceAt", ["s", "at"], ["y"])],
+              [("a", TensorProto.FLOAT, [2]), ("at", TensorProto.INT64, [])], [("y", TensorProto.FLOAT, None)])
+    with pytest.raises(rlx.RlxError, match="position 2 is out of range for a sequence of 2"):
+        rlx.onnx.import_runnable(m).run({"a": np.zeros(2, np.float32), "at": np.array(2)})

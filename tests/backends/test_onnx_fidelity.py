@@ -80,3 +80,46 @@ def test_pads(mode):
 def test_resize(mode, align):
     check(Fn(lambda x: F.interpolate(x, scale_factor=2, mode=mode, align_corners=align)),
           RNG.standard_normal((1, 2, 3, 4)).astype(np.float32))
+
+
+@pytest.mark.parametrize(("k", "s", "p", "d", "g"), [(3, 1, 0, 1, 1), (3, 2, 1, 1, 1), ((2, 3, 1), (2, 1, 2), (1, 0, 1), 1, 1),
+                                                     (3, 1, 2, 2, 1), (3, 1, 1, 1, 2)])
+def test_conv3d(k, s, p, d, g):
+    """rlx has 2-D convs only: a 3-D conv is imported as a sum of 2-D convs over the kernel's depth taps."""
+    torch.manual_seed(0)
+    check(torch.nn.Conv3d(4, 6, k, stride=s, padding=p, dilation=d, groups=g), RNG.standard_normal((2, 4, 7, 6, 5)).astype(np.float32))
+
+
+@pytest.mark.parametrize("pool", [torch.nn.MaxPool3d(2, stride=2), torch.nn.AvgPool3d(3, stride=1, padding=1)])
+def test_pool3d(pool):
+    check(pool, RNG.standard_normal((2, 3, 6, 5, 4)).astype(np.float32))
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4), (2, 3, 4, 5), (2, 3, 5, 3)])
+def test_prelu_opset6_slope_is_per_channel(shape):
+    """PRelu-6 reads a 1-D slope as one value per channel (axis 1); opset 7 made it NumPy broadcasting."""
+    from onnx import TensorProto, helper
+
+    slope = np.array([0.1, -0.5, 2.0], np.float32)
+    graph = helper.make_graph([helper.make_node("PRelu", ["x", "slope"], ["y"])], "m",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))],
+                              initializer=[helper.make_tensor("slope", TensorProto.FLOAT, [3], slope)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 6)])
+    model.ir_version = 3
+    x = RNG.standard_normal(shape).astype(np.float32)
+    g, params = import_model(model)
+    (got,) = rlx.run(g, {"x": x}, params)
+    c = slope.reshape(3, *[1] * (len(shape) - 2))
+    np.testing.assert_allclose(got, np.where(x < 0, x * c, x), rtol=1e-6)  # the spec's formula (onnxruntime has no PRelu-6)
+
+
+@pytest.mark.parametrize("name", ["test_PReLU_1d_multiparam", "test_PReLU_2d_multiparam", "test_PReLU_3d_multiparam",
+                                  "test_Conv3d_dilated_strided", "test_Conv3d_groups"])
+def test_onnx_shipped_pytorch_model(name):
+    """onnx's pytorch-converted model tests (opset 6; outputs computed by PyTorch) as shipped."""
+    from rlx.backends.onnx import conformance
+
+    (case,) = [c for c in conformance.load_model_tests_of("pytorch-converted") if c.name == name]
+    result = conformance.run_case(case)
+    assert result.status == "passed", result.reason

@@ -1,7 +1,7 @@
 """Block cases for the HIR tests: one or more per HIR op (and per MIR op used as a HIR block).
 
 Each case builds a small HIR module from random data, names the MIR op kinds its DIRECT and
-FUSABLE lowerings must emit (PIPELINE.md §2.3, leaves excluded), and may give an independent
+FUSABLE lowerings must emit (docs/pipeline.md#hir-lowering, leaves excluded), and may give an independent
 NumPy oracle. ``test_hir_blocks.py`` fails when a HIR op has no case.
 """
 

@@ -1,4 +1,4 @@
-"""Every HIR block: DIRECT and FUSABLE lowerings verify, follow PIPELINE.md §2.3 and agree numerically."""
+"""Every HIR block: DIRECT and FUSABLE lowerings verify, follow docs/pipeline.md#hir-lowering and agree numerically."""
 
 from __future__ import annotations
 

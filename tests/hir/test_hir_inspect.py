@@ -1,4 +1,4 @@
-"""Stage-aware dumps (PIPELINE.md §7.1): HIR, MIR, diff and LIR, with op histograms."""
+"""Stage-aware dumps (docs/pipeline.md#text-dumps): HIR, MIR, diff and LIR, with op histograms."""
 
 from __future__ import annotations
 

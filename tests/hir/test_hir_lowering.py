@@ -1,4 +1,4 @@
-"""Modules, policies, PIPELINE.md §9 test 1, provenance and typed errors of the HIR layer."""
+"""Modules, policies, docs/pipeline.md#reference-graphs, provenance and typed errors of the HIR layer."""
 
 from __future__ import annotations
 

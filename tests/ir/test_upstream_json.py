@@ -1,4 +1,4 @@
-"""rlx.from_upstream_json: upstream rlx-ir 0.2.1's serde JSON (PIPELINE.md §6) imported, verified and run.
+"""rlx.from_upstream_json: upstream rlx-ir 0.2.1's serde JSON (docs/pipeline.md#upstream-json) imported, verified and run.
 
 The fixtures in tests/fixtures/upstream/ are written by hand in upstream's encoding; each test
 runs the imported model and compares it with the same model written in NumPy here.
@@ -295,7 +295,7 @@ def test_every_table_entry_targets_a_registered_op():
                 opdef = rlx.get_op(spec.op)
                 assert table is up.HIR_OPS or opdef.level != "hir", variant
     assert not set(up.MIR_OPS) & set(up.REFUSED_MIR) and not set(up.HIR_OPS) & set(up.REFUSED_HIR)
-    assert len(up.MIR_OPS) + 3 == 92  # OPS.md §1: 92 kinds; ScanBackward, ScanBackwardXs and Fft are refused
+    assert len(up.MIR_OPS) + 3 == 92  # docs/semantics.md#vocabulary: 92 kinds; ScanBackward, ScanBackwardXs and Fft are refused
     assert {"ScanBackward", "ScanBackwardXs", "Fft"} <= set(up.REFUSED_MIR)
 
 

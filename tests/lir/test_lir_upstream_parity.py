@@ -1,4 +1,4 @@
-"""The planner never loses to upstream rlx's greedy placement (PIPELINE.md §4.3).
+"""The planner never loses to upstream rlx's greedy placement (docs/pipeline.md#buffer-placement).
 
 The oracle below is written from the algorithm's description alone: buffers largest first
 (ties in node order), candidate offsets 0 and the aligned end of every placed buffer, the

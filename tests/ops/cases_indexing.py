@@ -1,4 +1,4 @@
-"""Cases for the indexing family, including every cumsum / cumsum_backward case (OPS.md §8.5, §7.20: both
+"""Cases for the indexing family, including every cumsum / cumsum_backward case (docs/semantics.md#numerics, #backward-ops: both
 are the op cumulative, the backward one with reverse flipped); oracles are torch float64 (torch.cumsum
 and its autograd) or NumPy written out. top_k (the former topk_indices) cases: cases_numerics.py."""
 
@@ -55,7 +55,7 @@ SHAPE_ERRORS = [
 ]
 
 
-# ------------------------------------- cumsum / cumsum_backward (OPS.md names) as cumulative(op="sum")
+# ------------------------------------- cumsum / cumsum_backward (docs/semantics.md#backward-ops names) as cumulative(op="sum")
 def _torch_cumsum(x, axis, exclusive=False, reverse=False):
     t = x if isinstance(x, torch.Tensor) else T(x)
     if reverse:

@@ -1,5 +1,5 @@
 """Cases for the MoE / packed-expert ops (rlx.ops.moe). Oracles: per-token NumPy loops, and GGUF / NVFP4
-blocks hand-packed here by encoders written out from the ggml block layouts (OPS.md §9.3) from known
+blocks hand-packed here by encoders written out from the ggml block layouts (docs/semantics.md#packed-weights) from known
 quantised values; the expected weights are computed from those known values, never by decoding bytes.
 NVFP4 scales are checked with ml_dtypes' float8_e4m3fn."""
 
@@ -251,7 +251,7 @@ SHAPE_ERRORS = [
                    lambda g: g.dequant_moe_weights(_in(g, "p", (292,), "u8"), scheme="gguf_q8_k", k=10, n=10), match="multiple of 256"),
 ]
 
-# ------------------------------------------------- dequant_matmul with the tier-3 schemes (OPS.md §9.3)
+# ------------------------------------------------- dequant_matmul with the tier-3 schemes (docs/semantics.md#packed-weights)
 _RAWQ, _WQ = gguf_stack("gguf_q6_k", 1, 32, 24, seed=80)  # one [N=24, K=32] weight: 3 blocks
 _RAWQ4, _WQ4 = gguf_stack("gguf_q4_k", 1, 64, 8, seed=81)
 _NEW_GGUF = {sch: gguf_stack(sch, 1, k, n, seed=90 + i)

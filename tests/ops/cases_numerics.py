@@ -2,7 +2,7 @@
 complex helpers (cumsum / cumsum_backward cases: cases_indexing.py, op cumulative). Oracles:
 numpy.fft, torch.linalg.solve, torch.topk / a sorted() loop,
 torch.Tensor.index_add_, and for sample a scalar pure-Python Philox4x32-10 and per-row sampler
-written out here (OPS.md §8.5, §9.6)."""
+written out here (docs/semantics.md#numerics, #random-numbers)."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ M0, M1, W0, W1 = 0xD2561A75, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85
 
 
 def philox_block_scalar(ctr, key, m0=M0):
-    """Philox4x32-10 on Python ints, one block, written out from OPS.md §9.6."""
+    """Philox4x32-10 on Python ints, one block, written out from docs/semantics.md#random-numbers."""
     s0, s1, s2, s3 = ctr
     k0, k1 = key
     for _ in range(10):
@@ -128,7 +128,7 @@ def draws_scalar(seed, n):
 
 
 def sample_loop(logits, seed=0, temperature=1.0, top_k=0, top_p=1.0):
-    """Per-row sampling loop in f32 (OPS.md §8.5), rows in C order, one draw per row."""
+    """Per-row sampling loop in f32 (docs/semantics.md#numerics), rows in C order, one draw per row."""
     rows = logits.reshape(-1, logits.shape[-1]).astype(np.float32)
     r = draws_scalar(seed, len(rows))
     out = []

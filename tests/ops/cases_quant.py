@@ -1,6 +1,6 @@
 """Cases for the quantisation ops. Oracles: torch's quantization functions (fake_quantize_per_*_affine,
 quantize_per_*, learnable fake-quant and its autograd), torch conv2d on exact integers, ml_dtypes fp8
-decoding, and integer loops / formulas written out here (rounding half away from zero, as OPS.md §8.1).
+decoding, and integer loops / formulas written out here (rounding half away from zero, as docs/semantics.md#quantisation).
 
 Fake-quant forwards are straight-through estimators, so finite differences only agree with their
 gradient rules where the estimator is the true derivative (saturated inputs): those f64 cases are the

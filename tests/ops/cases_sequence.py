@@ -91,7 +91,7 @@ def _gdn_oracle(output="y"):
 
 # ------------------------------------------------------------------------------ axial_rope2d
 def _oracle_rope2d(x, end_x, end_y, head_dim, num_heads, theta=10000.0, repeat=1):
-    """Written from OPS.md §9.4, angles in f32 as the spec says."""
+    """Written from docs/semantics.md#sequence-models, angles in f32 as the spec says."""
     out = x.copy()
     S = x.shape[1]
     q, half = head_dim // 4, head_dim // 2

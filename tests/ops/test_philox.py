@@ -1,5 +1,5 @@
 """Philox4x32-10 (rlx.ops.numerics) against the published Random123 known-answer vectors, and the
-upstream stream (non-standard M0, OPS.md §9.6) against a scalar implementation written out here."""
+upstream stream (non-standard M0, docs/semantics.md#random-numbers) against a scalar implementation written out here."""
 
 from __future__ import annotations
 

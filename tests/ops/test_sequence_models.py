@@ -32,7 +32,7 @@ def _mamba_block(g: rlx.Graph, u: rlx.Value, w: dict[str, rlx.Value]) -> rlx.Val
     xz = g.matmul(u, w["w_in"])
     x = g.silu(g.narrow(xz, axis=2, start=0, length=H))
     z = g.narrow(xz, axis=2, start=H, length=H)
-    delta = g.log(g.exp(g.matmul(x, w["w_dt"])) + 1.0)  # softplus (the caller's job, OPS.md §9.1)
+    delta = g.log(g.exp(g.matmul(x, w["w_dt"])) + 1.0)  # softplus (the caller's job, docs/semantics.md#sequence-models)
     bm, cm = g.matmul(x, w["w_b"]), g.matmul(x, w["w_c"])
     a = -g.exp(w["a_log"])
     y = g.selective_scan(x, delta, a, bm, cm, state_size=N)

@@ -1,6 +1,6 @@
-"""Fusion patterns (PIPELINE.md §3.4): a positive test per pattern, negative tests (a
+"""Fusion patterns (docs/pipeline.md#fusion-patterns): a positive test per pattern, negative tests (a
 candidate that is also a graph output or has a second consumer is not fused), backend
-gating, fuse → unfuse round trips and the fusion report (§9 tests 1 and 3)."""
+gating, fuse → unfuse round trips and the fusion report (reference graphs 1 and 2 of docs/pipeline.md#reference-graphs)."""
 
 from __future__ import annotations
 
@@ -220,7 +220,7 @@ def test_swiglu_dual_different_lhs_reported():
 
 # --------------------------------------------------------------- shared-input matmul
 def test_qkv_shared_input_matmul_spec_9_3():
-    """§9 test 3: N = 4, 2, 2 -> concat [4, 8], narrows (1,0,4), (1,4,2), (1,6,2)."""
+    """Reference graph 2 (docs/pipeline.md#reference-graphs): N = 4, 2, 2 -> concat [4, 8], narrows (1,0,4), (1,4,2), (1,6,2)."""
     g = rlx.Graph("qkv")
     x = g.input("x", (3, 4))
     ws = [g.param(n, (4, k)) for n, k in (("wq", 4), ("wk", 2), ("wv", 2))]
@@ -283,7 +283,7 @@ def test_swiglu_narrow_negative(case):
 
 # ------------------------------------------------------------------ whole pipeline
 def _fusable_block():
-    """§9 test 1 MIR under FUSABLE lowering, built by hand (18 nodes)."""
+    """Reference graph 1 (docs/pipeline.md#reference-graphs): the MIR under FUSABLE lowering, built by hand (18 nodes)."""
     g = rlx.Graph("block")
     x = g.input("x", (2, 8))
     w1, b1 = g.param("w1", (8, 8)), g.param("b1", (8,))

@@ -26,7 +26,7 @@ def round_half_away(v: np.ndarray) -> np.ndarray:
 
 
 def np_qdq(v: np.ndarray, scales, zero_points=None, axis=None) -> np.ndarray:
-    """OPS.md §8.1 in f32: q = clip(round(v · (1/s)) + zp, -128, 127); v' = (q - zp) · s."""
+    """docs/semantics.md#quantisation in f32: q = clip(round(v · (1/s)) + zp, -128, 127); v' = (q - zp) · s."""
     v = v.astype(np.float32)
     shape = [1] * v.ndim
     if axis is not None:

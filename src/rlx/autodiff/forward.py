@@ -1,4 +1,4 @@
-"""Forward mode: ``jvp`` (PIPELINE.md §5.5, with the wrong upstream rules fixed).
+"""Forward mode: ``jvp`` (docs/pipeline.md#autodiff, with the wrong upstream rules fixed).
 
 The result mirrors the prepared forward (same node ids), adds one input ``t_<name>`` per
 ``wrt`` leaf (same shape and dtype) and pushes tangents forward with symbolic zeros:

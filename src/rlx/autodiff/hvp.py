@@ -2,7 +2,7 @@
 
 Works for every op whose rules emit differentiable ops; the elementwise rules use
 primitive ops only, so activations (gelu, tanh …) need no rules on backward-kernel ops
-(upstream's hvp fails on any activation, PIPELINE.md §5.5).
+(upstream's hvp fails on any activation, docs/pipeline.md#autodiff).
 """
 
 from __future__ import annotations

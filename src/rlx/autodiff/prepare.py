@@ -1,14 +1,14 @@
 """``prepare_graph_for_ad``: rewrite MIR into the primitive MIR that autodiff and vmap read.
 
-Steps (PIPELINE.md §5.1, in this order), each a pass returning an old → new id map that
-is composed so that references (``wrt``, ``in_axes``, outputs) never drift (§8 row 3):
+Steps (docs/pipeline.md#autodiff, in this order), each a pass returning an old → new id map that
+is composed so that references (``wrt``, ``in_axes``, outputs) never drift (docs/pipeline.md#upstream-bugs-fixed):
 
 1. unfuse fused ops and elementwise regions through each fused op's ``decompose`` hook
    (``rlx.opt.unfuse.unfuse_fused_for_autodiff``);
 2. lower ``dot_general`` to transposes, reshapes and a batched ``matmul``;
 3. legalize reductions: a ``reduce`` over several axes becomes a chain of single-axis
    reduces (highest axis first, same ``keep_dim``), emitted in place, so the insertion
-   order stays topological (upstream appends them at the end and breaks it, §8 row 4);
+   order stays topological (upstream appends them at the end and breaks it);
 4. fuse ``gaussian_splat_prepare → gaussian_splat_rasterize`` pairs into
    ``gaussian_splat_render`` (upstream's ``fuse_decomposed_gaussian_splat``).
 

@@ -1,4 +1,4 @@
-"""Reverse mode: ``grad_with_loss`` and ``grad`` (PIPELINE.md §5.2, with §8 rows 3 and 16 fixed).
+"""Reverse mode: ``grad_with_loss`` and ``grad`` (docs/pipeline.md#autodiff; upstream bugs fixed: #upstream-bugs-fixed).
 
 The backward graph is built in three parts: a copy of the prepared forward (same node ids
 as the prepared graph), one input ``d_output`` (the seed, the loss's shape and dtype), and

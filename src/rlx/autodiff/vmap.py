@@ -1,4 +1,4 @@
-"""``vmap``: batch a graph over a new axis of some of its inputs (PIPELINE.md §5.5, generalised).
+"""``vmap``: batch a graph over a new axis of some of its inputs (docs/pipeline.md#autodiff, generalised).
 
 ``in_axes`` maps input / param names to the position of the batch axis in the batched
 graph's input (any axis, negative allowed; ``None`` = not batched). Internally the batch

@@ -1,4 +1,4 @@
-"""Import upstream rlx-ir 0.2.1's unversioned serde JSON (PIPELINE.md §6) as rlx objects.
+"""Import upstream rlx-ir 0.2.1's unversioned serde JSON (docs/pipeline.md#upstream-json) as rlx objects.
 
     g = rlx.from_upstream_json(text)        # a Graph or MirModule {"inner": …} -> verified MIR Graph
     m = rlx.from_upstream_json(hir_text)    # a HirModule -> GraphModule at stage HIR (its fusion policy)
@@ -61,7 +61,7 @@ __all__ = [
 _INT_MAX = 2**63 - 1
 _U32_MAX = 2**32 - 1
 
-#: Upstream's well-known dynamic symbols (PIPELINE.md §7.3) and their rlx names.
+#: Upstream's well-known dynamic symbols (docs/pipeline.md#dynamic-dims) and their rlx names.
 WELL_KNOWN_SYMBOLS = {0: "batch", 1: "seq", 2: "rows", 3: "past_seq"}
 
 
@@ -230,7 +230,7 @@ def _table(*ops: UpstreamOp) -> dict[str, UpstreamOp]:
     return {o.variant: o for o in ops}
 
 
-#: Upstream ``Op`` variants (rlx-ir 0.2.1, OPS.md §1) and the rlx op each becomes.
+#: Upstream ``Op`` variants (rlx-ir 0.2.1, docs/semantics.md#vocabulary) and the rlx op each becomes.
 MIR_OPS = _table(
     _op("Input", "input", "name:str", build="leaf"),
     _op("Param", "param", "name:str", build="leaf"),

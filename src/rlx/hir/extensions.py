@@ -1,4 +1,4 @@
-"""User extensions of the HIR layer: new block ops, and named module hooks (PIPELINE.md §2.3).
+"""User extensions of the HIR layer: new block ops, and named module hooks (docs/pipeline.md#hir-lowering).
 
 * :func:`register_block` adds a HIR block op: a type rule and a ``lower(g, operands, attrs,
   policy)`` that appends its MIR ops. The block then has a builder method on every HIR graph

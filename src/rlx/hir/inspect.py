@@ -1,4 +1,4 @@
-"""Stage-aware text dumps with op histograms (PIPELINE.md §7.1).
+"""Stage-aware text dumps with op histograms (docs/pipeline.md#text-dumps).
 
 * :func:`pretty_print` — ``graph @name (N nodes, K outputs, X arena)``, an ``op kinds:``
   histogram (count descending, then name), one line per node with its provenance

@@ -1,4 +1,4 @@
-"""Lowering HIR → MIR (PIPELINE.md §2.3).
+"""Lowering HIR → MIR (docs/pipeline.md#hir-lowering).
 
 HIR nodes are lowered in order; each maps to one MIR "root" value. A HIR block op calls
 its ``lower`` hook, which appends MIR ops; a MIR op in the HIR graph (the ``mir`` escape

@@ -1,4 +1,4 @@
-"""``FusionPolicy``: how HIR blocks lower to MIR (PIPELINE.md §2.2)."""
+"""``FusionPolicy``: how HIR blocks lower to MIR (docs/pipeline.md#hir-lowering)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``AdPipelineStage``: the named stages of the training pipeline (PIPELINE.md §2.6)."""
+"""``AdPipelineStage``: the named stages of the training pipeline (docs/pipeline.md#stages)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ import enum
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +31,11 @@ from rlx.ir.errors import AttributeSchemaError, InternalError, RlxError, ShapeEr
 from rlx.ir.opdef import OpDef, builder_method, get_op
 from rlx.ir.shape import Shape, TensorType
 from rlx.ir.symbolic import Range, check_range, ranges_in_effect
+
+if TYPE_CHECKING:  # the registry's builder methods, for IDEs and type checkers (rlx.ir.builder_stubs)
+    from rlx.ir._builders import GraphBuilders
+else:
+    GraphBuilders = object
 
 
 class GraphStage(enum.Enum):
@@ -219,7 +224,7 @@ def _scalar_dtype(value: Any, like: DType | None) -> DType:
     raise RlxError(f"cannot use {type(value).__name__} {value!r} as a graph operand")
 
 
-class Graph:
+class Graph(GraphBuilders):
     """An append-only tensor DAG. Builder methods come from the op registry.
 
     >>> g = Graph("mlp"); x = g.input("x", (2, 3)); y = g.gelu(x); g.set_outputs([y])

@@ -1,4 +1,4 @@
-"""Backward ops emitted by autodiff (OPS.md §7.20): gradient kernels of activations,
+"""Backward ops emitted by autodiff (docs/semantics.md#backward-ops): gradient kernels of activations,
 pooling, convolution, cross-entropy, attention, normalisations, RoPE and gather.
 
 Data operands are float tensors; the result dtype is their promotion (as for the forward
@@ -281,7 +281,7 @@ defop(
     infer=lambda ins, attrs: _data_type(ins, ("x", "dy")),
     kernel=lambda args, attrs, out: _act_grad(attrs["kind"], *promote_args(args, out.dtype)),
     **_composite(_activation_backward_prims),
-    doc="dy·act'(x) for every activation kind (OPS.md §7.2 table): gelu uses the exact "
+    doc="dy·act'(x) for every activation kind (docs/semantics.md#activations): gelu uses the exact "
     "Φ(x) + x·φ(x); sqrt and rsqrt give 0 where sqrt(x) <= 0; abs gives sign(x) (0 at 0); "
     "round is the straight-through identity; relu gives 0 at 0. x and dy: real floats of one "
     "shape; result dtype: their promotion.",

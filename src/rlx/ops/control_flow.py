@@ -1,6 +1,6 @@
-"""Structured control flow: ``if_``, ``while_``, ``scan`` (OPS.md §8.2), holding subgraphs as attributes.
+"""Structured control flow: ``if_``, ``while_``, ``scan`` (docs/semantics.md#control-flow), holding subgraphs as attributes.
 
-Design (PIPELINE.md §8 row 14: upstream inlines ``if`` into a ``where`` that runs both
+Design (docs/pipeline.md#upstream-bugs-fixed: upstream inlines ``if`` into a ``where`` that runs both
 branches and unrolls ``while``; rlx keeps both structured):
 
 * **Subgraphs** are complete :class:`rlx.Graph` values in ``graph`` attributes. Their
@@ -453,7 +453,7 @@ def _scan_rows(attrs) -> int:
 
 
 def checkpoint_steps(length: int, k: int) -> list[int]:
-    """Steps whose carry a checkpointed trajectory keeps: t_k = ceil((k+1)·length/K) − 1 (OPS.md §8.2)."""
+    """Steps whose carry a checkpointed trajectory keeps: t_k = ceil((k+1)·length/K) − 1 (docs/semantics.md#control-flow)."""
     return [-(-(j + 1) * length // k) - 1 for j in range(k)]
 
 

@@ -82,7 +82,7 @@ def _windows(x: np.ndarray, k, s, d) -> np.ndarray:
 
 # =============================================================================== autodiff
 # VJP / JVP / batch rules of the conv family (contract: rlx.autodiff.rules). Gradients use
-# the backward kernels (PIPELINE.md §5.3): conv2d -> conv2d_backward_input / _weight, max
+# the backward kernels (docs/pipeline.md#autodiff): conv2d -> conv2d_backward_input / _weight, max
 # pooling -> max_pool2d_backward, mean / sum pooling -> conv2d_backward_input with a
 # constant depthwise kernel. Window taps are read with a depthwise conv2d whose kernel is
 # one-hot ("patches", im2col) and written back with its adjoint conv2d_backward_input

@@ -1,4 +1,4 @@
-"""Extension points (OPS.md §6, §8.7): user custom ops (:func:`custom_op`) and ``custom_fn``.
+"""Extension points (docs/semantics.md#extension-points): user custom ops (:func:`custom_op`) and ``custom_fn``.
 
 **Custom ops.** :func:`custom_op` (``rlx.custom_op``) builds an :class:`~rlx.OpDef` and
 registers it through :func:`rlx.register_op`, the door every built-in op goes through: the

@@ -113,7 +113,7 @@ defop(
     vjp=_activation_vjp, jvp=_activation_jvp, batch=_broadcasting_batch, keeps_grid=_activation_keeps_grid,
     doc="Unary elementwise function (one row per kind: rlx.ops.kinds). gelu is exact (erf); gelu_approx is the tanh form; "
     "round is half away from zero; relu/neg/abs/round also accept integers; only "
-    "neg/exp/log/sqrt accept c64. Derivatives (autodiff) follow OPS.md §7.2: relu' = 0 at 0, "
+    "neg/exp/log/sqrt accept c64. Derivatives (autodiff) follow docs/semantics.md#activations: relu' = 0 at 0, "
     "abs' = sign (0 at 0), sqrt' and rsqrt' are 0 where sqrt(x) <= 0 (real x), round is straight-through; "
     "the c64 kinds are holomorphic (complex_ad: JAX's convention, rlx.autodiff.rules).",
 )

@@ -1,4 +1,4 @@
-"""Fused ops (OPS.md §7.21, §7.7): products of fusion passes and DIRECT-policy builders.
+"""Fused ops (docs/semantics.md#fused-ops): products of fusion passes and DIRECT-policy builders.
 
 Each fused op is written **once**, as a body over primitive ops (matmul, binary,
 activation, narrow, layer_norm, rms_norm, rope, attention, cast, compare, where), and that

@@ -2,7 +2,7 @@
 
 Each block is one registry entry with a shape rule (HIR shapes are inferred and verified;
 upstream trusts builder-declared shapes) and a ``lower(g, operands, attrs, policy)`` hook
-that appends MIR ops to ``g`` following PIPELINE.md §2.3: under ``DIRECT`` straight to
+that appends MIR ops to ``g`` following docs/pipeline.md#hir-lowering: under ``DIRECT`` straight to
 fused MIR ops, under ``FUSABLE`` to the primitive chains the optimizer recognises.
 The reference kernel of every block runs its ``DIRECT`` lowering on the operands (one
 generic helper, :func:`kernel_via_lowering`), so ``rlx.run`` also evaluates HIR graphs.
@@ -44,7 +44,7 @@ HIR_FAMILY = "hir_blocks"
 #: MIR ops that double as HIR blocks (upstream HirOp RmsNorm, RoPE, Attention; plus layer_norm).
 MIR_BLOCKS = ("rms_norm", "layer_norm", "rope", "attention")
 
-#: The label a block gets when the builder gives none (PIPELINE.md §2.1 table).
+#: The label a block gets when the builder gives none (docs/pipeline.md#hir-lowering).
 DEFAULT_LABELS = {
     "linear": "linear",
     "linear_fused": "linear_fused",

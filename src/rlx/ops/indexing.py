@@ -1,5 +1,5 @@
-"""Index-producing and index-consuming ops: arg_reduce, cumulative (running sum / product; OPS.md's
-cumsum and cumsum_backward), gather_elements, scatter_elements. top_k lives in :mod:`rlx.ops.numerics`.
+"""Index-producing and index-consuming ops: arg_reduce, cumulative (running sum / product; upstream's
+cumsum and cumsum_backward, docs/semantics.md#backward-ops), gather_elements, scatter_elements. top_k lives in :mod:`rlx.ops.numerics`.
 
 Indices are integer tensors (i64 results). Every axis attribute accepts negative values and
 is stored non-negative. Semantics follow NumPy (``np.argmax``, ``np.take_along_axis``,
@@ -73,8 +73,8 @@ defop(
 
 
 # -------------------------------------------------------------------------- cumulative
-# The one running-sum / running-product op. OPS.md §8.5 ``cumsum(axis, exclusive)`` is
-# ``cumulative(op="sum")`` (builder ``g.cumsum``) and §7.20 ``cumsum_backward`` is the same op with
+# The one running-sum / running-product op. Upstream's ``cumsum(axis, exclusive)`` (docs/semantics.md#numerics) is
+# ``cumulative(op="sum")`` (builder ``g.cumsum``) and upstream's ``cumsum_backward`` is the same op with
 # ``reverse`` flipped (its own transpose), so neither is a separate op. The name follows the
 # op-attribute families (reduce, arg_reduce): a "cumsum" node with op="prod" would misread.
 def _cum_type(ins, attrs):
@@ -106,7 +106,7 @@ def _cum_kernel(args, attrs, out):
 
 
 def _cum_vjp(ctx, node, ct):
-    # the transpose of a prefix sum is the prefix sum taken the other way (OPS.md §7.20 cumsum_backward)
+    # the transpose of a prefix sum is the prefix sum taken the other way (docs/semantics.md#backward-ops cumsum_backward)
     if node.attrs["op"] != "sum":
         raise AutodiffError("cumulative 'prod' has no gradient rule (not defined at zeros)")
     return [ctx.graph.append("cumulative", [ct], {**dict(node.attrs), "reverse": not node.attrs["reverse"]})]
@@ -127,7 +127,8 @@ defop(
     vjp=_cum_vjp, jvp=_cum_jvp, batch=_shifted,
     doc="Running sum or product along `axis` (any axis, default the last): np.cumsum / np.cumprod in the input "
     "dtype (integers wrap; c64 allowed; bool not). exclusive shifts by one (out[0] is 0 or 1, out[i] combines "
-    "x[j] for j < i); reverse accumulates from the end (ONNX CumSum / CumProd). OPS.md's cumsum is op='sum' "
+    "x[j] for j < i); reverse accumulates from the end (ONNX CumSum / CumProd). upstream's cumsum "
+    "(docs/semantics.md#backward-ops) is op='sum' "
     "(builders g.cumsum / g.cumprod preset op); its cumsum_backward is op='sum' with reverse flipped. Linear for "
     "'sum': the gradient is the same op with reverse flipped, the tangent the same op; 'prod' has no rule.",
 )

@@ -196,7 +196,7 @@ def _aten(*names: str) -> tuple[str, ...]:
     return tuple(f"aten.{n}" for n in names)
 
 
-#: ``activation``'s kinds (the rlx-native unary functions; derivatives per OPS.md §7.2).
+#: ``activation``'s kinds (the rlx-native unary functions; derivatives per docs/semantics.md#activations).
 ACTIVATION_KINDS: Mapping[str, Kind] = {k.name: k for k in (
     Kind("gelu", _gelu, _gelu_grad, upstream="Gelu", doc="exact: x·Φ(x) with erf"),
     Kind("gelu_approx", _gelu_approx, _gelu_approx_grad, upstream="GeluApprox", doc="the tanh form"),

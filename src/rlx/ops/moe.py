@@ -1,4 +1,4 @@
-"""Mixture-of-experts and packed-weight expert matmuls (OPS.md §9.3): grouped_matmul,
+"""Mixture-of-experts and packed-weight expert matmuls (docs/semantics.md#packed-weights): grouped_matmul,
 dequant_grouped_matmul and dequant_moe_weights, with the GGUF K-quant block decoders
 (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, Q4_0, Q8_0) and NVFP4.
 
@@ -38,7 +38,7 @@ Conventions:
     16 + l is ``qs[l] >> 4``; ``y = d·(q − 8)``.
   - ``gguf_q8_0`` (34, 32 elements): ``d fp16 | qs[32] (int8)``: ``y = d·q``.
 
-* NVFP4 (``nvfp4_block``, OPS.md §9.3): per expert, 4-bit codes of the ``[K, N]`` weight at flat
+* NVFP4 (``nvfp4_block``, docs/semantics.md#packed-weights): per expert, 4-bit codes of the ``[K, N]`` weight at flat
   index ``p·N + j`` (low nibble = even index), ``ceil(K·N/2)`` bytes per expert slab; the operand
   ``scale`` holds ``E·ceil(K/16)·N`` FP8 E4M3FN bytes (per expert ``[ceil(K/16), N]``), ``global``
   is f32 ``[1]`` (shared) or ``[E]``: ``W = LUT[code] · e4m3fn(scale[p // 16, j]) · global``.
@@ -335,7 +335,7 @@ def _gmm_jvp(ctx, node, tangents):
 defop(
     name="grouped_matmul", precision="compute", family="moe", arity=3, operands=("x", "w", "expert_idx"), attrs={"batch_dims": BATCH_DIMS},
     infer=_gmm_type, kernel=_gmm_kernel, vjp=_gmm_vjp, jvp=_gmm_jvp, batch=batch_lead, flags={"blas", "eager_unsafe"},
-    doc="Per-token expert matmul (OPS.md §9.3): x [M, K], w [E, K, N] (x's dtype), expert_idx [M] -> [M, N], "
+    doc="Per-token expert matmul (docs/semantics.md#packed-weights): x [M, K], w [E, K, N] (x's dtype), expert_idx [M] -> [M, N], "
     "out[i] = x[i] @ w[expert_idx[i]]. Ids are integers (float ids are truncated toward zero, as upstream's "
     "int(expert_idx[i])); an id outside [0, E) raises RlxError at run time. Gradient in x (dx = "
     "grouped_matmul(dy, wᵀ, idx)) and w (per-expert scatter-add of x[i]ᵀ dy[i], built as a one-hot matmul); "
@@ -417,7 +417,8 @@ defop(
     attrs={**_SCHEME, "n": AttrSpec("int", doc="output features N of every expert"), "batch_dims": BATCH_DIMS},
     infer=_dgmm_type, kernel=lambda args, attrs, out: map_lead(lambda a: _dgmm_one(a, attrs), args, attrs["batch_dims"], out),
     vjp=_dgmm_vjp, jvp=_dgmm_jvp, batch=batch_lead, flags={"blas", "eager_unsafe"},
-    doc="grouped_matmul with packed expert weights (OPS.md §9.3): x [M, K] (float), w_packed u8 holding E expert slabs "
+    doc="grouped_matmul with packed expert weights (docs/semantics.md#packed-weights): x [M, K] (float), w_packed u8 holding E "
+    "expert slabs "
     "back to back (any shape; E = bytes / slab bytes), expert_idx [M] -> [M, N], out[i] = x[i] @ W[expert_idx[i]]. "
     "GGUF schemes (gguf_q2_k, q3_k, q4_k, q5_k, q6_k, q8_k: 256-element blocks; gguf_q4_0, q8_0: 32): each slab is "
     "(K·N/block)·block_bytes bytes of ggml blocks for the expert stored [N, K] (flat j·K + p; K·N a multiple of "
@@ -444,7 +445,7 @@ defop(
     kernel=lambda args, attrs, out: map_lead(lambda a: dequant_experts(a[0], list(a[1:]), attrs["scheme"], attrs["k"], attrs["n"]),
                                              args, attrs["batch_dims"], out),
     flags={"no_grad"}, batch=batch_lead,
-    doc="Decode a packed expert stack (OPS.md §9.3) into f32 [E, K, N], the grouped_matmul weight layout: the byte "
+    doc="Decode a packed expert stack (docs/semantics.md#packed-weights) into f32 [E, K, N], the grouped_matmul weight layout: the byte "
     "count must be E whole slabs (layouts as dequant_grouped_matmul: GGUF experts packed [N, K] and transposed here; "
     "nvfp4_block with the extra scale / global operands). No gradient (the operands are bytes / frozen scales).",
 )

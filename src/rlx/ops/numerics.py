@@ -1,6 +1,6 @@
-"""Tier-2 numerics (OPS.md §8.3–§8.6, §9.6): fft, dense_solve, batched_dense_solve, top_k, sample
+"""Tier-2 numerics (docs/semantics.md#numerics, #random-numbers): fft, dense_solve, batched_dense_solve, top_k, sample
 (with the Philox4x32 generator), scatter_add and the complex helpers complex_norm_sq,
-complex_norm_sq_backward, conjugate. OPS.md's cumsum / cumsum_backward are the one op
+complex_norm_sq_backward, conjugate. upstream's cumsum (docs/semantics.md#backward-ops) / cumsum_backward are the one op
 ``cumulative`` (op="sum"; builder ``g.cumsum``) in :mod:`rlx.ops.indexing`.
 
 rlx conventions (where upstream cut corners): index results are ``i64`` and index operands
@@ -382,7 +382,7 @@ defop(
     "values below the k-th largest become -inf; stable softmax; if top_p < 1 sort the probabilities descending "
     "(stable), keep the shortest prefix whose cumulative sum reaches top_p, zero the rest and renormalise; then "
     "with a draw r in [0, 1) return the first i with r <= cumsum(p)[i] (vocab - 1 if none). Computed in f32 (f64 "
-    "for f64 logits). RNG (OPS.md §9.6, bit-exact): one Philox4x32-10 with key (seed lo, seed hi), counter from 0, "
+    "for f64 logits). RNG (docs/semantics.md#random-numbers, bit-exact): one Philox4x32-10 with key (seed lo, seed hi), counter from 0, "
     "upstream's multiplier M0 = 0xD2561A75 (not Random123's), 4 words per block in order, "
     "r = (u32 >> 8) / 2**24, one draw per row in row order; the stream restarts at every execution, so the same "
     "seed repeats, and for every index of the batch_dims axes (a vmapped sample equals the per-example one). "

@@ -1,4 +1,4 @@
-"""Quantisation ops (OPS.md §8.1): quantize, dequantize, fake_quantize (+ its observer and
+"""Quantisation ops (docs/semantics.md#quantisation): quantize, dequantize, fake_quantize (+ its observer and
 backward), the LSQ fake-quant trio, q_matmul, q_conv2d and dequant_matmul.
 
 Conventions shared by the family:
@@ -176,7 +176,7 @@ defop(
     canonicalize=_canon_axis, infer=_quantize_type, kernel=_quantize_kernel,
     flags={"no_grad"}, batch=_shift_axis_batch,
     doc="Affine int8 quantization: q = clip(round(x · (1/scale[c])) + zp[c], -128, 127) -> i8, same dims "
-    "(OPS.md §8.1: multiply by the reciprocal, round half away from zero, add the zero point, saturate; NaN -> 0 "
+    "(docs/semantics.md#quantisation: multiply by the reciprocal, round half away from zero, add the zero point, saturate; NaN -> 0 "
     "as Rust's saturating cast). Symmetric quantization is zero_points=None. Per tensor (axis=None, one scale) or "
     "per channel along `axis` (one scale per channel, or a single shared one). Scales and zero points are "
     "attributes (calibration constants, as upstream and insert_q_dq). Computed in f32 (f64 for f64 input). "
@@ -665,7 +665,7 @@ defop(
     flags={"no_grad", "blas"}, batch=batch_lead,
     doc="Integer matmul: x i8 [M, K], w i8 [K, N], bias i32 [N] -> i8 [M, N]; acc = bias[n] + Σ_k (x - x_zp)(w - w_zp) "
     "accumulated in int32 (wrapping), then out = clip(round(acc·mult) + out_zp, -128, 127) with acc·mult in f32 and "
-    "round half away from zero (OPS.md §8.1). 2-D cores only (batch_dims adds mapped leading axes). No gradient.",
+    "round half away from zero (docs/semantics.md#quantisation). 2-D cores only (batch_dims adds mapped leading axes). No gradient.",
 )
 
 
@@ -732,7 +732,7 @@ defop(
     canonicalize=_q_conv_canon, infer=_q_conv_type,
     kernel=lambda args, attrs, out: map_lead(lambda a: _q_conv_one(a, attrs), args, attrs["batch_dims"], out),
     flags={"no_grad", "blas"}, batch=batch_lead,
-    doc="Integer NCHW convolution with conv2d geometry (OPS.md §7.17): x i8 [N, Cin, H, W], w i8 [Cout, Cin/groups, kH, "
+    doc="Integer NCHW convolution with conv2d geometry (docs/semantics.md#convolution): x i8 [N, Cin, H, W], w i8 [Cout, Cin/groups, kH, "
     "kW], bias i32 [Cout] -> i8 [N, Cout, Ho, Wo]. acc = bias + Σ (x - x_zp)(w - w_zp) in int32 (wrapping); padding "
     "is the real zero (padded taps contribute 0, i.e. x is padded with x_zp, as ONNX QLinearConv); then "
     "clip(round(acc·mult) + out_zp, -128, 127) with round half away from zero. No gradient.",
@@ -743,7 +743,7 @@ defop(
 DEQUANT_SCHEMES = ("int8_block", "int8_block_asym", "int4_block", "fp8_e4m3", "fp8_e5m2",
                    "gguf_q4_k", "gguf_q5_k", "gguf_q6_k", "gguf_q8_k", "gguf_q2_k", "gguf_q3_k", "gguf_q4_0", "gguf_q8_0",
                    "nvfp4_block")
-# Tier-3 schemes (OPS.md §9.3); their block decoders live in rlx.ops.moe (imported lazily: moe imports this module).
+# Tier-3 schemes (docs/semantics.md#packed-weights); their block decoders live in rlx.ops.moe (imported lazily: moe imports this module).
 _GGUF_DQ = tuple(s for s in DEQUANT_SCHEMES if s.startswith("gguf_"))
 
 
@@ -777,7 +777,7 @@ def _dq_packed_geom(x: TensorType, wq: TensorType, rest: list[TensorType], schem
 
 
 def decode_fp8(byte: np.ndarray, kind: str) -> np.ndarray:
-    """Upstream's fp8 weight decoder (OPS.md §8.1), f32. e4m3: bias 7, subnormal m·2⁻⁹, exponent 15 ->
+    """Upstream's fp8 weight decoder (docs/semantics.md#quantisation), f32. e4m3: bias 7, subnormal m·2⁻⁹, exponent 15 ->
     ±inf (mantissa 0) / NaN (IEEE-style, not OCP E4M3FN); e5m2: bias 15, subnormal m·2⁻¹⁶, exponent 31 -> inf / NaN."""
     b = byte.astype(np.int64)
     sign = np.where(b & 0x80, -1.0, 1.0)
@@ -843,7 +843,7 @@ def _dq_type(ins, attrs):
 
 
 def dequant_weight(wq: np.ndarray, scale: np.ndarray, zp: np.ndarray, k: int, scheme: str, bs: int) -> np.ndarray:
-    """The logical weight W [K, N] (f32) of a dequant_matmul's packed operands (OPS.md §8.1 / §9.3 layouts)."""
+    """The logical weight W [K, N] (f32) of a dequant_matmul's packed operands (docs/semantics.md#quantisation, #packed-weights)."""
     if scheme in _GGUF_DQ:
         from rlx.ops.moe import decode_gguf
 
@@ -922,7 +922,7 @@ defop(
         "batch_dims": BATCH_DIMS,
     },
     infer=_dq_type, kernel=_dq_kernel, vjp=_dq_vjp, jvp=_dq_jvp, batch=batch_lead, flags={"blas"},
-    doc="x [M, K] (float) @ W -> [M, N] with W [K, N] decoded from packed operands (OPS.md §8.1 layouts, W row-major, "
+    doc="x [M, K] (float) @ W -> [M, N] with W [K, N] decoded from packed operands (docs/semantics.md#packed-weights, W row-major, "
     "flat index p·N + j, scale block p // block_size along K). int8_block: w_q i8 [K, N], W = w_q·scale "
     "(scale f32 [ceil(K/bs), N], zp present but ignored, any shape); int8_block_asym: W = (w_q - zp)·scale, zp "
     "shaped like scale; int4_block: w_q u8 holding ceil(K·N/2) bytes (any shape), nibble of flat index i = low "
@@ -930,7 +930,8 @@ defop(
     "offset; store signed weights with +8 and fold the offset into x·scale sums if needed); fp8_e4m3 / fp8_e5m2: "
     "w_q u8 [K, N] one byte per weight, W = decode(byte)·scale[j], scale [N] ([1] shared, [0] = 1.0), zp ignored; "
     "decoders as upstream: e4m3 bias 7, subnormal m·2⁻⁹, exponent 15 -> ±inf / NaN (not OCP E4M3FN); e5m2 bias 15. "
-    "GGUF schemes (OPS.md §9.3; gguf_q2_k / q3_k / q4_k / q5_k / q6_k / q8_k, gguf_q4_0 / q8_0) take 2 operands (x, w_q): "
+    "GGUF schemes (docs/semantics.md#packed-weights; gguf_q2_k / q3_k / q4_k / q5_k / q6_k / q8_k, gguf_q4_0 / q8_0) "
+    "take 2 operands (x, w_q): "
     "w_q u8 holds raw ggml blocks of a weight stored [N, K] (flat j·K + p, 256-element blocks, 32 for q4_0 / q8_0; "
     "N = bytes / block_bytes · block / K), decoded as ggml's "
     "dequantize_row_* (layouts in rlx.ops.moe) and transposed: out = x @ Wᵀ_packed. nvfp4_block takes (x, w_q, scale, "

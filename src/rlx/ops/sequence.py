@@ -1,12 +1,11 @@
-"""Sequence-model ops (OPS.md §9.1, §9.2, §9.4): ``selective_scan`` (Mamba SSM scan),
+"""Sequence-model ops (docs/semantics.md#sequence-models): ``selective_scan`` (Mamba SSM scan),
 ``gated_delta_net`` (gated delta-rule linear attention) and ``axial_rope2d`` (2-D axial rotary
 embedding, SAM2 geometry).
 
 Design choices:
 
 * **Level ``fused``**, each with a ``decompose(g, operands, attrs)`` hook into primitive ops.
-  So autodiff and vmap need no rules of their own: ``prepare_graph_for_ad`` unfuses them (OPS.md
-  §10: "selective_scan and gated_delta_net are unfused into primitives before AD"), and the
+  So autodiff and vmap need no rules of their own: ``prepare_graph_for_ad`` unfuses them (docs/semantics.md#sequence-models), and the
   derivative graphs are those of ``scan`` / elementwise / reduce / reshape ops. The optimizer
   unfuses them for backends that do not claim them (``unfuse_unclaimed``: the numpy / cpu
   pipelines run the decomposition); the JAX backend claims every op and lowers them directly
@@ -23,7 +22,7 @@ Design choices:
   f32 only; f64 is allowed so gradients can be checked). Kernels compute in that dtype (f32 for
   the narrow floats).
 * **One output per node** (the rlx convention): ``gated_delta_net`` does not write its final state
-  into the ``state`` operand as upstream does (OPS.md §11 item 15); its attribute ``output``
+  into the ``state`` operand as upstream does (docs/semantics.md#differences-from-upstream); its attribute ``output``
   chooses the node's value: ``"y"`` (the read-out ``o``) or ``"state"`` (the final state S). Two
   nodes with the same operands give both (each runs the recurrence).
 """
@@ -161,7 +160,7 @@ defop(
     name="selective_scan", precision="reduction", family=_FAMILY, level="fused", arity=5, operands=_SS_OPERANDS,
     attrs={"state_size": AttrSpec("int", doc="n, the SSM state size per channel")},
     infer=_ss_type, kernel=_ss_kernel, decompose=_ss_decompose,
-    doc="Mamba selective scan (OPS.md §9.1): x, delta [b, s, h], A [h, n], B, C [b, s, n] (n = "
+    doc="Mamba selective scan (docs/semantics.md#sequence-models): x, delta [b, s, h], A [h, n], B, C [b, s, n] (n = "
     "state_size), all one float dtype → y [b, s, h]. Per batch row the state hs [h, n] starts at 0; "
     "for each t: hs = exp(delta[t, :, None]·A)·hs + delta[t, :, None]·B[t]·x[t, :, None]; "
     "y[t] = hs @ C[t]. No D skip term and no softplus on delta (the caller's job). Decomposes to "
@@ -259,13 +258,13 @@ defop(
            "output": AttrSpec("str", default="y", choices=("y", "state"),
                               doc="the node's value: 'y' = o [b, s, h, n], 'state' = final S [b, h, n, n]")},
     infer=_gdn_type, kernel=_gdn_kernel, decompose=_gdn_decompose,
-    doc="Gated delta-rule linear attention (OPS.md §9.2): q, k, v [b, s, h, n], g, beta [b, s, h], "
+    doc="Gated delta-rule linear attention (docs/semantics.md#sequence-models): q, k, v [b, s, h, n], g, beta [b, s, h], "
     "plus state [b, h, n, n] iff carry_state; one float dtype. Per (batch, head) S (n×n) starts at 0 "
     "(or the state operand); for each t: S *= exp(g[t]); sk = Sᵀ k[t]; d = (v[t] − sk)·beta[t]; "
     "S += outer(k[t], d); o[t] = Sᵀ q[t] / sqrt(n). q / k are expected L2-normalised and GQA-"
     "expanded by the caller. output='y' gives o [b, s, h, n]; output='state' gives the final S "
     "[b, h, n, n] (rlx returns the carried state as an explicit output; upstream writes it into the "
-    "state operand in place, OPS.md §11 item 15, which rlx never does: operands are immutable). "
+    "state operand in place, docs/semantics.md#differences-from-upstream, which rlx never does: operands are immutable). "
     "Decomposes to exp / reshape / transpose, one scan over S (body: mul, mul + reduce, sub, mul, "
     "add) and, for 'y', a mul + sum read-out over the stacked trajectory; needs a static s.",
 )
@@ -329,7 +328,7 @@ defop(
            "head_dim": AttrSpec("int", doc="D, a multiple of 4"), "num_heads": AttrSpec("int", doc="H"),
            "theta": AttrSpec("float", default=10000.0), "repeat_factor": AttrSpec("int", default=1)},
     infer=_rope2d_type, kernel=_rope2d_kernel, decompose=_rope2d_decompose,
-    doc="2-D axial rotary embedding, SAM2 geometry (OPS.md §9.4): x [B, S, H·D] with S = end_x·end_y·"
+    doc="2-D axial rotary embedding, SAM2 geometry (docs/semantics.md#sequence-models): x [B, S, H·D] with S = end_x·end_y·"
     "max(repeat_factor, 1), D % 4 == 0 → x's shape and dtype. Interleaved (adjacent-pair) rotation, "
     "unlike rope: with q = D/4, f_i = theta^(−4i/D); token t has pos = t // repeat_factor, tx = pos % "
     "end_x, ty = pos // end_x; per head, pair (2i, 2i+1) (i < q) rotates by tx·f_i and pair (D/2 + 2i, "

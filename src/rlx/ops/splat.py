@@ -1,4 +1,4 @@
-"""3-D Gaussian splatting ops (OPS.md §9.5; contract and pixel algorithm in docs/splatting.md).
+"""3-D Gaussian splatting ops (docs/semantics.md#gaussian-splatting; contract and pixel algorithm in docs/splatting.md).
 
 ``gaussian_splat_render`` renders a scene of N Gaussians to ``[H·W·4]`` RGBA;
 ``gaussian_splat_prepare`` → ``gaussian_splat_rasterize`` is the same forward in two stages
@@ -233,7 +233,8 @@ defop(
     name="gaussian_splat_render", family="splat", arity=7, operands=SCENE_OPERANDS, attrs=RENDER_ATTRS,
     infer=_render_type, kernel=_mapped(K.render), vjp=_render_vjp, jvp=_render_jvp, batch=batch_lead, flags={"blas", "eager_unsafe"},
     decompose=render_decompose,
-    doc="3-D Gaussian splat forward render (OPS.md §9.5; algorithm in docs/splatting.md) -> RGBA [H·W·4], row-major "
+    doc="3-D Gaussian splat forward render (docs/semantics.md#gaussian-splatting; algorithm in docs/splatting.md) -> "
+    "RGBA [H·W·4], row-major "
     "pixels. " + _SCENE_DOC + "Each pixel ray evaluates every splat listed in its tile (sorted by depth) at its "
     "closest Mahalanobis approach, α = min(sigmoid(logit)·exp(−ρ²/2), 0.99), and blends front to back until "
     "max_splat_steps splats or transmittance < transmittance_threshold; background behind. Differentiable in the "
@@ -265,7 +266,7 @@ defop(
     attrs=BACKWARD_ATTRS, infer=_backward_type, kernel=_mapped(K.backward), vjp=_SECOND_ORDER, jvp=_SECOND_ORDER,
     batch=batch_lead, flags={"blas", "eager_unsafe"},
     doc="Packed scene gradient of Σ d_rgba·gaussian_splat_render: [positions 3N | log-scales 3N | rotations 4N | "
-    "opacity logits N | colours 3N | SH N·max(K,1)·3] (OPS.md §9.5), exact through the quaternion normalisation, "
+    "opacity logits N | colours 3N | SH N·max(K,1)·3] (docs/semantics.md#gaussian-splatting), exact through the quaternion normalisation, "
     "the SH view direction and the colour clamp (sorting, binning and early termination held fixed). Training "
     "options: loss_grad_clip clips d_rgba first (<= 0: off), sh_band zeroes the gradient of higher SH bands, "
     "max_anisotropy adds the gradient of Σ max(0, max(σ)/min(σ) − max_anisotropy) (<= 0: off).",

@@ -1,7 +1,7 @@
 """The optimizer: pass manager, cleanup passes, pattern fusion, elementwise regions, unfuse,
 legalization and the fusion report. ``optimize(g)`` runs the default pipeline.
 
-Default order (PIPELINE.md §3.3, plus CSE / folding / simplification, which upstream
+Default order (docs/pipeline.md#pass-order, plus CSE / folding / simplification, which upstream
 lacks): [automatic mixed precision, when ``precision=`` names a policy] → [unfuse ops the
 backend does not claim] → cse → fold_constants → simplify → dce → the seven fusion patterns and decomposed attention
 (each gated on the backend claiming the op it creates) → elementwise regions (marked, then

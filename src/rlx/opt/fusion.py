@@ -1,4 +1,4 @@
-"""Pattern fusion passes (PIPELINE.md §3.4), with uniform single-use checks.
+"""Pattern fusion passes (docs/pipeline.md#fusion-patterns), with uniform single-use checks.
 
 Every pattern counts graph outputs as uses (:func:`use_counts`), so a value that is
 also an output or has a second consumer is never swallowed into a fused node. Each

@@ -1,5 +1,5 @@
 """Graph surgery utilities of upstream's optimizer crate: inline one graph into another, and
-turn params into inputs (PIPELINE.md §3.9).
+turn params into inputs (docs/pipeline.md#graph-edits).
 
 * :func:`inline_into` copies ``source`` into ``target``: its inputs are bound by name to values
   of ``target`` (a missing binding is an error naming it), its params by name when a map is

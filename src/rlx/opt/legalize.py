@@ -75,7 +75,7 @@ def unclaimed(g: Graph, claims: Iterable[str]) -> list[tuple[int, str]]:
 
 
 def legalize_for_backend(g: Graph, claims: Iterable[str]) -> list[tuple[int, str]]:
-    """Every node a backend claiming ``claims`` cannot run, as (id, op) pairs (PIPELINE.md §3.6);
+    """Every node a backend claiming ``claims`` cannot run, as (id, op) pairs (docs/pipeline.md#lowering-for-a-backend);
     empty when legal (an empty claim set accepts everything; leaves are always accepted).
 
     Bodies of control-flow and ``custom_fn`` nodes are searched too (a backend running a ``scan``

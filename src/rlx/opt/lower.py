@@ -1,4 +1,4 @@
-"""Lowering toward what a backend runs (PIPELINE.md §3.6): control flow, dot_general, and the
+"""Lowering toward what a backend runs (docs/pipeline.md#lowering-for-a-backend): control flow, dot_general, and the
 claim-set driven ``rewrite_for_backend``.
 
 **lower_control_flow** (upstream's ``LowerControlFlow`` = ``inline_if`` + ``unroll_while``,
@@ -27,7 +27,7 @@ them):
   does not claim it) → its ``body`` inlined (its custom derivative bodies are dropped).
 
 Bodies are lowered recursively (nested control flow), also those of nodes that stay. Large
-bounds blow the graph up (PIPELINE.md §8 row 14): ``max_unroll`` keeps loops with more steps.
+bounds blow the graph up (docs/pipeline.md#upstream-bugs-fixed): ``max_unroll`` keeps loops with more steps.
 
 **lower_dot_general**: ``dot_general`` → transposes, reshapes and a batched ``matmul`` (the
 lowering ``prepare_graph_for_ad`` uses; general batch / contracting dims, not only upstream's

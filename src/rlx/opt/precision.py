@@ -1,4 +1,4 @@
-"""Automatic mixed precision (PIPELINE.md §3.10): run each op in the precision its class asks for.
+"""Automatic mixed precision (docs/pipeline.md#mixed-precision): run each op in the precision its class asks for.
 
 Every op declares its class in its registry entry (``OpDef.precision``): compute (matmuls,
 convolutions), reduction (norms, softmax, reduce, cumulative sums, sampling, SSM scans, cross
@@ -9,7 +9,7 @@ graph so that an op of a class set to f16 / bf16 reads its float32 operands thro
 cast per value and dtype) and computes in that dtype.
 
 Where upstream overwrote every node's dtype, this pass re-derives each node's type from its
-op's rule, so it fixes upstream's three bugs (§3.10): only float32 values change (token ids,
+op's rule, so it fixes upstream's three bugs (docs/pipeline.md#mixed-precision): only float32 values change (token ids,
 masks, f64 / f16 / bf16 values the user chose stay as they are); compare still yields bool;
 an explicit ``cast`` keeps its target. An op whose rule rejects the lower precision (control
 flow bodies typed f32, ops that need f32) keeps its original precision. Leaves stay as they are

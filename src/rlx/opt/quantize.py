@@ -1,4 +1,4 @@
-"""Quantization graph passes (PIPELINE.md §3.11): ``insert_q_dq`` and ``propagate_fake_quant``.
+"""Quantization graph passes (docs/pipeline.md#quantisation-passes): ``insert_q_dq`` and ``propagate_fake_quant``.
 
 ``insert_q_dq(g, record)`` taps tensors with ``quantize → dequantize`` (post-training
 quantization simulation / export). Differences from upstream: the dequantize is typed
@@ -11,7 +11,7 @@ returned id map sends each tap to its dequantize so references compose across a 
 quantization grid because an identical earlier ``fake_quantize`` produced it (possibly
 through ops that only move or select values). Upstream's ``quant_propagate`` redirected
 the consumers of the later node to the *earlier* one, silently dropping the ops in
-between (``FQ(relu(FQ(x)))`` became ``FQ(x)``, PIPELINE.md §8 #13); here they read the
+between (``FQ(relu(FQ(x)))`` became ``FQ(x)``, docs/pipeline.md#upstream-bugs-fixed); here they read the
 later node's own input. The soundness argument (bit-exact up to the sign of a zero), and
 why ``per_batch`` fake-quants only pass through ops that keep max|x| while ``ema`` ones
 are never removed, is in :func:`propagate_fake_quant`.
@@ -39,7 +39,7 @@ from rlx.ir.opdef import get_op, has_op
 from rlx.opt.manager import Pass, PassResult
 from rlx.opt.rebuild import Rebuilder
 
-#: the quantize op's integer range (it always produces i8; OPS.md §8.1)
+#: the quantize op's integer range (it always produces i8; docs/semantics.md#quantisation)
 Q_MIN, Q_MAX = -128, 127
 
 

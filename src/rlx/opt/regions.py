@@ -1,4 +1,4 @@
-"""Elementwise regions (PIPELINE.md §3.5): group chains of elementwise ops into one
+"""Elementwise regions (docs/pipeline.md#elementwise-regions): group chains of elementwise ops into one
 ``elementwise_region`` node. Unfusing them goes through the op's ``decompose`` hook
 (:mod:`rlx.opt.unfuse`), so there is one replay implementation, not two.
 

@@ -64,18 +64,23 @@ def op_type_of(case) -> str:
             best = snake
     if best:
         return _OP_NAMES[best]
-    ops = [n.op_type for n in case.model.graph.node if n.op_type != "Constant"]
+    ops = [n.op_type for n in _model_of(case).graph.node if n.op_type != "Constant"]
     return Counter(ops).most_common(1)[0][0] if ops else "Constant"
 
 
-def load_cases(pattern: str | None = None) -> list:
+def load_model_tests_of(kind: str) -> list:
+    """onnx's shipped backend test cases of one kind ("node", "pytorch-converted", "pytorch-operator", "simple")."""
     import warnings
 
     from onnx.backend.test.loader import load_model_tests
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cases = load_model_tests(kind="node")
+        return load_model_tests(kind=kind)
+
+
+def load_cases(pattern: str | None = None) -> list:
+    cases = load_model_tests_of("node")
     if pattern:
         rx = re.compile(pattern)
         cases = [c for c in cases if rx.search(c.name)]
@@ -171,7 +176,8 @@ def run_case(case) -> Result:
     except OnnxUnsupported as exc:
         return Result(case.name, op, "unsupported", str(exc).splitlines()[0][:200])
     except Exception as exc:
-        return Result(case.name, op, "failed", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200])
+        detail = " ".join(line.strip() for line in str(exc).splitlines()[:2])  # a header line names the graph only
+        return Result(case.name, op, "failed", f"{type(exc).__name__}: {detail}"[:200])
 
 
 def _run_named(name: str) -> Result:

@@ -437,7 +437,7 @@ def _arg_reduce(ex, node, ins):
 
 @exporter("cumulative")
 def _cumulative(ex, node, ins):
-    """OPS.md cumsum / cumsum_backward are cumulative(op="sum") (the backward one with reverse flipped)."""
+    """Upstream's cumsum / cumsum_backward (docs/semantics.md#backward-ops): cumulative(op="sum"), the backward one reversed."""
     if node.attrs["op"] != "sum":
         raise OnnxUnsupported("cumulative 'prod': ONNX CumProd needs opset 26")
     return ex.node("CumSum", [ins[0], ex.ints([node.attrs["axis"]])], exclusive=int(node.attrs["exclusive"]),

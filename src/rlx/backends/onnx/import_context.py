@@ -52,6 +52,17 @@ class NeedsStatic(OnnxUnsupported):
         super().__init__(f"{what} must be static, but depends on graph inputs {sorted(inputs)}")
 
 
+class SeqValue:
+    """An ONNX sequence whose length is known at import time: its items, rlx values, in order.
+
+    Sequence ops (import_sequence) rearrange the items while importing; only tensors reach
+    the rlx graph, so a sequence cannot be a graph input or output."""
+
+    def __init__(self, items: Sequence[Value], dtype: DType | None = None):
+        self.items = tuple(items)
+        self.dtype = self.items[0].dtype if self.items else dtype
+
+
 def converter(*op_types: str):
     def wrap(fn: Converter) -> Converter:
         for op in op_types:
@@ -226,6 +237,8 @@ class Importer:
         outs = []
         for vi in graph.output:
             v = self.value(vi.name)
+            if isinstance(v, SeqValue):
+                raise OnnxUnsupported(f"graph output {vi.name!r} is a sequence (only tensors are modelled)")
             self.check_declared(vi.name, v, "graph output")
             if v.node.op not in ("input", "param") and v.id not in [o.id for o in outs]:
                 self.g.rename(v, vi.name)  # an output keeps its ONNX name (over an intermediate one)
@@ -367,7 +380,7 @@ class Importer:
             if a.type == 5:  # GRAPH: a subgraph reads outer values by name
                 reads += _outer_names(a.g)
         deps = frozenset().union(*(self.deps.get(n, frozenset()) for n in reads
-                                   if not (n in self.env and self.env[n].id in self.known)))
+                                   if not (n in self.env and self._is_known(self.env[n]))))
         fn = CONVERTERS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
         if fn is None:
             body = self._function_of(node, opsets=opsets)
@@ -400,12 +413,21 @@ class Importer:
             if i >= len(results) or results[i] is None:
                 raise OnnxUnsupported(f"{node.op_type}: output {i} ({name!r}) is not supported")
             v = results[i]
+            if isinstance(v, SeqValue):
+                self.env[name] = v
+                self.deps[name] = frozenset() if self._is_known(v) else deps
+                continue
             self.check_declared(name, v, f"{node.op_type} node {node_label(node)!r}")
             if v.id in self.known and self.g.node(v.id).op != "constant":
                 v = self.const(self.known[v.id])
             self._keep_name(name, v)
             self.env[name] = v
             self.deps[name] = frozenset() if v.id in self.known else deps
+
+    def _is_known(self, v: Value | SeqValue) -> bool:
+        if isinstance(v, SeqValue):
+            return all(item.id in self.known for item in v.items)
+        return v.id in self.known
 
     def _keep_name(self, name: str, v: Value) -> None:
         """A value of the model's own graph (not of a function body or subgraph) names its unnamed node."""

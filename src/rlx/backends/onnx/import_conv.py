@@ -13,14 +13,16 @@ from rlx.backends.onnx.common import (
 )
 from rlx.backends.onnx.import_context import converter
 from rlx.backends.onnx.import_helpers import _reshape, _static_shape
-from rlx.backends.onnx.import_shape import pad_value
+from rlx.backends.onnx.import_shape import _index_along, pad_value
 from rlx.ir.graph import Value
 
 
-def _spatial(x: Value, what: str) -> int:
+def _spatial(x: Value, what: str, ranks: tuple[int, ...] = (1, 2)) -> int:
     n = len(x.shape) - 2
-    if n not in (1, 2):
-        raise OnnxUnsupported(f"{what}: only 1-D and 2-D spatial inputs are supported (rank {len(x.shape)})")
+    if n not in ranks:
+        names = [f"{r}-D" for r in ranks]
+        shown = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+        raise OnnxUnsupported(f"{what}: only {shown} spatial inputs are supported (rank {len(x.shape)})")
     return n
 
 
@@ -45,7 +47,7 @@ def _to2d(cx, x: Value) -> Value:
 def _conv(cx, node, ins, attrs):
     x, w = ins[0], ins[1]
     b = ins[2] if len(ins) > 2 else None
-    nsp = _spatial(x, "Conv")
+    nsp = _spatial(x, "Conv", (1, 2, 3))
     kernel = list(attrs.get("kernel_shape", _static_shape(w)[2:]))
     strides = list(attrs.get("strides", [1] * nsp))
     dil = list(attrs.get("dilations", [1] * nsp))
@@ -56,18 +58,47 @@ def _conv(cx, node, ins, attrs):
         _auto_pads(auto, _static_shape(x)[2:], kernel, strides, dil)  # explicit pads work on symbolic sizes
     if auto == "VALID":
         pads = [0] * (2 * nsp)
-    if nsp == 1:
-        x, w = _to2d(cx, x), _to2d(cx, w)
-        kernel, strides, dil, pads = [1, *kernel], [1, *strides], [1, *dil], [0, pads[0], 0, pads[1]]
+    if nsp == 3:
+        y = _conv3d_by_depth_taps(cx, x, w, kernel, strides, dil, pads, group)
+    elif nsp == 1:
+        y = _conv2d(cx, _to2d(cx, x), _to2d(cx, w), [1, *strides], [1, *dil], [0, pads[0], 0, pads[1]], group)
+        y = _reshape(cx, y, [y.shape[0], y.shape[1], y.shape[3]])
+    else:
+        y = _conv2d(cx, x, w, strides, dil, pads, group)
+    if b is not None:
+        y = y + _reshape(cx, b, [1, b.shape[0], *[1] * nsp])
+    return y
+
+
+def _conv2d(cx, x: Value, w: Value, strides, dil, pads, group: int) -> Value:
+    """conv2d with ONNX pads [h0, w0, h1, w1]: symmetric ones in the op, others as an explicit zero pad."""
     sym = [pads[0], pads[1]] if pads[0] == pads[2] and pads[1] == pads[3] else [0, 0]
     if sym == [0, 0] and any(pads):
         x = pad_value(cx, x, {2: (pads[0], pads[2]), 3: (pads[1], pads[3])})
-    y = cx.g.conv2d(x, w, stride=strides, padding=sym, dilation=dil, groups=group)
-    if b is not None:
-        y = y + _reshape(cx, b, [1, b.shape[0], 1, 1])
-    if nsp == 1:
-        y = _reshape(cx, y, [y.shape[0], y.shape[1], y.shape[3]])
-    return y
+    return cx.g.conv2d(x, w, stride=strides, padding=sym, dilation=dil, groups=group)
+
+
+def _conv3d_by_depth_taps(cx, x: Value, w: Value, kernel, strides, dil, pads, group: int) -> Value:
+    """A 3-D conv as the sum, over the kernel's depth taps, of 2-D convs with the output depth folded into the batch.
+
+    Tap ``t`` reads input depths ``od * stride + t * dilation`` (after the depth pads) for every
+    output depth ``od``; rlx has 2-D convs only, so each tap is one conv2d of ``[N*Do, C, H, W]``."""
+    n, c = x.shape[0], x.shape[1]
+    if pads[0] or pads[3]:
+        x = pad_value(cx, x, {2: (pads[0], pads[3])})
+    depth, (kd, sd, dd) = x.shape[2], (kernel[0], strides[0], dil[0])
+    do = (depth - dd * (kd - 1) - 1) // sd + 1
+    if do < 1:
+        raise OnnxFormatError(f"Conv: the dilated kernel depth {dd * (kd - 1) + 1} exceeds the padded input depth {depth}")
+    total = None
+    for t in range(kd):
+        xs = _index_along(cx, x, 2, np.arange(do) * sd + t * dd)
+        xs = _reshape(cx, cx.g.transpose(xs, perm=[0, 2, 1, 3, 4]), [n * do, c, *xs.shape[3:]])
+        wt = _reshape(cx, cx.g.narrow(w, axis=2, start=t, length=1), [w.shape[0], w.shape[1], *w.shape[3:]])
+        y = _conv2d(cx, xs, wt, strides[1:], dil[1:], [pads[1], pads[2], pads[4], pads[5]], group)
+        total = y if total is None else total + y
+    o, ho, wo = total.shape[1:]
+    return cx.g.transpose(_reshape(cx, total, [n, do, o, ho, wo]), perm=[0, 2, 1, 3, 4])
 
 
 @converter("ConvTranspose")

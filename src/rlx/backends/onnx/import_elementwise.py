@@ -9,7 +9,7 @@ from rlx.backends.onnx.common import (
     rlx_dtype,
 )
 from rlx.backends.onnx.import_context import converter
-from rlx.backends.onnx.import_helpers import _broadcast_to, _cast, _static_shape
+from rlx.backends.onnx.import_helpers import _broadcast_to, _cast, _reshape, _static_shape
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, UNARY_MATH_KINDS
@@ -192,6 +192,9 @@ def _leaky(cx, node, ins, attrs):
 @converter("PRelu")
 def _prelu(cx, node, ins, attrs):
     x, slope = ins
+    per_channel = len(x.shape) > 2 and len(slope.shape) == 1 and slope.shape[0] == x.shape[1]
+    if cx.opset < 7 and per_channel:  # PRelu-6: a 1-D slope holds one value per channel (axis 1)
+        slope = _reshape(cx, slope, [slope.shape[0], *[1] * (len(x.shape) - 2)])
     return cx.g.where(cx.g.lt(x, cx.scalar(0, x)), x * slope, x)
 
 

@@ -34,6 +34,7 @@ from rlx.backends.onnx import (  # each module registers its converters on impor
     import_recurrent,  # noqa: F401
     import_reduce,  # noqa: F401
     import_resize,  # noqa: F401
+    import_sequence,  # noqa: F401
     import_shape,  # noqa: F401
     loading,
 )

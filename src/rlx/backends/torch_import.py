@@ -242,10 +242,16 @@ class _Ctx:
         if isinstance(value, Value):
             return value
         if isinstance(value, str):
-            raise self.fail(f"symbolic scalar {value!r} used as a tensor operand (only static values are supported)")
+            return self.dim_value(value, dtype)
         if value is None:
             raise self.fail("a None operand where a tensor is expected")
         return self.scalar(value, dtype)
+
+    def dim_value(self, dim: Any, dtype: DType) -> Value:
+        """A rank-0 tensor holding the size ``dim`` (a symbolic size torch uses as a number: a cache
+        position ``past + i``): the sum of ``dim`` ones, so it is bound at run time with the symbols."""
+        ones = self.g.expand(self.g.constant(np.ones(1, dtype.numpy)), target_shape=[dim])
+        return self.g.reduce(ones, op="sum", axes=[0], keep_dim=False)
 
     def cast(self, v: Value, dtype: DType) -> Value:
         return v if v.dtype is dtype else self.g.cast(v, to=dtype)
@@ -560,12 +566,12 @@ def _arange(cx, node, *args, **kwargs):
         raise cx.fail("arange bounds must be static or symbolic sizes")
     start, end, step = (0, nums[0], 1) if len(nums) == 1 else (nums[0], nums[1], nums[2] if len(nums) > 2 else 1)
     dtype = cx.out_dtype()
-    if isinstance(end, str):  # a symbolic length: start + step * (exclusive running sum of ones)
-        if isinstance(start, str) or isinstance(step, str):
-            raise cx.fail("arange with a symbolic end needs static start and step")
+    if isinstance(end, str) or isinstance(start, str):  # symbolic: start + step * (exclusive running sum of ones)
+        if isinstance(step, str):
+            raise cx.fail("arange with a symbolic step is not supported")
         ones = cx.g.expand(cx.g.constant(np.ones(1, dtype.numpy)), target_shape=[cx.out_shape()[0]])
         count = cx.g.cumulative(ones, op="sum", axis=0, exclusive=True)
-        return count * cx.scalar(step, dtype) + cx.scalar(start, dtype) if (start, step) != (0, 1) else count
+        return count * cx.scalar(step, dtype) + cx.tensor(start, dtype) if (start, step) != (0, 1) else count
     values = np.arange(start, end, step, dtype=np.float64 if dtype.is_float else np.int64)
     out = values.astype(dtype.numpy)
     if out.shape != cx.static_out_shape():

@@ -40,6 +40,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from rlx.backends.array_rows import SHAPE_ROWS, along, bind
+from rlx.backends.array_rows import standardize as standardize_rows
 from rlx.backends.jax.index_checks import checked_index
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
@@ -142,7 +144,9 @@ def _constant(args, attrs, out):
 
 # -------------------------------------------------------------------------- elementwise
 #: The jax.numpy array namespace the kinds' formulas run in (rlx.ops.kinds).
-JNP = ArrayNamespace(jnp, erf=lax.erf, sigmoid=lambda x: tanh_sigmoid(jnp, x))
+JNP = ArrayNamespace(jnp, erf=lax.erf, sigmoid=lambda x: tanh_sigmoid(jnp, x), permute=jnp.transpose,
+                     cast_all=_cast_all, concat=lambda parts, axis: jnp.concatenate(parts, axis=axis),
+                     slice_axis=lambda x, axis, start, length: lax.slice_in_dim(x, start, start + length, axis=axis))
 
 
 def activate(kind: str | None, x: Any) -> Any:
@@ -339,35 +343,8 @@ def _softmax(args, attrs, out):
 
 
 # -------------------------------------------------------------------------------- shape
-@lowering("reshape")
-def _reshape(args, attrs, out):
-    return jnp.reshape(args[0], tuple(out.shape))
-
-
-@lowering("transpose")
-def _transpose(args, attrs, out):
-    perm = attrs["perm"] if attrs["perm"] is not None else tuple(range(args[0].ndim - 1, -1, -1))
-    return jnp.transpose(args[0], perm)
-
-
-@lowering("narrow")
-def _narrow(args, attrs, out):
-    x = args[0]
-    axis, start, length = attrs["axis"] % x.ndim, attrs["start"], attrs["length"]
-    if start + length > x.shape[axis]:
-        raise RlxError(f"narrow: slice [{start}, {start + length}) is out of bounds for axis {axis} of size {x.shape[axis]}")
-    return lax.slice_in_dim(x, start, start + length, axis=axis)
-
-
-@lowering("concat")
-def _concat(args, attrs, out):
-    parts = _cast_all(args, out)
-    return jnp.concatenate(parts, axis=attrs["axis"] % parts[0].ndim)
-
-
-@lowering("expand")
-def _expand(args, attrs, out):
-    return jnp.broadcast_to(args[0], tuple(out.shape))
+for _name, _row in SHAPE_ROWS.items():
+    lowering(_name)(bind(_row, JNP))
 
 
 @lowering("gather")
@@ -379,7 +356,7 @@ def _gather(args, attrs, out):
 
 # ------------------------------------------------------------------------ normalization
 def _along(v, axis: int, rank: int):
-    return jnp.reshape(v, [-1 if i == axis else 1 for i in range(rank)])
+    return along(JNP, v, axis, rank)
 
 
 def _affine(y, gamma, beta, axis: int):
@@ -387,10 +364,7 @@ def _affine(y, gamma, beta, axis: int):
 
 
 def standardize(x, axes, eps: float):
-    mu = jnp.mean(x, axis=axes, keepdims=True)
-    d = x - mu
-    var = jnp.mean(d * d, axis=axes, keepdims=True)
-    return d / jnp.sqrt(var + _scalar(eps, x))
+    return standardize_rows(JNP, x, axes, _scalar(eps, x))
 
 
 def layer_norm(x, gamma, beta, axis: int, eps: float):

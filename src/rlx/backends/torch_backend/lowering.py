@@ -23,6 +23,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from rlx.backends.array_rows import SHAPE_ROWS, along, bind, standardize
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.opdef import all_ops
@@ -89,7 +90,8 @@ def _constant(args, attrs, out):
 
 # -------------------------------------------------------------------------- elementwise
 #: The torch array namespace the kinds' formulas run in (rlx.ops.kinds).
-TORCH = ArrayNamespace(torch, erf=torch.special.erf, sigmoid=torch.sigmoid,
+TORCH = ArrayNamespace(torch, erf=torch.special.erf, sigmoid=torch.sigmoid, permute=torch.permute, slice_axis=torch.narrow,
+                       cast_all=_cast_all, concat=lambda parts, axis: torch.cat(parts, dim=axis),
                        maximum=lambda a, b: torch.maximum(a, torch.as_tensor(b, dtype=a.dtype)))
 #: torch's fused kernels for kinds it has natively (one kernel instead of the row formula's several ops)
 _NATIVE: dict[str, Callable[[Any], Any]] = {"gelu": F.gelu, "gelu_approx": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu}
@@ -302,35 +304,8 @@ def _softmax(args, attrs, out):
 
 
 # -------------------------------------------------------------------------------- shape
-@lowering("reshape")
-def _reshape(args, attrs, out):
-    return torch.reshape(args[0], tuple(out.shape))
-
-
-@lowering("transpose")
-def _transpose(args, attrs, out):
-    perm = attrs["perm"] if attrs["perm"] is not None else tuple(range(args[0].ndim - 1, -1, -1))
-    return torch.permute(args[0], tuple(perm))
-
-
-@lowering("narrow")
-def _narrow(args, attrs, out):
-    x = args[0]
-    axis, start, length = attrs["axis"] % x.ndim, attrs["start"], attrs["length"]
-    if start + length > x.shape[axis]:
-        raise RlxError(f"narrow: slice [{start}, {start + length}) is out of bounds for axis {axis} of size {x.shape[axis]}")
-    return torch.narrow(x, axis, start, length)
-
-
-@lowering("concat")
-def _concat(args, attrs, out):
-    parts = _cast_all(args, out)
-    return torch.cat(parts, dim=attrs["axis"] % parts[0].ndim)
-
-
-@lowering("expand")
-def _expand(args, attrs, out):
-    return torch.broadcast_to(args[0], tuple(out.shape))
+for _name, _row in SHAPE_ROWS.items():
+    lowering(_name)(bind(_row, TORCH))
 
 
 @lowering("gather")
@@ -348,14 +323,11 @@ def _gather(args, attrs, out):
 
 # ------------------------------------------------------------------------ normalization
 def _along(v, axis: int, rank: int):
-    return torch.reshape(v, [-1 if i == axis else 1 for i in range(rank)])
+    return along(TORCH, v, axis, rank)
 
 
 def _standardize(x, axes, eps: float):
-    mu = torch.mean(x, dim=axes, keepdim=True)
-    d = x - mu
-    var = torch.mean(d * d, dim=axes, keepdim=True)
-    return d / torch.sqrt(var + eps)
+    return standardize(TORCH, x, axes, eps)
 
 
 @lowering("layer_norm")

@@ -46,6 +46,7 @@ from rlx.backends.jax.index_checks import checked_index
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
+from rlx.ops.attention import MASK_FILL
 from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS, ArrayNamespace, tanh_sigmoid
 from rlx.ops.reduction import reduce_axes, reduce_identity
 
@@ -62,8 +63,6 @@ LEAVES = {
     "result": "bound to the multi-result node's lowering's result of that index",
 }
 REFUSED: dict[str, str] = {}
-
-MASK_FILL = -1e9
 
 # Matmul precision for f32/f64 operands; the executable sets it around each trace, per thread
 # ("highest" = exact f32 products as in NumPy; None = the platform default, e.g. TF32 on recent NVIDIA GPUs).
@@ -853,7 +852,7 @@ def _arg_reduce(args, attrs, out):
 
 @lowering("cumulative")
 def _cumulative(args, attrs, out):
-    """OPS.md cumsum (op="sum") and cumsum_backward (reverse flipped) as well as the running product."""
+    """docs/semantics.md#backward-ops: cumsum (op="sum") and cumsum_backward (reverse flipped) as well as the running product."""
     x = args[0]
     axis = attrs["axis"] % x.ndim
     if attrs["reverse"]:

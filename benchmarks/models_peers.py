@@ -310,7 +310,7 @@ def main() -> None:
         fastest = min((k for k in ms if k.startswith("rlx") and "onnx import" not in k), key=ms.get)
         rows.append([name, len(g), *(ms.get(k, float("nan")) for k in cols), ms["rlx numpy"] / ms["rlx.run"],
                      f"{fastest} {ms[fastest] / ms['torch eager']:.3g}", onnx_ratio, per_node_us, f"{max(errs.values()):.1e}"])
-        print(f"  {name}: done", file=sys.stderr, flush=True)
+        print(f"  {name}: " + ", ".join(f"{k} {v:.3g} ms" for k, v in ms.items()), file=sys.stderr, flush=True)
     print_table(["model", "nodes", *(f"{k} ms" for k in cols), "numpy / rlx.run", "fastest rlx / eager",
                  "rlx ort (onnx) / ort", "dispatch us/node", "max rel err"], rows)
     geo = [[k, geomean(v), geomean(vs_ref[k]) if k in vs_ref else float("nan")] for k, v in vs_torch.items()]

@@ -33,6 +33,8 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "exec_peers.py": (["--quick"], []),
     "exec_speed_jax.py": (["--repeats", "5"], []),
     "splat_speed.py": (["--quick"], []),
+    "symbolic_overhead.py": (["--quick"], []),
+    "symbolic_plan_speed.py": (["--quick"], []),
     "jax_gpu.py": (["--allow-cpu", "--skip-parity", "--repeats", "3"], ["--allow-cpu"]),
 }
 RAN_WITH_MISSED_TARGET = {"exec_speed_jax.py": {1}, "jax_gpu.py": {1}}

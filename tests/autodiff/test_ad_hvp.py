@@ -80,7 +80,7 @@ def test_hvp_of_every_activation_matches_torch(act):
     np.testing.assert_allclose(outs[-1], hv.numpy(), rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "maximum", "minimum", "pow"])
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "maximum", "minimum", "fmax", "fmin", "pow"])
 def test_hvp_of_binary_ops_matches_torch(op):
     g = rlx.Graph("b")
     a = g.input("a", (2, 3), "f64")
@@ -91,8 +91,8 @@ def test_hvp_of_binary_ops_matches_torch(op):
     va, vb = rng.standard_normal((2, 3)), rng.standard_normal(3)
     h = rlx.hvp(g, ["a", "b"])
     outs = _run_hvp(h, {"a": av, "b": bv}, {}, {"a": va, "b": vb})
-    tfn = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "maximum": torch.fmax,
-           "minimum": torch.fmin, "pow": torch.pow}[op]
+    tfn = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "maximum": torch.maximum,
+           "minimum": torch.minimum, "fmax": torch.fmax, "fmin": torch.fmin, "pow": torch.pow}[op]
     _, hv = torch.autograd.functional.hvp(lambda x, y: torch.sin(tfn(x, y)).sum(), (torch.from_numpy(av), torch.from_numpy(bv)),
                                           (torch.from_numpy(va), torch.from_numpy(vb)))
     np.testing.assert_allclose(outs[-2], hv[0].numpy(), rtol=1e-9, atol=1e-12)

@@ -123,3 +123,20 @@ def test_onnx_shipped_pytorch_model(name):
     (case,) = [c for c in conformance.load_model_tests_of("pytorch-converted") if c.name == name]
     result = conformance.run_case(case)
     assert result.status == "passed", result.reason
+
+
+@pytest.mark.parametrize("saturate", [0, 1])
+def test_cast_to_fp8_e4m3fn_overflow(saturate):
+    """saturate=0 overflows to NaN, saturate=1 clamps to +-448 (onnx's reference evaluator as the oracle)."""
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    graph = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT8E4M3FN, saturate=saturate)], "m",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [7])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT8E4M3FN, [7])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    x = np.array([1000.0, -1000.0, 448.0, 3.3, np.nan, np.inf, -np.inf], np.float32)
+    g, params = import_model(model)
+    (got,) = rlx.run(g, {"x": x}, params)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))

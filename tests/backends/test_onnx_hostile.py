@@ -282,3 +282,12 @@ def test_fold_budget_is_the_callers():
     assert g.outputs[0].shape == (1000,)
     with pytest.raises(rlx.RlxError, match="max_constant_elements=100"):
         import_model(m, limits=rlx.LoadLimits(max_constant_elements=100))
+
+
+def test_a_huge_rnn_hidden_size_is_refused_before_its_zero_state_is_built(tmp_path):
+    """Fuzz case 16029: RNN hidden_size 1e9 allocated a [1, 1e9] zero state at import (MemoryError)."""
+    w = helper.make_tensor("w", TensorProto.FLOAT, [1, 4, 3], np.zeros(12, np.float32))
+    r = helper.make_tensor("r", TensorProto.FLOAT, [1, 4, 4], np.zeros(16, np.float32))
+    node = helper.make_node("RNN", ["x", "w", "r"], ["y", "h"], hidden_size=10**9)
+    refused(isolated_import(tmp_path, model_of([node], [vi("x", [2, 1, 3])], [vi("h", None)], [w, r])),
+            "RNN", "max_constant_elements")

@@ -1,4 +1,4 @@
-"""ONNX Max / Min propagate NaN as onnxruntime does (not fmax's NaN-ignoring).
+"""ONNX Max / Min propagate NaN as onnxruntime does (rlx's binary max / min; fmax / fmin ignore NaN).
 
 (onnxruntime's ReduceMax / ReduceMin skip a NaN unless it comes first, so they are not pinned here.)"""
 

@@ -61,6 +61,24 @@ def test_dim_names_and_ranges_are_kept():
             rlx.run(g, {"x": np.zeros(shape, np.float32)}, params)
 
 
+class Positions(torch.nn.Module):
+    """Sizes used as numbers: positions past..past+seq (a cache position) added to the values."""
+
+    def forward(self, x, past):
+        p, s = past.shape[1], x.shape[1]
+        return x + torch.arange(p, p + s, dtype=x.dtype) + p
+
+
+def test_symbolic_sizes_used_as_numbers():
+    seq, past = torch.export.Dim("seq", max=64), torch.export.Dim("past", max=64)
+    g, params = rlx_torch.import_module(Positions(), (torch.randn(2, 3), torch.randn(2, 5)),
+                                        dynamic_shapes=({1: seq}, {1: past}))
+    for s, p in [(1, 1), (4, 9), (7, 2)]:
+        x, pa = torch.randn(2, s), torch.randn(2, p)
+        (got,) = rlx.run(g, {"x": x.numpy(), "past": pa.numpy()}, params)
+        np.testing.assert_allclose(got, Positions()(x, pa).numpy(), rtol=1e-6)
+
+
 @pytest.mark.slow
 def test_llama_with_dynamic_batch_and_seq_runs_from_one_import():
     """Done-when item of issue 17: a random-init tiny transformers Llama exported with dynamic

@@ -12,15 +12,15 @@ W3 = randn(3, seed=12)
 
 
 # ---------------------------------------------------------------------------------- if_
-def _branches():
-    sig = [("a", (3,), "f64"), ("b", (3,), "f64")]
+def _branches(shape=(3,)):
+    sig = [("a", shape, "f64"), ("b", shape, "f64")]
     then_b = sub("then", sig, lambda h, a, b: h.sin(a) * b)
     else_b = sub("else", sig, lambda h, a, b: a * a - b)
     return then_b, else_b
 
 
 def _build_if(g, p, x, w):
-    t, e = _branches()
+    t, e = _branches(x.shape)  # bodies on the operands' dims (symbolic ones too: tests/ops/test_symbolic_walk.py)
     return g.if_([p, x, w], then_branch=t, else_branch=e)
 
 
@@ -32,7 +32,7 @@ def _oracle_if(p, x, w):
 
 # -------------------------------------------------------------------------------- while_
 def _build_while(g, x, n):
-    sig = [("x", (3,), "f64"), ("i", (), "i32")]
+    sig = [("x", x.shape, "f64"), ("i", (), "i32")]
     cond = sub("cond", sig, lambda h, x, i: h.lt(i, h.scalar(3, rlx.i32)))
     body = sub("body", sig, lambda h, x, i: [x * 1.5 + h.sin(x), i + h.scalar(1, rlx.i32)])
     return g.while_([x, n], cond=cond, body=body, max_iterations=10)
@@ -48,7 +48,7 @@ def _oracle_while(x, n):
 
 
 def _build_while_count(g, x):
-    sig = [("x", (3,), "f64"), ("i", (), "i32")]
+    sig = [("x", x.shape, "f64"), ("i", (), "i32")]
     cond = sub("cond", sig, lambda h, x, i: h.lt(h.sum(x), h.scalar(40.0, rlx.f64)))
     body = sub("body", sig, lambda h, x, i: [x * 2.0, i + h.scalar(1, rlx.i32)])
     return g.while_([x, g.constant(np.array(0, np.int32))], cond=cond, body=body, output=1)
@@ -67,14 +67,14 @@ W = randn(3, 3, seed=14) * 0.5
 XS = randn(4, 2, 3, seed=15)
 
 
-def _rnn_body():
-    sig = [("h", (2, 3), "f64"), ("w", (3, 3), "f64"), ("x", (2, 3), "f64")]
+def _rnn_body(h=(2, 3), w=(3, 3)):
+    sig = [("h", h, "f64"), ("w", w, "f64"), ("x", h, "f64")]
     return sub("cell", sig, lambda g, h, w, x: g.tanh(g.matmul(h, w) + x))
 
 
 def _build_scan(**attrs):
     def build(g, h, w, xs):
-        return g.scan(h, w, xs, body=_rnn_body(), length=4, num_bcast=1, num_xs=1, **attrs)
+        return g.scan(h, w, xs, body=_rnn_body(h.shape, w.shape), length=4, num_bcast=1, num_xs=1, **attrs)
 
     return build
 

@@ -102,10 +102,14 @@ CASES += [
     OpCase("pool2d", "max_int_padded", lambda g, x: g.pool2d(x, kind="max", kernel_size=[2, 2], stride=[1, 1], padding=[1, 1]),
            {"x": -np.arange(1, 10, dtype=np.int32).reshape(1, 1, 3, 3)},
            lambda x: F.max_pool2d(torch.from_numpy(x).double(), 2, 1, 1).numpy().astype(np.int32)),
-    OpCase("pool2d", "max_min_ignore_nan", lambda g, x: [g.pool2d(x, kind=k, kernel_size=[2, 2], stride=[1, 1], padding=[1, 1])
-                                                         for k in ("max", "min")],
+    OpCase("pool2d", "fmax_fmin_ignore_nan", lambda g, x: [g.pool2d(x, kind=k, kernel_size=[2, 2], stride=[1, 1], padding=[1, 1])
+                                                           for k in ("fmax", "fmin")],
            {"x": np.array([[[[np.nan, 2.0], [np.nan, np.nan]]]])},
            lambda x: [np.array([[[[np.nan, 2.0, 2.0], [np.nan, 2.0, 2.0], [np.nan, np.nan, np.nan]]]])] * 2),
+    OpCase("pool2d", "max_min_propagate_nan", lambda g, x: [g.pool2d(x, kind=k, kernel_size=[2, 2], stride=[1, 1], padding=[1, 1])
+                                                            for k in ("max", "min")],
+           {"x": np.array([[[[np.nan, 2.0, 1.0], [3.0, 4.0, -1.0]]]])},
+           lambda x: [F.max_pool2d(T(x), 2, 1, 1), -F.max_pool2d(-T(x), 2, 1, 1)]),
     # one node, two results (values, indices): torch.nn.functional.max_pool2d(return_indices=True)
     *[OpCase("max_pool2d_with_indices", f"torch_{name}",
              lambda g, x, k=k, s=s, p=p: g.max_pool2d_with_indices(x, kernel_size=list(k), stride=list(s), padding=list(p)),
@@ -120,11 +124,10 @@ CASES += [
            {"x": -np.arange(1, 10, dtype=np.int32).reshape(1, 1, 3, 3)},
            lambda x: (lambda v, i: (v.numpy().astype(np.int32), i))(*F.max_pool2d(torch.from_numpy(x).double(), 2, 1, 1,
                                                                                      return_indices=True))),
-    OpCase("max_pool2d_with_indices", "nan_ignored_all_nan_first_tap",
+    OpCase("max_pool2d_with_indices", "nan_propagates_like_torch",
            lambda g, x: g.max_pool2d_with_indices(x, kernel_size=[2, 2], stride=[1, 1], padding=[1, 1]),
-           {"x": np.array([[[[np.nan, 2.0], [np.nan, np.nan]]]])},
-           lambda x: (np.array([[[[np.nan, 2.0, 2.0], [np.nan, 2.0, 2.0], [np.nan, np.nan, np.nan]]]]),
-                      np.array([[[[0, 1, 1], [0, 1, 1], [2, 2, 3]]]]))),
+           {"x": np.array([[[[np.nan, 2.0, 1.0], [np.nan, np.nan, 0.5], [3.0, -1.0, 4.0]]]])},
+           lambda x: F.max_pool2d(torch.from_numpy(x), 2, 1, 1, return_indices=True)),
     OpCase("resize_nearest_2x", "symbolic_spatial",
            symbolic(lambda g, x: g.resize_nearest_2x(x), {"x": ("n", X.shape[1], "h", "w")}, ("n", X.shape[1], "2*h", "2*w")),
            {"x": X}, lambda x: F.interpolate(T(x), scale_factor=2, mode="nearest")),

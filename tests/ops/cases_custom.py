@@ -20,7 +20,8 @@ SIG = [("x", (2, 3), "f64"), ("w", (2, 3), "f64")]
 
 # ------------------------------------------------------------------ body only (autodiff differentiates it)
 def _build_plain(g, x, w):
-    return g.custom_fn([x, w], body=sub("body", SIG, lambda h, a, b: h.sin(a) * b + a * a))
+    sig = [("x", x.shape, "f64"), ("w", w.shape, "f64")]  # the operands' dims, symbolic ones too
+    return g.custom_fn([x, w], body=sub("body", sig, lambda h, a, b: h.sin(a) * b + a * a))
 
 
 def _oracle_plain(x, w):

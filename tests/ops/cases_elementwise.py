@@ -51,7 +51,8 @@ CASES += [
            lambda x: torch.from_numpy(x).to(torch.bfloat16).double()),
 ]
 for method, fn in {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
-                   "maximum": torch.fmax, "minimum": torch.fmin, "pow": torch.pow}.items():
+                   "maximum": torch.maximum, "minimum": torch.minimum, "fmax": torch.fmax, "fmin": torch.fmin,
+                   "pow": torch.pow}.items():
     lhs = np.abs(randn(2, 1, 4, seed=3)) + 0.5 if method == "pow" else randn(2, 1, 4, seed=3)
     CASES.append(OpCase("binary", f"{method}_broadcast", lambda g, a, b, m=method: getattr(g, m)(a, b),
                         {"a": lhs, "b": randn(3, 1, seed=4)}, lambda a, b, fn=fn: fn(T(a), T(b)), rtol=1e-12))
@@ -65,8 +66,12 @@ CASES += [
     OpCase("binary", "int_div_truncates", lambda g, a, b: a / b,
            {"a": np.array([7, -7, 7, -7], np.int32), "b": np.array([2, 2, -2, -2], np.int32)},
            lambda a, b: np.array([3, -3, -3, 3], np.int32)),
-    OpCase("binary", "max_ignores_nan", lambda g, a, b: g.maximum(a, b),
-           {"a": np.array([np.nan, 1.0]), "b": np.array([2.0, np.nan])}, lambda a, b: np.array([2.0, 1.0])),
+    OpCase("binary", "fmax_fmin_ignore_nan", lambda g, a, b: [g.fmax(a, b), g.fmin(a, b)],
+           {"a": np.array([np.nan, 1.0, np.nan]), "b": np.array([2.0, np.nan, np.nan])},
+           lambda a, b: [np.array([2.0, 1.0, np.nan]), np.array([2.0, 1.0, np.nan])]),
+    OpCase("binary", "max_min_propagate_nan", lambda g, a, b: [g.maximum(a, b), g.minimum(a, b)],
+           {"a": np.array([np.nan, 1.0, 3.0]), "b": np.array([2.0, np.nan, -1.0])},
+           lambda a, b: [torch.maximum(T(a), T(b)), torch.minimum(T(a), T(b))]),
     OpCase("binary", "scalar_rsub", lambda g, a: 1.0 - a, {"a": X.astype(np.float32)}, lambda a: 1.0 - a),
 ]
 for op, fn in {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,

@@ -20,8 +20,8 @@ from rlx.opt.quantize import propagate_fake_quant
 
 RNG = np.random.default_rng(19)
 X = RNG.standard_normal((3, 4)).astype(np.float32)
-_NUMPY_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.fmax,
-                 "min": np.fmin, "pow": np.power}
+_NUMPY_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum,
+                 "min": np.minimum, "fmax": np.fmax, "fmin": np.fmin, "pow": np.power}
 _NUMPY_COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
                   "ge": np.greater_equal}
 
@@ -72,7 +72,8 @@ def test_grid_kinds_map_the_grid_into_itself():
 def test_selecting_reductions_return_an_element():
     x = RNG.standard_normal((5, 7))
     for name, row in REDUCE_KINDS.items():
-        r = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod}[name](x, axis=1)
+        r = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod,
+               "fmax": np.fmax.reduce, "fmin": np.fmin.reduce}[name](x, axis=1)
         assert row.selects == all(v in x[i] for i, v in enumerate(r)), name
 
 

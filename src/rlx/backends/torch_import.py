@@ -242,10 +242,16 @@ class _Ctx:
         if isinstance(value, Value):
             return value
         if isinstance(value, str):
-            raise self.fail(f"symbolic scalar {value!r} used as a tensor operand (only static values are supported)")
+            return self.dim_value(value, dtype)
         if value is None:
             raise self.fail("a None operand where a tensor is expected")
         return self.scalar(value, dtype)
+
+    def dim_value(self, dim: Any, dtype: DType) -> Value:
+        """A rank-0 tensor holding the size ``dim`` (a symbolic size torch uses as a number: a cache
+        position ``past + i``): the sum of ``dim`` ones, so it is bound at run time with the symbols."""
+        ones = self.g.expand(self.g.constant(np.ones(1, dtype.numpy)), target_shape=[dim])
+        return self.g.reduce(ones, op="sum", axes=[0], keep_dim=False)
 
     def cast(self, v: Value, dtype: DType) -> Value:
         return v if v.dtype is dtype else self.g.cast(v, to=dtype)
@@ -389,8 +395,10 @@ _conv("aten.sub.Tensor", "aten.sub.Scalar")(_arith("sub"))
 _conv("aten.rsub.Scalar", "aten.rsub.Tensor")(_arith("sub", swap=True))
 _conv("aten.mul.Tensor", "aten.mul.Scalar")(_arith("mul"))
 _conv("aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.true_divide.Tensor")(_arith("div"))
-_conv("aten.maximum.default", "aten.fmax.default")(_arith("max"))
-_conv("aten.minimum.default", "aten.fmin.default")(_arith("min"))
+_conv("aten.maximum.default")(_arith("max"))  # NaN propagates
+_conv("aten.minimum.default")(_arith("min"))
+_conv("aten.fmax.default")(_arith("fmax"))  # NaN ignored
+_conv("aten.fmin.default")(_arith("fmin"))
 _conv("aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", "aten.pow.Scalar")(_arith("pow"))
 
 
@@ -405,6 +413,10 @@ _UNARY = {name: kind for kind, row in ACTIVATION_KINDS.items() for name in row.t
 
 def _unary(kind: str) -> Converter:
     def convert(cx, node, x):
+        if x.dtype.is_complex and "complex" not in ACTIVATION_KINDS[kind].domain:
+            if kind == "abs":  # torch.abs of a complex tensor is its modulus (f32), not |Re z|
+                return cx.g.sqrt(cx.g.complex_norm_sq(x))
+            raise cx.fail(f"{kind} of a complex tensor is not supported")
         return cx.g.activation(cx.cast(x, cx.out_dtype()), kind=kind)
 
     return convert
@@ -554,12 +566,12 @@ def _arange(cx, node, *args, **kwargs):
         raise cx.fail("arange bounds must be static or symbolic sizes")
     start, end, step = (0, nums[0], 1) if len(nums) == 1 else (nums[0], nums[1], nums[2] if len(nums) > 2 else 1)
     dtype = cx.out_dtype()
-    if isinstance(end, str):  # a symbolic length: start + step * (exclusive running sum of ones)
-        if isinstance(start, str) or isinstance(step, str):
-            raise cx.fail("arange with a symbolic end needs static start and step")
+    if isinstance(end, str) or isinstance(start, str):  # symbolic: start + step * (exclusive running sum of ones)
+        if isinstance(step, str):
+            raise cx.fail("arange with a symbolic step is not supported")
         ones = cx.g.expand(cx.g.constant(np.ones(1, dtype.numpy)), target_shape=[cx.out_shape()[0]])
         count = cx.g.cumulative(ones, op="sum", axis=0, exclusive=True)
-        return count * cx.scalar(step, dtype) + cx.scalar(start, dtype) if (start, step) != (0, 1) else count
+        return count * cx.scalar(step, dtype) + cx.tensor(start, dtype) if (start, step) != (0, 1) else count
     values = np.arange(start, end, step, dtype=np.float64 if dtype.is_float else np.int64)
     out = values.astype(dtype.numpy)
     if out.shape != cx.static_out_shape():

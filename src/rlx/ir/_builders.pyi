@@ -155,6 +155,12 @@ class GraphBuilders:
     def fft(self, x: Operand, /, inverse: bool = ..., norm: str = ..., axis: int = ..., name: str | None = None) -> Any:
         """1-D discrete Fourier transform of a c64 tensor along `axis` (default the last; other axes are batch): X[k] = Σ x[n]·exp(-2πi·nk/N), inverse with +, scaled as np.fft.fft / np.fft.ifft with `norm` (computed in complex128, stored c64; any length)."""
 
+    def fmax(self, lhs: Operand, rhs: Operand, /, name: str | None = None) -> Any:
+        """binary(op='fmax'): Broadcasting binary arithmetic in the promoted dtype."""
+
+    def fmin(self, lhs: Operand, rhs: Operand, /, name: str | None = None) -> Any:
+        """binary(op='fmin'): Broadcasting binary arithmetic in the promoted dtype."""
+
     def fused_attention_block(self, hidden: Operand, qkv_w: Operand, out_w: Operand, mask: Operand, qkv_b: Operand = ..., out_b: Operand = ..., cos: Operand = ..., sin: Operand = ..., /, num_heads: int = ..., head_dim: int = ..., has_bias: bool = ..., has_rope: bool = ..., name: str | None = None) -> Any:
         """Self-attention block: operands hidden [B, S, Hd], qkv_w [Hd, 3·H·D], out_w [H·D, Hd], mask [B, S] (1 = keep), then qkv_b [3·H·D], out_b [Hd] if has_bias, then cos, sin [T, D/2] if has_rope."""
 
@@ -273,7 +279,7 @@ class GraphBuilders:
         """Gradient of 2-D max pooling (x [N,C,H,W], dy [N,C,Ho,Wo] → x.shape)."""
 
     def max_pool2d_with_indices(self, x: Operand, /, kernel_size: Sequence[int] = ..., stride: Sequence[int] | None = ..., padding: Sequence[int] = ..., name: str | None = None) -> Any:
-        """NCHW max pool as one node with two results (values, indices): values as pool2d(kind='max') (NaN ignored, padding never wins); indices i64, each value's h * W + w in its input plane (torch's max_pool2d(return_indices=True); ONNX MaxPool's Indices less the plane offset), the first in row-major window order on ties."""
+        """NCHW max pool as one node with two results (values, indices): values as pool2d(kind='max') (NaN propagates: a window with a NaN gives NaN, its index the last NaN tap, as torch; padding never wins); indices i64, each value's h * W + w in its input plane (torch's max_pool2d(return_indices=True); ONNX MaxPool's Indices less the plane offset), the first in row-major window order on ties."""
 
     def maximum(self, lhs: Operand, rhs: Operand, /, name: str | None = None) -> Any:
         """binary(op='max'): Broadcasting binary arithmetic in the promoted dtype."""

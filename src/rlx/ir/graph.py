@@ -405,11 +405,8 @@ class Graph(GraphBuilders):
         for i in ids:
             if not 0 <= i < count:
                 raise RlxError(f"{where}: operand %{i} does not exist in graph {self.name!r}")
-        if self._ranges:
-            with ranges_in_effect(self._ranges):
-                inferred = infer_type(opdef, [nodes[i].type for i in ids], checked, where)
-        else:
-            inferred = infer_type(opdef, [nodes[i].type for i in ids], checked, where)
+        in_types = [nodes[i].type for i in ids]
+        inferred = self._in_ranges(lambda: infer_type(opdef, in_types, checked, where))
         if inferred.__class__ is tuple:
             if declared is not None and tuple(declared) != inferred:  # type: ignore[arg-type]
                 raise ShapeError(f"{where}: declared types {declared} but the op rule gives {inferred}")
@@ -420,6 +417,13 @@ class Graph(GraphBuilders):
         if declared is not None and declared != inferred:
             raise ShapeError(f"{where}: declared type {declared} but the op rule gives {inferred}")
         return self._push(Node(count, opdef.name, MappingProxyType(checked), ids, inferred, name, prov))
+
+    def _in_ranges(self, rule: Callable[[], Any]) -> Any:
+        """Run a shape rule deciding with this graph's symbol ranges (static graphs skip the context)."""
+        if not self._ranges:
+            return rule()
+        with ranges_in_effect(self._ranges):
+            return rule()
 
     def _push(self, node: Node) -> Value:
         op = node.op
@@ -483,8 +487,7 @@ class Graph(GraphBuilders):
         if opdef.canonicalize is not None:
             in_types = [self._nodes[i].type for i in ids]
             checked = opdef.check_attrs(given, where)
-            with ranges_in_effect(self._ranges):
-                given = _guarded(where, in_types, lambda: opdef.canonicalize(in_types, checked))  # type: ignore[misc]
+            given = self._in_ranges(lambda: _guarded(where, in_types, lambda: opdef.canonicalize(in_types, checked)))  # type: ignore[misc]
         return self._append_checked(opdef, ids, given, name, None)
 
     def _operand(self, ref: Any, like: DType | None, where: str) -> int:

@@ -314,7 +314,10 @@ def _max_pool_backward_kernel(args, attrs, out):
     best = np.where(ok, vals, -np.inf).max(axis=0)
     winner = ok & (vals == best)  # the first in-bounds maximum in row-major window order wins
     first = winner.argmax(axis=0)
-    gated = dy * winner.any(axis=0)  # NaN-only windows pass no gradient
+    nan_tap = ok & np.isnan(vals)  # a window with a NaN: its last NaN tap takes dy (torch, max_pool2d_with_indices)
+    has_nan = nan_tap.any(axis=0)
+    first = np.where(has_nan, len(taps) - 1 - nan_tap[::-1].argmax(axis=0), first)
+    gated = np.where(winner.any(axis=0) | has_nan, dy, 0.0)
     dxp = np.zeros(xp.shape, dtype=dy.dtype)
     for t, (_, _, hs, ws) in enumerate(taps):
         dxp[:, :, hs, ws] += np.where(first == t, gated, 0.0)
@@ -350,8 +353,8 @@ defop(
     doc="Gradient of 2-D max pooling (x [N,C,H,W], dy [N,C,Ho,Wo] → x.shape). Each window's "
     "argmax is recomputed over in-bounds elements in row-major window order; the first "
     "maximum wins ties and receives dy of that window; overlapping windows accumulate. "
-    "Padding never wins (it must be smaller than the kernel); a window whose in-bounds "
-    "values are all NaN passes no gradient. Ho = floor((H + 2p − k)/s) + 1; stride defaults "
+    "Padding never wins (it must be smaller than the kernel); in a window holding a NaN the "
+    "last NaN takes dy (torch's max_pool2d index, max_pool2d_with_indices). Ho = floor((H + 2p − k)/s) + 1; stride defaults "
     "to kernel_size, as in pool2d.",
 )
 

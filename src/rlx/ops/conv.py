@@ -19,7 +19,7 @@ from rlx.ir.symbolic import known_ge
 from rlx.ops.common import promote_args, require_float, require_rank
 from rlx.ops.kinds import REDUCE_KINDS
 
-POOL_KINDS = ("max", "mean", "sum", "min", "prod")
+POOL_KINDS = ("max", "mean", "sum", "min", "prod", "fmax", "fmin")
 
 
 def _pair(attrs, key: str, minimum: int) -> tuple[int, int]:
@@ -380,9 +380,9 @@ def _pool_vjp(ctx, node, ct):
     a, kind = node.attrs, node.attrs["kind"]
     k, s, p = pool_geo(a)
     win = {"kernel_size": list(k), "stride": list(s), "padding": list(p)}
-    if kind == "max":
+    if kind in ("max", "fmax"):
         return [g.max_pool2d_backward(x, ct, **win)]
-    if kind == "min":  # min = -max(-x): same first-winner rule on -x
+    if kind in ("min", "fmin"):  # min = -max(-x): same first-winner rule on -x
         return [g.max_pool2d_backward(g.neg(x), ct, **win)]
     if kind == "prod":
         u = _prod_others(ctx, x, a) * ctx.reshape(ct, [ct.shape[0], ct.shape[1], 1, *ct.shape[2:]])
@@ -400,9 +400,9 @@ def _pool_jvp(ctx, node, tangents):
     kind = node.attrs["kind"]
     if kind in ("sum", "mean"):
         return g.append("pool2d", [t], node.attrs)
-    if kind == "max":
+    if kind in ("max", "fmax"):
         return select_taps(ctx, first_max_mask(ctx, x, y, node.attrs), t, node.attrs)
-    if kind == "min":
+    if kind in ("min", "fmin"):
         return select_taps(ctx, first_max_mask(ctx, g.neg(x), g.neg(y), node.attrs), t, node.attrs)
     return g.reduce(_prod_others(ctx, x, node.attrs) * pool_taps(ctx, t, node.attrs), op="sum", axes=[2])
 
@@ -547,8 +547,10 @@ def _pool_fill(kind: str, dtype: np.dtype):
         return 1
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
-        return info.min if kind == "max" else info.max
-    return np.nan  # np.fmax / np.fmin skip NaN, so NaN padding never wins
+        return info.min if kind in ("max", "fmax") else info.max
+    if kind in ("fmax", "fmin"):
+        return np.nan  # np.fmax / np.fmin skip NaN, so NaN padding never wins
+    return -np.inf if kind == "max" else np.inf
 
 
 def _pool_kernel(args, attrs, out):
@@ -558,10 +560,8 @@ def _pool_kernel(args, attrs, out):
     pads = ((0, 0), (0, 0), (p[0],) * 2, (p[1],) * 2)
     win = _windows(np.pad(x, pads, constant_values=_pool_fill(kind, x.dtype)), k, s, (1, 1))
     axes = (-2, -1)
-    if kind == "max":
-        return np.fmax.reduce(win, axis=axes)
-    if kind == "min":
-        return np.fmin.reduce(win, axis=axes)
+    if kind in ("max", "min", "fmax", "fmin"):
+        return {"max": np.maximum, "min": np.minimum, "fmax": np.fmax, "fmin": np.fmin}[kind].reduce(win, axis=axes)
     if kind == "prod":
         return np.prod(win, axis=axes, dtype=x.dtype)
     total = np.sum(win, axis=axes, dtype=x.dtype)
@@ -589,7 +589,8 @@ defop(
         not copies_only and REDUCE_KINDS[attrs["kind"]].selects and all(ax < 2 for ax in protected)),
     doc="NCHW pooling (no dilation): windows start at ho*s - p; Hout = (H + 2p - k) // s + 1. max / min / sum / "
     "prod reduce the in-bounds elements only (padding never wins); upstream's kernel computes a plain sum for "
-    "sum, min and prod, rlx computes each as named. max / min ignore NaN like np.fmax. mean divides by kH*kW "
+    "sum, min and prod, rlx computes each as named. max / min propagate NaN (torch max_pool2d); fmax / fmin "
+    "ignore it (np.fmax, upstream's kernel). mean divides by kH*kW "
     "(count_include_pad=True, upstream's choice) or, with count_include_pad=False, by the number of in-bounds "
     "elements (torch / ONNX default). padding must be smaller than kernel_size, so no window is all padding. "
     "Integer inputs are allowed except for mean.",
@@ -599,9 +600,10 @@ defop(
 # ---------------------------------------------------------------- max_pool2d_with_indices
 def max_pool_with_indices(xp, x, attrs):
     """(values, indices) of a 2-D max pool for the array namespace ``xp`` (NumPy for the kernel, jax.numpy
-    for the JAX lowering: one formula). A window's value is its largest in-bounds element, NaN ignored
-    (pool2d's max); its index is that element's ``h * W + w`` in the input plane (torch's convention), the
-    first in row-major window order on ties; a window of NaNs only gives NaN at its first in-bounds tap."""
+    for the JAX lowering: one formula). A window's value is its largest in-bounds element (pool2d's max);
+    its index is that element's ``h * W + w`` in the input plane (torch's convention), the first in
+    row-major window order on ties. A window holding a NaN gives NaN at its last NaN tap (torch's CPU
+    kernel: a NaN replaces the running maximum)."""
     k, s, p = pool_geo(attrs)
     h, w = x.shape[2:]
     ho, wo = (h + 2 * p[0] - k[0]) // s[0] + 1, (w + 2 * p[1] - k[1]) // s[1] + 1
@@ -622,9 +624,14 @@ def max_pool_with_indices(xp, x, attrs):
     best = xp.max(xp.where(usable, vals, xp.asarray(low, vals.dtype)), axis=0)
     seen = xp.any(usable, axis=0)
     hit = xp.where(seen[None], usable & (vals == best[None]), xp.broadcast_to(inside, vals.shape))
-    first = xp.argmax(hit, axis=0)[None]  # the first True tap
-    idx = xp.take_along_axis(xp.broadcast_to(xp.asarray(np.stack(index)[:, None, None]), vals.shape), first, axis=0)[0]
+    first = xp.argmax(hit, axis=0)  # the first True tap
     values = xp.where(seen, best, xp.asarray(np.nan if is_float else 0, vals.dtype))
+    if is_float:
+        nan_tap = inside & xp.isnan(vals)
+        has_nan = xp.any(nan_tap, axis=0)
+        first = xp.where(has_nan, len(taps) - 1 - xp.argmax(xp.flip(nan_tap, axis=0), axis=0), first)
+        values = xp.where(has_nan, xp.asarray(np.nan, vals.dtype), values)
+    idx = xp.take_along_axis(xp.broadcast_to(xp.asarray(np.stack(index)[:, None, None]), vals.shape), first[None], axis=0)[0]
     return values, idx.astype(np.int64)
 
 
@@ -662,7 +669,8 @@ defop(
     canonicalize=_pool_canon, infer=_mpi_type, kernel=lambda args, attrs, out: max_pool_with_indices(np, args[0], attrs),
     vjp=_mpi_vjp, jvp=_mpi_jvp, batch=fold_channelwise, flags={"reduction"},
     doc="NCHW max pool as one node with two results (values, indices): values as pool2d(kind='max') (NaN "
-    "ignored, padding never wins); indices i64, each value's h * W + w in its input plane (torch's "
+    "propagates: a window with a NaN gives NaN, its index the last NaN tap, as torch; padding never wins); "
+    "indices i64, each value's h * W + w in its input plane (torch's "
     "max_pool2d(return_indices=True); ONNX MaxPool's Indices less the plane offset), the first in "
     "row-major window order on ties. VJP of the values as pool2d max (max_pool2d_backward); the indices "
     "carry none.",

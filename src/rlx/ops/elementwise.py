@@ -4,7 +4,7 @@ Binary, compare and where promote their operands along the commutative lattice o
 :mod:`rlx.ir.dtype` and broadcast like NumPy; the result has the promoted dtype (upstream
 keeps the left operand's dtype, which makes ``a + b`` depend on operand order).
 Rounding is half away from zero, as upstream's kernels do (not NumPy's half-to-even).
-Max / min ignore NaN (``np.fmax`` / ``np.fmin``).
+Max / min propagate NaN (``np.maximum``, torch.maximum, ONNX Max); fmax / fmin ignore it (``np.fmax``).
 """
 
 from __future__ import annotations
@@ -168,7 +168,10 @@ def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(b < 0, recip, pos)
 
 
-_BINARY_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.fmax, "min": np.fmin, "pow": np.power}
+_BINARY_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum, "min": np.minimum,
+                  "fmax": np.fmax, "fmin": np.fmin, "pow": np.power}
+#: the selecting kinds: NaN-propagating max / min and NaN-ignoring fmax / fmin
+MINMAX = frozenset({"max", "min", "fmax", "fmin"})
 
 
 def _binary_kernel(args, attrs, out_type, out=None):
@@ -190,7 +193,7 @@ def _binary_kernel(args, attrs, out_type, out=None):
 
 def _binary_type(ins, attrs):
     t = broadcast_promoted(ins)
-    if t.dtype.is_complex and attrs["op"] in ("max", "min", "pow"):
+    if t.dtype.is_complex and (attrs["op"] in MINMAX or attrs["op"] == "pow"):
         raise ShapeError(f"binary {attrs['op']!r} is not defined on c64")
     if t.dtype.is_bool and attrs["op"] in ("sub", "div", "pow"):
         raise ShapeError(f"binary {attrs['op']!r} is not defined on bool")
@@ -217,7 +220,7 @@ def _binary_vjp(ctx, node, ct):
     elif op == "div":
         ga = ct / b
         gb = -(ga * ctx.output(node)) if ctx.wants(node, 1) else None
-    elif op in ("max", "min"):  # ties and NaN in b go to a (where a == out)
+    elif op in MINMAX:  # ties go to a (where a == out); where a is NaN, to b
         take = g.eq(a, ctx.output(node))
         ga, gb = ctx.where_zero(take, ct), ctx.where_zero(take, ct, keep_where=False)
     else:  # pow
@@ -230,7 +233,7 @@ def _binary_jvp(ctx, node, tangents):
     g, op = ctx.graph, node.attrs["op"]
     a, b = ctx.operands(node)
     ta, tb = tangents
-    if op in ("max", "min"):
+    if op in MINMAX:
         take = g.eq(a, ctx.output(node))
         zero = g.scalar(0.0, node.dtype)
         return g.where(take, zero if ta is None else ta, zero if tb is None else tb)
@@ -258,19 +261,22 @@ def _binary_identity(attrs, ins, out, consts) -> int | None:
     return None
 
 
-BINARY_METHODS = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "maximum": "max", "minimum": "min", "pow": "pow"}
+BINARY_METHODS = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "maximum": "max", "minimum": "min", "fmax": "fmax",
+                  "fmin": "fmin", "pow": "pow"}
 
 defop(
     name="binary", precision="elementwise", family="elementwise", arity=2, operands=("lhs", "rhs"),
-    attrs={"op": AttrSpec("str", choices=("add", "sub", "mul", "div", "max", "min", "pow"))},
+    attrs={"op": AttrSpec("str", choices=("add", "sub", "mul", "div", "max", "min", "fmax", "fmin", "pow"))},
     methods={m: {"op": k} for m, k in BINARY_METHODS.items()},
     infer=_binary_type, kernel=_binary_kernel, kernel_into=_binary_kernel, flags={"elementwise", "complex_ad", "broadcasts"},
     vjp=_binary_vjp, jvp=_binary_jvp, batch=_broadcasting_batch,
     identity=_binary_identity, commutes=lambda attrs: BINARY_KINDS[attrs["op"]].commutative,
     doc="Broadcasting binary arithmetic in the promoted dtype. Builder methods: add, sub, "
-    "mul, div, maximum, minimum, pow (g.max / g.min are reductions). Float div is IEEE; "
-    "integer div truncates toward zero; max/min ignore NaN. Gradients: max/min send the whole "
-    "gradient to lhs where lhs == out (ties and a NaN rhs), else to rhs; pow's exponent gradient "
+    "mul, div, maximum, minimum, fmax, fmin, pow (g.max / g.min are reductions). Float div is IEEE; "
+    "integer div truncates toward zero; max / min propagate NaN (np.maximum, torch.maximum, ONNX Max); "
+    "fmax / fmin ignore it, NaN only when both are NaN (np.fmax, torch.fmax, upstream's f32::max). "
+    "Gradients: max / min / fmax / fmin send the whole gradient to lhs where lhs == out (ties), else to "
+    "rhs; pow's exponent gradient "
     "y·ln(lhs) is 0 where lhs == 0.",
 )
 

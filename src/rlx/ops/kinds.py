@@ -286,8 +286,10 @@ BINARY_KINDS: Mapping[str, KindNames] = {k.name: k for k in (
     KindNames("sub", _NUMERIC, "Sub", _aten("sub"), "Sub", right_identity=0.0),
     KindNames("mul", _ALL, "Mul", _aten("mul"), "Mul", commutative=True, left_identity=1.0, right_identity=1.0),
     KindNames("div", _NUMERIC, "Div", _aten("div"), "Div", right_identity=1.0),
-    KindNames("max", _REAL, "Max", _aten("maximum", "fmax"), "Max", method="maximum", commutative=True),
-    KindNames("min", _REAL, "Min", _aten("minimum", "fmin"), "Min", method="minimum", commutative=True),
+    KindNames("max", _REAL, "Max", _aten("maximum"), None, method="maximum", commutative=True),
+    KindNames("min", _REAL, "Min", _aten("minimum"), None, method="minimum", commutative=True),
+    KindNames("fmax", _REAL, None, _aten("fmax"), "Max", commutative=True),  # upstream's f32::max ignores NaN
+    KindNames("fmin", _REAL, None, _aten("fmin"), "Min", commutative=True),
     KindNames("pow", frozenset({"float", "int"}), "Pow", _aten("pow"), "Pow", right_identity=1.0),
 )}
 
@@ -313,8 +315,10 @@ COMPARE_KINDS: Mapping[str, KindNames] = {k.name: k for k in (
 REDUCE_KINDS: Mapping[str, KindNames] = {k.name: k for k in (
     KindNames("sum", _NUMERIC, "ReduceSum", _aten("sum"), "Sum"),
     KindNames("mean", frozenset({"float", "complex"}), "ReduceMean", _aten("mean"), "Mean"),
-    KindNames("max", _REAL, "ReduceMax", _aten("amax"), "Max", selects=True),
-    KindNames("min", _REAL, "ReduceMin", _aten("amin"), "Min", selects=True),
+    KindNames("max", _REAL, "ReduceMax", _aten("amax"), None, selects=True),
+    KindNames("min", _REAL, "ReduceMin", _aten("amin"), None, selects=True),
+    KindNames("fmax", _REAL, None, (), "Max", selects=True),  # NaN-ignoring (np.fmax.reduce), upstream's reductions
+    KindNames("fmin", _REAL, None, (), "Min", selects=True),
     KindNames("prod", _NUMERIC, "ReduceProd", _aten("prod"), "Prod"),
 )}
 

@@ -15,7 +15,8 @@ from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType, normalize_axis
 from rlx.ops.common import axis_of, require_float
 
-REDUCE_OPS = ("sum", "mean", "max", "min", "prod")
+REDUCE_OPS = ("sum", "mean", "max", "min", "prod", "fmax", "fmin")
+_SELECTING = ("max", "min", "fmax", "fmin")
 
 
 def reduce_axes(axes, rank: int) -> tuple[int, ...]:
@@ -37,11 +38,11 @@ def _reduce_canon(ins, attrs):
 
 def _reduce_type(ins, attrs):
     t, op = ins[0], attrs["op"]
-    if t.dtype.is_bool and op not in ("max", "min"):
+    if t.dtype.is_bool and op not in _SELECTING:
         raise ShapeError(f"{op!r} is not defined on bool (max/min act as any/all)")
     if op == "mean":
         require_float(t, "mean input")
-    if t.dtype.is_complex and op in ("max", "min"):
+    if t.dtype.is_complex and op in _SELECTING:
         raise ShapeError(f"{op!r} is not defined on c64")
     axes = reduce_axes(attrs["axes"], len(t.shape))
     if attrs["keep_dim"]:
@@ -52,13 +53,14 @@ def _reduce_type(ins, attrs):
 
 
 def reduce_identity(op: str, dtype: np.dtype):
-    """Start value of max / min, so that empty reductions give -inf / +inf (or the int limits)."""
+    """Start value of max / min (fmax / fmin), so that empty reductions give -inf / +inf (or the int limits)."""
+    low = op in ("max", "fmax")
     if dtype.kind == "b":
-        return op == "min"
+        return not low
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
-        return info.min if op == "max" else info.max
-    return -np.inf if op == "max" else np.inf
+        return info.min if low else info.max
+    return -np.inf if low else np.inf
 
 
 def _reduce_kernel(args, attrs, out):
@@ -70,7 +72,7 @@ def _reduce_kernel(args, attrs, out):
         return np.prod(x, axis=axes, keepdims=keep, dtype=x.dtype)
     if op == "mean":
         return np.mean(x, axis=axes, keepdims=keep)
-    ufunc = np.fmax if op == "max" else np.fmin
+    ufunc = {"max": np.maximum, "min": np.minimum, "fmax": np.fmax, "fmin": np.fmin}[op]
     if all(x.shape[a] for a in axes):
         return ufunc.reduce(x, axis=axes, keepdims=keep)
     return ufunc.reduce(x, axis=axes, keepdims=keep, initial=reduce_identity(op, x.dtype))
@@ -121,7 +123,7 @@ defop(
         "axes": AttrSpec("ints", default=None, doc="axes to reduce; None = all (stored explicit, sorted, >= 0)"),
         "keep_dim": AttrSpec("bool", default=False),
     },
-    methods={op: {"op": op} for op in REDUCE_OPS},
+    methods={op: {"op": op} for op in ("sum", "mean", "max", "min", "prod")},  # g.fmax is the binary op
     canonicalize=_reduce_canon, infer=_reduce_type, kernel=_reduce_kernel, flags={"reduction", "complex_ad"},
     vjp=_reduce_vjp, jvp=_reduce_jvp, batch=_reduce_batch,
     doc="Reduce x over `axes` with sum / mean / max / min / prod (builder methods g.sum, g.mean, g.max, g.min, "
@@ -129,8 +131,9 @@ defop(
     "duplicates and out-of-range axes are ShapeErrors (upstream ignores them); axes=None means every axis, "
     "[] is the identity. keep_dim keeps reduced axes as size 1. The dtype is kept: integer sum / prod wrap "
     "in the input type; mean needs a float (or c64) input; bool allows only max / min (any / all). "
-    "max / min ignore NaN like np.fmax (upstream's f32::max): NaN only when every element is NaN; an empty "
-    "reduction gives -inf / +inf (int limits; False / True for bool).",
+    "max / min propagate NaN (np.max, torch.amax, the ONNX reference's ReduceMax); fmax / fmin ignore it "
+    "(np.fmax.reduce, upstream's f32::max folds): NaN only when every element is NaN. An empty reduction "
+    "gives -inf / +inf (int limits; False / True for bool).",
 )
 
 

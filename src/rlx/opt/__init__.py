@@ -16,6 +16,7 @@ from typing import Any
 
 from rlx.ir.graph import Graph
 from rlx.opt.cleanup import CSE, DCE, FOLD, SIMPLIFY, cse, dce, fold_constants, simplify
+from rlx.opt.fold_weights import fold_weights
 from rlx.opt.fuse_attention import FUSE_ATTENTION, fuse_decomposed_attention
 from rlx.opt.fusion import (
     FUSE_MATMUL_BIAS_ACT,
@@ -221,6 +222,7 @@ __all__ = [
     "dce",
     "default_passes",
     "fold_constants",
+    "fold_weights",
     "fuse_decomposed_attention",
     "fuse_matmul_bias_act",
     "fuse_residual_layer_norm",

@@ -35,7 +35,7 @@ from jax import lax
 from rlx.backends.common import live_nodes
 from rlx.backends.jax import lowering as L
 from rlx.backends.jax import sharding as S
-from rlx.backends.jax.lowering_index import rlx_error_of
+from rlx.backends.jax.index_checks import rlx_error_of
 from rlx.ir.dtype import DType
 from rlx.ir.errors import FeedError, RlxError
 from rlx.ir.graph import RESULT, Graph, Node
@@ -383,7 +383,7 @@ class JaxExecutable(ReportsDispatch):
         """The jitted program; an RlxError a lowering's host check raised comes back as that RlxError."""
         try:
             return jax.block_until_ready(self._jitted(ins, ps))
-        except jax.errors.JaxRuntimeError as exc:
+        except Exception as exc:  # the check's RlxError itself on the first call; a ValueError / JaxRuntimeError later
             err = rlx_error_of(exc)
             if err is None:
                 raise

@@ -21,11 +21,11 @@ the reason, every op the backend does not lower (the HIR blocks, which never rea
 backend); a test walks the registry and fails for an op in none of these tables
 (:func:`coverage`).
 
-Differences from the reference that cannot be expressed in a compiled XLA program (no
-host round trip) are documented here rather than hidden: an out-of-range ``gather`` index
-or cross-entropy label gives NaN (floats) / the dtype's fill value instead of raising
-``RlxError``, and a ``narrow`` past a symbolic axis's end is caught when the program is traced
-(shapes are static under ``jax.jit``).
+Out-of-range indices (gather, gather_elements, scatter_elements, gather_backward, cross-entropy
+labels) raise the reference's ``RlxError`` through a host check (:mod:`.index_checks`).
+Differences from the reference that cannot be expressed in a compiled XLA program are
+documented here rather than hidden: a ``narrow`` past a symbolic axis's end is caught when the
+program is traced (shapes are static under ``jax.jit``).
 """
 
 from __future__ import annotations
@@ -40,9 +40,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from rlx.backends.array_rows import SHAPE_ROWS, along, bind
+from rlx.backends.array_rows import standardize as standardize_rows
+from rlx.backends.jax.index_checks import checked_index
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
+from rlx.ops.attention import MASK_FILL
 from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS, ArrayNamespace, tanh_sigmoid
 from rlx.ops.reduction import reduce_axes, reduce_identity
 
@@ -59,8 +63,6 @@ LEAVES = {
     "result": "bound to the multi-result node's lowering's result of that index",
 }
 REFUSED: dict[str, str] = {}
-
-MASK_FILL = -1e9
 
 # Matmul precision for f32/f64 operands; the executable sets it around each trace, per thread
 # ("highest" = exact f32 products as in NumPy; None = the platform default, e.g. TF32 on recent NVIDIA GPUs).
@@ -141,7 +143,9 @@ def _constant(args, attrs, out):
 
 # -------------------------------------------------------------------------- elementwise
 #: The jax.numpy array namespace the kinds' formulas run in (rlx.ops.kinds).
-JNP = ArrayNamespace(jnp, erf=lax.erf, sigmoid=lambda x: tanh_sigmoid(jnp, x))
+JNP = ArrayNamespace(jnp, erf=lax.erf, sigmoid=lambda x: tanh_sigmoid(jnp, x), permute=jnp.transpose,
+                     cast_all=_cast_all, concat=lambda parts, axis: jnp.concatenate(parts, axis=axis),
+                     slice_axis=lambda x, axis, start, length: lax.slice_in_dim(x, start, start + length, axis=axis))
 
 
 def activate(kind: str | None, x: Any) -> Any:
@@ -228,9 +232,13 @@ def _binary(args, attrs, out):
         return jnp.logical_and(a, b) if is_bool else a * b
     if op == "div":
         return _int_div(a, b) if is_int else a / b
-    if op == "max":
+    if op in ("max", "min"):  # lax.max / lax.min propagate NaN, as np.maximum
+        if is_bool:
+            return jnp.logical_or(a, b) if op == "max" else jnp.logical_and(a, b)
+        return jnp.maximum(a, b) if op == "max" else jnp.minimum(a, b)
+    if op == "fmax":
         return _fmax(a, b)
-    if op == "min":
+    if op == "fmin":
         return _fmin(a, b)
     return _int_pow(a, b) if is_int else jnp.power(a, b)
 
@@ -282,15 +290,17 @@ def _dot_general(args, attrs, out):
 
 
 # ---------------------------------------------------------------------------- reduction
-def fmax_reduce(x, axes: tuple[int, ...], keep: bool, op: str) -> Any:
-    """NaN-ignoring max / min over ``axes`` (np.fmax.reduce); empty reductions give the identity."""
+def minmax_reduce(x, axes: tuple[int, ...], keep: bool, op: str) -> Any:
+    """max / min (NaN-propagating, np.max) or fmax / fmin (NaN-ignoring, np.fmax.reduce) over ``axes``;
+    empty reductions give the identity."""
     if any(x.shape[a] == 0 for a in axes):
         shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if keep else [d for i, d in enumerate(x.shape) if i not in axes]
         return jnp.full(shape, reduce_identity(op, x.dtype), dtype=x.dtype)
+    high = op in ("max", "fmax")
     if x.dtype == jnp.bool_:
-        return (jnp.any if op == "max" else jnp.all)(x, axis=axes, keepdims=keep)
-    reduce = jnp.max if op == "max" else jnp.min
-    if not _is_float(x):
+        return (jnp.any if high else jnp.all)(x, axis=axes, keepdims=keep)
+    reduce = jnp.max if high else jnp.min
+    if not _is_float(x) or op in ("max", "min"):
         return reduce(x, axis=axes, keepdims=keep)
     nan = jnp.isnan(x)
     clean = jnp.where(nan, jnp.asarray(reduce_identity(op, x.dtype), x.dtype), x)
@@ -310,7 +320,7 @@ def _reduce(args, attrs, out):
         return jnp.prod(x, axis=axes, keepdims=keep, dtype=x.dtype)
     if op == "mean":
         return jnp.mean(x, axis=axes, keepdims=keep)
-    return fmax_reduce(x, axes, keep, op)
+    return minmax_reduce(x, axes, keep, op)
 
 
 def softmax(x, axis: int) -> Any:
@@ -332,46 +342,20 @@ def _softmax(args, attrs, out):
 
 
 # -------------------------------------------------------------------------------- shape
-@lowering("reshape")
-def _reshape(args, attrs, out):
-    return jnp.reshape(args[0], tuple(out.shape))
-
-
-@lowering("transpose")
-def _transpose(args, attrs, out):
-    perm = attrs["perm"] if attrs["perm"] is not None else tuple(range(args[0].ndim - 1, -1, -1))
-    return jnp.transpose(args[0], perm)
-
-
-@lowering("narrow")
-def _narrow(args, attrs, out):
-    x = args[0]
-    axis, start, length = attrs["axis"] % x.ndim, attrs["start"], attrs["length"]
-    if start + length > x.shape[axis]:
-        raise RlxError(f"narrow: slice [{start}, {start + length}) is out of bounds for axis {axis} of size {x.shape[axis]}")
-    return lax.slice_in_dim(x, start, start + length, axis=axis)
-
-
-@lowering("concat")
-def _concat(args, attrs, out):
-    parts = _cast_all(args, out)
-    return jnp.concatenate(parts, axis=attrs["axis"] % parts[0].ndim)
-
-
-@lowering("expand")
-def _expand(args, attrs, out):
-    return jnp.broadcast_to(args[0], tuple(out.shape))
+for _name, _row in SHAPE_ROWS.items():
+    lowering(_name)(bind(_row, JNP))
 
 
 @lowering("gather")
 def _gather(args, attrs, out):
     table, idx = args
-    return jnp.take(table, idx, axis=attrs["axis"] % table.ndim, mode="fill")
+    axis = attrs["axis"] % table.ndim
+    return jnp.take(table, checked_index(idx, table.shape[axis], "gather", axis=axis), axis=axis, mode="fill")
 
 
 # ------------------------------------------------------------------------ normalization
 def _along(v, axis: int, rank: int):
-    return jnp.reshape(v, [-1 if i == axis else 1 for i in range(rank)])
+    return along(JNP, v, axis, rank)
 
 
 def _affine(y, gamma, beta, axis: int):
@@ -379,10 +363,7 @@ def _affine(y, gamma, beta, axis: int):
 
 
 def standardize(x, axes, eps: float):
-    mu = jnp.mean(x, axis=axes, keepdims=True)
-    d = x - mu
-    var = jnp.mean(d * d, axis=axes, keepdims=True)
-    return d / jnp.sqrt(var + _scalar(eps, x))
+    return standardize_rows(JNP, x, axes, _scalar(eps, x))
 
 
 def layer_norm(x, gamma, beta, axis: int, eps: float):
@@ -586,10 +567,10 @@ def _pool2d(args, attrs, out):
     x, kind = args[0], attrs["kind"]
     k, p = _pair(attrs["kernel_size"]), _pair(attrs["padding"])
     s = _pair(attrs["stride"]) if attrs["stride"] is not None else k
-    if kind in ("max", "min"):
+    if kind in ("max", "min", "fmax", "fmin"):
         ident = reduce_identity(kind, x.dtype)
-        fn = lax.max if kind == "max" else lax.min
-        if not _is_float(x):
+        fn = lax.max if kind in ("max", "fmax") else lax.min
+        if not _is_float(x) or kind in ("max", "min"):  # lax.max propagates NaN (torch's max_pool2d)
             return _window(x, ident, fn, k, s, p)
         nan = jnp.isnan(x)
         r = _window(jnp.where(nan, jnp.asarray(ident, x.dtype), x), ident, fn, k, s, p)
@@ -646,7 +627,10 @@ def _max_pool2d_backward(args, attrs, out):
     best = jnp.max(jnp.where(ok, vals, neg_inf), axis=0)
     winner = ok & (vals == best)
     first = jnp.argmax(winner, axis=0)
-    gated = jnp.where(jnp.any(winner, axis=0), dy, jnp.zeros((), dy.dtype))
+    nan_tap = ok & jnp.isnan(vals)  # a window with a NaN: its last NaN tap takes dy (as the reference)
+    has_nan = jnp.any(nan_tap, axis=0)
+    first = jnp.where(has_nan, len(taps) - 1 - jnp.argmax(nan_tap[::-1], axis=0), first)
+    gated = jnp.where(jnp.any(winner, axis=0) | has_nan, dy, jnp.zeros((), dy.dtype))
     dxp = jnp.zeros(xp.shape, dy.dtype)
     for t, (hs, ws) in enumerate(taps):
         dxp = dxp.at[:, :, hs, ws].add(jnp.where(first == t, gated, jnp.zeros((), dy.dtype)))
@@ -688,7 +672,8 @@ def _softmax_rows(logits):
 def _softmax_cross_entropy(args, attrs, out):
     (logits,) = _cast_all(args[:1], out)
     lse, _ = _softmax_rows(logits)
-    picked = jnp.take_along_axis(logits, args[1][:, None].astype(jnp.int32), axis=1, mode="fill")[:, 0]
+    labels = checked_index(args[1], logits.shape[1], "softmax_cross_entropy labels", axis=1, wrap=False)
+    picked = jnp.take_along_axis(logits, labels[:, None].astype(jnp.int32), axis=1, mode="fill")[:, 0]
     return lse - picked
 
 
@@ -696,7 +681,8 @@ def _softmax_cross_entropy(args, attrs, out):
 def _softmax_cross_entropy_backward(args, attrs, out):
     logits, d_loss = _cast_all([args[0], args[2]], out)
     _, p = _softmax_rows(logits)
-    onehot = jax.nn.one_hot(args[1], logits.shape[1], dtype=p.dtype)
+    labels = checked_index(args[1], logits.shape[1], "softmax_cross_entropy_backward labels", axis=1, wrap=False)
+    onehot = jax.nn.one_hot(labels, logits.shape[1], dtype=p.dtype)
     return (p - onehot) * d_loss[:, None]
 
 
@@ -815,6 +801,7 @@ def _gather_backward(args, attrs, out):
     table = tuple(out.shape)
     axis = attrs["axis"] % len(table)
     dt = jnp.zeros(table, jnp_dtype(out.dtype) if not out.dtype.is_low_precision_float else jnp.float32)
+    idx = checked_index(idx, table[axis], "gather_backward", axis=axis)
     return dt.at[(slice(None),) * axis + (idx,)].add(dy.astype(dt.dtype))
 
 
@@ -865,7 +852,7 @@ def _arg_reduce(args, attrs, out):
 
 @lowering("cumulative")
 def _cumulative(args, attrs, out):
-    """OPS.md cumsum (op="sum") and cumsum_backward (reverse flipped) as well as the running product."""
+    """docs/semantics.md#backward-ops: cumsum (op="sum") and cumsum_backward (reverse flipped) as well as the running product."""
     x = args[0]
     axis = attrs["axis"] % x.ndim
     if attrs["reverse"]:
@@ -878,23 +865,20 @@ def _cumulative(args, attrs, out):
     return jnp.flip(r, axis) if attrs["reverse"] else r
 
 
-def _wrap(idx, n: int):
-    return jnp.where(idx < 0, idx + n, idx)
-
-
 @lowering("gather_elements")
 def _gather_elements(args, attrs, out):
     data, idx = args
     axis = attrs["axis"] % data.ndim
     sub = tuple(slice(0, s) if i != axis else slice(None) for i, s in enumerate(idx.shape))
-    return jnp.take_along_axis(data[sub], _wrap(idx, data.shape[axis]), axis=axis, mode="fill")
+    return jnp.take_along_axis(data[sub], checked_index(idx, data.shape[axis], "gather_elements", axis=axis), axis=axis,
+                               mode="fill")
 
 
 @lowering("scatter_elements")
 def _scatter_elements(args, attrs, out):
     data, idx, upd = args
     axis = attrs["axis"] % data.ndim
-    idx = _wrap(idx, data.shape[axis])
+    idx = checked_index(idx, data.shape[axis], "scatter_elements", axis=axis)
     where = tuple(idx if i == axis else lax.broadcasted_iota(idx.dtype, idx.shape, i) for i in range(data.ndim))
     red = attrs["reduction"]
     if red == "none":  # duplicates: the last update in C order wins, as NumPy assignment (XLA's order is unspecified)

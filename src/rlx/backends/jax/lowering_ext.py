@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rlx.backends.jax.index_checks import checked_index
 from rlx.backends.jax.lowering import JNP, jnp_dtype, lowering
 from rlx.ir.dtype import DType
 from rlx.ops.kinds import ACTIVATION_KINDS
@@ -215,7 +216,6 @@ def _solve(args, attrs, out):
 
 LOWERING_NOTES = {
     "dense_solve": "a singular A gives inf / NaN instead of RlxError (no host round trip to raise)",
-    "scatter_add": "an index outside [-num_rows, num_rows) is dropped instead of raising RlxError",
 }
 lowering("dense_solve", "batched_dense_solve")(_solve)
 
@@ -252,12 +252,13 @@ def _split(args, attrs, out):
 @lowering("scatter_add")
 def _scatter_add(args, attrs, out):
     rows = attrs["num_rows"]
+    upd, idx = args
+    idx = checked_index(idx, rows, "scatter_add")  # outside the vmap: one check for every batch
 
     def one(upd, idx):
-        idx = jnp.where(idx < 0, idx + rows, idx)
         return jnp.zeros((rows, *upd.shape[1:]), upd.dtype).at[idx].add(upd, mode="drop")
 
-    return _vmap_lead(one, list(args), attrs["batch_dims"])
+    return _vmap_lead(one, [upd, idx], attrs["batch_dims"])
 
 
 @lowering("complex_norm_sq")

@@ -6,8 +6,7 @@ NumPy reference (:mod:`rlx.ops.moe` writes them once for any array namespace; he
 with ``lax.bitcast_convert_type`` for the fp16 / f32 / int8 fields), so the decoded weights are the
 reference's f32 values.
 
-Difference from the reference: an expert id outside ``[0, E)`` gives NaN rows instead of raising
-``RlxError`` (no host round trip to raise), like ``gather``.
+An expert id outside ``[0, E)`` raises the reference's ``RlxError`` (:mod:`.index_checks`).
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from rlx.backends.jax.index_checks import checked_index
 from rlx.backends.jax.lowering import compute_dtype, lowering, matmul_precision
 from rlx.ops.moe import dequant_experts
 
@@ -35,7 +35,7 @@ def _vmap_lead(fn, args, nb: int):
 def _grouped(x, w, idx, dt):
     e = w.shape[0]
     ids = jnp.trunc(idx).astype(jnp.int32) if jnp.issubdtype(idx.dtype, jnp.floating) else idx.astype(jnp.int32)
-    ids = jnp.where((ids < 0) | (ids >= e), e, ids)  # out of range -> the NaN fill row
+    ids = checked_index(ids, e, "grouped_matmul expert index", wrap=False)
     wt = jnp.take(w.astype(dt), ids, axis=0, mode="fill", fill_value=jnp.nan)  # [M, K, N]
     return jnp.einsum("mk,mkn->mn", x.astype(dt), wt, precision=matmul_precision())
 

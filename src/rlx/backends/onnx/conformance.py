@@ -258,7 +258,8 @@ def render(results: list[Result], seconds: float | None = None) -> str:
         rs = by_op[op]
         c = summarize(rs)
         reasons = Counter(f"{r.status}: {r.reason}" for r in rs if r.status != "passed")
-        text = "; ".join(f"{reason} (x{n})" if n > 1 else reason for reason, n in reasons.most_common(3))
+        top = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[:3]  # ties by text: the report does not depend on run order
+        text = "; ".join(f"{reason} (x{n})" if n > 1 else reason for reason, n in top)
         text = text.replace("|", "\\|").replace("\n", " ")
         lines.append(f"| {op} | {c['passed']} | {c['failed']} | {c['unsupported']} | {text} |")
     lines += ["", "## Cases not passed", "", "| case | op type | status | reason |", "|---|---|---|---|"]

@@ -13,8 +13,10 @@ training-only and are not exported (an ONNX model computes values, not rlx gradi
 
 rlx promotes operand dtypes (``i32 + f32 = f32``) where ONNX requires equal types, so
 operands are cast to the node's dtype first. Known semantic differences, documented rather
-than hidden: ``binary`` max / min and ``reduce`` max / min ignore NaN in rlx (``np.fmax``)
-and propagate it in ONNX.
+than hidden: ``reduce`` max / min propagate NaN in rlx (the ONNX reference's ReduceMax), while
+onnxruntime's ReduceMax / ReduceMin skip a NaN unless it comes first; ``binary`` fmax / fmin
+(NaN-ignoring) are exported as Max / Min with the NaN operand replaced by the other; ``reduce``
+and ``pool2d`` fmax / fmin have no ONNX form and are refused.
 """
 
 from __future__ import annotations
@@ -235,7 +237,11 @@ def _binary(ex, node, ins):
     a, b = _operands(ex, node, ins)
     op = node.attrs["op"]
     if node.dtype.is_bool:
-        return ex.node({"add": "Or", "mul": "And", "max": "Or", "min": "And"}[op], [a, b])
+        return ex.node({"add": "Or", "mul": "And", "max": "Or", "min": "And", "fmax": "Or", "fmin": "And"}[op], [a, b])
+    if op in ("fmax", "fmin"):  # Max / Min propagate NaN: a NaN operand takes the other's value first
+        nan_a, nan_b = ex.node("IsNaN", [a]), ex.node("IsNaN", [b])
+        a, b = ex.node("Where", [nan_a, b, a]), ex.node("Where", [nan_b, a, b])
+        return ex.node("Max" if op == "fmax" else "Min", [a, b])
     if op == "div" and node.dtype.is_int:  # rlx: truncate toward zero, x / 0 = 0
         zero = ex.scalar(0, node.dtype)
         is0 = ex.node("Equal", [b, zero])
@@ -421,6 +427,8 @@ def _reduce(ex, node, ins):
     axes = list(node.attrs["axes"])
     if not axes:
         return ex.node("Identity", [ins[0]])
+    if node.attrs["op"] not in _RED:
+        raise OnnxUnsupported(f"reduce {node.attrs['op']!r} (NaN-ignoring) has no ONNX equivalent")
     return ex.node(_RED[node.attrs["op"]], [ins[0], ex.ints(axes)], keepdims=int(node.attrs["keep_dim"]))
 
 
@@ -524,7 +532,7 @@ def _pool2d(ex, node, ins):
     if kind == "sum":
         avg = ex.node("AveragePool", [x], count_include_pad=1, **geo)
         return ex.node("Mul", [avg, ex.scalar(float(k[0] * k[1]), node.dtype)])
-    raise OnnxUnsupported("pool2d 'prod' has no ONNX equivalent")
+    raise OnnxUnsupported(f"pool2d {kind!r} has no ONNX equivalent")
 
 
 @exporter("resize_nearest_2x")

@@ -29,6 +29,7 @@ from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Value
 from rlx.ir.serialize import DEFAULT_LIMITS, LoadLimits
+from rlx.ir.symbolic import fresh_symbol
 from rlx.runtime.reference import eval_node
 
 Converter = Callable[["Importer", Any, list, dict], Any]
@@ -90,6 +91,11 @@ def _attrs(node) -> dict[str, Any]:
     return out
 
 
+def _dim_name(dim_param: str, axis: int) -> str:
+    """An ONNX ``dim_param`` as an rlx symbol name (an identifier)."""
+    return "".join(c if c.isalnum() else "_" for c in dim_param).lstrip("0123456789") or f"d{axis}"
+
+
 class _Budget:
     """What one import (its subgraph importers included) may still spend: see :class:`rlx.LoadLimits`."""
 
@@ -123,6 +129,7 @@ class Importer:
         self.params: dict[str, np.ndarray] = {}
         self._uid = itertools.count()
         self.declared: dict[str, Any] = {}  # value name -> its TensorTypeProto in value_info / graph outputs
+        self._symbols: set[str] = set()
 
     # ------------------------------------------------------------------ values
     def value(self, name: str) -> Value:
@@ -288,10 +295,20 @@ class Importer:
                                               f"LoadLimits.max_dim={self.limits.max_dim}")
                     shape.append(int(d.dim_value))
                 elif d.dim_param:
-                    shape.append("".join(c if c.isalnum() else "_" for c in d.dim_param).lstrip("0123456789") or f"d{i}")
-                else:
-                    raise OnnxUnsupported(f"input {vi.name!r}: dim {i} has no size or name (pass input_shapes=)")
+                    shape.append(_dim_name(d.dim_param, i))
+                else:  # anonymous: a fresh symbol named from the input and axis, distinct from every named dim
+                    sym = fresh_symbol(vi.name, i, self._symbol_names())
+                    self._symbols.add(str(sym))
+                    shape.append(sym)
         return self.g.input(vi.name, shape, dtype)
+
+    def _symbol_names(self) -> set[str]:
+        """Symbols the inputs name (``dim_param``) and the fresh ones made so far."""
+        if not self._symbols:
+            self._symbols = {_dim_name(d.dim_param, i) for vi in self.model.graph.input
+                             if vi.type.HasField("tensor_type")
+                             for i, d in enumerate(vi.type.tensor_type.shape.dim) if d.dim_param}
+        return self._symbols
 
     def _check_supported(self, nodes) -> None:
         missing: Counter = Counter()

@@ -53,9 +53,9 @@ def _conv(cx, node, ins, attrs):
     dil = list(attrs.get("dilations", [1] * nsp))
     group = attrs.get("group", 1)
     auto = attrs.get("auto_pad", "NOTSET")
-    sizes = _static_shape(x)[2:]
     check_window(cx, nsp, kernel, strides, dil, list(attrs.get("pads", [0] * (2 * nsp))))
-    pads = list(attrs.get("pads", [0] * (2 * nsp))) if auto in ("NOTSET", "VALID") else _auto_pads(auto, sizes, kernel, strides, dil)
+    pads = list(attrs.get("pads", [0] * (2 * nsp))) if auto in ("NOTSET", "VALID") else \
+        _auto_pads(auto, _static_shape(x)[2:], kernel, strides, dil)  # explicit pads work on symbolic sizes
     if auto == "VALID":
         pads = [0] * (2 * nsp)
     if nsp == 3:

@@ -9,7 +9,7 @@ from rlx.backends.onnx.common import (
     rlx_dtype,
 )
 from rlx.backends.onnx.import_context import converter
-from rlx.backends.onnx.import_helpers import _broadcast_to, _cast, _reshape, _static_shape
+from rlx.backends.onnx.import_helpers import _cast, _reshape, _static_shape
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, UNARY_MATH_KINDS
@@ -41,10 +41,11 @@ def _identity(cx, node, ins, attrs):
     return ins[0]
 
 
-_VARIADIC = {"Max": "max", "Min": "min", "Sum": "add", "Mean": "add"}  # n-ary in ONNX: a chain of binary ops
+#: n-ary in ONNX: a chain of binary ops (rlx's max / min propagate NaN, as ONNX Max / Min)
+_VARIADIC = {"Max": "max", "Min": "min", "Sum": "add", "Mean": "add"}
 
 
-_BIN = {row.onnx: k for k, row in BINARY_KINDS.items() if row.onnx not in _VARIADIC}
+_BIN = {row.onnx: k for k, row in BINARY_KINDS.items() if row.onnx and row.onnx not in _VARIADIC}
 
 
 @converter(*_BIN)
@@ -64,11 +65,7 @@ def _variadic(cx, node, ins, attrs):
     op = _VARIADIC[node.op_type]
     acc = ins[0]
     for v in ins[1:]:
-        m = cx.g.binary(acc, v, op=op)
-        if op in ("max", "min") and m.dtype.is_float:  # ONNX propagates NaN (rlx's max / min ignore it)
-            m = cx.g.where(cx.g.ne(v, v), _broadcast_to(cx, v, list(m.shape)), m)
-            m = cx.g.where(cx.g.ne(acc, acc), _broadcast_to(cx, acc, list(m.shape)), m)
-        acc = m
+        acc = cx.g.binary(acc, v, op=op)
     if node.op_type == "Mean":
         acc = acc / cx.scalar(float(len(ins)), acc)
     return acc
@@ -163,8 +160,7 @@ def _cast_saturating(cx, x: Value, to: DType, saturate: int) -> Value:
             big = float(ml_dtypes.finfo(to.numpy).max)
             hi, lo = cx.scalar(big, x), cx.scalar(-big, x)
             x = cx.g.where(cx.g.gt(x, hi), hi, cx.g.where(cx.g.lt(x, lo), lo, x))  # NaN stays NaN
-        elif to == DType.F8E4M3:
-            raise OnnxUnsupported("Cast to FLOAT8E4M3FN with saturate=0 (overflow to NaN) is not modelled")
+        # saturate=0: rlx's cast is the IEEE-style conversion, overflow to NaN (e4m3fn) / inf (e5m2)
     return _cast(cx, x, to)
 
 

@@ -34,7 +34,7 @@ def _ints(cx: Importer, node, idx: int, attr: str | None, attrs: dict, default=N
 def _reshape(cx: Importer, v: Value, shape: Sequence[int]) -> Value:
     if tuple(v.shape) == tuple(shape):
         return v
-    return cx.g.reshape(v, new_shape=[int(s) for s in shape])
+    return cx.g.reshape(v, new_shape=[s if isinstance(s, str) else int(s) for s in shape])  # symbolic dims kept
 
 
 def _static_shape(v: Value) -> list[int]:

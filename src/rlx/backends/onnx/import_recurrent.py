@@ -208,6 +208,9 @@ def _recurrent(cx, node, ins, attrs):
     hidden = attrs.get("hidden_size")
     if hidden is None:
         hidden = int(ins[2].shape[-1])
+    if not isinstance(hidden, int) or hidden <= 0:
+        raise OnnxFormatError(f"{kind} hidden_size must be a positive int, got {hidden!r}")
+    cx.check_elements(hidden, f"the {kind} zero state")  # built at import before the weights' shapes are checked
     direction = attrs.get("direction", "forward")
     if direction not in ("forward", "reverse", "bidirectional"):
         raise OnnxFormatError(f"{kind} direction {direction!r}")

@@ -16,7 +16,7 @@ from rlx.backends.onnx.import_context import converter
 from rlx.backends.onnx.import_helpers import _axis, _broadcast_to, _ints, _reshape, _static_shape
 from rlx.ir.graph import Value
 from rlx.ir.shape import broadcast_shapes
-from rlx.ir.symbolic import known_ge
+from rlx.ir.symbolic import dim_max, dim_min, known_ge
 
 
 @converter("Reshape")
@@ -115,6 +115,23 @@ def _index_along(cx, x: Value, axis: int, index: np.ndarray) -> Value:
     return cx.g.gather(x, cx.const(index.astype(np.int64)), axis=axis)
 
 
+def _slice_symbolic(x: Value, cx, axis: int, start: int, end: int, step: int) -> Value:
+    """A unit-step Slice of a symbolic axis: one narrow whose bounds are clamped expressions of its size."""
+    if step != 1:
+        raise OnnxUnsupported(f"Slice with step {step} on symbolic axis {axis}")
+    n = x.shape[axis]
+
+    def bound(i: int) -> Any:
+        if abs(i) >= cx.limits.max_dim:  # INT64_MAX / INT64_MIN style "to the end" / "from the start"
+            return n if i > 0 else 0
+        return dim_max(n + i, 0) if i < 0 else dim_min(i, n)
+
+    lo, hi = bound(start), bound(end)
+    if lo == 0 and hi == n:
+        return x
+    return cx.g.narrow(x, axis=axis, start=lo, length=dim_max(hi - lo, 0))
+
+
 @converter("Slice")
 def _slice(cx, node, ins, attrs):
     x = ins[0]
@@ -129,7 +146,8 @@ def _slice(cx, node, ins, attrs):
     for a, s, e, st in zip(axes, starts, ends, steps):
         n = x.shape[a]
         if not isinstance(n, int):
-            raise OnnxUnsupported(f"Slice on symbolic axis {a}")
+            x = _slice_symbolic(x, cx, a, int(s), int(e), int(st))
+            continue
         cx.check_elements(n, "the Slice index")
         if int(st) == 0:
             raise OnnxFormatError(f"Slice step 0 on axis {a}")
@@ -179,12 +197,42 @@ def _pad(cx, node, ins, attrs):
     return pad_value(cx, x, {a: (pads[i], pads[i + k]) for i, a in enumerate(axes)}, mode, value)
 
 
+def _pad_symbolic(cx, x: Value, axis: int, before: int, after: int, mode: str) -> Value:
+    """Edge / reflect / wrap padding of a symbolic axis by amounts smaller than it: narrows of x
+    (reversed by a static gather for reflect) around it. An axis too short fails when its size is bound."""
+    if before < 0 or after < 0:
+        raise OnnxUnsupported(f"Pad: cropping symbolic axis {axis} with mode {mode!r}")
+    n = x.shape[axis]
+
+    def rows(start: Any, length: int, reverse: bool = False) -> Value:
+        v = cx.g.narrow(x, axis=axis, start=start, length=length)
+        return cx.g.gather(v, cx.const(np.arange(length - 1, -1, -1, dtype=np.int64)), axis=axis) if reverse else v
+
+    if mode == "edge":
+        def edge(start: Any, amount: int) -> Value:
+            shape = list(x.shape)
+            shape[axis] = amount
+            return cx.g.expand(rows(start, 1), target_shape=shape)
+        head, tail = (edge(0, before) if before else None), (edge(n - 1, after) if after else None)
+    elif mode == "reflect":
+        head = rows(1, before, reverse=True) if before else None
+        tail = rows(n - 1 - after, after, reverse=True) if after else None
+    elif mode == "wrap":
+        head, tail = (rows(n - before, before) if before else None), (rows(0, after) if after else None)
+    else:
+        raise OnnxUnsupported(f"Pad mode {mode!r}")
+    return cx.g.concat([p for p in (head, x, tail) if p is not None], axis=axis)
+
+
 def pad_value(cx, x: Value, pads: dict[int, tuple[int, int]], mode: str = "constant", value: Any = 0) -> Value:
     """Pad (or crop, for negative amounts) x axis by axis, exactly: concat / gather of static indices."""
     for axis, (before, after) in sorted(pads.items()):
         n = x.shape[axis]
-        if not isinstance(n, int):
-            raise OnnxUnsupported(f"Pad on symbolic axis {axis}")
+        if before == 0 and after == 0:
+            continue
+        if not isinstance(n, int) and mode != "constant":
+            x = _pad_symbolic(cx, x, axis, before, after, mode)
+            continue
         if before < 0 or after < 0:
             x = cx.g.narrow(x, axis=axis, start=max(-before, 0), length=n + min(before, 0) + min(after, 0))
             before, after = max(before, 0), max(after, 0)

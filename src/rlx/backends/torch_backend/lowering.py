@@ -23,6 +23,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from rlx.backends.array_rows import SHAPE_ROWS, along, bind, standardize
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.opdef import all_ops
@@ -89,7 +90,8 @@ def _constant(args, attrs, out):
 
 # -------------------------------------------------------------------------- elementwise
 #: The torch array namespace the kinds' formulas run in (rlx.ops.kinds).
-TORCH = ArrayNamespace(torch, erf=torch.special.erf, sigmoid=torch.sigmoid,
+TORCH = ArrayNamespace(torch, erf=torch.special.erf, sigmoid=torch.sigmoid, permute=torch.permute, slice_axis=torch.narrow,
+                       cast_all=_cast_all, concat=lambda parts, axis: torch.cat(parts, dim=axis),
                        maximum=lambda a, b: torch.maximum(a, torch.as_tensor(b, dtype=a.dtype)))
 #: torch's fused kernels for kinds it has natively (one kernel instead of the row formula's several ops)
 _NATIVE: dict[str, Callable[[Any], Any]] = {"gelu": F.gelu, "gelu_approx": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu}
@@ -158,9 +160,13 @@ def _binary(args, attrs, out):
     if op in ("max", "min"):
         if is_bool:
             return torch.logical_or(a, b) if op == "max" else torch.logical_and(a, b)
+        return torch.maximum(a, b) if op == "max" else torch.minimum(a, b)  # NaN propagates
+    if op in ("fmax", "fmin"):
+        if is_bool:
+            return torch.logical_or(a, b) if op == "fmax" else torch.logical_and(a, b)
         if a.dtype.is_floating_point:
-            return torch.fmax(a, b) if op == "max" else torch.fmin(a, b)
-        return torch.maximum(a, b) if op == "max" else torch.minimum(a, b)
+            return torch.fmax(a, b) if op == "fmax" else torch.fmin(a, b)
+        return torch.maximum(a, b) if op == "fmax" else torch.minimum(a, b)
     return _int_pow(a, b) if _is_int(a) else torch.pow(a, b)
 
 
@@ -236,15 +242,17 @@ def _fused_matmul_bias_act(args, attrs, out):
 
 
 # ---------------------------------------------------------------------------- reduction
-def _fmax_reduce(x, axes: tuple[int, ...], keep: bool, op: str):
-    """NaN-ignoring max / min over ``axes`` (np.fmax.reduce); empty reductions give the identity."""
+def _minmax_reduce(x, axes: tuple[int, ...], keep: bool, op: str):
+    """max / min (NaN-propagating, torch.amax) or fmax / fmin (NaN-ignoring, np.fmax.reduce) over ``axes``;
+    empty reductions give the identity."""
     if any(x.shape[a] == 0 for a in axes):
         shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if keep else [d for i, d in enumerate(x.shape) if i not in axes]
         return torch.full(shape, reduce_identity(op, _numpy_dtype(x)), dtype=x.dtype, device=x.device)
+    high = op in ("max", "fmax")
     if x.dtype == torch.bool:
-        return (torch.any if op == "max" else torch.all)(x, dim=axes, keepdim=keep)
-    reduce = torch.amax if op == "max" else torch.amin
-    if not _is_float(x):
+        return (torch.any if high else torch.all)(x, dim=axes, keepdim=keep)
+    reduce = torch.amax if high else torch.amin
+    if not _is_float(x) or op in ("max", "min"):
         return reduce(x, dim=axes, keepdim=keep)
     nan = torch.isnan(x)
     clean = torch.where(nan, torch.full((), reduce_identity(op, _numpy_dtype(x)), dtype=x.dtype, device=x.device), x)
@@ -271,7 +279,7 @@ def _reduce(args, attrs, out):
         return r
     if op == "mean":
         return torch.mean(x, dim=axes, keepdim=keep)
-    return _fmax_reduce(x, axes, keep, op)
+    return _minmax_reduce(x, axes, keep, op)
 
 
 def softmax(x, axis: int):
@@ -296,35 +304,8 @@ def _softmax(args, attrs, out):
 
 
 # -------------------------------------------------------------------------------- shape
-@lowering("reshape")
-def _reshape(args, attrs, out):
-    return torch.reshape(args[0], tuple(out.shape))
-
-
-@lowering("transpose")
-def _transpose(args, attrs, out):
-    perm = attrs["perm"] if attrs["perm"] is not None else tuple(range(args[0].ndim - 1, -1, -1))
-    return torch.permute(args[0], tuple(perm))
-
-
-@lowering("narrow")
-def _narrow(args, attrs, out):
-    x = args[0]
-    axis, start, length = attrs["axis"] % x.ndim, attrs["start"], attrs["length"]
-    if start + length > x.shape[axis]:
-        raise RlxError(f"narrow: slice [{start}, {start + length}) is out of bounds for axis {axis} of size {x.shape[axis]}")
-    return torch.narrow(x, axis, start, length)
-
-
-@lowering("concat")
-def _concat(args, attrs, out):
-    parts = _cast_all(args, out)
-    return torch.cat(parts, dim=attrs["axis"] % parts[0].ndim)
-
-
-@lowering("expand")
-def _expand(args, attrs, out):
-    return torch.broadcast_to(args[0], tuple(out.shape))
+for _name, _row in SHAPE_ROWS.items():
+    lowering(_name)(bind(_row, TORCH))
 
 
 @lowering("gather")
@@ -342,14 +323,11 @@ def _gather(args, attrs, out):
 
 # ------------------------------------------------------------------------ normalization
 def _along(v, axis: int, rank: int):
-    return torch.reshape(v, [-1 if i == axis else 1 for i in range(rank)])
+    return along(TORCH, v, axis, rank)
 
 
 def _standardize(x, axes, eps: float):
-    mu = torch.mean(x, dim=axes, keepdim=True)
-    d = x - mu
-    var = torch.mean(d * d, dim=axes, keepdim=True)
-    return d / torch.sqrt(var + eps)
+    return standardize(TORCH, x, axes, eps)
 
 
 @lowering("layer_norm")
@@ -474,15 +452,17 @@ def _pool2d(args, attrs, out):
     x, kind = args[0], attrs["kind"]
     k, p = _pair(attrs["kernel_size"]), _pair(attrs["padding"])
     s = _pair(attrs["stride"]) if attrs["stride"] is not None else k
-    if kind in ("max", "min"):
+    if kind in ("max", "min", "fmax", "fmin"):
         ident = reduce_identity(kind, _numpy_dtype(x))
+        high = kind in ("max", "fmax")
         if x.dtype == torch.bool:
-            return (torch.any if kind == "max" else torch.all)(_windows(x, k, s, p, bool(ident)), dim=-1)
+            return (torch.any if high else torch.all)(_windows(x, k, s, p, bool(ident)), dim=-1)
         if not _is_float(x):
-            return (torch.amax if kind == "max" else torch.amin)(_windows(x, k, s, p, int(ident)), dim=-1)
-        if kind == "max" and all(2 * p[i] <= k[i] for i in range(2)) and not bool(torch.isnan(x).any()):
-            return F.max_pool2d(x, k, s, p)  # the fused kernel; windows with NaN follow the reference (fmax) below
-        return _fmax_reduce(_windows(x, k, s, p, math.nan), (4,), False, kind)
+            return (torch.amax if high else torch.amin)(_windows(x, k, s, p, int(ident)), dim=-1)
+        if kind == "max" and all(2 * p[i] <= k[i] for i in range(2)):
+            return F.max_pool2d(x, k, s, p)  # the fused kernel (NaN propagates, as the reference's max)
+        fill = math.nan if kind in ("fmax", "fmin") else float(ident)  # fmax skips NaN padding
+        return _minmax_reduce(_windows(x, k, s, p, fill), (4,), False, kind)
     if kind == "prod":
         return torch.prod(_windows(x, k, s, p, 1), dim=-1)
     total = torch.sum(_windows(x, k, s, p, 0), dim=-1)

@@ -1,0 +1,70 @@
+"""Lowering rows the torch and JAX lowerings share, written once against an array namespace.
+
+``xp`` is the backend's :class:`rlx.ops.kinds.ArrayNamespace` (torch or jax.numpy, NumPy
+spellings: ``reshape``, ``broadcast_to``, ``mean(x, axis=, keepdims=)``, ``sqrt``) with two
+extras each backend names: ``permute(x, perm)``, ``slice_axis(x, axis, start, length)``,
+``concat(parts, axis)`` and ``cast_all(args, out)`` (operands cast to the result's compute dtype).
+A row is ``row(xp, args, attrs, out)``; :func:`bind` gives the ``(args, attrs, out)`` form the
+lowering tables hold. The semantics are the ops' own (registry docstrings); the rows only spell
+them once for both array libraries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rlx.ir.errors import RlxError
+
+
+def reshape(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    return xp.reshape(args[0], tuple(out.shape))
+
+
+def transpose(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    perm = attrs["perm"] if attrs["perm"] is not None else tuple(range(args[0].ndim - 1, -1, -1))
+    return xp.permute(args[0], tuple(perm))
+
+
+def narrow(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """An out-of-bounds slice raises as the reference does (checked before the library call)."""
+    x = args[0]
+    axis, start, length = attrs["axis"] % x.ndim, attrs["start"], attrs["length"]
+    if start + length > x.shape[axis]:
+        raise RlxError(f"narrow: slice [{start}, {start + length}) is out of bounds for axis {axis} of size {x.shape[axis]}")
+    return xp.slice_axis(x, axis, start, length)
+
+
+def expand(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    return xp.broadcast_to(args[0], tuple(out.shape))
+
+
+def concat(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    parts = xp.cast_all(args, out)
+    return xp.concat(parts, attrs["axis"] % parts[0].ndim)
+
+
+SHAPE_ROWS: dict[str, Callable[..., Any]] = {"reshape": reshape, "transpose": transpose, "narrow": narrow, "expand": expand,
+                                             "concat": concat}
+
+
+def bind(row: Callable[..., Any], xp: Any) -> Callable[[list[Any], Mapping[str, Any], Any], Any]:
+    """``row`` with its namespace bound: the ``fn(args, attrs, out)`` form of a lowering table."""
+    def lowered(args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+        return row(xp, args, attrs, out)
+
+    lowered.__name__ = lowered.__qualname__ = row.__name__
+    return lowered
+
+
+def along(xp: Any, v: Any, axis: int, rank: int) -> Any:
+    """A per-channel vector shaped to broadcast along ``axis`` of a rank-``rank`` tensor."""
+    return xp.reshape(v, [-1 if i == axis else 1 for i in range(rank)])
+
+
+def standardize(xp: Any, x: Any, axes: Any, eps: Any) -> Any:
+    """(x - mean) / sqrt(var + eps) over ``axes``, the two-pass variance of the reference kernels."""
+    mu = xp.mean(x, axis=axes, keepdims=True)
+    d = x - mu
+    var = xp.mean(d * d, axis=axes, keepdims=True)
+    return d / xp.sqrt(var + eps)

@@ -52,6 +52,13 @@ class NeedsStatic(OnnxUnsupported):
         super().__init__(f"{what} must be static, but depends on graph inputs {sorted(inputs)}")
 
 
+class NeedsShapes(OnnxUnsupported):
+    """A converter needs a static shape (``Shape`` of a symbolic tensor, a branch typed by a size)
+    where the model's inputs have symbolic dims: importing with the fed inputs' shapes
+    (``input_shapes=``) makes the import succeed (shape specialization, see
+    :func:`rlx.onnx.import_runnable`)."""
+
+
 class SeqValue:
     """An ONNX sequence whose length is known at import time: its items, rlx values, in order.
 

@@ -361,6 +361,8 @@ class Importer:
                     types.append(onnx.TypeProto())
                     continue
                 v = self.value(name)
+                if isinstance(v, SeqValue):
+                    raise OnnxError(f"{node.op_type} node {node.name!r}: input {name!r} is a sequence, a tensor is expected")
                 types.append(onnx.helper.make_tensor_type_proto(onnx_dtype(v.dtype), [d if isinstance(d, int) else None for d in v.shape]))
             with_defaults = onnx.NodeProto()
             with_defaults.CopyFrom(node)

@@ -54,13 +54,8 @@ def test_anonymous_dims_become_fresh_symbols_and_run_at_any_size():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("sr,chunk", [(16000, 512), (8000, 256)])
-def test_silero_vad_matches_onnxruntime_with_state_across_calls(sr, chunk):
-    """Each sample rate's graph (the If on sr folded), speech-like chunks, state fed back for 3 calls."""
-    model = onnx.load(SILERO)
-    g, params = rlx.onnx.import_model(model, input_shapes={"input": [1, chunk], "state": [2, 1, 128]},
-                                      static_inputs={"sr": np.array(sr, np.int64)})
-    assert sum(n.op == "scan" for n in g.nodes) == 1  # the decoder's LSTM: one node
+def _matches_onnxruntime_across_calls(run, sr: int, chunk: int) -> None:
+    """Speech-like chunks, state fed back for 3 calls: ``run(x, state)`` against onnxruntime."""
     sess = ort.InferenceSession(SILERO, providers=["CPUExecutionProvider"])
     t = np.arange(3 * chunk) / sr
     audio = (0.4 * np.sin(2 * np.pi * 220 * t) * np.sin(2 * np.pi * 3 * t)).astype(np.float32)
@@ -70,10 +65,30 @@ def test_silero_vad_matches_onnxruntime_with_state_across_calls(sr, chunk):
     for k in range(3):
         x = audio[None, k * chunk:(k + 1) * chunk]
         want = sess.run(None, {"input": x, "state": theirs, "sr": np.array(sr, np.int64)})
-        got = rlx.run(g, {"input": x, "state": ours}, params)
+        got = run(x, ours)
         np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(got[1], want[1], rtol=1e-4, atol=1e-4)
         theirs, ours = want[1], got[1]
         probs.append(float(want[0].ravel()[0]))
     assert np.abs(theirs).max() > 1e-2  # the state evolves
     assert max(probs) - min(probs) > 1e-4  # the output is not a constant
+
+
+@pytest.mark.parametrize("sr,chunk", [(16000, 512), (8000, 256)])
+def test_silero_vad_matches_onnxruntime_with_state_across_calls(sr, chunk):
+    """Each sample rate's graph (the If on sr folded) imported with its shapes."""
+    model = onnx.load(SILERO)
+    g, params = rlx.onnx.import_model(model, input_shapes={"input": [1, chunk], "state": [2, 1, 128]},
+                                      static_inputs={"sr": np.array(sr, np.int64)})
+    assert sum(n.op == "scan" for n in g.nodes) == 1  # the decoder's LSTM: one node
+    _matches_onnxruntime_across_calls(lambda x, state: rlx.run(g, {"input": x, "state": state}, params), sr, chunk)
+
+
+def test_silero_vad_runs_as_shipped_at_both_sample_rates():
+    """No overrides: one runnable specialises on the fed shapes (the decoder's If reads a conv's time
+    size) and on ``sr`` (the If choosing the 8 / 16 kHz branch), then runs both rates."""
+    runnable = rlx.onnx.import_runnable(SILERO)
+    assert runnable.shape_specialized
+    for sr, chunk in [(16000, 512), (8000, 256), (16000, 512)]:
+        _matches_onnxruntime_across_calls(
+            lambda x, state, sr=sr: runnable.run({"input": x, "state": state, "sr": np.array(sr, np.int64)}), sr, chunk)

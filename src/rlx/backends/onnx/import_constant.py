@@ -11,7 +11,7 @@ from rlx.backends.onnx.common import (
     OnnxUnsupported,
     rlx_dtype,
 )
-from rlx.backends.onnx.import_context import FOLD_LIMIT, converter
+from rlx.backends.onnx.import_context import FOLD_LIMIT, NeedsShapes, converter
 from rlx.backends.onnx.import_helpers import _axis, _cast, _first, _reshape, _static_shape
 from rlx.ir.dtype import DType
 
@@ -20,7 +20,7 @@ from rlx.ir.dtype import DType
 def _shape(cx, node, ins, attrs):
     shape = ins[0].shape
     if not shape.is_static:
-        raise OnnxUnsupported(f"Shape of a symbolic shape {shape!r}")
+        raise NeedsShapes(f"Shape of a symbolic shape {shape!r}")
     rank = len(shape)
     start, end = attrs.get("start", 0), attrs.get("end", rank)
     start = min(max(start + rank if start < 0 else start, 0), rank)

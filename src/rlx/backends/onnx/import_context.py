@@ -52,6 +52,13 @@ class NeedsStatic(OnnxUnsupported):
         super().__init__(f"{what} must be static, but depends on graph inputs {sorted(inputs)}")
 
 
+class NeedsShapes(OnnxUnsupported):
+    """A converter needs a static shape (``Shape`` of a symbolic tensor, a branch typed by a size)
+    where the model's inputs have symbolic dims: importing with the fed inputs' shapes
+    (``input_shapes=``) makes the import succeed (shape specialization, see
+    :func:`rlx.onnx.import_runnable`)."""
+
+
 class SeqValue:
     """An ONNX sequence whose length is known at import time: its items, rlx values, in order.
 
@@ -354,6 +361,8 @@ class Importer:
                     types.append(onnx.TypeProto())
                     continue
                 v = self.value(name)
+                if isinstance(v, SeqValue):
+                    raise OnnxError(f"{node.op_type} node {node.name!r}: input {name!r} is a sequence, a tensor is expected")
                 types.append(onnx.helper.make_tensor_type_proto(onnx_dtype(v.dtype), [d if isinstance(d, int) else None for d in v.shape]))
             with_defaults = onnx.NodeProto()
             with_defaults.CopyFrom(node)

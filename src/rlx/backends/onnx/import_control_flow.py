@@ -29,7 +29,7 @@ from rlx.backends.onnx.common import (
     OnnxError,
     OnnxUnsupported,
 )
-from rlx.backends.onnx.import_context import Importer, NeedsStatic, _onnx, _rename_outer, converter
+from rlx.backends.onnx.import_context import Importer, NeedsShapes, NeedsStatic, _onnx, _rename_outer, converter
 from rlx.backends.onnx.import_helpers import _axis, _cast, _first, _reshape
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
@@ -184,6 +184,8 @@ def _if(cx, node, ins, attrs):
         return _inline_graph(cx, branch, {}, cx.deps.get(node.input[0], frozenset()))
     try:
         return _if_structured(cx, node, ins, attrs)
+    except NeedsShapes:
+        raise
     except (OnnxError, RlxError) as exc:
         raise NeedsStatic(f"If condition {node.input[0]!r} (structured if_ failed: {exc})",
                           cx.deps.get(node.input[0], frozenset())) from exc

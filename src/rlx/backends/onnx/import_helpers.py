@@ -11,7 +11,7 @@ from rlx.backends.onnx.common import (
     OnnxFormatError,
     OnnxUnsupported,
 )
-from rlx.backends.onnx.import_context import Importer
+from rlx.backends.onnx.import_context import Importer, NeedsShapes
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 
@@ -39,7 +39,7 @@ def _reshape(cx: Importer, v: Value, shape: Sequence[int]) -> Value:
 
 def _static_shape(v: Value) -> list[int]:
     if not v.shape.is_static:
-        raise OnnxUnsupported(f"a static shape is needed, got {v.shape!r}")
+        raise NeedsShapes(f"a static shape is needed, got {v.shape!r}")
     return [int(d) for d in v.shape]
 
 

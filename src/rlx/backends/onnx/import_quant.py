@@ -17,18 +17,25 @@ from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 
 
-@converter("DequantizeLinear")
-def _dequantize(cx, node, ins, attrs):
+def _linear_quant_operands(cx, node, ins, attrs):
+    """``x, scale, zero point (or None)`` of Quantize/DequantizeLinear and ``lay``, which shapes a
+    per-tensor or per-axis scale / zero point to broadcast against ``x`` (blocked scales refused)."""
     x, scale = ins[0], ins[1]
     zp = ins[2] if len(ins) > 2 else None
     if len(scale.shape) > 1 or attrs.get("block_size", 0):
-        raise OnnxUnsupported("DequantizeLinear with blocked scales")
+        raise OnnxUnsupported(f"{node.op_type} with blocked scales")
     per_axis = len(scale.shape) == 1 and scale.shape[0] != 1
     axis = _axis(attrs.get("axis", 1), max(len(x.shape), 1)) if per_axis else 0
 
     def lay(v):
         return _zero_point(cx, v, len(x.shape), axis)
 
+    return x, scale, zp, lay
+
+
+@converter("DequantizeLinear")
+def _dequantize(cx, node, ins, attrs):
+    x, scale, zp, lay = _linear_quant_operands(cx, node, ins, attrs)
     out_dtype = rlx_dtype(attrs["output_dtype"]) if attrs.get("output_dtype") else scale.dtype
     xf = _cast(cx, x, DType.F32)
     if zp is not None:
@@ -38,23 +45,15 @@ def _dequantize(cx, node, ins, attrs):
 
 @converter("QuantizeLinear")
 def _quantize(cx, node, ins, attrs):
-    x, scale = ins[0], ins[1]
-    zp = ins[2] if len(ins) > 2 else None
-    if len(scale.shape) > 1 or attrs.get("block_size", 0):
-        raise OnnxUnsupported("QuantizeLinear with blocked scales")
+    x, scale, zp, lay = _linear_quant_operands(cx, node, ins, attrs)
     out = zp.dtype if zp is not None else (rlx_dtype(attrs["output_dtype"]) if attrs.get("output_dtype") else DType.U8)
     if out not in (DType.U8, DType.I8, DType.U16, DType.I16, DType.F8E4M3, DType.F8E5M2):
         raise OnnxUnsupported(f"QuantizeLinear to {out}")
-    per_axis = len(scale.shape) == 1 and scale.shape[0] != 1
-    axis = _axis(attrs.get("axis", 1), max(len(x.shape), 1)) if per_axis else 0
     if out in (DType.F8E4M3, DType.F8E5M2):  # float8: x / scale (+ zero point), then the saturating cast
-        xs = _cast(cx, x, DType.F32) / _cast(cx, _zero_point(cx, scale, len(x.shape), axis), DType.F32)
+        xs = _cast(cx, x, DType.F32) / _cast(cx, lay(scale), DType.F32)
         if zp is not None:
-            xs = xs + _cast(cx, _zero_point(cx, zp, len(x.shape), axis), DType.F32)
+            xs = xs + _cast(cx, lay(zp), DType.F32)
         return _cast_saturating(cx, xs, out, attrs.get("saturate", 1))
-
-    def lay(v):
-        return _zero_point(cx, v, len(x.shape), axis)
 
     xf = _cast(cx, x, DType.F32)
     y = cx.g.unary_math(xf / _cast(cx, lay(scale), DType.F32), kind="round_even")

@@ -89,14 +89,15 @@ class OnnxRunnable:
             raise exc
         self._static = self._specialized = None
         self._by_shapes = OrderedDict()
+        inits = {t.name for t in self.proto.graph.initializer}
+        self._fed = [vi.name for vi in self.proto.graph.input if vi.name not in inits]
 
     def _for_shapes(self, inputs: Mapping[str, Any]) -> OnnxRunnable:
         """The runnable imported with the fed inputs' shapes (built on first use, LRU of ``maxsize``)."""
-        declared = [vi.name for vi in self.proto.graph.input if vi.name not in {t.name for t in self.proto.graph.initializer}]
-        missing = sorted(n for n in declared if n not in inputs)
+        missing = sorted(n for n in self._fed if n not in inputs)
         if missing:
             raise FeedError(f"missing input(s) {missing}: the model is specialised on its inputs' shapes")
-        shapes = {n: tuple(np.shape(inputs[n])) for n in declared}
+        shapes = {n: tuple(np.shape(inputs[n])) for n in self._fed}
         key = tuple(sorted(shapes.items()))
         assert self._by_shapes is not None
         child = self._by_shapes.pop(key, None)

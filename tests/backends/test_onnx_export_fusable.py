@@ -191,3 +191,21 @@ def test_torch_mobilenet_block_reexport_optimizes_no_larger_than_the_original(tm
         want = net(x).numpy()
     got = _session(out).run(None, {out.graph.input[0].name: x.numpy()})[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("act, n_ops", [("Hardswish", {"HardSwish": 1}), ("Hardsigmoid", {"HardSigmoid": 1})])
+def test_torch_hard_activations_export_as_one_node(act, n_ops):
+    """torch.export writes hardswish as x * clamp(x + 3, 0, 6) / 6 (hardsigmoid without the x): one node each."""
+    torch = pytest.importorskip("torch")
+    import rlx.torch
+
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), getattr(torch.nn, act)()).eval()
+    x = 4 * torch.randn(1, 3, 6, 6)
+    g, params = rlx.torch.import_module(net, (x,))
+    out = rlx.onnx.export(g, params)
+    onnx.checker.check_model(out, full_check=True)
+    ops = _ops(out)
+    assert all(ops[k] == v for k, v in n_ops.items()) and not ops["Max"] and not ops["Min"] and not ops["Div"], ops
+    with torch.inference_mode():
+        want = net(x).numpy()
+    np.testing.assert_allclose(_session(out).run(None, {out.graph.input[0].name: x.numpy()})[0], want, rtol=1e-5, atol=1e-6)

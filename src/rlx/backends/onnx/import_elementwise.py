@@ -168,7 +168,10 @@ def _cast_saturating(cx, x: Value, to: DType, saturate: int) -> Value:
 @converter("Elu")
 def _elu(cx, node, ins, attrs):
     alpha = attrs.get("alpha", 1.0)
-    return _in_f32(cx, ins[0], lambda x: cx.g.where(cx.g.gt(x, cx.scalar(0.0, x)), x, (cx.g.exp(x) - cx.scalar(1.0, x)) * cx.scalar(alpha, x)))
+
+    def body(x):
+        return cx.g.where(cx.g.gt(x, cx.scalar(0.0, x)), x, (cx.g.exp(x) - cx.scalar(1.0, x)) * cx.scalar(alpha, x))
+    return _in_f32(cx, ins[0], body)
 
 
 @converter("Selu")

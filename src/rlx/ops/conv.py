@@ -451,8 +451,11 @@ def conv2d_reference(x: np.ndarray, w: np.ndarray, stride, padding, dilation, gr
             else:
                 out += tap
         return out
-    cols = view.reshape(n, groups, cin_g, ho, wo, kh, kw).transpose(0, 1, 2, 5, 6, 3, 4)
-    cols = np.ascontiguousarray(cols, dtype=dtype).reshape(n, groups, cin_g * kh * kw, ho * wo)
+    if kh == kw == 1:  # pointwise: the (strided) input is its own im2col, a view when contiguous
+        cols = np.ascontiguousarray(view[..., 0, 0], dtype=dtype).reshape(n, groups, cin_g, ho * wo)
+    else:
+        cols = view.reshape(n, groups, cin_g, ho, wo, kh, kw).transpose(0, 1, 2, 5, 6, 3, 4)
+        cols = np.ascontiguousarray(cols, dtype=dtype).reshape(n, groups, cin_g * kh * kw, ho * wo)
     wg = w.astype(dtype, copy=False).reshape(groups, cout // groups, cin_g * kh * kw)
     np.matmul(wg, cols, out=out.reshape(n, groups, cout // groups, ho * wo))
     return out

@@ -11,6 +11,9 @@ into ``scan``) becomes ONNX If / Loop / Scan with the subgraphs exported recursi
 same converters (:mod:`rlx.backends.onnx.export_control_flow`). ``custom_fn`` is exported as its
 forward ``body`` inlined; its custom derivative bodies (``vjp_body`` / ``jvp_body``) are
 training-only and are not exported (an ONNX model computes values, not rlx gradients).
+Where onnxruntime has one kernel (and fusions) for math the MIR spells with primitives, the
+exporter writes that operator: the mean over every spatial axis as GlobalAveragePool, and the
+hard-sigmoid / hard-swish chains as HardSigmoid / HardSwish (:mod:`rlx.backends.onnx.export_fusable`).
 
 rlx promotes operand dtypes (``i32 + f32 = f32``) where ONNX requires equal types, so
 operands are cast to the node's dtype first. Known semantic differences, documented rather
@@ -29,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from rlx.backends.onnx.common import OnnxError, OnnxUnsupported, onnx_dtype
+from rlx.backends.onnx.export_fusable import fuse_hard_activations
 from rlx.backends.onnx.namespace import OnnxNamespace
 from rlx.ir.dtype import DType
 from rlx.ir.graph import RESULT, Graph, Node
@@ -434,6 +438,13 @@ def _reduce(ex, node, ins):
         return ex.node("Identity", [ins[0]])
     if node.attrs["op"] not in _RED:
         raise OnnxUnsupported(f"reduce {node.attrs['op']!r} (NaN-ignoring) has no ONNX equivalent")
+    rank = len(_in_shape(ex, node, 0))
+    if node.attrs["op"] == "mean" and rank >= 3 and sorted(a % rank for a in axes) == list(range(2, rank)) \
+            and node.dtype in (DType.F32, DType.F64, DType.F16):
+        # the mean over every spatial axis is GlobalAveragePool: onnxruntime keeps it (and what follows,
+        # a squeeze-excite gate say) in its blocked conv layout, where ReduceMean needs layout reorders
+        pooled = ex.node("GlobalAveragePool", [ins[0]])
+        return pooled if node.attrs["keep_dim"] else ex.node("Flatten", [pooled], axis=1)
     return ex.node(_RED[node.attrs["op"]], [ins[0], ex.ints(axes)], keepdims=int(node.attrs["keep_dim"]))
 
 
@@ -702,7 +713,8 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
         taken.add(out_name)
         ex.nodes.append(onnx.helper.make_node("Identity", [src], [out_name]))
         outputs.append(ex.value_info(out_name, graph.node(oid).type))
-    g = onnx.helper.make_graph(ex.nodes, name or graph.name, ex.inputs, outputs, initializer=ex.inits)
+    nodes, inits = fuse_hard_activations(ex.nodes, ex.inits, [o.name for o in outputs])
+    g = onnx.helper.make_graph(nodes, name or graph.name, ex.inputs, outputs, initializer=inits)
     model = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", opset)], producer_name="rlx")
     model.ir_version = min(model.ir_version, 10)
     onnx.checker.check_model(model, full_check=True)

@@ -1,7 +1,8 @@
 """rlx MIR → ONNX exporter.
 
 ``export(graph, params) -> onnx.ModelProto``. Fused ops are unfused first (each fused op's
-``decompose`` hook, through :func:`rlx.opt.unfuse.unfuse`); every remaining op is written by a
+``decompose`` hook, through :func:`rlx.opt.unfuse.unfuse`) unless they have an exporter (a fused conv
+is a Conv with its bias input and the activation node); every remaining op is written by a
 function in :data:`EXPORTERS` (keyed by rlx op name) as one or several ONNX nodes of the
 default opset (``ai.onnx`` 18). Ops that ONNX cannot express exactly are listed with the
 reason in :data:`REFUSED`; a test walks the registry so that no op is silently missing.
@@ -215,13 +216,17 @@ def _in_shape(ex: Exporter, node: Node, i: int):
 _ACT = {k: row.onnx for k, row in ACTIVATION_KINDS.items() if row.onnx}  # one ONNX op each; the rest from the formula
 
 
-@exporter("activation")
-def _activation(ex, node, ins):
-    kind, x, dt = node.attrs["kind"], ins[0], node.dtype
+def activate(ex: Exporter, kind: str, x: str, dt: DType) -> str:
+    """Activation ``kind`` of ONNX value ``x`` (one node where ONNX has the op, else the row's formula)."""
     if kind in _ACT:
         return ex.node(_ACT[kind], [x])
     ns = OnnxNamespace(ex, dt)
     return ACTIVATION_KINDS[kind].forward(ns, ns.wrap(x), is_int=dt.is_int).name
+
+
+@exporter("activation")
+def _activation(ex, node, ins):
+    return activate(ex, node.attrs["kind"], ins[0], node.dtype)
 
 
 @exporter("cast")
@@ -522,6 +527,14 @@ def _conv2d(ex, node, ins):
                    pads=[p[0], p[1], p[0], p[1]], dilations=list(a["dilation"]), group=a["groups"])
 
 
+@exporter("fused_conv2d_bias_act")
+def _fused_conv2d(ex, node, ins):
+    """Conv with the bias as its third input, then the activation node (onnxruntime fuses the pair)."""
+    y = _conv2d(ex, node, ins)
+    kind = node.attrs["activation"]
+    return y if kind is None else activate(ex, kind, y, node.dtype)
+
+
 @exporter("conv_transpose2d")
 def _conv_t(ex, node, ins):
     a = node.attrs
@@ -642,16 +655,20 @@ def _rope(ex, node, ins):
 
 # ================================================================ driver
 def primitive(graph: Graph) -> Graph:
-    """``graph`` with every fused op unfused (decompositions may yield fused ops again: repeat).
+    """``graph`` with every fused op unfused (decompositions may yield fused ops again: repeat), except
+    those with an exporter of their own (a Conv with its bias input).
 
     Subgraphs (control-flow bodies) are unfused when they are exported."""
     from rlx.ir.opdef import get_op
     from rlx.opt.unfuse import unfuse
 
+    def pick(n: Node) -> bool:
+        return get_op(n.op).level == "fused" and n.op not in EXPORTERS
+
     for _ in range(16):
-        if not any(get_op(n.op).level == "fused" for n in graph.nodes):
+        if not any(pick(n) for n in graph.nodes):
             return graph
-        graph = unfuse(graph).graph
+        graph = unfuse(graph, pick).graph
     raise OnnxError(f"graph {graph.name!r}: fused ops keep reappearing after 16 unfuse rounds")
 
 

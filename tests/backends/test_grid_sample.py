@@ -162,8 +162,8 @@ def test_onnx_deform_conv_matches_onnx_reference(group, offset_group, stride, di
     feeds = {key: v.astype(np.float32) for key, v in feeds.items()}
     node = helper.make_node("DeformConv", list(feeds), ["y"], group=group, offset_group=offset_group, strides=[stride] * 2,
                             dilations=[dilation] * 2, pads=[pads] * 4)
-    graph = helper.make_graph([node], "dc", [helper.make_tensor_value_info(key, TensorProto.FLOAT, list(v.shape)) for key, v in feeds.items()],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    inputs = [helper.make_tensor_value_info(key, TensorProto.FLOAT, list(v.shape)) for key, v in feeds.items()]
+    graph = helper.make_graph([node], "dc", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
     g, params = import_model(m)
     (got,) = rlx.run(g, feeds, params)

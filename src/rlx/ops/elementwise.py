@@ -149,7 +149,12 @@ defop(
     kernel=_cast_kernel, flags={"elementwise", "complex_ad"}, identity=same_type_identity,
     vjp=_cast_vjp, jvp=_cast_jvp, batch=_broadcasting_batch,
     doc="Convert the element type (x.astype(to)); float to int truncates toward zero, "
-    "anything to bool is x != 0, c64 to a real type keeps the real part.",
+    "anything to bool is x != 0, c64 to a real type keeps the real part. Int to a narrower int keeps the low bits "
+    "(two's complement; i4 u4 i2 u2 too); float to an int out of its range is unspecified (the reference gives 0 "
+    "for i4 u4 i2 u2). To a narrow float: round to nearest even, overflow to inf (f8e5m2) or NaN (f8e4m3, the fnuz "
+    "kinds, which have no -0 either); f4e2m1 has no inf / NaN (overflow saturates to +-6, NaN gives a zero); "
+    "f8e8m0 holds powers of two 2**-127..2**127 (nearest, 0 and negatives give NaN). The importers add the "
+    "saturating / rounding forms of their formats from primitives (docs/semantics.md#element-types).",
 )
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx.backends.onnx.common import OnnxError, OnnxUnsupported, onnx_dtype
+from rlx.backends.onnx.common import SINCE_OPSET, OnnxError, OnnxUnsupported, onnx_dtype
 from rlx.backends.onnx.namespace import OnnxNamespace
 from rlx.ir.dtype import DType
 from rlx.ir.graph import RESULT, Graph, Node
@@ -226,6 +226,8 @@ def _cast(ex, node, ins):
     if dst.is_int and src.is_float:  # rlx truncates toward zero; make it explicit (ONNX leaves it to the runtime)
         ns = OnnxNamespace(ex, src)
         return ex.node("Cast", [ns.trunc(ns.wrap(ins[0])).name], to=onnx_dtype(dst))
+    if dst in SINCE_OPSET and dst.is_float and ex.opset >= 19:  # rlx's cast does not saturate (ONNX's default does)
+        return ex.node("Cast", [ins[0]], to=onnx_dtype(dst), saturate=0, **({"round_mode": "nearest"} if dst is DType.F8E8M0 else {}))
     return ex.node("Cast", [ins[0]], to=onnx_dtype(dst))
 
 
@@ -658,6 +660,10 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
     if graph.stage == GraphStage.HIR:
         raise OnnxError("export expects a MIR graph: lower the HIR module first (lower_to_mir)")
     graph = primitive(graph)
+    for node in graph.nodes:
+        if SINCE_OPSET.get(node.dtype, 0) > opset:
+            raise OnnxUnsupported(f"node %{node.id} ({node.op}): element type {node.dtype} needs opset "
+                                  f"{SINCE_OPSET[node.dtype]}, exporting at {opset} (pass opset=)")
     ex = Exporter(graph, params or {}, opset)
     for node in graph.nodes:
         if node.op == "input":

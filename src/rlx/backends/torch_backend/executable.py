@@ -38,7 +38,8 @@ from rlx.runtime.reference import bind_feed, checked_params, eval_node, feed_map
 MODES = ("eager", "inductor", "reduce-overhead", "max-autotune")
 
 # NumPy dtypes torch cannot wrap directly travel as same-width integers and are re-viewed.
-_BIT_VIEWS = {DType.BF16: (np.int16, torch.int16), DType.F8E4M3: (np.uint8, torch.uint8), DType.F8E5M2: (np.uint8, torch.uint8)}
+_BIT_VIEWS = {DType.BF16: (np.int16, torch.int16), **{d: (np.uint8, torch.uint8) for d in (
+    DType.F8E4M3, DType.F8E5M2, DType.F8E4M3FNUZ, DType.F8E5M2FNUZ, DType.F8E8M0)}}
 
 
 def to_torch(arr: np.ndarray, dtype: DType, device: torch.device) -> torch.Tensor:
@@ -62,7 +63,8 @@ def to_numpy(t: torch.Tensor, dtype: DType) -> np.ndarray:
 
 
 def _low(t: torch.Tensor) -> bool:
-    return t.dtype in (torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
+    return t.dtype in (torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz,
+                       torch.float8_e5m2fnuz, torch.float8_e8m0fnu)
 
 
 def _named(fn: Any, name: str) -> Any:

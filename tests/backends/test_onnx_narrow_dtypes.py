@@ -204,3 +204,105 @@ def test_save_load_round_trips_the_bytes(tmp_path, name):
     rlx.save(g, tmp_path / "m.rlx", params={"w": w})
     back = rlx.load(tmp_path / "m.rlx")
     assert np.array_equal(_bits(back.params["w"]), _bits(w)) and back.params["w"].dtype == np_type
+
+
+E8M0_X = np.array([0.0, 0.124, 0.25, 1.1, 1.5, 1.75, 3.0, 6.0, 1e-40, 3e-39, 2.0**127, 3e38, -2.0, np.nan], np.float32)
+
+
+@pytest.mark.parametrize("saturate", [1, 0])
+@pytest.mark.parametrize("mode", ["up", "down", "nearest"])
+def test_cast_to_e8m0_rounding_matches_the_onnx_reference(saturate, mode):
+    m = _model([helper.make_node("Cast", ["x"], ["y"], to=TP.FLOAT8E8M0, saturate=saturate, round_mode=mode)],
+               [_vi("x", TP.FLOAT, [E8M0_X.size])], [_vi("y", TP.FLOAT8E8M0, [E8M0_X.size])])
+    (want,) = ReferenceEvaluator(m).run(None, {"x": E8M0_X})
+    g, params = import_model(m)
+    (got,) = rlx.run(g, {"x": E8M0_X}, params)
+    assert got.dtype == ml_dtypes.float8_e8m0fnu
+    np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+def test_cast_to_e8m0_saturates_inf_to_the_largest_value():
+    """The Cast spec's table: saturate + up maps Inf to E8M0_MAX (2**127); NaN stays NaN."""
+    m = _model([helper.make_node("Cast", ["x"], ["y"], to=TP.FLOAT8E8M0)], [_vi("x", TP.FLOAT, [2])], [_vi("y", TP.FLOAT8E8M0, [2])])
+    g, params = import_model(m)
+    (got,) = rlx.run(g, {"x": np.array([np.inf, np.nan], np.float32)}, params)
+    assert got.astype(np.float32)[0] == 2.0**127 and np.isnan(got.astype(np.float32)[1])
+
+
+BITCASTS = [(TP.FLOAT, TP.INT32, np.float32), (TP.INT64, TP.DOUBLE, np.int64), (TP.FLOAT16, TP.UINT16, np.float16),
+            (TP.INT8, TP.UINT8, np.int8), (TP.BOOL, TP.UINT8, np.bool_), (TP.BFLOAT16, TP.INT16, ml_dtypes.bfloat16),
+            (TP.FLOAT8E4M3FNUZ, TP.INT8, ml_dtypes.float8_e4m3fnuz), (TP.INT4, TP.UINT4, ml_dtypes.int4)]
+
+
+@pytest.mark.parametrize(("src", "dst", "np_src"), BITCASTS)
+def test_bitcast_matches_numpy_view_and_round_trips_through_export(src, dst, np_src):
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 255, size=(3, 4), dtype=np.uint8)
+    if np.dtype(np_src).itemsize > 1:
+        x = rng.integers(-(2**31), 2**31 - 1, size=(3, 4), dtype=np.int64).astype(np.dtype(np_src).str.replace("f", "i"))
+    x = (x != 0) if np_src is np.bool_ else (x & 0xF).astype(np.uint8) if np_src is ml_dtypes.int4 else x
+    x = np.ascontiguousarray(x).view(np_src) if np_src is not np.bool_ else x
+    m = _model([helper.make_node("BitCast", ["x"], ["y"], to=dst)], [_vi("x", src, [3, 4])], [_vi("y", dst, [3, 4])], opset=26)
+    want = x.view(helper.tensor_dtype_to_np_dtype(dst)) if np_src is not np.bool_ else x.astype(np.uint8)
+    g, params = import_model(m)
+    (got,) = rlx.run(g, {"x": x}, params)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(_bits(got), _bits(want))
+    back, bparams = import_model(export(g, params, opset=26))
+    np.testing.assert_array_equal(_bits(rlx.run(back, {"x": x}, bparams)[0]), _bits(want))
+
+
+def test_bitcast_agrees_with_onnxruntime_where_it_runs_it():
+    ort = pytest.importorskip("onnxruntime")
+    x = np.array([[1.0, -0.0, np.inf], [np.nan, 1e-40, -3.5]], np.float32)
+    m = _model([helper.make_node("BitCast", ["x"], ["y"], to=TP.INT32)], [_vi("x", TP.FLOAT, [2, 3])], [_vi("y", TP.INT32, [2, 3])],
+               opset=26)
+    try:
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception as exc:  # an onnxruntime without opset 26 / BitCast
+        pytest.skip(f"onnxruntime cannot run BitCast: {str(exc)[:120]}")
+    (want,) = sess.run(None, {"x": x})
+    g, params = import_model(m)
+    np.testing.assert_array_equal(rlx.run(g, {"x": x}, params)[0], want)
+
+
+def test_bitcast_between_widths_is_refused():
+    g = rlx.Graph("b")
+    with pytest.raises(rlx.ShapeError, match="32 bits"):
+        g.bitcast(g.input("x", (2,)), to=DType.F16)
+
+
+def test_bitcast_export_needs_opset_26():
+    g = rlx.Graph("b")
+    g.set_outputs([g.bitcast(g.input("x", (2,)), to=DType.I32)])
+    with pytest.raises(OnnxUnsupported, match="opset 26"):
+        export(g, opset=21)
+
+
+def test_bitcast_on_the_jax_and_torch_backends():
+    pytest.importorskip("jax")
+    pytest.importorskip("torch")
+    x = np.array([1.0, -2.0, np.inf, 0.5], np.float32).astype(ml_dtypes.bfloat16)
+    g = rlx.Graph("b")
+    v = g.input("x", (4,), DType.BF16)
+    g.set_outputs([g.bitcast(v, to=DType.I16), g.bitcast(g.bitcast(v, to=DType.U16), to=DType.F16)])
+    want = [x.view(np.int16), x.view(np.float16)]
+    for backend in ("jax", "torch"):
+        got = rlx.compile(g, backend=backend).run({"x": x})
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(a).view(np.uint16), b.view(np.uint16))
+
+
+def test_torch_view_dtype_imports_as_bitcast():
+    torch = pytest.importorskip("torch")
+    import rlx.torch
+
+    class View(torch.nn.Module):
+        def forward(self, x):
+            return x.view(torch.int32) + 1
+
+    x = torch.tensor([[1.0, -0.0, 3.5], [float("inf"), 1e-40, -2.0]])
+    g, params = rlx.torch.import_module(View(), (x,))
+    assert any(n.op == "bitcast" for n in g.nodes)
+    (got,) = rlx.run(g, {next(iter(g.inputs())): x.numpy()}, params)
+    np.testing.assert_array_equal(got, (x.view(torch.int32) + 1).numpy())

@@ -309,6 +309,14 @@ def _to(cx, node, x, *args, **kwargs):
     return cx.cast(x, cx.out_dtype())
 
 
+@_conv("aten.view.dtype")
+def _view_dtype(cx, node, x, dtype):
+    to = cx.out_dtype()
+    if to.bits != x.dtype.bits:
+        raise cx.fail(f"view as {to} changes the element width ({x.dtype.bits} to {to.bits} bits); only same-width views are supported")
+    return cx.g.bitcast(x, to=to)
+
+
 @_conv("operator.getitem")
 def _getitem(cx, node, seq, index):
     if isinstance(seq, Value):

@@ -231,6 +231,13 @@ def _cast(ex, node, ins):
     return ex.node("Cast", [ins[0]], to=onnx_dtype(dst))
 
 
+@exporter("bitcast")
+def _bitcast(ex, node, ins):
+    if ex.opset < 26:
+        raise OnnxUnsupported(f"node %{node.id} (bitcast): ONNX BitCast needs opset 26, exporting at {ex.opset} (pass opset=)")
+    return ex.node("BitCast", [ins[0]], to=onnx_dtype(node.attrs["to"]))
+
+
 _BIN = {k: row.onnx for k, row in BINARY_KINDS.items()}
 
 

@@ -135,6 +135,16 @@ def _cast(args, attrs, out):
     return x.to(torch_dtype(to))
 
 
+@lowering("bitcast", native_low_precision=True)
+def _bitcast(args, attrs, out):
+    x, to = args[0], attrs["to"]
+    if x.dtype == torch.bool:
+        x = x.to(torch.uint8)
+    if to.is_bool:
+        return x.view(torch.uint8) != 0
+    return x.view(torch_dtype(to))
+
+
 def _int_div(a, b):
     """Truncating integer division; x / 0 gives 0 (as the reference)."""
     zero = b == 0

@@ -171,9 +171,9 @@ def test_narrow_types_on_the_jax_backend():
         np.testing.assert_array_equal(np.asarray(a), b)
 
 
-def test_torch_backend_carries_fnuz_and_refuses_sub_byte_ints():
+def test_torch_backend_carries_fnuz_and_hosts_sub_byte_ints():
     pytest.importorskip("torch")
-    from rlx.backends.torch_backend.lowering import TorchDTypeError
+    from rlx.backends.torch_backend.lowering import TorchDTypeError, torch_dtype
 
     g = rlx.Graph("c")
     x = g.input("x", (2, 6))
@@ -182,9 +182,14 @@ def test_torch_backend_carries_fnuz_and_refuses_sub_byte_ints():
     np.testing.assert_array_equal(_bits(got[0]), _bits(X.astype(ml_dtypes.float8_e4m3fnuz)))
     np.testing.assert_array_equal(got[1], X.astype(ml_dtypes.float8_e5m2fnuz).astype(np.float32))
     h = rlx.Graph("i4")
-    h.set_outputs([h.cast(h.input("x", (3,)), to=DType.I4)])
+    q = h.cast(h.input("x", (4,)), to=DType.I4)
+    h.set_outputs([q, h.cast(h.add(q, q), to=DType.F32)])  # i4 arithmetic wraps: 7 + 7 = -2
+    xs = np.array([7.0, -8.0, 3.5, -1.0], np.float32)
+    got = rlx.compile(h, backend="torch").run({"x": xs})
+    assert got[0].dtype == ml_dtypes.int4 and got[0].astype(np.int64).tolist() == [7, -8, 3, -1]
+    np.testing.assert_array_equal(got[1], [-2.0, 0.0, 6.0, -2.0])
     with pytest.raises(TorchDTypeError, match="no torch dtype for i4"):
-        rlx.compile(h, backend="torch").run({"x": np.zeros(3, np.float32)})
+        torch_dtype(DType.I4)
 
 
 def test_upstream_json_refuses_a_type_it_lacks():

@@ -70,7 +70,13 @@ class SeqValue:
         self.dtype = self.items[0].dtype if self.items else dtype
 
 
+def converter_key(node) -> str:
+    """A node's key in :data:`CONVERTERS`: its op type, prefixed by its domain outside the default one."""
+    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+
+
 def converter(*op_types: str):
+    """Register a converter for ONNX op types (``domain.OpType`` for an op outside the default domain)."""
     def wrap(fn: Converter) -> Converter:
         for op in op_types:
             CONVERTERS[op] = fn
@@ -326,7 +332,7 @@ class Importer:
             raise UnsupportedOpsError(missing)
 
     def _convertible(self, node) -> bool:
-        if node.domain in ("", "ai.onnx") and node.op_type in CONVERTERS:
+        if converter_key(node) in CONVERTERS:
             return True
         return self._function_of(node, probe=True) is not None
 
@@ -390,7 +396,7 @@ class Importer:
                 reads += _outer_names(a.g)
         deps = frozenset().union(*(self.deps.get(n, frozenset()) for n in reads
                                    if not (n in self.env and self._is_known(self.env[n]))))
-        fn = CONVERTERS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        fn = CONVERTERS.get(converter_key(node))
         if fn is None:
             body = self._function_of(node, opsets=opsets)
             if body is None:

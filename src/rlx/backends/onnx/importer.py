@@ -27,6 +27,7 @@ from rlx.backends.onnx import (  # each module registers its converters on impor
     import_conv,  # noqa: F401
     import_dft,  # noqa: F401
     import_elementwise,
+    import_grid_sample,  # noqa: F401
     import_index,  # noqa: F401
     import_linalg,  # noqa: F401
     import_norm,  # noqa: F401
@@ -36,6 +37,7 @@ from rlx.backends.onnx import (  # each module registers its converters on impor
     import_resize,  # noqa: F401
     import_sequence,  # noqa: F401
     import_shape,  # noqa: F401
+    import_training,  # noqa: F401
     loading,
 )
 from rlx.backends.onnx.import_context import CONVERTERS, FOLD_LIMIT, Importer, NeedsStatic, converter, node_label

@@ -14,6 +14,8 @@ A converter that needs a static *shape* where the inputs have symbolic dims (``S
 symbolic tensor feeding an ``If`` that squeezes in one branch only, as silero-vad does) raises
 :class:`~rlx.backends.onnx.import_context.NeedsShapes`: the model is then specialised on the
 fed inputs' shapes too, one value-specialised runnable per distinct set of shapes (LRU).
+A feed with an empty axis where the model declares a named or unknown dim (symbols range over
+sizes >= 1) runs the same way, on a runnable imported with the fed shapes.
 """
 
 from __future__ import annotations
@@ -55,7 +57,10 @@ class OnnxRunnable:
         self.params: dict[str, np.ndarray] = {}
         self._specialized: ValueSpecialized | None = None
         self._static = None
-        self._by_shapes: OrderedDict[tuple, OnnxRunnable] | None = None
+        self._by_shapes: OrderedDict[tuple, OnnxRunnable] = OrderedDict()
+        self._shapes_always = False
+        inits = {t.name for t in self.proto.graph.initializer}
+        self._fed = [vi.name for vi in self.proto.graph.input if vi.name not in inits]
         try:
             self._static = compile_graph(self._build({}), backend, **options)
         except NeedsStatic as exc:
@@ -65,7 +70,7 @@ class OnnxRunnable:
 
     @property
     def shape_specialized(self) -> bool:
-        return self._by_shapes is not None
+        return self._shapes_always
 
     @property
     def value_inputs(self) -> tuple[str, ...]:
@@ -88,9 +93,18 @@ class OnnxRunnable:
         if self.input_shapes:  # imported with the fed shapes and still short of one: not a shape problem
             raise exc
         self._static = self._specialized = None
-        self._by_shapes = OrderedDict()
-        inits = {t.name for t in self.proto.graph.initializer}
-        self._fed = [vi.name for vi in self.proto.graph.input if vi.name not in inits]
+        self._shapes_always = True
+
+    def _empty_symbolic_axis(self, inputs: Mapping[str, Any]) -> bool:
+        """Whether a fed input is empty along an axis the model declares with a named or unknown dim."""
+        for vi in self.proto.graph.input:
+            if vi.name not in inputs or not vi.type.HasField("tensor_type"):
+                continue
+            dims = vi.type.tensor_type.shape.dim
+            shape = np.shape(inputs[vi.name])
+            if len(shape) == len(dims) and any(n == 0 and not d.HasField("dim_value") for n, d in zip(shape, dims)):
+                return True
+        return False
 
     def _for_shapes(self, inputs: Mapping[str, Any]) -> OnnxRunnable:
         """The runnable imported with the fed inputs' shapes (built on first use, LRU of ``maxsize``)."""
@@ -99,7 +113,6 @@ class OnnxRunnable:
             raise FeedError(f"missing input(s) {missing}: the model is specialised on its inputs' shapes")
         shapes = {n: tuple(np.shape(inputs[n])) for n in self._fed}
         key = tuple(sorted(shapes.items()))
-        assert self._by_shapes is not None
         child = self._by_shapes.pop(key, None)
         if child is None:
             child = OnnxRunnable(self.proto, backend=self.backend, limits=self.limits, maxsize=self.maxsize,
@@ -111,7 +124,7 @@ class OnnxRunnable:
 
     def run(self, inputs: Mapping[str, Any] | None = None) -> list[np.ndarray]:
         inputs = dict(inputs or {})
-        if self._by_shapes is not None:
+        if self._shapes_always or (not self.input_shapes and self._empty_symbolic_axis(inputs)):
             child = self._for_shapes(inputs)
             out = child.run(inputs)
             self.graph, self.params = child.graph, child.params

@@ -275,6 +275,8 @@ _CMP = {k: row.onnx for k, row in COMPARE_KINDS.items() if row.onnx}  # ne: Not(
 def _compare(ex, node, ins):
     dt = DType.promote(_in_dtype(ex, node, 0), _in_dtype(ex, node, 1))
     a, b = _operands(ex, node, ins, dt)
+    if node.attrs["op"] == "ne" and node.inputs[0] == node.inputs[1] and dt.is_float:
+        return ex.node("IsNaN", [a])  # x != x, as importers write IsNaN: one kernel
     if node.attrs["op"] == "ne":
         return ex.node("Not", [ex.node("Equal", [a, b])])
     return ex.node(_CMP[node.attrs["op"]], [a, b])
@@ -448,10 +450,11 @@ def _reduce(ex, node, ins):
     if node.attrs["op"] not in _RED:
         raise OnnxUnsupported(f"reduce {node.attrs['op']!r} (NaN-ignoring) has no ONNX equivalent")
     rank = len(_in_shape(ex, node, 0))
-    if node.attrs["op"] == "mean" and rank >= 3 and sorted(a % rank for a in axes) == list(range(2, rank)) \
+    if node.attrs["op"] == "mean" and rank in (4, 5) and sorted(a % rank for a in axes) == list(range(2, rank)) \
             and node.dtype in (DType.F32, DType.F64, DType.F16):
-        # the mean over every spatial axis is GlobalAveragePool: onnxruntime keeps it (and what follows,
-        # a squeeze-excite gate say) in its blocked conv layout, where ReduceMean needs layout reorders
+        # the mean over every spatial axis of an image is GlobalAveragePool: onnxruntime keeps it (and what
+        # follows, a squeeze-excite gate say) in its blocked conv layout, where ReduceMean needs layout
+        # reorders. Not on rank 3, where the last axis is a sequence model's features (RMSNorm's mean).
         pooled = ex.node("GlobalAveragePool", [ins[0]])
         return pooled if node.attrs["keep_dim"] else ex.node("Flatten", [pooled], axis=1)
     return ex.node(_RED[node.attrs["op"]], [ins[0], ex.ints(axes)], keepdims=int(node.attrs["keep_dim"]))

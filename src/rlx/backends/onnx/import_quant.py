@@ -16,6 +16,9 @@ from rlx.backends.onnx.import_linalg import _matmul
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 
+_QUANT_INTS = (DType.U8, DType.I8, DType.U16, DType.I16, DType.U4, DType.I4, DType.U2, DType.I2)
+_QUANT_FLOATS = (DType.F8E4M3, DType.F8E5M2, DType.F8E4M3FNUZ, DType.F8E5M2FNUZ, DType.F4E2M1)
+
 
 def _linear_quant_operands(cx, node, ins, attrs):
     """``x, scale, zero point (or None)`` of Quantize/DequantizeLinear and ``lay``, which shapes a
@@ -47,19 +50,21 @@ def _dequantize(cx, node, ins, attrs):
 def _quantize(cx, node, ins, attrs):
     x, scale, zp, lay = _linear_quant_operands(cx, node, ins, attrs)
     out = zp.dtype if zp is not None else (rlx_dtype(attrs["output_dtype"]) if attrs.get("output_dtype") else DType.U8)
-    if out not in (DType.U8, DType.I8, DType.U16, DType.I16, DType.F8E4M3, DType.F8E5M2):
+    if out not in _QUANT_INTS + _QUANT_FLOATS:
         raise OnnxUnsupported(f"QuantizeLinear to {out}")
-    if out in (DType.F8E4M3, DType.F8E5M2):  # float8: x / scale (+ zero point), then the saturating cast
+    if out in _QUANT_FLOATS:  # float8 / float4: x / scale (+ zero point), then the saturating cast
         xs = _cast(cx, x, DType.F32) / _cast(cx, lay(scale), DType.F32)
         if zp is not None:
             xs = xs + _cast(cx, lay(zp), DType.F32)
-        return _cast_saturating(cx, xs, out, attrs.get("saturate", 1))
+        return _cast_saturating(cx, xs, out, attrs.get("saturate", 1))  # f4e2m1 has no inf / NaN: it saturates
 
     xf = _cast(cx, x, DType.F32)
     y = cx.g.unary_math(xf / _cast(cx, lay(scale), DType.F32), kind="round_even")
     if zp is not None:
         y = y + _cast(cx, lay(zp), DType.F32)
-    info = np.iinfo(out.numpy)
+    import ml_dtypes  # its iinfo also knows the sub-byte integers (which need ml_dtypes anyway)
+
+    info = ml_dtypes.iinfo(out.numpy)
     y = cx.g.minimum(cx.g.maximum(y, cx.scalar(float(info.min), y)), cx.scalar(float(info.max), y))
     return _cast(cx, y, out)
 

@@ -311,3 +311,31 @@ def test_torch_view_dtype_imports_as_bitcast():
     assert any(n.op == "bitcast" for n in g.nodes)
     (got,) = rlx.run(g, {next(iter(g.inputs())): x.numpy()}, params)
     np.testing.assert_array_equal(got, (x.view(torch.int32) + 1).numpy())
+
+
+@pytest.mark.parametrize(("shape", "axis", "block"), [((3, 4), 1, 2), ((4, 3), 0, 3), ((2, 5), 1, 2), ((2, 6, 2), -2, 4)])
+@pytest.mark.parametrize("out", [TP.INT8, TP.UINT4])
+def test_blocked_quantize_dequantize_match_the_onnx_reference(shape, axis, block, out):
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=shape).astype(np.float32) * 3
+    ax = axis % len(shape)
+    sshape = [-(-d // block) if i == ax else d for i, d in enumerate(shape)]
+    scale = (rng.uniform(0.2, 1.0, size=sshape)).astype(np.float32)
+    zp = rng.integers(0, 4, size=sshape).astype(helper.tensor_dtype_to_np_dtype(out))
+    m = _model([helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["y"], axis=axis, block_size=block),
+                helper.make_node("DequantizeLinear", ["y", "s", "zp"], ["z"], axis=axis, block_size=block)],
+               [_vi("x", TP.FLOAT, list(shape))], [_vi("y", out, list(shape)), _vi("z", TP.FLOAT, list(shape))],
+               inits=[numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zp, "zp")])
+    want_y, want_z = ReferenceEvaluator(m).run(None, {"x": x})
+    g, params = import_model(m)
+    got_y, got_z = rlx.run(g, {"x": x}, params)
+    np.testing.assert_array_equal(_bits(got_y), _bits(want_y))
+    np.testing.assert_allclose(got_z, want_z, rtol=1e-6)
+
+
+def test_blocked_scale_of_the_wrong_shape_is_refused():
+    m = _model([helper.make_node("DequantizeLinear", ["x", "s"], ["z"], axis=1, block_size=2)],
+               [_vi("x", TP.INT8, [3, 4])], [_vi("z", TP.FLOAT, [3, 4])],
+               inits=[numpy_helper.from_array(np.ones((3, 3), np.float32), "s")])
+    with pytest.raises(rlx.FormatError, match=r"needs \[3, 2\]"):
+        import_model(m)

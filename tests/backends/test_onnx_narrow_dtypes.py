@@ -339,3 +339,17 @@ def test_blocked_scale_of_the_wrong_shape_is_refused():
                inits=[numpy_helper.from_array(np.ones((3, 3), np.float32), "s")])
     with pytest.raises(rlx.FormatError, match=r"needs \[3, 2\]"):
         import_model(m)
+
+
+@pytest.mark.parametrize("src", [TP.INT32, TP.FLOAT8E5M2, TP.FLOAT16, TP.BFLOAT16])
+@pytest.mark.parametrize("dst", [TP.FLOAT8E4M3FN, TP.FLOAT8E4M3FNUZ, TP.FLOAT8E5M2FNUZ])
+def test_saturating_cast_to_fp8_from_ints_and_other_narrow_floats(src, dst):
+    np_src = helper.tensor_dtype_to_np_dtype(src)
+    x = np.array([-70000, -1000, -3, 0, 1, 17, 300, 1000, 57344] if src != TP.FLOAT16 else [-1000, -3, 0, 1, 17, 300, 60000],
+                 np.float64).astype(np_src)
+    m = _model([helper.make_node("Cast", ["x"], ["y"], to=dst)], [_vi("x", src, [x.size])], [_vi("y", dst, [x.size])])
+    want = x.astype(np.float64).clip(-float(ml_dtypes.finfo(helper.tensor_dtype_to_np_dtype(dst)).max),
+                                     float(ml_dtypes.finfo(helper.tensor_dtype_to_np_dtype(dst)).max))
+    g, params = import_model(m)
+    (got,) = rlx.run(g, {"x": x}, params)
+    np.testing.assert_array_equal(got.astype(np.float64), want.astype(helper.tensor_dtype_to_np_dtype(dst)).astype(np.float64))

@@ -134,7 +134,7 @@ def test_quantize_dequantize_linear_match_the_onnx_reference(name):
     np.testing.assert_array_equal(got_z, want_z)
 
 
-@pytest.mark.parametrize("name", ["i4", "u4", "f8e4m3fnuz", "f8e5m2fnuz"])
+@pytest.mark.parametrize("name", ["i4", "u4", "i2", "u2", "f8e4m3fnuz", "f8e5m2fnuz", "f8e8m0"])
 def test_exported_cast_agrees_with_onnxruntime(name):
     ort = pytest.importorskip("onnxruntime")
     np_type = NARROW[name][1]
@@ -142,11 +142,12 @@ def test_exported_cast_agrees_with_onnxruntime(name):
     x = g.input("x", (2, 6))
     y = g.cast(g.cast(x, to=DType(name)), to=DType.F32)
     g.set_outputs([y])
-    x_in = np.clip(X, -8, 7) if name.startswith("i") else np.clip(X, 0, 15) if name.startswith("u") else X
+    lo, hi = (int(ml_dtypes.iinfo(np_type).min), int(ml_dtypes.iinfo(np_type).max)) if name[0] in "iu" else (0, 0)
+    x_in = np.clip(X, lo, hi) if name[0] in "iu" else np.abs(X) + 0.1 if name == "f8e8m0" else X
     (ref,) = rlx.run(g, {"x": x_in})
     np.testing.assert_array_equal(ref, np.trunc(x_in).astype(np_type).astype(np.float32) if name[0] in "iu"
                                   else x_in.astype(np_type).astype(np.float32))
-    proto = export(g, opset=21)
+    proto = export(g, opset=25 if name in ("i2", "u2", "f8e8m0") else 21)
     (got,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x_in})
     np.testing.assert_array_equal(got, ref)
 

@@ -4,7 +4,8 @@ with and without ``fuse_conv_bias_act``, side by side in one run.
 Run: .venv/bin/python benchmarks/fusion_speed.py [--threads N] [--repeat 7] [--set shapes|real|all] [--only NAME]
 
 Every contender gets the same params. The imported graph first has its eval BatchNorms folded into the
-convs (``rlx.opt.fold_affine``, not in the default pipeline), then: ``unfused`` = ``rlx.optimize`` with every
+convs (``rlx.opt.fold_affine``, not in the default pipeline) and its weight-only subgraphs (the scaled
+conv weights and shifts) computed once (``rlx.opt.fold_weights``), then: ``unfused`` = ``rlx.optimize`` with every
 default pass but ``fuse_conv_bias_act``; ``fused`` = the default pipeline; both compiled for
 ``backend="numpy"`` (``rlx.compile`` defaults). ``imported`` is the graph as imported (no folding, no
 optimisation) on the numpy backend. ``torch backend unfused`` / ``fused``: the same two graphs on
@@ -37,6 +38,7 @@ import rlx  # noqa: E402
 import rlx.torch  # noqa: E402
 from rlx.opt import default_passes, optimize  # noqa: E402
 from rlx.opt.fold_affine import fold_conv_affine  # noqa: E402
+from rlx.opt.fold_weights import fold_weights  # noqa: E402
 
 
 def _conv1d_stack():
@@ -66,11 +68,11 @@ def contenders(make) -> tuple[dict, dict]:
     module = module.eval()
     g, params = rlx.torch.import_module(module, args, kwargs=kwargs)
     feed = {n: t.numpy() for n, t in zip(g.inputs(), args)}
-    folded = fold_conv_affine(g).graph
+    folded, bound = fold_weights(fold_conv_affine(g).graph, params)
     unfused_passes = [p for p in default_passes("numpy") if p.name != "fuse_conv_bias_act"]
     graphs = {"imported": g, "unfused": optimize(folded, unfused_passes)[0], "fused": optimize(folded)[0]}
-    exes = {k: rlx.compile(v, params=params) for k, v in graphs.items()}
-    exes.update({f"torch backend {k}": rlx.compile(graphs[k], backend="torch", params=params) for k in ("unfused", "fused")})
+    exes = {k: rlx.compile(v, params=params if k == "imported" else bound) for k, v in graphs.items()}
+    exes.update({f"torch backend {k}": rlx.compile(graphs[k], backend="torch", params=bound) for k in ("unfused", "fused")})
     with torch.inference_mode():
         want = module(*args, **kwargs).numpy()
     for k, e in exes.items():  # every contender computes the module

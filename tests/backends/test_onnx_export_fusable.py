@@ -105,20 +105,31 @@ def test_hard_sigmoid_written_by_hand_in_rlx_is_one_node():
 
 
 @pytest.mark.parametrize("shape, axes, keep", [((2, 3, 5, 4), (2, 3), True), ((2, 3, 5, 4), (-1, -2), False),
-                                               ((2, 6, 7), (2,), True), ((2, 3, 5, 4), (1, 2), True)])
+                                               ((2, 3, 4, 5, 2), (2, 3, 4), True), ((2, 6, 7), (2,), True),
+                                               ((2, 3, 5, 4), (1, 2), True)])
 def test_mean_over_the_spatial_axes_is_global_average_pool(shape, axes, keep):
     g = rlx.Graph("gap")
     x = g.input("x", shape)
     g.set_outputs([g.reduce(x, op="mean", axes=list(axes), keep_dim=keep)])
     out = rlx.onnx.export(g, {})
     onnx.checker.check_model(out, full_check=True)
-    spatial = sorted(a % len(shape) for a in axes) == list(range(2, len(shape)))
+    spatial = len(shape) >= 4 and sorted(a % len(shape) for a in axes) == list(range(2, len(shape)))  # rank 3: RMSNorm's mean
     assert (_ops(out)["GlobalAveragePool"] == 1) == spatial and (_ops(out)["ReduceMean"] == 0) == spatial, _ops(out)
     xv = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
     want = xv.astype(np.float64).mean(axis=axes, keepdims=keep)
     got = _session(out).run(None, {"x": xv})[0]
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_x_ne_x_is_isnan():
+    g = rlx.Graph("isnan")
+    x = g.input("x", (6,))
+    g.set_outputs([g.ne(x, x)])
+    out = rlx.onnx.export(g, {})
+    assert _ops(out)["IsNaN"] == 1 and not _ops(out)["Equal"], _ops(out)
+    xv = np.array([0.0, np.nan, -np.inf, np.inf, 1.0, np.nan], np.float32)
+    np.testing.assert_array_equal(_session(out).run(None, {"x": xv})[0], np.isnan(xv))
 
 
 def _maxpool_model(pads):

@@ -156,11 +156,9 @@ def export_for_session(graph: Graph, params: Mapping[str, np.ndarray]) -> Any:
     from rlx.opt.fold_weights import fold_weights
 
     folded = fold_conv_affine(graph)
-    g = folded.graph
-    if folded.stats.get("folded"):
-        verify(g)
-    g, bound = fold_weights(g, params)
-    return export(g, bound)
+    g = verify(folded.graph) if folded.changed else graph
+    g2, bound = fold_weights(g, params)
+    return export(verify(g2) if g2 is not g else g2, bound)
 
 
 def node_session(node: Node, in_types: list[TensorType], out: TensorType | tuple[TensorType, ...]) -> Any:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx.backends.onnx.common import OnnxError, OnnxUnsupported, onnx_dtype
+from rlx.backends.onnx.common import SINCE_OPSET, OnnxError, OnnxUnsupported, onnx_dtype
 from rlx.backends.onnx.export_fusable import fuse_hard_activations
 from rlx.backends.onnx.namespace import OnnxNamespace
 from rlx.ir.dtype import DType
@@ -235,7 +235,16 @@ def _cast(ex, node, ins):
     if dst.is_int and src.is_float:  # rlx truncates toward zero; make it explicit (ONNX leaves it to the runtime)
         ns = OnnxNamespace(ex, src)
         return ex.node("Cast", [ns.trunc(ns.wrap(ins[0])).name], to=onnx_dtype(dst))
+    if dst in SINCE_OPSET and dst.is_float and ex.opset >= 19:  # rlx's cast does not saturate (ONNX's default does)
+        return ex.node("Cast", [ins[0]], to=onnx_dtype(dst), saturate=0, **({"round_mode": "nearest"} if dst is DType.F8E8M0 else {}))
     return ex.node("Cast", [ins[0]], to=onnx_dtype(dst))
+
+
+@exporter("bitcast")
+def _bitcast(ex, node, ins):
+    if ex.opset < 26:
+        raise OnnxUnsupported(f"node %{node.id} (bitcast): ONNX BitCast needs opset 26, exporting at {ex.opset} (pass opset=)")
+    return ex.node("BitCast", [ins[0]], to=onnx_dtype(node.attrs["to"]))
 
 
 _BIN = {k: row.onnx for k, row in BINARY_KINDS.items()}
@@ -266,6 +275,8 @@ _CMP = {k: row.onnx for k, row in COMPARE_KINDS.items() if row.onnx}  # ne: Not(
 def _compare(ex, node, ins):
     dt = DType.promote(_in_dtype(ex, node, 0), _in_dtype(ex, node, 1))
     a, b = _operands(ex, node, ins, dt)
+    if node.attrs["op"] == "ne" and node.inputs[0] == node.inputs[1] and dt.is_float:
+        return ex.node("IsNaN", [a])  # x != x, as importers write IsNaN: one kernel
     if node.attrs["op"] == "ne":
         return ex.node("Not", [ex.node("Equal", [a, b])])
     return ex.node(_CMP[node.attrs["op"]], [a, b])
@@ -439,10 +450,11 @@ def _reduce(ex, node, ins):
     if node.attrs["op"] not in _RED:
         raise OnnxUnsupported(f"reduce {node.attrs['op']!r} (NaN-ignoring) has no ONNX equivalent")
     rank = len(_in_shape(ex, node, 0))
-    if node.attrs["op"] == "mean" and rank >= 3 and sorted(a % rank for a in axes) == list(range(2, rank)) \
+    if node.attrs["op"] == "mean" and rank in (4, 5) and sorted(a % rank for a in axes) == list(range(2, rank)) \
             and node.dtype in (DType.F32, DType.F64, DType.F16):
-        # the mean over every spatial axis is GlobalAveragePool: onnxruntime keeps it (and what follows,
-        # a squeeze-excite gate say) in its blocked conv layout, where ReduceMean needs layout reorders
+        # the mean over every spatial axis of an image is GlobalAveragePool: onnxruntime keeps it (and what
+        # follows, a squeeze-excite gate say) in its blocked conv layout, where ReduceMean needs layout
+        # reorders. Not on rank 3, where the last axis is a sequence model's features (RMSNorm's mean).
         pooled = ex.node("GlobalAveragePool", [ins[0]])
         return pooled if node.attrs["keep_dim"] else ex.node("Flatten", [pooled], axis=1)
     return ex.node(_RED[node.attrs["op"]], [ins[0], ex.ints(axes)], keepdims=int(node.attrs["keep_dim"]))
@@ -686,6 +698,10 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
     if graph.stage == GraphStage.HIR:
         raise OnnxError("export expects a MIR graph: lower the HIR module first (lower_to_mir)")
     graph = primitive(graph)
+    for node in graph.nodes:
+        if SINCE_OPSET.get(node.dtype, 0) > opset:
+            raise OnnxUnsupported(f"node %{node.id} ({node.op}): element type {node.dtype} needs opset "
+                                  f"{SINCE_OPSET[node.dtype]}, exporting at {opset} (pass opset=)")
     ex = Exporter(graph, params or {}, opset)
     for node in graph.nodes:
         if node.op == "input":

@@ -114,3 +114,40 @@ def test_exported_gelu_is_one_fused_onnxruntime_kernel(tmp_path):
     ops = [n.op_type for n in onnx.load(opts.optimized_model_filepath).graph.node]
     assert "Gelu" in ops and "Erf" not in ops, ops
     assert_close(sess.run(None, feed), rlx.run(g, feed, params), rtol=1e-5, atol=1e-5)
+
+
+def test_inference_batchnorm_is_folded_into_the_conv_before_export(tmp_path):
+    """torch.export leaves an eval BatchNorm as (conv - mean) * s + beta; onnxruntime does not fold the
+    Sub. The backend folds the chain into the conv weight and one bias add first: the optimized session
+    holds the convs and nothing else, and the values match torch."""
+    torch = pytest.importorskip("torch")
+    import onnx
+    import onnxruntime as ort
+
+    import rlx.torch
+    from rlx.backends.ort_backend import export_for_session
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1, bias=False), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+                              torch.nn.Conv2d(16, 16, 1), torch.nn.BatchNorm2d(16))
+    for bn in (net[1], net[4]):  # non-trivial running statistics
+        bn.running_mean.uniform_(-1, 1)
+        bn.running_var.uniform_(0.5, 2)
+        bn.weight.data.uniform_(0.5, 1.5)
+        bn.bias.data.uniform_(-1, 1)
+    net.eval()
+    x = torch.randn(1, 3, 10, 10)
+    g, params = rlx.torch.import_module(net, (x,))
+    proto = export_for_session(g, params)
+    onnx.checker.check_model(proto, full_check=True)
+    opts = ort.SessionOptions()
+    opts.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    opts.log_severity_level = 3
+    ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    ops = {n.op_type for n in onnx.load(opts.optimized_model_filepath).graph.node}
+    assert not ops & {"Sub", "Mul", "Add", "Div", "Sqrt"}, ops
+    with torch.inference_mode():
+        want = net(x).numpy()
+    exe = rlx.compile(g, backend="onnxruntime", params=params)
+    assert_close(exe.run({"x": x.numpy()} if "x" in g.inputs() else dict(zip(g.inputs(), [x.numpy()]))), [want],
+                 rtol=1e-4, atol=1e-5)

@@ -17,7 +17,7 @@ def case(op, name, build, feed, oracle, **tol):
     return OpCase(op, name, build, feed, oracle, **{**TIGHT, **tol})
 
 
-TORCH_ACT = {None: lambda t: t, "gelu": F.gelu, "relu": torch.relu, "silu": F.silu, "tanh": torch.tanh}
+TORCH_ACT = {None: lambda t: t, "gelu": F.gelu, "relu": torch.relu, "silu": F.silu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
 
 
 def rms_norm(h, g, b, eps):
@@ -54,6 +54,25 @@ for has_bias in (False, True):
         CASES.append(case(op, f"with_sum_bias_{has_bias}",
                           lambda g, op=op, hb=has_bias, **ops: g.apply(op, *ops.values(), has_bias=hb, eps=1e-3, with_sum=True),
                           dict(feed), lambda ref=ref, **a: (sum(T(t) for t in list(a.values())[:-2]), _residual_oracle(ref, *a.values()))))
+
+# ------------------------------------------------------------------- conv + bias + act
+# (name, x shape, w shape, stride, padding, dilation, groups, activation, has_bias)
+CONV_FUSED = [
+    ("relu_bias", (2, 4, 7, 6), (5, 4, 3, 3), (1, 1), (1, 1), (1, 1), 1, "relu", True),
+    ("gelu_stride_groups", (2, 4, 9, 8), (6, 2, 3, 2), (2, 1), (1, 0), (2, 1), 2, "gelu", True),
+    ("silu_depthwise", (1, 3, 6, 6), (3, 1, 3, 3), (1, 1), (1, 1), (1, 1), 3, "silu", True),
+    ("no_act", (2, 5, 4, 4), (3, 5, 1, 1), (1, 1), (0, 0), (1, 1), 1, None, True),
+    ("sigmoid_no_bias", (1, 2, 5, 5), (4, 2, 2, 2), (1, 2), (1, 1), (2, 1), 1, "sigmoid", False),
+]
+for name, xs, ws, s, p, d, gr, act, hb in CONV_FUSED:
+    geo = {"stride": list(s), "padding": list(p), "dilation": list(d), "groups": gr}
+    feed = {"x": randn(*xs, seed=41), "w": randn(*ws, seed=42), **({"b": randn(ws[0], seed=43)} if hb else {})}
+    CASES.append(case(
+        "fused_conv2d_bias_act", name,
+        lambda g, geo=geo, a=act, hb=hb, **ops: g.fused_conv2d_bias_act(*ops.values(), activation=a, has_bias=hb, **geo),
+        feed, lambda s=s, p=p, d=d, gr=gr, a=act, **ops: TORCH_ACT[a](F.conv2d(
+            T(ops["x"]), T(ops["w"]), T(ops["b"]) if "b" in ops else None, stride=s, padding=p, dilation=d, groups=gr)),
+        params=("w", "b") if hb else ("w",)))
 
 # ------------------------------------------------------------------------------ swiglu
 SX = randn(2, 3, 8, seed=9)
@@ -188,6 +207,15 @@ SHAPE_ERRORS = [
     ShapeErrorCase("fused_residual_rms_norm", "gamma_length",
                    lambda g: g.fused_residual_rms_norm(_in(g, "x", (3, 6)), _in(g, "r", (3, 6)), _in(g, "b", (6,)), _in(g, "gm", (5,)),
                                                        _in(g, "bt", (6,)), has_bias=True)),
+    ShapeErrorCase("fused_conv2d_bias_act", "bias_length",
+                   lambda g: g.fused_conv2d_bias_act(_in(g, "x", (1, 2, 5, 5)), _in(g, "w", (3, 2, 3, 3)), _in(g, "b", (2,))),
+                   match="bias"),
+    ShapeErrorCase("fused_conv2d_bias_act", "bias_dtype",
+                   lambda g: g.fused_conv2d_bias_act(_in(g, "x", (1, 2, 5, 5)), _in(g, "w", (3, 2, 3, 3)), _in(g, "b", (3,), "f32")),
+                   match="dtype"),
+    ShapeErrorCase("fused_conv2d_bias_act", "channels",
+                   lambda g: g.fused_conv2d_bias_act(_in(g, "x", (1, 4, 5, 5)), _in(g, "w", (3, 2, 3, 3)), _in(g, "b", (3,))),
+                   match="groups"),
     ShapeErrorCase("fused_swiglu", "odd_width", lambda g: g.fused_swiglu(_in(g, "x", (2, 5))), match="even"),
     ShapeErrorCase("lora_matmul", "rank_mismatch",
                    lambda g: g.lora_matmul(_in(g, "x", (3, 4)), _in(g, "w", (4, 5)), _in(g, "a", (4, 2)), _in(g, "b", (3, 5)))),

@@ -18,6 +18,11 @@ def _linear(g):
     return g.gelu(g.add(g.matmul(x, g.param("w", (4, 8))), g.param("b", (8,))))
 
 
+def _conv(g):
+    x = g.input("x", (1, 3, 6, 6))
+    return g.relu(g.add(g.conv2d(x, g.param("w", (4, 3, 3, 3)), padding=[1, 1]), g.param("b", (4, 1, 1))))
+
+
 def _residual(norm):
     def build(g):
         x, r = g.input("x", (3, 8)), g.input("r", (3, 8))
@@ -43,6 +48,7 @@ def _swiglu_narrows(g):
 #: pass name -> a graph with one applicable site of its pattern
 APPLICABLE = {
     "fuse_matmul_bias_act": _linear,
+    "fuse_conv_bias_act": _conv,
     "fuse_residual_layer_norm": _residual("layer_norm"),
     "fuse_residual_rms_norm": _residual("rms_norm"),
     "fuse_swiglu_dual_matmul": _swiglu_dual,

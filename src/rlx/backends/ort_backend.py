@@ -2,7 +2,8 @@
 
 The MIR graph goes through the ONNX exporter (:func:`rlx.backends.onnx.export`, which unfuses
 fused ops and checks the model) with the bound params as initializers, so onnxruntime can
-pre-pack the weights and fold what depends on them alone. Sessions are cached by the graph's
+pre-pack the weights; before that, inference BatchNorm chains are folded into their convolutions
+and weight-only subgraphs computed once (:func:`export_for_session`). Sessions are cached by the graph's
 fingerprint, the params' digest, the providers and the thread count: compiling the same graph
 with the same weights twice reuses one session. Binding other params (``set_params`` or
 ``run(params=...)``) selects (or builds) the session of those params.
@@ -97,10 +98,8 @@ class OrtExecutable(ReportsDispatch):
             sess = _SESSIONS.get(key)
         if sess is not None:
             return sess
-        from rlx.backends.onnx import export
-
         ort = _ort()
-        proto = export(self.graph, dict(params))
+        proto = export_for_session(self.graph, params)
         opts = ort.SessionOptions()
         opts.log_severity_level = 3  # errors only: onnxruntime's optimizer notes (unused initializers it drops) are not ours to print
         if self.threads is not None:
@@ -144,6 +143,22 @@ class OrtExecutable(ReportsDispatch):
 
     def __repr__(self) -> str:
         return f"<OrtExecutable {self.graph.name!r} on {self.providers}>"
+
+
+def export_for_session(graph: Graph, params: Mapping[str, np.ndarray]) -> Any:
+    """``graph`` with ``params`` bound as the ONNX model a session runs: inference BatchNorm chains
+    folded into their convolutions (:func:`rlx.opt.fold_affine.fold_conv_affine`; onnxruntime folds
+    a conv's Mul / Add but not the Sub of the mean, so the chain would stay four passes) and every
+    weight-only subgraph computed once (:func:`rlx.opt.fold_weights.fold_weights`)."""
+    from rlx.backends.onnx import export
+    from rlx.ir.verify import verify
+    from rlx.opt.fold_affine import fold_conv_affine
+    from rlx.opt.fold_weights import fold_weights
+
+    folded = fold_conv_affine(graph)
+    g = verify(folded.graph) if folded.changed else graph
+    g2, bound = fold_weights(g, params)
+    return export(verify(g2) if g2 is not g else g2, bound)
 
 
 def node_session(node: Node, in_types: list[TensorType], out: TensorType | tuple[TensorType, ...]) -> Any:

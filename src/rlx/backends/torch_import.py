@@ -1470,6 +1470,7 @@ def _check_type(cx: _Ctx, v: Value, val: Any) -> Value:
 
 
 from rlx.backends import (  # noqa: E402  (each module registers its converters on import)
+    torch_import_grid,  # noqa: F401  (grid_sampler 2-D / 3-D)
     torch_import_index,  # noqa: F401  (index / index_put / gather / slice_scatter / select_scatter / copy)
     torch_import_pad,  # noqa: F401  (every pad mode, vector norms)
 )

@@ -392,6 +392,7 @@ RLX_ONLY = {
     "observer_update": "upstream updates the EMA state of FakeQuantize in place; rlx returns it from this op",
     "fft": "upstream 0.2.1's Fft uses a real block layout (see REFUSED_MIR['Fft'])",
     "gaussian_splat_render_jvp": "upstream's splat render has no forward-mode derivative op (autodiff treats it as constant)",
+    "fused_conv2d_bias_act": "upstream has no fused conv: its Conv takes no bias, which a separate Add applies",
 }
 
 

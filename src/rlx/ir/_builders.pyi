@@ -164,6 +164,9 @@ class GraphBuilders:
     def fused_attention_block(self, hidden: Operand, qkv_w: Operand, out_w: Operand, mask: Operand, qkv_b: Operand = ..., out_b: Operand = ..., cos: Operand = ..., sin: Operand = ..., /, num_heads: int = ..., head_dim: int = ..., has_bias: bool = ..., has_rope: bool = ..., name: str | None = None) -> Any:
         """Self-attention block: operands hidden [B, S, Hd], qkv_w [Hd, 3·H·D], out_w [H·D, Hd], mask [B, S] (1 = keep), then qkv_b [3·H·D], out_b [Hd] if has_bias, then cos, sin [T, D/2] if has_rope."""
 
+    def fused_conv2d_bias_act(self, x: Operand, w: Operand, b: Operand, /, kernel_size: Sequence[int] | None = ..., stride: Sequence[int] = ..., padding: Sequence[int] = ..., dilation: Sequence[int] = ..., groups: int = ..., has_bias: bool = ..., activation: str | None = ..., name: str | None = None) -> Any:
+        """act(conv2d(x, w) + b): x [N, Cin, H, W], w [Cout, Cin/groups, kH, kW] with conv2d's geometry attributes and rules, b [Cout] of the conv's dtype added per output channel iff has_bias; activation None = identity."""
+
     def fused_matmul_bias_act(self, x: Operand, w: Operand, b: Operand, /, activation: str | None = ..., name: str | None = None) -> Any:
         """act(x @ w + b): x [..., M, K], w [..., K, N] (matmul rules), b [N] added over the last axis; activation None = identity."""
 

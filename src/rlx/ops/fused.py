@@ -28,7 +28,8 @@ from rlx.ir.flags import BLAS
 from rlx.ir.graph import Graph, Value, infer_type
 from rlx.ir.opdef import defop, get_op
 from rlx.ir.shape import Shape, TensorType
-from rlx.ops.common import NORM_EPS
+from rlx.ops.common import NORM_EPS, promote_args
+from rlx.ops.conv import CONV_ATTRS, conv2d_reference, kernel_size_canon
 from rlx.ops.elementwise import ACTIVATIONS
 
 _FAMILY = "fused"
@@ -97,14 +98,15 @@ _TYPES, _ARRAYS = _Types(), _Arrays()
 
 
 def _deffused(name: str, body, doc: str, **fields: Any):
-    """Register a fused op whose type rule, kernel and decomposition all run ``body``."""
+    """Register a fused op whose type rule, kernel and decomposition all run ``body`` (a ``kernel``
+    field replaces the body's kernel: one that writes into its slot, checked against the body by tests)."""
     def decompose(g: Graph, operands: Sequence[Value | int], attrs) -> Value:
         return body(_Builder(g), [g.value(o) for o in operands], attrs)
 
+    fields.setdefault("kernel", lambda args, attrs, out: body(_ARRAYS, list(args), attrs))
     return defop(
         name=name, family=_FAMILY, level="fused", doc=doc,
         infer=lambda ins, attrs: body(_TYPES, list(ins), attrs),
-        kernel=lambda args, attrs, out: body(_ARRAYS, list(args), attrs),
         decompose=decompose, **fields,
     )
 
@@ -151,6 +153,50 @@ _deffused(
     attrs={"activation": _ACTIVATION},
     doc="act(x @ w + b): x [..., M, K], w [..., K, N] (matmul rules), b [N] added over the last "
     "axis; activation None = identity. Decomposes to matmul, binary add, activation.",
+)
+
+
+# ------------------------------------------------------------- fused_conv2d_bias_act
+_GEOMETRY = ("kernel_size", "stride", "padding", "dilation", "groups")
+
+
+def _conv_bias_act(b, ops, attrs):
+    x, w = ops[:2]
+    y = b.apply("conv2d", x, w, **{k: attrs[k] for k in _GEOMETRY})
+    if attrs["has_bias"]:
+        bias, channels = ops[2], y.shape[1]
+        _check_vector(bias, channels, "bias")
+        _require(bias.dtype == y.dtype, f"bias dtype {bias.dtype} must be the conv's {y.dtype}")
+        y = b.apply("binary", y, b.apply("reshape", bias, new_shape=[channels, 1, 1]), op="add")
+    return y if attrs["activation"] is None else b.apply("activation", y, kind=attrs["activation"])
+
+
+def _conv_bias_act_kernel(args, attrs, out_type, out=None):
+    """The conv written into ``out`` (the arena slot), then bias and activation applied in place with
+    the binary / activation kernels: no buffer besides the conv's im2col. Low-precision results
+    run the body step by step instead (each step rounded, as the decomposition rounds)."""
+    if out_type.dtype.is_low_precision_float:
+        return _conv_bias_act(_ARRAYS, list(args), attrs)
+    x, w = promote_args(list(args[:2]), out_type.dtype)
+    y = conv2d_reference(x, w, attrs["stride"], attrs["padding"], attrs["dilation"], attrs["groups"], out=out)
+    if attrs["has_bias"]:
+        get_op("binary").kernel_into([y, args[2].reshape(-1, 1, 1)], {"op": "add"}, out_type, y)
+    if attrs["activation"] is not None:
+        get_op("activation").kernel_into([y], {"kind": attrs["activation"]}, out_type, y)
+    return y
+
+
+_deffused(
+    "fused_conv2d_bias_act", _conv_bias_act, precision="compute", arity=lambda attrs: 3 if attrs["has_bias"] else 2,
+    operands=("x", "w", "b"), flags={BLAS}, canonicalize=kernel_size_canon, kernel=_conv_bias_act_kernel,
+    kernel_into=_conv_bias_act_kernel,
+    attrs={**CONV_ATTRS, "has_bias": AttrSpec("bool", default=True, doc="a bias operand b [Cout] follows w"),
+           "activation": _ACTIVATION},
+    doc="act(conv2d(x, w) + b): x [N, Cin, H, W], w [Cout, Cin/groups, kH, kW] with conv2d's geometry "
+    "attributes and rules, b [Cout] of the conv's dtype added per output channel iff has_bias; "
+    "activation None = identity. The numpy executor writes the conv into the node's slot and adds b and "
+    "applies the activation there. Decomposes to conv2d, reshape of b to [Cout, 1, 1], binary add, "
+    "activation. An rlx extension (upstream adds a conv's bias with a separate Add).",
 )
 
 

@@ -3,7 +3,7 @@ legalization and the fusion report. ``optimize(g)`` runs the default pipeline.
 
 Default order (docs/pipeline.md#pass-order, plus CSE / folding / simplification, which upstream
 lacks): [automatic mixed precision, when ``precision=`` names a policy] → [unfuse ops the
-backend does not claim] → cse → fold_constants → simplify → dce → the seven fusion patterns and decomposed attention
+backend does not claim] → cse → fold_constants → simplify → dce → the eight fusion patterns and decomposed attention
 (each gated on the backend claiming the op it creates) → elementwise regions (marked, then
 unfused unless the backend keeps them) → dce.
 """
@@ -19,6 +19,7 @@ from rlx.opt.cleanup import CSE, DCE, FOLD, SIMPLIFY, cse, dce, fold_constants, 
 from rlx.opt.fold_weights import fold_weights
 from rlx.opt.fuse_attention import FUSE_ATTENTION, fuse_decomposed_attention
 from rlx.opt.fusion import (
+    FUSE_CONV_BIAS_ACT,
     FUSE_MATMUL_BIAS_ACT,
     FUSE_RESIDUAL_LN,
     FUSE_RESIDUAL_RMS,
@@ -27,6 +28,7 @@ from rlx.opt.fusion import (
     FUSE_SWIGLU,
     FUSE_SWIGLU_DUAL,
     PATTERN_PASSES,
+    fuse_conv_bias_act,
     fuse_matmul_bias_act,
     fuse_residual_layer_norm,
     fuse_residual_rms_norm,
@@ -61,7 +63,7 @@ from rlx.opt.unfuse import (
 
 _ALL_FUSED = frozenset({
     "matmul", "elementwise_region", "fused_swiglu", "fused_matmul_bias_act", "fused_residual_layer_norm",
-    "fused_residual_rms_norm", "fused_attention_block", "attention",
+    "fused_residual_rms_norm", "fused_attention_block", "attention", "fused_conv2d_bias_act",
 })
 
 
@@ -190,6 +192,7 @@ __all__ = [
     "DCE",
     "FOLD",
     "FUSE_ATTENTION",
+    "FUSE_CONV_BIAS_ACT",
     "FUSE_MATMUL_BIAS_ACT",
     "FUSE_RESIDUAL_LN",
     "FUSE_RESIDUAL_RMS",
@@ -223,6 +226,7 @@ __all__ = [
     "default_passes",
     "fold_constants",
     "fold_weights",
+    "fuse_conv_bias_act",
     "fuse_decomposed_attention",
     "fuse_matmul_bias_act",
     "fuse_residual_layer_norm",

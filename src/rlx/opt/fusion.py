@@ -18,7 +18,7 @@ from typing import Any
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import RESULT, Graph, Node, infer_type
 from rlx.ir.opdef import get_op, has_op
-from rlx.ir.shape import TensorType
+from rlx.ir.shape import Shape, TensorType
 from rlx.opt.manager import Pass, PassResult
 from rlx.opt.rebuild import Rebuilder, uses_and_consumer
 
@@ -229,6 +229,108 @@ def matmul_bias_act_sites(g: Graph) -> list[Site]:
             ids = [mm.id, add.id] + ([tail.id] if act else [])
             out.append(_claim_site(cx, mm, ids, lambda claimed, tail=tail, build=build: Match(
                 tail.id, claimed, build, "matmul_bias_act"), hint=hint))
+    return out
+
+
+# --------------------------------------------------------------- conv + bias + act
+def _keeps_channels(r: Node, conv: Node) -> bool:
+    """A reshape that keeps the conv's leading [N, C] (1-D convs run as conv2d over [N, C, 1, L])."""
+    return r.op == "reshape" and len(r.shape) >= 2 and tuple(r.shape[:2]) == tuple(conv.shape[:2])
+
+
+def _channel_bias(cx: _Ctx, add: Node, cur: Node, channels: int) -> Node | None:
+    """The other operand of ``add`` when it is a per-channel bias of ``cur`` ([C, 1, …] or [1, C, 1, …],
+    broadcast over everything but axis 1) and the add keeps ``cur``'s type."""
+    if not _is(add, "binary", "add") or add.inputs[0] == add.inputs[1] or add.type != cur.type:
+        return None
+    bias = cx.nodes[add.inputs[1] if add.inputs[0] == cur.id else add.inputs[0]]
+    rank, shape = len(cur.shape), tuple(bias.shape)
+    if not rank - 1 <= len(shape) <= rank:
+        return None
+    padded = (1,) * (rank - len(shape)) + shape
+    return bias if padded == (1, channels, *([1] * (rank - 2))) else None
+
+
+def _conv_act_kinds() -> frozenset[str]:
+    spec = get_op("fused_conv2d_bias_act").attrs["activation"] if has_op("fused_conv2d_bias_act") else None
+    return frozenset(c for c in (spec.choices or ()) if c is not None) if spec is not None else frozenset()
+
+
+def _conv_chain(cx: _Ctx, conv: Node, kinds: frozenset[str]) -> tuple[list[Node], Node | None, Node | None, Node | None]:
+    """conv [→ reshape keeping N, C] [→ add(per-channel bias)] [→ reshape] [→ activation], every node but the
+    last with one use: (parts, view, bias, act); at most one reshape, and only inside the chain."""
+    parts, view, add, bias, act = [conv], None, None, None, None
+    cur, channels = conv, conv.shape[1]
+    while (nxt := cx.single_consumer(cur.id)) is not None:
+        if view is None and _keeps_channels(nxt, conv):
+            view = nxt
+        elif add is None and (b := _channel_bias(cx, nxt, cur, channels)) is not None:
+            add, bias = nxt, b
+        elif _is(nxt, "activation") and nxt.attrs["kind"] in kinds and nxt.type == cur.type:
+            act = nxt
+        else:
+            break
+        parts.append(nxt)
+        cur = nxt
+        if act is not None:
+            break
+    if parts[-1] is view:  # a trailing reshape is not part of the fusion
+        parts.pop()
+        view = None
+    return parts, view, bias, act
+
+
+def _conv_missed(cx: _Ctx, conv: Node, users: list[int], kinds: frozenset[str]) -> str | None:
+    """Why a conv with a fusable consumer (a per-channel bias add or an activation) stays unfused."""
+    for u in users:
+        n = cx.nodes[u]
+        if (_is(n, "activation") and n.attrs["kind"] in kinds) or _channel_bias(cx, n, conv, conv.shape[1]) is not None:
+            return _single_use_reason(cx, conv.id, "the conv")
+    return None
+
+
+def conv_bias_act_sites(g: Graph) -> list[Site]:
+    """Conv2d [→ Add(per-channel bias)] [→ Activation], with one reshape keeping [N, C] allowed in between
+    (1-D convs): every intermediate must have the next node as its only use."""
+    cx = _Ctx(g)
+    nodes = cx.nodes
+    kinds = _conv_act_kinds()
+    users: list[list[int]] | None = None
+    out: list[Site] = []
+    for conv in nodes:
+        if conv.op != "conv2d":
+            continue
+        parts, view, bias, act = _conv_chain(cx, conv, kinds)
+        if len(parts) == 1:
+            users = g.users() if users is None else users
+            reason = _conv_missed(cx, conv, users[conv.id], kinds)
+            if reason is not None:
+                out.append(Site(conv, reason=reason, hint="give the conv a single consumer"))
+            continue
+        x, w = (nodes[i] for i in conv.inputs)
+        channels = conv.shape[1]
+        attrs = {**{k: conv.attrs[k] for k in ("kernel_size", "stride", "padding", "dilation", "groups")},
+                 "has_bias": bias is not None, "activation": None if act is None else act.attrs["kind"]}
+        in_types = [x.type, w.type] + ([TensorType(Shape((channels,)), bias.dtype)] if bias is not None else [])
+        if not infers("fused_conv2d_bias_act", in_types, attrs, conv.type):
+            out.append(Site(conv, reason="the bias does not fit the fused op (dtype)"))
+            continue
+        tail = parts[-1]
+
+        def build(rb: Rebuilder, x=x, w=w, bias=bias, view=view, attrs=attrs, parts=parts, tail=tail, conv=conv, cx=cx) -> dict[int, int]:
+            ins = [rb.map[x.id], rb.map[w.id]]
+            if bias is not None:
+                src = cx.nodes[bias.inputs[0]] if bias.op == "reshape" else bias  # [C] reshaped to [C, 1, 1]: read the [C]
+                src = src if len(src.shape) == 1 and src.id in rb.map else bias
+                b = rb.map[src.id]
+                ins.append(b if len(src.shape) == 1 else rb.emit("reshape", [b], {"new_shape": [conv.shape[1]]}, like=parts))
+            new = rb.emit("fused_conv2d_bias_act", ins, attrs, like=parts, name=None if view else tail.name, type=conv.type)
+            if view is not None:
+                new = rb.emit("reshape", [new], dict(view.attrs), like=(view,), name=tail.name, type=tail.type)
+            return {tail.id: new}
+
+        out.append(_claim_site(cx, conv, [p.id for p in parts], lambda claimed, tail=tail, build=build: Match(
+            tail.id, claimed, build, "conv_bias_act")))
     return out
 
 
@@ -476,6 +578,7 @@ def swiglu_sites(g: Graph) -> list[Site]:
 
 
 MATMUL_BIAS_ACT = Pattern("matmul_bias_act", "fuse_matmul_bias_act", matmul_bias_act_sites, frozenset({"fused_matmul_bias_act"}))
+CONV_BIAS_ACT = Pattern("conv_bias_act", "fuse_conv_bias_act", conv_bias_act_sites, frozenset({"fused_conv2d_bias_act"}))
 RESIDUAL_LAYER_NORM = Pattern("residual_layer_norm", "fuse_residual_layer_norm", residual_layer_norm_sites,
                               frozenset({"fused_residual_layer_norm"}))
 RESIDUAL_RMS_NORM = Pattern("residual_rms_norm", "fuse_residual_rms_norm", residual_rms_norm_sites,
@@ -486,16 +589,17 @@ SHARED_INPUT_MATMUL = Pattern("shared_input_matmul", "fuse_shared_input_matmul",
 SWIGLU_NARROWS = Pattern("swiglu", "fuse_swiglu", swiglu_sites, frozenset({"fused_swiglu"}))
 
 #: every pattern, in the order the pipeline runs their passes (the report scans the same list)
-PATTERNS = (MATMUL_BIAS_ACT, RESIDUAL_LAYER_NORM, RESIDUAL_RMS_NORM, RMS_NORM_RESHAPE, SWIGLU_DUAL_MATMUL,
+PATTERNS = (MATMUL_BIAS_ACT, CONV_BIAS_ACT, RESIDUAL_LAYER_NORM, RESIDUAL_RMS_NORM, RMS_NORM_RESHAPE, SWIGLU_DUAL_MATMUL,
             SHARED_INPUT_MATMUL, SWIGLU_NARROWS)
 
-FUSE_MATMUL_BIAS_ACT, FUSE_RESIDUAL_LN, FUSE_RESIDUAL_RMS, FUSE_RMS_NORM_RESHAPE, FUSE_SWIGLU_DUAL, FUSE_SHARED_MATMUL, FUSE_SWIGLU = (
-    p.as_pass for p in PATTERNS)
+(FUSE_MATMUL_BIAS_ACT, FUSE_CONV_BIAS_ACT, FUSE_RESIDUAL_LN, FUSE_RESIDUAL_RMS, FUSE_RMS_NORM_RESHAPE, FUSE_SWIGLU_DUAL,
+ FUSE_SHARED_MATMUL, FUSE_SWIGLU) = (p.as_pass for p in PATTERNS)
 PATTERN_PASSES = (
-    FUSE_MATMUL_BIAS_ACT, FUSE_RESIDUAL_LN, FUSE_RESIDUAL_RMS, FUSE_RMS_NORM_RESHAPE,
+    FUSE_MATMUL_BIAS_ACT, FUSE_CONV_BIAS_ACT, FUSE_RESIDUAL_LN, FUSE_RESIDUAL_RMS, FUSE_RMS_NORM_RESHAPE,
     FUSE_SWIGLU_DUAL, FUSE_SHARED_MATMUL, FUSE_SWIGLU,
 )
 fuse_matmul_bias_act = MATMUL_BIAS_ACT.run
+fuse_conv_bias_act = CONV_BIAS_ACT.run
 fuse_residual_layer_norm = RESIDUAL_LAYER_NORM.run
 fuse_residual_rms_norm = RESIDUAL_RMS_NORM.run
 fuse_rms_norm_reshape = RMS_NORM_RESHAPE.run

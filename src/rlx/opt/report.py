@@ -25,7 +25,7 @@ from rlx.ir.graph import Graph, Node
 from rlx.opt.fusion import PATTERNS
 
 FUSED_KINDS = (
-    "fused_matmul_bias_act", "fused_swiglu", "fused_residual_layer_norm", "fused_residual_rms_norm",
+    "fused_matmul_bias_act", "fused_conv2d_bias_act", "fused_swiglu", "fused_residual_layer_norm", "fused_residual_rms_norm",
     "fused_attention_block", "fused_transformer_layer", "elementwise_region",
 )
 WATCHED = ("attention", "rope", "narrow", "concat", "matmul", "activation", "binary")

@@ -530,6 +530,17 @@ def _conv2d(args, attrs, out):
     return conv2d(x, w, attrs["stride"], attrs["padding"], attrs["dilation"], attrs["groups"], acc, precision)
 
 
+@lowering("fused_conv2d_bias_act", native_low_precision=True)
+def _fused_conv2d_bias_act(args, attrs, out):
+    """conv2d + per-channel bias + activation, in the compute dtype (XLA fuses the epilogue)."""
+    y = _conv2d(args[:2], attrs, TensorType(out.shape, out.dtype))
+    dt = compute_dtype(out.dtype)
+    y = y.astype(dt)
+    if attrs["has_bias"]:
+        y = y + jnp.reshape(args[2].astype(dt), (-1, 1, 1))
+    return activate(attrs["activation"], y)
+
+
 @lowering("conv_transpose2d", native_low_precision=True)
 def _conv_transpose2d(args, attrs, out):
     """A stride-1 conv of the stride-dilated input with the flipped, I/O-swapped kernel; negative padding cropped."""

@@ -1,7 +1,8 @@
 """rlx MIR → ONNX exporter.
 
 ``export(graph, params) -> onnx.ModelProto``. Fused ops are unfused first (each fused op's
-``decompose`` hook, through :func:`rlx.opt.unfuse.unfuse`); every remaining op is written by a
+``decompose`` hook, through :func:`rlx.opt.unfuse.unfuse`) unless they have an exporter (a fused conv
+is a Conv with its bias input and the activation node); every remaining op is written by a
 function in :data:`EXPORTERS` (keyed by rlx op name) as one or several ONNX nodes of the
 default opset (``ai.onnx`` 18). Ops that ONNX cannot express exactly are listed with the
 reason in :data:`REFUSED`; a test walks the registry so that no op is silently missing.
@@ -10,6 +11,9 @@ into ``scan``) becomes ONNX If / Loop / Scan with the subgraphs exported recursi
 same converters (:mod:`rlx.backends.onnx.export_control_flow`). ``custom_fn`` is exported as its
 forward ``body`` inlined; its custom derivative bodies (``vjp_body`` / ``jvp_body``) are
 training-only and are not exported (an ONNX model computes values, not rlx gradients).
+Where onnxruntime has one kernel (and fusions) for math the MIR spells with primitives, the
+exporter writes that operator: the mean over every spatial axis as GlobalAveragePool, and the
+hard-sigmoid / hard-swish chains as HardSigmoid / HardSwish (:mod:`rlx.backends.onnx.export_fusable`).
 
 rlx promotes operand dtypes (``i32 + f32 = f32``) where ONNX requires equal types, so
 operands are cast to the node's dtype first. Known semantic differences, documented rather
@@ -28,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from rlx.backends.onnx.common import OnnxError, OnnxUnsupported, onnx_dtype
+from rlx.backends.onnx.export_fusable import fuse_hard_activations
 from rlx.backends.onnx.namespace import OnnxNamespace
 from rlx.ir.dtype import DType
 from rlx.ir.graph import RESULT, Graph, Node
@@ -212,13 +217,17 @@ def _in_shape(ex: Exporter, node: Node, i: int):
 _ACT = {k: row.onnx for k, row in ACTIVATION_KINDS.items() if row.onnx}  # one ONNX op each; the rest from the formula
 
 
-@exporter("activation")
-def _activation(ex, node, ins):
-    kind, x, dt = node.attrs["kind"], ins[0], node.dtype
+def activate(ex: Exporter, kind: str, x: str, dt: DType) -> str:
+    """Activation ``kind`` of ONNX value ``x`` (one node where ONNX has the op, else the row's formula)."""
     if kind in _ACT:
         return ex.node(_ACT[kind], [x])
     ns = OnnxNamespace(ex, dt)
     return ACTIVATION_KINDS[kind].forward(ns, ns.wrap(x), is_int=dt.is_int).name
+
+
+@exporter("activation")
+def _activation(ex, node, ins):
+    return activate(ex, node.attrs["kind"], ins[0], node.dtype)
 
 
 @exporter("cast")
@@ -260,6 +269,8 @@ _CMP = {k: row.onnx for k, row in COMPARE_KINDS.items() if row.onnx}  # ne: Not(
 def _compare(ex, node, ins):
     dt = DType.promote(_in_dtype(ex, node, 0), _in_dtype(ex, node, 1))
     a, b = _operands(ex, node, ins, dt)
+    if node.attrs["op"] == "ne" and node.inputs[0] == node.inputs[1] and dt.is_float:
+        return ex.node("IsNaN", [a])  # x != x, as importers write IsNaN: one kernel
     if node.attrs["op"] == "ne":
         return ex.node("Not", [ex.node("Equal", [a, b])])
     return ex.node(_CMP[node.attrs["op"]], [a, b])
@@ -451,6 +462,14 @@ def _reduce(ex, node, ins):
     if dt.is_bool and node.attrs["op"] in ("max", "min"):  # any / all: ReduceMax / ReduceMin take bool from opset 20
         y = ex.node(_RED[node.attrs["op"]], [ex.cast(x, dt, DType.U8), ex.ints(axes)], keepdims=int(node.attrs["keep_dim"]))
         return ex.cast(y, DType.U8, node.dtype)
+    rank = len(_in_shape(ex, node, 0))
+    if node.attrs["op"] == "mean" and rank in (4, 5) and sorted(a % rank for a in axes) == list(range(2, rank)) \
+            and node.dtype in (DType.F32, DType.F64, DType.F16):
+        # the mean over every spatial axis of an image is GlobalAveragePool: onnxruntime keeps it (and what
+        # follows, a squeeze-excite gate say) in its blocked conv layout, where ReduceMean needs layout
+        # reorders. Not on rank 3, where the last axis is a sequence model's features (RMSNorm's mean).
+        pooled = ex.node("GlobalAveragePool", [x])
+        return pooled if node.attrs["keep_dim"] else ex.node("Flatten", [pooled], axis=1)
     return ex.node(_RED[node.attrs["op"]], [x, ex.ints(axes)], keepdims=int(node.attrs["keep_dim"]))
 
 
@@ -537,6 +556,14 @@ def _conv2d(ex, node, ins):
     p = list(a["padding"])
     return _float_conv(ex, node, ins, "Conv", kernel_shape=list(a["kernel_size"]), strides=list(a["stride"]),
                        pads=[p[0], p[1], p[0], p[1]], dilations=list(a["dilation"]), group=a["groups"])
+
+
+@exporter("fused_conv2d_bias_act")
+def _fused_conv2d(ex, node, ins):
+    """Conv with the bias as its third input, then the activation node (onnxruntime fuses the pair)."""
+    y = _conv2d(ex, node, ins)
+    kind = node.attrs["activation"]
+    return y if kind is None else activate(ex, kind, y, node.dtype)
 
 
 @exporter("conv_transpose2d")
@@ -659,16 +686,20 @@ def _rope(ex, node, ins):
 
 # ================================================================ driver
 def primitive(graph: Graph) -> Graph:
-    """``graph`` with every fused op unfused (decompositions may yield fused ops again: repeat).
+    """``graph`` with every fused op unfused (decompositions may yield fused ops again: repeat), except
+    those with an exporter of their own (a Conv with its bias input).
 
     Subgraphs (control-flow bodies) are unfused when they are exported."""
     from rlx.ir.opdef import get_op
     from rlx.opt.unfuse import unfuse
 
+    def pick(n: Node) -> bool:
+        return get_op(n.op).level == "fused" and n.op not in EXPORTERS
+
     for _ in range(16):
-        if not any(get_op(n.op).level == "fused" for n in graph.nodes):
+        if not any(pick(n) for n in graph.nodes):
             return graph
-        graph = unfuse(graph).graph
+        graph = unfuse(graph, pick).graph
     raise OnnxError(f"graph {graph.name!r}: fused ops keep reappearing after 16 unfuse rounds")
 
 
@@ -719,7 +750,8 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
         taken.add(out_name)
         ex.nodes.append(onnx.helper.make_node("Identity", [src], [out_name]))
         outputs.append(ex.value_info(out_name, graph.node(oid).type))
-    g = onnx.helper.make_graph(ex.nodes, name or graph.name, ex.inputs, outputs, initializer=ex.inits)
+    nodes, inits = fuse_hard_activations(ex.nodes, ex.inits, [o.name for o in outputs])
+    g = onnx.helper.make_graph(nodes, name or graph.name, ex.inputs, outputs, initializer=inits)
     model = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", opset)], producer_name="rlx")
     model.ir_version = min(model.ir_version, 10)
     onnx.checker.check_model(model, full_check=True)

@@ -328,8 +328,11 @@ def _max_pool_values(cx, node, x: Value, attrs, kernel, strides, dil, pads, extr
         src = cx.g.abs(x) ** cx.scalar(float(p), x) if p != 2 else x * x
     fill = (-np.inf if x.dtype.is_float else np.iinfo(x.dtype.numpy).min) if is_max else 0
     amounts = {2: (pads[0], pads[2] + extra[0]), 3: (pads[1], pads[3] + extra[1])}
+    inner = [0, 0]
+    if amounts[2][0] == amounts[2][1] < kernel[0] and amounts[3][0] == amounts[3][1] < kernel[1]:
+        inner, amounts = [pads[0], pads[1]], {}  # symmetric: pool2d's own padding (the same fill), no padded copy
     padded = pad_value(cx, src, amounts, value=fill) if any(a or b for a, b in amounts.values()) else src
-    y = cx.g.pool2d(padded, kind="max" if is_max else "sum", kernel_size=kernel, stride=strides, padding=[0, 0])
+    y = cx.g.pool2d(padded, kind="max" if is_max else "sum", kernel_size=kernel, stride=strides, padding=inner)
     if tuple(y.shape[2:]) != tuple(outs):
         y = pad_value(cx, y, {2: (0, outs[0] - y.shape[2]), 3: (0, outs[1] - y.shape[3])})
     if node.op_type == "AveragePool":

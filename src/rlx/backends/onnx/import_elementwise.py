@@ -9,7 +9,7 @@ from rlx.backends.onnx.common import (
     rlx_dtype,
 )
 from rlx.backends.onnx.import_context import converter
-from rlx.backends.onnx.import_helpers import _cast, _reshape, _static_shape
+from rlx.backends.onnx.import_helpers import _cast, _in_f32, _reshape, _static_shape
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, UNARY_MATH_KINDS
@@ -167,16 +167,21 @@ def _cast_saturating(cx, x: Value, to: DType, saturate: int) -> Value:
 # activations with parameters
 @converter("Elu")
 def _elu(cx, node, ins, attrs):
-    x, alpha = ins[0], attrs.get("alpha", 1.0)
-    return cx.g.where(cx.g.gt(x, cx.scalar(0.0, x)), x, (cx.g.exp(x) - cx.scalar(1.0, x)) * cx.scalar(alpha, x))
+    alpha = attrs.get("alpha", 1.0)
+
+    def body(x):
+        return cx.g.where(cx.g.gt(x, cx.scalar(0.0, x)), x, (cx.g.exp(x) - cx.scalar(1.0, x)) * cx.scalar(alpha, x))
+    return _in_f32(cx, ins[0], body)
 
 
 @converter("Selu")
 def _selu(cx, node, ins, attrs):
-    x = ins[0]
     alpha, gamma = attrs.get("alpha", 1.67326319217681884765625), attrs.get("gamma", 1.05070102214813232421875)
-    neg = cx.g.exp(x) * cx.scalar(alpha, x) - cx.scalar(alpha, x)
-    return cx.g.where(cx.g.gt(x, cx.scalar(0.0, x)), x, neg) * cx.scalar(gamma, x)
+
+    def body(x):
+        neg = cx.g.exp(x) * cx.scalar(alpha, x) - cx.scalar(alpha, x)
+        return cx.g.where(cx.g.gt(x, cx.scalar(0.0, x)), x, neg) * cx.scalar(gamma, x)
+    return _in_f32(cx, ins[0], body)
 
 
 @converter("LeakyRelu")
@@ -202,34 +207,33 @@ def _thresholded(cx, node, ins, attrs):
 
 @converter("HardSigmoid")
 def _hard_sigmoid(cx, node, ins, attrs):
-    x = ins[0]
-    y = x * cx.scalar(attrs.get("alpha", 0.2), x) + cx.scalar(attrs.get("beta", 0.5), x)
-    return cx.g.maximum(cx.g.minimum(y, cx.scalar(1.0, x)), cx.scalar(0.0, x))
+    def body(x):
+        y = x * cx.scalar(attrs.get("alpha", 0.2), x) + cx.scalar(attrs.get("beta", 0.5), x)
+        return cx.g.maximum(cx.g.minimum(y, cx.scalar(1.0, x)), cx.scalar(0.0, x))
+    return _in_f32(cx, ins[0], body)
 
 
 @converter("HardSwish")
 def _hard_swish(cx, node, ins, attrs):
-    x = ins[0]
-    y = x * cx.scalar(1.0 / 6.0, x) + cx.scalar(0.5, x)
-    return x * cx.g.maximum(cx.g.minimum(y, cx.scalar(1.0, x)), cx.scalar(0.0, x))
+    def body(x):
+        y = x * cx.scalar(1.0 / 6.0, x) + cx.scalar(0.5, x)
+        return x * cx.g.maximum(cx.g.minimum(y, cx.scalar(1.0, x)), cx.scalar(0.0, x))
+    return _in_f32(cx, ins[0], body)
 
 
 @converter("Softplus")
 def _softplus(cx, node, ins, attrs):
-    x = ins[0]
-    return cx.g.log(cx.g.exp(x) + cx.scalar(1.0, x))
+    return _in_f32(cx, ins[0], lambda x: cx.g.log(cx.g.exp(x) + cx.scalar(1.0, x)))
 
 
 @converter("Softsign")
 def _softsign(cx, node, ins, attrs):
-    x = ins[0]
-    return x / (cx.g.abs(x) + cx.scalar(1.0, x))
+    return _in_f32(cx, ins[0], lambda x: x / (cx.g.abs(x) + cx.scalar(1.0, x)))
 
 
 @converter("Mish")
 def _mish(cx, node, ins, attrs):
-    x = ins[0]
-    return x * cx.g.tanh(cx.g.log(cx.g.exp(x) + cx.scalar(1.0, x)))
+    return _in_f32(cx, ins[0], lambda x: x * cx.g.tanh(cx.g.log(cx.g.exp(x) + cx.scalar(1.0, x))))
 
 
 @converter("Gelu")
@@ -239,9 +243,10 @@ def _gelu(cx, node, ins, attrs):
 
 @converter("Swish")
 def _swish(cx, node, ins, attrs):
-    x = ins[0]
     alpha = attrs.get("alpha", 1.0)
-    return x * cx.g.sigmoid(x * cx.scalar(alpha, x)) if alpha != 1.0 else cx.g.silu(x)
+    if alpha == 1.0:
+        return cx.g.silu(ins[0])
+    return _in_f32(cx, ins[0], lambda x: x * cx.g.sigmoid(x * cx.scalar(alpha, x)))
 
 
 @converter("Shrink")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -59,3 +59,11 @@ def _first(arr: np.ndarray, what: str) -> Any:
     if flat.size != 1:
         raise OnnxFormatError(f"{what} must be one value, got {flat.size}")
     return flat[0]
+
+
+def _in_f32(cx: Importer, x: Value, body: Callable[[Value], Value]) -> Value:
+    """``body(x)``, an ONNX op composed of several MIR ops, computed in f32 for an f16 / bf16 ``x`` and
+    rounded once (as rlx's own ops do: docs/semantics.md#conventions), not after every step."""
+    if not x.dtype.is_low_precision_float:
+        return body(x)
+    return _cast(cx, body(_cast(cx, x, DType.F32)), x.dtype)

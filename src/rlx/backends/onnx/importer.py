@@ -27,6 +27,7 @@ from rlx.backends.onnx import (  # each module registers its converters on impor
     import_conv,  # noqa: F401
     import_dft,  # noqa: F401
     import_elementwise,
+    import_grid_sample,  # noqa: F401
     import_index,  # noqa: F401
     import_linalg,  # noqa: F401
     import_norm,  # noqa: F401

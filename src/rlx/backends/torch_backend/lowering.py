@@ -440,6 +440,16 @@ def _conv2d(args, attrs, out):
     return F.conv2d(x, w, None, _pair(attrs["stride"]), _pair(attrs["padding"]), _pair(attrs["dilation"]), attrs["groups"])
 
 
+@lowering("fused_conv2d_bias_act", native_low_precision=True)
+def _fused_conv2d_bias_act(args, attrs, out):
+    """F.conv2d with its bias, then the activation: the ATen pattern Inductor fuses itself."""
+    dt = torch_dtype(out.dtype)
+    x, w, *b = (t if t.dtype == dt else t.to(dt) for t in args)
+    y = F.conv2d(x, w, b[0] if b else None, _pair(attrs["stride"]), _pair(attrs["padding"]), _pair(attrs["dilation"]),
+                 attrs["groups"])
+    return activate(attrs["activation"], y)
+
+
 def _windows(x, k, s, p, fill):
     """[N, C, OH, OW, kh*kw]: every pooling window, the padding filled with ``fill``."""
     padded = F.pad(x, (p[1], p[1], p[0], p[0]), value=fill) if any(p) else x

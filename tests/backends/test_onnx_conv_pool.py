@@ -77,3 +77,22 @@ def test_maxpool_indices_index_the_flattened_input():
     want = np.stack([x[:, :, r * 2: r * 2 + 2, c: c + 2].reshape(2, 3, 4).max(-1) for r in range(3) for c in range(4)], -1)
     np.testing.assert_array_equal(y.reshape(2, 3, 12), want)
     assert i.min() >= 0 and i.max() < x.size and (i[1] >= 3 * 30).all()  # batch 1's planes come after batch 0's
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 6, 4), (1, 2, 4, 6, 6)])
+def test_maxpool_then_maxunpool_matches_onnxruntime(shape):
+    """MaxUnpool writes each pooled value back at its Indices position (batch and channel planes included)."""
+    nsp = len(shape) - 2
+    geo = {"kernel_shape": [2] * nsp, "strides": [2] * nsp}
+    graph = helper.make_graph([helper.make_node("MaxPool", ["x"], ["y", "i"], **geo),
+                               helper.make_node("MaxUnpool", ["y", "i"], ["u"], **geo)], "m",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                              [helper.make_tensor_value_info("u", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    x = RNG.standard_normal(shape).astype(np.float32)
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    g, params = import_model(model)
+    (got,) = rlx.run(g, {"x": x}, params)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    assert np.count_nonzero(got) == x.size // 2 ** nsp

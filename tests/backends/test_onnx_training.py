@@ -99,7 +99,8 @@ def test_shipped_optimizer_cases(name):
 ])
 @pytest.mark.parametrize("step", [0, 3])
 def test_optimizer_step_matches_onnx_reference(op, attrs, k, step):
-    """One update of two tensors, the step count fed at run time (T = 0: no bias correction / beta 1)."""
+    """One update of two tensors, the step count fed at run time (T = 0: no bias correction / beta 1);
+    the accumulators (the third and fourth groups) are non-negative, as squared-gradient sums are."""
     from onnx.reference import ReferenceEvaluator
 
     shapes = [(3, 4), (5,)]
@@ -110,7 +111,7 @@ def test_optimizer_step_matches_onnx_reference(op, attrs, k, step):
     node = helper.make_node(op, ["r", "t", *names], outs, domain="ai.onnx.preview.training", **attrs)
     model = _model([node], inputs, [helper.make_tensor_value_info(n, F32, None) for n in outs])
     feed = {"r": np.array(0.1, np.float32), "t": np.array(step, np.int64)}
-    feed.update({n: (np.abs(RNG.standard_normal(shapes[int(n[-1])])) if n[0] == "h" else
+    feed.update({n: (np.abs(RNG.standard_normal(shapes[int(n[-1])])) if n[0] in "vh" else
                      RNG.standard_normal(shapes[int(n[-1])])).astype(np.float32) for n in names})
     want = ReferenceEvaluator(model).run(None, feed)
     g, params = import_model(model)

@@ -1,4 +1,4 @@
-"""ONNX Conv / ConvTranspose / pooling / Col2Im converters (window geometry, auto_pad)."""
+"""ONNX Conv / ConvTranspose / pooling (MaxPool Indices, MaxUnpool) / Col2Im converters (window geometry, auto_pad)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from rlx.backends.onnx.common import (
     OnnxUnsupported,
 )
 from rlx.backends.onnx.import_context import converter
-from rlx.backends.onnx.import_helpers import _reshape, _static_shape
+from rlx.backends.onnx.import_helpers import _cast, _reshape, _static_shape
 from rlx.backends.onnx.import_shape import _index_along, pad_value
+from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 
 
@@ -352,6 +353,36 @@ def _max_pool_values(cx, node, x: Value, attrs, kernel, strides, dil, pads, extr
     if nsp == 1:
         y = _reshape(cx, y, [y.shape[0], y.shape[1], y.shape[3]])
     return y
+
+
+@converter("MaxUnpool")
+def _max_unpool(cx, node, ins, attrs):
+    """Zeros of the unpooled shape, per spatial axis ``(in - 1) * stride + kernel - pads``, with each X
+    value written at its flat index (MaxPool's Indices). A given ``output_shape`` (a static operand)
+    extends that at the end of each axis with zeros, as onnx's reference and its node cases do (the
+    indices keep numbering the unpooled shape)."""
+    x, idx = ins[0], ins[1]
+    shape = _static_shape(x)
+    nsp = len(shape) - 2
+    kernel = list(attrs["kernel_shape"])
+    strides = list(attrs.get("strides", [1] * nsp))
+    pads = list(attrs.get("pads", [0] * (2 * nsp)))
+    check_window(cx, nsp, kernel, strides, [1] * nsp, pads)
+    out = shape[:2] + [(shape[2 + i] - 1) * strides[i] + kernel[i] - pads[i] - pads[i + nsp] for i in range(nsp)]
+    wanted = out
+    if len(ins) > 2 and ins[2] is not None:
+        wanted = [int(v) for v in cx.static(node.input[2], "output_shape").reshape(-1)]
+        if len(wanted) != len(shape) or wanted[:2] != shape[:2] or any(w < o for w, o in zip(wanted, out)):
+            raise OnnxFormatError(f"MaxUnpool output_shape {wanted} is not the unpooled shape {out} or larger")
+    if tuple(idx.shape) != tuple(shape) or not idx.dtype.is_int:
+        raise OnnxFormatError(f"MaxUnpool: indices must be integers of X's shape {shape}, got {idx.dtype}{list(idx.shape)}")
+    total = math.prod(out)
+    cx.check_elements(total, "the MaxUnpool output")
+    zeros = cx.g.expand(cx.const(np.zeros((), x.dtype.numpy)), target_shape=[total])
+    flat_i = _reshape(cx, _cast(cx, idx, DType.I64), [math.prod(shape)])
+    y = cx.g.scatter_elements(zeros, flat_i, _reshape(cx, x, [math.prod(shape)]), axis=0, reduction="none")
+    y = _reshape(cx, y, out)
+    return y if wanted == out else pad_value(cx, y, {2 + i: (0, wanted[2 + i] - out[2 + i]) for i in range(nsp)})
 
 
 @converter("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")

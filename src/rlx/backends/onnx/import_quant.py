@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlx.backends.onnx.common import (
+    OnnxFormatError,
     OnnxUnsupported,
     rlx_dtype,
 )
@@ -19,11 +20,11 @@ from rlx.ir.graph import Value
 
 def _linear_quant_operands(cx, node, ins, attrs):
     """``x, scale, zero point (or None)`` of Quantize/DequantizeLinear and ``lay``, which shapes a
-    per-tensor or per-axis scale / zero point to broadcast against ``x`` (blocked scales refused)."""
+    per-tensor, per-axis or blocked scale / zero point to broadcast against ``x``."""
     x, scale = ins[0], ins[1]
     zp = ins[2] if len(ins) > 2 else None
     if len(scale.shape) > 1 or attrs.get("block_size", 0):
-        raise OnnxUnsupported(f"{node.op_type} with blocked scales")
+        return x, scale, zp, _blocked_layout(cx, node, x, scale, attrs)
     per_axis = len(scale.shape) == 1 and scale.shape[0] != 1
     axis = _axis(attrs.get("axis", 1), max(len(x.shape), 1)) if per_axis else 0
 
@@ -62,6 +63,33 @@ def _quantize(cx, node, ins, attrs):
     info = np.iinfo(out.numpy)
     y = cx.g.minimum(cx.g.maximum(y, cx.scalar(float(info.min), y)), cx.scalar(float(info.max), y))
     return _cast(cx, y, out)
+
+
+def _blocked_layout(cx, node, x: Value, scale: Value, attrs):
+    """Blocked scales (``block_size`` > 0): ``scale`` has ``x``'s rank, and ``ceil(n / block_size)``
+    entries along ``axis`` (``n`` = x's size there), each covering ``block_size`` consecutive elements;
+    ``lay`` repeats every entry over its block (a gather of constant indices ``i // block_size``)."""
+    block = int(attrs.get("block_size", 0))
+    rank = len(x.shape)
+    axis = _axis(attrs.get("axis", 1), max(rank, 1))
+    n = x.shape[axis]
+    if block <= 0 or len(scale.shape) != rank or not isinstance(n, int):
+        raise OnnxFormatError(f"{node.op_type}: blocked scales need block_size > 0, a scale of x's rank and a static "
+                              f"axis {axis} (x {list(x.shape)}, scale {list(scale.shape)}, block_size {block})")
+    want = [-(-n // block) if i == axis else d for i, d in enumerate(x.shape)]
+    if list(scale.shape) != want:
+        raise OnnxFormatError(f"{node.op_type}: a blocked scale for x {list(x.shape)} and block_size {block} along axis "
+                              f"{axis} has shape {want}, got {list(scale.shape)}")
+    index = cx.const(np.arange(n, dtype=np.int64) // block)
+
+    def lay(v):
+        if v is None:
+            return None
+        if list(v.shape) != want:
+            raise OnnxFormatError(f"{node.op_type}: the zero point's shape {list(v.shape)} is not the scale's {want}")
+        return cx.g.gather(v, index, axis=axis)
+
+    return lay
 
 
 def _zero_point(cx, v: Value | None, rank: int, axis: int | None) -> Value | None:

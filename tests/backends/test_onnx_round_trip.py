@@ -3,7 +3,8 @@ back by rlx.onnx.export, passes the full checker and matches the case's shipped 
 onnxruntime (onnx's reference evaluator where onnxruntime lacks a kernel).
 
 Fast: every 32nd case in name order plus the cases that exercised an exporter fix. Slow (``-m slow``):
-every case; the only refusals allowed are ops ONNX cannot express at the exporter's opset.
+every case, and the 140 shipped model tests; the only refusals allowed are ops ONNX cannot express at the
+exporter's opset.
 """
 
 from __future__ import annotations
@@ -53,3 +54,12 @@ def test_every_case_rlx_passes_round_trips(all_cases):
     trips = [round_trip_case(c) for c in all_cases]
     _check(trips)
     assert sum(t.status == "passed" for t in trips) >= 1709
+
+
+@pytest.mark.slow
+def test_onnx_shipped_model_tests_round_trip():
+    """onnx's pytorch-converted, pytorch-operator and simple model tests: every one rlx passes round-trips."""
+    cases = [c for kind in ("pytorch-converted", "pytorch-operator", "simple") for c in conformance.load_model_tests_of(kind)]
+    trips = [round_trip_case(c) for c in cases]
+    _check(trips)
+    assert sum(t.status == "passed" for t in trips) >= 134

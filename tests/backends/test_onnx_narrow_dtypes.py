@@ -134,7 +134,7 @@ def test_quantize_dequantize_linear_match_the_onnx_reference(name):
     np.testing.assert_array_equal(got_z, want_z)
 
 
-@pytest.mark.parametrize("name", ["i4", "u4", "f8e4m3fnuz", "f8e5m2fnuz"])
+@pytest.mark.parametrize("name", ["i4", "u4", "i2", "u2", "f8e4m3fnuz", "f8e5m2fnuz", "f8e8m0"])
 def test_exported_cast_agrees_with_onnxruntime(name):
     ort = pytest.importorskip("onnxruntime")
     np_type = NARROW[name][1]
@@ -142,11 +142,12 @@ def test_exported_cast_agrees_with_onnxruntime(name):
     x = g.input("x", (2, 6))
     y = g.cast(g.cast(x, to=DType(name)), to=DType.F32)
     g.set_outputs([y])
-    x_in = np.clip(X, -8, 7) if name.startswith("i") else np.clip(X, 0, 15) if name.startswith("u") else X
+    lo, hi = (int(ml_dtypes.iinfo(np_type).min), int(ml_dtypes.iinfo(np_type).max)) if name[0] in "iu" else (0, 0)
+    x_in = np.clip(X, lo, hi) if name[0] in "iu" else np.abs(X) + 0.1 if name == "f8e8m0" else X
     (ref,) = rlx.run(g, {"x": x_in})
     np.testing.assert_array_equal(ref, np.trunc(x_in).astype(np_type).astype(np.float32) if name[0] in "iu"
                                   else x_in.astype(np_type).astype(np.float32))
-    proto = export(g, opset=21)
+    proto = export(g, opset=25 if name in ("i2", "u2", "f8e8m0") else 21)
     (got,) = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x_in})
     np.testing.assert_array_equal(got, ref)
 
@@ -339,3 +340,17 @@ def test_blocked_scale_of_the_wrong_shape_is_refused():
                inits=[numpy_helper.from_array(np.ones((3, 3), np.float32), "s")])
     with pytest.raises(rlx.FormatError, match=r"needs \[3, 2\]"):
         import_model(m)
+
+
+@pytest.mark.parametrize("src", [TP.INT32, TP.FLOAT8E5M2, TP.FLOAT16, TP.BFLOAT16])
+@pytest.mark.parametrize("dst", [TP.FLOAT8E4M3FN, TP.FLOAT8E4M3FNUZ, TP.FLOAT8E5M2FNUZ])
+def test_saturating_cast_to_fp8_from_ints_and_other_narrow_floats(src, dst):
+    np_src = helper.tensor_dtype_to_np_dtype(src)
+    x = np.array([-70000, -1000, -3, 0, 1, 17, 300, 1000, 57344] if src != TP.FLOAT16 else [-1000, -3, 0, 1, 17, 300, 60000],
+                 np.float64).astype(np_src)
+    m = _model([helper.make_node("Cast", ["x"], ["y"], to=dst)], [_vi("x", src, [x.size])], [_vi("y", dst, [x.size])])
+    want = x.astype(np.float64).clip(-float(ml_dtypes.finfo(helper.tensor_dtype_to_np_dtype(dst)).max),
+                                     float(ml_dtypes.finfo(helper.tensor_dtype_to_np_dtype(dst)).max))
+    g, params = import_model(m)
+    (got,) = rlx.run(g, {"x": x}, params)
+    np.testing.assert_array_equal(got.astype(np.float64), want.astype(helper.tensor_dtype_to_np_dtype(dst)).astype(np.float64))

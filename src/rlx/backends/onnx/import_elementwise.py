@@ -201,14 +201,15 @@ _FP8 = (DType.F8E4M3, DType.F8E5M2, DType.F8E4M3FNUZ, DType.F8E5M2FNUZ)
 
 
 def _cast_saturating(cx, x: Value, to: DType, saturate: int) -> Value:
-    if to in _FP8 and x.dtype.is_float and x.dtype not in _FP8:
-        if saturate:
-            import ml_dtypes  # only fp8 targets need it; rlx.onnx imports without it
+    if to in _FP8 and saturate and x.dtype != to and (x.dtype.is_float or x.dtype.is_int):
+        import ml_dtypes  # only fp8 targets need it; rlx.onnx imports without it
 
-            big = float(ml_dtypes.finfo(to.numpy).max)
-            hi, lo = cx.scalar(big, x), cx.scalar(-big, x)
-            x = cx.g.where(cx.g.gt(x, hi), hi, cx.g.where(cx.g.lt(x, lo), lo, x))  # NaN stays NaN
-        # saturate=0: rlx's cast is the IEEE-style conversion, overflow to NaN (e4m3fn, the fnuz kinds) / inf (e5m2)
+        if x.dtype not in (DType.F32, DType.F64):  # narrow floats widen exactly; ints past 2**24 are far past fp8's max
+            x = _cast(cx, x, DType.F32)
+        big = float(ml_dtypes.finfo(to.numpy).max)
+        hi, lo = cx.scalar(big, x), cx.scalar(-big, x)
+        x = cx.g.where(cx.g.gt(x, hi), hi, cx.g.where(cx.g.lt(x, lo), lo, x))  # NaN stays NaN
+    # saturate=0: rlx's cast is the IEEE-style conversion, overflow to NaN (e4m3fn, the fnuz kinds) / inf (e5m2)
     return _cast(cx, x, to)
 
 

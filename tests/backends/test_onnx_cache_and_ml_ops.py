@@ -93,8 +93,8 @@ def test_max_unpool_inverts_onnxruntime_max_pool(shape, kernel, strides, pads, o
     """Indices from onnxruntime's MaxPool (flat over the whole tensor) scattered back (the pools tile the input exactly)."""
     x = RNG.standard_normal(shape).astype(np.float32)
     pool = helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=kernel, strides=strides, pads=pads)
-    graph = helper.make_graph([pool], "p", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
-                              [helper.make_tensor_value_info("p", TensorProto.FLOAT, None), helper.make_tensor_value_info("i", TensorProto.INT64, None)])
+    outs = [helper.make_tensor_value_info("p", TensorProto.FLOAT, None), helper.make_tensor_value_info("i", TensorProto.INT64, None)]
+    graph = helper.make_graph([pool], "p", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))], outs)
     sess = ort.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)]).SerializeToString(),
                                 providers=["CPUExecutionProvider"])
     p, i = sess.run(None, {"x": x})

@@ -146,3 +146,27 @@ def test_grid_sample_runs_on_every_backend(backend, mode):
     graph, params = import_model(m)
     out = rlx.compile(graph, backend=backend).run(inputs={"x": x, "g": g}, params=params)
     np.testing.assert_allclose(np.asarray(out[0]), _ort(m, x, g), rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("group,offset_group,stride,dilation,pads,with_mask", [
+    (1, 1, 1, 1, 0, False), (2, 1, 1, 1, 1, True), (1, 2, 2, 1, 1, True), (2, 2, 1, 2, 2, False)])
+def test_onnx_deform_conv_matches_onnx_reference(group, offset_group, stride, dilation, pads, with_mask):
+    rng = np.random.default_rng(group * 10 + offset_group + stride + dilation)
+    n, c, h, w, oc, k = 2, 4, 5, 6, 6, 3
+    oh = (h + 2 * pads - (k - 1) * dilation - 1) // stride + 1
+    ow = (w + 2 * pads - (k - 1) * dilation - 1) // stride + 1
+    feeds = {"x": rng.standard_normal((n, c, h, w)), "w": rng.standard_normal((oc, c // group, k, k)),
+             "off": rng.uniform(-2.5, 2.5, (n, offset_group * 2 * k * k, oh, ow)), "b": rng.standard_normal(oc)}
+    if with_mask:
+        feeds["m"] = rng.uniform(0, 1, (n, offset_group * k * k, oh, ow))
+    feeds = {key: v.astype(np.float32) for key, v in feeds.items()}
+    node = helper.make_node("DeformConv", list(feeds), ["y"], group=group, offset_group=offset_group, strides=[stride] * 2,
+                            dilations=[dilation] * 2, pads=[pads] * 4)
+    inputs = [helper.make_tensor_value_info(key, TensorProto.FLOAT, list(v.shape)) for key, v in feeds.items()]
+    graph = helper.make_graph([node], "dc", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    g, params = import_model(m)
+    (got,) = rlx.run(g, feeds, params)
+    (want,) = ReferenceEvaluator(m).run(None, feeds)
+    assert got.shape == (n, oc, oh, ow)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

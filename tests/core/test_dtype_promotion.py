@@ -22,12 +22,63 @@ JAX_TABLE = {
     ("i8", "f16"): "f16", ("i32", "bf16"): "bf16", ("i64", "f32"): "f32", ("f16", "bf16"): "f32",
     ("bf16", "f64"): "f64", ("f32", "f64"): "f64", ("f32", "c64"): "c64", ("i16", "i32"): "i32",
     ("u8", "f32"): "f32", ("bool", "c64"): "c64", ("i64", "bf16"): "bf16",
+    ("bool", "i4"): "i4", ("bool", "u2"): "u2", ("i8", "f8e4m3fnuz"): "f8e4m3fnuz", ("u8", "f4e2m1"): "f4e2m1",
+    ("i32", "f8e8m0"): "f8e8m0", ("bool", "f8e5m2fnuz"): "f8e5m2fnuz",
+}
+
+# Joins JAX refuses (no implicit promotion for the sub-byte and MX types), fixed by rlx's lattice.
+RLX_ONLY_JOINS = {
+    ("u2", "i2"): "i4", ("u4", "i4"): "i8", ("i4", "u8"): "i16", ("u4", "u8"): "u8", ("i2", "i8"): "i8",
+    ("u2", "i16"): "i16", ("u2", "u4"): "u4", ("i4", "f16"): "f16", ("f4e2m1", "f8e8m0"): "bf16",
+    ("f8e4m3fnuz", "f16"): "f32", ("f8e5m2fnuz", "f8e4m3"): "bf16", ("f4e2m1", "f8e4m3"): "bf16",
 }
 
 
 @pytest.mark.parametrize(("a", "b"), list(JAX_TABLE))
 def test_matches_jax_table(a, b):
     assert DType.promote(a, b) == DType(JAX_TABLE[(a, b)])
+
+
+@pytest.mark.parametrize(("a", "b"), list(RLX_ONLY_JOINS))
+def test_sub_byte_and_narrow_float_joins(a, b):
+    assert DType.promote(a, b) == DType(RLX_ONLY_JOINS[(a, b)])
+
+
+NARROW_INTS = ("i4", "u4", "i2", "u2")
+NARROW_FLOATS = ("f8e4m3", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", "f8e8m0", "f4e2m1")
+
+
+@pytest.mark.parametrize(("a", "b"), list(itertools.product((*NARROW_INTS, "bool", "i8", "u8"), repeat=2)))
+def test_integer_join_holds_every_value_of_both(a, b):
+    """The join's range (from ml_dtypes' iinfo, not rlx) covers both operands' ranges."""
+    import ml_dtypes
+
+    def bounds(name):
+        if name == "bool":
+            return 0, 1
+        info = ml_dtypes.iinfo(DType(name).numpy)
+        return int(info.min), int(info.max)
+
+    lo, hi = bounds(DType.promote(a, b).value)
+    assert lo <= min(bounds(a)[0], bounds(b)[0]) and hi >= max(bounds(a)[1], bounds(b)[1])
+
+
+@pytest.mark.parametrize("name", NARROW_FLOATS)
+def test_narrow_floats_are_exact_in_bf16(name):
+    """Every bit pattern of an 8- or 4-bit float survives a round trip through bf16 (so bf16 is a join)."""
+    import ml_dtypes
+
+    d = DType(name)
+    values = np.arange(1 << d.bits, dtype=np.uint8).view(d.numpy).astype(np.float64)
+    back = values.astype(ml_dtypes.bfloat16).astype(np.float64)
+    assert np.array_equal(values, back, equal_nan=True)
+    assert DType.promote(d, "bf16") == DType.BF16 and d.is_float and d.is_low_precision_float and d.itemsize == 1
+
+
+def test_sub_byte_kinds():
+    for name in NARROW_INTS:
+        assert DType(name).is_int and not DType(name).is_float and DType(name).itemsize == 1
+    assert [DType(n).bits for n in ("i4", "u2", "f4e2m1", "f8e8m0", "f32")] == [4, 2, 4, 8, 32]
 
 
 @pytest.mark.parametrize(("a", "b"), list(itertools.product(ALL, ALL)))

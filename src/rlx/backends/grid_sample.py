@@ -1,4 +1,4 @@
-"""Grid sampling (ONNX GridSample, torch ``grid_sampler``) as a composition of MIR ops.
+"""Grid sampling (ONNX GridSample and DeformConv's taps, torch ``grid_sampler``) as a composition of MIR ops.
 
 ``x`` [N, C, *S] is read at the points of ``grid`` [N, *O, r] (r = len(S); ``grid[..., 0]`` is the
 last spatial axis, normalised to [-1, 1]) -> [N, C, *O]. Per axis the normalised coordinate is
@@ -61,30 +61,53 @@ def _tap_weights(g: Graph, t: Value, mode: str, ct: DType) -> tuple[np.ndarray, 
     return np.array([-1, 0, 1, 2]), g.where(g.constant(np.array([False, True, True, False])), near, far)
 
 
+def _check(mode: str, padding: str, x: Value) -> None:
+    if mode not in MODES or padding not in PADDINGS:
+        raise AttributeSchemaError(f"grid_sample: mode {mode!r} / padding {padding!r} not in {MODES} / {PADDINGS}")
+    if mode != "nearest" and not x.dtype.is_float:
+        raise AttributeSchemaError(f"grid_sample: {mode} interpolation needs a float x, got {x.dtype}")
+
+
 def grid_sample(g: Graph, x: Value, grid: Value, *, mode: str = "linear", padding: str = "zeros",
                 align_corners: bool = False, coordinate_padding: bool = True, round_first: bool = True) -> Value:
     """Sample ``x`` [N, C, *S] at ``grid`` [N, *O, len(S)] -> [N, C, *O] (module docstring). Static shapes."""
-    if mode not in MODES or padding not in PADDINGS:
-        raise AttributeSchemaError(f"grid_sample: mode {mode!r} / padding {padding!r} not in {MODES} / {PADDINGS}")
+    _check(mode, padding, x)
     if not (x.shape.is_static and grid.shape.is_static):
         raise ShapeError(f"grid_sample needs static shapes, got x {x.shape!r}, grid {grid.shape!r}")
     xs, gs = [int(d) for d in x.shape], [int(d) for d in grid.shape]
     r = len(xs) - 2
     if r < 1 or len(gs) != r + 2 or gs[0] != xs[0] or gs[-1] != r:
         raise ShapeError(f"grid_sample: grid {gs} does not fit x {xs} (expected [{xs[0]}, *out, {max(r, 0)}])")
-    if mode != "nearest" and not x.dtype.is_float:
-        raise AttributeSchemaError(f"grid_sample: {mode} interpolation needs a float x, got {x.dtype}")
     n, ch, sizes, outs = xs[0], xs[1], xs[2:], gs[1:-1]
     ct = DType.F64 if DType.F64 in (x.dtype, grid.dtype) else DType.F32
-    m, p = math.prod(outs), math.prod(sizes)
+    m = math.prod(outs)
     d = np.array(sizes, np.float64)
-    lo, hi = (np.zeros(r), d - 1) if align_corners else (np.full(r, -0.5), d - 0.5)
-    d_v, top = _c(g, d, ct), _c(g, d - 1, ct)
-
-    # coordinates [N, M, r], column i along spatial axis i
+    # coordinates [N, M, r], column i along spatial axis i, unnormalised to pixels
     c = g.reshape(grid if grid.dtype == ct else g.cast(grid, to=ct), new_shape=[n, m, r])
     c = g.gather(c, g.constant(np.arange(r - 1, -1, -1, dtype=np.int64)), axis=2)
-    pos = (c + 1.0) / 2.0 * top if align_corners else ((c + 1.0) * d_v - 1.0) / 2.0
+    pos = (c + 1.0) / 2.0 * _c(g, d - 1, ct) if align_corners else ((c + 1.0) * _c(g, d, ct) - 1.0) / 2.0
+    vals = sample_points(g, x, pos, mode=mode, padding=padding, align_corners=align_corners,
+                         coordinate_padding=coordinate_padding, round_first=round_first)
+    out = g.reshape(g.transpose(vals, perm=[0, 2, 1]), new_shape=[n, ch, *outs])
+    return out if out.dtype == x.dtype else g.cast(out, to=x.dtype)
+
+
+def sample_points(g: Graph, x: Value, pos: Value, *, mode: str = "linear", padding: str = "zeros",
+                  align_corners: bool = False, coordinate_padding: bool = True, round_first: bool = True) -> Value:
+    """Sample ``x`` [N, C, *S] at pixel coordinates ``pos`` [N, M, len(S)] (column i along spatial axis i)
+    -> [N, M, C] (nearest: x's dtype; else f32, or f64 when x or pos is). ``align_corners`` places the
+    borders of border / reflection padding (module docstring)."""
+    _check(mode, padding, x)
+    xs, ps = [int(d) for d in x.shape], [int(d) for d in pos.shape]
+    n, ch, sizes, m, r = xs[0], xs[1], xs[2:], ps[1], len(xs) - 2
+    if len(ps) != 3 or ps[0] != n or ps[2] != r:
+        raise ShapeError(f"sample_points: points {ps} do not fit x {xs} (expected [{n}, M, {r}])")
+    ct = DType.F64 if DType.F64 in (x.dtype, pos.dtype) else DType.F32
+    pos = pos if pos.dtype == ct else g.cast(pos, to=ct)
+    p = math.prod(sizes)
+    d = np.array(sizes, np.float64)
+    lo, hi = (np.zeros(r), d - 1) if align_corners else (np.full(r, -0.5), d - 0.5)
+    top = _c(g, d - 1, ct)
     if mode == "nearest" and round_first:
         pos = g.unary_math(pos, kind="round_even")
     if coordinate_padding and padding == "border":
@@ -136,8 +159,5 @@ def grid_sample(g: Graph, x: Value, grid: Value, *, mode: str = "linear", paddin
     if mask is not None:
         vals = g.where(g.reshape(mask, new_shape=[n, m, t, 1]), vals, g.scalar(0, vals.dtype))
     if weight is not None:
-        vals = g.reduce(vals * g.reshape(weight, new_shape=[n, m, t, 1]), op="sum", axes=[2], keep_dim=False)
-    else:
-        vals = g.reshape(vals, new_shape=[n, m, ch])
-    out = g.reshape(g.transpose(vals, perm=[0, 2, 1]), new_shape=[n, ch, *outs])
-    return out if out.dtype == x.dtype else g.cast(out, to=x.dtype)
+        return g.reduce(vals * g.reshape(weight, new_shape=[n, m, t, 1]), op="sum", axes=[2], keep_dim=False)
+    return g.reshape(vals, new_shape=[n, m, ch])

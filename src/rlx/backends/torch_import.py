@@ -131,7 +131,9 @@ def _dtype_table() -> dict[Any, DType]:
         torch.int8: DType.I8, torch.int16: DType.I16, torch.int32: DType.I32, torch.int64: DType.I64,
         torch.uint8: DType.U8, torch.bool: DType.BOOL, torch.complex64: DType.C64,
     }
-    for name, rlx_dtype in (("uint32", DType.U32), ("float8_e4m3fn", DType.F8E4M3), ("float8_e5m2", DType.F8E5M2)):
+    for name, rlx_dtype in (("uint32", DType.U32), ("float8_e4m3fn", DType.F8E4M3), ("float8_e5m2", DType.F8E5M2),
+                            ("float8_e4m3fnuz", DType.F8E4M3FNUZ), ("float8_e5m2fnuz", DType.F8E5M2FNUZ),
+                            ("float8_e8m0fnu", DType.F8E8M0), ("uint16", DType.U16), ("uint64", DType.U64)):
         if hasattr(torch, name):
             table[getattr(torch, name)] = rlx_dtype
     return table
@@ -150,7 +152,7 @@ def _to_numpy(t: Any) -> np.ndarray:
 
     t = t.detach().cpu().contiguous()
     dtype = _rlx_dtype(t.dtype)
-    if dtype in (DType.BF16, DType.F16, DType.F8E4M3, DType.F8E5M2) and t.dtype != torch.float16:
+    if dtype.is_low_precision_float and t.dtype != torch.float16:
         bits = torch.int16 if dtype is DType.BF16 else torch.uint8
         return t.view(bits).numpy().view(dtype.numpy).copy()
     return np.array(t.numpy(), copy=True)
@@ -305,6 +307,14 @@ def _dropout(cx, node, x, p=0.5, train=False):
        "aten._to_dim_order_copy.default")
 def _to(cx, node, x, *args, **kwargs):
     return cx.cast(x, cx.out_dtype())
+
+
+@_conv("aten.view.dtype")
+def _view_dtype(cx, node, x, dtype):
+    to = cx.out_dtype()
+    if to.bits != x.dtype.bits:
+        raise cx.fail(f"view as {to} changes the element width ({x.dtype.bits} to {to.bits} bits); only same-width views are supported")
+    return cx.g.bitcast(x, to=to)
 
 
 @_conv("operator.getitem")

@@ -391,6 +391,7 @@ RLX_ONLY = {
     "scatter_elements": "element-wise scatter (ONNX ScatterElements) is an rlx extension",
     "observer_update": "upstream updates the EMA state of FakeQuantize in place; rlx returns it from this op",
     "fft": "upstream 0.2.1's Fft uses a real block layout (see REFUSED_MIR['Fft'])",
+    "bitcast": "upstream 0.2.1 has no bit reinterpretation op (ONNX BitCast, torch Tensor.view(dtype))",
     "gaussian_splat_render_jvp": "upstream's splat render has no forward-mode derivative op (autodiff treats it as constant)",
     "fused_conv2d_bias_act": "upstream has no fused conv: its Conv takes no bias, which a separate Add applies",
 }

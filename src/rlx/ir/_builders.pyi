@@ -56,6 +56,9 @@ class GraphBuilders:
     def binary_ext(self, lhs: Operand, rhs: Operand, /, op: str = ..., name: str | None = None) -> Any:
         """Broadcasting binary op in the promoted dtype."""
 
+    def bitcast(self, x: Operand, /, to: DTypeLike = ..., name: str | None = None) -> Any:
+        """Reinterpret each element's bits as dtype `to` of the same bit width (np.ndarray.view, ONNX BitCast, torch Tensor.view(dtype), lax.bitcast_convert_type); little-endian bytes; the sub-byte types are their low bits (i4 -1 is u4 15); to bool a nonzero byte is True."""
+
     def cast(self, x: Operand, /, to: DTypeLike = ..., name: str | None = None) -> Any:
         """Convert the element type (x.astype(to)); float to int truncates toward zero, anything to bool is x != 0, c64 to a real type keeps the real part."""
 

@@ -4,13 +4,17 @@ Upstream's ``promote`` is order-dependent (``promote(i8, u8) != promote(u8, i8)`
 instead promotes along a lattice, so ``promote(a, b) == promote(b, a)`` always and the
 result is the least type that every operand type converts into:
 
-    bool -> u8 -> i16 -> i32 -> i64 -> f* ;  bool -> i8 -> i16 ;  u8 -> u16 -> u32 -> u64 -> f64
-    u16 -> i32 ;  u32 -> i64
-    f* -> f16 -> f32 ;  f* -> f8e4m3 / f8e5m2 -> bf16 -> f32 -> f64 -> c64 ;  f32 -> c64
+    bool -> u2 -> u4 -> u8 -> i16 -> i32 -> i64 -> f* ;  bool -> i2 -> i4 -> i8 -> i16
+    u2 -> i4 ;  u4 -> i8 ;  u8 -> u16 -> u32 -> u64 -> f64 ;  u16 -> i32 ;  u32 -> i64
+    f* -> f16 -> f32 ;  f* -> f8e4m3 / f8e5m2 / f8e4m3fnuz / f8e5m2fnuz / f8e8m0 / f4e2m1 -> bf16
+    bf16 -> f32 -> f64 -> c64 ;  f32 -> c64
 
 ``f*`` is JAX's weak float: integers meet floats at the float (``i32 + f16 = f16``,
 ``i64 + f32 = f32``), as in ``jax.numpy``; u64 meets signed ints and
-floats at f64 (no narrower type holds both), as in NumPy. Two fp8 kinds meet at bf16, fp8 and f16 at f32.
+floats at f64 (no narrower type holds both), as in NumPy. Two of the 8- and 4-bit float kinds
+meet at bf16 (which holds every value of each), one of them and f16 at f32. The sub-byte
+integers (i4 u4 i2 u2) and f4e2m1 are stored one element per byte (ml_dtypes' layout: the
+value's low bits); ONNX packs them, its importer and exporter convert.
 """
 
 from __future__ import annotations
@@ -46,12 +50,25 @@ _NUMPY = {
     "c64": np.dtype(np.complex64),
 }
 if ml_dtypes is not None:
-    _NUMPY.update(bf16=np.dtype(ml_dtypes.bfloat16), f8e4m3=np.dtype(ml_dtypes.float8_e4m3fn), f8e5m2=np.dtype(ml_dtypes.float8_e5m2))
-_ITEMSIZE = {**{name: d.itemsize for name, d in _NUMPY.items()}, "bf16": 2, "f8e4m3": 1, "f8e5m2": 1}
+    _NUMPY.update(
+        bf16=np.dtype(ml_dtypes.bfloat16), f8e4m3=np.dtype(ml_dtypes.float8_e4m3fn), f8e5m2=np.dtype(ml_dtypes.float8_e5m2),
+        f8e4m3fnuz=np.dtype(ml_dtypes.float8_e4m3fnuz), f8e5m2fnuz=np.dtype(ml_dtypes.float8_e5m2fnuz),
+        f8e8m0=np.dtype(ml_dtypes.float8_e8m0fnu), f4e2m1=np.dtype(ml_dtypes.float4_e2m1fn),
+        i4=np.dtype(ml_dtypes.int4), u4=np.dtype(ml_dtypes.uint4), i2=np.dtype(ml_dtypes.int2), u2=np.dtype(ml_dtypes.uint2),
+    )
+#: the types ml_dtypes provides, one byte each but bf16
+_ML_DTYPES = ("bf16", "f8e4m3", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", "f8e8m0", "f4e2m1", "i4", "u4", "i2", "u2")
+_ITEMSIZE = {**{name: d.itemsize for name, d in _NUMPY.items()}, **{name: 2 if name == "bf16" else 1 for name in _ML_DTYPES}}
+#: value bits of the sub-byte types (the rest of their byte is unused)
+_BITS = {"i4": 4, "u4": 4, "i2": 2, "u2": 2, "f4e2m1": 4}
 
 # Edges of the promotion lattice (``a -> b`` means a converts into b without loss of kind).
 _EDGES = {
-    "bool": ("u8", "i8"),
+    "bool": ("u2", "i2"),
+    "u2": ("u4", "i4"),
+    "i2": ("i4",),
+    "u4": ("u8", "i8"),
+    "i4": ("i8",),
     "u8": ("i16", "u16"),
     "u16": ("i32", "u32"),
     "i8": ("i16",),
@@ -60,9 +77,13 @@ _EDGES = {
     "u32": ("i64", "u64"),
     "u64": ("f64",),
     "i64": ("f*",),
-    "f*": ("f16", "f8e4m3", "f8e5m2"),
+    "f*": ("f16", "f8e4m3", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", "f8e8m0", "f4e2m1"),
     "f8e4m3": ("bf16",),
     "f8e5m2": ("bf16",),
+    "f8e4m3fnuz": ("bf16",),
+    "f8e5m2fnuz": ("bf16",),
+    "f8e8m0": ("bf16",),
+    "f4e2m1": ("bf16",),
     "f16": ("f32",),
     "bf16": ("f32",),
     "f32": ("f64", "c64"),
@@ -90,6 +111,14 @@ class DType(enum.Enum):
     C64 = "c64"
     F8E4M3 = "f8e4m3"
     F8E5M2 = "f8e5m2"
+    F8E4M3FNUZ = "f8e4m3fnuz"
+    F8E5M2FNUZ = "f8e5m2fnuz"
+    F8E8M0 = "f8e8m0"
+    F4E2M1 = "f4e2m1"
+    I4 = "i4"
+    U4 = "u4"
+    I2 = "i2"
+    U2 = "u2"
 
     def __str__(self) -> str:
         return self.value
@@ -99,7 +128,7 @@ class DType(enum.Enum):
 
     @property
     def numpy(self) -> np.dtype:
-        """The NumPy dtype that stores this element type (bf16 / fp8 via ml_dtypes)."""
+        """The NumPy dtype that stores this element type (bf16, the 8- and 4-bit floats, i4 u4 i2 u2 via ml_dtypes)."""
         try:
             return _NUMPY[self.value]
         except KeyError:
@@ -107,8 +136,13 @@ class DType(enum.Enum):
 
     @property
     def itemsize(self) -> int:
-        """Bytes per element."""
+        """Bytes per element as rlx stores it (1 for the sub-byte types)."""
         return _ITEMSIZE[self.value]
+
+    @property
+    def bits(self) -> int:
+        """Value bits per element (4 or 2 for the sub-byte types, 8 * itemsize otherwise)."""
+        return _BITS.get(self.value, 8 * _ITEMSIZE[self.value])
 
     @property
     def is_float(self) -> bool:
@@ -129,7 +163,7 @@ class DType(enum.Enum):
     @property
     def is_low_precision_float(self) -> bool:
         """Floats NumPy computes poorly in; reference kernels evaluate them in f32."""
-        return self in (DType.F16, DType.BF16, DType.F8E4M3, DType.F8E5M2)
+        return self in _LOW_FLOATS
 
     @classmethod
     def of(cls, value: Any) -> DType:
@@ -162,8 +196,11 @@ class DTypeError(RlxError, TypeError):
     """A value could not be read as an rlx element type."""
 
 
-_FLOATS = frozenset({DType.F32, DType.F16, DType.BF16, DType.F64, DType.F8E4M3, DType.F8E5M2})
-_INTS = frozenset({DType.I8, DType.I16, DType.I32, DType.I64, DType.U8, DType.U16, DType.U32, DType.U64})
+_LOW_FLOATS = frozenset({DType.F16, DType.BF16, DType.F8E4M3, DType.F8E5M2, DType.F8E4M3FNUZ, DType.F8E5M2FNUZ,
+                         DType.F8E8M0, DType.F4E2M1})
+_FLOATS = frozenset({DType.F32, DType.F64}) | _LOW_FLOATS
+_INTS = frozenset({DType.I8, DType.I16, DType.I32, DType.I64, DType.U8, DType.U16, DType.U32, DType.U64,
+                   DType.I4, DType.U4, DType.I2, DType.U2})
 
 
 def _upper_sets() -> dict[str, frozenset[str]]:
@@ -205,3 +242,5 @@ i8, i16, i32, i64 = DType.I8, DType.I16, DType.I32, DType.I64
 u8, u16, u32, u64 = DType.U8, DType.U16, DType.U32, DType.U64
 bool_, c64 = DType.BOOL, DType.C64
 f8e4m3, f8e5m2 = DType.F8E4M3, DType.F8E5M2
+f8e4m3fnuz, f8e5m2fnuz, f8e8m0, f4e2m1 = DType.F8E4M3FNUZ, DType.F8E5M2FNUZ, DType.F8E8M0, DType.F4E2M1
+i4, u4, i2, u2 = DType.I4, DType.U4, DType.I2, DType.U2

@@ -90,7 +90,10 @@ _DTYPES = {d.value: d for d in DType}
 _ST_DTYPE = {
     "f64": "F64", "f32": "F32", "f16": "F16", "bf16": "BF16", "i64": "I64", "i32": "I32", "i16": "I16",
     "i8": "I8", "u8": "U8", "u16": "U16", "u32": "U32", "u64": "U64", "bool": "BOOL", "c64": "C64",
-    "f8e4m3": "F8_E4M3", "f8e5m2": "F8_E5M2",
+    "f8e4m3": "F8_E4M3", "f8e5m2": "F8_E5M2", "f8e8m0": "F8_E8M0",
+    # rlx's own names (one byte per element; stock safetensors readers do not know them)
+    "f8e4m3fnuz": "F8_E4M3FNUZ", "f8e5m2fnuz": "F8_E5M2FNUZ", "f4e2m1": "F4_E2M1_BYTE",
+    "i4": "I4_BYTE", "u4": "U4_BYTE", "i2": "I2_BYTE", "u2": "U2_BYTE",
 }
 _ST_DTYPE_IN = {v: DType(k) for k, v in _ST_DTYPE.items()}
 

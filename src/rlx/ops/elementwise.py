@@ -1,4 +1,4 @@
-"""Elementwise ops: activation (17 kinds), cast, binary (7 kinds), compare (6), where.
+"""Elementwise ops: activation (17 kinds), cast, bitcast, binary (7 kinds), compare (6), where.
 
 Binary, compare and where promote their operands along the commutative lattice of
 :mod:`rlx.ir.dtype` and broadcast like NumPy; the result has the promoted dtype (upstream
@@ -19,6 +19,7 @@ from rlx.ir.errors import ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import TensorType
 from rlx.ops.common import all_equal, broadcast_promoted, promote_args, same_type_identity
+from rlx.ops.evaluate import RAW_OPERANDS
 from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, NUMPY, GraphNamespace, numpy_erf, numpy_sigmoid
 
 
@@ -149,7 +150,37 @@ defop(
     kernel=_cast_kernel, flags={"elementwise", "complex_ad"}, identity=same_type_identity,
     vjp=_cast_vjp, jvp=_cast_jvp, batch=_broadcasting_batch,
     doc="Convert the element type (x.astype(to)); float to int truncates toward zero, "
-    "anything to bool is x != 0, c64 to a real type keeps the real part.",
+    "anything to bool is x != 0, c64 to a real type keeps the real part. Int to a narrower int keeps the low bits "
+    "(two's complement; i4 u4 i2 u2 too); float to an int out of its range is unspecified (the reference gives 0 "
+    "for i4 u4 i2 u2). To a narrow float: round to nearest even, overflow to inf (f8e5m2) or NaN (f8e4m3, the fnuz "
+    "kinds, which have no -0 either); f4e2m1 has no inf / NaN (overflow saturates to +-6, NaN gives a zero); "
+    "f8e8m0 holds powers of two 2**-127..2**127 (nearest, 0 and negatives give NaN). The importers add the "
+    "saturating / rounding forms of their formats from primitives (docs/semantics.md#element-types).",
+)
+
+
+def _bitcast_type(ins: list[TensorType], attrs) -> TensorType:
+    src, to = ins[0].dtype, attrs["to"]
+    if src.bits != to.bits:
+        raise ShapeError(f"bitcast: {src} has {src.bits} bits, {to} has {to.bits}; the widths must match")
+    return TensorType(ins[0].shape, to)
+
+
+def _bitcast_kernel(args, attrs, out):
+    x, to = np.asarray(args[0]), attrs["to"]  # same itemsize: a view of any strides
+    if to.is_bool:
+        return x.view(np.uint8) != 0  # a byte other than 0 / 1 is no NumPy bool: normalise
+    return x.view(to.numpy)
+
+
+defop(
+    name="bitcast", precision="data_movement", family="elementwise", arity=1, operands=("x",),
+    attrs={"to": AttrSpec("dtype")},
+    infer=_bitcast_type, kernel=_bitcast_kernel, flags={"elementwise", "no_grad", RAW_OPERANDS},
+    identity=same_type_identity, batch=_broadcasting_batch,
+    doc="Reinterpret each element's bits as dtype `to` of the same bit width (np.ndarray.view, ONNX BitCast, "
+    "torch Tensor.view(dtype), lax.bitcast_convert_type); little-endian bytes; the sub-byte types are their low "
+    "bits (i4 -1 is u4 15); to bool a nonzero byte is True. Not differentiable (docs/semantics.md#element-types).",
 )
 
 

@@ -117,6 +117,14 @@ def compute_dtype(dtype: DType) -> np.dtype:
 #: their kernel is called with ``evaluate=`` a subgraph runner (this interpreter's
 #: :func:`call_graph`, or the arena executor's own).
 SUBGRAPHS = "subgraphs"
+#: OpDef flag of ops whose kernel reads its operands' bits (bitcast): they reach it in their own
+#: dtype, not widened to f32 as narrow floats otherwise are.
+RAW_OPERANDS = "raw_operands"
+
+
+def widens(node: Node) -> bool:
+    """Do the node's narrow-float operands reach its kernel widened to f32?"""
+    return RAW_OPERANDS not in get_op(node.op).flags
 
 
 def call_graph(sub: Graph, args: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -143,7 +151,7 @@ def eval_node(node: Node, args: list[np.ndarray], out_type: TensorType | tuple[T
     kernel = kernel_of(get_op(node.op)) if kernel is None else kernel
     if kernel is None:
         raise RlxError(f"op {node.op!r} (node %{node.id}) has no reference kernel")
-    widened = [a.astype(np.float32) if DType.of(a.dtype).is_low_precision_float else a for a in args]
+    widened = [a.astype(np.float32) if DType.of(a.dtype).is_low_precision_float else a for a in args] if widens(node) else args
     with np.errstate(all="ignore"):
         result = kernel(widened, node.attrs if attrs is None else attrs, out_type)
     if out_type.__class__ is tuple:

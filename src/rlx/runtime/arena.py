@@ -36,7 +36,7 @@ from rlx.ir.shape import TensorType
 from rlx.lir.liveness import LEAVES
 from rlx.lir.plan import LirModule
 from rlx.runtime.dispatch import ReportsDispatch
-from rlx.runtime.reference import bind_feed, checked_params, eval_node, feed_maps, kernel_of
+from rlx.runtime.reference import bind_feed, checked_params, eval_node, feed_maps, kernel_of, widens
 from rlx.runtime.specialize import PlanCache
 
 Step = Callable[[], None]
@@ -258,7 +258,7 @@ class ArenaExecutor(ReportsDispatch):
         if kernel is None:
             raise RlxError(f"op {node.op!r} (node %{node.id}) has no reference kernel")
         attrs, out_type, shape = node.attrs, node.type, tuple(node.shape)
-        widen = [nodes[i].dtype.is_low_precision_float for i in ins]
+        widen = [nodes[i].dtype.is_low_precision_float and widens(node) for i in ins]
         nid, op = node.id, node.op
 
         def finish(res: Any) -> None:
@@ -288,7 +288,7 @@ class ArenaExecutor(ReportsDispatch):
             return lambda: into([env[i] for i in ins], attrs, out_type, env[nid])
         if kernel is None:
             raise RlxError(f"op {node.op!r} (node %{nid}) has no reference kernel")
-        widen = [nodes[i].dtype.is_low_precision_float for i in ins]
+        widen = [nodes[i].dtype.is_low_precision_float and widens(node) for i in ins]
         shape, op, dtype = tuple(node.shape), node.op, node.dtype.numpy
         adopt = nid not in {a.root for a in self.lir.plan.view_aliases.values()}  # no view was made of env[nid]
         guarded = [i for i in ins if not self.graph.nodes[i].op == "constant"]

@@ -14,10 +14,21 @@ import numpy as np
 
 from rlx.ir.errors import FeedError
 from rlx.ir.graph import Graph
-from rlx.ops.evaluate import SUBGRAPHS, bind_feed, call_graph, compute_dtype, eval_node, feed_maps, kernel_of, node_out_type, run
+from rlx.ops.evaluate import (
+    SUBGRAPHS,
+    bind_feed,
+    call_graph,
+    compute_dtype,
+    eval_node,
+    feed_maps,
+    kernel_of,
+    node_out_type,
+    run,
+    widens,
+)
 
 __all__ = ["SUBGRAPHS", "bind_feed", "call_graph", "checked_params", "compute_dtype", "eval_node", "feed_maps", "kernel_of",
-           "node_out_type", "run"]
+           "node_out_type", "run", "widens"]
 
 
 def checked_params(g: Graph, params: Mapping[str, Any]) -> dict[str, np.ndarray]:

@@ -174,6 +174,16 @@ def _cast(args, attrs, out):
     return x.astype(jnp_dtype(to))
 
 
+@lowering("bitcast", native_low_precision=True)
+def _bitcast(args, attrs, out):
+    x, to = args[0], attrs["to"]
+    if x.dtype == jnp.bool_:
+        x = x.astype(jnp.uint8)
+    if to.is_bool:
+        return lax.bitcast_convert_type(x, jnp.uint8) != 0
+    return lax.bitcast_convert_type(x, jnp_dtype(to))
+
+
 def _is_int_or_bool(a: Any) -> bool:
     return jnp.issubdtype(a.dtype, jnp.integer) or a.dtype == jnp.bool_
 

@@ -12,9 +12,15 @@ from rlx.ir.errors import FormatError, RlxError
 ONNX_TO_RLX: dict[int, DType] = {
     1: DType.F32, 2: DType.U8, 3: DType.I8, 5: DType.I16, 6: DType.I32, 7: DType.I64, 9: DType.BOOL,
     10: DType.F16, 11: DType.F64, 4: DType.U16, 12: DType.U32, 13: DType.U64, 14: DType.C64,
-    16: DType.BF16, 17: DType.F8E4M3, 19: DType.F8E5M2,
+    16: DType.BF16, 17: DType.F8E4M3, 18: DType.F8E4M3FNUZ, 19: DType.F8E5M2, 20: DType.F8E5M2FNUZ, 21: DType.U4,
+    22: DType.I4, 23: DType.F4E2M1, 24: DType.F8E8M0, 25: DType.U2, 26: DType.I2,
 }
 RLX_TO_ONNX: dict[DType, int] = {v: k for k, v in ONNX_TO_RLX.items()}
+#: the first ai.onnx opset whose ops (Cast, QuantizeLinear ...) take each newer element type
+SINCE_OPSET: dict[DType, int] = {
+    DType.F8E4M3: 19, DType.F8E5M2: 19, DType.F8E4M3FNUZ: 19, DType.F8E5M2FNUZ: 19, DType.U4: 21, DType.I4: 21,
+    DType.F4E2M1: 23, DType.F8E8M0: 24, DType.U2: 25, DType.I2: 25,
+}
 ONNX_TYPE_NAMES = {
     0: "UNDEFINED", 1: "FLOAT", 2: "UINT8", 3: "INT8", 4: "UINT16", 5: "INT16", 6: "INT32", 7: "INT64", 8: "STRING",
     9: "BOOL", 10: "FLOAT16", 11: "DOUBLE", 12: "UINT32", 13: "UINT64", 14: "COMPLEX64", 15: "COMPLEX128",

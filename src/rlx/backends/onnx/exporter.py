@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx.backends.onnx.common import OnnxError, OnnxUnsupported, onnx_dtype
+from rlx.backends.onnx.common import SINCE_OPSET, OnnxError, OnnxUnsupported, onnx_dtype
 from rlx.backends.onnx.export_fusable import fuse_hard_activations
 from rlx.backends.onnx.namespace import OnnxNamespace
 from rlx.ir.dtype import DType
@@ -235,7 +235,16 @@ def _cast(ex, node, ins):
     if dst.is_int and src.is_float:  # rlx truncates toward zero; make it explicit (ONNX leaves it to the runtime)
         ns = OnnxNamespace(ex, src)
         return ex.node("Cast", [ns.trunc(ns.wrap(ins[0])).name], to=onnx_dtype(dst))
+    if dst in SINCE_OPSET and dst.is_float and ex.opset >= 19:  # rlx's cast does not saturate (ONNX's default does)
+        return ex.node("Cast", [ins[0]], to=onnx_dtype(dst), saturate=0, **({"round_mode": "nearest"} if dst is DType.F8E8M0 else {}))
     return ex.node("Cast", [ins[0]], to=onnx_dtype(dst))
+
+
+@exporter("bitcast")
+def _bitcast(ex, node, ins):
+    if ex.opset < 26:
+        raise OnnxUnsupported(f"node %{node.id} (bitcast): ONNX BitCast needs opset 26, exporting at {ex.opset} (pass opset=)")
+    return ex.node("BitCast", [ins[0]], to=onnx_dtype(node.attrs["to"]))
 
 
 _BIN = {k: row.onnx for k, row in BINARY_KINDS.items()}
@@ -689,6 +698,10 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
     if graph.stage == GraphStage.HIR:
         raise OnnxError("export expects a MIR graph: lower the HIR module first (lower_to_mir)")
     graph = primitive(graph)
+    for node in graph.nodes:
+        if SINCE_OPSET.get(node.dtype, 0) > opset:
+            raise OnnxUnsupported(f"node %{node.id} ({node.op}): element type {node.dtype} needs opset "
+                                  f"{SINCE_OPSET[node.dtype]}, exporting at {opset} (pass opset=)")
     ex = Exporter(graph, params or {}, opset)
     for node in graph.nodes:
         if node.op == "input":

@@ -1,11 +1,13 @@
-"""ONNX DFT converter (constant twiddle matrices)."""
+"""ONNX DFT / STFT converters (constant twiddle matrices) and MelWeightMatrix (a constant)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from rlx.backends.onnx.common import (
+    OnnxFormatError,
     OnnxUnsupported,
+    rlx_dtype,
 )
 from rlx.backends.onnx.import_context import converter
 from rlx.backends.onnx.import_helpers import _cast, _reshape, _static_shape
@@ -80,3 +82,65 @@ def _dft(cx, node, ins, attrs):
         out_im = out_im + _along(cx, im, c, axis)
     parts = [_reshape(cx, v, [*v.shape, 1]) for v in (out_re, out_im)]
     return _cast(cx, cx.g.concat(parts, axis=rank - 1), x.dtype)
+
+
+@converter("STFT")
+def _stft(cx, node, ins, attrs):
+    """Frames of the signal [B, L, 1|2] (a gather), times the window, each through the DFT matrices (f64)
+    -> [B, frames, bins, 2]; frames = 1 + (L - frame_length) // frame_step."""
+    x = ins[0]
+    shape = _static_shape(x)
+    if len(shape) != 3 or shape[-1] not in (1, 2):
+        raise OnnxUnsupported(f"STFT signal must be [batch, length, 1 or 2], got {shape}")
+    step = int(cx.static(node.input[1], "frame_step").reshape(-1)[0])
+    window = ins[2] if len(node.input) > 2 and node.input[2] else None
+    if len(node.input) > 3 and node.input[3]:
+        length = int(cx.static(node.input[3], "frame_length").reshape(-1)[0])
+    else:
+        length = _static_shape(window)[0] if window is not None else shape[1]
+    if step < 1 or not 1 <= length <= shape[1] or (window is not None and _static_shape(window) != [length]):
+        raise OnnxFormatError(f"STFT frame_step {step} / frame_length {length} / window do not fit the signal {shape}")
+    frames = 1 + (shape[1] - length) // step
+    idx = np.arange(frames)[:, None] * step + np.arange(length)[None, :]
+    y = cx.g.gather(x, cx.const(idx.astype(np.int64)), axis=1)  # [B, frames, length, 1|2]
+    if window is not None:
+        y = y * _reshape(cx, _cast(cx, window, x.dtype), [1, 1, length, 1])
+    y = _cast(cx, y, DType.F64)
+    re = _reshape(cx, cx.g.narrow(y, axis=3, start=0, length=1), [shape[0], frames, length])
+    im = _reshape(cx, cx.g.narrow(y, axis=3, start=1, length=1), [shape[0], frames, length]) if shape[-1] == 2 else None
+    bins = length // 2 + 1 if attrs.get("onesided", 1) else length
+    c, s = _twiddles(np.arange(bins)[:, None], np.arange(length)[None, :], length)
+    out_re, out_im = _along(cx, re, c, 2), -_along(cx, re, s, 2)
+    if im is not None:
+        out_re, out_im = out_re + _along(cx, im, s, 2), out_im + _along(cx, im, c, 2)
+    parts = [_reshape(cx, v, [*v.shape, 1]) for v in (out_re, out_im)]
+    return _cast(cx, cx.g.concat(parts, axis=3), x.dtype)
+
+
+def _mel_matrix(num_mel: int, dft_length: int, rate: float, low_hz: float, high_hz: float) -> np.ndarray:
+    """[dft_length // 2 + 1, num_mel] triangular filters on the mel scale (mel = 2595 log10(1 + f / 700)),
+    with edges at num_mel + 2 points spaced (high - low) / (num_mel + 2) apart in mel (the ONNX reference's
+    spacing), rounded down to spectrogram bins."""
+    to_mel = lambda f: 2595 * np.log1p(f / 700) / np.log(10)
+    low, high = to_mel(low_hz), to_mel(high_hz)
+    mel = np.arange(num_mel + 2) * ((high - low) / (num_mel + 2)) + low
+    edges = (((dft_length + 1) * (700 * np.expm1(mel / 2595 * np.log(10)))) // rate).astype(np.int64)
+    lo, mid, hi = edges[:-2][None, :], edges[1:-1][None, :], edges[2:][None, :]
+    j = np.arange(dft_length // 2 + 1)[:, None]
+    if edges.max() > dft_length // 2 or edges.min() < 0:
+        raise OnnxFormatError(f"MelWeightMatrix: the band edges {edges.tolist()} fall outside the {dft_length // 2 + 1} bins")
+    rise = np.where(mid > lo, (j - lo) / np.maximum(mid - lo, 1), 1.0)
+    fall = (hi - j) / np.maximum(hi - mid, 1)
+    return np.where((j >= lo) & (j <= mid), rise, 0.0) + np.where((j > mid) & (j < hi), fall, 0.0)
+
+
+@converter("MelWeightMatrix")
+def _mel_weight_matrix(cx, node, ins, attrs):
+    vals = [np.asarray(cx.static(name, what)).reshape(-1)[0] for name, what in
+            zip(node.input, ("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz"))]
+    num_mel, dft_length, rate = int(vals[0]), int(vals[1]), int(vals[2])
+    if num_mel < 1 or dft_length < 1 or rate < 1:
+        raise OnnxFormatError(f"MelWeightMatrix: num_mel_bins {num_mel}, dft_length {dft_length}, sample_rate {rate} must be positive")
+    cx.check_elements((dft_length // 2 + 1) * num_mel, "the MelWeightMatrix")
+    to = rlx_dtype(attrs.get("output_datatype", 1), "MelWeightMatrix: ")
+    return cx.const(_mel_matrix(num_mel, dft_length, rate, float(vals[3]), float(vals[4])).astype(to.numpy))

@@ -144,23 +144,72 @@ def _where(cx, node, ins, attrs):
 @converter("Cast")
 def _cast_op(cx, node, ins, attrs):
     to = rlx_dtype(attrs["to"], "Cast: ")
-    return _cast_saturating(cx, ins[0], to, attrs.get("saturate", 1))
+    return _onnx_cast(cx, ins[0], to, attrs)
 
 
 @converter("CastLike")
 def _castlike(cx, node, ins, attrs):
-    return _cast_saturating(cx, ins[0], ins[1].dtype, attrs.get("saturate", 1))
+    return _onnx_cast(cx, ins[0], ins[1].dtype, attrs)
+
+
+def _onnx_cast(cx, x: Value, to: DType, attrs) -> Value:
+    mode = attrs.get("round_mode", b"up")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if to is DType.F8E8M0 and x.dtype.is_float and x.dtype is not DType.F8E8M0:
+        if mode not in ("up", "down", "nearest"):
+            raise OnnxUnsupported(f"Cast: round_mode {mode!r} (expected up, down or nearest)")
+        return _cast_e8m0(cx, x, attrs.get("saturate", 1), mode)
+    return _cast_saturating(cx, x, to, attrs.get("saturate", 1))
+
+
+def _cast_e8m0(cx, x: Value, saturate: int, mode: str) -> Value:
+    """A float to f8e8m0 on its f32 bits (docs/semantics.md#element-types): the exponent field, one more
+    when it rounds up (up: any mantissa bit; nearest: the half bit, and for an f32 subnormal a bit below
+    it too), held at 254 (2**127) when saturating; NaN / inf (and overflow without saturate) give NaN."""
+    g = cx.g
+    bits = g.bitcast(_cast(cx, x, DType.F32), to=DType.U32)
+
+    def u32(v: int) -> Value:
+        return cx.const(np.array(v, np.uint32))
+
+    exp = g.binary_ext(g.binary_ext(bits, u32(23), op="shift_right"), u32(0xFF), op="bitwise_and")
+    mant = g.binary_ext(bits, u32(0x7FFFFF), op="bitwise_and")
+    if mode == "up":
+        inc = g.ne(mant, u32(0))
+    elif mode == "nearest":
+        half = g.ne(g.binary_ext(bits, u32(0x400000), op="bitwise_and"), u32(0))
+        below = g.ne(g.binary_ext(bits, u32(0x3FFFFF), op="bitwise_and"), u32(0))
+        inc = g.binary_ext(half, g.binary_ext(below, g.gt(exp, u32(0)), op="bitwise_or"), op="bitwise_and")
+    else:
+        inc = g.ne(exp, exp)  # all False
+    if saturate:
+        inc = g.binary_ext(inc, g.ne(exp, u32(254)), op="bitwise_and")
+    special = g.eq(exp, u32(255))
+    top = u32(255)
+    if saturate:  # inf gives the largest value, NaN stays NaN
+        top = g.where(g.eq(mant, u32(0)), u32(254), top)
+    rounded = g.where(special, top, g.where(inc, exp + u32(1), exp))
+    return g.bitcast(_cast(cx, rounded, DType.U8), to=DType.F8E8M0)
+
+
+@converter("BitCast")
+def _bitcast_op(cx, node, ins, attrs):
+    return cx.g.bitcast(ins[0], to=rlx_dtype(attrs["to"], "BitCast: "))
+
+
+_FP8 = (DType.F8E4M3, DType.F8E5M2, DType.F8E4M3FNUZ, DType.F8E5M2FNUZ)
 
 
 def _cast_saturating(cx, x: Value, to: DType, saturate: int) -> Value:
-    if to in (DType.F8E4M3, DType.F8E5M2) and x.dtype.is_float and x.dtype not in (DType.F8E4M3, DType.F8E5M2):
-        if saturate:
-            import ml_dtypes  # only fp8 targets need it; rlx.onnx imports without it
+    if to in _FP8 and saturate and x.dtype != to and (x.dtype.is_float or x.dtype.is_int):
+        import ml_dtypes  # only fp8 targets need it; rlx.onnx imports without it
 
-            big = float(ml_dtypes.finfo(to.numpy).max)
-            hi, lo = cx.scalar(big, x), cx.scalar(-big, x)
-            x = cx.g.where(cx.g.gt(x, hi), hi, cx.g.where(cx.g.lt(x, lo), lo, x))  # NaN stays NaN
-        # saturate=0: rlx's cast is the IEEE-style conversion, overflow to NaN (e4m3fn) / inf (e5m2)
+        if x.dtype not in (DType.F32, DType.F64):  # narrow floats widen exactly; ints past 2**24 are far past fp8's max
+            x = _cast(cx, x, DType.F32)
+        big = float(ml_dtypes.finfo(to.numpy).max)
+        hi, lo = cx.scalar(big, x), cx.scalar(-big, x)
+        x = cx.g.where(cx.g.gt(x, hi), hi, cx.g.where(cx.g.lt(x, lo), lo, x))  # NaN stays NaN
+    # saturate=0: rlx's cast is the IEEE-style conversion, overflow to NaN (e4m3fn, the fnuz kinds) / inf (e5m2)
     return _cast(cx, x, to)
 
 

@@ -119,3 +119,33 @@ def _reverse_sequence(cx, node, ins, attrs):
     n = lens[b]
     idx = np.where(t < n, n - 1 - t, t)
     return cx.g.gather_elements(x, cx.const(idx), axis=t_ax)
+
+
+@converter("TensorScatter")
+def _tensor_scatter(cx, node, ins, attrs):
+    """A KV-cache write: cache position p of batch b along ``axis`` reads update[p - w_b] (``circular``:
+    modulo the cache length) where that is in range, else keeps the cache: a gather plus a where."""
+    cache, update = ins[0], ins[1]
+    shape, ushape = _static_shape(cache), _static_shape(update)
+    rank = len(shape)
+    axis = _axis(attrs.get("axis", -2), rank)
+    mode = attrs.get("mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise OnnxUnsupported(f"TensorScatter mode {mode!r}")
+    if axis == 0 or len(ushape) != rank or any(u != c for i, (u, c) in enumerate(zip(ushape, shape)) if i != axis) \
+            or ushape[axis] > shape[axis]:
+        raise OnnxFormatError(f"TensorScatter update {ushape} does not fit the cache {shape} along axis {axis}")
+    length, s = shape[axis], ushape[axis]
+    lead = [shape[0]] + [1] * (rank - 1)
+    if len(ins) > 2 and len(node.input) > 2 and node.input[2]:
+        w = _reshape(cx, _cast(cx, ins[2], DType.I64), lead)
+    else:
+        w = cx.const(np.zeros(lead, np.int64))
+    pos = cx.const(np.arange(length, dtype=np.int64).reshape([length if i == axis else 1 for i in range(rank)]))
+    j = pos - w
+    if mode == "circular":
+        j = cx.g.binary_ext(j, cx.scalar(length, j), op="mod")
+    take = cx.g.binary_ext(cx.g.ge(j, cx.scalar(0, j)), cx.g.lt(j, cx.scalar(s, j)), op="bitwise_and")
+    idx = cx.g.minimum(cx.g.maximum(j, cx.scalar(0, j)), cx.scalar(s - 1, j))
+    read = cx.g.gather_elements(update, _broadcast_to(cx, idx, shape), axis=axis)
+    return cx.g.where(take, read, cache)

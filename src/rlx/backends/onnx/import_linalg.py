@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
+
 from rlx.backends.onnx.common import (
+    OnnxFormatError,
     OnnxUnsupported,
 )
 from rlx.backends.onnx.import_context import converter
@@ -50,6 +53,26 @@ def _gemm(cx, node, ins, attrs):
     return y
 
 
+def _diagonal(cx, eq: str, t: str, v: Value) -> tuple[str, Value]:
+    """A term with a repeated index (``ii``) as its diagonal: the repeated axes moved last, flattened and
+    gathered at the flat positions of (j, j, ...), so the index appears once (at the end)."""
+    while len(set(t)) != len(t):
+        c = next(ch for ch in t if t.count(ch) > 1)
+        pos = [i for i, ch in enumerate(t) if ch == c]
+        sizes = {v.shape[i] for i in pos}
+        if len(sizes) != 1 or not isinstance(next(iter(sizes)), int):
+            raise OnnxFormatError(f"Einsum {eq!r}: the axes of the repeated index {c!r} differ or are symbolic: {v.shape!r}")
+        n, k = int(next(iter(sizes))), len(pos)
+        keep = [i for i in range(len(t)) if i not in pos]
+        if keep + pos != list(range(len(t))):
+            v = cx.g.transpose(v, perm=keep + pos)
+        v = _reshape(cx, v, [*(v.shape[i] for i in range(len(keep))), n ** k])
+        step = sum(n ** j for j in range(k))
+        v = cx.g.gather(v, cx.const(np.arange(n, dtype=np.int64) * step), axis=len(keep))
+        t = "".join(t[i] for i in keep) + c
+    return t, v
+
+
 @converter("Einsum")
 def _einsum(cx, node, ins, attrs):
     eq = attrs["equation"].replace(" ", "")
@@ -75,11 +98,9 @@ def _einsum(cx, node, ins, attrs):
     else:
         out = rhs.replace("...", "".join(ell))
     for t, v in zip(terms, ins):
-        if len(set(t)) != len(t):
-            raise OnnxUnsupported(f"Einsum {eq!r}: repeated index in one operand (diagonal) is not expressible")
         if len(t) != len(v.shape):
             raise OnnxUnsupported(f"Einsum {eq!r}: term {t!r} does not match rank {len(v.shape)}")
-    operands = list(zip(terms, ins))
+    operands = [_diagonal(cx, eq, t, v) for t, v in zip(terms, ins)]
 
     def reduce_unused(t: str, v: Value, keep: str) -> tuple[str, Value]:
         drop = [i for i, c in enumerate(t) if c not in keep]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlx.backends.onnx.common import (
+    OnnxFormatError,
     OnnxUnsupported,
     rlx_dtype,
 )
@@ -16,14 +17,19 @@ from rlx.backends.onnx.import_linalg import _matmul
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 
+_QUANT_INTS = (DType.U8, DType.I8, DType.U16, DType.I16, DType.U4, DType.I4, DType.U2, DType.I2)
+_QUANT_FLOATS = (DType.F8E4M3, DType.F8E5M2, DType.F8E4M3FNUZ, DType.F8E5M2FNUZ, DType.F4E2M1)
+
 
 def _linear_quant_operands(cx, node, ins, attrs):
     """``x, scale, zero point (or None)`` of Quantize/DequantizeLinear and ``lay``, which shapes a
-    per-tensor or per-axis scale / zero point to broadcast against ``x`` (blocked scales refused)."""
+    per-tensor, per-axis or blocked scale / zero point to broadcast against ``x``."""
     x, scale = ins[0], ins[1]
     zp = ins[2] if len(ins) > 2 else None
-    if len(scale.shape) > 1 or attrs.get("block_size", 0):
-        raise OnnxUnsupported(f"{node.op_type} with blocked scales")
+    if attrs.get("block_size", 0):
+        return x, scale, zp, _blocked_layout(cx, node, x, scale, attrs)
+    if len(scale.shape) > 1:
+        raise OnnxFormatError(f"{node.op_type}: a scale of rank {len(scale.shape)} needs block_size")
     per_axis = len(scale.shape) == 1 and scale.shape[0] != 1
     axis = _axis(attrs.get("axis", 1), max(len(x.shape), 1)) if per_axis else 0
 
@@ -31,6 +37,26 @@ def _linear_quant_operands(cx, node, ins, attrs):
         return _zero_point(cx, v, len(x.shape), axis)
 
     return x, scale, zp, lay
+
+
+def _blocked_layout(cx, node, x: Value, scale: Value, attrs):
+    """Blocked scales: parameter block ``i // block_size`` along ``axis`` (the scale has x's rank, that
+    axis ceil(n / block_size) long, the others x's), repeated to x's shape by a gather."""
+    block, rank = attrs["block_size"], len(x.shape)
+    axis = _axis(attrs.get("axis", 1), max(rank, 1))
+    n = x.shape[axis]
+    if not isinstance(n, int) or block < 0:
+        raise OnnxUnsupported(f"{node.op_type}: blocked scales need a static axis {axis} and block_size >= 1")
+    want = [-(-n // block) if d == axis else x.shape[d] for d in range(rank)]
+    if list(scale.shape) != want:
+        raise OnnxFormatError(f"{node.op_type}: blocked scale has shape {list(scale.shape)}, x {list(x.shape)} with "
+                              f"block_size {block} on axis {axis} needs {want}")
+    rows = cx.const(np.arange(n, dtype=np.int64) // block)
+
+    def lay(v):
+        return None if v is None else cx.g.gather(v, rows, axis=axis)
+
+    return lay
 
 
 @converter("DequantizeLinear")
@@ -47,19 +73,21 @@ def _dequantize(cx, node, ins, attrs):
 def _quantize(cx, node, ins, attrs):
     x, scale, zp, lay = _linear_quant_operands(cx, node, ins, attrs)
     out = zp.dtype if zp is not None else (rlx_dtype(attrs["output_dtype"]) if attrs.get("output_dtype") else DType.U8)
-    if out not in (DType.U8, DType.I8, DType.U16, DType.I16, DType.F8E4M3, DType.F8E5M2):
+    if out not in _QUANT_INTS + _QUANT_FLOATS:
         raise OnnxUnsupported(f"QuantizeLinear to {out}")
-    if out in (DType.F8E4M3, DType.F8E5M2):  # float8: x / scale (+ zero point), then the saturating cast
+    if out in _QUANT_FLOATS:  # float8 / float4: x / scale (+ zero point), then the saturating cast
         xs = _cast(cx, x, DType.F32) / _cast(cx, lay(scale), DType.F32)
         if zp is not None:
             xs = xs + _cast(cx, lay(zp), DType.F32)
-        return _cast_saturating(cx, xs, out, attrs.get("saturate", 1))
+        return _cast_saturating(cx, xs, out, attrs.get("saturate", 1))  # f4e2m1 has no inf / NaN: it saturates
 
     xf = _cast(cx, x, DType.F32)
     y = cx.g.unary_math(xf / _cast(cx, lay(scale), DType.F32), kind="round_even")
     if zp is not None:
         y = y + _cast(cx, lay(zp), DType.F32)
-    info = np.iinfo(out.numpy)
+    import ml_dtypes  # its iinfo also knows the sub-byte integers (which need ml_dtypes anyway)
+
+    info = ml_dtypes.iinfo(out.numpy)
     y = cx.g.minimum(cx.g.maximum(y, cx.scalar(float(info.min), y)), cx.scalar(float(info.max), y))
     return _cast(cx, y, out)
 

@@ -30,6 +30,7 @@ from rlx.backends.onnx import (  # each module registers its converters on impor
     import_grid_sample,  # noqa: F401
     import_index,  # noqa: F401
     import_linalg,  # noqa: F401
+    import_ml,  # noqa: F401
     import_norm,  # noqa: F401
     import_quant,  # noqa: F401
     import_recurrent,  # noqa: F401

@@ -24,9 +24,15 @@ from rlx.ir.serialize import LoadLimits
 
 _EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
 _STRING = 8
-#: bytes per element of each TensorProto data type stored as raw bytes (sub-byte types excluded)
-_ITEMSIZE = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8, 14: 8, 15: 16,
-             16: 2, 17: 1, 18: 1, 19: 1, 20: 1, 24: 1}
+#: bits per element of each TensorProto data type stored as raw bytes; the sub-byte ones
+#: (uint4 int4 float4e2m1: 4, uint2 int2: 2) are packed, low bits first, the last byte padded
+_BITS = {1: 32, 2: 8, 3: 8, 4: 16, 5: 16, 6: 32, 7: 64, 9: 8, 10: 16, 11: 64, 12: 32, 13: 64, 14: 64, 15: 128,
+         16: 16, 17: 8, 18: 8, 19: 8, 20: 8, 21: 4, 22: 4, 23: 4, 24: 8, 25: 2, 26: 2}
+
+
+def raw_bytes(data_type: int, n: int) -> int:
+    """Bytes of ``n`` elements of ``data_type`` stored raw (packed for the sub-byte types)."""
+    return -(-n * _BITS[data_type] // 8)
 _GRAPH, _GRAPHS, _TENSOR, _TENSORS, _SPARSE, _SPARSES = 5, 10, 4, 9, 11, 12
 
 
@@ -130,10 +136,9 @@ def _load_external(t: Any, base: str, limits: LoadLimits, budget: list[int]) -> 
     """Replace ``t``'s external reference by its bytes (raw_data), read from a checked file region."""
     info = {e.key: e.value for e in t.external_data}
     where = f"tensor {t.name!r}: external data"
-    size = _ITEMSIZE.get(t.data_type)
-    if size is None:
+    if t.data_type not in _BITS:
         raise OnnxFormatError(f"{where}: element type {t.data_type} cannot be stored externally")
-    nbytes = declared_elements(t, limits) * size
+    nbytes = raw_bytes(t.data_type, declared_elements(t, limits))
     if nbytes > limits.max_tensor_bytes:
         raise OnnxFormatError(f"{where}: {nbytes} bytes exceed LoadLimits.max_tensor_bytes={limits.max_tensor_bytes}")
     offset = _non_negative(info.get("offset", "0"), f"{where} offset")
@@ -205,11 +210,11 @@ def tensor_to_array(t: Any, limits: LoadLimits) -> np.ndarray:
     if t.data_location == _EXTERNAL:
         raise OnnxFormatError(f"tensor {t.name!r}: external data outside a model file (pass base_dir=)")
     n = declared_elements(t, limits)
-    if n * _ITEMSIZE[t.data_type] > limits.max_tensor_bytes:
+    if n * want.itemsize > limits.max_tensor_bytes:  # rlx's (unpacked) size is what gets allocated
         raise OnnxFormatError(f"tensor {t.name!r}: {n} elements exceed LoadLimits.max_tensor_bytes={limits.max_tensor_bytes}")
-    if t.HasField("raw_data") and len(t.raw_data) != n * _ITEMSIZE[t.data_type]:
+    if t.HasField("raw_data") and len(t.raw_data) != raw_bytes(t.data_type, n):
         raise OnnxFormatError(f"tensor {t.name!r}: raw_data holds {len(t.raw_data)} bytes, its dims "
-                              f"{list(t.dims)} need {n * _ITEMSIZE[t.data_type]}")
+                              f"{list(t.dims)} need {raw_bytes(t.data_type, n)}")
     try:
         arr = np.asarray(onnx.numpy_helper.to_array(t))
         arr = arr.reshape(tuple(t.dims))

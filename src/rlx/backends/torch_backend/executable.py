@@ -38,7 +38,11 @@ from rlx.runtime.reference import bind_feed, checked_params, eval_node, feed_map
 MODES = ("eager", "inductor", "reduce-overhead", "max-autotune")
 
 # NumPy dtypes torch cannot wrap directly travel as same-width integers and are re-viewed.
-_BIT_VIEWS = {DType.BF16: (np.int16, torch.int16), DType.F8E4M3: (np.uint8, torch.uint8), DType.F8E5M2: (np.uint8, torch.uint8)}
+# Types torch has no usable dtype for (its int4 / uint4 / float4 are packed or shell types) travel as
+# their bytes in uint8 tensors, and every node reading or making one runs its NumPy kernel on the host.
+HOSTED = frozenset({DType.I4, DType.U4, DType.I2, DType.U2, DType.F4E2M1})
+_BIT_VIEWS = {DType.BF16: (np.int16, torch.int16), **{d: (np.uint8, torch.uint8) for d in (
+    DType.F8E4M3, DType.F8E5M2, DType.F8E4M3FNUZ, DType.F8E5M2FNUZ, DType.F8E8M0, *HOSTED)}}
 
 
 def to_torch(arr: np.ndarray, dtype: DType, device: torch.device) -> torch.Tensor:
@@ -46,7 +50,9 @@ def to_torch(arr: np.ndarray, dtype: DType, device: torch.device) -> torch.Tenso
     if not (arr.flags.c_contiguous and arr.flags.writeable):
         arr = np.array(arr, copy=True, order="C")
     view = _BIT_VIEWS.get(dtype)
-    t = torch.from_numpy(arr.view(view[0])).view(L.torch_dtype(dtype)) if view else torch.from_numpy(arr)
+    t = torch.from_numpy(arr.view(view[0])) if view else torch.from_numpy(arr)
+    if view and dtype not in HOSTED:
+        t = t.view(L.torch_dtype(dtype))
     return t.to(device) if t.device != device else t
 
 
@@ -62,7 +68,8 @@ def to_numpy(t: torch.Tensor, dtype: DType) -> np.ndarray:
 
 
 def _low(t: torch.Tensor) -> bool:
-    return t.dtype in (torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
+    return t.dtype in (torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz,
+                       torch.float8_e5m2fnuz, torch.float8_e8m0fnu)
 
 
 def _named(fn: Any, name: str) -> Any:
@@ -141,7 +148,8 @@ class _Builder:
         if self.binding:  # size attributes naming symbols, bound to this module's sizes
             attrs = bind_attrs(op, node.attrs, self.binding)
             node = node if attrs is node.attrs else dataclasses.replace(node, attrs=attrs)
-        if node.extra_types:  # multi-result ops have no torch rows yet: their NumPy kernel runs on the host
+        if node.extra_types or node.dtype in HOSTED or any(t.dtype in HOSTED for t in in_types):
+            # multi-result ops have no torch rows yet, HOSTED types no torch dtype: the NumPy kernel runs on the host
             return self.fx.call_function(_host(node, out, in_types, self.device), tuple(args))
         if op in L.LOWERINGS:
             return self.fx.call_function(_lowered(node, out, in_types), tuple(args))

@@ -44,13 +44,19 @@ _TORCH_DTYPES = {
     "i64": torch.int64, "i32": torch.int32, "i16": torch.int16, "i8": torch.int8, "u8": torch.uint8, "bool": torch.bool,
     "u16": torch.uint16, "u32": torch.uint32, "u64": torch.uint64, "c64": torch.complex64,
     "f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2,
+    "f8e4m3fnuz": torch.float8_e4m3fnuz, "f8e5m2fnuz": torch.float8_e5m2fnuz, "f8e8m0": torch.float8_e8m0fnu,
 }
+
+
+class TorchDTypeError(RlxError, TypeError):
+    """A graph value has an element type the torch backend cannot hold."""
 
 
 def torch_dtype(dtype: DType) -> torch.dtype:
     found = _TORCH_DTYPES.get(dtype.value)
     if found is None:
-        raise RlxError(f"torch backend: no torch dtype for {dtype}")
+        raise TorchDTypeError(f"torch backend: no torch dtype for {dtype} (torch has no unpacked {dtype} with kernels); "
+                              "run this graph with the numpy or jax backend")
     return found
 
 
@@ -127,6 +133,16 @@ def _cast(args, attrs, out):
     if to.is_low_precision_float and x.dtype != torch.float32 and _is_float(x):
         x = x.to(torch.float32)  # the reference rounds through f32
     return x.to(torch_dtype(to))
+
+
+@lowering("bitcast", native_low_precision=True)
+def _bitcast(args, attrs, out):
+    x, to = args[0], attrs["to"]
+    if x.dtype == torch.bool:
+        x = x.to(torch.uint8)
+    if to.is_bool:
+        return x.view(torch.uint8) != 0
+    return x.view(torch_dtype(to))
 
 
 def _int_div(a, b):

@@ -277,3 +277,31 @@ def test_gradient_through_the_fused_op_matches_finite_differences():
             else:
                 want[idx] = (loss(params, hi) - loss(params, lo)) / (2 * eps)
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", ["f64", "f32", "f16"])
+@pytest.mark.parametrize("act", ["silu", "gelu", None])
+def test_fused_kernel_is_bitwise_its_decomposition(dtype, act):
+    """The kernel (conv into the slot, bias and activation in place) computes what the unfused chain computes;
+    in f16 what the chain computes in f32 scratch, rounded once (as every fused op: docs/semantics.md#fused-ops)."""
+    rng = np.random.default_rng(1)
+    g = rlx.Graph("t")
+    x, w, b = g.input("x", (2, 4, 7, 7), dtype), g.param("w", (6, 2, 3, 3), dtype), g.param("b", (6, 1, 1), dtype)
+    y = g.conv2d(x, w, padding=[1, 1], groups=2) + b
+    g.set_outputs([y if act is None else g.apply("activation", y, kind=act)])
+    np_dt = rlx.DType(dtype).numpy
+    feed = {"x": rng.standard_normal((2, 4, 7, 7)).astype(np_dt)}
+    params = {"w": rng.standard_normal((6, 2, 3, 3)).astype(np_dt), "b": rng.standard_normal((6, 1, 1)).astype(np_dt)}
+    fused = _fused(g)
+    assert _count(fused) == 1
+    if dtype == "f16":  # the same graph in f32 on the same (widened) values, rounded at the end
+        g32 = rlx.Graph("t32")
+        x32, w32, b32 = g32.input("x", (2, 4, 7, 7), "f32"), g32.param("w", (6, 2, 3, 3), "f32"), g32.param("b", (6, 1, 1), "f32")
+        y32 = g32.conv2d(x32, w32, padding=[1, 1], groups=2) + b32
+        g32.set_outputs([y32 if act is None else g32.apply("activation", y32, kind=act)])
+        widen = {k: v.astype(np.float32) for k, v in {**feed, **params}.items()}
+        want = rlx.run(g32, {"x": widen["x"]}, {"w": widen["w"], "b": widen["b"]})[0].astype(np.float16)
+    else:
+        want = rlx.run(g, feed, params)[0]
+    for got in (rlx.run(fused, feed, params)[0], rlx.compile(fused, params=params).run(feed)[0]):
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()

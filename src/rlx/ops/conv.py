@@ -442,15 +442,8 @@ def conv2d_reference(x: np.ndarray, w: np.ndarray, stride, padding, dilation, gr
     dtype = np.result_type(x, w)
     if out is None:
         out = np.empty((n, cout, ho, wo), dtype)
-    if cin_g == 1 and cout == groups:  # depthwise: out[n, c] = sum_t x_tap_t[n, c] * w[c, t]
-        taps = w.reshape(cout, kh * kw)
-        for t in range(kh * kw):
-            tap = view[..., t // kw, t % kw] * taps[:, t].reshape(-1, 1, 1)
-            if t == 0:
-                out[...] = tap
-            else:
-                out += tap
-        return out
+    if cin_g == 1 and cout == groups:
+        return _depthwise(xp, view, w.astype(dtype, copy=False), stride, dilation, out)
     if kh == kw == 1:  # pointwise: the (strided) input is its own im2col, a view when contiguous
         cols = np.ascontiguousarray(view[..., 0, 0], dtype=dtype).reshape(n, groups, cin_g, ho * wo)
     else:
@@ -458,6 +451,39 @@ def conv2d_reference(x: np.ndarray, w: np.ndarray, stride, padding, dilation, gr
         cols = np.ascontiguousarray(cols, dtype=dtype).reshape(n, groups, cin_g * kh * kw, ho * wo)
     wg = w.astype(dtype, copy=False).reshape(groups, cout // groups, cin_g * kh * kw)
     np.matmul(wg, cols, out=out.reshape(n, groups, cout // groups, ho * wo))
+    return out
+
+
+def _depthwise(xp: np.ndarray, view: np.ndarray, w: np.ndarray, stride, dilation, out: np.ndarray) -> np.ndarray:
+    """out[n, c] = sum over taps t (row-major) of x_tap_t[n, c] * w[c, t], one multiply and one add per tap.
+
+    Narrow outputs (Wo < 32) run channels-last, where the innermost loop is over the channels rather
+    than over a short row; the taps are summed in the same order either way (same values)."""
+    c, k = w.shape[0], w.shape[2] * w.shape[3]
+    kw, taps = w.shape[3], w.reshape(c, k)
+    n, _, ho, wo = out.shape
+    last = wo < 32
+    if last:
+        xt = np.ascontiguousarray(xp.transpose(0, 2, 3, 1))
+        s, d = stride, dilation
+        acc = np.empty((n, ho, wo, c), out.dtype)
+
+        def tap(t: int) -> np.ndarray:
+            i, j = (t // kw) * d[0], (t % kw) * d[1]
+            return xt[:, i:i + (ho - 1) * s[0] + 1:s[0], j:j + (wo - 1) * s[1] + 1:s[1], :]
+    else:
+        acc = out
+
+        def tap(t: int) -> np.ndarray:
+            return view[..., t // kw, t % kw]
+    tmp = np.empty_like(acc)
+    for t in range(k):
+        wt = taps[:, t] if last else taps[:, t].reshape(-1, 1, 1)
+        np.multiply(tap(t), wt, out=acc if t == 0 else tmp)
+        if t:
+            acc += tmp
+    if last:
+        out[...] = acc.transpose(0, 3, 1, 2)
     return out
 
 

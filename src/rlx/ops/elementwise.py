@@ -49,6 +49,7 @@ ACTIVATIONS = ACTIVATION_KINDS
 #: every other kind runs its row's formula. Same values as the rows (tests/ops walk every kind).
 _INTO = {
     "gelu": _gelu_into, "relu": lambda x, out=None: np.maximum(x, 0, out=out), "sigmoid": numpy_sigmoid,
+    "silu": lambda x, out=None: np.multiply(x, numpy_sigmoid(x), out=out),
     "rsqrt": lambda x, out=None: np.divide(1.0, np.sqrt(x, out=out), out=out),
     **{k: getattr(np, u) for k, u in (("tanh", "tanh"), ("exp", "exp"), ("log", "log"), ("sqrt", "sqrt"),
                                       ("neg", "negative"), ("abs", "abs"), ("sin", "sin"), ("cos", "cos"),

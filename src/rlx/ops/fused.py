@@ -173,10 +173,8 @@ def _conv_bias_act(b, ops, attrs):
 
 def _conv_bias_act_kernel(args, attrs, out_type, out=None):
     """The conv written into ``out`` (the arena slot), then bias and activation applied in place with
-    the binary / activation kernels: no buffer besides the conv's im2col. Low-precision results
-    run the body step by step instead (each step rounded, as the decomposition rounds)."""
-    if out_type.dtype.is_low_precision_float:
-        return _conv_bias_act(_ARRAYS, list(args), attrs)
+    the binary / activation kernels: no buffer besides the conv's im2col. What the body computes on
+    arrays, step for step (f16 / bf16 operands in f32 scratch, rounded once, as every fused op)."""
     x, w = promote_args(list(args[:2]), out_type.dtype)
     y = conv2d_reference(x, w, attrs["stride"], attrs["padding"], attrs["dilation"], attrs["groups"], out=out)
     if attrs["has_bias"]:

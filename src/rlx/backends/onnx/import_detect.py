@@ -11,13 +11,11 @@ runtime value.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from rlx.backends.onnx.common import OnnxFormatError, OnnxUnsupported
 from rlx.backends.onnx.import_context import converter
-from rlx.backends.onnx.import_helpers import _axis, _first, _reshape, _static_shape
+from rlx.backends.onnx.import_helpers import _axis, _first
 
 
 def _optional_static(cx, node, i: int, what: str) -> np.ndarray | None:

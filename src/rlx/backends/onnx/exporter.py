@@ -315,9 +315,31 @@ def _binary_ext(ex, node, ins):
         if node.dtype.is_bool:
             return ex.node({"bitwise_and": "And", "bitwise_or": "Or", "bitwise_xor": "Xor"}[op], [a, b])
         return ex.node({"bitwise_and": "BitwiseAnd", "bitwise_or": "BitwiseOr", "bitwise_xor": "BitwiseXor"}[op], [a, b])
-    if node.dtype not in (DType.U8, DType.U32):
-        raise OnnxUnsupported(f"binary_ext {op!r} on {node.dtype}: ONNX BitShift takes unsigned integers only")
-    return ex.node("BitShift", [a, b], direction="LEFT" if op == "shift_left" else "RIGHT")
+    return _bit_shift(ex, a, b, node.dtype, left=op == "shift_left")
+
+
+_UNSIGNED = {DType.I8: DType.U8, DType.I16: DType.U16, DType.I32: DType.U32, DType.I64: DType.U64}
+
+
+def _bit_shift(ex, a: str, b: str, dt: DType, left: bool) -> str:
+    """rlx's shifts on any integer type with ONNX BitShift, which takes unsigned ones: the operands as
+    their unsigned twin (same bits), the count read as unsigned; a count of the width or more gives 0,
+    and a right shift of a signed value is arithmetic: ~(~a >> n) for a < 0, the count capped at
+    width - 1 (which gives 0 or -1, as rlx)."""
+    if dt not in _UNSIGNED and dt not in _UNSIGNED.values():
+        raise OnnxUnsupported(f"binary_ext shift on {dt}: ONNX BitShift takes integers")
+    u, width = _UNSIGNED.get(dt, dt), dt.bits
+    count = ex.cast(b, dt, u)
+    if dt in _UNSIGNED and not left:
+        safe = ex.node("Min", [count, ex.scalar(width - 1, u)])
+        neg = ex.node("Less", [a, ex.scalar(0, dt)])
+        flipped = ex.node("Where", [neg, ex.node("BitwiseNot", [a]), a])
+        shifted = ex.cast(ex.node("BitShift", [ex.cast(flipped, dt, u), safe], direction="RIGHT"), u, dt)
+        return ex.node("Where", [neg, ex.node("BitwiseNot", [shifted]), shifted])
+    big = ex.node("GreaterOrEqual", [count, ex.scalar(width, u)])
+    safe = ex.node("Where", [big, ex.scalar(0, u), count])
+    shifted = ex.node("BitShift", [ex.cast(a, dt, u), safe], direction="LEFT" if left else "RIGHT")
+    return ex.cast(ex.node("Where", [big, ex.scalar(0, u), shifted]), u, dt)
 
 
 def _float_mod(ex, a: str, b: str, dt: DType) -> str:

@@ -512,11 +512,41 @@ def _arg_reduce(ex, node, ins):
                    keepdims=int(node.attrs["keep_dim"]), select_last_index=int(node.attrs["select_last"]))
 
 
+CUMPROD_UNROLL = 256  # longest axis a cumulative product is written out for (ONNX CumProd needs opset 26)
+
+
+def _cumulative_prod(ex, node, x: str) -> str:
+    """A running product along a static axis, one Mul per element in scan order (exclusive: ones first)."""
+    shape, axis = list(node.shape), node.attrs["axis"]
+    n = shape[axis]
+    if not isinstance(n, int) or n > CUMPROD_UNROLL:
+        raise OnnxUnsupported(f"cumulative 'prod' along a symbolic or longer than {CUMPROD_UNROLL} axis: "
+                              "ONNX CumProd needs opset 26")
+    if n == 0:
+        return ex.node("Identity", [x])
+    parts = list(ex.node("Split", [x, ex.ints([1] * n)], n_out=n, axis=axis)) if n > 1 else [x]
+    order = list(reversed(range(n))) if node.attrs["reverse"] else list(range(n))
+    exclusive = node.attrs["exclusive"]
+    out: dict[int, str] = {}
+    acc = None
+    for i in order:
+        if exclusive and acc is None:  # the first in scan order: ones
+            out[i] = ex.node("Expand", [ex.scalar(1, node.dtype), ex.node("Shape", [parts[i]])])
+        elif exclusive:
+            out[i] = acc
+        acc = parts[i] if acc is None else ex.node("Mul", [acc, parts[i]])
+        if not exclusive:
+            out[i] = acc
+    return ex.node("Concat", [out[i] for i in range(n)], axis=axis) if n > 1 else out[0]
+
+
 @exporter("cumulative")
 def _cumulative(ex, node, ins):
     """Upstream's cumsum / cumsum_backward (docs/semantics.md#backward-ops): cumulative(op="sum"), the backward one reversed."""
+    if node.attrs["op"] == "prod":
+        return _cumulative_prod(ex, node, ins[0])
     if node.attrs["op"] != "sum":
-        raise OnnxUnsupported("cumulative 'prod': ONNX CumProd needs opset 26")
+        raise OnnxUnsupported(f"cumulative {node.attrs['op']!r} has no ONNX equivalent")
     return ex.node("CumSum", [ins[0], ex.ints([node.attrs["axis"]])], exclusive=int(node.attrs["exclusive"]),
                    reverse=int(node.attrs["reverse"]))
 

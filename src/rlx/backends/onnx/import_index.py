@@ -150,29 +150,3 @@ def _tensor_scatter(cx, node, ins, attrs):
     read = cx.g.gather_elements(update, _broadcast_to(cx, idx, shape), axis=axis)
     return cx.g.where(take, read, cache)
 
-
-@converter("MaxUnpool")
-def _max_unpool(cx, node, ins, attrs):
-    """X's values scattered into zeros at their flat ``indices`` (over the whole inferred output, as
-    MaxPool's Indices), then zero-padded at the end of each spatial axis up to ``output_shape`` if given."""
-    x, idx = ins[0], ins[1]
-    shape, ishape = _static_shape(x), _static_shape(idx)
-    kernel = [int(k) for k in attrs["kernel_shape"]]
-    r = len(kernel)
-    strides, pads = attrs.get("strides", [1] * r), attrs.get("pads", [0] * (2 * r))
-    if len(shape) != r + 2 or ishape != shape or not idx.dtype.is_int:
-        raise OnnxFormatError(f"MaxUnpool X {shape} / indices {ishape} {idx.dtype} do not fit kernel_shape {kernel}")
-    inferred = shape[:2] + [(shape[2 + i] - 1) * strides[i] - pads[i] - pads[r + i] + kernel[i] for i in range(r)]
-    out = [int(v) for v in cx.static(node.input[2], "output_shape").reshape(-1)] if len(node.input) > 2 and node.input[2] else inferred
-    if len(out) != len(inferred) or any(o < i for o, i in zip(out, inferred)) or out[:2] != inferred[:2]:
-        raise OnnxFormatError(f"MaxUnpool output_shape {out} is smaller than the unpooled shape {inferred}")
-    total = math.prod(inferred)
-    zeros = _broadcast_to(cx, cx.scalar(0, x), [total])
-    flat = cx.g.scatter_elements(zeros, _reshape(cx, _cast(cx, idx, DType.I64), [math.prod(shape)]),
-                                 _reshape(cx, x, [math.prod(shape)]), axis=0, reduction="none")
-    y = _reshape(cx, flat, inferred)
-    for axis in range(2, len(out)):
-        if out[axis] > inferred[axis]:
-            pad = _broadcast_to(cx, cx.scalar(0, x), [*y.shape[:axis], out[axis] - inferred[axis], *y.shape[axis + 1:]])
-            y = cx.g.concat([y, pad], axis=axis)
-    return y

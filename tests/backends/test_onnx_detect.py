@@ -143,3 +143,22 @@ def test_unique_integer_input_and_unused_outputs():
     m = model([helper.make_node("Unique", ["x"], ["y", "", "inv"], sorted=0)], [("x", I64, None)],
               [("y", I64, None), ("inv", I64, None)], opset=11)
     same_as_ort(m, [{"x": np.array([5, 1, 5, 5, 2, 1, 9])}])
+
+
+def test_nms_on_computed_boxes_then_gathering_the_kept_boxes():
+    """A detection head's tail: boxes / scores computed from the input, NMS, the kept boxes gathered;
+    the runnable specialises on the graph input the NMS operands depend on."""
+    c = [helper.make_node("Constant", [], [n], value=onnx.numpy_helper.from_array(v)) for n, v in
+         [("two", np.array(2.0, np.float32)), ("k", np.array([4])), ("iou", np.array([0.3], np.float32)),
+          ("st", np.array([0.4], np.float32)), ("zero", np.array(0)), ("col", np.array(2)), ("sq", np.array([0]))]]
+    nodes = [*c, helper.make_node("Mul", ["raw", "two"], ["boxes"]), helper.make_node("Sigmoid", ["logits"], ["scores"]),
+             helper.make_node("NonMaxSuppression", ["boxes", "scores", "k", "iou", "st"], ["sel"]),
+             helper.make_node("Gather", ["sel", "col"], ["idx"], axis=1),
+             helper.make_node("Gather", ["boxes", "zero"], ["b0"], axis=0),
+             helper.make_node("Gather", ["b0", "idx"], ["kept"], axis=0)]
+    m = model(nodes, [("raw", F, [1, 16, 4]), ("logits", F, [1, 1, 16])], [("kept", F, None), ("sel", I64, None)])
+    rng = np.random.default_rng(11)
+    feeds = [{"raw": random_boxes(rng, 1, 16, False), "logits": rng.standard_normal((1, 1, 16)).astype(np.float32)}
+             for _ in range(2)]
+    r = same_as_ort(m, feeds)
+    assert set(r.value_inputs) == {"raw", "logits"}

@@ -2,7 +2,8 @@
 
 Geometry attributes are pairs ``[h, w]``. Channels and weights must be static; batch and
 spatial dims may be symbolic (output sizes are then floordiv expressions). Kernels are vectorized NumPy (strided window views
-plus ``einsum``; conv2d: im2col and a batched matmul), never loops over pixels.
+plus ``einsum``; conv2d: im2col and a batched matmul; pooling: one whole-image step per window tap), never
+loops over pixels.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ the module exported with ``torch.onnx.export`` (TorchScript exporter) run by onn
 ``onnxruntime`` backend (``rlx ort (onnx import)``). Medians of interleaved rounds, process CPU
 time per call; ratios against torch eager, against ``rlx.run`` (numpy rows) and against the ONNX
 file in onnxruntime. The two ONNX columns come from a second interleaved measurement of those two
-alone (at least 11 rounds, ~50 ms of calls per sample): in the round of all contenders a sample is
+alone (at least 21 rounds, ~0.1 s of calls per sample): in the round of all contenders a sample is
 one or two calls right after a slow contender, cold caches included. transformers models are
 exported with an all-ones ``attention_mask`` (the same values as none). Dispatch overhead per
 node = (exe.run - the sum of its steps run bare) / steps.
@@ -304,7 +304,7 @@ def main() -> None:
         ms = {k: v.median_cpu * 1e3 for k, v in t.items()}
         pair = {k: fns[k] for k in ONNX_PAIR if k in fns}
         if len(pair) == 2:  # the ONNX ratio from the two alone, warm, enough calls per sample
-            tp = measure(pair, max(args.repeat, 11), number=min(calls_for(f, 0.05) for f in pair.values()), gc_off=False,
+            tp = measure(pair, max(args.repeat, 21), number=min(calls_for(f, 0.1) for f in pair.values()), gc_off=False,
                          warmup=True)
             ms.update({k: v.median_cpu * 1e3 for k, v in tp.items()})
         steps = exe._steps

@@ -170,3 +170,27 @@ def test_onnx_deform_conv_matches_onnx_reference(group, offset_group, stride, di
     (want,) = ReferenceEvaluator(m).run(None, feeds)
     assert got.shape == (n, oc, oh, ow)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode,ctm,ratio,scale", [("avg", "half_pixel", 0, 1.0), ("avg", "output_half_pixel", 2, 0.5),
+                                                 ("max", "half_pixel", 2, 1.0), ("max", "output_half_pixel", 0, 0.25)])
+def test_onnx_roi_align_matches_onnxruntime(mode, ctm, ratio, scale):
+    """ROIs of varied sizes, some reaching outside the image; fed at run time (import_runnable specialises on them)."""
+    from rlx.backends.onnx import import_runnable
+
+    rng = np.random.default_rng(ratio + int(4 * scale))
+    x = rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
+    lo = rng.uniform(-3, 8, (5, 2)) / scale
+    rois = np.concatenate([lo, lo + rng.uniform(0.3, 9, (5, 2)) / scale], axis=1).astype(np.float32)  # x1, y1, x2, y2
+    feeds = {"x": x, "rois": rois, "b": np.array([0, 1, 1, 0, 1], np.int64)}
+    node = helper.make_node("RoiAlign", ["x", "rois", "b"], ["y"], mode=mode, coordinate_transformation_mode=ctm,
+                            output_height=3, output_width=4, sampling_ratio=ratio, spatial_scale=scale)
+    elem = {"x": TensorProto.FLOAT, "rois": TensorProto.FLOAT, "b": TensorProto.INT64}
+    graph = helper.make_graph([node], "ra", [helper.make_tensor_value_info(k, elem[k], list(v.shape)) for k, v in feeds.items()],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+    (got,) = import_runnable(m).run(feeds)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    assert got.shape == (5, 3, 3, 4)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, ReferenceEvaluator(m).run(None, feeds)[0], rtol=1e-5, atol=1e-5)

@@ -1,7 +1,8 @@
 """ONNX training-domain ops (``ai.onnx.preview.training``) through rlx.onnx.import_model.
 
 ``Gradient`` is computed by rlx's own autodiff on the imported graph; torch.autograd on the
-same formula is the oracle.
+same formula is the oracle. The optimizers (Adagrad, Momentum, Adam) are checked against the
+shipped node cases and onnx's reference evaluator.
 """
 
 from __future__ import annotations
@@ -78,3 +79,42 @@ def test_empty_axis_fed_for_a_named_dim():
     (got,) = run.run({"x": np.zeros((0, 3), np.float32)})
     np.testing.assert_array_equal(got, np.zeros(3, np.float32))
     assert not run.shape_specialized  # only the empty feed took the fed-shape path
+
+
+@pytest.mark.parametrize("name", ["test_adagrad", "test_adagrad_multiple", "test_adam", "test_adam_multiple", "test_momentum",
+                                  "test_momentum_multiple", "test_nesterov_momentum"])
+def test_shipped_optimizer_cases(name):
+    from rlx.backends.onnx import conformance
+
+    (case,) = conformance.load_cases(f"^{name}$")
+    result = conformance.run_case(case)
+    assert result.status == "passed", result.reason
+
+
+@pytest.mark.parametrize(("op", "attrs", "k"), [
+    ("Adagrad", {"decay_factor": 0.1, "epsilon": 1e-5, "norm_coefficient": 0.01}, 3),
+    ("Momentum", {"alpha": 0.9, "beta": 0.5, "mode": "nesterov", "norm_coefficient": 0.02}, 3),
+    ("Momentum", {"alpha": 0.8, "beta": 0.3, "mode": "standard", "norm_coefficient": 0.0}, 3),
+    ("Adam", {"alpha": 0.85, "beta": 0.95, "epsilon": 1e-4, "norm_coefficient": 0.01, "norm_coefficient_post": 0.05}, 4),
+])
+@pytest.mark.parametrize("step", [0, 3])
+def test_optimizer_step_matches_onnx_reference(op, attrs, k, step):
+    """One update of two tensors, the step count fed at run time (T = 0: no bias correction / beta 1);
+    the accumulators (the third and fourth groups) are non-negative, as squared-gradient sums are."""
+    from onnx.reference import ReferenceEvaluator
+
+    shapes = [(3, 4), (5,)]
+    names = [f"{role}{i}" for role in "xgvh"[:k] for i in range(2)]
+    outs = [f"{role}{i}_new" for role in "xvh"[:k - 1] for i in range(2)]
+    inputs = [helper.make_tensor_value_info("r", F32, []), helper.make_tensor_value_info("t", TensorProto.INT64, [])]
+    inputs += [helper.make_tensor_value_info(n, F32, list(shapes[int(n[-1])])) for n in names]
+    node = helper.make_node(op, ["r", "t", *names], outs, domain="ai.onnx.preview.training", **attrs)
+    model = _model([node], inputs, [helper.make_tensor_value_info(n, F32, None) for n in outs])
+    feed = {"r": np.array(0.1, np.float32), "t": np.array(step, np.int64)}
+    feed.update({n: (np.abs(RNG.standard_normal(shapes[int(n[-1])])) if n[0] in "vh" else
+                     RNG.standard_normal(shapes[int(n[-1])])).astype(np.float32) for n in names})
+    want = ReferenceEvaluator(model).run(None, feed)
+    g, params = import_model(model)
+    got = rlx.run(g, feed, params)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

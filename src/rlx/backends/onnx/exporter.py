@@ -309,8 +309,7 @@ def _binary_ext(ex, node, ins):
     op = node.attrs["op"]
     if op in ("mod", "fmod"):
         if node.dtype.is_float and op == "mod":
-            q = ex.node("Floor", [ex.node("Div", [a, b])])
-            return ex.node("Sub", [a, ex.node("Mul", [q, b])])
+            return _float_mod(ex, a, b, node.dtype)
         return ex.node("Mod", [a, b], fmod=1 if op == "fmod" else 0)
     if op.startswith("bitwise"):
         if node.dtype.is_bool:
@@ -319,6 +318,19 @@ def _binary_ext(ex, node, ins):
     if node.dtype not in (DType.U8, DType.U32):
         raise OnnxUnsupported(f"binary_ext {op!r} on {node.dtype}: ONNX BitShift takes unsigned integers only")
     return ex.node("BitShift", [a, b], direction="LEFT" if op == "shift_left" else "RIGHT")
+
+
+def _float_mod(ex, a: str, b: str, dt: DType) -> str:
+    """Floor modulo of floats (ONNX Mod takes fmod=1 only for floats): the exact fmod, plus the divisor
+    where the remainder's sign differs from it; a zero remainder takes the divisor's sign (np.mod),
+    so an infinite divisor and signed zeros come out as NumPy's."""
+    r = ex.node("Mod", [a, b], fmod=1)
+    zero, minus_zero = ex.scalar(0.0, dt), ex.scalar(-0.0, dt)
+    neg_r, neg_b = ex.node("Less", [r, zero]), ex.node("Less", [b, zero])
+    is_zero = ex.node("Equal", [r, zero])
+    shift = ex.node("And", [ex.node("Xor", [neg_r, neg_b]), ex.node("Not", [is_zero])])
+    signed_zero = ex.node("Where", [neg_b, minus_zero, zero])
+    return ex.node("Where", [is_zero, signed_zero, ex.node("Where", [shift, ex.node("Add", [r, b]), r])])
 
 
 # ================================================================ linear algebra
@@ -342,6 +354,9 @@ def _dot_general(ex, node, ins):
     free_a = [la[i] for i in range(ra) if i not in lbat and i not in lcon]
     free_b = [lb[j] for j in range(rb) if j not in rbat and j not in rcon]
     eq = f"{''.join(la)},{''.join(lb)}->{''.join([la[i] for i in lbat] + free_a + free_b)}"
+    if node.dtype == DType.BF16:  # ONNX Einsum takes no bfloat16: float32 products and sums, rounded once
+        a, b = (ex.cast(v, DType.BF16, DType.F32) for v in (a, b))
+        return ex.cast(ex.node("Einsum", [a, b], equation=eq), DType.F32, DType.BF16)
     return ex.node("Einsum", [a, b], equation=eq)
 
 
@@ -449,15 +464,19 @@ def _reduce(ex, node, ins):
         return ex.node("Identity", [ins[0]])
     if node.attrs["op"] not in _RED:
         raise OnnxUnsupported(f"reduce {node.attrs['op']!r} (NaN-ignoring) has no ONNX equivalent")
+    x, dt = ins[0], _in_dtype(ex, node, 0)
+    if dt.is_bool and node.attrs["op"] in ("max", "min"):  # any / all: ReduceMax / ReduceMin take bool from opset 20
+        y = ex.node(_RED[node.attrs["op"]], [ex.cast(x, dt, DType.U8), ex.ints(axes)], keepdims=int(node.attrs["keep_dim"]))
+        return ex.cast(y, DType.U8, node.dtype)
     rank = len(_in_shape(ex, node, 0))
     if node.attrs["op"] == "mean" and rank in (4, 5) and sorted(a % rank for a in axes) == list(range(2, rank)) \
             and node.dtype in (DType.F32, DType.F64, DType.F16):
         # the mean over every spatial axis of an image is GlobalAveragePool: onnxruntime keeps it (and what
         # follows, a squeeze-excite gate say) in its blocked conv layout, where ReduceMean needs layout
         # reorders. Not on rank 3, where the last axis is a sequence model's features (RMSNorm's mean).
-        pooled = ex.node("GlobalAveragePool", [ins[0]])
+        pooled = ex.node("GlobalAveragePool", [x])
         return pooled if node.attrs["keep_dim"] else ex.node("Flatten", [pooled], axis=1)
-    return ex.node(_RED[node.attrs["op"]], [ins[0], ex.ints(axes)], keepdims=int(node.attrs["keep_dim"]))
+    return ex.node(_RED[node.attrs["op"]], [x, ex.ints(axes)], keepdims=int(node.attrs["keep_dim"]))
 
 
 @exporter("softmax")
@@ -528,12 +547,21 @@ def _sce(ex, node, ins):
 
 
 # ================================================================ conv and pooling
+def _float_conv(ex, node, ins, op: str, **attrs) -> str:
+    """ONNX Conv / ConvTranspose take floats only: an integer conv runs in float64 and is cast back
+    (exact while every partial sum stays below 2**53 in magnitude)."""
+    if node.dtype.is_float:
+        return ex.node(op, _operands(ex, node, ins), **attrs)
+    y = ex.node(op, _operands(ex, node, ins, DType.F64), **attrs)
+    return ex.cast(y, DType.F64, node.dtype)
+
+
 @exporter("conv2d")
 def _conv2d(ex, node, ins):
     a = node.attrs
     p = list(a["padding"])
-    return ex.node("Conv", _operands(ex, node, ins), kernel_shape=list(a["kernel_size"]), strides=list(a["stride"]),
-                   pads=[p[0], p[1], p[0], p[1]], dilations=list(a["dilation"]), group=a["groups"])
+    return _float_conv(ex, node, ins, "Conv", kernel_shape=list(a["kernel_size"]), strides=list(a["stride"]),
+                       pads=[p[0], p[1], p[0], p[1]], dilations=list(a["dilation"]), group=a["groups"])
 
 
 @exporter("fused_conv2d_bias_act")
@@ -548,9 +576,9 @@ def _fused_conv2d(ex, node, ins):
 def _conv_t(ex, node, ins):
     a = node.attrs
     p = list(a["padding"])
-    return ex.node("ConvTranspose", _operands(ex, node, ins), kernel_shape=list(a["kernel_size"]), strides=list(a["stride"]),
-                   pads=[p[0], p[1], p[0], p[1]], dilations=list(a["dilation"]), group=a["groups"],
-                   output_padding=list(a["output_padding"]))
+    return _float_conv(ex, node, ins, "ConvTranspose", kernel_shape=list(a["kernel_size"]), strides=list(a["stride"]),
+                       pads=[p[0], p[1], p[0], p[1]], dilations=list(a["dilation"]), group=a["groups"],
+                       output_padding=list(a["output_padding"]))
 
 
 @exporter("pool2d")

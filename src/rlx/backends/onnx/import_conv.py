@@ -1,4 +1,4 @@
-"""ONNX Conv / ConvTranspose / pooling / Col2Im converters (window geometry, auto_pad)."""
+"""ONNX Conv / ConvTranspose / pooling (MaxPool Indices, MaxUnpool) / Col2Im converters (window geometry, auto_pad)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from rlx.backends.onnx.common import (
     OnnxUnsupported,
 )
 from rlx.backends.onnx.import_context import converter
-from rlx.backends.onnx.import_helpers import _reshape, _static_shape
+from rlx.backends.onnx.import_helpers import _cast, _reshape, _static_shape
 from rlx.backends.onnx.import_shape import _index_along, pad_value
+from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 
 
@@ -105,8 +106,8 @@ def _conv3d_by_depth_taps(cx, x: Value, w: Value, kernel, strides, dil, pads, gr
 def _conv_transpose(cx, node, ins, attrs):
     x, w = ins[0], ins[1]
     b = ins[2] if len(ins) > 2 else None
-    nsp = _spatial(x, "ConvTranspose")
-    if nsp != 2:
+    nsp = _spatial(x, "ConvTranspose", (1, 2, 3))
+    if nsp == 1:
         x, w = _to2d(cx, x), _to2d(cx, w)
     kernel = list(_static_shape(w)[2:])
     strides = list(attrs.get("strides", [1] * nsp))
@@ -130,9 +131,14 @@ def _conv_transpose(cx, node, ins, attrs):
                 pads[i], pads[i + nsp] = total // 2, total - total // 2
             else:
                 pads[i], pads[i + nsp] = total - total // 2, total // 2
+    group = attrs.get("group", 1)
+    if nsp == 3:  # the full transposed conv, cropped by the pads and extended by output_padding
+        y = _conv_transpose3d_by_depth_taps(cx, x, w, strides, dil, group)
+        if any(pads) or any(outpad):
+            y = pad_value(cx, y, {2 + i: (-pads[i], outpad[i] - pads[i + 3]) for i in range(3)})
+        return y if b is None else y + _reshape(cx, b, [1, b.shape[0], 1, 1, 1])
     if nsp == 1:
         strides, dil, outpad, pads = [1, *strides], [1, *dil], [0, *outpad], [0, pads[0], 0, pads[1]]
-    group = attrs.get("group", 1)
     if pads[0] == pads[2] and pads[1] == pads[3] and not any(outpad):
         y = cx.g.conv_transpose2d(x, w, stride=strides, padding=[pads[0], pads[1]], dilation=dil, groups=group)
     else:  # the full transposed conv, cropped by the pads; output_padding extends the end (zeros past the full result)
@@ -143,6 +149,30 @@ def _conv_transpose(cx, node, ins, attrs):
     if nsp == 1:
         y = _reshape(cx, y, [y.shape[0], y.shape[1], y.shape[3]])
     return y
+
+
+def _conv_transpose3d_by_depth_taps(cx, x: Value, w: Value, strides, dil, group: int) -> Value:
+    """The full (unpadded) 3-D transposed conv as a sum over the kernel's depth taps of 2-D ones.
+
+    Input depth ``d`` through tap ``t`` lands on output depth ``d * stride + t * dilation``: each
+    tap is one conv_transpose2d of ``[N*D, C, H, W]``, its depths spread ``stride`` apart (zeros
+    between) and shifted by ``t * dilation``."""
+    n, c, depth = _static_shape(x)[:3]
+    kd, sd, dd = _static_shape(w)[2], strides[0], dil[0]
+    full = (depth - 1) * sd + dd * (kd - 1) + 1
+    flat = _reshape(cx, cx.g.transpose(x, perm=[0, 2, 1, 3, 4]), [n * depth, c, *x.shape[3:]])
+    total = None
+    for t in range(kd):
+        wt = _reshape(cx, cx.g.narrow(w, axis=2, start=t, length=1), [w.shape[0], w.shape[1], *w.shape[3:]])
+        y = cx.g.conv_transpose2d(flat, wt, stride=strides[1:], padding=[0, 0], dilation=dil[1:], groups=group)
+        o, ho, wo = y.shape[1:]
+        y = _reshape(cx, y, [n, depth, 1, o, ho, wo])
+        if sd > 1:  # zeros between the depths: [n, depth, sd, ...] -> [n, depth * sd, ...], cut after the last
+            y = pad_value(cx, y, {2: (0, sd - 1)})
+        y = _reshape(cx, y, [n, depth * sd, o, ho, wo])
+        y = pad_value(cx, y, {1: (t * dd, full - t * dd - depth * sd)})
+        total = y if total is None else total + y
+    return cx.g.transpose(total, perm=[0, 2, 1, 3, 4])
 
 
 def check_window(cx, nsp: int, kernel, strides, dil, pads) -> None:
@@ -231,12 +261,61 @@ def _pool_separable(cx, node, x: Value, attrs, kernel, strides, dil, pads, extra
 @converter("MaxPool", "AveragePool", "LpPool")
 def _pool(cx, node, ins, attrs):
     x = ins[0]
-    if len(node.output) > 1 and node.output[1]:
-        raise OnnxUnsupported("MaxPool Indices output is not supported")
     nsp = len(x.shape) - 2
     if nsp < 1:
         raise OnnxUnsupported(f"{node.op_type} on rank {len(x.shape)}")
     kernel, strides, dil, pads, extra, outs = _pool_geometry(cx, x, attrs, nsp)
+    if len(node.output) > 1 and node.output[1]:
+        return _max_pool_values(cx, node, x, attrs, kernel, strides, dil, pads, extra, outs), \
+            _max_pool_indices(cx, x, attrs, kernel, strides, dil, pads, extra, outs)
+    return _max_pool_values(cx, node, x, attrs, kernel, strides, dil, pads, extra, outs)
+
+
+def _max_pool_indices(cx, x: Value, attrs, kernel, strides, dil, pads, extra, outs) -> Value:
+    """MaxPool's Indices: per window, the flat index into ``x`` (batch and channel included) of its
+    first largest in-bounds element in row-major window order (a later tap wins only when strictly
+    larger, so a NaN never wins, unless it comes first); ``storage_order=1`` numbers the spatial
+    axes column-major. Taps are compared one by one; which taps are in bounds is known at import."""
+    nsp = len(kernel)
+    shape = _static_shape(x)
+    sizes = shape[2:]
+    order = attrs.get("storage_order", 0)
+    if order not in (0, 1):
+        raise OnnxFormatError(f"storage_order must be 0 or 1, got {order}")
+    spatial = np.arange(math.prod(sizes), dtype=np.int64).reshape(sizes, order="F" if order else "C")
+    amounts = [(pads[i], pads[i + nsp] + extra[i]) for i in range(nsp)]
+    index = np.pad(spatial, amounts)  # padded positions' index is never picked
+    inside = np.pad(np.ones(sizes, bool), amounts)
+    fill = -np.inf if x.dtype.is_float else np.iinfo(x.dtype.numpy).min
+    padded = pad_value(cx, x, {2 + i: a for i, a in enumerate(amounts)}, value=fill)
+    cx.unroll(math.prod(kernel), "the MaxPool Indices window taps")
+    cx.check_elements(math.prod(outs) * math.prod(kernel), "the MaxPool Indices taps")
+    best = best_i = seen = None
+    for tap in np.ndindex(*kernel):
+        pos = [np.arange(outs[i]) * strides[i] + tap[i] * dil[i] for i in range(nsp)]
+        valid = inside[np.ix_(*pos)]
+        if not valid.any():
+            continue
+        v = padded
+        for i, p in enumerate(pos):
+            v = cx.g.gather(v, cx.const(p.astype(np.int64)), axis=2 + i)
+        idx = cx.const(index[np.ix_(*pos)])
+        if best is None:
+            best, best_i, seen = v, cx.g.expand(idx, target_shape=[*shape[:2], *outs]), valid
+            continue
+        take = cx.g.gt(v, best)
+        if not valid.all():
+            take = cx.g.where(cx.const(valid), take, cx.const(np.zeros((), bool)))
+        first = valid & ~seen  # the window's first in-bounds tap is taken whatever its value
+        if first.any():
+            take = cx.g.where(cx.const(first), cx.const(np.ones((), bool)), take)
+        best, best_i, seen = cx.g.where(take, v, best), cx.g.where(take, idx, best_i), seen | valid
+    plane = np.arange(shape[0] * shape[1], dtype=np.int64).reshape(shape[0], shape[1], *[1] * nsp) * math.prod(sizes)
+    return best_i + cx.const(plane)
+
+
+def _max_pool_values(cx, node, x: Value, attrs, kernel, strides, dil, pads, extra, outs) -> Value:
+    nsp = len(kernel)
     if nsp > 2 or any(d != 1 for d in dil):
         return _pool_separable(cx, node, x, attrs, kernel, strides, dil, pads, extra, outs)
     if nsp == 1:
@@ -274,6 +353,36 @@ def _pool(cx, node, ins, attrs):
     if nsp == 1:
         y = _reshape(cx, y, [y.shape[0], y.shape[1], y.shape[3]])
     return y
+
+
+@converter("MaxUnpool")
+def _max_unpool(cx, node, ins, attrs):
+    """Zeros of the unpooled shape, per spatial axis ``(in - 1) * stride + kernel - pads``, with each X
+    value written at its flat index (MaxPool's Indices). A given ``output_shape`` (a static operand)
+    extends that at the end of each axis with zeros, as onnx's reference and its node cases do (the
+    indices keep numbering the unpooled shape)."""
+    x, idx = ins[0], ins[1]
+    shape = _static_shape(x)
+    nsp = len(shape) - 2
+    kernel = list(attrs["kernel_shape"])
+    strides = list(attrs.get("strides", [1] * nsp))
+    pads = list(attrs.get("pads", [0] * (2 * nsp)))
+    check_window(cx, nsp, kernel, strides, [1] * nsp, pads)
+    out = shape[:2] + [(shape[2 + i] - 1) * strides[i] + kernel[i] - pads[i] - pads[i + nsp] for i in range(nsp)]
+    wanted = out
+    if len(ins) > 2 and ins[2] is not None:
+        wanted = [int(v) for v in cx.static(node.input[2], "output_shape").reshape(-1)]
+        if len(wanted) != len(shape) or wanted[:2] != shape[:2] or any(w < o for w, o in zip(wanted, out)):
+            raise OnnxFormatError(f"MaxUnpool output_shape {wanted} is not the unpooled shape {out} or larger")
+    if tuple(idx.shape) != tuple(shape) or not idx.dtype.is_int:
+        raise OnnxFormatError(f"MaxUnpool: indices must be integers of X's shape {shape}, got {idx.dtype}{list(idx.shape)}")
+    total = math.prod(out)
+    cx.check_elements(total, "the MaxUnpool output")
+    zeros = cx.g.expand(cx.const(np.zeros((), x.dtype.numpy)), target_shape=[total])
+    flat_i = _reshape(cx, _cast(cx, idx, DType.I64), [math.prod(shape)])
+    y = cx.g.scatter_elements(zeros, flat_i, _reshape(cx, x, [math.prod(shape)]), axis=0, reduction="none")
+    y = _reshape(cx, y, out)
+    return y if wanted == out else pad_value(cx, y, {2 + i: (0, wanted[2 + i] - out[2 + i]) for i in range(nsp)})
 
 
 @converter("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")

@@ -39,7 +39,7 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --xla_cpu_multi_
 
 import numpy as np  # noqa: E402
 from common import calls_for, measure, print_footer, print_header, print_table  # noqa: E402
-from exec_peers import _torch_fns  # noqa: E402
+from exec_peers import _torch_fns, ort_runner, torch_runner  # noqa: E402
 from exec_speed_jax import WORKLOADS, Workload  # noqa: E402
 
 import rlx  # noqa: E402
@@ -57,24 +57,15 @@ def contenders(key: str, w: Workload, skip_compile: bool) -> dict:
         exe = rlx.compile(w.graph, backend=backend, params=w.params, **opts)
         fns[name] = lambda exe=exe: exe.run(inputs=w.inputs)[0]
     torch, torch_fns = _torch_fns()
-    torch.set_num_threads(THREADS)
-    params_t = {k: torch.from_numpy(v) for k, v in w.params.items()}
     fn = torch_fns[key]
     compiled = None if skip_compile else torch.compile(fn)
-
-    def run_torch(f=fn):
-        with torch.inference_mode():
-            return f({k: torch.from_numpy(v) for k, v in w.inputs.items()}, params_t).numpy()
-
+    run_torch = torch_runner(torch, fn, w, THREADS)
     fns["torch eager"] = run_torch
     if compiled is not None:
         fns["torch.compile"] = lambda: run_torch(compiled)
     import onnxruntime as ort
 
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads, opts.inter_op_num_threads, opts.log_severity_level = THREADS, 1, 3
-    sess = ort.InferenceSession(rlx.onnx.export(w.graph, w.params).SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    fns["onnxruntime"] = lambda: sess.run(None, w.inputs)[0]
+    fns["onnxruntime"] = ort_runner(ort, w, THREADS)
     import jax
 
     hand = jax.jit(lambda i, p: w.hand(i, p, jax.lax.Precision.HIGHEST))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 
 
 def _threads(argv: list[str]) -> int:
@@ -86,6 +87,26 @@ def _torch_fns():
     return torch, {"matmul_gelu": matmul_gelu, "layer_norm": layer_norm, "attention": attention, "transformer": transformer}
 
 
+def torch_runner(torch, fn, w: Workload, threads: int) -> Callable[..., np.ndarray]:
+    """run(f=fn): f(inputs, params) under inference_mode, NumPy in and out (torch threads set here)."""
+    torch.set_num_threads(threads)
+    params_t = {k: torch.from_numpy(v) for k, v in w.params.items()}
+
+    def run(f=fn):
+        with torch.inference_mode():
+            return f({k: torch.from_numpy(v) for k, v in w.inputs.items()}, params_t).numpy()
+
+    return run
+
+
+def ort_runner(ort, w: Workload, threads: int) -> Callable[[], np.ndarray]:
+    """The rlx.onnx.export model in a CPU InferenceSession (threads intra-op, 1 inter-op); () -> first output."""
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads, opts.log_severity_level = threads, 1, 3
+    sess = ort.InferenceSession(rlx.onnx.export(w.graph, w.params).SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return lambda: sess.run(None, w.inputs)[0]
+
+
 def contenders(key: str, w: Workload) -> dict:
     """name -> zero-argument callable returning the output as a NumPy array."""
     exe = rlx_compile(w.graph, backend="numpy", params=w.params)
@@ -95,24 +116,13 @@ def contenders(key: str, w: Workload) -> dict:
     except ImportError:
         torch = None
     if torch is not None:
-        torch.set_num_threads(THREADS)
-        params_t = {k: torch.from_numpy(v) for k, v in w.params.items()}
-        fn = torch_fns[key]
-
-        def run_torch():
-            with torch.inference_mode():
-                return fn({k: torch.from_numpy(v) for k, v in w.inputs.items()}, params_t).numpy()
-
-        fns["torch eager"] = run_torch
+        fns["torch eager"] = torch_runner(torch, torch_fns[key], w, THREADS)
     try:
         import onnxruntime as ort
     except ImportError:
         ort = None
     if ort is not None:
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads, opts.inter_op_num_threads, opts.log_severity_level = THREADS, 1, 3
-        sess = ort.InferenceSession(rlx.onnx.export(w.graph, w.params).SerializeToString(), opts, providers=["CPUExecutionProvider"])
-        fns["onnxruntime"] = lambda: sess.run(None, w.inputs)[0]
+        fns["onnxruntime"] = ort_runner(ort, w, THREADS)
     return fns
 
 

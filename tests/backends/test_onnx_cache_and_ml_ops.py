@@ -1,4 +1,4 @@
-"""ONNX TensorScatter (KV-cache write, linear / circular) and the ai.onnx.ml Binarizer /
+"""ONNX TensorScatter (KV-cache write, linear / circular), MaxUnpool and the ai.onnx.ml Binarizer /
 ArrayFeatureExtractor vs onnxruntime (or NumPy written here where onnxruntime lacks the op)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ ort = pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper  # noqa: E402
 
-from rlx.backends.onnx import import_model  # noqa: E402
+from rlx.backends.onnx import import_model, import_runnable  # noqa: E402
 
 RNG = np.random.default_rng(0)
 
@@ -83,3 +83,37 @@ def test_array_feature_extractor(shape, idx):
     np.testing.assert_array_equal(got, expect.reshape(1, -1) if x.ndim == 1 else expect)
     if want is not None and i.min() >= 0:  # onnxruntime refuses negative indices
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape,kernel,strides,pads,out", [((2, 3, 6, 8), [2, 2], [2, 2], [0, 0, 0, 0], None),
+                                                           ((1, 2, 7, 7), [3, 3], [2, 2], [1, 1, 1, 1], [1, 2, 8, 9]),
+                                                           ((2, 2, 9), [3], [3], [0, 0], [2, 2, 11]),
+                                                           ((1, 2, 4, 4, 6), [2, 2, 2], [2, 2, 2], [0] * 6, None)])
+def test_max_unpool_inverts_onnxruntime_max_pool(shape, kernel, strides, pads, out):
+    """Indices from onnxruntime's MaxPool (flat over the whole tensor) scattered back (the pools tile the input exactly)."""
+    x = RNG.standard_normal(shape).astype(np.float32)
+    pool = helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=kernel, strides=strides, pads=pads)
+    outs = [helper.make_tensor_value_info("p", TensorProto.FLOAT, None), helper.make_tensor_value_info("i", TensorProto.INT64, None)]
+    graph = helper.make_graph([pool], "p", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))], outs)
+    sess = ort.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)]).SerializeToString(),
+                                providers=["CPUExecutionProvider"])
+    p, i = sess.run(None, {"x": x})
+    feeds = {"p": p, "i": i}
+    names = ["p", "i"]
+    if out is not None:
+        feeds["o"] = np.array(out, np.int64)
+        names.append("o")
+    node = helper.make_node("MaxUnpool", names, ["y"], kernel_shape=kernel, strides=strides, pads=pads)
+    elem = {"p": TensorProto.FLOAT, "i": TensorProto.INT64, "o": TensorProto.INT64}
+    graph = helper.make_graph([node], "u", [helper.make_tensor_value_info(k, elem[k], list(v.shape)) for k, v in feeds.items()],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    (got,) = import_runnable(model).run(feeds)
+    # NumPy: the maxima back at their flat positions in the pooled input's shape, then zero-padded to output_shape
+    unpooled = np.zeros(x.size, np.float32)
+    unpooled[i.reshape(-1)] = p.reshape(-1)
+    want = np.pad(unpooled.reshape(shape), [(0, o - s) for o, s in zip(out or shape, shape)])
+    np.testing.assert_array_equal(got, want)
+    if out is None:  # onnxruntime reads the indices in output_shape's layout instead (the node suite expects the above)
+        (ort_out,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+        np.testing.assert_array_equal(got, ort_out)

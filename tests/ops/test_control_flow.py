@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import rlx
+from finite_diff import fd_gradient
 from ops.cases_control_flow import CASES, sub
 from rlx.ir.shape import Shape, TensorType
 
@@ -138,26 +139,13 @@ def test_nested_control_flow_round_trips_and_runs():
     _check_grads(loss, {"h": H, "xs": XS}, ["h", "xs"])
 
 
-def _fd(g, feed, name, eps=1e-6):
-    base = feed[name]
-    out = np.zeros_like(base)
-    for idx in np.ndindex(base.shape):
-        plus, minus = base.copy(), base.copy()
-        plus[idx] += eps
-        minus[idx] -= eps
-        hi = rlx.run(g, {**feed, name: plus})[0]
-        lo = rlx.run(g, {**feed, name: minus})[0]
-        out[idx] = (hi - lo) / (2 * eps)
-    return out
-
-
 def _check_grads(g, feed, names):
     bwd = rlx.grad(g, names)
     rlx.verify(bwd)
     assert rlx.from_json(rlx.to_json(bwd)) == bwd
     got = rlx.run(bwd, {**feed, "d_output": np.array(1.0)})
     for name, gr in zip(names, got):
-        np.testing.assert_allclose(gr, _fd(g, feed, name), rtol=1e-5, atol=1e-7, err_msg=name)
+        np.testing.assert_allclose(gr, fd_gradient(g, feed, name), rtol=1e-5, atol=1e-7, err_msg=name)
     return got
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import rlx
+from finite_diff import fd_gradient
 from opcases import sub
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "custom_ops.md"
@@ -36,18 +37,6 @@ def softplus(custom_cleanup):
 
 def oracle(x, beta):
     return np.logaddexp(0.0, beta * x) / beta
-
-
-def fd_grad(g, feed, name, eps=1e-6):
-    """Central differences of the scalar output of ``g`` with respect to feed[name]."""
-    x = feed[name]
-    out = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        hi, lo = x.copy(), x.copy()
-        hi[i] += eps
-        lo[i] -= eps
-        out[i] = (rlx.run(g, {**feed, name: hi})[0] - rlx.run(g, {**feed, name: lo})[0]) / (2 * eps)
-    return out
 
 
 X = np.random.default_rng(0).standard_normal((2, 3)) * 3
@@ -122,8 +111,8 @@ def test_custom_op_grad_jvp_against_finite_differences(softplus):
     bwd = rlx.grad(g, ["x", "w"])
     rlx.verify(bwd)
     dx, dw = rlx.run(bwd, {**feed, "d_output": np.array(1.0)})
-    np.testing.assert_allclose(dx, fd_grad(g, feed, "x"), rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(dw, fd_grad(g, feed, "w"), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(dx, fd_gradient(g, feed, "x"), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(dw, fd_gradient(g, feed, "w"), rtol=1e-6, atol=1e-7)
     t = np.random.default_rng(2).standard_normal((2, 3))
     _, tangent = rlx.run(rlx.jvp(g, ["x"]), {**feed, "t_x": t})
     np.testing.assert_allclose(tangent, np.sum(dx * t), rtol=1e-9)

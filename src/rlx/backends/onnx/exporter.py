@@ -315,9 +315,31 @@ def _binary_ext(ex, node, ins):
         if node.dtype.is_bool:
             return ex.node({"bitwise_and": "And", "bitwise_or": "Or", "bitwise_xor": "Xor"}[op], [a, b])
         return ex.node({"bitwise_and": "BitwiseAnd", "bitwise_or": "BitwiseOr", "bitwise_xor": "BitwiseXor"}[op], [a, b])
-    if node.dtype not in (DType.U8, DType.U32):
-        raise OnnxUnsupported(f"binary_ext {op!r} on {node.dtype}: ONNX BitShift takes unsigned integers only")
-    return ex.node("BitShift", [a, b], direction="LEFT" if op == "shift_left" else "RIGHT")
+    return _bit_shift(ex, a, b, node.dtype, left=op == "shift_left")
+
+
+_UNSIGNED = {DType.I8: DType.U8, DType.I16: DType.U16, DType.I32: DType.U32, DType.I64: DType.U64}
+
+
+def _bit_shift(ex, a: str, b: str, dt: DType, left: bool) -> str:
+    """rlx's shifts on any integer type with ONNX BitShift, which takes unsigned ones: the operands as
+    their unsigned twin (same bits), the count read as unsigned; a count of the width or more gives 0,
+    and a right shift of a signed value is arithmetic: ~(~a >> n) for a < 0, the count capped at
+    width - 1 (which gives 0 or -1, as rlx)."""
+    if dt not in _UNSIGNED and dt not in _UNSIGNED.values():
+        raise OnnxUnsupported(f"binary_ext shift on {dt}: ONNX BitShift takes integers")
+    u, width = _UNSIGNED.get(dt, dt), dt.bits
+    count = ex.cast(b, dt, u)
+    if dt in _UNSIGNED and not left:
+        safe = ex.node("Min", [count, ex.scalar(width - 1, u)])
+        neg = ex.node("Less", [a, ex.scalar(0, dt)])
+        flipped = ex.node("Where", [neg, ex.node("BitwiseNot", [a]), a])
+        shifted = ex.cast(ex.node("BitShift", [ex.cast(flipped, dt, u), safe], direction="RIGHT"), u, dt)
+        return ex.node("Where", [neg, ex.node("BitwiseNot", [shifted]), shifted])
+    big = ex.node("GreaterOrEqual", [count, ex.scalar(width, u)])
+    safe = ex.node("Where", [big, ex.scalar(0, u), count])
+    shifted = ex.node("BitShift", [ex.cast(a, dt, u), safe], direction="LEFT" if left else "RIGHT")
+    return ex.cast(ex.node("Where", [big, ex.scalar(0, u), shifted]), u, dt)
 
 
 def _float_mod(ex, a: str, b: str, dt: DType) -> str:
@@ -490,11 +512,41 @@ def _arg_reduce(ex, node, ins):
                    keepdims=int(node.attrs["keep_dim"]), select_last_index=int(node.attrs["select_last"]))
 
 
+CUMPROD_UNROLL = 256  # longest axis a cumulative product is written out for (ONNX CumProd needs opset 26)
+
+
+def _cumulative_prod(ex, node, x: str) -> str:
+    """A running product along a static axis, one Mul per element in scan order (exclusive: ones first)."""
+    shape, axis = list(node.shape), node.attrs["axis"]
+    n = shape[axis]
+    if not isinstance(n, int) or n > CUMPROD_UNROLL:
+        raise OnnxUnsupported(f"cumulative 'prod' along a symbolic or longer than {CUMPROD_UNROLL} axis: "
+                              "ONNX CumProd needs opset 26")
+    if n == 0:
+        return ex.node("Identity", [x])
+    parts = list(ex.node("Split", [x, ex.ints([1] * n)], n_out=n, axis=axis)) if n > 1 else [x]
+    order = list(reversed(range(n))) if node.attrs["reverse"] else list(range(n))
+    exclusive = node.attrs["exclusive"]
+    out: dict[int, str] = {}
+    acc = None
+    for i in order:
+        if exclusive and acc is None:  # the first in scan order: ones
+            out[i] = ex.node("Expand", [ex.scalar(1, node.dtype), ex.node("Shape", [parts[i]])])
+        elif exclusive:
+            out[i] = acc
+        acc = parts[i] if acc is None else ex.node("Mul", [acc, parts[i]])
+        if not exclusive:
+            out[i] = acc
+    return ex.node("Concat", [out[i] for i in range(n)], axis=axis) if n > 1 else out[0]
+
+
 @exporter("cumulative")
 def _cumulative(ex, node, ins):
     """Upstream's cumsum / cumsum_backward (docs/semantics.md#backward-ops): cumulative(op="sum"), the backward one reversed."""
+    if node.attrs["op"] == "prod":
+        return _cumulative_prod(ex, node, ins[0])
     if node.attrs["op"] != "sum":
-        raise OnnxUnsupported("cumulative 'prod': ONNX CumProd needs opset 26")
+        raise OnnxUnsupported(f"cumulative {node.attrs['op']!r} has no ONNX equivalent")
     return ex.node("CumSum", [ins[0], ex.ints([node.attrs["axis"]])], exclusive=int(node.attrs["exclusive"]),
                    reverse=int(node.attrs["reverse"]))
 

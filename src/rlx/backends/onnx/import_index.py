@@ -149,3 +149,4 @@ def _tensor_scatter(cx, node, ins, attrs):
     idx = cx.g.minimum(cx.g.maximum(j, cx.scalar(0, j)), cx.scalar(s - 1, j))
     read = cx.g.gather_elements(update, _broadcast_to(cx, idx, shape), axis=axis)
     return cx.g.where(take, read, cache)
+

@@ -1,4 +1,4 @@
-"""ONNX MatMul / Gemm / Einsum converters."""
+"""ONNX MatMul / Gemm / Einsum / Det converters."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from rlx.backends.onnx.common import (
     OnnxUnsupported,
 )
 from rlx.backends.onnx.import_context import converter
-from rlx.backends.onnx.import_helpers import _reshape
+from rlx.backends.onnx.import_helpers import _broadcast_to, _cast, _reshape, _static_shape
+from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 
 
@@ -127,3 +128,34 @@ def _einsum(cx, node, ins, attrs):
             raise OnnxUnsupported(f"Einsum {eq!r}: output {out!r} not expressible")
         v0 = cx.g.transpose(v0, perm=[t0.index(c) for c in out])
     return v0
+
+
+@converter("Det")
+def _det(cx, node, ins, attrs):
+    """Determinant of [..., M, M] by Gaussian elimination with partial pivoting, unrolled over the M
+    static columns in f64: the product of the pivots, negated per row swap (a zero pivot gives 0)."""
+    x = ins[0]
+    shape = _static_shape(x)
+    if len(shape) < 2 or shape[-1] != shape[-2] or not x.dtype.is_float:
+        raise OnnxFormatError(f"Det needs a float [..., M, M] tensor, got {x.dtype} {shape}")
+    m, lead = shape[-1], shape[:-2]
+    cx.unroll(m, "the Det elimination steps")
+    a = _cast(cx, x, DType.F64)
+    det = cx.const(np.ones(lead))
+    rows = np.arange(m).reshape([1] * len(lead) + [m])
+    for k in range(m):
+        col = _reshape(cx, cx.g.narrow(cx.g.narrow(a, axis=-1, start=k, length=1), axis=-2, start=k, length=m - k), [*lead, m - k])
+        kk = cx.const(np.int64(k))
+        p = cx.g.arg_reduce(cx.g.abs(col), op="argmax", axis=-1, keep_dim=True) + kk  # the pivot row [..., 1]
+        perm = cx.g.where(cx.const(rows == k), p, cx.g.where(cx.g.eq(cx.const(rows), p), kk, cx.const(rows)))  # [..., M]
+        a = cx.g.gather_elements(a, _broadcast_to(cx, _reshape(cx, perm, [*lead, m, 1]), shape), axis=len(shape) - 2)
+        swapped = _reshape(cx, cx.g.ne(p, kk), lead)
+        pivot = _reshape(cx, cx.g.narrow(cx.g.narrow(a, axis=-1, start=k, length=1), axis=-2, start=k, length=1), lead)
+        det = det * pivot * cx.g.where(swapped, cx.scalar(-1.0, det), cx.scalar(1.0, det))
+        if k == m - 1:
+            break
+        safe = cx.g.where(cx.g.eq(pivot, cx.scalar(0.0, pivot)), cx.scalar(1.0, pivot), pivot)
+        top, below = cx.g.narrow(a, axis=-2, start=k, length=1), cx.g.narrow(a, axis=-2, start=k + 1, length=m - k - 1)
+        factor = cx.g.narrow(below, axis=-1, start=k, length=1) / _reshape(cx, safe, [*lead, 1, 1])
+        a = cx.g.concat([cx.g.narrow(a, axis=-2, start=0, length=k + 1), below - factor * top], axis=len(shape) - 2)
+    return _cast(cx, det, x.dtype)

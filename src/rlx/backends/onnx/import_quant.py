@@ -12,7 +12,7 @@ from rlx.backends.onnx.common import (
 from rlx.backends.onnx.import_context import converter
 from rlx.backends.onnx.import_conv import _conv
 from rlx.backends.onnx.import_elementwise import _cast_saturating
-from rlx.backends.onnx.import_helpers import _axis, _cast, _reshape
+from rlx.backends.onnx.import_helpers import _axis, _cast, _reshape, _static_shape
 from rlx.backends.onnx.import_linalg import _matmul
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
@@ -137,6 +137,32 @@ def _qlinear_matmul(cx, node, ins, attrs):
     bf = _cast(cx, b, DType.F64) - _cast(cx, _zero_point(cx, b_zp, len(b.shape), len(b.shape) - 1), DType.F64)
     acc = _matmul(cx, node, [af, bf], {})
     scale = _cast(cx, (_reshape(cx, a_s, []) * _reshape(cx, b_s, [])) / _reshape(cx, y_s, []), DType.F64)
+    y = cx.g.unary_math(acc * scale, kind="round_even") + _cast(cx, _reshape(cx, y_zp, []), DType.F64)
+    info = np.iinfo(out.numpy)
+    y = cx.g.minimum(cx.g.maximum(y, cx.scalar(float(info.min), y)), cx.scalar(float(info.max), y))
+    return _cast(cx, y, out)
+
+
+@converter("QLinearConv")
+def _qlinear_conv(cx, node, ins, attrs):
+    """round_even((conv(x - x_zp, w - w_zp) + B) * x_scale * w_scale / y_scale) + y_zp, saturated; w_scale and
+    w_zp per tensor or per output channel. The integer accumulation runs in f64 (exact far below 2**53)."""
+    x, x_s, x_zp, w, w_s, w_zp, y_s, y_zp = ins[:8]
+    b = ins[8] if len(ins) > 8 else None
+    out = y_zp.dtype
+    if out not in (DType.U8, DType.I8):
+        raise OnnxUnsupported(f"QLinearConv to {out}")
+    m, rank = _static_shape(w)[0], len(x.shape)
+    for what, v in (("w_scale", w_s), ("w_zero_point", w_zp)):
+        if v.shape.numel not in (1, m):
+            raise OnnxFormatError(f"QLinearConv: {what} has shape {list(v.shape)}, W has {m} output channels")
+    xf = _cast(cx, x, DType.F64) - _cast(cx, _zero_point(cx, x_zp, rank, 1), DType.F64)
+    wf = _cast(cx, w, DType.F64) - _cast(cx, _zero_point(cx, w_zp, len(w.shape), 0), DType.F64)
+    acc = _conv(cx, node, [xf, wf], attrs)
+    if b is not None:
+        acc = acc + _cast(cx, _reshape(cx, b, [1, m, *[1] * (rank - 2)]), DType.F64)
+    w_scale = _cast(cx, _zero_point(cx, w_s, rank, 1), DType.F64)  # per channel: [1, M, 1, ...]
+    scale = _cast(cx, _reshape(cx, x_s, []), DType.F64) * w_scale / _cast(cx, _reshape(cx, y_s, []), DType.F64)
     y = cx.g.unary_math(acc * scale, kind="round_even") + _cast(cx, _reshape(cx, y_zp, []), DType.F64)
     info = np.iinfo(out.numpy)
     y = cx.g.minimum(cx.g.maximum(y, cx.scalar(float(info.min), y)), cx.scalar(float(info.max), y))

@@ -25,6 +25,7 @@ from rlx.backends.onnx import (  # each module registers its converters on impor
     import_constant,  # noqa: F401
     import_control_flow,  # noqa: F401
     import_conv,  # noqa: F401
+    import_detect,  # noqa: F401
     import_dft,  # noqa: F401
     import_elementwise,
     import_grid_sample,  # noqa: F401

@@ -88,6 +88,11 @@ def inline(dst: Graph, sub: Graph, feed: Mapping[str, Value]) -> list[Value]:
     return [new[i] for i in sub.output_ids]
 
 
+def inline_args(dst: Graph, sub: Graph, args: Sequence[Value]) -> list[Value]:
+    """:func:`inline` with ``sub``'s inputs bound positionally (node order) to ``args``."""
+    return inline(dst, sub, {n.attrs["name"]: v for n, v in zip(graph_inputs(sub), args)})
+
+
 def make_graph(name: str, in_types: Sequence[tuple[str, TensorType]], body: Callable[[Graph, list[Value]], Sequence[Value]]) -> Graph:
     """A new subgraph with inputs ``in_types`` (name, type) in that order, outputs from ``body``."""
     h = Graph(name)
@@ -156,7 +161,7 @@ def vjp_graph(ctx: Any, sub: Graph, want: Sequence[int], name: str | None = None
     single = list(outputs) == [0] and len(sub.output_ids) == 1
     seed = cts[0] if single else _unique(sub, "seed")
     loss = sub if single else make_graph(f"{sub.name}_pairing", [*sig, *zip(cts, out_ts)], lambda h, vals: [
-        _pairing(h, [inline(h, sub, dict(zip([n for n, _ in sig], vals)))[r] for r in outputs], vals[len(sig):])])
+        _pairing(h, [inline_args(h, sub, vals)[r] for r in outputs], vals[len(sig):])])
     bwd = ctx.grad(loss, [sig[k][0] for k in ask], seed=seed) if ask else None
 
     def body(h: Graph, vals: list[Value]) -> list[Value]:
@@ -241,20 +246,27 @@ def _if_jvp(ctx, node, tangents):
     return ctx.graph.if_([ops[0], *ops[1:], *tans], then_branch=then_b, else_branch=else_b)
 
 
-def _vmapped(ctx: Any, sub: Graph, batched: Sequence[bool], size: Any) -> Graph:
-    """``sub`` vmapped (``ctx.vmap``) over the inputs flagged ``batched`` (axis 0), inputs kept in
-    order; every output batched."""
+def vmap_graph(ctx: Any, sub: Graph, batched: set[str], size: Any, reduce_outputs: Sequence[bool] = ()) -> Graph:
+    """``sub`` vmapped (``ctx.vmap``) over its inputs named in ``batched`` (axis 0), inputs kept in
+    order and name; every output batched, those flagged in ``reduce_outputs`` then summed over the batch axis."""
     sig = _signature(sub)
-    axes = {n: 0 for (n, _), b in zip(sig, batched) if b}
-    if not axes:
-        raise AutodiffError(f"vmap of subgraph {sub.name!r}: nothing is batched")
-    vg = ctx.vmap(sub, axes, batch_size=size)
-    new_sig = [(n, TensorType(Shape([size, *t.shape]), t.dtype) if b else t) for (n, t), b in zip(sig, batched)]
+    vg = ctx.vmap(sub, {n: 0 for n, _ in sig if n in batched}, batch_size=size)
+    new_sig = [(n, TensorType(Shape([size, *t.shape]), t.dtype) if n in batched else t) for n, t in sig]
 
     def body(h: Graph, vals: list[Value]) -> list[Value]:
-        return inline(h, vg, {n: v for (n, _), v in zip(new_sig, vals)})
+        outs = inline(h, vg, {n: v for (n, _), v in zip(new_sig, vals)})
+        return [h.reduce(o, op="sum", axes=[0], keep_dim=False) if k < len(reduce_outputs) and reduce_outputs[k] else o
+                for k, o in enumerate(outs)]
 
     return make_graph(f"{sub.name}_vmap", new_sig, body)
+
+
+def _vmapped(ctx: Any, sub: Graph, batched: Sequence[bool], size: Any) -> Graph:
+    """:func:`vmap_graph` over the inputs flagged ``batched``; at least one must be."""
+    names = {n for (n, _), b in zip(_signature(sub), batched) if b}
+    if not names:
+        raise AutodiffError(f"vmap of subgraph {sub.name!r}: nothing is batched")
+    return vmap_graph(ctx, sub, names, size)
 
 
 def _if_batch(ctx, node, operands, batched):
@@ -269,7 +281,7 @@ def _if_batch(ctx, node, operands, batched):
     branches = [node.attrs["then_branch"], node.attrs["else_branch"]]
     if any(cb):
         branches = [_vmapped(ctx, b, cb, size) for b in branches]
-    t, e = (inline(g, b, dict(zip([n for n, _ in _signature(b)], caps)))[0] for b in branches)
+    t, e = (inline_args(g, b, caps)[0] for b in branches)
     p = pred if pred.dtype.is_bool else g.cast(pred, to="bool")
     p = ctx.reshape(p, [size, *([1] * len(node.shape))])
     return g.where(p, t, e)
@@ -337,60 +349,58 @@ def unrolled_while(cond: Graph, body: Graph, max_iterations: int, in_types: Sequ
     Every copy of cond and body is evaluated, also after the loop is done (shared by autodiff and
     ``rlx.opt.lower``)."""
     n = max_iterations
-    cnames, bnames = [x for x, _ in _signature(cond)], [x for x, _ in _signature(body)]
     want = range(len(in_types)) if outputs is None else outputs
 
     def build(h: Graph, vals: list[Value]) -> list[Value]:
         carried = list(vals)
         active = None
         for _ in range(n):
-            c = inline(h, cond, dict(zip(cnames, carried)))[0]
+            c = inline_args(h, cond, carried)[0]
             ok = h.ne(c, h.scalar(0, c.dtype) if not c.dtype.is_bool else h.scalar(False))
             if len(ok.shape):
                 ok = h.cast(h.reduce(h.cast(ok, to="f32"), op="min", keep_dim=False), to="bool")
             active = ok if active is None else h.where(active, ok, active)  # logical and
-            new = inline(h, body, dict(zip(bnames, carried)))
+            new = inline_args(h, body, carried)
             carried = [h.where(active, b, c) for b, c in zip(new, carried)]
         return [carried[k] for k in want]
 
     return make_graph("while_unrolled", [(f"a{k}", t) for k, t in enumerate(in_types)], build)
 
 
-def _via_graph_vjp(ctx, node, ct, f: Graph):
-    """VJP of ``node`` through an equivalent graph ``f`` of its operands (inputs a0.. in order; one
-    output per result of ``node``)."""
-    want = [k for k in range(len(node.inputs)) if ctx.wants(node, k)]
+def via_graph_vjp(ctx: Any, node: Any, ct: Any, f: Graph, want: Sequence[int] | None = None) -> list[Any]:
+    """VJP of ``node`` through an equivalent graph ``f`` of its operands (inputs bound positionally;
+    one output per result of ``node``), for the operands in ``want`` (default: those the context wants)."""
+    if want is None:
+        want = [k for k in range(len(node.inputs)) if ctx.wants(node, k)]
     cts = as_tuple(node, ct)
     used = [r for r, c in enumerate(cts) if c is not None]
     vg = vjp_graph(ctx, f, want, outputs=used)
     ops = ctx.operands(node)
-    sig = _signature(vg)
-    outs = inline(ctx.graph, vg, dict(zip([x for x, _ in sig], [*ops, *[cts[r] for r in used]])))
+    outs = inline_args(ctx.graph, vg, [*ops, *[cts[r] for r in used]])
     res: list[Any] = [None] * len(ops)
     for k, o in zip(want, outs):
         res[k] = o
     return res
 
 
-def _via_graph_jvp(ctx, node, tangents, f: Graph):
+def via_graph_jvp(ctx: Any, node: Any, tangents: Sequence[Any], f: Graph) -> Any:
     """JVP of ``node`` through an equivalent graph ``f`` (one output per result of ``node``)."""
     ops = ctx.operands(node)
     active = [k for k, t in enumerate(tangents) if t is not None and ops[k].dtype.is_float]
     if not active or not any(t.dtype.is_float for t in node.types):
         return None
     jg = jvp_graph(ctx, f, active)
-    sig = _signature(jg)
     vals = [*ops, *[ctx.cast(tangents[k], ops[k].dtype) for k in active]]
-    outs = inline(ctx.graph, jg, dict(zip([x for x, _ in sig], vals)))
+    outs = inline_args(ctx.graph, jg, vals)
     return tuple(outs) if node.extra_types else outs[0]
 
 
 def _while_vjp(ctx, node, ct):
-    return _via_graph_vjp(ctx, node, ct, _unrolled_while(node, [ctx.operand(node, k).type for k in range(len(node.inputs))]))
+    return via_graph_vjp(ctx, node, ct, _unrolled_while(node, [ctx.operand(node, k).type for k in range(len(node.inputs))]))
 
 
 def _while_jvp(ctx, node, tangents):
-    return _via_graph_jvp(ctx, node, tangents, _unrolled_while(node, [ctx.operand(node, k).type for k in range(len(node.inputs))]))
+    return via_graph_jvp(ctx, node, tangents, _unrolled_while(node, [ctx.operand(node, k).type for k in range(len(node.inputs))]))
 
 
 def _while_batch(ctx, node, operands, batched):
@@ -402,7 +412,7 @@ def _while_batch(ctx, node, operands, batched):
     sig = [(f"c{k}", v.type) for k, v in enumerate(carried)]
 
     def per_example(h: Graph, vals: list[Value]) -> Value:
-        c = inline(h, vcond, dict(zip([x for x, _ in _signature(vcond)], vals)))[0]
+        c = inline_args(h, vcond, vals)[0]
         ok = h.cast(h.ne(c, h.scalar(0, c.dtype) if not c.dtype.is_bool else h.scalar(False)), to="f32")
         if len(ok.shape) > 1:
             ok = h.reduce(ok, op="min", axes=list(range(1, len(ok.shape))), keep_dim=False)
@@ -413,7 +423,7 @@ def _while_batch(ctx, node, operands, batched):
 
     def body_b(h: Graph, vals: list[Value]) -> list[Value]:
         ok = h.cast(per_example(h, vals), to="bool")
-        new = inline(h, vbody, dict(zip([x for x, _ in _signature(vbody)], vals)))
+        new = inline_args(h, vbody, vals)
         outs = []
         for b, c in zip(new, vals):
             mask = h.reshape(ok, new_shape=[-1 if isinstance(size, str) else size, *([1] * (len(c.shape) - 1))])
@@ -541,7 +551,7 @@ def _scan_vjp(ctx, node, ct):
     A scan with several carries is differentiated through its unroll."""
     a = node.attrs
     if a["num_carries"] > 1:
-        return _via_graph_vjp(ctx, node, ct, _unrolled_scan(node, [ctx.operand(node, k).type for k in range(len(node.inputs))]))
+        return via_graph_vjp(ctx, node, ct, _unrolled_scan(node, [ctx.operand(node, k).type for k in range(len(node.inputs))]))
     n, nb, nx, rev = a["length"], a["num_bcast"], a["num_xs"], a["reverse"]
     g = ctx.graph
     ops = ctx.operands(node)
@@ -567,8 +577,7 @@ def _scan_vjp(ctx, node, ct):
         cb, xt = vals[1 + nb], vals[2 + nb:2 + nb + nx]
         if up_names:
             dc = dc + vals[-1]
-        feed = dict(zip([x for x, _ in _signature(vj_carry)], [cb, *bs, *xt, dc]))
-        return inline(h, vj_carry, feed)
+        return inline_args(h, vj_carry, [cb, *bs, *xt, dc])
 
     bsig = [("dc", ctype), *[(f"b{i}", t) for i, (_, t) in enumerate(sig[1:1 + nb])], ("carry", ctype),
             *[(f"x{i}", t) for i, t in enumerate(step_types)], *[("up", ctype) for _ in up_names]]
@@ -600,13 +609,11 @@ def _unrolled_scan(node, in_types: Sequence[TensorType]) -> Graph:
     n, nc, nb = a["length"], a["num_carries"], a["num_bcast"]
     if not isinstance(n, int):
         raise AutodiffError(f"a scan of symbolic length {n} cannot be unrolled (bind the length first)")
-    names = [x for x, _ in _signature(a["body"])]
-
     def build(h: Graph, vals: list[Value]) -> list[Value]:
         c, bs, xs = vals[:nc], vals[nc:nc + nb], vals[nc + nb:]
         traj: dict[int, list[Value]] = {}
         for t in (range(n - 1, -1, -1) if a["reverse"] else range(n)):
-            c = inline(h, a["body"], dict(zip(names, [*c, *bs, *[_row(h, x, t) for x in xs]])))
+            c = inline_args(h, a["body"], [*c, *bs, *[_row(h, x, t) for x in xs]])
             traj[t] = c
         if not a["save_trajectory"]:
             return c
@@ -618,7 +625,7 @@ def _unrolled_scan(node, in_types: Sequence[TensorType]) -> Graph:
 
 
 def _scan_jvp(ctx, node, tangents):
-    return _via_graph_jvp(ctx, node, tangents, _unrolled_scan(node, [ctx.operand(node, k).type for k in range(len(node.inputs))]))
+    return via_graph_jvp(ctx, node, tangents, _unrolled_scan(node, [ctx.operand(node, k).type for k in range(len(node.inputs))]))
 
 
 def _scan_batch(ctx, node, operands, batched):

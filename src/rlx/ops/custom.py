@@ -47,8 +47,8 @@ from rlx.ir.attrs import AttrSpec
 from rlx.ir.errors import RlxError, ShapeError
 from rlx.ir.graph import Graph, Value
 from rlx.ir.opdef import VARIADIC, OpDef, defop, has_op, register_op, unregister_op
-from rlx.ir.shape import Shape, TensorType
-from rlx.ops.control_flow import SUBGRAPHS, Evaluate, graph_inputs, inline, jvp_graph, make_graph, vjp_graph
+from rlx.ir.shape import TensorType
+from rlx.ops.control_flow import SUBGRAPHS, Evaluate, graph_inputs, inline, via_graph_jvp, via_graph_vjp, vmap_graph
 
 # ------------------------------------------------------------------------------ custom ops
 #: JAX lowerings given to :func:`custom_op` (``fn(args, attrs, out_type) -> jax array``); the
@@ -262,68 +262,41 @@ def _custom_fn_vjp(ctx, node, ct):
         for k in want:
             res[k] = ctx.cast(outs[k], ops[k].dtype)
         return res
-    vg = vjp_graph(ctx, node.attrs["body"], want)
-    names = [n.attrs["name"] for n in graph_inputs(vg)]
-    for k, o in zip(want, inline(g, vg, dict(zip(names, [*ops, ct])))):
-        res[k] = o
-    return res
+    return via_graph_vjp(ctx, node, ct, node.attrs["body"], want)
 
 
 def _custom_fn_jvp(ctx, node, tangents):
+    jvp_body = node.attrs["jvp_body"]
+    if jvp_body is None:
+        return via_graph_jvp(ctx, node, tangents, node.attrs["body"])
     if not node.dtype.is_float:
         return None
     ops = ctx.operands(node)
     active = [k for k, t in enumerate(tangents) if t is not None and ops[k].dtype.is_float]
     if not active:
         return None
-    g = ctx.graph
-    jvp_body = node.attrs["jvp_body"]
-    if jvp_body is not None:
-        named: dict[str, Value] = {"primal_output": ctx.output(node)}
-        for k, v in enumerate(ops):
-            named[_tangent_name(k)] = ctx.cast(tangents[k], v.dtype) if k in active else ctx.zeros_like(v)
-        specials = ["primal_output", *[_tangent_name(k) for k in range(len(ops))]]
-        return ctx.cast(inline(g, jvp_body, _feed(jvp_body, specials, ops, named))[0], node.dtype)
-    jg = jvp_graph(ctx, node.attrs["body"], active)
-    names = [n.attrs["name"] for n in graph_inputs(jg)]
-    vals = [*ops, *[ctx.cast(tangents[k], ops[k].dtype) for k in active]]
-    return inline(g, jg, dict(zip(names, vals)))[0]
-
-
-def _batched_type(t: TensorType, size: Any) -> TensorType:
-    return TensorType(Shape([size, *t.shape]), t.dtype)
-
-
-def _vmap_sub(ctx: Any, sub: Graph, batched_names: set[str], size: Any, reduce_outputs: Sequence[bool] = ()) -> Graph:
-    """``sub`` vmapped over its inputs in ``batched_names`` (axis 0), input names kept, every output batched;
-    outputs flagged in ``reduce_outputs`` are summed over the batch axis."""
-    sig = [(n.attrs["name"], n.type) for n in graph_inputs(sub)]
-    vg = ctx.vmap(sub, {n: 0 for n, _ in sig if n in batched_names}, batch_size=size)
-    new_sig = [(n, _batched_type(t, size) if n in batched_names else t) for n, t in sig]
-
-    def body(h: Graph, vals: list[Value]) -> list[Value]:
-        outs = inline(h, vg, {n: v for (n, _), v in zip(new_sig, vals)})
-        return [h.reduce(o, op="sum", axes=[0], keep_dim=False) if k < len(reduce_outputs) and reduce_outputs[k] else o
-                for k, o in enumerate(outs)]
-
-    return make_graph(f"{sub.name}_vmap", new_sig, body)
+    named: dict[str, Value] = {"primal_output": ctx.output(node)}
+    for k, v in enumerate(ops):
+        named[_tangent_name(k)] = ctx.cast(tangents[k], v.dtype) if k in active else ctx.zeros_like(v)
+    specials = ["primal_output", *[_tangent_name(k) for k in range(len(ops))]]
+    return ctx.cast(inline(ctx.graph, jvp_body, _feed(jvp_body, specials, ops, named))[0], node.dtype)
 
 
 def _custom_fn_batch(ctx, node, operands, batched):
     size = ctx.batch_size
     a = node.attrs
     body_names = [n.attrs["name"] for n in graph_inputs(a["body"])]
-    attrs: dict[str, Any] = {"body": _vmap_sub(ctx, a["body"], {n for n, b in zip(body_names, batched) if b}, size)}
+    attrs: dict[str, Any] = {"body": vmap_graph(ctx, a["body"], {n for n, b in zip(body_names, batched) if b}, size)}
     if a["vjp_body"] is not None:
         primals, _ = _split_inputs(a["vjp_body"], VJP_SPECIAL)
         names = {n.attrs["name"] for n, b in zip(primals, batched) if b} | set(VJP_SPECIAL)
-        attrs["vjp_body"] = _vmap_sub(ctx, a["vjp_body"], names, size, reduce_outputs=[not b for b in batched])
+        attrs["vjp_body"] = vmap_graph(ctx, a["vjp_body"], names, size, reduce_outputs=[not b for b in batched])
     if a["jvp_body"] is not None:
         tnames = [_tangent_name(k) for k in range(len(operands))]
         primals, _ = _split_inputs(a["jvp_body"], ["primal_output", *tnames])
         names = {n.attrs["name"] for n, b in zip(primals, batched) if b} | {"primal_output"}
         names |= {t for t, b in zip(tnames, batched) if b}
-        attrs["jvp_body"] = _vmap_sub(ctx, a["jvp_body"], names, size)
+        attrs["jvp_body"] = vmap_graph(ctx, a["jvp_body"], names, size)
     return ctx.graph.custom_fn(list(operands), **attrs)
 
 

@@ -233,6 +233,11 @@ def _check_param(x: TensorType, p: TensorType, attrs, what: str) -> None:
         raise ShapeError(f"{what} must be a float tensor, got {p.dtype}")
 
 
+def _check_like_x(x: TensorType, dy: TensorType) -> None:
+    if tuple(dy.shape) != tuple(x.shape) or dy.dtype != x.dtype:
+        raise ShapeError(f"dy must match x ({x}), got {dy}")
+
+
 def _reduce_axes(ndim: int, nb: int, axis: int | None) -> tuple[int, ...]:
     return tuple(nb + i for i in range(ndim - nb) if i != axis)
 
@@ -304,8 +309,14 @@ def _fq_ste(ctx, node, dy):
     """Straight-through estimate of d out / d x applied to ``dy``."""
     if node.attrs["ste"] == "identity":
         return dy
+    return _fqb_node(ctx, node, dy, state_at=1)
+
+
+def _fqb_node(ctx, node, dy, state_at: int):
+    """fake_quantize_backward(x, dy[, state]) with ``node``'s x (operand 0), state (operand ``state_at``, if any)
+    and attributes."""
     x = ctx.operand(node, 0)
-    rest = [ctx.operand(node, 1)] if len(node.inputs) > 1 else []
+    rest = [ctx.operand(node, state_at)] if len(node.inputs) > state_at else []
     return ctx.graph.append("fake_quantize_backward", [x, dy, *rest], dict(node.attrs))
 
 
@@ -366,8 +377,7 @@ defop(
 def _fqb_type(ins, attrs):
     x, dy = ins[0], ins[1]
     _fq_core(x, attrs)
-    if tuple(dy.shape) != tuple(x.shape) or dy.dtype != x.dtype:
-        raise ShapeError(f"dy must match x ({x}), got {dy}")
+    _check_like_x(x, dy)
     if len(ins) > 2:
         _check_param(x, ins[2], attrs, "state")
     return x
@@ -391,12 +401,6 @@ def _fqb_kernel(args, attrs, out):
     return dy if f is None else dy * f
 
 
-def _fqb_linear(ctx, node, v):
-    x = ctx.operand(node, 0)
-    rest = [ctx.operand(node, 2)] if len(node.inputs) > 2 else []
-    return ctx.graph.append("fake_quantize_backward", [x, v, *rest], dict(node.attrs))
-
-
 def _fqb_nonlinear(node) -> None:
     if node.attrs["ste"] in ("tanh", "hard_tanh"):
         raise AutodiffError(f"fake_quantize_backward with ste={node.attrs['ste']!r}: no derivative rule in x or state "
@@ -404,7 +408,7 @@ def _fqb_nonlinear(node) -> None:
 
 
 def _fqb_vjp(ctx, node, ct):
-    out = [None, _fqb_linear(ctx, node, ct) if ctx.wants(node, 1) else None] + [None] * (len(node.inputs) - 2)
+    out = [None, _fqb_node(ctx, node, ct, state_at=2) if ctx.wants(node, 1) else None] + [None] * (len(node.inputs) - 2)
     for i in range(len(node.inputs)):
         if i != 1 and ctx.wants(node, i):
             _fqb_nonlinear(node)  # identity / clipped_identity: 0 almost everywhere in x and state
@@ -415,7 +419,7 @@ def _fqb_vjp(ctx, node, ct):
 def _fqb_jvp(ctx, node, tangents):
     if any(t is not None for i, t in enumerate(tangents) if i != 1):
         _fqb_nonlinear(node)
-    return None if tangents[1] is None else _fqb_linear(ctx, node, tangents[1])
+    return None if tangents[1] is None else _fqb_node(ctx, node, tangents[1], state_at=2)
 
 
 defop(
@@ -436,8 +440,7 @@ def _lsq_type(ins, attrs):
     x, scale = ins[0], ins[1]
     _check_param(x, scale, attrs, "scale")
     for extra in ins[2:]:
-        if tuple(extra.shape) != tuple(x.shape) or extra.dtype != x.dtype:
-            raise ShapeError(f"dy must match x ({x}), got {extra}")
+        _check_like_x(x, extra)
     return x
 
 

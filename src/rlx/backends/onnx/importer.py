@@ -41,6 +41,7 @@ from rlx.backends.onnx import (  # each module registers its converters on impor
     import_shape,  # noqa: F401
     import_text,  # noqa: F401
     import_training,  # noqa: F401
+    import_tree,  # noqa: F401
     loading,
 )
 from rlx.backends.onnx.import_context import CONVERTERS, FOLD_LIMIT, Importer, NeedsStatic, converter, node_label

@@ -34,6 +34,7 @@ from rlx.backends.onnx import (  # each module registers its converters on impor
     import_ml,  # noqa: F401
     import_norm,  # noqa: F401
     import_quant,  # noqa: F401
+    import_quant_ms,  # noqa: F401
     import_recurrent,  # noqa: F401
     import_reduce,  # noqa: F401
     import_resize,  # noqa: F401

@@ -81,12 +81,13 @@ def test_gemm_batchnorm_decompose_and_match_onnxruntime():
 def test_unsupported_ops_are_listed_with_counts():
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    nodes = [helper.make_node("TfIdfVectorizer", ["x"], ["a"]), helper.make_node("TfIdfVectorizer", ["a"], ["b"]),
+    nodes = [helper.make_node("Frobnicate", ["x"], ["a"], domain="com.example"),
+             helper.make_node("Frobnicate", ["a"], ["b"], domain="com.example"),
              helper.make_node("ImageDecoder", ["b"], ["c"]), helper.make_node("Relu", ["c"], ["y"])]
     with pytest.raises(rlx.onnx.UnsupportedOpsError) as info:
         rlx.onnx.import_model(_model(nodes, [x], [y]))
-    assert info.value.counts == {"TfIdfVectorizer": 2, "ImageDecoder": 1}
-    assert "TfIdfVectorizer x2" in str(info.value) and "ImageDecoder x1" in str(info.value)
+    assert info.value.counts == {"com.example.Frobnicate": 2, "ImageDecoder": 1}
+    assert "com.example.Frobnicate x2" in str(info.value) and "ImageDecoder x1" in str(info.value)
 
 
 def test_function_body_fallback_mean_variance_normalization():

@@ -39,6 +39,7 @@ from rlx.backends.onnx import (  # each module registers its converters on impor
     import_resize,  # noqa: F401
     import_sequence,  # noqa: F401
     import_shape,  # noqa: F401
+    import_text,  # noqa: F401
     import_training,  # noqa: F401
     import_tree,  # noqa: F401
     loading,

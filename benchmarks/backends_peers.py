@@ -23,7 +23,6 @@ CPU samples); ratios are contender time / torch eager time (< 1: faster than tor
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -38,8 +37,8 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --xla_cpu_multi_
                            f" intra_op_parallelism_threads={THREADS}").strip()
 
 import numpy as np  # noqa: E402
-from common import calls_for, measure, print_footer, print_header, print_table  # noqa: E402
-from exec_peers import _torch_fns, ort_runner, torch_runner  # noqa: E402
+from common import print_footer, print_header, print_table  # noqa: E402
+from exec_peers import _torch_fns, ort_runner, peer_args, time_contenders, torch_runner  # noqa: E402
 from exec_speed_jax import WORKLOADS, Workload  # noqa: E402
 
 import rlx  # noqa: E402
@@ -75,11 +74,7 @@ def contenders(key: str, w: Workload, skip_compile: bool) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--threads", type=int, default=1, help="threads for every contender (0 = all cores; default 1)")
-    ap.add_argument("--repeat", type=int, default=9, help="interleaved rounds; medians are reported (default 9)")
-    ap.add_argument("--quick", action="store_true", help="3 rounds of about 5 ms samples")
-    ap.add_argument("--only", default=None, help="substring of the workload names to run")
+    ap = peer_args(__doc__, "threads for every contender (0 = all cores; default 1)", repeat=9, quick_rounds=3)
     ap.add_argument("--skip-compile", action="store_true", help="leave out the torch.compile / Inductor contenders")
     args = ap.parse_args()
     repeat, sample_s = (3, 0.005) if args.quick else (args.repeat, 0.03)
@@ -96,11 +91,7 @@ def main() -> None:
         w = make("f32", rng)
         if args.only and args.only not in w.name:
             continue
-        fns = contenders(make.__name__, w, args.skip_compile)
-        ref = rlx.run(w.graph, w.inputs, w.params)[0]
-        errs = {k: float(np.max(np.abs(f() - ref)) / (np.max(np.abs(ref)) + 1e-30)) for k, f in fns.items()}
-        number = min(calls_for(f, sample_s) for f in fns.values())
-        t = measure(fns, repeat, number=number, gc_off=False, warmup=True)
+        t, errs = time_contenders(w, contenders(make.__name__, w, args.skip_compile), repeat, sample_s)
         base = t["torch eager"].median_cpu
         rows = []
         for k, v in t.items():

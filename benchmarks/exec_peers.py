@@ -126,12 +126,26 @@ def contenders(key: str, w: Workload) -> dict:
     return fns
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--threads", type=int, default=1, help="threads for NumPy's BLAS, torch and onnxruntime (default 1)")
-    ap.add_argument("--repeat", type=int, default=15, help="interleaved rounds; medians are reported (default 15)")
-    ap.add_argument("--quick", action="store_true", help="5 rounds of about 5 ms samples")
+def peer_args(doc: str | None, threads_help: str, repeat: int, quick_rounds: int) -> argparse.ArgumentParser:
+    """The command line the peer benchmarks share: --threads, --repeat, --quick, --only."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=1, help=threads_help)
+    ap.add_argument("--repeat", type=int, default=repeat, help=f"interleaved rounds; medians are reported (default {repeat})")
+    ap.add_argument("--quick", action="store_true", help=f"{quick_rounds} rounds of about 5 ms samples")
     ap.add_argument("--only", default=None, help="substring of the workload names to run")
+    return ap
+
+
+def time_contenders(w: Workload, fns: dict, repeat: int, sample_s: float) -> tuple[dict, dict[str, float]]:
+    """measure() of every contender on ``w`` and each one's max relative error against rlx.run."""
+    ref = rlx.run(w.graph, w.inputs, w.params)[0]
+    errs = {k: float(np.max(np.abs(f() - ref)) / (np.max(np.abs(ref)) + 1e-30)) for k, f in fns.items()}
+    number = min(calls_for(f, sample_s) for f in fns.values())
+    return measure(fns, repeat, number=number, gc_off=False, warmup=True), errs
+
+
+def main() -> None:
+    ap = peer_args(__doc__, "threads for NumPy's BLAS, torch and onnxruntime (default 1)", repeat=15, quick_rounds=5)
     args = ap.parse_args()
     repeat, sample_s = (5, 0.005) if args.quick else (args.repeat, 0.02)
     versions = [f"numpy {np.__version__}"]
@@ -149,11 +163,7 @@ def main() -> None:
         w = make("f32", rng)
         if args.only and args.only not in w.name:
             continue
-        fns = contenders(make.__name__, w)
-        ref = rlx.run(w.graph, w.inputs, w.params)[0]
-        errs = {k: float(np.max(np.abs(f() - ref)) / (np.max(np.abs(ref)) + 1e-30)) for k, f in fns.items()}
-        number = min(calls_for(f, sample_s) for f in fns.values())
-        t = measure(fns, repeat, number=number, gc_off=False, warmup=True)
+        t, errs = time_contenders(w, contenders(make.__name__, w), repeat, sample_s)
         ms = {k: v.median_cpu * 1e3 for k, v in t.items()}
         nan = float("nan")
         rows.append([w.name, ms["rlx numpy"], t["rlx numpy"].median_wall * 1e3, ms.get("torch eager", nan), ms.get("onnxruntime", nan),

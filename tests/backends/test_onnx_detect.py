@@ -162,3 +162,22 @@ def test_nms_on_computed_boxes_then_gathering_the_kept_boxes():
              for _ in range(2)]
     r = same_as_ort(m, feeds)
     assert set(r.value_inputs) == {"raw", "logits"}
+
+
+def test_nms_behind_an_unfoldable_intermediate_says_why():
+    """Value specialisation folds the graph with the inputs bound; an intermediate over the folding
+    limit stays a runtime value, so the NMS boxes cannot become static: the error says so."""
+    from rlx.backends.onnx.importer import FOLD_LIMIT
+
+    rep = [1, 1, 2, FOLD_LIMIT // 64 + 1]  # img [1, 1, 4, 32] tiled past the limit
+    c = [helper.make_node("Constant", [], [n], value=onnx.numpy_helper.from_array(v)) for n, v in
+         [("rep", np.array(rep)), ("ax", np.array([1, 3])), ("shp", np.array([1, 2, 4])), ("k", np.array([3])),
+          ("iou", np.array([0.5], np.float32))]]
+    nodes = [*c, helper.make_node("Tile", ["img", "rep"], ["big"]),
+             helper.make_node("ReduceMean", ["big", "ax"], ["m"], keepdims=0),
+             helper.make_node("Reshape", ["m", "shp"], ["boxes"]),
+             helper.make_node("NonMaxSuppression", ["boxes", "sc", "k", "iou"], ["sel"])]
+    m = model(nodes, [("img", F, [1, 1, 4, 32]), ("sc", F, [1, 1, 2])], [("sel", I64, None)])
+    feed = {"img": np.ones((1, 1, 4, 32), np.float32), "sc": np.ones((1, 1, 2), np.float32)}
+    with pytest.raises(rlx.RlxError, match="folding limit"):
+        rlx.onnx.import_runnable(m).run(feed)

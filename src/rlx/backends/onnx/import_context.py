@@ -155,7 +155,10 @@ class Importer:
         v = self.value(name)
         arr = self.known.get(v.id)
         if arr is None:
-            raise NeedsStatic(f"{what} {name!r}", self.deps.get(name, frozenset()))
+            deps = self.deps.get(name, frozenset())
+            why = "" if deps else (" (it is computed from float initializers, which are params, or from an intermediate"
+                                   f" over the import-time folding limit of {FOLD_LIMIT} elements)")
+            raise NeedsStatic(f"{what} {name!r}{why}", deps)
         return arr
 
     def maybe_static(self, v: Value) -> np.ndarray | None:

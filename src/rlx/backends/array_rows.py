@@ -3,7 +3,9 @@
 ``xp`` is the backend's :class:`rlx.ops.kinds.ArrayNamespace` (torch or jax.numpy, NumPy
 spellings: ``reshape``, ``broadcast_to``, ``mean(x, axis=, keepdims=)``, ``sqrt``) with two
 extras each backend names: ``permute(x, perm)``, ``slice_axis(x, axis, start, length)``,
-``concat(parts, axis)`` and ``cast_all(args, out)`` (operands cast to the result's compute dtype).
+``concat(parts, axis)``, ``cast_all(args, out)`` (operands cast to the result's compute dtype),
+``prod(x, axis=, keepdims=, dtype=)`` over a tuple of axes, ``full_like_shape(shape, value, like)``
+(a filled array of ``like``'s dtype and device) and ``rlx_dtype(x)`` (the tensor's rlx element type).
 A row is ``row(xp, args, attrs, out)``; :func:`bind` gives the ``(args, attrs, out)`` form the
 lowering tables hold. The semantics are the ops' own (registry docstrings); the rows only spell
 them once for both array libraries.
@@ -15,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rlx.ir.errors import RlxError
+from rlx.ops.reduction import reduce_axes, reduce_identity
 
 
 def reshape(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
@@ -42,6 +45,40 @@ def expand(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
 def concat(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
     parts = xp.cast_all(args, out)
     return xp.concat(parts, attrs["axis"] % parts[0].ndim)
+
+
+def minmax_reduce(xp: Any, x: Any, axes: tuple[int, ...], keep: bool, op: str) -> Any:
+    """max / min (NaN-propagating, np.max) or fmax / fmin (NaN-ignoring, np.fmax.reduce) over ``axes``;
+    an empty reduction gives the identity, as the ``reduce`` op documents."""
+    dtype = xp.rlx_dtype(x)
+    identity = reduce_identity(op, dtype.numpy)
+    if any(x.shape[a] == 0 for a in axes):
+        shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if keep else [d for i, d in enumerate(x.shape) if i not in axes]
+        return xp.full_like_shape(shape, identity, x)
+    high = op in ("max", "fmax")
+    if dtype.is_bool:
+        return (xp.any if high else xp.all)(x, axis=axes, keepdims=keep)
+    extreme = xp.amax if high else xp.amin
+    if not dtype.is_float or op in ("max", "min"):
+        return extreme(x, axis=axes, keepdims=keep)
+    nan = xp.isnan(x)
+    r = extreme(xp.where(nan, xp.full_like_shape((), identity, x), x), axis=axes, keepdims=keep)
+    return xp.where(xp.all(nan, axis=axes, keepdims=keep), xp.full_like_shape((), float("nan"), x), r)
+
+
+def reduce(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """The ``reduce`` op: the dtype is kept (integer sum / prod wrap in the input type)."""
+    x, op, keep = args[0], attrs["op"], attrs["keep_dim"]
+    axes = tuple(reduce_axes(attrs["axes"], x.ndim))
+    if not axes:
+        return x
+    if op == "sum":
+        return xp.sum(x, axis=axes, keepdims=keep, dtype=x.dtype)
+    if op == "prod":
+        return xp.prod(x, axis=axes, keepdims=keep, dtype=x.dtype)
+    if op == "mean":
+        return xp.mean(x, axis=axes, keepdims=keep)
+    return minmax_reduce(xp, x, axes, keep, op)
 
 
 SHAPE_ROWS: dict[str, Callable[..., Any]] = {"reshape": reshape, "transpose": transpose, "narrow": narrow, "expand": expand,

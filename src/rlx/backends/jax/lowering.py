@@ -41,6 +41,7 @@ import numpy as np
 from jax import lax
 
 from rlx.backends.array_rows import SHAPE_ROWS, along, bind
+from rlx.backends.array_rows import reduce as reduce_row
 from rlx.backends.array_rows import standardize as standardize_rows
 from rlx.backends.jax.index_checks import checked_index
 from rlx.ir.dtype import DType
@@ -48,7 +49,7 @@ from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
 from rlx.ops.attention import MASK_FILL
 from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS, ArrayNamespace, tanh_sigmoid
-from rlx.ops.reduction import reduce_axes, reduce_identity
+from rlx.ops.reduction import reduce_identity
 
 Lowering = Callable[[list[Any], Mapping[str, Any], TensorType], Any]
 
@@ -145,7 +146,9 @@ def _constant(args, attrs, out):
 #: The jax.numpy array namespace the kinds' formulas run in (rlx.ops.kinds).
 JNP = ArrayNamespace(jnp, erf=lax.erf, sigmoid=lambda x: tanh_sigmoid(jnp, x), permute=jnp.transpose,
                      cast_all=_cast_all, concat=lambda parts, axis: jnp.concatenate(parts, axis=axis),
-                     slice_axis=lambda x, axis, start, length: lax.slice_in_dim(x, start, start + length, axis=axis))
+                     slice_axis=lambda x, axis, start, length: lax.slice_in_dim(x, start, start + length, axis=axis),
+                     full_like_shape=lambda shape, value, like: jnp.full(shape, value, dtype=like.dtype),
+                     rlx_dtype=lambda x: DType.of(np.dtype(x.dtype)))
 
 
 def activate(kind: str | None, x: Any) -> Any:
@@ -300,37 +303,7 @@ def _dot_general(args, attrs, out):
 
 
 # ---------------------------------------------------------------------------- reduction
-def minmax_reduce(x, axes: tuple[int, ...], keep: bool, op: str) -> Any:
-    """max / min (NaN-propagating, np.max) or fmax / fmin (NaN-ignoring, np.fmax.reduce) over ``axes``;
-    empty reductions give the identity."""
-    if any(x.shape[a] == 0 for a in axes):
-        shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if keep else [d for i, d in enumerate(x.shape) if i not in axes]
-        return jnp.full(shape, reduce_identity(op, x.dtype), dtype=x.dtype)
-    high = op in ("max", "fmax")
-    if x.dtype == jnp.bool_:
-        return (jnp.any if high else jnp.all)(x, axis=axes, keepdims=keep)
-    reduce = jnp.max if high else jnp.min
-    if not _is_float(x) or op in ("max", "min"):
-        return reduce(x, axis=axes, keepdims=keep)
-    nan = jnp.isnan(x)
-    clean = jnp.where(nan, jnp.asarray(reduce_identity(op, x.dtype), x.dtype), x)
-    r = reduce(clean, axis=axes, keepdims=keep)
-    return jnp.where(jnp.all(nan, axis=axes, keepdims=keep), jnp.asarray(np.nan, x.dtype), r)
-
-
-@lowering("reduce")
-def _reduce(args, attrs, out):
-    x, op, keep = args[0], attrs["op"], attrs["keep_dim"]
-    axes = reduce_axes(attrs["axes"], x.ndim)
-    if not axes:
-        return x
-    if op == "sum":
-        return jnp.sum(x, axis=axes, keepdims=keep, dtype=x.dtype)
-    if op == "prod":
-        return jnp.prod(x, axis=axes, keepdims=keep, dtype=x.dtype)
-    if op == "mean":
-        return jnp.mean(x, axis=axes, keepdims=keep)
-    return minmax_reduce(x, axes, keep, op)
+lowering("reduce")(bind(reduce_row, JNP))
 
 
 def softmax(x, axis: int) -> Any:

@@ -23,14 +23,15 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rlx.backends.array_rows import SHAPE_ROWS, along, bind, standardize
+from rlx.backends.array_rows import SHAPE_ROWS, along, bind, minmax_reduce, standardize
+from rlx.backends.array_rows import reduce as reduce_row
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.opdef import all_ops
 from rlx.ir.shape import TensorType
 from rlx.ops.attention import MASK_FILL
 from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS, ArrayNamespace
-from rlx.ops.reduction import reduce_axes, reduce_identity
+from rlx.ops.reduction import reduce_identity
 
 Lowering = Callable[[list[Any], Mapping[str, Any], TensorType], Any]
 
@@ -95,10 +96,19 @@ def _constant(args, attrs, out):
 
 
 # -------------------------------------------------------------------------- elementwise
+def _prod_axes(x: Any, axis: tuple[int, ...], keepdims: bool, dtype: Any) -> Any:
+    """torch.prod over several axes (it takes one dim at a time)."""
+    for a in sorted(axis, reverse=True):
+        x = torch.prod(x, dim=a, keepdim=keepdims, dtype=dtype)
+    return x
+
+
 #: The torch array namespace the kinds' formulas run in (rlx.ops.kinds).
 TORCH = ArrayNamespace(torch, erf=torch.special.erf, sigmoid=torch.sigmoid, permute=torch.permute, slice_axis=torch.narrow,
                        cast_all=_cast_all, concat=lambda parts, axis: torch.cat(parts, dim=axis),
-                       maximum=lambda a, b: torch.maximum(a, torch.as_tensor(b, dtype=a.dtype)))
+                       maximum=lambda a, b: torch.maximum(a, torch.as_tensor(b, dtype=a.dtype)), prod=_prod_axes,
+                       full_like_shape=lambda shape, value, like: torch.full(shape, value, dtype=like.dtype, device=like.device),
+                       rlx_dtype=lambda x: _rlx_dtype(x))
 #: torch's fused kernels for kinds it has natively (one kernel instead of the row formula's several ops)
 _NATIVE: dict[str, Callable[[Any], Any]] = {"gelu": F.gelu, "gelu_approx": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu}
 
@@ -258,44 +268,11 @@ def _fused_matmul_bias_act(args, attrs, out):
 
 
 # ---------------------------------------------------------------------------- reduction
-def _minmax_reduce(x, axes: tuple[int, ...], keep: bool, op: str):
-    """max / min (NaN-propagating, torch.amax) or fmax / fmin (NaN-ignoring, np.fmax.reduce) over ``axes``;
-    empty reductions give the identity."""
-    if any(x.shape[a] == 0 for a in axes):
-        shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if keep else [d for i, d in enumerate(x.shape) if i not in axes]
-        return torch.full(shape, reduce_identity(op, _numpy_dtype(x)), dtype=x.dtype, device=x.device)
-    high = op in ("max", "fmax")
-    if x.dtype == torch.bool:
-        return (torch.any if high else torch.all)(x, dim=axes, keepdim=keep)
-    reduce = torch.amax if high else torch.amin
-    if not _is_float(x) or op in ("max", "min"):
-        return reduce(x, dim=axes, keepdim=keep)
-    nan = torch.isnan(x)
-    clean = torch.where(nan, torch.full((), reduce_identity(op, _numpy_dtype(x)), dtype=x.dtype, device=x.device), x)
-    r = reduce(clean, dim=axes, keepdim=keep)
-    return torch.where(torch.all(nan, dim=axes, keepdim=keep), torch.full((), math.nan, dtype=x.dtype, device=x.device), r)
-
-
 def _numpy_dtype(x: Any) -> Any:
     return _rlx_dtype(x).numpy
 
 
-@lowering("reduce")
-def _reduce(args, attrs, out):
-    x, op, keep = args[0], attrs["op"], attrs["keep_dim"]
-    axes = tuple(reduce_axes(attrs["axes"], x.ndim))
-    if not axes:
-        return x
-    if op == "sum":
-        return torch.sum(x, dim=axes, keepdim=keep, dtype=x.dtype)
-    if op == "prod":
-        r = x
-        for a in sorted(axes, reverse=True):
-            r = torch.prod(r, dim=a, keepdim=keep, dtype=x.dtype)
-        return r
-    if op == "mean":
-        return torch.mean(x, dim=axes, keepdim=keep)
-    return _minmax_reduce(x, axes, keep, op)
+lowering("reduce")(bind(reduce_row, TORCH))
 
 
 def softmax(x, axis: int):
@@ -488,7 +465,7 @@ def _pool2d(args, attrs, out):
         if kind == "max" and all(2 * p[i] <= k[i] for i in range(2)):
             return F.max_pool2d(x, k, s, p)  # the fused kernel (NaN propagates, as the reference's max)
         fill = math.nan if kind in ("fmax", "fmin") else float(ident)  # fmax skips NaN padding
-        return _minmax_reduce(_windows(x, k, s, p, fill), (4,), False, kind)
+        return minmax_reduce(TORCH, _windows(x, k, s, p, fill), (4,), False, kind)
     if kind == "prod":
         return torch.prod(_windows(x, k, s, p, 1), dim=-1)
     total = torch.sum(_windows(x, k, s, p, 0), dim=-1)

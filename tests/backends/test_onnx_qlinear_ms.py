@@ -100,3 +100,47 @@ def test_qlinear_concat():
     fa = (a.astype(np.float64) - c["az"]) * np.float64(c["as"])
     fb = (b.astype(np.float64) - c["bz"]) * np.float64(c["bs"])
     _check(got, want, _q(np.concatenate([fa, fb], axis=1), np.float64(c["ys"]), c["yz"], dt))
+
+
+@pytest.mark.parametrize("channels_last", [0, 1])
+def test_qlinear_average_pool(channels_last):
+    import torch
+
+    dt = np.uint8
+    x = _ints(dt, (2, 5, 9, 8))
+    c = {"xs": np.float32(0.0517), "xz": np.array(100, dt), "ys": np.float32(0.0313), "yz": np.array(90, dt)}
+    attrs = {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 0], "count_include_pad": 0}
+    got, want = _run("QLinearAveragePool", ["x", "xs", "xz", "ys", "yz"], c, {"x": x}, dt,
+                     channels_last=channels_last, **attrs)
+    f = torch.from_numpy((x.astype(np.float64) - 100) * np.float64(c["xs"]))
+    if channels_last:
+        f = f.permute(0, 3, 1, 2)
+    y = torch.nn.functional.avg_pool2d(f, (3, 2), (2, 2), padding=(1, 0), count_include_pad=False)
+    if channels_last:
+        y = y.permute(0, 2, 3, 1)
+    _check(got, want, _q(y.numpy(), np.float64(c["ys"]), c["yz"], dt))
+
+
+@pytest.mark.parametrize("per_column", [False, True])
+def test_matmul_integer_to_float(per_column):
+    # 7-bit weights: onnxruntime's x86 u8 x s8 kernel saturates pairs of products at int16
+    a, b = _ints(np.uint8, (2, 7, 16)), RNG.integers(-64, 63, (16, 5), endpoint=True).astype(np.int8)
+    consts = {"b": b, "as": np.float32(0.013), "bs": RNG.uniform(0.01, 0.03, 5).astype(np.float32) if per_column
+              else np.float32(0.021), "az": np.array(120, np.uint8),
+              "bz": RNG.integers(-4, 4, 5).astype(np.int8) if per_column else np.array(2, np.int8),
+              "bias": RNG.normal(size=5).astype(np.float32)}
+    inits = [numpy_helper.from_array(np.asarray(v), n) for n, v in consts.items()]
+    graph = helper.make_graph(
+        [helper.make_node("MatMulIntegerToFloat", ["a", "b", "as", "bs", "az", "bz", "bias"], ["y"],
+                          domain="com.microsoft")], "m",
+        [helper.make_tensor_value_info("a", onnx.TensorProto.UINT8, [2, 7, 16])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"a": a})
+    g, params = import_model(model)
+    (got,) = rlx.run(g, {"a": a}, params)
+    acc = (a.astype(np.int64) - 120) @ (b.astype(np.int64) - consts["bz"].astype(np.int64))
+    expect = acc * (np.float64(consts["as"]) * consts["bs"].astype(np.float64)) + consts["bias"]
+    assert got.dtype == want.dtype == np.float32 and got.shape == want.shape == (2, 7, 5)
+    np.testing.assert_allclose(got, expect, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -1,4 +1,4 @@
-"""onnxruntime's com.microsoft QLinear* element-wise and pooling ops (QOperator-format quantized models).
+"""onnxruntime's com.microsoft QLinear* element-wise / pooling ops and MatMulIntegerToFloat (quantized models).
 
 Each is DequantizeLinear of its operands, the float op, and QuantizeLinear to the output's scale and zero
 point: the same converters as the standard ops, so the rounding (half to even) and saturation are theirs.
@@ -11,8 +11,11 @@ import numpy as np
 
 from rlx.backends.onnx.common import OnnxFormatError
 from rlx.backends.onnx.import_context import converter
-from rlx.backends.onnx.import_helpers import _reshape
-from rlx.backends.onnx.import_quant import _dequantize, _quantize
+from rlx.backends.onnx.import_conv import _pool
+from rlx.backends.onnx.import_helpers import _cast, _reshape
+from rlx.backends.onnx.import_quant import _dequantize, _matmul_integer, _quantize
+from rlx.backends.onnx.loading import onnx_module
+from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 
 MS = "com.microsoft"
@@ -69,3 +72,35 @@ def _qlinear_concat(cx, node, ins, attrs):
     parts = [_dq(cx, node, ins[i], ins[i + 1], ins[i + 2]) for i in range(2, len(ins), 3)]
     axis = attrs["axis"] % len(parts[0].shape)
     return _q(cx, node, cx.g.concat(parts, axis=axis), ins[0], ins[1], ins[2])
+
+
+def _to_channels_first(cx, x: Value) -> Value:
+    rank = len(x.shape)
+    return cx.g.transpose(x, perm=[0, rank - 1, *range(1, rank - 1)])
+
+
+@converter(f"{MS}.QLinearAveragePool")
+def _qlinear_average_pool(cx, node, ins, attrs):
+    """AveragePool (the standard converter, on a stand-in AveragePool node) between DQ and Q; NHWC by
+    transposes when channels_last."""
+    x = _dq(cx, node, ins[0], ins[1], ins[2])
+    last = attrs.pop("channels_last", 0)
+    if last:
+        x = _to_channels_first(cx, x)
+    avg = onnx_module().helper.make_node("AveragePool", node.input[:1], node.output[:1], name=node.name)
+    y = _pool(cx, avg, [x], attrs)
+    if last:
+        rank = len(y.shape)
+        y = cx.g.transpose(y, perm=[0, *range(2, rank), 1])
+    return _q(cx, node, y, ins[3], _operand(ins, 4), ins[0])
+
+
+@converter(f"{MS}.MatMulIntegerToFloat")
+def _matmul_integer_to_float(cx, node, ins, attrs):
+    """(A - a_zp) @ (B - b_zp) exactly in int32 (MatMulInteger), times a_scale * b_scale (b's per column),
+    plus the optional bias: inputs A, B, a_scale, b_scale, a_zero_point, b_zero_point, bias."""
+    a, b, a_s, b_s = ins[:4]
+    acc = _matmul_integer(cx, node, [a, b, _operand(ins, 4), _operand(ins, 5)], {})
+    y = _cast(cx, acc, DType.F32) * (_cast(cx, a_s, DType.F32) * _cast(cx, b_s, DType.F32))
+    bias = _operand(ins, 6)
+    return _cast(cx, y + _cast(cx, bias, DType.F32) if bias is not None else y, a_s.dtype)

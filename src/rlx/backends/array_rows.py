@@ -5,7 +5,8 @@ spellings: ``reshape``, ``broadcast_to``, ``mean(x, axis=, keepdims=)``, ``sqrt`
 extras each backend names: ``permute(x, perm)``, ``slice_axis(x, axis, start, length)``,
 ``concat(parts, axis)``, ``cast_all(args, out)`` (operands cast to the result's compute dtype),
 ``prod(x, axis=, keepdims=, dtype=)`` over a tuple of axes, ``full_like_shape(shape, value, like)``
-(a filled array of ``like``'s dtype and device) and ``rlx_dtype(x)`` (the tensor's rlx element type).
+(a filled array of ``like``'s dtype and device), ``rlx_dtype(x)`` (the tensor's rlx element type), and
+``astype(x, to)`` / ``bitcast(x, to)`` (convert / reinterpret the bits as the rlx type ``to``).
 A row is ``row(xp, args, attrs, out)``; :func:`bind` gives the ``(args, attrs, out)`` form the
 lowering tables hold. The semantics are the ops' own (registry docstrings); the rows only spell
 them once for both array libraries.
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ops.reduction import reduce_axes, reduce_identity
 
@@ -64,6 +66,16 @@ def minmax_reduce(xp: Any, x: Any, axes: tuple[int, ...], keep: bool, op: str) -
     nan = xp.isnan(x)
     r = extreme(xp.where(nan, xp.full_like_shape((), identity, x), x), axis=axes, keepdims=keep)
     return xp.where(xp.all(nan, axis=axes, keepdims=keep), xp.full_like_shape((), float("nan"), x), r)
+
+
+def bitcast(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """The ``bitcast`` op: bool travels as u8, and any nonzero byte reads back as True."""
+    x, to = args[0], attrs["to"]
+    if xp.rlx_dtype(x).is_bool:
+        x = xp.astype(x, DType.U8)
+    if to.is_bool:
+        return xp.bitcast(x, DType.U8) != 0
+    return xp.bitcast(x, to)
 
 
 def reduce(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:

@@ -41,6 +41,7 @@ import numpy as np
 from jax import lax
 
 from rlx.backends.array_rows import SHAPE_ROWS, along, bind
+from rlx.backends.array_rows import bitcast as bitcast_row
 from rlx.backends.array_rows import reduce as reduce_row
 from rlx.backends.array_rows import standardize as standardize_rows
 from rlx.backends.jax.index_checks import checked_index
@@ -148,7 +149,8 @@ JNP = ArrayNamespace(jnp, erf=lax.erf, sigmoid=lambda x: tanh_sigmoid(jnp, x), p
                      cast_all=_cast_all, concat=lambda parts, axis: jnp.concatenate(parts, axis=axis),
                      slice_axis=lambda x, axis, start, length: lax.slice_in_dim(x, start, start + length, axis=axis),
                      full_like_shape=lambda shape, value, like: jnp.full(shape, value, dtype=like.dtype),
-                     rlx_dtype=lambda x: DType.of(np.dtype(x.dtype)))
+                     rlx_dtype=lambda x: DType.of(np.dtype(x.dtype)), astype=lambda x, to: x.astype(jnp_dtype(to)),
+                     bitcast=lambda x, to: lax.bitcast_convert_type(x, jnp_dtype(to)))
 
 
 def activate(kind: str | None, x: Any) -> Any:
@@ -177,14 +179,7 @@ def _cast(args, attrs, out):
     return x.astype(jnp_dtype(to))
 
 
-@lowering("bitcast", native_low_precision=True)
-def _bitcast(args, attrs, out):
-    x, to = args[0], attrs["to"]
-    if x.dtype == jnp.bool_:
-        x = x.astype(jnp.uint8)
-    if to.is_bool:
-        return lax.bitcast_convert_type(x, jnp.uint8) != 0
-    return lax.bitcast_convert_type(x, jnp_dtype(to))
+lowering("bitcast", native_low_precision=True)(bind(bitcast_row, JNP))
 
 
 def _is_int_or_bool(a: Any) -> bool:

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from rlx.backends.array_rows import SHAPE_ROWS, along, bind, minmax_reduce, standardize
+from rlx.backends.array_rows import bitcast as bitcast_row
 from rlx.backends.array_rows import reduce as reduce_row
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
@@ -108,7 +109,8 @@ TORCH = ArrayNamespace(torch, erf=torch.special.erf, sigmoid=torch.sigmoid, perm
                        cast_all=_cast_all, concat=lambda parts, axis: torch.cat(parts, dim=axis),
                        maximum=lambda a, b: torch.maximum(a, torch.as_tensor(b, dtype=a.dtype)), prod=_prod_axes,
                        full_like_shape=lambda shape, value, like: torch.full(shape, value, dtype=like.dtype, device=like.device),
-                       rlx_dtype=lambda x: _rlx_dtype(x))
+                       rlx_dtype=lambda x: _rlx_dtype(x), astype=lambda x, to: x.to(torch_dtype(to)),
+                       bitcast=lambda x, to: x.view(torch_dtype(to)))
 #: torch's fused kernels for kinds it has natively (one kernel instead of the row formula's several ops)
 _NATIVE: dict[str, Callable[[Any], Any]] = {"gelu": F.gelu, "gelu_approx": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu}
 
@@ -145,14 +147,7 @@ def _cast(args, attrs, out):
     return x.to(torch_dtype(to))
 
 
-@lowering("bitcast", native_low_precision=True)
-def _bitcast(args, attrs, out):
-    x, to = args[0], attrs["to"]
-    if x.dtype == torch.bool:
-        x = x.to(torch.uint8)
-    if to.is_bool:
-        return x.view(torch.uint8) != 0
-    return x.view(torch_dtype(to))
+lowering("bitcast", native_low_precision=True)(bind(bitcast_row, TORCH))
 
 
 def _int_div(a, b):

@@ -291,3 +291,21 @@ def test_a_huge_rnn_hidden_size_is_refused_before_its_zero_state_is_built(tmp_pa
     node = helper.make_node("RNN", ["x", "w", "r"], ["y", "h"], hidden_size=10**9)
     refused(isolated_import(tmp_path, model_of([node], [vi("x", [2, 1, 3])], [vi("h", None)], [w, r])),
             "RNN", "max_constant_elements")
+
+
+def test_non_max_suppression_work_is_bounded_not_only_its_output(tmp_path):
+    """200k constant boxes kept one by one would run 4e10 overlap tests at import: refused by the element budget."""
+    n = 200_000
+    corners = np.arange(n, dtype=np.float32)[:, None] * 2 + np.array([0, 0, 1, 1], np.float32)  # disjoint boxes
+    nodes = [const_node("boxes", corners[None], np.float32), const_node("scores", np.linspace(1, 0, n)[None, None], np.float32),
+             const_node("keep", [n]), helper.make_node("NonMaxSuppression", ["boxes", "scores", "keep"], ["sel"])]
+    m = model_of(nodes, [], [vi("sel", None, TensorProto.INT64)])
+    refused(isolated_import(tmp_path, m), "NonMaxSuppression", "overlap tests", "max_constant_elements")
+
+
+@pytest.mark.parametrize("index,words", [(10**12, ["column map", "max_constant_elements"]), (-3, ["ngram_indexes", ">= 0"])])
+def test_tfidf_column_indexes_are_checked_before_the_map_is_built(tmp_path, index, words):
+    node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], mode="TF", min_gram_length=1, max_gram_length=1,
+                            max_skip_count=0, ngram_counts=[0], ngram_indexes=[index], pool_int64s=[7])
+    m = model_of([node], [vi("x", [4], TensorProto.INT64)], [vi("y", None)], opset=9)
+    refused(isolated_import(tmp_path, m), "TfIdfVectorizer", *words)

@@ -89,6 +89,8 @@ def _non_max_suppression(cx, node, ins, attrs):
     if not 0.0 <= iou_t <= 1.0:
         raise OnnxFormatError(f"NonMaxSuppression iou_threshold must lie in [0, 1], got {iou_t}")
     cx.check_elements(scores.size * 3, "the NonMaxSuppression selection")
+    n = boxes.shape[1]  # each kept box is tested against the boxes left: bound that work, not only the output
+    cx.check_elements(scores.shape[0] * scores.shape[1] * min(k, n) * n, "the NonMaxSuppression overlap tests")
     sel = nms_select(boxes, scores, k, iou_t, score_t, int(attrs.get("center_point_box", 0)))
     return cx.const(sel)
 

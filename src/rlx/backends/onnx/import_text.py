@@ -45,7 +45,10 @@ def _tfidf(cx, node, ins, attrs):
     pool = np.asarray(attrs["pool_int64s"], np.int64)
     starts = [int(s) for s in attrs["ngram_counts"]]
     cols = np.asarray(attrs["ngram_indexes"], np.int64)
+    if cols.size and cols.min() < 0:
+        raise OnnxFormatError(f"TfIdfVectorizer ngram_indexes must be >= 0, got {int(cols.min())}")
     width = int(cols.max()) + 1 if cols.size else 0
+    cx.check_elements(cols.size * width, "the TfIdfVectorizer column map")
     weights = np.asarray(attrs.get("weights", np.ones(cols.size)), np.float32)
     xs = _cast(cx, x if len(shape) == 2 else _reshape(cx, x, [1, shape[0]]), DType.I64)
     b, t = (shape if len(shape) == 2 else [1, shape[0]])
@@ -56,6 +59,7 @@ def _tfidf(cx, node, ins, attrs):
             span = (n - 1) * (k + 1)
             if span >= t:
                 break
+            cx.check_elements((t - span) * n, "the TfIdfVectorizer windows")
             windows = np.arange(t - span)[:, None] + np.arange(n)[None, :] * (k + 1)  # [P, n]
             toks = _reshape(cx, cx.g.gather(xs, cx.const(windows), axis=1), [b, t - span, 1, n])
             hit = cx.g.reduce(_cast(cx, cx.g.eq(toks, cx.const(grams[None, None])), DType.F32), op="min", axes=[3],

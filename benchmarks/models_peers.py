@@ -4,8 +4,8 @@ backend vs torch eager and onnxruntime, and the numpy executor vs the reference 
 Run: .venv/bin/python benchmarks/models_peers.py [--threads N] [--repeat 5] [--only NAME] [--set real|shapes|all]
 
 Models (random init, eval mode, small configs): ``real`` = timm ResNet-18 / MobileNetV3-S / EfficientNet-B0
-/ ConvNeXt-atto (1x3x112²), timm ViT-Ti/16 (224²), transformers BERT / GPT-2 / Llama (hidden 256, 4 layers,
-128 tokens); ``shapes`` = model-shaped ``torch.nn`` modules written here (a ResNet-style CNN, an
+/ ConvNeXt-atto / RegNetY-200MF (1x3x112²), timm ViT-Ti/16 (224²), transformers BERT / DistilBERT / GPT-2 /
+Llama / Qwen2 (hidden 256, 4 layers, 128 tokens); ``shapes`` = model-shaped ``torch.nn`` modules written here (a ResNet-style CNN, an
 MLP-Mixer, a ViT encoder, a GPT-style decoder, a 4-layer MLP). timm / transformers need torchvision,
 whose CPU wheel cannot load its compiled ops here: tests/models/zoo.py declares the two op schemas
 it needs (``torchvision_without_compiled_ops``) and is imported for that.
@@ -189,10 +189,14 @@ REAL = {
     "timm mobilenetv3_small_100 112²": _timm("mobilenetv3_small_100", 112),
     "timm efficientnet_b0 112²": _timm("efficientnet_b0", 112),
     "timm convnext_atto 112²": _timm("convnext_atto", 112),
+    "timm regnety_002 112²": _timm("regnety_002", 112),
     "timm vit_tiny_patch16_224": _timm("vit_tiny_patch16_224", 224),
     "hf bert h256 l4 s128": _hf("BertConfig", "BertModel", **_HF),
+    "hf distilbert h256 l4 s128": _hf("DistilBertConfig", "DistilBertModel", vocab_size=1000, dim=256, n_layers=4, n_heads=4,
+                                      hidden_dim=1024, max_position_embeddings=128),
     "hf gpt2 h256 l4 s128": _hf("GPT2Config", "GPT2LMHeadModel", vocab_size=1000, n_embd=256, n_layer=4, n_head=4, n_positions=128),
     "hf llama h256 l4 s128": _hf("LlamaConfig", "LlamaForCausalLM", **{**_HF, "intermediate_size": 688}, num_key_value_heads=2),
+    "hf qwen2 h256 l4 s128": _hf("Qwen2Config", "Qwen2ForCausalLM", **{**_HF, "intermediate_size": 688}, num_key_value_heads=2),
 }
 
 

@@ -151,3 +151,69 @@ def test_inference_batchnorm_is_folded_into_the_conv_before_export(tmp_path):
     exe = rlx.compile(g, backend="onnxruntime", params=params)
     assert_close(exe.run({"x": x.numpy()} if "x" in g.inputs() else dict(zip(g.inputs(), [x.numpy()]))), [want],
                  rtol=1e-4, atol=1e-5)
+
+
+def _skip_layer_norm_block():
+    """x + r -> layer_norm: the pattern onnxruntime's SkipLayerNormFusion rewrites into one kernel."""
+    g = rlx.Graph("skip_ln")
+    x, r = g.input("x", (2, 8, 32)), g.input("r", (2, 8, 32))
+    g.set_outputs([g.layer_norm(x + r, g.param("gamma", (32,)), g.param("beta", (32,)), axis=-1)])
+    rng = np.random.default_rng(7)
+    params = {"gamma": rng.standard_normal(32).astype(np.float32), "beta": rng.standard_normal(32).astype(np.float32)}
+    feed = {k: rng.standard_normal((2, 8, 32)).astype(np.float32) for k in ("x", "r")}
+    return g, params, feed
+
+
+def _optimized_ops(tmp_path, proto, disabled):
+    import onnx
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.optimized_model_filepath = str(tmp_path / f"opt{len(disabled)}.onnx")
+    opts.log_severity_level = 3
+    ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"], disabled_optimizers=list(disabled))
+    return [n.op_type for n in onnx.load(opts.optimized_model_filepath).graph.node]
+
+
+def test_cpu_sessions_skip_the_slow_fusions(tmp_path, monkeypatch):
+    """onnxruntime fuses Add + LayerNormalization into SkipLayerNormalization by default, slower on the
+    CPU (benchmarks/ort_fusions.py); the backend's CPU sessions pass SLOW_CPU_FUSIONS, under which the
+    pair stays unfused, and the numbers still match rlx.run. disabled_optimizers=() keeps the fusion."""
+    import onnxruntime as ort
+
+    from rlx.backends.ort_backend import SLOW_CPU_FUSIONS
+
+    g, params, feed = _skip_layer_norm_block()
+    proto = rlx.onnx.export(g, params)
+    assert "SkipLayerNormalization" in _optimized_ops(tmp_path, proto, ())
+    assert _optimized_ops(tmp_path, proto, SLOW_CPU_FUSIONS) == ["Add", "LayerNormalization"]
+    seen = []
+    real = ort.InferenceSession
+
+    def recording(*args, **kwargs):
+        seen.append(tuple(kwargs.get("disabled_optimizers") or ()))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ort, "InferenceSession", recording)
+    exe = rlx.compile(g, backend="onnxruntime", params=params)
+    assert exe.disabled_optimizers == SLOW_CPU_FUSIONS
+    assert_close(exe.run(feed), rlx.run(g, feed, params), rtol=1e-5, atol=1e-5)
+    keep = rlx.compile(g, backend="onnxruntime", params=params, disabled_optimizers=())
+    assert_close(keep.run(feed), rlx.run(g, feed, params), rtol=1e-5, atol=1e-5)
+    assert seen == [SLOW_CPU_FUSIONS, ()]  # two sessions: the settings are part of the cache key
+
+
+def test_session_config_entries_reach_the_session_and_key_the_cache():
+    g, params, feed = _skip_layer_norm_block()
+    before = session_count()
+    exe = rlx.compile(g, backend="onnxruntime", params=params, config={"session.intra_op.allow_spinning": "0"})
+    assert_close(exe.run(feed), rlx.run(g, feed, params), rtol=1e-5, atol=1e-5)
+    assert exe._session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    spinning = rlx.compile(g, backend="onnxruntime", params=params, config={"session.intra_op.allow_spinning": "1"})
+    spinning.run(feed)
+    assert spinning._session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "1"
+    assert session_count() == before + 2
+    with pytest.raises(rlx.RlxError, match="config"):
+        rlx.compile(g, backend="onnxruntime", config={"session.intra_op.allow_spinning": 0})
+    with pytest.raises(rlx.RlxError, match="disabled_optimizers"):
+        rlx.compile(g, backend="onnxruntime", disabled_optimizers="SkipLayerNormFusion")

@@ -192,6 +192,31 @@ def test_cuda_matches_the_reference():
     feed = {"x": np.random.default_rng(4).standard_normal((32, 32)).astype(np.float32)}
     exe = rlx.compile(g, backend="torch", device="cuda")
     assert_close(exe.run(feed), rlx.run(g, feed), rtol=1e-4, atol=1e-5)
+    resident = exe.run_device({"x": torch.from_numpy(feed["x"]).cuda()})  # device tensors in, device tensors out
+    assert resident[0].device.type == "cuda"
+    assert_close([resident[0].cpu().numpy()], rlx.run(g, feed), rtol=1e-4, atol=1e-5)
+
+
+def test_torch_tensors_as_inputs_stay_as_they_are():
+    """Inputs may be torch tensors: those of the declared dtype and shape on the device are used without a
+    copy (the output of a view of one shares its storage), others take the full check, which names them."""
+    rng = np.random.default_rng(5)
+    g = rlx.Graph("tensor_feed")
+    x, w = g.input("x", (4, 6)), g.param("w", (6, 3))
+    g.set_outputs([g.relu(x @ w), g.reshape(x, (6, 4))])
+    params = {"w": rng.standard_normal((6, 3)).astype(np.float32)}
+    feed = {"x": rng.standard_normal((4, 6)).astype(np.float32)}
+    exe = rlx.compile(g, backend="torch", params=params)
+    xt = torch.from_numpy(feed["x"].copy())
+    out = exe.run_device({"x": xt})
+    assert_close([o.numpy() for o in out], rlx.run(g, feed, params))
+    assert out[1].data_ptr() == xt.data_ptr()  # no copy of the resident input
+    assert_close(exe.run({"x": xt.clone().requires_grad_()}), rlx.run(g, feed, params))
+    assert_close(exe.run({"x": torch.from_numpy(feed["x"].T.copy()).T}), rlx.run(g, feed, params))  # a strided view
+    with pytest.raises(rlx.FeedError, match=r"'x'.*torch\.float64"):
+        exe.run({"x": xt.double()})
+    with pytest.raises(rlx.FeedError, match="x"):
+        exe.run({"x": torch.zeros(4, 5)})
 
 
 @pytest.mark.slow
@@ -202,3 +227,22 @@ def test_inductor_mode_matches_the_reference():
     rng = np.random.default_rng(5)
     feed = {"x": rng.standard_normal((16, 16)).astype(np.float32), "b": rng.standard_normal(16).astype(np.float32)}
     assert_close(rlx.compile(g, backend="torch", mode="inductor").run(feed), rlx.run(g, feed), rtol=1e-4, atol=1e-5)
+
+
+def test_a_lowering_giving_the_wrong_shape_is_caught_until_a_run_succeeds(monkeypatch):
+    """Each lowered call checks its result's shape against the node's type until the module's first
+    successful run (a static module's shapes cannot change after it); a failing run leaves the checks on."""
+    from rlx.backends.torch_backend import lowering as L
+
+    good = L.LOWERINGS["activation"]
+    monkeypatch.setitem(L.LOWERINGS, "activation", lambda args, attrs, out: good(args, attrs, out).reshape(-1))
+    g = _graph(lambda g, x: [g.relu(x)], x=((3, 4), "f32"))
+    feed = {"x": np.arange(-6, 6, dtype=np.float32).reshape(3, 4)}
+    exe = rlx.compile(g, backend="torch")
+    for _ in range(2):
+        with pytest.raises(rlx.RlxError, match=r"torch lowering of 'activation' .* gave shape \[12\], expected \[3, 4\]"):
+            exe.run(feed)
+    monkeypatch.setitem(L.LOWERINGS, "activation", good)
+    fixed = rlx.compile(g, backend="torch")
+    for _ in range(3):
+        assert_close(fixed.run(feed), rlx.run(g, feed))

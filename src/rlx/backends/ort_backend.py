@@ -4,12 +4,18 @@ The MIR graph goes through the ONNX exporter (:func:`rlx.backends.onnx.export`, 
 fused ops and checks the model) with the bound params as initializers, so onnxruntime can
 pre-pack the weights; before that, inference BatchNorm chains are folded into their convolutions
 and weight-only subgraphs computed once (:func:`export_for_session`). Sessions are cached by the graph's
-fingerprint, the params' digest, the providers and the thread count: compiling the same graph
-with the same weights twice reuses one session. Binding other params (``set_params`` or
+fingerprint, the params' digest, the providers, the thread count and the session settings: compiling
+the same graph with the same weights twice reuses one session. Binding other params (``set_params`` or
 ``run(params=...)``) selects (or builds) the session of those params.
 
 Errors onnxruntime raises at run time (an out-of-range gather index, say) surface as
 ``RlxError`` naming the graph. Importing this module imports onnx and onnxruntime lazily.
+
+Session settings: ``config={key: value}`` sets onnxruntime session config entries
+(``SessionOptions.add_session_config_entry``); ``disabled_optimizers=[...]`` names onnxruntime
+graph transformers to skip. By default a session on the CPU provider alone skips
+:data:`SLOW_CPU_FUSIONS`, the fusions whose kernel is slower on the CPU than the nodes it replaces
+(measured by ``benchmarks/ort_fusions.py``); ``disabled_optimizers=()`` keeps every fusion.
 """
 
 from __future__ import annotations
@@ -30,7 +36,12 @@ from rlx.runtime.reference import bind_feed, checked_params, feed_maps
 
 _SESSIONS: dict[tuple, Any] = {}
 _SESSIONS_LOCK = threading.Lock()
-_OPTIONS = ("params", "providers", "threads")
+_OPTIONS = ("params", "providers", "threads", "config", "disabled_optimizers")
+
+# onnxruntime 1.32 on x86-64, 1 thread (benchmarks/ort_fusions.py, 2026-12-03): with SkipLayerNormalization
+# off, BERT runs 0.89-0.91x, DistilBERT 0.90-0.91x, GPT-2 0.97x the time of the default session, and no
+# model where the fusion fires runs slower (ViT-Ti 0.997x). Re-measure after an onnxruntime upgrade.
+SLOW_CPU_FUSIONS: tuple[str, ...] = ("SkipLayerNormFusion",)
 
 
 def _ort() -> Any:
@@ -50,8 +61,17 @@ def _digest(params: Mapping[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
+def _config_entries(config: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    """``config`` as sorted (key, value) pairs (part of the session cache key); both must be strings."""
+    if config is None:
+        return ()
+    if not isinstance(config, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in config.items()):
+        raise RlxError(f"onnxruntime backend: config must map session config keys to string values, got {config!r}")
+    return tuple(sorted(config.items()))
+
+
 def session_count() -> int:
-    """How many onnxruntime sessions the cache holds (one per graph, params, providers, threads)."""
+    """How many onnxruntime sessions the cache holds (one per graph, params, providers, threads and settings)."""
     return len(_SESSIONS)
 
 
@@ -61,7 +81,8 @@ class OrtExecutable(ReportsDispatch):
     backend = "onnxruntime"
 
     def __init__(self, graph: Graph, params: Mapping[str, Any] | None = None, *,
-                 providers: Sequence[str] | None = None, threads: int | None = None):
+                 providers: Sequence[str] | None = None, threads: int | None = None,
+                 config: Mapping[str, str] | None = None, disabled_optimizers: Sequence[str] | None = None):
         ort = _ort()
         available = ort.get_available_providers()
         self.providers = list(providers) if providers else ["CPUExecutionProvider"]
@@ -70,6 +91,12 @@ class OrtExecutable(ReportsDispatch):
             raise RlxError(f"onnxruntime backend: provider(s) {missing} not available; available: {available}")
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise RlxError(f"onnxruntime backend: threads must be a positive int, got {threads!r}")
+        self.config = _config_entries(config)
+        if disabled_optimizers is None:
+            disabled_optimizers = SLOW_CPU_FUSIONS if self.providers == ["CPUExecutionProvider"] else ()
+        elif isinstance(disabled_optimizers, str) or not all(isinstance(n, str) for n in disabled_optimizers):
+            raise RlxError(f"onnxruntime backend: disabled_optimizers must be a sequence of transformer names, got {disabled_optimizers!r}")
+        self.disabled_optimizers = tuple(disabled_optimizers)
         from rlx.ir.serialize import fingerprint
 
         self.graph, self.threads = graph, threads
@@ -93,7 +120,7 @@ class OrtExecutable(ReportsDispatch):
             self._session = session
 
     def _session_for(self, params: Mapping[str, np.ndarray]) -> Any:
-        key = (self.fingerprint, _digest(params), tuple(self.providers), self.threads)
+        key = (self.fingerprint, _digest(params), tuple(self.providers), self.threads, self.config, self.disabled_optimizers)
         with _SESSIONS_LOCK:
             sess = _SESSIONS.get(key)
         if sess is not None:
@@ -104,8 +131,11 @@ class OrtExecutable(ReportsDispatch):
         opts.log_severity_level = 3  # errors only: onnxruntime's optimizer notes (unused initializers it drops) are not ours to print
         if self.threads is not None:
             opts.intra_op_num_threads = self.threads
+        for k, v in self.config:
+            opts.add_session_config_entry(k, v)
         try:
-            sess = ort.InferenceSession(proto.SerializeToString(), sess_options=opts, providers=self.providers)
+            sess = ort.InferenceSession(proto.SerializeToString(), sess_options=opts, providers=self.providers,
+                                        disabled_optimizers=list(self.disabled_optimizers))
         except Exception as exc:  # onnxruntime's own exception types
             raise RlxError(f"onnxruntime backend: cannot load graph {self.graph.name!r}: {exc}") from exc
         with _SESSIONS_LOCK:
@@ -188,7 +218,8 @@ def node_session(node: Node, in_types: list[TensorType], out: TensorType | tuple
 
 
 def compile_ort(obj: Any, **options: Any) -> OrtExecutable:
-    """``rlx.compile(obj, backend="onnxruntime", params=None, providers=None, threads=None)``."""
+    """``rlx.compile(obj, backend="onnxruntime", params=None, providers=None, threads=None, config=None,
+    disabled_optimizers=None)``."""
     from rlx.runtime.compile import to_mir
 
     unknown = sorted(set(options) - set(_OPTIONS))

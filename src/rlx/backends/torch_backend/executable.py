@@ -27,7 +27,7 @@ import torch.fx as fx
 from rlx.backends.common import PlainFeed, live_nodes
 from rlx.backends.torch_backend import lowering as L
 from rlx.ir.dtype import DType
-from rlx.ir.errors import RlxError
+from rlx.ir.errors import FeedError, RlxError
 from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.opdef import get_op
 from rlx.ir.shape import Shape, TensorType
@@ -77,14 +77,26 @@ def _named(fn: Any, name: str) -> Any:
     return fn
 
 
-def _lowered(node: Node, out: TensorType, in_types: list[TensorType]) -> Any:
+class _ShapeChecks:
+    """Whether the lowered calls of one module still check each result's shape against the node's type:
+    an eager module's first run checks (a static module's shapes cannot change after it), later runs skip
+    the check; compiled modules keep it on (Inductor traces it away)."""
+
+    def __init__(self) -> None:
+        self.on = True
+
+
+_ALWAYS = _ShapeChecks()
+
+
+def _lowered(node: Node, out: TensorType, in_types: list[TensorType], checks: _ShapeChecks = _ALWAYS) -> Any:
     fn, op, attrs = L.LOWERINGS[node.op], node.op, node.attrs
     widen = op not in L.NATIVE_LOW_PRECISION and any(t.dtype.is_low_precision_float for t in in_types)
     want, shape = L.torch_dtype(out.dtype), tuple(out.shape)
 
     def call(*args: torch.Tensor) -> torch.Tensor:
         r = fn([a.float() if _low(a) else a for a in args] if widen else list(args), attrs, out)
-        if r.shape != shape:
+        if checks.on and r.shape != shape:
             raise RlxError(f"torch lowering of {op!r} (node %{node.id}) gave shape {list(r.shape)}, expected {list(shape)}")
         return r if r.dtype == want else r.to(want)
 
@@ -107,8 +119,8 @@ def _host(node: Node, out: TensorType | tuple[TensorType, ...], in_types: list[T
 class _Builder:
     """Emits the fx graph of one MIR graph (with its symbols bound)."""
 
-    def __init__(self, graph: Graph, binding: Mapping[str, int], device: torch.device):
-        self.graph, self.binding, self.device = graph, dict(binding), device
+    def __init__(self, graph: Graph, binding: Mapping[str, int], device: torch.device, checks: _ShapeChecks = _ALWAYS):
+        self.graph, self.binding, self.device, self.checks = graph, dict(binding), device, checks
         self.fx = fx.Graph()
         self.root = torch.nn.Module()
         self._consts = 0
@@ -152,7 +164,7 @@ class _Builder:
             # multi-result ops have no torch rows yet, HOSTED types no torch dtype: the NumPy kernel runs on the host
             return self.fx.call_function(_host(node, out, in_types, self.device), tuple(args))
         if op in L.LOWERINGS:
-            return self.fx.call_function(_lowered(node, out, in_types), tuple(args))
+            return self.fx.call_function(_lowered(node, out, in_types, self.checks), tuple(args))
         if op in L.DECOMPOSED:
             return self.decomposed(node, args, in_types)
         if op in L.REFUSED:
@@ -169,7 +181,7 @@ class _Builder:
         env: dict[int, fx.Node] = {}
         for v, a, t, w in zip(operands, args, in_types, wide):
             env[v.id] = a if t.dtype == w.dtype else self.fx.call_function(_named(lambda x: x.float(), "widen"), (a,))
-        inner = _Builder(sub, {}, self.device)
+        inner = _Builder(sub, {}, self.device, self.checks)
         inner.fx, inner.root, inner._consts = self.fx, self.root, self._consts
         types = {v.id: w for v, w in zip(operands, wide)}
         inner.emit_graph(sub, env, types)
@@ -231,6 +243,8 @@ class TorchExecutable(ReportsDispatch):
 
     ``exe.module`` is the fx GraphModule (of the static graph, or of the last binding);
     ``exe.run_device`` returns the torch tensors on the device without copying them to the host.
+    Inputs may be torch tensors of the declared dtype: those on the device are used as they are,
+    so a run fed with device tensors and read with ``run_device`` never touches the host.
     """
 
     backend = "torch"
@@ -247,17 +261,21 @@ class TorchExecutable(ReportsDispatch):
         self._modules: dict[tuple[tuple[str, int], ...], Any] = {}
         self._static = all(v.node.shape.is_static for v in [*self._inputs.values(), *self._param_decl.values()])
         self._plain = PlainFeed(graph)
-        self.module: fx.GraphModule | None = self._build({}) if self._static else None
+        self.module: fx.GraphModule | None = None
+        self._static_checks = _ALWAYS
+        if self._static:
+            self.module, self._static_checks = self._build({})
         self._bound: list[torch.Tensor] | None = None  # the bound params in declaration order, once all are bound
         host = self.device.type == "cpu"
-        self._out_convs = [_output_converter(graph.node(o), copy=host and _aliases_leaf(graph, graph.node(o)))
+        self._out_convs = [_output_converter(graph.node(o), host, copy=host and _aliases_leaf(graph, graph.node(o)))
                            for o in graph.output_ids]
         if params:
             self.set_params(params)
 
     # ----------------------------------------------------------------- building
-    def _build(self, binding: Mapping[str, int]) -> fx.GraphModule:
-        return _Builder(self.graph, binding, self.device).build(self._leaf_order)
+    def _build(self, binding: Mapping[str, int]) -> tuple[fx.GraphModule, _ShapeChecks]:
+        checks = _ShapeChecks() if self.mode == "eager" else _ALWAYS
+        return _Builder(self.graph, binding, self.device, checks).build(self._leaf_order), checks
 
     def _module(self, binding: Mapping[str, int]) -> Any:
         key = tuple(sorted(binding.items()))
@@ -266,12 +284,22 @@ class TorchExecutable(ReportsDispatch):
             with self._lock:
                 fn = self._modules.get(key)
                 if fn is None:
-                    gm = self.module if (not key and self.module is not None) else self._build(binding)
+                    gm, checks = (self.module, self._static_checks) if (not key and self._static) else self._build(binding)
                     self.module = gm
-                    fn = gm.forward if self.mode == "eager" else torch.compile(
+                    fn = self._checked_first(key, gm.forward, checks) if self.mode == "eager" else torch.compile(
                         gm, mode=None if self.mode == "inductor" else self.mode, dynamic=False)
                     self._modules[key] = fn
         return fn
+
+    def _checked_first(self, key: tuple, forward: Any, checks: _ShapeChecks) -> Any:
+        """``forward`` whose first successful run checks every result's shape; later runs call it bare."""
+        def first(*tensors: torch.Tensor) -> Any:
+            out = forward(*tensors)
+            checks.on = False
+            self._modules[key] = forward
+            return out
+
+        return first
 
     # ------------------------------------------------------------------ feeding
     def set_params(self, params: Mapping[str, Any]) -> None:
@@ -288,8 +316,13 @@ class TorchExecutable(ReportsDispatch):
 
     def _feed(self, inputs: Mapping[str, Any] | None, params: Mapping[str, Any] | None) -> tuple[list[torch.Tensor], dict[str, int]]:
         bound_list = self._bound
-        if bound_list is not None and not params and self._static and self._plain(inputs):  # the per-run fast path
-            return [_tensor(inputs[name], v.node.dtype, self.device) for name, v in self._inputs.items()] + bound_list, {}
+        if bound_list is not None and not params and self._static:  # the per-run fast paths
+            if self._plain(inputs):
+                return [_tensor(inputs[name], v.node.dtype, self.device) for name, v in self._inputs.items()] + bound_list, {}
+            resident = self._resident(inputs)
+            if resident is not None:
+                return resident + bound_list, {}
+        inputs = self._tensors_to_host(inputs)
         inputs, params = feed_maps(self.graph, inputs, params)
         with self._lock:
             bound = dict(self._params)
@@ -305,6 +338,37 @@ class TorchExecutable(ReportsDispatch):
             tensors.append(to_torch(arr, v.node.dtype, self.device))
         tensors += [bound[n] for n in self._param_decl]
         return tensors, binding
+
+    def _resident(self, inputs: Any) -> list[torch.Tensor] | None:
+        """The inputs in declaration order when every one is a torch tensor on the device of the declared
+        dtype and shape (they are used as they are); None otherwise."""
+        if inputs.__class__ is not dict or len(inputs) != len(self._inputs):
+            return None
+        out = []
+        for name, v in self._inputs.items():
+            t = inputs.get(name)
+            if not (isinstance(t, torch.Tensor) and t.device == self.device and v.node.dtype not in HOSTED
+                    and t.dtype == L.torch_dtype(v.node.dtype) and tuple(t.shape) == tuple(v.node.shape)):
+                return None
+            out.append(t.detach() if t.requires_grad else t)
+        return out
+
+    def _tensors_to_host(self, inputs: Any) -> Any:
+        """``inputs`` with its torch tensors as NumPy arrays, for the full feed check; a tensor whose dtype
+        is not the declared one is refused here (its NumPy form could not say which it was)."""
+        if not isinstance(inputs, Mapping) or not any(isinstance(t, torch.Tensor) for t in inputs.values()):
+            return inputs
+        out = dict(inputs)
+        for name, t in inputs.items():
+            v = self._inputs.get(name)
+            if not isinstance(t, torch.Tensor) or v is None:
+                continue  # an unknown name: the full check names it
+            want = None if v.node.dtype in HOSTED else L.torch_dtype(v.node.dtype)
+            if t.dtype != want:
+                raise FeedError(f"torch backend: input {name!r} of graph {self.graph.name!r} is a torch {t.dtype} tensor; "
+                                f"declared {v.node.dtype}")
+            out[name] = np.array(to_numpy(t, v.node.dtype), copy=True)
+        return out
 
     def _shaped(self, bound: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
         """Shape-only stand-ins for the bound params (bind_feed checks names, dtypes and sizes)."""
@@ -346,14 +410,16 @@ def _tensor(arr: np.ndarray, dtype: DType, device: torch.device) -> torch.Tensor
     return to_torch(arr, dtype, device)
 
 
-def _output_converter(node: Node, copy: bool) -> Any:
-    """tensor -> NumPy array of ``node``'s dtype; ``copy`` for a possible view of a fed / bound / constant array."""
+def _output_converter(node: Node, host: bool, copy: bool) -> Any:
+    """tensor -> NumPy array of ``node``'s dtype, decided once per output: on the host a plain dtype is
+    ``Tensor.numpy`` itself (no result of a run requires grad: fed tensors are detached, bound and constant
+    ones never do); ``copy`` for a possible view of a fed / bound / constant array."""
     dtype = node.dtype
     if copy:
         return lambda t: np.array(to_numpy(t, dtype), copy=True)
-    if dtype in _BIT_VIEWS:
-        return lambda t: to_numpy(t, dtype)
-    return lambda t: t.numpy() if t.device.type == "cpu" and not t.requires_grad else to_numpy(t, dtype)
+    if host and dtype not in _BIT_VIEWS:
+        return torch.Tensor.numpy
+    return lambda t: to_numpy(t, dtype)
 
 
 def _aliases_leaf(g: Graph, node: Node) -> bool:

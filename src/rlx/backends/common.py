@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -9,13 +10,14 @@ import numpy as np
 from rlx.ir.graph import Graph
 
 
-def live_nodes(g: Graph) -> list[bool]:
-    """``live[node id]``: whether some output of ``g`` depends on the node."""
+def live_nodes(g: Graph, outputs: Sequence[int] | None = None, given: Collection[int] = ()) -> list[bool]:
+    """``live[node id]``: whether one of ``outputs`` (default: ``g``'s) depends on the node, not looking
+    past the nodes in ``given`` (values a module receives instead of computing them)."""
     live = [False] * len(g)
-    for o in g.output_ids:
+    for o in g.output_ids if outputs is None else outputs:
         live[o] = True
     for node in reversed(g.nodes):
-        if live[node.id]:
+        if live[node.id] and node.id not in given:
             for i in node.inputs:
                 live[i] = True
     return live

@@ -10,19 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlx.backends.torch_backend.executable import MODES, TorchExecutable
+from rlx.backends.torch_backend.executable import MEMORY_FORMATS, MODES, TorchExecutable
 from rlx.backends.torch_backend.lowering import DECOMPOSED, LEAVES, LOWERINGS, REFUSED, coverage
 from rlx.ir.errors import RlxError
 
-_OPTIONS = ("params", "device", "mode")
+_OPTIONS = ("params", "device", "mode", "fold_weights", "memory_format")
 
 
 def compile_torch(obj: Any, **options: Any) -> TorchExecutable:
-    """``rlx.compile(obj, backend="torch", params=None, device=None, mode="eager")``.
+    """``rlx.compile(obj, backend="torch", params=None, device=None, mode="eager", fold_weights=True,
+    memory_format="channels_last")``.
 
     ``obj`` is an MIR Graph, a HIR module or an LirModule (its graph). ``mode``: "eager" runs the
     fx module op by op; "inductor" (``torch.compile``), "reduce-overhead" and "max-autotune"
-    compile it (the first run of each input binding pays the compilation).
+    compile it (the first run of each input binding pays the compilation). ``fold_weights`` and
+    ``memory_format``: see :class:`TorchExecutable`.
     """
     from rlx.runtime.compile import to_mir
 
@@ -33,4 +35,4 @@ def compile_torch(obj: Any, **options: Any) -> TorchExecutable:
     return TorchExecutable(to_mir(obj), params, **options)
 
 
-__all__ = ["DECOMPOSED", "LEAVES", "LOWERINGS", "MODES", "REFUSED", "TorchExecutable", "compile_torch", "coverage"]
+__all__ = ["DECOMPOSED", "LEAVES", "LOWERINGS", "MEMORY_FORMATS", "MODES", "REFUSED", "TorchExecutable", "compile_torch", "coverage"]

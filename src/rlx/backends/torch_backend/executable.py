@@ -26,6 +26,7 @@ import torch.fx as fx
 
 from rlx.backends.common import PlainFeed, live_nodes
 from rlx.backends.torch_backend import lowering as L
+from rlx.backends.torch_backend.weights import CONVS, WeightSplit, inference_graph, split_weights
 from rlx.ir.dtype import DType
 from rlx.ir.errors import FeedError, RlxError
 from rlx.ir.graph import RESULT, Graph, Node
@@ -36,6 +37,7 @@ from rlx.runtime.dispatch import ReportsDispatch
 from rlx.runtime.reference import bind_feed, checked_params, eval_node, feed_maps
 
 MODES = ("eager", "inductor", "reduce-overhead", "max-autotune")
+MEMORY_FORMATS = ("channels_last", "contiguous")
 
 # NumPy dtypes torch cannot wrap directly travel as same-width integers and are re-viewed.
 # Types torch has no usable dtype for (its int4 / uint4 / float4 are packed or shell types) travel as
@@ -116,11 +118,22 @@ def _host(node: Node, out: TensorType | tuple[TensorType, ...], in_types: list[T
     return _named(call, f"host_{node.op}")
 
 
-class _Builder:
-    """Emits the fx graph of one MIR graph (with its symbols bound)."""
+def _to_channels_last(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous(memory_format=torch.channels_last)
 
-    def __init__(self, graph: Graph, binding: Mapping[str, int], device: torch.device, checks: _ShapeChecks = _ALWAYS):
+
+def _to_contiguous(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous()
+
+
+class _Builder:
+    """Emits the fx graph of one MIR graph (with its symbols bound); ``channels_last`` gives every 2-D
+    convolution its operands in that memory format (a no-op for those already in it)."""
+
+    def __init__(self, graph: Graph, binding: Mapping[str, int], device: torch.device, checks: _ShapeChecks = _ALWAYS,
+                 channels_last: bool = False):
         self.graph, self.binding, self.device, self.checks = graph, dict(binding), device, checks
+        self.channels_last = channels_last
         self.fx = fx.Graph()
         self.root = torch.nn.Module()
         self._consts = 0
@@ -164,6 +177,8 @@ class _Builder:
             # multi-result ops have no torch rows yet, HOSTED types no torch dtype: the NumPy kernel runs on the host
             return self.fx.call_function(_host(node, out, in_types, self.device), tuple(args))
         if op in L.LOWERINGS:
+            if self.channels_last and op in CONVS and len(in_types[0].shape) == 4:
+                args = [self.fx.call_function(_to_channels_last, (a,)) for a in args[:2]] + args[2:]
             return self.fx.call_function(_lowered(node, out, in_types, self.checks), tuple(args))
         if op in L.DECOMPOSED:
             return self.decomposed(node, args, in_types)
@@ -181,7 +196,7 @@ class _Builder:
         env: dict[int, fx.Node] = {}
         for v, a, t, w in zip(operands, args, in_types, wide):
             env[v.id] = a if t.dtype == w.dtype else self.fx.call_function(_named(lambda x: x.float(), "widen"), (a,))
-        inner = _Builder(sub, {}, self.device, self.checks)
+        inner = _Builder(sub, {}, self.device, self.checks, self.channels_last)
         inner.fx, inner.root, inner._consts = self.fx, self.root, self._consts
         types = {v.id: w for v, w in zip(operands, wide)}
         inner.emit_graph(sub, env, types)
@@ -190,19 +205,27 @@ class _Builder:
         want = L.torch_dtype(node.dtype)
         return self.fx.call_function(_named(lambda x: x if x.dtype == want else x.to(want), "cast_out"), (result,))
 
-    def build(self, leaf_order: list[int]) -> fx.GraphModule:
+    def build(self, received: list[int], outputs: list[int] | None = None, convert: Mapping[int, Any] | None = None,
+              kind: str = "") -> fx.GraphModule:
+        """The module taking the values of the nodes ``received`` (in order) and returning those of
+        ``outputs`` (default: the graph's), ``convert[id]`` applied to an output where given. In
+        channels-last mode a rank-4 graph output leaves contiguous (a conv's result may not be)."""
         env: dict[int, fx.Node] = {}
         types: dict[int, TensorType] = {}
-        for nid in leaf_order:
-            node = self.graph.node(nid)
+        for nid in received:
             env[nid] = self.fx.placeholder(f"leaf{nid}")
-            types[nid] = self.typed(node)
-        live = live_nodes(self.graph)
+            types[nid] = self.typed(self.graph.node(nid))
+        if outputs is None:
+            outputs = list(self.graph.output_ids)
+            if self.channels_last:
+                convert = {o: _to_contiguous for o in outputs if len(self.graph.node(o).shape) == 4}
+        live = live_nodes(self.graph, outputs, given=env)
         for node in self.graph.nodes:
             if live[node.id] and node.id not in env:
                 self.place(node, env, types)
-        self.fx.output(tuple(env[o] for o in self.graph.output_ids))
-        return fx.GraphModule(self.root, self.fx, class_name=f"rlx_{_ident(self.graph.name)}")
+        convert = convert or {}
+        self.fx.output(tuple(self.fx.call_function(convert[o], (env[o],)) if o in convert else env[o] for o in outputs))
+        return fx.GraphModule(self.root, self.fx, class_name=f"rlx_{kind}{_ident(self.graph.name)}")
 
 
 def node_module(node: Node, in_types: list[TensorType], out: TensorType | tuple[TensorType, ...],
@@ -245,17 +268,35 @@ class TorchExecutable(ReportsDispatch):
     ``exe.run_device`` returns the torch tensors on the device without copying them to the host.
     Inputs may be torch tensors of the declared dtype: those on the device are used as they are,
     so a run fed with device tensors and read with ``run_device`` never touches the host.
+
+    ``fold_weights`` (default True): inference BatchNorm chains are folded into their convs, conv +
+    bias + activation become one call, and the weight-only nodes run once per params binding on the
+    device (:mod:`.weights`; ``exe.prepared`` is the graph the modules are built from; numbers move
+    by rounding only). ``memory_format="channels_last"`` (the default) runs 2-D convolutions with
+    channels-last operands, the layout torch's CPU (oneDNN) and cuDNN kernels prefer; conv weights
+    are converted once; ``"contiguous"`` keeps every tensor as torch makes it.
     """
 
     backend = "torch"
 
-    def __init__(self, graph: Graph, params: Mapping[str, Any] | None = None, *, device: Any = None, mode: str = "eager"):
+    def __init__(self, graph: Graph, params: Mapping[str, Any] | None = None, *, device: Any = None, mode: str = "eager",
+                 fold_weights: bool = True, memory_format: str = "channels_last"):
         if mode not in MODES:
             raise RlxError(f"torch backend: mode must be one of {list(MODES)}, got {mode!r}")
+        if memory_format not in MEMORY_FORMATS:
+            raise RlxError(f"torch backend: memory_format must be one of {list(MEMORY_FORMATS)}, got {memory_format!r}")
+        if not isinstance(fold_weights, bool):
+            raise RlxError(f"torch backend: fold_weights must be True or False, got {fold_weights!r}")
         self.graph, self.mode, self.device = graph, mode, _device(device)
+        self.memory_format = memory_format
+        self.prepared = inference_graph(graph) if fold_weights else graph
         self._inputs = graph.inputs()
         self._param_decl = graph.params()
-        self._leaf_order = [v.id for v in self._inputs.values()] + [v.id for v in self._param_decl.values()]
+        ready_inputs, ready_params = self.prepared.inputs(), self.prepared.params()
+        self._split = split_weights(self.prepared, [ready_params[n].id for n in self._param_decl], fold_weights,
+                                    memory_format == "channels_last")
+        self._received = [ready_inputs[n].id for n in self._inputs] + list(self._split.boundary)
+        self._prelude: fx.GraphModule | None = None if self._split.trivial else self._build_prelude(self._split)
         self._params: dict[str, torch.Tensor] = {}
         self._lock = threading.Lock()
         self._modules: dict[tuple[tuple[str, int], ...], Any] = {}
@@ -265,17 +306,34 @@ class TorchExecutable(ReportsDispatch):
         self._static_checks = _ALWAYS
         if self._static:
             self.module, self._static_checks = self._build({})
-        self._bound: list[torch.Tensor] | None = None  # the bound params in declaration order, once all are bound
-        host = self.device.type == "cpu"
-        self._out_convs = [_output_converter(graph.node(o), host, copy=host and _aliases_leaf(graph, graph.node(o)))
-                           for o in graph.output_ids]
+        self._bound: list[torch.Tensor] | None = None  # the prelude's results for the bound params, once all are bound
+        host, ready = self.device.type == "cpu", self.prepared
+        self._out_convs = [_output_converter(ready.node(o), host, copy=host and (
+            o in self._split.computed or _aliases_leaf(ready, ready.node(o)))) for o in ready.output_ids]
         if params:
             self.set_params(params)
 
     # ----------------------------------------------------------------- building
     def _build(self, binding: Mapping[str, int]) -> tuple[fx.GraphModule, _ShapeChecks]:
         checks = _ShapeChecks() if self.mode == "eager" else _ALWAYS
-        return _Builder(self.graph, binding, self.device, checks).build(self._leaf_order), checks
+        builder = _Builder(self.prepared, binding, self.device, checks, self.memory_format == "channels_last")
+        return builder.build(self._received), checks
+
+    def _build_prelude(self, split: WeightSplit) -> fx.GraphModule:
+        convert = dict.fromkeys(split.conv_weights, _to_channels_last)
+        params = list(split.boundary[:len(self._param_decl)])
+        return _Builder(self.prepared, {}, self.device).build(params, list(split.boundary), convert, kind="prelude_")
+
+    def _from_params(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        """What the run module receives for these params (declaration order): the prelude's results."""
+        if self._prelude is None:
+            return tensors
+        try:
+            return list(self._prelude(*tensors))
+        except RlxError:
+            raise
+        except (RuntimeError, IndexError, ValueError) as exc:
+            raise RlxError(f"torch backend: the weight prelude of graph {self.graph.name!r} failed: {exc}") from exc
 
     def _module(self, binding: Mapping[str, int]) -> Any:
         key = tuple(sorted(binding.items()))
@@ -311,7 +369,8 @@ class TorchExecutable(ReportsDispatch):
         placed = {n: to_torch(np.array(a, copy=True), decl[n].node.dtype, self.device) for n, a in checked.items()}
         with self._lock:
             self._params.update(placed)
-            self._bound = [self._params[n] for n in self._param_decl] if len(self._params) == len(self._param_decl) else None
+            complete = len(self._params) == len(self._param_decl)
+            self._bound = self._from_params([self._params[n] for n in self._param_decl]) if complete else None
         return placed
 
     def _feed(self, inputs: Mapping[str, Any] | None, params: Mapping[str, Any] | None) -> tuple[list[torch.Tensor], dict[str, int]]:
@@ -336,7 +395,7 @@ class TorchExecutable(ReportsDispatch):
             value = inputs[name]
             arr = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=v.node.dtype.numpy)
             tensors.append(to_torch(arr, v.node.dtype, self.device))
-        tensors += [bound[n] for n in self._param_decl]
+        tensors += self._from_params([bound[n] for n in self._param_decl])
         return tensors, binding
 
     def _resident(self, inputs: Any) -> list[torch.Tensor] | None:

@@ -1,7 +1,7 @@
 """Real models and model-shaped graphs through ``rlx.torch.import_module`` and through ONNX: every rlx
 backend vs torch eager and onnxruntime, and the numpy executor vs the reference interpreter, in one run.
 
-Run: .venv/bin/python benchmarks/models_peers.py [--threads N] [--repeat 5] [--only NAME] [--set real|shapes|all]
+Run: .venv/bin/python benchmarks/models_peers.py [--threads N] [--repeat 5] [--only NAME] [--set real|shapes|all] [--skip-compile]
 
 Models (random init, eval mode, small configs): ``real`` = timm ResNet-18 / MobileNetV3-S / EfficientNet-B0
 / ConvNeXt-atto / RegNetY-200MF (1x3x112²), timm ViT-Ti/16 (224²), transformers BERT / DistilBERT / GPT-2 /
@@ -14,7 +14,11 @@ Contenders, NumPy in / NumPy out: ``rlx.run`` (the reference interpreter); ``rlx
 (``rlx.compile`` defaults: kernels without ``kernel_into`` adopt their fresh result, weight-only
 nodes computed once when params are bound) and ``rlx numpy slots`` (``adopt=False,
 fold_weights=False``: every node in its planned slot, every node on every run, as before); ``rlx torch`` (eager fx module);
-``rlx onnxruntime``; the torch module itself under ``torch.inference_mode()``; and through ONNX:
+``rlx torch inductor`` (``mode="inductor"``: the fx module through ``torch.compile``); ``rlx onnxruntime``; ``rlx jax``
+(XLA); the torch module itself under ``torch.inference_mode()`` (``torch eager``) and through ``torch.compile``
+(``--skip-compile`` leaves out both Inductor contenders: their compilation takes minutes per model on 2 cores). No
+hand-written JAX version of these models exists, so ``rlx jax`` has no ``jax.jit`` peer here (``backends_peers.py``
+has one on the kernels and the transformer layer). Through ONNX:
 the module exported with ``torch.onnx.export`` (TorchScript exporter) run by onnxruntime
 (``ort (onnx file)``) against ``rlx.onnx.import_model`` of the same file compiled for the
 ``onnxruntime`` backend (``rlx ort (onnx import)``). Medians of interleaved rounds, process CPU
@@ -233,7 +237,7 @@ def _onnx_file(module, args, kwargs) -> bytes | None:
     return buf.getvalue()
 
 
-def contenders(make) -> tuple[dict, rlx.Graph, object]:
+def contenders(make, skip_compile: bool = False) -> tuple[dict, rlx.Graph, object]:
     """name -> zero-argument callable returning the first output; the imported graph; the numpy executable."""
     module, args, kwargs = make()
     module = module.eval()
@@ -243,16 +247,21 @@ def contenders(make) -> tuple[dict, rlx.Graph, object]:
         "rlx numpy": rlx.compile(g, params=params),
         "rlx numpy slots": rlx.compile(g, params=params, adopt=False, fold_weights=False),
         "rlx torch": rlx.compile(g, backend="torch", params=params),
+        "rlx torch inductor": None if skip_compile else rlx.compile(g, backend="torch", params=params, mode="inductor"),
         "rlx onnxruntime": rlx.compile(g, backend="onnxruntime", params=params, threads=THREADS),
+        "rlx jax": rlx.compile(g, backend="jax", params=params),
     }
     fns = {"rlx.run": lambda: rlx.run(g, feed, params)[0]}
-    fns.update({k: (lambda e=e: e.run(feed)[0]) for k, e in exes.items()})
+    fns.update({k: (lambda e=e: e.run(feed)[0]) for k, e in exes.items() if e is not None})
 
-    def eager():
+    def call(fn):
         with torch.inference_mode():
-            return _first_tensor(module(*args, **kwargs)).numpy()
+            return _first_tensor(fn(*args, **kwargs)).numpy()
 
-    fns["torch eager"] = eager
+    fns["torch eager"] = lambda: call(module)
+    if not skip_compile:
+        compiled = torch.compile(module)
+        fns["torch.compile"] = lambda: call(compiled)
     blob = _onnx_file(module, args, kwargs)
     if blob is not None:
         import onnxruntime as ort
@@ -285,6 +294,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--only", default=None, help="substring of the model names to run")
     ap.add_argument("--set", choices=("real", "shapes", "all"), default="all")
+    ap.add_argument("--skip-compile", action="store_true", help="leave out rlx torch inductor and torch.compile")
     args = ap.parse_args()
     torch.set_num_threads(THREADS)
     models = {**(REAL if args.set != "shapes" else {}), **(SHAPES if args.set != "real" else {})}
@@ -293,16 +303,22 @@ def main() -> None:
         import zoo  # noqa: F401  (makes torchvision, hence timm and transformers, importable)
     print_header("models: rlx backends vs torch eager and onnxruntime, numpy executor vs rlx.run (models_peers.py)",
                  f"torch {torch.__version__}; threads = {THREADS}; medians of {args.repeat} interleaved rounds, process CPU time per call")
-    cols = ["rlx.run", "rlx numpy", "rlx numpy slots", "rlx torch", "rlx onnxruntime", "torch eager", "ort (onnx file)",
-            "rlx ort (onnx import)"]
+    cols = ["rlx.run", "rlx numpy", "rlx numpy slots", "rlx torch", "rlx torch inductor", "rlx onnxruntime", "rlx jax",
+            "torch eager", "torch.compile", "ort (onnx file)", "rlx ort (onnx import)"]
     rows, vs_torch, vs_ref, vs_ort = [], {}, {}, []
     for name, make in models.items():
         if args.only and args.only not in name:
             continue
         torch.manual_seed(0)
-        fns, g, exe = contenders(make)
+        fns, g, exe = contenders(make, args.skip_compile)
         ref = fns["rlx.run"]()
-        errs = {k: float(np.max(np.abs(f() - ref)) / (np.max(np.abs(ref)) + 1e-30)) for k, f in fns.items()}
+        errs = {}
+        for k, f in list(fns.items()):  # the first call also compiles (Inductor, XLA): a failure drops the contender
+            try:
+                errs[k] = float(np.max(np.abs(f() - ref)) / (np.max(np.abs(ref)) + 1e-30))
+            except Exception as exc:  # any framework's failure type
+                print(f"    {k} failed: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
+                del fns[k]
         number = min(calls_for(f, 0.05) for f in fns.values())
         t = measure(fns, args.repeat, number=number, gc_off=False, warmup=True)
         ms = {k: v.median_cpu * 1e3 for k, v in t.items()}

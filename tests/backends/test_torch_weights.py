@@ -118,3 +118,24 @@ def test_bad_layout_options_are_refused():
         rlx.compile(g, backend="torch", memory_format="nhwc")
     with pytest.raises(rlx.RlxError, match="fold_weights"):
         rlx.compile(g, backend="torch", fold_weights="yes")
+
+
+def test_symbolic_inputs_reuse_the_prelude_of_the_bound_params():
+    """With a symbolic input the run takes the checked path every call, but the weight-only nodes
+    (here the transpose torch.export writes before a linear) still run once per params binding."""
+    g = rlx.Graph("sym_linear")
+    x, w = g.input("x", ("batch", 4)), g.param("w", (5, 4))
+    g.set_outputs([x @ g.transpose(w, (1, 0))])
+    rng = np.random.default_rng(3)
+    p1, p2 = ({"w": rng.standard_normal((5, 4)).astype(np.float32)} for _ in range(2))
+    exe = rlx.compile(g, backend="torch", params=p1)
+    assert exe._prelude is not None
+    calls, prelude = [], exe._prelude
+    exe._prelude = lambda *tensors: calls.append(len(tensors)) or prelude(*tensors)
+    for batch in (1, 3, 2):
+        feed = {"x": rng.standard_normal((batch, 4)).astype(np.float32)}
+        assert_close(exe.run(feed), [feed["x"] @ p1["w"].T], rtol=1e-5, atol=1e-6)
+    assert calls == []  # it ran when p1 was bound, before the count started
+    feed = {"x": rng.standard_normal((2, 4)).astype(np.float32)}
+    assert_close(exe.run(feed, params=p2), [feed["x"] @ p2["w"].T], rtol=1e-5, atol=1e-6)
+    assert calls == [1]  # per-call params are bound (they stay for later runs): the prelude runs once for them

@@ -387,6 +387,7 @@ class TorchExecutable(ReportsDispatch):
             bound = dict(self._params)
         if params:
             bound.update(self._place(params))
+            bound_list = self._bound
         binding: dict[str, int] = {}
         if not (self._static and len(bound) == len(self._param_decl) and self._plain(inputs)):
             _, binding = bind_feed(self.graph, inputs, self._shaped(bound))  # the full check, naming every problem
@@ -395,8 +396,8 @@ class TorchExecutable(ReportsDispatch):
             value = inputs[name]
             arr = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=v.node.dtype.numpy)
             tensors.append(to_torch(arr, v.node.dtype, self.device))
-        tensors += self._from_params([bound[n] for n in self._param_decl])
-        return tensors, binding
+        # the prelude ran once for the bound params (in _place for this call's): symbolic inputs do not rerun it
+        return tensors + (bound_list or self._from_params([bound[n] for n in self._param_decl])), binding
 
     def _resident(self, inputs: Any) -> list[torch.Tensor] | None:
         """The inputs in declaration order when every one is a torch tensor on the device of the declared

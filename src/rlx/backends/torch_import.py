@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from rlx.backends.common import multiplied_power
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Provenance, Value
@@ -390,6 +391,10 @@ def _arith(op: str, swap: bool = False) -> Converter:
         mode = kwargs.get("rounding_mode")
         if mode is not None:
             return _int_divmod(cx, a, b, floor=mode == "floor")[0]
+        if op == "pow" and isinstance(a, Value) and isinstance(b, (int, float)) and a.dtype == dtype:
+            product = multiplied_power(cx.g, a, float(b))  # pow(Tensor, Scalar): torch multiplies for 2 and 3
+            if product is not None:
+                return product
         x, y = _operands(cx, dtype, a, b)
         if alpha != 1:
             y = cx.g.binary(y, cx.scalar(alpha, dtype), op="mul")

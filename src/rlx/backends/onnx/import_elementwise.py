@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlx.backends.common import multiplied_power
 from rlx.backends.onnx.common import (
     OnnxUnsupported,
     rlx_dtype,
@@ -52,6 +53,11 @@ _BIN = {row.onnx: k for k, row in BINARY_KINDS.items() if row.onnx and row.onnx 
 def _binary(cx, node, ins, attrs):
     a, b = ins
     op = _BIN[node.op_type]
+    exponent = cx.maybe_static(b) if op == "pow" else None
+    if exponent is not None and exponent.size == 1 and exponent.ndim <= len(a.shape):  # the result keeps a's shape
+        product = multiplied_power(cx.g, a, float(exponent.reshape(-1)[0]))  # onnxruntime multiplies for 2 and 3
+        if product is not None:
+            return product
     if op == "pow" and a.dtype != b.dtype:
         b = _cast(cx, b, a.dtype) if a.dtype.is_float else b
     if a.dtype.is_int and b.dtype.is_int and a.dtype != b.dtype:

@@ -103,3 +103,40 @@ def test_onnx_exponent_that_would_broadcast_or_is_a_param_stays_pow():
     g, params = rlx.onnx.import_model(initializer, input_shapes={"x": X.shape})
     assert "pow" in _ops(g)
     np.testing.assert_allclose(rlx.run(g, {"x": X}, params)[0], _ort_run(initializer, X), rtol=1e-6)
+
+
+def _exported_ops(g: rlx.Graph, params) -> list[str]:
+    return [nd.op_type for nd in rlx.onnx.export(g, params).graph.node]
+
+
+def test_export_writes_imported_squares_and_cubes_back_as_pow():
+    """torch's gelu_new cube and RMSNorm square leave the export as the ``Pow`` onnxruntime's fusions
+    look for, computed by the same products (bit for bit), the cube's square not left behind."""
+    class GeluNewRms(torch.nn.Module):
+        def forward(self, x):
+            cube = 0.5 * x * (1.0 + torch.tanh(0.79788456 * (x + 0.044715 * torch.pow(x, 3.0))))
+            return cube * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+    m = GeluNewRms()
+    g, params = rlx.torch.import_module(m, (torch.from_numpy(X),))
+    assert "pow" not in _ops(g)
+    ops = _exported_ops(g, params)
+    assert ops.count("Pow") == 2 and ops.count("Mul") == 5  # 0.5·x, ·(1 + tanh), 0.79788456·, 0.044715·, ·rsqrt; no x·x
+    model = rlx.onnx.export(g, params)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = sess.run(None, {sess.get_inputs()[0].name: X})[0]
+    np.testing.assert_allclose(got, m(torch.from_numpy(X)).numpy(), rtol=1e-5, atol=1e-6)  # tanh / rsqrt kernels differ
+
+
+def test_a_square_read_elsewhere_is_kept_and_other_products_stay_mul():
+    g = rlx.Graph("squares")
+    x, y = g.input("x", (4, 6)), g.input("y", (4, 6))
+    sq = x * x
+    g.set_outputs([sq * x, sq + 1.0, x * y, g.cast(x, rlx.DType.F16) * g.cast(x, rlx.DType.F16)])
+    ops = _exported_ops(g, {})
+    assert ops.count("Pow") == 2  # the cube and the square the add reads; x·y and the f16 square stay Mul
+    assert ops.count("Mul") == 2
+    feed = {"x": X[:4, :6], "y": X[4:8, :6]}
+    sess = ort.InferenceSession(rlx.onnx.export(g, {}).SerializeToString(), providers=["CPUExecutionProvider"])
+    for got, want in list(zip(sess.run(None, feed), rlx.run(g, feed, {})))[:3]:  # the f32 ones: the same products
+        np.testing.assert_array_equal(got, want)

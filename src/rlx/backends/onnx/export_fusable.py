@@ -1,5 +1,6 @@
 """Rewrites of the exported ONNX node list into the single operators onnxruntime has kernels (and
-fusions) for, where rlx's MIR spells the same math with primitives.
+fusions) for, where rlx's MIR spells the same math with primitives, and the sweep of the nodes a
+rewrite left unread.
 
 rlx has no hard-sigmoid op: importers write ONNX ``HardSigmoid`` / ``HardSwish`` as
 ``max(min(x * a + b, 1), 0)`` (times ``x``). Exported as four or five elementwise nodes, the
@@ -31,6 +32,21 @@ def _read_names(nodes: Iterable[Any]) -> Iterable[str]:
             for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
                 yield from _read_names(sub.node)
                 yield from (o.name for o in sub.output)
+
+
+def drop_unread(nodes: list[Any], inits: list[Any], outputs: Iterable[str]) -> tuple[list[Any], list[Any]]:
+    """``(nodes, inits)`` without the nodes none of whose outputs anything reads (a later node, a nested
+    subgraph, the graph's outputs), transitively, and without the initializers nothing reads. The
+    exporter leaves such nodes where a rewrite reads past them (a cube exported as ``Pow`` reads past
+    its square); onnxruntime would run them."""
+    needed = set(outputs)
+    kept = []
+    for nd in reversed(nodes):
+        if any(o in needed for o in nd.output):
+            kept.append(nd)
+            needed.update(_read_names([nd]))
+    kept.reverse()
+    return kept, [t for t in inits if t.name in needed]
 
 
 def fuse_hard_activations(nodes: list[Any], inits: list[Any], outputs: Iterable[str]) -> tuple[list[Any], list[Any]]:

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from rlx.backends.onnx.common import SINCE_OPSET, OnnxError, OnnxUnsupported, onnx_dtype
-from rlx.backends.onnx.export_fusable import fuse_hard_activations
+from rlx.backends.onnx.export_fusable import drop_unread, fuse_hard_activations
 from rlx.backends.onnx.namespace import OnnxNamespace
 from rlx.ir.dtype import DType
 from rlx.ir.graph import RESULT, Graph, Node
@@ -250,8 +250,28 @@ def _bitcast(ex, node, ins):
 _BIN = {k: row.onnx for k, row in BINARY_KINDS.items()}
 
 
+def _power_of(ex: Exporter, node: Node) -> tuple[int, float] | None:
+    """``(x, 2.0)`` for ``mul(x, x)`` and ``(x, 3.0)`` for ``mul(mul(x, x), x)`` (either order) in f32 / f64:
+    the products onnxruntime's ``Pow`` computes for those exponents, bit for bit
+    (:data:`rlx.backends.common.MULTIPLIED_EXPONENTS`; the importers write them for ``Pow`` and torch's
+    ``pow``). Exported as ``Pow``, the fusions that look for it (FastGelu's cube, RMSNorm's square) fire."""
+    if node.attrs["op"] != "mul" or node.dtype not in (DType.F32, DType.F64):
+        return None
+    a, b = node.inputs
+    if a == b and ex.g.node(a).dtype == node.dtype:
+        return a, 2.0
+    for square, x in ((a, b), (b, a)):
+        sq = ex.g.node(square)
+        if sq.op == "binary" and sq.attrs["op"] == "mul" and tuple(sq.inputs) == (x, x) and sq.dtype == ex.g.node(x).dtype == node.dtype:
+            return x, 3.0
+    return None
+
+
 @exporter("binary")
 def _binary(ex, node, ins):
+    power = _power_of(ex, node)
+    if power is not None:  # a cube's square is left unread (drop_unread removes it)
+        return ex.node("Pow", [ex.names[power[0]], ex.scalar(power[1], node.dtype)])
     a, b = _operands(ex, node, ins)
     op = node.attrs["op"]
     if node.dtype.is_bool:
@@ -810,6 +830,7 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
         ex.nodes.append(onnx.helper.make_node("Identity", [src], [out_name]))
         outputs.append(ex.value_info(out_name, graph.node(oid).type))
     nodes, inits = fuse_hard_activations(ex.nodes, ex.inits, [o.name for o in outputs])
+    nodes, inits = drop_unread(nodes, inits, [o.name for o in outputs])
     g = onnx.helper.make_graph(nodes, name or graph.name, ex.inputs, outputs, initializer=inits)
     model = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", opset)], producer_name="rlx")
     model.ir_version = min(model.ir_version, 10)

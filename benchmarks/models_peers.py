@@ -23,9 +23,9 @@ the module exported with ``torch.onnx.export`` (TorchScript exporter) run by onn
 (``ort (onnx file)``) against ``rlx.onnx.import_model`` of the same file compiled for the
 ``onnxruntime`` backend (``rlx ort (onnx import)``). Medians of interleaved rounds, process CPU
 time per call; ratios against torch eager, against ``rlx.run`` (numpy rows) and against the ONNX
-file in onnxruntime. The two ONNX columns come from a second interleaved measurement of those two
-alone (at least 21 rounds, ~0.1 s of calls per sample): in the round of all contenders a sample is
-one or two calls right after a slow contender, cold caches included. transformers models are
+file in onnxruntime. The two ONNX columns and the ``rlx.run`` / ``rlx numpy`` pair come from a second
+interleaved measurement of each pair alone (at least 21 rounds, ~0.1 s of calls per sample): in the
+round of all contenders a sample is one or two calls right after a slow contender, cold caches included. transformers models are
 exported with an all-ones ``attention_mask`` (the same values as none). Dispatch overhead per
 node = (exe.run - the sum of its steps run bare) / steps.
 """
@@ -282,6 +282,7 @@ def contenders(make, skip_compile: bool = False) -> tuple[dict, rlx.Graph, objec
 
 
 ONNX_PAIR = ("ort (onnx file)", "rlx ort (onnx import)")
+PAIRS = (ONNX_PAIR, ("rlx.run", "rlx numpy"))
 
 
 def geomean(v: list[float]) -> float:
@@ -322,11 +323,12 @@ def main() -> None:
         number = min(calls_for(f, 0.05) for f in fns.values())
         t = measure(fns, args.repeat, number=number, gc_off=False, warmup=True)
         ms = {k: v.median_cpu * 1e3 for k, v in t.items()}
-        pair = {k: fns[k] for k in ONNX_PAIR if k in fns}
-        if len(pair) == 2:  # the ONNX ratio from the two alone, warm, enough calls per sample
-            tp = measure(pair, max(args.repeat, 21), number=min(calls_for(f, 0.1) for f in pair.values()), gc_off=False,
-                         warmup=True)
-            ms.update({k: v.median_cpu * 1e3 for k, v in tp.items()})
+        for names in PAIRS:  # each target ratio from its two contenders alone, warm, enough calls per sample
+            pair = {k: fns[k] for k in names if k in fns}
+            if len(pair) == 2:
+                tp = measure(pair, max(args.repeat, 21), number=min(calls_for(f, 0.1) for f in pair.values()), gc_off=False,
+                             warmup=True)
+                ms.update({k: v.median_cpu * 1e3 for k, v in tp.items()})
         steps = exe._steps
 
         def bare(steps=steps):

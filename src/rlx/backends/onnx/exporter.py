@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from rlx.backends.common import MULTIPLIED_DTYPES
 from rlx.backends.onnx.common import SINCE_OPSET, OnnxError, OnnxUnsupported, onnx_dtype
 from rlx.backends.onnx.export_fusable import drop_unread, fuse_hard_activations
 from rlx.backends.onnx.namespace import OnnxNamespace
@@ -255,14 +256,14 @@ def _power_of(ex: Exporter, node: Node) -> tuple[int, float] | None:
     the products onnxruntime's ``Pow`` computes for those exponents, bit for bit
     (:data:`rlx.backends.common.MULTIPLIED_EXPONENTS`; the importers write them for ``Pow`` and torch's
     ``pow``). Exported as ``Pow``, the fusions that look for it (FastGelu's cube, RMSNorm's square) fire."""
-    if node.attrs["op"] != "mul" or node.dtype not in (DType.F32, DType.F64):
+    if node.attrs["op"] != "mul" or node.dtype not in MULTIPLIED_DTYPES:
         return None
     a, b = node.inputs
-    if a == b and ex.g.node(a).dtype == node.dtype:
+    if a == b:
         return a, 2.0
     for square, x in ((a, b), (b, a)):
         sq = ex.g.node(square)
-        if sq.op == "binary" and sq.attrs["op"] == "mul" and tuple(sq.inputs) == (x, x) and sq.dtype == ex.g.node(x).dtype == node.dtype:
+        if sq.op == "binary" and sq.attrs["op"] == "mul" and tuple(sq.inputs) == (x, x) and sq.dtype == node.dtype:
             return x, 3.0
     return None
 

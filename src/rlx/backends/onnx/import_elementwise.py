@@ -54,7 +54,8 @@ def _binary(cx, node, ins, attrs):
     a, b = ins
     op = _BIN[node.op_type]
     exponent = cx.maybe_static(b) if op == "pow" else None
-    if exponent is not None and exponent.size == 1 and exponent.ndim <= len(a.shape):  # the result keeps a's shape
+    if (exponent is not None and exponent.dtype.kind in "fiu" and exponent.size == 1
+            and exponent.ndim <= len(a.shape)):  # a real scalar; the result keeps a's shape
         product = multiplied_power(cx.g, a, float(exponent.reshape(-1)[0]))  # onnxruntime multiplies for 2 and 3
         if product is not None:
             return product

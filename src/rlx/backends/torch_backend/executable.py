@@ -310,8 +310,7 @@ class TorchExecutable(ReportsDispatch):
         host, ready = self.device.type == "cpu", self.prepared
         self._out_convs = [_output_converter(ready.node(o), host, copy=host and (
             o in self._split.computed or _aliases_leaf(ready, ready.node(o)))) for o in ready.output_ids]
-        if params:
-            self.set_params(params)
+        self.set_params(params or {})  # a graph without params is bound already (the per-run fast paths apply)
 
     # ----------------------------------------------------------------- building
     def _build(self, binding: Mapping[str, int]) -> tuple[fx.GraphModule, _ShapeChecks]:
@@ -377,7 +376,7 @@ class TorchExecutable(ReportsDispatch):
         bound_list = self._bound
         if bound_list is not None and not params and self._static:  # the per-run fast paths
             if self._plain(inputs):
-                return [_tensor(inputs[name], v.node.dtype, self.device) for name, v in self._inputs.items()] + bound_list, {}
+                return self._plain_tensors(inputs) + bound_list, {}
             resident = self._resident(inputs)
             if resident is not None:
                 return resident + bound_list, {}
@@ -398,6 +397,10 @@ class TorchExecutable(ReportsDispatch):
             tensors.append(to_torch(arr, v.node.dtype, self.device))
         # the prelude ran once for the bound params (in _place for this call's): symbolic inputs do not rerun it
         return tensors + (bound_list or self._from_params([bound[n] for n in self._param_decl])), binding
+
+    def _plain_tensors(self, inputs: Mapping[str, np.ndarray]) -> list[torch.Tensor]:
+        """A plain feed (``PlainFeed`` said yes) as tensors in declaration order, wrapped where possible."""
+        return [_tensor(inputs[name], v.node.dtype, self.device) for name, v in self._inputs.items()]
 
     def _resident(self, inputs: Any) -> list[torch.Tensor] | None:
         """The inputs in declaration order when every one is a torch tensor on the device of the declared
@@ -455,7 +458,7 @@ class TorchExecutable(ReportsDispatch):
     def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
         bound, fn = self._bound, self._modules.get(())
         if fn is not None and bound is not None and not params and self._plain(inputs):  # the per-run fast path
-            outs = self._call(fn, [_tensor(inputs[name], v.node.dtype, self.device) for name, v in self._inputs.items()] + bound)
+            outs = self._call(fn, self._plain_tensors(inputs) + bound)
         else:
             outs = self.run_device(inputs, params)
         return [conv(t) for conv, t in zip(self._out_convs, outs)]

@@ -15,22 +15,19 @@ from __future__ import annotations
 import dataclasses
 
 from rlx.ir.graph import RESULT, Graph
-from rlx.ir.verify import verify
 
 CONVS = frozenset({"conv2d", "fused_conv2d_bias_act"})
 
 
 def inference_graph(graph: Graph) -> Graph:
     """``graph`` with inference BatchNorm chains folded into their convs and conv + bias + activation
-    fused (the verifier runs after each pass); the leaves (inputs, params) are unchanged."""
+    fused (through the pass manager: the verifier runs after each pass); the leaves (inputs, params)
+    are unchanged."""
     from rlx.opt.fold_affine import fold_conv_affine
     from rlx.opt.fusion import fuse_conv_bias_act
+    from rlx.opt.manager import run_passes
 
-    for rewrite in (fold_conv_affine, fuse_conv_bias_act):
-        result = rewrite(graph)
-        if result.changed:
-            graph = verify(result.graph)
-    return graph
+    return run_passes(graph, (fold_conv_affine, fuse_conv_bias_act)).graph
 
 
 @dataclasses.dataclass(frozen=True)

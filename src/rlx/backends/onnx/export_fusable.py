@@ -38,7 +38,7 @@ def drop_unread(nodes: list[Any], inits: list[Any], outputs: Iterable[str]) -> t
     """``(nodes, inits)`` without the nodes none of whose outputs anything reads (a later node, a nested
     subgraph, the graph's outputs), transitively, and without the initializers nothing reads. The
     exporter leaves such nodes where a rewrite reads past them (a cube exported as ``Pow`` reads past
-    its square); onnxruntime would run them."""
+    its square, a HardSwish past its chain); onnxruntime would run them."""
     needed = set(outputs)
     kept = []
     for nd in reversed(nodes):
@@ -49,9 +49,9 @@ def drop_unread(nodes: list[Any], inits: list[Any], outputs: Iterable[str]) -> t
     return kept, [t for t in inits if t.name in needed]
 
 
-def fuse_hard_activations(nodes: list[Any], inits: list[Any], outputs: Iterable[str]) -> tuple[list[Any], list[Any]]:
-    """``(nodes, inits)`` with HardSigmoid / HardSwish chains replaced by one node each (see the module
-    doc) and the initializers only the dropped nodes read (their scalars) left out."""
+def fuse_hard_activations(nodes: list[Any], inits: list[Any], outputs: Iterable[str]) -> list[Any]:
+    """``nodes`` with HardSigmoid / HardSwish chains replaced by one node each (see the module doc);
+    the chains' inner nodes stay in the list, unread, for :func:`drop_unread`."""
     import onnx
     from onnx import numpy_helper
 
@@ -164,8 +164,4 @@ def fuse_hard_activations(nodes: list[Any], inits: list[Any], outputs: Iterable[
                 out.append(onnx.helper.make_node("HardSwish", [swish[1]], list(nd.output), name=nd.name))
                 continue
         out.append(nd)
-    if not dead:
-        return nodes, inits
-    kept = [nd for nd in out if id(nd) not in dead]
-    gone = set(uses) - set(_read_names(kept)) - set(outputs)
-    return kept, [t for t in inits if t.name not in gone]
+    return out  # the replaced chains' nodes are left unread: drop_unread sweeps them and their scalars

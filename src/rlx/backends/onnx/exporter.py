@@ -830,8 +830,8 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
         taken.add(out_name)
         ex.nodes.append(onnx.helper.make_node("Identity", [src], [out_name]))
         outputs.append(ex.value_info(out_name, graph.node(oid).type))
-    nodes, inits = fuse_hard_activations(ex.nodes, ex.inits, [o.name for o in outputs])
-    nodes, inits = drop_unread(nodes, inits, [o.name for o in outputs])
+    names = [o.name for o in outputs]
+    nodes, inits = drop_unread(fuse_hard_activations(ex.nodes, ex.inits, names), ex.inits, names)
     g = onnx.helper.make_graph(nodes, name or graph.name, ex.inputs, outputs, initializer=inits)
     model = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", opset)], producer_name="rlx")
     model.ir_version = min(model.ir_version, 10)

@@ -12,8 +12,8 @@ from rlx import ops as _ops  # noqa: F401  (registers the built-in ops)
 from rlx._version import __version__  # noqa: F401  (re-exported)
 from rlx.autodiff import grad, grad_with_loss, hvp, jvp, prepare_graph_for_ad, vmap
 from rlx.autodiff import splat_body as _splat_body  # noqa: F401  (fills the splat backward body's derivative hook)
-from rlx.frontends.upstream_export import to_upstream_json
-from rlx.frontends.upstream_json import from_upstream_json
+from rlx.frontends.upstream.reader import from_upstream_json
+from rlx.frontends.upstream.writer import to_upstream_json
 from rlx.hir import AdPipelineStage, FusionPolicy, GraphModule, HirModule, LowerError, define
 from rlx.ir.attrs import AttrSpec
 from rlx.ir.dtype import DType, bf16, bool_, c64, f8e4m3, f8e5m2, f16, f32, f64, i8, i16, i32, i64, u8, u32

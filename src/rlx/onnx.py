@@ -6,12 +6,12 @@
 only when one of these is called.
 """
 
-from rlx.backends.onnx import (
+from rlx.backends.onnx import export
+from rlx.frontends.onnx import (
     OnnxError,
     OnnxRunnable,
     OnnxUnsupported,
     UnsupportedOpsError,
-    export,
     import_model,
     import_runnable,
 )

@@ -409,7 +409,7 @@ def worker(start: int, stop: int, base_dir: str) -> None:
     import onnx
 
     import rlx
-    from rlx.backends.onnx import import_model
+    from rlx.frontends.onnx import import_model
 
     seeds = [open(p, "rb").read() for p in seed_paths()]
     out = sys.stdout
@@ -536,7 +536,7 @@ def main(argv: list[str]) -> int:
         seeds = [open(p, "rb").read() for p in seed_paths()]
         data, what = make_case(onnx, seeds, i)
         print(what)
-        from rlx.backends.onnx import import_model
+        from rlx.frontends.onnx import import_model
 
         import_model(data, base_dir=base)
         print("imported")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import rlx.onnx
-from rlx.backends.onnx import conformance
+from rlx.frontends.onnx import conformance
 
 #: what the exporter may refuse: ONNX has no exact equivalent at the exporter's opset
 ALLOWED_REFUSALS = re.compile(r"needs opset \d+|has no ONNX equivalent")

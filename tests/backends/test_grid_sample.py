@@ -1,4 +1,4 @@
-"""Grid sampling (rlx.backends.grid_sample): ONNX GridSample vs onnxruntime and onnx.reference, torch's
+"""Grid sampling (rlx.frontends.grid_sample): ONNX GridSample vs onnxruntime and onnx.reference, torch's
 grid_sampler through rlx.torch.import_program vs torch.nn.functional.grid_sample.
 
 Grids reach well outside [-1, 1] (several reflections), on 2-D and 3-D spatial inputs."""
@@ -19,7 +19,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
-from rlx.backends.onnx import import_model  # noqa: E402
+from rlx.frontends.onnx import import_model  # noqa: E402
 
 MODES = ["nearest", "linear", "cubic"]
 PADDINGS = ["zeros", "border", "reflection"]
@@ -176,7 +176,7 @@ def test_onnx_deform_conv_matches_onnx_reference(group, offset_group, stride, di
                                                  ("max", "half_pixel", 2, 1.0), ("max", "output_half_pixel", 0, 0.25)])
 def test_onnx_roi_align_matches_onnxruntime(mode, ctm, ratio, scale):
     """ROIs of varied sizes, some reaching outside the image; fed at run time (import_runnable specialises on them)."""
-    from rlx.backends.onnx import import_runnable
+    from rlx.frontends.onnx import import_runnable
 
     rng = np.random.default_rng(ratio + int(4 * scale))
     x = rng.standard_normal((2, 3, 9, 11)).astype(np.float32)

@@ -126,7 +126,7 @@ def test_onnx_reduce_max_min_follow_the_onnx_reference_and_max_pool_torch():
     from onnx import TensorProto, helper
     from onnx.reference import ReferenceEvaluator
 
-    from rlx.backends.onnx import import_model
+    from rlx.frontends.onnx import import_model
 
     def model(nodes, ins, outs):
         graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(a.shape)) for n, a in ins],

@@ -13,7 +13,7 @@ ort = pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper  # noqa: E402
 
-from rlx.backends.onnx import import_model, import_runnable  # noqa: E402
+from rlx.frontends.onnx import import_model, import_runnable  # noqa: E402
 
 RNG = np.random.default_rng(0)
 

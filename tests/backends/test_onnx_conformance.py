@@ -4,7 +4,7 @@ Fast (CI): every 16th case in name order runs, and each one the report lists as 
 still pass. Slow (``-m slow``): the full suite (1,884 cases, about a minute on one core) must
 pass at least the report's ``Baseline: N passed`` and render to exactly the committed report,
 so the figures in it are current (regenerate with
-``python -m rlx.backends.onnx.conformance --write docs/onnx_conformance.md``).
+``python -m rlx.frontends.onnx.conformance --write docs/onnx_conformance.md``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from rlx.backends.onnx import conformance
+from rlx.frontends.onnx import conformance
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REPORT = os.path.join(ROOT, "docs", "onnx_conformance.md")

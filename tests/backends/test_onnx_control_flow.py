@@ -11,7 +11,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
 import rlx  # noqa: E402
-from rlx.backends.onnx.importer import import_model  # noqa: E402
+from rlx.frontends.onnx.importer import import_model  # noqa: E402
 
 
 def _model(graph):

@@ -23,8 +23,8 @@ torch = pytest.importorskip("torch")
 from onnx import TensorProto, helper  # noqa: E402
 
 import rlx  # noqa: E402
-from rlx.backends.onnx import import_context  # noqa: E402
-from rlx.backends.onnx.common import DeclaredTypeError  # noqa: E402
+from rlx.frontends.onnx import import_context  # noqa: E402
+from rlx.frontends.onnx.common import DeclaredTypeError  # noqa: E402
 
 RNG = np.random.default_rng(0)
 

@@ -167,7 +167,7 @@ def test_nms_on_computed_boxes_then_gathering_the_kept_boxes():
 def test_nms_behind_an_unfoldable_intermediate_says_why():
     """Value specialisation folds the graph with the inputs bound; an intermediate over the folding
     limit stays a runtime value, so the NMS boxes cannot become static: the error says so."""
-    from rlx.backends.onnx.importer import FOLD_LIMIT
+    from rlx.frontends.onnx.importer import FOLD_LIMIT
 
     rep = [1, 1, 2, FOLD_LIMIT // 64 + 1]  # img [1, 1, 4, 32] tiled past the limit
     c = [helper.make_node("Constant", [], [n], value=onnx.numpy_helper.from_array(v)) for n, v in

@@ -13,7 +13,7 @@ ort = pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper  # noqa: E402
 
-from rlx.backends.onnx import OnnxError, import_model  # noqa: E402
+from rlx.frontends.onnx import OnnxError, import_model  # noqa: E402
 
 CASES = [
     ("ii->i", [(4, 4)]),

@@ -18,7 +18,7 @@ ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
 import rlx  # noqa: E402
-from rlx.backends.onnx import import_model  # noqa: E402
+from rlx.frontends.onnx import import_model  # noqa: E402
 
 F = torch.nn.functional
 
@@ -118,7 +118,7 @@ def test_prelu_opset6_slope_is_per_channel(shape):
                                   "test_Conv3d_dilated_strided", "test_Conv3d_groups"])
 def test_onnx_shipped_pytorch_model(name):
     """onnx's pytorch-converted model tests (opset 6; outputs computed by PyTorch) as shipped."""
-    from rlx.backends.onnx import conformance
+    from rlx.frontends.onnx import conformance
 
     (case,) = [c for c in conformance.load_model_tests_of("pytorch-converted") if c.name == name]
     result = conformance.run_case(case)

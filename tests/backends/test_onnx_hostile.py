@@ -18,14 +18,14 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
 
 import rlx  # noqa: E402
-from rlx.backends.onnx import import_model  # noqa: E402
+from rlx.frontends.onnx import import_model  # noqa: E402
 
 CHILD = r"""
 import json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 resource.setrlimit(resource.RLIMIT_CPU, (30, 30))
 import rlx
-from rlx.backends.onnx import import_model
+from rlx.frontends.onnx import import_model
 data = open(sys.argv[1], "rb").read()
 kw = json.loads(sys.argv[2])
 if "limits" in kw:

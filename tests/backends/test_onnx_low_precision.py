@@ -13,7 +13,7 @@ ml_dtypes = pytest.importorskip("ml_dtypes")
 
 from onnx import TensorProto, helper  # noqa: E402
 
-from rlx.backends.onnx import import_model  # noqa: E402
+from rlx.frontends.onnx import import_model  # noqa: E402
 
 
 def _sigmoid(x):

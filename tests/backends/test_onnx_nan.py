@@ -12,7 +12,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
 
 import rlx  # noqa: E402
-from rlx.backends.onnx import import_model  # noqa: E402
+from rlx.frontends.onnx import import_model  # noqa: E402
 
 X = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, -1.0]], np.float32)
 Y = np.array([[np.nan, 2.0, 0.0], [5.0, np.nan, -2.0]], np.float32)

@@ -17,8 +17,9 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 import rlx  # noqa: E402
 from rlx import DType  # noqa: E402
-from rlx.backends.onnx import OnnxUnsupported, export, import_model  # noqa: E402
-from rlx.backends.onnx.loading import raw_bytes  # noqa: E402
+from rlx.backends.onnx import OnnxUnsupported, export  # noqa: E402
+from rlx.frontends.onnx import import_model  # noqa: E402
+from rlx.frontends.onnx.loading import raw_bytes  # noqa: E402
 
 NARROW = {  # rlx name -> (ONNX data type, ml_dtypes type)
     "f8e4m3fnuz": (TP.FLOAT8E4M3FNUZ, ml_dtypes.float8_e4m3fnuz), "f8e5m2fnuz": (TP.FLOAT8E5M2FNUZ, ml_dtypes.float8_e5m2fnuz),

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 from onnx import helper, numpy_helper  # noqa: E402
 
 import rlx  # noqa: E402
-from rlx.backends.onnx import import_model  # noqa: E402
+from rlx.frontends.onnx import import_model  # noqa: E402
 
 RNG = np.random.default_rng(0)
 

@@ -11,7 +11,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
 
 import rlx  # noqa: E402
-from rlx.backends.onnx import import_model  # noqa: E402
+from rlx.frontends.onnx import import_model  # noqa: E402
 
 RNG = np.random.default_rng(0)
 

@@ -17,7 +17,7 @@ pytest.importorskip("onnxruntime")
 import numpy as np
 
 from backends.onnx_round_trip import ALLOWED_REFUSALS, round_trip_case
-from rlx.backends.onnx import conformance
+from rlx.frontends.onnx import conformance
 
 SAMPLE_EVERY = 32
 #: cases an exporter fix made pass: floor modulo of floats (inf divisors, signed zeros), any / all of

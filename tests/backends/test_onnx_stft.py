@@ -14,7 +14,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
-from rlx.backends.onnx import import_model, import_runnable  # noqa: E402
+from rlx.frontends.onnx import import_model, import_runnable  # noqa: E402
 
 
 def _model(node, feeds, inits=()):

@@ -9,7 +9,7 @@ import rlx
 pytest.importorskip("onnx")
 
 from rlx.backends.onnx.exporter import EXPORTERS, REFUSED
-from rlx.backends.onnx.importer import CONVERTERS
+from rlx.frontends.onnx.importer import CONVERTERS
 
 
 def _exportable_ops():

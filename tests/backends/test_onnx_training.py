@@ -16,7 +16,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
 
 import rlx  # noqa: E402
-from rlx.backends.onnx import import_model  # noqa: E402
+from rlx.frontends.onnx import import_model  # noqa: E402
 
 RNG = np.random.default_rng(0)
 F32 = TensorProto.FLOAT
@@ -84,7 +84,7 @@ def test_empty_axis_fed_for_a_named_dim():
 @pytest.mark.parametrize("name", ["test_adagrad", "test_adagrad_multiple", "test_adam", "test_adam_multiple", "test_momentum",
                                   "test_momentum_multiple", "test_nesterov_momentum"])
 def test_shipped_optimizer_cases(name):
-    from rlx.backends.onnx import conformance
+    from rlx.frontends.onnx import conformance
 
     (case,) = conformance.load_cases(f"^{name}$")
     result = conformance.run_case(case)

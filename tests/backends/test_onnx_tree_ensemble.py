@@ -12,7 +12,7 @@ from onnx import TensorProto, helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 import rlx  # noqa: E402
-from rlx.backends.onnx import import_model  # noqa: E402
+from rlx.frontends.onnx import import_model  # noqa: E402
 
 
 def _forest(rng, n_trees, depth, n_feat, n_targets, modes, members, decimals):

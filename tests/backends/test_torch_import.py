@@ -14,7 +14,7 @@ F = torch.nn.functional
 
 import rlx  # noqa: E402
 import rlx.torch  # noqa: E402
-from rlx.backends.torch_import import TorchImportError, UnsupportedOpError  # noqa: E402
+from rlx.frontends.torch.importer import TorchImportError, UnsupportedOpError  # noqa: E402
 
 ATOL = 1e-5
 

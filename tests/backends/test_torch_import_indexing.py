@@ -10,7 +10,7 @@ F = torch.nn.functional
 
 import rlx  # noqa: E402
 import rlx.torch  # noqa: E402
-from rlx.backends.torch_import import TorchImportError  # noqa: E402
+from rlx.frontends.torch.importer import TorchImportError  # noqa: E402
 
 
 class Fn(torch.nn.Module):

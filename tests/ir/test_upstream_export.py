@@ -17,7 +17,7 @@ import pytest
 
 import rlx
 from opcases import collect
-from rlx.frontends import upstream_json as up
+from rlx.frontends.upstream import reader as up
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "upstream")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "hir"))

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import rlx
-from rlx.frontends import upstream_json as up
+from rlx.frontends.upstream import reader as up
 from rlx.ir.shape import Shape, TensorType
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "upstream")

@@ -1,5 +1,5 @@
 """Helpers the compiled backends and the importers share: which nodes an output needs, the fast feed
-check, the frameworks' scalar powers."""
+check."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx.ir.dtype import DType
-from rlx.ir.graph import Graph, Value
+from rlx.ir.graph import Graph
 
 
 def live_nodes(g: Graph, outputs: Sequence[int] | None = None, given: Collection[int] = ()) -> list[bool]:
@@ -43,19 +42,3 @@ class PlainFeed:
             if a.__class__ is not np.ndarray or a.dtype != dtype or a.shape != shape:
                 return False
         return True
-
-
-#: Exponents that torch's ``pow(Tensor, Scalar)`` and onnxruntime's ``Pow`` with a one-element exponent
-#: compute by multiplying, ``(x * x) * x``, in f32 and f64: bit for bit, where a libm ``pow`` (NumPy's
-#: ``power``) is off by an ulp on about 30% of the cubes and some 50x slower.
-MULTIPLIED_EXPONENTS = (2.0, 3.0)
-MULTIPLIED_DTYPES = (DType.F32, DType.F64)
-
-
-def multiplied_power(g: Graph, x: Value, exponent: float) -> Value | None:
-    """``x ** exponent`` as the products the frameworks compute (importers of ``pow(x, 3)``, GPT-2's
-    gelu, RMSNorm's square), or None where they call ``pow`` (other exponents, other dtypes)."""
-    if x.dtype not in MULTIPLIED_DTYPES or exponent not in MULTIPLIED_EXPONENTS:
-        return None
-    square = g.binary(x, x, op="mul")
-    return square if exponent == 2.0 else g.binary(square, x, op="mul")

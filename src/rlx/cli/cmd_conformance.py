@@ -1,5 +1,5 @@
 """``rlx conformance``: the ONNX backend-test node cases through the importer and the
-reference runtime (:mod:`rlx.backends.onnx.conformance`), with a progress bar."""
+reference runtime (:mod:`rlx.frontends.onnx.conformance`), with a progress bar."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def run(args: argparse.Namespace) -> int:
         import onnx  # noqa: F401
     except ImportError:
         raise common.CliError("conformance needs the onnx package: pip install 'rlx[onnx]'") from None
-    from rlx.backends.onnx.conformance import load_cases, run_case
+    from rlx.frontends.onnx.conformance import load_cases, run_case
 
     with step("loading the ONNX backend-test cases"):
         cases = load_cases(args.pattern)

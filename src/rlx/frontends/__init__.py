@@ -1,4 +1,4 @@
-"""Readers of other IRs' files that build rlx graphs: upstream rlx-ir's serde JSON
-(:mod:`.upstream_json`, ``rlx.from_upstream_json``). They sit at the backends' layer: a
-reader may build HIR, MIR or LIR, so it lives above all three (docs/architecture.md).
-The ONNX and torch.export importers live with their backends (``rlx.backends``)."""
+"""Readers of other formats that build rlx graphs: :mod:`.onnx` (ONNX files as shipped), :mod:`.torch`
+(torch.export programs and ``.pt2`` archives), :mod:`.upstream` (upstream rlx-ir's serde JSON). They sit
+below the backends (docs/architecture.md): a reader may build HIR, MIR or LIR, and the ONNX exporter
+reads the dtype facts the reader defines (:mod:`.onnx.common`)."""

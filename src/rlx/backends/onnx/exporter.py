@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from rlx.backends.common import MULTIPLIED_DTYPES
-from rlx.backends.onnx.common import SINCE_OPSET, OnnxError, OnnxUnsupported, onnx_dtype
 from rlx.backends.onnx.export_fusable import drop_unread, fuse_hard_activations
 from rlx.backends.onnx.namespace import OnnxNamespace
+from rlx.frontends.common import MULTIPLIED_DTYPES
+from rlx.frontends.onnx.common import SINCE_OPSET, OnnxError, OnnxUnsupported, onnx_dtype
 from rlx.ir.dtype import DType
 from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ops.attention import KEEP_AT, MASK_FILL, attention_scale, position_keep

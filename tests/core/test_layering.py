@@ -26,7 +26,7 @@ LAYERS: dict[str, int] = {
     "runtime": 5,
     "frontends": 6,
     "backends": 7, "train": 7, "variants": 7,
-    "onnx": 8, "torch": 8, "viz": 8,
+    "onnx": 8, "torch": 8, "viz": 8, "llm": 8,
     "__init__": 9,  # the public surface (rlx/__init__.py) sits above everything it re-exports
     "demo": 10, "cli": 10, "__main__": 10,
 }

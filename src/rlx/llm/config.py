@@ -1,0 +1,130 @@
+"""Model hyper-parameters from GGUF metadata (llama.cpp's key names), checked against the tensor table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlx.frontends.gguf import GgufError, GgufFile
+
+#: architectures rlx builds -> whether llama.cpp rotates adjacent pairs (its converter permutes q / k rows of
+#: llama-family checkpoints for this "normal" rope) rather than NeoX halves
+ROPE_INTERLEAVED = {"llama": True, "mistral": True, "qwen2": False, "qwen3": False}
+MAX_LAYERS = 1024
+MAX_WIDTH = 1 << 17
+
+
+@dataclass(frozen=True)
+class LlmConfig:
+    arch: str
+    n_layers: int
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    n_rot: int
+    d_ff: int
+    vocab: int
+    context: int
+    eps: float
+    rope_base: float
+    rope_interleaved: bool
+    rope_linear_factor: float
+    qkv_bias: bool
+    qk_norm: bool
+    bos: int | None
+    eos: int | None
+
+    @property
+    def group(self) -> int:
+        return self.n_heads // self.n_kv_heads
+
+
+def _int(f: GgufFile, key: str, default: int | None = None, lo: int = 1, hi: int = MAX_WIDTH) -> int:
+    v = f.get(key, default)
+    if v is None:
+        raise GgufError(f"{f.path}: metadata key {key!r} is missing")
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise GgufError(f"{f.path}: metadata {key!r} = {v!r} must be an integer in [{lo}, {hi}]")
+    return v
+
+
+def _float(f: GgufFile, key: str, default: float) -> float:
+    v = f.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v == v or v in (float("inf"), float("-inf")):
+        raise GgufError(f"{f.path}: metadata {key!r} = {v!r} must be a finite number")
+    return float(v)
+
+
+def config_from_gguf(f: GgufFile) -> LlmConfig:
+    arch = f.get("general.architecture")
+    if arch not in ROPE_INTERLEAVED:
+        raise GgufError(f"{f.path}: architecture {arch!r} is not supported (supported: {sorted(ROPE_INTERLEAVED)})")
+    a = arch
+    d = _int(f, f"{a}.embedding_length")
+    heads = _int(f, f"{a}.attention.head_count")
+    kv = _int(f, f"{a}.attention.head_count_kv", heads)
+    if heads % kv:
+        raise GgufError(f"{f.path}: head_count {heads} is not a multiple of head_count_kv {kv}")
+    hd_default = d // heads if d % heads == 0 else None
+    head_dim = _int(f, f"{a}.attention.key_length", hd_default)
+    if _int(f, f"{a}.attention.value_length", head_dim) != head_dim:
+        raise GgufError(f"{f.path}: key_length != value_length is not supported")
+    n_rot = _int(f, f"{a}.rope.dimension_count", head_dim)
+    if n_rot > head_dim or n_rot % 2 or head_dim % 2:
+        raise GgufError(f"{f.path}: rope.dimension_count {n_rot} must be even and <= head dim {head_dim}")
+    emb = f.tensors.get("token_embd.weight")
+    if emb is None or len(emb.shape) != 2:
+        raise GgufError(f"{f.path}: tensor 'token_embd.weight' [vocab, {d}] is missing")
+    scaling = f.get(f"{a}.rope.scaling.type", "none")
+    if scaling not in ("none", "linear", None):
+        raise GgufError(f"{f.path}: rope scaling {scaling!r} is not supported (none, linear; llama3 via rope_freqs)")
+    factor = _float(f, f"{a}.rope.scaling.factor", 1.0) if scaling == "linear" else 1.0
+    if factor <= 0:
+        raise GgufError(f"{f.path}: rope.scaling.factor must be > 0")
+    eps = _float(f, f"{a}.attention.layer_norm_rms_epsilon", 1e-5)
+    bos, eos = f.get("tokenizer.ggml.bos_token_id"), f.get("tokenizer.ggml.eos_token_id")
+    return LlmConfig(
+        arch=arch, n_layers=_int(f, f"{a}.block_count", hi=MAX_LAYERS), d_model=d, n_heads=heads, n_kv_heads=kv,
+        head_dim=head_dim, n_rot=n_rot, d_ff=_int(f, f"{a}.feed_forward_length", hi=1 << 20), vocab=emb.shape[0],
+        context=_int(f, f"{a}.context_length", 4096, hi=1 << 24), eps=eps,
+        rope_base=_float(f, f"{a}.rope.freq_base", 10000.0), rope_interleaved=ROPE_INTERLEAVED[arch],
+        rope_linear_factor=factor, qkv_bias="blk.0.attn_q.bias" in f.tensors, qk_norm="blk.0.attn_q_norm.weight" in f.tensors,
+        bos=bos if isinstance(bos, int) else None, eos=eos if isinstance(eos, int) else None,
+    )
+
+
+def expected_shapes(c: LlmConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor the architecture reads, name -> logical shape (outermost first); optional ones marked by the caller."""
+    d, hd, f = c.d_model, c.head_dim, c.d_ff
+    shapes: dict[str, tuple[int, ...]] = {"token_embd.weight": (c.vocab, d), "output_norm.weight": (d,), "output.weight": (c.vocab, d)}
+    for i in range(c.n_layers):
+        b = f"blk.{i}."
+        shapes.update({
+            b + "attn_norm.weight": (d,), b + "attn_q.weight": (c.n_heads * hd, d), b + "attn_k.weight": (c.n_kv_heads * hd, d),
+            b + "attn_v.weight": (c.n_kv_heads * hd, d), b + "attn_output.weight": (d, c.n_heads * hd),
+            b + "ffn_norm.weight": (d,), b + "ffn_gate.weight": (f, d), b + "ffn_up.weight": (f, d), b + "ffn_down.weight": (d, f),
+        })
+        if c.qkv_bias:
+            kvw = c.n_kv_heads * hd
+            shapes.update({b + "attn_q.bias": (c.n_heads * hd,), b + "attn_k.bias": (kvw,), b + "attn_v.bias": (kvw,)})
+        if c.qk_norm:
+            shapes.update({b + "attn_q_norm.weight": (hd,), b + "attn_k_norm.weight": (hd,)})
+    return shapes
+
+
+OPTIONAL = frozenset({"output.weight", "rope_freqs.weight"})
+
+
+def check_tensors(f: GgufFile, c: LlmConfig) -> None:
+    """Every tensor the model reads exists with the right shape (output.weight may be tied to token_embd)."""
+    want = expected_shapes(c)
+    if "rope_freqs.weight" in f.tensors:
+        want["rope_freqs.weight"] = (c.n_rot // 2,)
+    for name, shape in want.items():
+        t = f.tensors.get(name)
+        if t is None:
+            if name in OPTIONAL:
+                continue
+            raise GgufError(f"{f.path}: tensor {name!r} {list(shape)} is missing for {c.arch}")
+        if tuple(t.shape) != shape:
+            raise GgufError(f"{f.path}: tensor {name!r} has shape {list(t.shape)}, {c.arch} needs {list(shape)}")

@@ -1,0 +1,160 @@
+"""A loaded GGUF language model: compiled prefill / decode graphs, a KV cache the caller owns, sampling."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from rlx.frontends.gguf import GgufError, GgufFile
+from rlx.ir.errors import RlxError
+from rlx.llm.config import LlmConfig
+from rlx.llm.graphs import NEG, Weights, build_decode, build_prefill
+from rlx.llm.weights import to_f32
+from rlx.ops.numerics import philox_f32, sample_rows
+
+#: decode graphs are compiled for these cache capacities (the smallest that holds the sequence), then reused
+CAPACITY_BUCKETS = (256, 1024, 4096, 16384, 65536)
+
+
+def rope_tables(c: LlmConfig, n: int, freq_factors: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """cos, sin [n, n_rot/2] for positions 0..n-1: theta_i = base^(-2i/n_rot) / factor_i, position / linear factor."""
+    inv = 1.0 / (c.rope_base ** (np.arange(0, c.n_rot, 2, dtype=np.float64) / c.n_rot))
+    if freq_factors is not None:
+        inv = inv / freq_factors.astype(np.float64)
+    ang = np.outer(np.arange(n, dtype=np.float64) / c.rope_linear_factor, inv)
+    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+
+
+class LlmModel:
+    """``logits(ids)`` -> the last position's logits [vocab]; ``generate(ids, max_new_tokens)`` -> new ids."""
+
+    def __init__(self, f: GgufFile, config: LlmConfig, weights: Weights, backend: str = "numpy"):
+        self.file, self.config, self.weights, self.backend = f, config, weights, backend
+        ff = f.tensors.get("rope_freqs.weight")
+        self._freq_factors = to_f32(ff).reshape(-1) if ff is not None else None
+        self._prefill: Any = None
+        self._decode: dict[int, Any] = {}
+        self._cos, self._sin = rope_tables(config, 0)
+        self.last_stats: dict[str, float] = {}
+
+    # ----------------------------------------------------------------- compiled graphs
+    def _compile(self, graph: Any) -> Any:
+        from rlx.runtime.compile import compile as rlx_compile
+
+        if self.backend != "numpy":
+            import rlx.backends  # noqa: F401  (registers the other backends)
+        names = {n for n in graph.params()}
+        return rlx_compile(graph, backend=self.backend, params={k: v for k, v in self.weights.arrays.items() if k in names})
+
+    def prefill_executable(self) -> Any:
+        if self._prefill is None:
+            self._prefill = self._compile(build_prefill(self.config, self.weights))
+        return self._prefill
+
+    def decode_executable(self, capacity: int) -> Any:
+        if capacity not in self._decode:
+            self._decode[capacity] = self._compile(build_decode(self.config, self.weights, capacity))
+        return self._decode[capacity]
+
+    def _tables(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._cos.shape[0] < n:
+            self._cos, self._sin = rope_tables(self.config, max(n, 2 * self._cos.shape[0], 256), self._freq_factors)
+        return self._cos, self._sin
+
+    def _check_ids(self, ids: Iterable[int]) -> np.ndarray:
+        arr = np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids).reshape(-1)
+        if arr.size == 0:
+            raise RlxError("prompt_ids must hold at least one token id")
+        if not np.issubdtype(arr.dtype, np.integer) or arr.min() < 0 or arr.max() >= self.config.vocab:
+            raise RlxError(f"token ids must be integers in [0, {self.config.vocab}), got {arr[:8].tolist()}...")
+        return arr.astype(np.int64)
+
+    def _run_prefill(self, ids: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        n = ids.shape[0]
+        cos, sin = self._tables(n)
+        outs = self.prefill_executable().run(inputs={"ids": ids, "cos": cos[:n], "sin": sin[:n], "last": np.array([n - 1])})
+        return np.asarray(outs[0])[0], list(outs[1:])
+
+    # ----------------------------------------------------------------------- public API
+    def logits(self, prompt_ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The logits [vocab] (f32) that follow ``prompt_ids``."""
+        return self._run_prefill(self._check_ids(prompt_ids))[0].astype(np.float32, copy=True)
+
+    def generate(self, prompt_ids: Sequence[int] | np.ndarray, max_new_tokens: int = 32, *, temperature: float = 0.0,
+                 top_k: int = 0, top_p: float = 1.0, seed: int = 0, stop: Iterable[int] | None = None,
+                 on_token: Callable[[int], Any] | None = None) -> list[int]:
+        """New token ids after ``prompt_ids``: greedy when ``temperature`` is 0, else the ``sample`` op's rule
+        (temperature, top-k, top-p) with Philox draw t of ``seed`` for token t. Stops after ``max_new_tokens`` or
+        at a stop token (included; default: the file's EOS id)."""
+        c = self.config
+        ids = self._check_ids(prompt_ids)
+        if max_new_tokens < 0:
+            raise RlxError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+        stops = set(stop) if stop is not None else ({c.eos} if c.eos is not None else set())
+        total = ids.shape[0] + max_new_tokens
+        if total > CAPACITY_BUCKETS[-1]:
+            raise RlxError(f"{total} tokens exceed the largest cache capacity {CAPACITY_BUCKETS[-1]}")
+        draws = philox_f32(seed or 0xDEADBEEF, max(max_new_tokens, 1)) if temperature > 0 else None
+        t0 = time.perf_counter()
+        logits, kvs = self._run_prefill(ids)
+        t1 = time.perf_counter()
+        out: list[int] = []
+        pos = ids.shape[0]
+        cap = next(b for b in CAPACITY_BUCKETS if b >= min(total, CAPACITY_BUCKETS[-1]))
+        cache = self._new_cache(cap, kvs, pos)
+        bias = np.full((1, cap), NEG, np.float32)
+        bias[0, :pos] = 0.0
+        cos, sin = self._tables(total)
+        exe = self.decode_executable(cap) if max_new_tokens > 1 else None
+        feed: dict[str, np.ndarray] = {"bias": bias}
+        for i in range(c.n_layers):
+            feed[f"k{i}"], feed[f"v{i}"] = cache[2 * i], cache[2 * i + 1]
+        for step in range(max_new_tokens):
+            tok = self._pick(logits, temperature, top_k, top_p, draws, step)
+            out.append(tok)
+            if on_token is not None:
+                on_token(tok)
+            if tok in stops or step == max_new_tokens - 1:
+                break
+            feed["ids"] = np.array([tok], np.int64)
+            feed["cos"], feed["sin"] = cos[pos:pos + 1], sin[pos:pos + 1]
+            outs = exe.run(inputs=feed)
+            logits = np.asarray(outs[0])[0]
+            for j in range(c.n_layers):
+                cache[2 * j][:, :, pos] = outs[1 + 2 * j]
+                cache[2 * j + 1][:, pos, :] = outs[2 + 2 * j]
+            bias[0, pos] = 0.0
+            pos += 1
+        t2 = time.perf_counter()
+        n_dec = max(len(out) - 1, 0)
+        self.last_stats = {"prefill_ms": (t1 - t0) * 1e3, "decode_s": t2 - t1, "decode_tokens": n_dec,
+                           "decode_tokens_per_s": n_dec / (t2 - t1) if n_dec and t2 > t1 else 0.0,
+                           "prompt_tokens": int(ids.shape[0])}
+        return out
+
+    def _new_cache(self, cap: int, kvs: list[np.ndarray], n: int) -> list[np.ndarray]:
+        c = self.config
+        cache: list[np.ndarray] = []
+        for i in range(c.n_layers):
+            k = np.zeros((c.n_kv_heads, c.head_dim, cap), np.float32)
+            v = np.zeros((c.n_kv_heads, cap, c.head_dim), np.float32)
+            k[:, :, :n] = kvs[2 * i]
+            v[:, :n, :] = kvs[2 * i + 1]
+            cache += [k, v]
+        return cache
+
+    @staticmethod
+    def _pick(logits: np.ndarray, temperature: float, top_k: int, top_p: float, draws: np.ndarray | None, step: int) -> int:
+        if draws is None:
+            return int(np.argmax(logits))
+        row = np.asarray(logits, np.float32).reshape(1, -1)
+        return int(sample_rows(row, draws[step:step + 1], temperature, top_k, top_p)[0])
+
+
+def check_vocab(f: GgufFile, c: LlmConfig) -> None:
+    tokens = f.get("tokenizer.ggml.tokens")
+    if isinstance(tokens, list) and len(tokens) != c.vocab:
+        raise GgufError(f"{f.path}: {len(tokens)} vocabulary tokens for an embedding of {c.vocab} rows")

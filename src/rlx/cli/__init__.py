@@ -23,14 +23,14 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from rlx.cli import cmd_conformance, cmd_convert, cmd_demo, cmd_draw, cmd_inspect, cmd_optimize, cmd_plan, cmd_run
+from rlx.cli import cmd_conformance, cmd_convert, cmd_demo, cmd_draw, cmd_generate, cmd_inspect, cmd_optimize, cmd_plan, cmd_run
 from rlx.cli.common import CliError, UsageError
 from rlx.ir.errors import RlxError
 
 __all__ = ["CliError", "build_parser", "main"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
-COMMANDS = (cmd_inspect, cmd_optimize, cmd_plan, cmd_run, cmd_convert, cmd_draw, cmd_conformance, cmd_demo)
+COMMANDS = (cmd_inspect, cmd_optimize, cmd_plan, cmd_run, cmd_convert, cmd_draw, cmd_conformance, cmd_demo, cmd_generate)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -745,9 +745,63 @@ defop(
 # ----------------------------------------------------------------------- dequant_matmul
 DEQUANT_SCHEMES = ("int8_block", "int8_block_asym", "int4_block", "fp8_e4m3", "fp8_e5m2",
                    "gguf_q4_k", "gguf_q5_k", "gguf_q6_k", "gguf_q8_k", "gguf_q2_k", "gguf_q3_k", "gguf_q4_0", "gguf_q8_0",
-                   "nvfp4_block")
+                   "nvfp4_block", "gguf_q4_1", "gguf_q5_0", "gguf_q5_1")
 # Tier-3 schemes (docs/semantics.md#packed-weights); their block decoders live in rlx.ops.moe (imported lazily: moe imports this module).
 _GGUF_DQ = tuple(s for s in DEQUANT_SCHEMES if s.startswith("gguf_"))
+
+
+# ggml's other 32-element block types (dequantize_row_q4_1 / q5_0 / q5_1), written over an array namespace like the
+# decoders in rlx.ops.moe: element j < 16 of a block is the low nibble of qs[j], element j + 16 the high nibble; Q5
+# types take bit j (resp. j + 16) of the little-endian u32 qh as the fifth bit.
+def _nibbles_32(xp, qs):
+    return xp.concatenate([qs & 15, qs >> 4], axis=1)
+
+
+def _fifth_bits(xp, qh):
+    word = qh[:, 0] | (qh[:, 1] << 8) | (qh[:, 2] << 16) | (qh[:, 3] << 24)
+    return (word[:, None] >> xp.arange(32, dtype=xp.int64)[None, :]) & 1
+
+
+def _decode_q4_1(xp, cast, b):
+    d, m = cast(b[:, 0:2], "f16").astype(xp.float32), cast(b[:, 2:4], "f16").astype(xp.float32)
+    return d[:, None] * _nibbles_32(xp, b[:, 4:20].astype(xp.int32)).astype(xp.float32) + m[:, None]
+
+
+def _decode_q5_0(xp, cast, b):
+    d = cast(b[:, 0:2], "f16").astype(xp.float32)
+    q = _nibbles_32(xp, b[:, 6:22].astype(xp.int32)) + 16 * _fifth_bits(xp, b[:, 2:6].astype(xp.int64)).astype(xp.int32)
+    return d[:, None] * (q - 16).astype(xp.float32)
+
+
+def _decode_q5_1(xp, cast, b):
+    d, m = cast(b[:, 0:2], "f16").astype(xp.float32), cast(b[:, 2:4], "f16").astype(xp.float32)
+    q = _nibbles_32(xp, b[:, 8:24].astype(xp.int32)) + 16 * _fifth_bits(xp, b[:, 4:8].astype(xp.int64)).astype(xp.int32)
+    return d[:, None] * q.astype(xp.float32) + m[:, None]
+
+
+#: scheme -> (block elements, block bytes, decoder) for the block types decoded here
+LEGACY_BLOCKS = {"gguf_q4_1": (32, 20, _decode_q4_1), "gguf_q5_0": (32, 22, _decode_q5_0), "gguf_q5_1": (32, 24, _decode_q5_1)}
+
+
+def gguf_block(scheme: str) -> tuple[int, int]:
+    """(elements, bytes) of one block of a GGUF dequant_matmul scheme."""
+    if scheme in LEGACY_BLOCKS:
+        return LEGACY_BLOCKS[scheme][:2]
+    from rlx.ops.moe import GGUF_BLOCKS
+
+    return GGUF_BLOCKS[scheme]
+
+
+def decode_packed(raw, scheme: str, xp=np, cast=None):
+    """ggml's ``dequantize_row_*`` of any GGUF scheme: raw u8 blocks -> the flat f32 values."""
+    from rlx.ops.moe import decode_gguf, np_cast
+
+    cast = cast or np_cast
+    if scheme not in LEGACY_BLOCKS:
+        return decode_gguf(raw, scheme, xp, cast)
+    _, nbytes, fn = LEGACY_BLOCKS[scheme]
+    blocks = (np.ascontiguousarray(raw, dtype=np.uint8) if xp is np else raw).reshape(-1, nbytes)
+    return fn(xp, cast, blocks).reshape(-1).astype(xp.float32)
 
 
 def _dq_arity(attrs) -> int:
@@ -756,7 +810,7 @@ def _dq_arity(attrs) -> int:
 
 def _dq_packed_geom(x: TensorType, wq: TensorType, rest: list[TensorType], scheme: str) -> object:
     """N of a GGUF (x, packed) or NVFP4 (x, w_q, scale, global) dequant_matmul; checks the packed operands."""
-    from rlx.ops.moe import GGUF_BLOCKS, NVFP4_GROUP
+    from rlx.ops.moe import NVFP4_GROUP
 
     k = x.shape[1]
     _require_dtype(wq, DType.U8, "w_q (packed bytes)")
@@ -764,7 +818,7 @@ def _dq_packed_geom(x: TensorType, wq: TensorType, rest: list[TensorType], schem
         raise ShapeError("w_q must have a static shape")
     total = math.prod(wq.shape)
     if scheme in _GGUF_DQ:
-        elems, nbytes = GGUF_BLOCKS[scheme]
+        elems, nbytes = gguf_block(scheme)
         if total % nbytes or (total // nbytes * elems) % k:
             raise ShapeError(f"{scheme}: w_q holds {total} bytes, not whole {nbytes}-byte blocks of a [N, K={k}] weight")
         return total // nbytes * elems // k
@@ -848,9 +902,7 @@ def _dq_type(ins, attrs):
 def dequant_weight(wq: np.ndarray, scale: np.ndarray, zp: np.ndarray, k: int, scheme: str, bs: int) -> np.ndarray:
     """The logical weight W [K, N] (f32) of a dequant_matmul's packed operands (docs/semantics.md#quantisation, #packed-weights)."""
     if scheme in _GGUF_DQ:
-        from rlx.ops.moe import decode_gguf
-
-        return decode_gguf(wq, scheme).reshape(-1, k).T.copy()  # packed [N, K]
+        return decode_packed(wq, scheme).reshape(-1, k).T.copy()  # packed [N, K]
     if scheme == "nvfp4_block":
         from rlx.ops.moe import decode_nvfp4
 
@@ -933,9 +985,9 @@ defop(
     "offset; store signed weights with +8 and fold the offset into x·scale sums if needed); fp8_e4m3 / fp8_e5m2: "
     "w_q u8 [K, N] one byte per weight, W = decode(byte)·scale[j], scale [N] ([1] shared, [0] = 1.0), zp ignored; "
     "decoders as upstream: e4m3 bias 7, subnormal m·2⁻⁹, exponent 15 -> ±inf / NaN (not OCP E4M3FN); e5m2 bias 15. "
-    "GGUF schemes (docs/semantics.md#packed-weights; gguf_q2_k / q3_k / q4_k / q5_k / q6_k / q8_k, gguf_q4_0 / q8_0) "
+    "GGUF schemes (docs/semantics.md#packed-weights; gguf_q2_k / q3_k / q4_k / q5_k / q6_k / q8_k, gguf_q4_0 / q4_1 / q5_0 / q5_1 / q8_0) "
     "take 2 operands (x, w_q): "
-    "w_q u8 holds raw ggml blocks of a weight stored [N, K] (flat j·K + p, 256-element blocks, 32 for q4_0 / q8_0; "
+    "w_q u8 holds raw ggml blocks of a weight stored [N, K] (flat j·K + p, 256-element blocks, 32 for q4_0 / q4_1 / q5_0 / q5_1 / q8_0; "
     "N = bytes / block_bytes · block / K), decoded as ggml's "
     "dequantize_row_* (layouts in rlx.ops.moe) and transposed: out = x @ Wᵀ_packed. nvfp4_block takes (x, w_q, scale, "
     "global): w_q u8 ceil(K·N/2) bytes of 4-bit codes of W [K, N] (flat p·N + j, low nibble first), scale u8 [ceil(K/16), "

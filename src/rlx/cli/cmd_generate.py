@@ -1,0 +1,112 @@
+"""``rlx generate MODEL.gguf``: text (or token ids) in, generated tokens out, through rlx.llm's compiled graphs.
+
+``--prompt`` is tokenized with the file's own vocabulary by transformers' GGUF tokenizer conversion (no tokenizer is
+written here); the new text streams to stdout as tokens arrive; ``--json`` prints one rlx.generate document instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from rlx.cli import common
+from rlx.cli.common import UsageError
+from rlx.cli.output import emit_json
+from rlx.ir.errors import RlxError
+
+
+class _Tokenizer:
+    """The file's vocabulary as a ``tokenizers.Tokenizer`` built by transformers' GGUF tokenizer conversion."""
+
+    def __init__(self, path: str, model: Any):
+        try:
+            from transformers.integrations.gguf.gguf_tokenizer_mapping import convert_gguf_tokenizer
+            from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+        except ImportError as exc:
+            raise RlxError("--prompt needs transformers (>= 5) to read the file's vocabulary; or pass --prompt-ids") from exc
+        try:
+            info = load_gguf_checkpoint(path, return_tensors=False)
+            self.tok, _ = convert_gguf_tokenizer(info["config"]["model_type"], info["tokenizer"])
+        except Exception as exc:  # the library's own failure on this vocabulary
+            raise RlxError(f"{path}: cannot build a tokenizer from the file's vocabulary ({type(exc).__name__}: {exc})") from None
+        c = model.config
+        add_bos = model.file.get("tokenizer.ggml.add_bos_token", c.arch in ("llama", "mistral"))
+        self.bos = c.bos if add_bos else None
+
+    def encode(self, text: str) -> list[int]:
+        ids = list(self.tok.encode(text, add_special_tokens=False).ids)
+        return [self.bos, *ids] if self.bos is not None and ids[:1] != [self.bos] else ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tok.decode(ids, skip_special_tokens=True)
+
+
+def _ids(text: str) -> list[int]:
+    try:
+        ids = [int(t) for t in text.replace(" ", "").split(",") if t]
+    except ValueError:
+        raise UsageError(f"--prompt-ids must be comma-separated integers, got {text!r}") from None
+    if not ids:
+        raise UsageError("--prompt-ids is empty")
+    return ids
+
+
+def run(args: argparse.Namespace) -> int:
+    from rlx.llm import load_gguf
+
+    if (args.prompt is None) == (args.prompt_ids is None):
+        raise UsageError("give exactly one of --prompt and --prompt-ids")
+    if args.temperature < 0 or not 0 < args.top_p <= 1 or args.top_k < 0 or args.max_new_tokens < 0:
+        raise UsageError("need --temperature >= 0, 0 < --top-p <= 1, --top-k >= 0, --max-new-tokens >= 0")
+    given = _ids(args.prompt_ids) if args.prompt_ids is not None else None
+    model = load_gguf(args.file, backend=args.backend)
+    tok = _Tokenizer(args.file, model) if args.prompt is not None or not args.json else None
+    if args.prompt is not None:
+        ids = tok.encode(args.prompt)
+        if not ids:
+            raise UsageError("--prompt tokenizes to no tokens")
+    else:
+        ids = given
+    state = {"text": ""}
+
+    def stream(token: int, new: list[int] = []) -> None:  # noqa: B006  (the ids generated so far)
+        new.append(token)
+        text = tok.decode(new)
+        if text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for its next bytes
+            return
+        sys.stdout.write(text[len(state["text"]):])
+        sys.stdout.flush()
+        state["text"] = text
+
+    tokens = model.generate(ids, max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                            top_p=args.top_p, seed=args.seed, stop=[] if args.ignore_eos else None,
+                            on_token=None if args.json or tok is None else stream)
+    st = model.last_stats
+    if args.json:
+        body = {"model": args.file, "architecture": model.config.arch, "backend": args.backend, "prompt_tokens": ids,
+                "tokens": tokens, "prefill_ms": st["prefill_ms"], "decode_tokens_per_s": st["decode_tokens_per_s"],
+                "decode_tokens": st["decode_tokens"]}
+        if tok is not None:
+            body["text"] = tok.decode(tokens)
+        emit_json("generate", body)
+    else:
+        if tok is not None:
+            sys.stdout.write(tok.decode(tokens)[len(state["text"]):])
+        sys.stdout.write("\n")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
+    p = common.command_parser(sub, parent, "generate", run, "generate tokens from a GGUF language model (llama, mistral, qwen2, qwen3)",
+                              file_help="a GGUF model file (llama.cpp's format)")
+    p.add_argument("--prompt", default=None, help="prompt text, tokenized with the file's own vocabulary (needs transformers)")
+    p.add_argument("--prompt-ids", default=None, metavar="1,2,3", help="prompt as comma-separated token ids")
+    p.add_argument("--max-new-tokens", type=int, default=32, metavar="N", help="tokens to generate at most (default 32)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); else sample")
+    p.add_argument("--top-k", type=int, default=0, help="sample among the k most likely (0 = off)")
+    p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling threshold (1 = off)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (Philox; 0 = the sample op's default key)")
+    p.add_argument("--ignore-eos", action="store_true", help="do not stop at the file's end-of-sequence token")
+    p.add_argument("--backend", default="numpy", metavar="NAME", help="a registered backend (default numpy)")
+    p.add_argument("--json", action="store_true", help="one JSON document: tokens, prefill_ms, decode_tokens_per_s …")

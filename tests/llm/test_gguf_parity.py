@@ -17,10 +17,10 @@ NEW = 6
 SLOW = pytest.mark.slow
 
 
-def _case(tmp_path, arch: str, qtype: str, **kw):
+def _case(tmp_path, arch: str, qtype: str, backend: str = "numpy", **kw):
     d = 256 if qtype.endswith("_K") else 64
     path = write_model(tmp_path / f"{arch}_{qtype}.gguf", arch=arch, qtype=qtype, d=d, ff=2 * d if d == 256 else 96, **kw)
-    model = load_gguf(path)
+    model = load_gguf(path, backend=backend)
     logits = model.logits(PROMPT)
     tokens = model.generate(PROMPT, max_new_tokens=NEW, stop=[])
     # transformers' qwen3 GGUF config ignores key_length: give it the head dim
@@ -44,6 +44,20 @@ def test_parity_fast(tmp_path, arch, qtype):
 @pytest.mark.parametrize(("arch", "qtype"), [c for c in FULL + MORE if c not in FAST])
 def test_parity_matrix(tmp_path, arch, qtype):
     _case(tmp_path, arch, qtype)
+
+
+def test_onnxruntime_matmulnbits_fast(tmp_path):
+    """Q4_0 through onnxruntime's MatMulNBits (the weight stays 4-bit in the session)."""
+    pytest.importorskip("onnxruntime")
+    _case(tmp_path, "llama", "Q4_0", backend="onnxruntime")
+
+
+@SLOW
+@pytest.mark.parametrize("qtype", ["F32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q6_K", "Q5_1"])
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3"])
+def test_parity_onnxruntime(tmp_path, arch, qtype):
+    pytest.importorskip("onnxruntime")
+    _case(tmp_path, arch, qtype, backend="onnxruntime")
 
 
 @SLOW

@@ -98,13 +98,16 @@ class _Builder:
         return self.linear(self.norm(x, "output_norm.weight"), "output.weight")
 
 
-def build_prefill(c: LlmConfig, w: Weights) -> Graph:
-    """ids [S] -> (logits [1, V] at row ``last``, then per layer keys [KV, hd, S] and values [KV, S, hd])."""
-    bld = _Builder(c, w, "llm_prefill")
+def build_prefill(c: LlmConfig, w: Weights, length: int | None = None) -> Graph:
+    """ids [S] -> (logits [1, V] at row ``last``, then per layer keys [KV, hd, S] and values [KV, S, hd]).
+    S is the symbol ``seq``, or ``length`` for backends that want static shapes (the caller pads the prompt at
+    the end: causal attention keeps the real rows exact)."""
+    bld = _Builder(c, w, "llm_prefill" if length is None else f"llm_prefill_{length}")
     g, kv, hd, rep = bld.g, c.n_kv_heads, c.head_dim, c.group
-    ids = g.input("ids", ("seq",), "i64")
-    cos = g.input("cos", ("seq", c.n_rot // 2), "f32")
-    sin = g.input("sin", ("seq", c.n_rot // 2), "f32")
+    s = "seq" if length is None else length
+    ids = g.input("ids", (s,), "i64")
+    cos = g.input("cos", (s, c.n_rot // 2), "f32")
+    sin = g.input("sin", (s, c.n_rot // 2), "f32")
     last = g.input("last", (1,), "i64")
     x = g.gather(bld.param("token_embd.weight"), ids, axis=0)
     caches: list[Value] = []

@@ -17,6 +17,9 @@ from rlx.ops.numerics import philox_f32, sample_rows
 
 #: decode graphs are compiled for these cache capacities (the smallest that holds the sequence), then reused
 CAPACITY_BUCKETS = (256, 1024, 4096, 16384, 65536)
+#: backends that run the prefill graph with a symbolic length; the others get static lengths of these buckets
+SYMBOLIC_PREFILL = frozenset({"numpy"})
+PREFILL_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
 
 
 def rope_tables(c: LlmConfig, n: int, freq_factors: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -35,7 +38,7 @@ class LlmModel:
         self.file, self.config, self.weights, self.backend = f, config, weights, backend
         ff = f.tensors.get("rope_freqs.weight")
         self._freq_factors = to_f32(ff).reshape(-1) if ff is not None else None
-        self._prefill: Any = None
+        self._prefill: dict[int | None, Any] = {}
         self._decode: dict[int, Any] = {}
         self._cos, self._sin = rope_tables(config, 0)
         self.last_stats: dict[str, float] = {}
@@ -49,10 +52,14 @@ class LlmModel:
         names = {n for n in graph.params()}
         return rlx_compile(graph, backend=self.backend, params={k: v for k, v in self.weights.arrays.items() if k in names})
 
-    def prefill_executable(self) -> Any:
-        if self._prefill is None:
-            self._prefill = self._compile(build_prefill(self.config, self.weights))
-        return self._prefill
+    def prefill_executable(self, n: int) -> tuple[Any, int | None]:
+        """The compiled prefill for ``n`` tokens and its static length (None: symbolic)."""
+        length = None if self.backend in SYMBOLIC_PREFILL else next((b for b in PREFILL_BUCKETS if b >= n), None)
+        if length is None and self.backend not in SYMBOLIC_PREFILL:
+            raise RlxError(f"{n} prompt tokens exceed the largest prefill bucket {PREFILL_BUCKETS[-1]}")
+        if length not in self._prefill:
+            self._prefill[length] = self._compile(build_prefill(self.config, self.weights, length))
+        return self._prefill[length], length
 
     def decode_executable(self, capacity: int) -> Any:
         if capacity not in self._decode:
@@ -74,9 +81,12 @@ class LlmModel:
 
     def _run_prefill(self, ids: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         n = ids.shape[0]
-        cos, sin = self._tables(n)
-        outs = self.prefill_executable().run(inputs={"ids": ids, "cos": cos[:n], "sin": sin[:n], "last": np.array([n - 1])})
-        return np.asarray(outs[0])[0], list(outs[1:])
+        exe, length = self.prefill_executable(n)
+        s = n if length is None else length
+        cos, sin = self._tables(s)
+        padded = ids if s == n else np.concatenate([ids, np.zeros(s - n, np.int64)])
+        outs = exe.run(inputs={"ids": padded, "cos": cos[:s], "sin": sin[:s], "last": np.array([n - 1])})
+        return np.asarray(outs[0])[0], [np.asarray(o)[..., :n] if i % 2 == 0 else np.asarray(o)[:, :n] for i, o in enumerate(outs[1:])]
 
     # ----------------------------------------------------------------------- public API
     def logits(self, prompt_ids: Sequence[int] | np.ndarray) -> np.ndarray:

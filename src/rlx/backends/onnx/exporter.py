@@ -833,7 +833,8 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
     names = [o.name for o in outputs]
     nodes, inits = drop_unread(fuse_hard_activations(ex.nodes, ex.inits, names), ex.inits, names)
     g = onnx.helper.make_graph(nodes, name or graph.name, ex.inputs, outputs, initializer=inits)
-    model = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", opset)], producer_name="rlx")
+    contrib = [onnx.helper.make_opsetid(d, 1) for d in sorted({nd.domain for nd in nodes if nd.domain})]  # export_quant
+    model = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", opset), *contrib], producer_name="rlx")
     model.ir_version = min(model.ir_version, 10)
     onnx.checker.check_model(model, full_check=True)
     return model
@@ -842,4 +843,5 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
 from rlx.backends.onnx import (  # noqa: E402  (each module registers its exporters on import)
     export_control_flow,  # noqa: F401  (registers if_ / while_ / scan)
     export_index,  # noqa: F401  (registers advanced_index / advanced_index_put)
+    export_quant,  # noqa: F401  (registers dequant_matmul: GGUF weights, MatMulNBits)
 )

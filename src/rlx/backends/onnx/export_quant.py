@@ -1,0 +1,67 @@
+"""dequant_matmul to ONNX with packed GGUF weights bound as initializers.
+
+gguf_q4_0 and gguf_q8_0 become onnxruntime's ``com.microsoft.MatMulNBits`` (the weight stays 4 / 8-bit in memory and
+the kernel decodes blocks as it multiplies; exact: ggml's Q4_0 / Q8_0 are blocks of 32 with one scale and the
+implicit zero point 8 / 128 that MatMulNBits assumes). The other GGUF schemes are decoded once, here, into an f32
+``MatMul`` initializer (memory 4 bytes per weight, never a per-run decode). An unbound packed weight (a graph input)
+cannot be repacked and is refused.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlx.backends.onnx.exporter import REFUSED, exporter
+from rlx.frontends.onnx.common import OnnxUnsupported
+from rlx.ops.quant import decode_packed, gguf_block
+
+MS_DOMAIN = "com.microsoft"
+#: MatMulNBits' accuracy_level: 0 = float compute (exact up to summation order); 4 = int8 activations (faster, not exact)
+ACCURACY_LEVEL = 0
+
+
+def _q4_0_blobs(raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """ggml Q4_0 blocks -> (MatMulNBits 4-bit blobs [N, K/32, 16], f32 scales [N·K/32]): element j < 16 of a ggml
+    block is the low nibble of qs[j], j + 16 the high one; MatMulNBits packs elements 2i, 2i+1 into byte i."""
+    b = raw.reshape(-1, 18)
+    scales = b[:, 0:2].copy().view("<f2").astype(np.float32).reshape(-1)
+    qs = b[:, 2:18]
+    vals = np.concatenate([qs & 15, qs >> 4], axis=1)  # [blocks, 32] in element order
+    blobs = (vals[:, 0::2] | (vals[:, 1::2] << 4)).astype(np.uint8)
+    return blobs.reshape(n, -1, 16), scales
+
+
+def _q8_0_blobs(raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """ggml Q8_0 blocks -> (8-bit blobs [N, K/32, 32] holding q + 128, f32 scales)."""
+    b = raw.reshape(-1, 34)
+    scales = b[:, 0:2].copy().view("<f2").astype(np.float32).reshape(-1)
+    return (b[:, 2:34] ^ 0x80).reshape(n, -1, 32), scales
+
+
+_NBITS = {"gguf_q4_0": (4, _q4_0_blobs), "gguf_q8_0": (8, _q8_0_blobs)}
+
+
+@exporter("dequant_matmul")
+def _dequant_matmul(ex, node, ins):
+    scheme = node.attrs["scheme"]
+    if not scheme.startswith("gguf_") or node.attrs["batch_dims"]:
+        raise OnnxUnsupported(f"node %{node.id} (dequant_matmul): scheme {scheme!r} / batch_dims has no ONNX mapping")
+    wnode = ex.g.node(node.inputs[1])
+    raw = ex.params.get(wnode.attrs["name"]) if wnode.op == "param" else None
+    if raw is None:
+        raise OnnxUnsupported(f"node %{node.id} (dequant_matmul): the packed weight must be a bound param to be repacked")
+    raw = np.ascontiguousarray(raw, dtype=np.uint8).reshape(-1)
+    k = node.inputs and ex.g.node(node.inputs[0]).shape[-1]
+    elems, nbytes = gguf_block(scheme)
+    n = raw.size // nbytes * elems // k
+    x_dt = ex.g.node(node.inputs[0]).dtype
+    if scheme in _NBITS and x_dt.numpy == np.float32:
+        bits, repack = _NBITS[scheme]
+        blobs, scales = repack(raw, n)
+        return ex.node("MatMulNBits", [ins[0], ex.const(blobs), ex.const(scales)], domain=MS_DOMAIN, K=k, N=n, bits=bits,
+                       block_size=32, accuracy_level=ACCURACY_LEVEL)
+    w_t = np.ascontiguousarray(decode_packed(raw, scheme).reshape(n, k).T).astype(x_dt.numpy)
+    return ex.node("MatMul", [ins[0], ex.const(w_t)])
+
+
+REFUSED.pop("dequant_matmul", None)

@@ -52,6 +52,19 @@ def test_onnxruntime_matmulnbits_fast(tmp_path):
     _case(tmp_path, "llama", "Q4_0", backend="onnxruntime")
 
 
+def test_int8_activations_onnxruntime_equals_its_reference(tmp_path):
+    """The fast path (int8 activation blocks, MatMulNBits accuracy_level 4) computes the dequant_matmul x_quant
+    semantics: onnxruntime's logits and tokens equal the NumPy reference executor's on the same graphs."""
+    pytest.importorskip("onnxruntime")
+    path = write_model(tmp_path / "m.gguf", arch="qwen2", qtype="Q8_0", d=128, ff=160)
+    fast = load_gguf(path, backend="onnxruntime", int8_activations=True)
+    ref = load_gguf(path, int8_activations=True)
+    a, b = fast.logits(PROMPT), ref.logits(PROMPT)
+    assert np.abs(a - b).max() <= 1e-4 * np.abs(b).max()
+    assert np.abs(a - load_gguf(path).logits(PROMPT)).max() > 1e-6 * np.abs(b).max()  # not the float model
+    assert fast.generate(PROMPT, max_new_tokens=NEW, stop=[]) == ref.generate(PROMPT, max_new_tokens=NEW, stop=[])
+
+
 @SLOW
 @pytest.mark.parametrize("qtype", ["F32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q6_K", "Q5_1"])
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3"])

@@ -113,7 +113,7 @@ class GraphBuilders:
     def dequant_grouped_matmul(self, x: Operand, w_packed: Operand, expert_idx: Operand, scale: Operand = ..., global_: Operand = ..., /, scheme: str = ..., n: int = ..., batch_dims: int = ..., name: str | None = None) -> Any:
         """grouped_matmul with packed expert weights (docs/semantics.md#packed-weights): x [M, K] (float), w_packed u8 holding E expert slabs back to back (any shape; E = bytes / slab bytes), expert_idx [M] -> [M, N], out[i] = x[i] @ W[expert_idx[i]]."""
 
-    def dequant_matmul(self, x: Operand, w_q: Operand, scale: Operand, zp: Operand, /, scheme: str = ..., block_size: int = ..., batch_dims: int = ..., name: str | None = None) -> Any:
+    def dequant_matmul(self, x: Operand, w_q: Operand, scale: Operand, zp: Operand, /, scheme: str = ..., block_size: int = ..., x_quant: str = ..., batch_dims: int = ..., name: str | None = None) -> Any:
         """x [M, K] (float) @ W -> [M, N] with W [K, N] decoded from packed operands (docs/semantics.md#packed-weights, W row-major, flat index p·N + j, scale block p // block_size along K)."""
 
     def dequant_moe_weights(self, w_packed: Operand, scale: Operand = ..., global_: Operand = ..., /, scheme: str = ..., k: int = ..., n: int = ..., batch_dims: int = ..., name: str | None = None) -> Any:

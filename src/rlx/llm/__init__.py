@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from rlx.frontends.gguf import GgufError, read_gguf
 from rlx.llm.config import LlmConfig, check_tensors, config_from_gguf
@@ -12,10 +13,16 @@ from rlx.llm.model import LlmModel, check_vocab
 __all__ = ["GgufError", "LlmConfig", "LlmModel", "load_gguf"]
 
 
-def load_gguf(path: str | os.PathLike[str], backend: str = "numpy") -> LlmModel:
-    """Read, validate and build the model in a GGUF file (llama / mistral / qwen2 / qwen3)."""
+def load_gguf(path: str | os.PathLike[str], backend: str = "numpy", *, int8_activations: bool = False, **options: Any) -> LlmModel:
+    """Read, validate and build the model in a GGUF file (llama / mistral / qwen2 / qwen3). ``backend`` and
+    ``options`` (e.g. ``threads=1`` for onnxruntime) go to :func:`rlx.compile` for the prefill and decode graphs.
+    ``int8_activations``: Q4_0 / Q8_0 matmuls round their inputs to int8 blocks of 32 first (dequant_matmul
+    ``x_quant='q8_block'``, as llama.cpp does), which onnxruntime runs as integer MatMulNBits: the fast CPU path,
+    not bit-equal to a float model."""
     f = read_gguf(path)
     c = config_from_gguf(f)
     check_tensors(f, c)
     check_vocab(f, c)
-    return LlmModel(f, c, load_weights(f, c), backend=backend)
+    w = load_weights(f, c)
+    w.x_quant = "q8_block" if int8_activations else "none"
+    return LlmModel(f, c, w, backend=backend, options=options)

@@ -30,6 +30,12 @@ class Weights:
 
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     schemes: dict[str, str | None] = field(default_factory=dict)
+    #: dequant_matmul's x_quant for the schemes in INT8_X_SCHEMES ("q8_block": llama.cpp-style int8 activations)
+    x_quant: str = "none"
+
+
+#: schemes whose matmuls take int8 activation blocks when asked (onnxruntime runs them as integer MatMulNBits)
+INT8_X_SCHEMES = frozenset({"gguf_q4_0", "gguf_q8_0"})
 
 
 def load_weights(f: GgufFile, c: LlmConfig) -> Weights:
@@ -62,7 +68,8 @@ class _Builder:
         if scheme is None:
             y = self.g.matmul(x, self.param(name))
         else:
-            y = self.g.dequant_matmul(x, self.param(name), scheme=scheme)
+            xq = self.w.x_quant if scheme in INT8_X_SCHEMES else "none"
+            y = self.g.dequant_matmul(x, self.param(name), scheme=scheme, x_quant=xq)
         if bias is not None and bias in self.w.arrays:
             y = y + self.param(bias)
         return y

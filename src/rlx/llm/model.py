@@ -34,8 +34,10 @@ def rope_tables(c: LlmConfig, n: int, freq_factors: np.ndarray | None = None) ->
 class LlmModel:
     """``logits(ids)`` -> the last position's logits [vocab]; ``generate(ids, max_new_tokens)`` -> new ids."""
 
-    def __init__(self, f: GgufFile, config: LlmConfig, weights: Weights, backend: str = "numpy"):
+    def __init__(self, f: GgufFile, config: LlmConfig, weights: Weights, backend: str = "numpy",
+                 options: dict[str, Any] | None = None):
         self.file, self.config, self.weights, self.backend = f, config, weights, backend
+        self.options = dict(options or {})
         ff = f.tensors.get("rope_freqs.weight")
         self._freq_factors = to_f32(ff).reshape(-1) if ff is not None else None
         self._prefill: dict[int | None, Any] = {}
@@ -50,7 +52,8 @@ class LlmModel:
         if self.backend != "numpy":
             import rlx.backends  # noqa: F401  (registers the other backends)
         names = {n for n in graph.params()}
-        return rlx_compile(graph, backend=self.backend, params={k: v for k, v in self.weights.arrays.items() if k in names})
+        params = {k: v for k, v in self.weights.arrays.items() if k in names}
+        return rlx_compile(graph, backend=self.backend, params=params, **self.options)
 
     def prefill_executable(self, n: int) -> tuple[Any, int | None]:
         """The compiled prefill for ``n`` tokens and its static length (None: symbolic)."""

@@ -860,6 +860,8 @@ def _dq_geom(ins, attrs):
     k = x.shape[1]
     if not isinstance(k, int):
         raise ShapeError("K must be static")
+    if attrs["x_quant"] == "q8_block" and k % X_QUANT_BLOCK:
+        raise ShapeError(f"x_quant='q8_block' needs K a multiple of {X_QUANT_BLOCK}, got K={k}")
     if scheme in _GGUF_DQ or scheme == "nvfp4_block":
         return lead, x, _dq_packed_geom(x, wq, rest, scheme)
     scale, zp = rest
@@ -928,9 +930,25 @@ def dequant_weight(wq: np.ndarray, scale: np.ndarray, zp: np.ndarray, k: int, sc
     return w * s
 
 
+X_QUANT_BLOCK = 32
+
+
+def q8_block_roundtrip(x: np.ndarray) -> np.ndarray:
+    """x [M, K] rounded to int8 per block of 32 along K with scale max|x|/127 (round half away from zero), then
+    scaled back: the activation quantization of llama.cpp's Q8 dot products and onnxruntime's accuracy_level 4."""
+    m, k = x.shape
+    blocks = x.astype(np.float32).reshape(m, k // X_QUANT_BLOCK, X_QUANT_BLOCK)
+    amax = np.max(np.abs(blocks), axis=-1, keepdims=True)
+    s = amax / np.float32(127)
+    inv = np.where(s > 0, np.float32(1) / np.where(s > 0, s, 1), 0).astype(np.float32)
+    return (np.clip(round_half_away(blocks * inv), -127, 127) * s).reshape(m, k).astype(x.dtype)
+
+
 def _dq_one(args, attrs):
     x, wq, *rest = args
     scale, zp = rest if rest else (None, None)
+    if attrs["x_quant"] == "q8_block":
+        x = q8_block_roundtrip(x)
     w = dequant_weight(wq, scale, zp, x.shape[1], attrs["scheme"], attrs["block_size"])
     return x @ w.astype(x.dtype if x.dtype == np.float64 else np.float32)
 
@@ -951,7 +969,7 @@ def _dq_weight_value(ctx, node):
         if not all(isinstance(d, int) for d in lead):
             raise AutodiffError("dequant_matmul: derivative of a vmapped node with a symbolic batch is not supported")
         eye = g.expand(eye, target_shape=[*lead, k, k])
-    return g.append("dequant_matmul", [eye, *packed], dict(node.attrs))
+    return g.append("dequant_matmul", [eye, *packed], {**dict(node.attrs), "x_quant": "none"})
 
 
 def _dq_vjp(ctx, node, ct):
@@ -965,8 +983,8 @@ def _dq_vjp(ctx, node, ct):
 def _dq_jvp(ctx, node, tangents):
     if tangents[0] is None:
         return None
-    _, *packed = ctx.operands(node)
-    return ctx.graph.append("dequant_matmul", [tangents[0], *packed], dict(node.attrs))
+    _, *packed = ctx.operands(node)  # x_quant: straight through (the rounding's derivative is taken as 1)
+    return ctx.graph.append("dequant_matmul", [tangents[0], *packed], {**dict(node.attrs), "x_quant": "none"})
 
 
 defop(
@@ -974,6 +992,8 @@ defop(
     attrs={
         "scheme": AttrSpec("str", choices=DEQUANT_SCHEMES),
         "block_size": AttrSpec("int", default=32, doc="rows of K per scale block (int8 / int4 schemes)"),
+        "x_quant": AttrSpec("str", default="none", choices=("none", "q8_block"),
+                            doc="q8_block: x is first rounded to int8 blocks of 32 along K (integer dot products)"),
         "batch_dims": BATCH_DIMS,
     },
     infer=_dq_type, kernel=_dq_kernel, vjp=_dq_vjp, jvp=_dq_jvp, batch=batch_lead, flags={"blas"},
@@ -992,6 +1012,9 @@ defop(
     "dequantize_row_* (layouts in rlx.ops.moe) and transposed: out = x @ Wᵀ_packed. nvfp4_block takes (x, w_q, scale, "
     "global): w_q u8 ceil(K·N/2) bytes of 4-bit codes of W [K, N] (flat p·N + j, low nibble first), scale u8 [ceil(K/16), "
     "N] OCP E4M3FN bytes (0x7F / 0xFF read as 0), global f32 [1] (in the zp slot): W = LUT[code]·e4m3fn(scale)·global. "
-    "W is decoded in f32; the product runs in x's dtype. Gradient: "
-    "dx = dy @ Wᵀ (W re-decoded); the packed weight, scale and zp are frozen (no gradient).",
+    "W is decoded in f32; the product runs in x's dtype. x_quant='q8_block' (K a multiple of 32) first replaces x by "
+    "its int8 block round trip: per 32 consecutive elements along K, s = max|x|/127, x -> clip(round(x/s), -127, 127)·s "
+    "(round half away from zero; s = 0 gives 0), as llama.cpp's Q8 activation blocks and onnxruntime's MatMulNBits "
+    "accuracy_level 4 (whose integer kernels then run). Gradient: "
+    "dx = dy @ Wᵀ (W re-decoded; x_quant is straight-through); the packed weight, scale and zp are frozen (no gradient).",
 )

@@ -1,10 +1,12 @@
 """dequant_matmul to ONNX with packed GGUF weights bound as initializers.
 
 gguf_q4_0 and gguf_q8_0 become onnxruntime's ``com.microsoft.MatMulNBits`` (the weight stays 4 / 8-bit in memory and
-the kernel decodes blocks as it multiplies; exact: ggml's Q4_0 / Q8_0 are blocks of 32 with one scale and the
-implicit zero point 8 / 128 that MatMulNBits assumes). The other GGUF schemes are decoded once, here, into an f32
-``MatMul`` initializer (memory 4 bytes per weight, never a per-run decode). An unbound packed weight (a graph input)
-cannot be repacked and is refused.
+the kernel decodes blocks as it multiplies; ggml's Q4_0 / Q8_0 are blocks of 32 with one scale and the implicit zero
+point 8 / 128 that MatMulNBits assumes). ``x_quant='q8_block'`` maps to accuracy_level 4 (int8 activation blocks,
+integer kernels: the fast path); without it Q4_0 runs at accuracy_level 0 (float compute), and Q8_0, whose 8-bit
+float-compute kernel measured 25x slower than an f32 MatMul (onnxruntime 1.32, K=768, N=32000), and the other GGUF
+schemes are decoded once, here, into an f32 ``MatMul`` initializer (4 bytes per weight, never a per-run decode). An
+unbound packed weight (a graph input) cannot be repacked and is refused.
 """
 
 from __future__ import annotations
@@ -16,8 +18,6 @@ from rlx.frontends.onnx.common import OnnxUnsupported
 from rlx.ops.quant import decode_packed, gguf_block
 
 MS_DOMAIN = "com.microsoft"
-#: MatMulNBits' accuracy_level: 0 = float compute (exact up to summation order); 4 = int8 activations (faster, not exact)
-ACCURACY_LEVEL = 0
 
 
 def _q4_0_blobs(raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -55,11 +55,15 @@ def _dequant_matmul(ex, node, ins):
     elems, nbytes = gguf_block(scheme)
     n = raw.size // nbytes * elems // k
     x_dt = ex.g.node(node.inputs[0]).dtype
-    if scheme in _NBITS and x_dt.numpy == np.float32:
+    int8_x = node.attrs["x_quant"] == "q8_block"
+    if scheme in _NBITS and x_dt.numpy == np.float32 and (int8_x or scheme == "gguf_q4_0"):
         bits, repack = _NBITS[scheme]
         blobs, scales = repack(raw, n)
         return ex.node("MatMulNBits", [ins[0], ex.const(blobs), ex.const(scales)], domain=MS_DOMAIN, K=k, N=n, bits=bits,
-                       block_size=32, accuracy_level=ACCURACY_LEVEL)
+                       block_size=32, accuracy_level=4 if int8_x else 0)
+    if int8_x:
+        raise OnnxUnsupported(f"node %{node.id} (dequant_matmul): x_quant='q8_block' maps to MatMulNBits for gguf_q4_0 / "
+                              f"gguf_q8_0 with f32 x only, not {scheme} / {x_dt}")
     w_t = np.ascontiguousarray(decode_packed(raw, scheme).reshape(n, k).T).astype(x_dt.numpy)
     return ex.node("MatMul", [ins[0], ex.const(w_t)])
 

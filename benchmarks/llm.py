@@ -1,0 +1,128 @@
+"""LLM generation speed: a ~100M-parameter random llama written to GGUF (F16, Q8_0, Q4_0) in a temp dir.
+
+For each weight type and thread count: rlx (each backend given) vs transformers eager on the same file (and
+llama-cpp-python only if it is importable), prefill and decode tokens/s, and decode time per token against the
+memory-bandwidth bound (matmul weight bytes read per token / a STREAM-like NumPy copy's bandwidth, measured in
+the same run). Not run by CI; files go to a temp dir that is removed at the end.
+
+    PYTHONPATH=src python benchmarks/llm.py [--types F16,Q8_0,Q4_0] [--threads 1,2] [--prompt 128] [--new 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "llm"))
+
+SHAPE = {"vocab": 32000, "d": 768, "layers": 12, "heads": 12, "kv_heads": 4, "ff": 2048}
+
+
+def bandwidth(nbytes: int = 256 << 20, rounds: int = 5) -> float:
+    """Bytes per second of a large NumPy copy (read + write counted), best of ``rounds``."""
+    a = np.ones(nbytes // 8)
+    b = np.empty_like(a)
+    best = float("inf")
+    for _ in range(rounds):
+        t = time.perf_counter()
+        np.copyto(b, a)
+        best = min(best, time.perf_counter() - t)
+    return 2 * a.nbytes / best
+
+
+def weight_bytes(model) -> int:
+    """Bytes of every matmul weight one decode step reads (packed bytes for block types)."""
+    return sum(int(model.weights.arrays[k].nbytes) for k in model.weights.schemes)
+
+
+def bench_rlx(path: Path, backend: str, threads: int, prompt: list[int], new: int) -> dict:
+    from rlx.llm import load_gguf
+
+    opts = {"threads": threads} if backend == "onnxruntime" else {}
+    t = time.perf_counter()
+    model = load_gguf(path, backend=backend, **opts)
+    model.generate(prompt[:8], max_new_tokens=2, stop=[])  # compile the graphs (prefill bucket 16, decode)
+    model.generate(prompt, max_new_tokens=2, stop=[])  # and the prompt's prefill bucket
+    setup = time.perf_counter() - t
+    model.generate(prompt, max_new_tokens=new, stop=[])
+    st = model.last_stats
+    return {"setup_s": setup, "prefill_tok_s": len(prompt) / (st["prefill_ms"] / 1e3), "decode_tok_s": st["decode_tokens_per_s"],
+            "decode_ms_per_token": 1e3 / st["decode_tokens_per_s"], "weight_bytes": weight_bytes(model)}
+
+
+def bench_transformers(path: Path, threads: int, prompt: list[int], new: int) -> dict:
+    import models.zoo  # noqa: F401  (first: the torchvision shim)
+    import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    torch.set_num_threads(threads)
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    ids = torch.tensor([prompt])
+    with torch.no_grad():
+        model(ids[:, :8])
+        t = time.perf_counter()
+        out = model(ids, use_cache=True)
+        prefill = time.perf_counter() - t
+        past, tok = out.past_key_values, out.logits[:, -1:].argmax(-1)
+        t = time.perf_counter()
+        for _ in range(new - 1):
+            out = model(tok, past_key_values=past, use_cache=True)
+            past, tok = out.past_key_values, out.logits[:, -1:].argmax(-1)
+        dec = time.perf_counter() - t
+    return {"prefill_tok_s": len(prompt) / prefill, "decode_tok_s": (new - 1) / dec, "decode_ms_per_token": 1e3 * dec / (new - 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--types", default="F16,Q8_0,Q4_0")
+    ap.add_argument("--threads", default=f"1,{os.cpu_count()}")
+    ap.add_argument("--backends", default="onnxruntime")
+    ap.add_argument("--prompt", type=int, default=128)
+    ap.add_argument("--new", type=int, default=64)
+    ap.add_argument("--no-transformers", action="store_true")
+    ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    args = ap.parse_args()
+    from gguf_models import write_model
+
+    bw = bandwidth()
+    print(f"memory bandwidth (NumPy copy, read + write): {bw / 1e9:.1f} GB/s")
+    prompt = list(np.random.default_rng(0).integers(3, SHAPE["vocab"], args.prompt))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for qtype in args.types.split(","):
+            t = time.perf_counter()
+            path = write_model(Path(tmp) / f"llama100m_{qtype}.gguf", qtype=qtype, **SHAPE)
+            print(f"\n{qtype}: wrote {path.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t:.0f} s")
+            for threads in map(int, args.threads.split(",")):
+                for backend in args.backends.split(","):
+                    r = bench_rlx(path, backend, threads, prompt, args.new)
+                    r["bound_ms_per_token"] = 1e3 * r["weight_bytes"] / bw
+                    rows.append({"type": qtype, "threads": threads, "engine": f"rlx-{backend}", **r})
+                    print(f"  rlx {backend:12s} threads={threads}: prefill {r['prefill_tok_s']:8.1f} tok/s, decode "
+                          f"{r['decode_tok_s']:6.1f} tok/s ({r['decode_ms_per_token']:.1f} ms/token, bandwidth bound "
+                          f"{r['bound_ms_per_token']:.1f} ms = {r['weight_bytes'] / 1e6:.0f} MB / {bw / 1e9:.1f} GB/s)")
+                if not args.no_transformers:
+                    r = bench_transformers(path, threads, prompt, args.new)
+                    rows.append({"type": qtype, "threads": threads, "engine": "transformers-eager", **r})
+                    print(f"  transformers eager  threads={threads}: prefill {r['prefill_tok_s']:8.1f} tok/s, decode "
+                          f"{r['decode_tok_s']:6.1f} tok/s ({r['decode_ms_per_token']:.1f} ms/token)")
+            try:
+                import llama_cpp  # noqa: F401
+            except ImportError:
+                print("  llama-cpp-python: not installed (not built here)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"bandwidth_Bps": bw, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -40,29 +40,33 @@ def bandwidth(nbytes: int = 256 << 20, rounds: int = 5) -> float:
 
 
 def weight_bytes(model) -> int:
-    """Bytes of every matmul weight one decode step reads (packed bytes for block types)."""
-    return sum(int(model.weights.arrays[k].nbytes) for k in model.weights.schemes)
+    """Bytes of the weights one decode step reads as the GGUF file stores them (packed bytes for block types; F16
+    counted at 2 bytes although rlx widens F16 matmul weights to f32 at load)."""
+    return sum(int(model.file.tensors[k].nbytes) for k in model.weights.schemes if k in model.file.tensors)
 
 
-def bench_rlx(path: Path, backend: str, threads: int, prompt: list[int], new: int) -> dict:
+def bench_rlx(path: Path, backend: str, threads: int, prompt: list[int], new: int, int8: bool) -> dict:
     from rlx.llm import load_gguf
 
     opts = {"threads": threads} if backend == "onnxruntime" else {}
     t = time.perf_counter()
-    model = load_gguf(path, backend=backend, **opts)
+    model = load_gguf(path, backend=backend, int8_activations=int8, **opts)
     model.generate(prompt[:8], max_new_tokens=2, stop=[])  # compile the graphs (prefill bucket 16, decode)
     model.generate(prompt, max_new_tokens=2, stop=[])  # and the prompt's prefill bucket
     setup = time.perf_counter() - t
     model.generate(prompt, max_new_tokens=new, stop=[])
     st = model.last_stats
     return {"setup_s": setup, "prefill_tok_s": len(prompt) / (st["prefill_ms"] / 1e3), "decode_tok_s": st["decode_tokens_per_s"],
-            "decode_ms_per_token": 1e3 / st["decode_tokens_per_s"], "weight_bytes": weight_bytes(model)}
+            "decode_ms_per_token": 1e3 / st["decode_tokens_per_s"], "weight_bytes": weight_bytes(model),
+            "python_us_per_token": st["decode_overhead_us_per_token"]}
 
 
 def bench_transformers(path: Path, threads: int, prompt: list[int], new: int) -> dict:
+    # isort: off
     import models.zoo  # noqa: F401  (first: the torchvision shim)
     import torch
     import transformers
+    # isort: on
 
     transformers.logging.set_verbosity_error()
     torch.set_num_threads(threads)
@@ -105,16 +109,19 @@ def main() -> None:
             print(f"\n{qtype}: wrote {path.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t:.0f} s")
             for threads in map(int, args.threads.split(",")):
                 for backend in args.backends.split(","):
-                    r = bench_rlx(path, backend, threads, prompt, args.new)
-                    r["bound_ms_per_token"] = 1e3 * r["weight_bytes"] / bw
-                    rows.append({"type": qtype, "threads": threads, "engine": f"rlx-{backend}", **r})
-                    print(f"  rlx {backend:12s} threads={threads}: prefill {r['prefill_tok_s']:8.1f} tok/s, decode "
-                          f"{r['decode_tok_s']:6.1f} tok/s ({r['decode_ms_per_token']:.1f} ms/token, bandwidth bound "
-                          f"{r['bound_ms_per_token']:.1f} ms = {r['weight_bytes'] / 1e6:.0f} MB / {bw / 1e9:.1f} GB/s)")
+                    for int8 in (False, True) if qtype in ("Q8_0", "Q4_0") else (False,):
+                        r = bench_rlx(path, backend, threads, prompt, args.new, int8)
+                        r["bound_ms_per_token"] = 1e3 * r["weight_bytes"] / bw
+                        engine = f"rlx-{backend}" + ("-int8x" if int8 else "")
+                        rows.append({"type": qtype, "threads": threads, "engine": engine, **r})
+                        print(f"  {engine:22s} threads={threads}: prefill {r['prefill_tok_s']:7.1f} tok/s, decode "
+                              f"{r['decode_tok_s']:6.1f} tok/s ({r['decode_ms_per_token']:.1f} ms/token, Python "
+                              f"{r['python_us_per_token']:.0f} us; bandwidth bound {r['bound_ms_per_token']:.1f} ms = "
+                              f"{r['weight_bytes'] / 1e6:.0f} MB / {bw / 1e9:.1f} GB/s)")
                 if not args.no_transformers:
                     r = bench_transformers(path, threads, prompt, args.new)
                     rows.append({"type": qtype, "threads": threads, "engine": "transformers-eager", **r})
-                    print(f"  transformers eager  threads={threads}: prefill {r['prefill_tok_s']:8.1f} tok/s, decode "
+                    print(f"  {'transformers-eager':22s} threads={threads}: prefill {r['prefill_tok_s']:8.1f} tok/s, decode "
                           f"{r['decode_tok_s']:6.1f} tok/s ({r['decode_ms_per_token']:.1f} ms/token)")
             try:
                 import llama_cpp  # noqa: F401

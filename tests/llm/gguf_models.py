@@ -37,7 +37,7 @@ def _quantized(rng: np.random.Generator, w: np.ndarray, qtype: str) -> np.ndarra
 
 def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: int = 300, d: int = 64, layers: int = 2,
                 heads: int = 4, kv_heads: int = 2, ff: int = 96, seed: int = 0, qk_norm: bool | None = None,
-                tie: bool = False, extra: dict | None = None) -> Path:
+                tie: bool = False, extra: dict | None = None, tensors: dict[str, np.ndarray] | None = None) -> Path:
     """Write a random-weight model; matmul weights in ``qtype`` (norms, biases, embedding F32)."""
     from gguf import GGMLQuantizationType, GGUFWriter
 
@@ -99,6 +99,8 @@ def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: i
     f32("output_norm.weight", (d,), 0.1, 1.0)
     if not tie:
         mat("output.weight", vocab, d)
+    for name, value in (tensors or {}).items():
+        w.add_tensor(name, value)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

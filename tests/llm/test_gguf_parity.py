@@ -77,3 +77,37 @@ def test_parity_onnxruntime(tmp_path, arch, qtype):
 def test_tied_embeddings_and_mha(tmp_path):
     """No output.weight (the head reads token_embd) and as many KV heads as query heads."""
     _case(tmp_path, "llama", "Q8_0", tie=True, kv_heads=4)
+
+
+def _llama3_freq_factors(head_dim: int, rope: dict) -> np.ndarray:
+    """llama.cpp's rope_freqs (theta_i divided by factor_i) for transformers' llama3 rope: default / llama3 inv_freq."""
+    # isort: off
+    import models.zoo  # noqa: F401  (first: the torchvision shim)
+    import transformers
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    # isort: on
+
+    cfg = transformers.LlamaConfig(hidden_size=64, num_attention_heads=4, head_dim=head_dim, rope_parameters=rope)
+    inv3, _ = ROPE_INIT_FUNCTIONS["llama3"](cfg, "cpu")
+    base = 1.0 / (rope["rope_theta"] ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
+    return (base / inv3.double().numpy()).astype(np.float32)
+
+
+@pytest.mark.parametrize("kind", ["linear", pytest.param("llama3", marks=SLOW)])
+def test_rope_scaling(tmp_path, kind):
+    """Linear rope scaling (metadata) and llama3's per-frequency factors (the rope_freqs tensor) against
+    transformers configured the same way (its GGUF reader takes neither from the file)."""
+    from gguf import RopeScalingType
+
+    ids = list(range(3, 80))
+    if kind == "linear":
+        rope = {"rope_type": "linear", "factor": 4.0, "rope_theta": 10000.0}
+        path = write_model(tmp_path / "lin.gguf", extra={"add_rope_scaling_type": RopeScalingType.LINEAR, "add_rope_scaling_factor": 4.0})
+    else:
+        rope = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 16, "rope_theta": 10000.0}
+        path = write_model(tmp_path / "l3.gguf", tensors={"rope_freqs.weight": _llama3_freq_factors(16, rope)})
+    model = load_gguf(path)
+    ref_logits, ref_tokens = hf_run(path, ids, 4, rope_parameters=rope)
+    assert np.abs(model.logits(ids) - ref_logits).max() <= 1e-3 * np.abs(ref_logits).max()
+    assert model.generate(ids, max_new_tokens=4, stop=[]) == ref_tokens

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if args.temperature < 0 or not 0 < args.top_p <= 1 or args.top_k < 0 or args.max_new_tokens < 0:
         raise UsageError("need --temperature >= 0, 0 < --top-p <= 1, --top-k >= 0, --max-new-tokens >= 0")
     given = _ids(args.prompt_ids) if args.prompt_ids is not None else None
-    model = load_gguf(args.file, backend=args.backend)
+    model = load_gguf(args.file, backend=args.backend, int8_activations=args.int8_activations)
     tok = _Tokenizer(args.file, model) if args.prompt is not None or not args.json else None
     if args.prompt is not None:
         ids = tok.encode(args.prompt)
@@ -108,5 +108,8 @@ def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser)
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling threshold (1 = off)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (Philox; 0 = the sample op's default key)")
     p.add_argument("--ignore-eos", action="store_true", help="do not stop at the file's end-of-sequence token")
-    p.add_argument("--backend", default="numpy", metavar="NAME", help="a registered backend (default numpy)")
+    p.add_argument("--backend", default="numpy", metavar="NAME",
+                   help="a registered backend (default numpy; onnxruntime runs Q4_0 / Q8_0 weights packed: the fast CPU path)")
+    p.add_argument("--int8-activations", action="store_true",
+                   help="Q4_0 / Q8_0 matmuls take int8 activation blocks (llama.cpp's scheme; integer kernels on onnxruntime)")
     p.add_argument("--json", action="store_true", help="one JSON document: tokens, prefill_ms, decode_tokens_per_s …")

@@ -125,6 +125,7 @@ class LlmModel:
         feed: dict[str, np.ndarray] = {"bias": bias}
         for i in range(c.n_layers):
             feed[f"k{i}"], feed[f"v{i}"] = cache[2 * i], cache[2 * i + 1]
+        in_graph = 0.0  # seconds inside the compiled decode graph: the rest of the decode time is per-token Python
         for step in range(max_new_tokens):
             tok = self._pick(logits, temperature, top_k, top_p, draws, step)
             out.append(tok)
@@ -134,7 +135,9 @@ class LlmModel:
                 break
             feed["ids"] = np.array([tok], np.int64)
             feed["cos"], feed["sin"] = cos[pos:pos + 1], sin[pos:pos + 1]
+            r0 = time.perf_counter()
             outs = exe.run(inputs=feed)
+            in_graph += time.perf_counter() - r0
             logits = np.asarray(outs[0])[0]
             for j in range(c.n_layers):
                 cache[2 * j][:, :, pos] = outs[1 + 2 * j]
@@ -145,7 +148,8 @@ class LlmModel:
         n_dec = max(len(out) - 1, 0)
         self.last_stats = {"prefill_ms": (t1 - t0) * 1e3, "decode_s": t2 - t1, "decode_tokens": n_dec,
                            "decode_tokens_per_s": n_dec / (t2 - t1) if n_dec and t2 > t1 else 0.0,
-                           "prompt_tokens": int(ids.shape[0])}
+                           "prompt_tokens": int(ids.shape[0]),
+                           "decode_overhead_us_per_token": 1e6 * (t2 - t1 - in_graph) / n_dec if n_dec else 0.0}
         return out
 
     def _new_cache(self, cap: int, kvs: list[np.ndarray], n: int) -> list[np.ndarray]:

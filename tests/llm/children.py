@@ -6,6 +6,6 @@ from rlx.llm import load_gguf
 
 
 def load_and_run(path: str) -> str:
-    model = load_gguf(path)
+    model = load_gguf(path, backend="numpy")
     model.logits([1, 2, 3])
     return "loaded"

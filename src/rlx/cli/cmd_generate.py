@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
                             on_token=None if args.json or tok is None else stream)
     st = model.last_stats
     if args.json:
-        body = {"model": args.file, "architecture": model.config.arch, "backend": args.backend, "prompt_tokens": ids,
+        body = {"model": args.file, "architecture": model.config.arch, "backend": model.backend, "prompt_tokens": ids,
                 "tokens": tokens, "prefill_ms": st["prefill_ms"], "decode_tokens_per_s": st["decode_tokens_per_s"],
                 "decode_tokens": st["decode_tokens"]}
         if tok is not None:
@@ -108,8 +108,9 @@ def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser)
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling threshold (1 = off)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (Philox; 0 = the sample op's default key)")
     p.add_argument("--ignore-eos", action="store_true", help="do not stop at the file's end-of-sequence token")
-    p.add_argument("--backend", default="numpy", metavar="NAME",
-                   help="a registered backend (default numpy; onnxruntime runs Q4_0 / Q8_0 weights packed: the fast CPU path)")
+    p.add_argument("--backend", default="auto", metavar="NAME",
+                   help="a registered backend; auto (default): onnxruntime when installed (Q4_0 / Q8_0 weights stay packed), "
+                        "else numpy (the reference executor)")
     p.add_argument("--int8-activations", action="store_true",
                    help="Q4_0 / Q8_0 matmuls take int8 activation blocks (llama.cpp's scheme; integer kernels on onnxruntime)")
     p.add_argument("--json", action="store_true", help="one JSON document: tokens, prefill_ms, decode_tokens_per_s …")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Any
 
@@ -10,12 +11,18 @@ from rlx.llm.config import LlmConfig, check_tensors, config_from_gguf
 from rlx.llm.graphs import load_weights
 from rlx.llm.model import LlmModel, check_vocab
 
-__all__ = ["GgufError", "LlmConfig", "LlmModel", "load_gguf"]
+__all__ = ["GgufError", "LlmConfig", "LlmModel", "default_backend", "load_gguf"]
 
 
-def load_gguf(path: str | os.PathLike[str], backend: str = "numpy", *, int8_activations: bool = False, **options: Any) -> LlmModel:
-    """Read, validate and build the model in a GGUF file (llama / mistral / qwen2 / qwen3). ``backend`` and
-    ``options`` (e.g. ``threads=1`` for onnxruntime) go to :func:`rlx.compile` for the prefill and decode graphs.
+def default_backend() -> str:
+    """onnxruntime when installed (packed Q4_0 / Q8_0 kernels, low per-call overhead), else the numpy executor."""
+    return "onnxruntime" if importlib.util.find_spec("onnxruntime") is not None else "numpy"
+
+
+def load_gguf(path: str | os.PathLike[str], backend: str = "auto", *, int8_activations: bool = False, **options: Any) -> LlmModel:
+    """Read, validate and build the model in a GGUF file (llama / mistral / qwen2 / qwen3). ``backend`` (``"auto"``:
+    :func:`default_backend`) and ``options`` (e.g. ``threads=1`` for onnxruntime) go to :func:`rlx.compile` for the
+    prefill and decode graphs; ``"numpy"`` is the reference executor (decodes block weights on every call).
     ``int8_activations``: Q4_0 / Q8_0 matmuls round their inputs to int8 blocks of 32 first (dequant_matmul
     ``x_quant='q8_block'``, as llama.cpp does), which onnxruntime runs as integer MatMulNBits: the fast CPU path,
     not bit-equal to a float model."""
@@ -23,6 +30,8 @@ def load_gguf(path: str | os.PathLike[str], backend: str = "numpy", *, int8_acti
     c = config_from_gguf(f)
     check_tensors(f, c)
     check_vocab(f, c)
+    if backend == "auto":
+        backend = default_backend()
     w = load_weights(f, c)
     w.x_quant = "q8_block" if int8_activations else "none"
     return LlmModel(f, c, w, backend=backend, options=options)

@@ -173,5 +173,5 @@ class LlmModel:
 
 def check_vocab(f: GgufFile, c: LlmConfig) -> None:
     tokens = f.get("tokenizer.ggml.tokens")
-    if isinstance(tokens, list) and len(tokens) != c.vocab:
+    if isinstance(tokens, list) and len(tokens) > c.vocab:  # fewer is fine (an embedding padded past the vocabulary)
         raise GgufError(f"{f.path}: {len(tokens)} vocabulary tokens for an embedding of {c.vocab} rows")

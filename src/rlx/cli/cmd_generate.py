@@ -62,15 +62,19 @@ def run(args: argparse.Namespace) -> int:
     given = _ids(args.prompt_ids) if args.prompt_ids is not None else None
     model = load_gguf(args.file, backend=args.backend, int8_activations=args.int8_activations)
     tok = _Tokenizer(args.file, model) if args.prompt is not None or not args.json else None
+    ids: list[int]
     if args.prompt is not None:
+        assert tok is not None
         ids = tok.encode(args.prompt)
         if not ids:
             raise UsageError("--prompt tokenizes to no tokens")
     else:
+        assert given is not None
         ids = given
     state = {"text": ""}
 
     def stream(token: int, new: list[int] = []) -> None:  # noqa: B006  (the ids generated so far)
+        assert tok is not None
         new.append(token)
         text = tok.decode(new)
         if text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for its next bytes

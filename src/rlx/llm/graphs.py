@@ -69,7 +69,7 @@ class _Builder:
             y = self.g.matmul(x, self.param(name))
         else:
             xq = self.w.x_quant if scheme in INT8_X_SCHEMES else "none"
-            y = self.g.dequant_matmul(x, self.param(name), scheme=scheme, x_quant=xq)
+            y = self.g.apply("dequant_matmul", x, self.param(name), scheme=scheme, x_quant=xq)  # GGUF schemes: 2 operands
         if bias is not None and bias in self.w.arrays:
             y = y + self.param(bias)
         return y
@@ -92,8 +92,10 @@ class _Builder:
         v = self.linear(h, b + "attn_v.weight", b + "attn_v.bias")
         if c.qk_norm:
             q, k = self.head_norm(q, b + "attn_q_norm.weight", c.n_heads), self.head_norm(k, b + "attn_k_norm.weight", c.n_kv_heads)
-        rope = {"head_dim": c.head_dim, "n_rot": c.n_rot, "interleaved": c.rope_interleaved}
-        return self.g.rope(q, cos, sin, **rope), self.g.rope(k, cos, sin, **rope), v
+        def rope(t: Value) -> Value:
+            return self.g.rope(t, cos, sin, head_dim=c.head_dim, n_rot=c.n_rot, interleaved=c.rope_interleaved)
+
+        return rope(q), rope(k), v
 
     def ffn(self, x: Value, i: int) -> Value:
         b = f"blk.{i}."

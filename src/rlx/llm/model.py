@@ -133,6 +133,7 @@ class LlmModel:
                 on_token(tok)
             if tok in stops or step == max_new_tokens - 1:
                 break
+            assert exe is not None  # compiled whenever a second token is wanted
             feed["ids"] = np.array([tok], np.int64)
             feed["cos"], feed["sin"] = cos[pos:pos + 1], sin[pos:pos + 1]
             r0 = time.perf_counter()

@@ -1006,6 +1006,10 @@ def _bn_no_training(cx, node, x, weight, bias, mean, var, momentum, eps):
        "aten._native_batch_norm_legit_functional.default")
 def _batch_norm(cx, node, x, weight, bias, mean, var, training, momentum, eps, *args):
     if training:
+        if _target_name(node.target) == "aten._native_batch_norm_legit_functional.default":
+            from rlx.frontends.torch.state import batch_norm_train  # running stats become buffer updates
+
+            return batch_norm_train(cx, x, weight, bias, mean, var, momentum, float(eps))
         raise cx.fail("batch norm in training mode is not supported (call module.eval() before importing)")
     y = _batch_norm_eval(cx, x, weight, bias, mean, var, float(eps))
     return y if _target_name(node.target) == "aten.batch_norm.default" else (y, None, None)
@@ -1288,7 +1292,9 @@ def import_module(
 def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str, str] | None = None,
                    decompose: bool = True) -> tuple[Graph, dict[str, np.ndarray]]:
     """Convert a ``torch.export.ExportedProgram`` (see :func:`import_module`)."""
-    from torch.export.graph_signature import InputKind, OutputKind
+    from torch.export.graph_signature import InputKind
+
+    from rlx.frontends.torch.state import output_plan
 
     if decompose:
         try:
@@ -1307,10 +1313,7 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
     if missing:
         raise UnsupportedOpError(missing)
 
-    bad_outputs = [str(s.kind) for s in ep.graph_signature.output_specs if s.kind is not OutputKind.USER_OUTPUT]
-    if bad_outputs:
-        raise TorchImportError(f"the exported module mutates state ({', '.join(bad_outputs)}); call module.eval() and avoid "
-                               "in-place updates of inputs or buffers")
+    out_plan = output_plan(ep, TorchImportError)  # buffer mutations become extra outputs (state.py)
 
     specs = {s.arg.name: s for s in ep.graph_signature.input_specs}
     state = dict(ep.state_dict)
@@ -1349,9 +1352,9 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
                     outs.append(g.constant(np.asarray(value)))
                 else:
                     raise cx.fail(f"graph output {item!r} is not a tensor")
-            g.set_outputs(outs)
+            g.set_outputs(out_plan.reorder(outs))
     _drop_unused_params(g, params)
-    return _named(g, modules, _output_names(ep)), params
+    return out_plan.mark(_named(g, modules, _output_names(ep) + [None] * len(out_plan.updates))), params
 
 
 def _symbol_ranges(ep: Any, names: Mapping[str, str]) -> dict[str, tuple[int, int | None]]:

@@ -31,12 +31,12 @@ class _Module:
                                    memory_format="contiguous")
         self.inputs = {n: v.node.dtype for n, v in graph.inputs().items()}
         self.params = list(decl)
-        self.fn = self.exe._module({})
         self.device = self.exe.device
 
     def __call__(self, inputs: Mapping[str, torch.Tensor], params: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
         tensors = [inputs[n] for n in self.inputs] + self.exe._from_params([params[n] for n in self.params])
-        return list(self.exe._call(self.fn, tensors))
+        # looked up per call: the first call's module checks result shapes, later calls get the bare one
+        return list(self.exe._call(self.exe._module({}), tensors))
 
 
 class Engine:

@@ -192,6 +192,7 @@ class _Ctx:
         self.symbols = dict(symbols)
         self.env: dict[str, Any] = {}
         self.node: Any = None  # the FX node being converted
+        self.training = False  # a module in training mode: the gradients must be torch's too (state.py)
 
     # ---- dims and meta
     def dim(self, d: Any) -> Any:
@@ -780,6 +781,10 @@ def _stack(cx, node, tensors, dim=0):
 
 @_conv("aten.embedding.default")
 def _embedding(cx, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    if cx.training and padding_idx is not None and padding_idx >= 0:
+        from rlx.frontends.torch.state import embedding_with_padding  # no gradient to the padding row
+
+        return embedding_with_padding(cx, weight, indices, int(padding_idx))
     return cx.g.gather(weight, indices, axis=0)
 
 
@@ -1286,12 +1291,13 @@ def import_module(
     except Exception as exc:
         raise TorchImportError(f"torch.export failed for {type(module).__name__}: {type(exc).__name__}: {exc}") from exc
     symbols = _symbol_names(module, args, kw, dynamic_shapes, ep)
-    return import_program(ep, name=name or type(module).__name__, symbols=symbols)
+    return import_program(ep, name=name or type(module).__name__, symbols=symbols, training=bool(module.training))
 
 
 def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str, str] | None = None,
-                   decompose: bool = True) -> tuple[Graph, dict[str, np.ndarray]]:
-    """Convert a ``torch.export.ExportedProgram`` (see :func:`import_module`)."""
+                   decompose: bool = True, training: bool = False) -> tuple[Graph, dict[str, np.ndarray]]:
+    """Convert a ``torch.export.ExportedProgram`` (see :func:`import_module`); ``training``: the
+    module was in training mode (gradients through embeddings skip ``padding_idx`` as torch's do)."""
     from torch.export.graph_signature import InputKind
 
     from rlx.frontends.torch.state import output_plan
@@ -1320,6 +1326,7 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
     constants = dict(getattr(ep, "constants", {}) or {})
     g = Graph(name, ranges=_symbol_ranges(ep, symbols or {}))
     cx = _Ctx(g, symbols or {})
+    cx.training = training
     params: dict[str, np.ndarray] = {}
     modules: dict[int, str] = {}  # rlx node id -> module path of the FX node it came from
     import torch

@@ -62,9 +62,10 @@ def gpt2_lm(vocab: int = 64, seq: int = 12, batch_size: int = 4) -> Case:
     cfg = GPT2Config(vocab_size=vocab, n_positions=16, n_embd=32, n_layer=2, n_head=4, resid_pdrop=0.0,
                      embd_pdrop=0.0, attn_pdrop=0.0)
 
-    def batch(i: int):
+    def batch(i: int):  # counting sequences from random starts: a next token the model can learn
         g = torch.Generator().manual_seed(200 + i)
-        return (torch.randint(0, vocab, (batch_size, seq), generator=g),)
+        starts = torch.randint(0, vocab, (batch_size, 1), generator=g)
+        return ((starts + torch.arange(seq)) % vocab,)
 
     return Case("gpt2", _Loss(GPT2LMHeadModel(cfg), labels=False).train(), batch)
 

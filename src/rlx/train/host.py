@@ -4,6 +4,7 @@ slots of the backward arena (zero copy, see :mod:`rlx.train`)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -132,6 +133,10 @@ class HostEngine:
         self.states = {n: {k: np.array(v, copy=True) for k, v in s.items()} for n, s in states.items()}
         self.master.update({n: np.array(v, copy=True) for n, v in master.items()})
         self._stale = True
+
+    def scope(self) -> Any:
+        """The context the trainer's gradient sums run in (nothing to set for NumPy)."""
+        return contextlib.nullcontext()
 
     def to_host(self, grads: Mapping[str, Any]) -> dict[str, np.ndarray]:
         return {n: np.asarray(g) for n, g in grads.items()}

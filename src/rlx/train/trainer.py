@@ -75,7 +75,8 @@ class Trainer:
 
     def _seed(self) -> np.ndarray:
         scale = self.scaler.scale if self.scaler is not None else 1.0
-        return np.full(self._seed_shape, scale, self._seed_dtype)
+        with np.errstate(over="ignore"):  # a scale past a float16 loss's range: inf, the step is skipped
+            return np.full(self._seed_shape, scale).astype(self._seed_dtype)
 
     def _check_feed(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         inputs = dict(inputs)
@@ -103,16 +104,10 @@ class Trainer:
         if self.accumulate == 1:
             loss, finite = self.engine.step(opt, inputs, self._seed(), sc, inv, self.max_norm, check)
         else:
-            loss, grads = self.engine.grads(inputs, self._seed())
-            self.history.append(loss)
-            acc = self._acc
-            self._acc = {n: grads[n] for n in self.trainable} if acc is None else {n: acc[n] + grads[n] for n in self.trainable}
-            self._micro += 1
-            if self._micro < self.accumulate:
+            with self.engine.scope():  # the engine's dtype settings (jax: x64) for the sums below
+                loss, finite = self._micro_step(inputs, sc, inv, check)
+            if finite is None:
                 return loss
-            grads, self._acc, self._micro = {n: g * (1.0 / self.accumulate) for n, g in self._acc.items()}, None, 0
-            finite = self.engine.apply(opt, grads, sc, inv, self.max_norm, check)
-            self.history.pop()
         finite = bool(finite)
         if finite:
             opt.t += 1
@@ -121,6 +116,18 @@ class Trainer:
         self.steps += 1
         self.history.append(loss)
         return loss
+
+    def _micro_step(self, inputs: Mapping[str, Any], sc: Mapping[str, float], inv: float | None, check: bool) -> tuple[float, Any]:
+        """Accumulate one micro-batch's gradients; on the k-th, the update (its finite flag), else None."""
+        loss, grads = self.engine.grads(inputs, self._seed())
+        acc = self._acc
+        self._acc = {n: grads[n] for n in self.trainable} if acc is None else {n: acc[n] + grads[n] for n in self.trainable}
+        self._micro += 1
+        if self._micro < self.accumulate:
+            self.history.append(loss)
+            return loss, None
+        grads, self._acc, self._micro = {n: g * (1.0 / self.accumulate) for n, g in self._acc.items()}, None, 0
+        return loss, self.engine.apply(self.optimizer, grads, sc, inv, self.max_norm, check)
 
     def loss(self, inputs: Mapping[str, Any]) -> float:
         """The loss at the current params, from the optimized forward plan."""

@@ -242,5 +242,9 @@ class Engine:
             for n, v in master.items():
                 self.master[n] = self._place_param(n, np.asarray(v, np.float32))
 
+    def scope(self) -> Any:
+        """The context the trainer's gradient sums run in: this engine's x64 setting."""
+        return x64_scope(self.x64)
+
     def to_host(self, grads: Mapping[str, Any]) -> dict[str, np.ndarray]:
         return {n: self._host(g) for n, g in grads.items()}

@@ -135,6 +135,10 @@ class Engine:
         for n, v in master.items():
             self.master[n] = torch.from_numpy(np.array(v, np.float32, copy=True)).to(self.device)
 
+    def scope(self) -> Any:
+        """The context the trainer's gradient sums run in."""
+        return torch.no_grad()
+
     def to_host(self, grads: Mapping[str, Any]) -> dict[str, np.ndarray]:
         return {n: g.detach().cpu().numpy().copy() for n, g in grads.items()}
 

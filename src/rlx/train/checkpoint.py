@@ -44,7 +44,7 @@ def write_tensors(f: BinaryIO, tensors: Mapping[str, np.ndarray], metadata: Mapp
     header: dict[str, Any] = {"__metadata__": dict(metadata)}
     blobs, offset = [], 0
     for name, arr in tensors.items():
-        arr = np.ascontiguousarray(arr)
+        arr = np.asarray(arr, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
         code = _CODES.get(arr.dtype)
         if code is None:
             raise TrainingError(f"checkpoint: tensor {name!r} has dtype {arr.dtype}, which checkpoints do not hold")

@@ -72,11 +72,10 @@ def _reloaded_first_loss(path, feed):
 
 
 def test_batchnorm_buffers_resume(tmp_path):
-    torch = pytest.importorskip("torch")
-    from training.torch_cases import cnn_bn, feeds
+    pytest.importorskip("torch")
+    from training.torch_cases import cnn_bn, feeds, imported
 
-    case = cnn_bn()
-    g, params = rlx.torch.import_module(case.module, case.batch(0))
+    case, g, params = imported(cnn_bn)
     batches = feeds(g, case, 6)
     a = rlx.compile_training(g, optimizer="sgd", lr=0.1, momentum=0.9, params=params)
     b = rlx.compile_training(g, optimizer="sgd", lr=0.1, momentum=0.9, params=params)
@@ -91,7 +90,6 @@ def test_batchnorm_buffers_resume(tmp_path):
     for k, v in a.params.items():
         np.testing.assert_array_equal(c.params[k], v)
     assert int(c.params["bn.num_batches_tracked"]) == 6
-    del torch
 
 
 def test_custom_schedule_must_be_given_again(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import rlx
-from training.torch_cases import bert_classifier, cnn_bn, feeds, gpt2_lm, torch_run
+from training.torch_cases import bert_classifier, cnn_bn, feeds, gpt2_lm, imported, torch_run
 
 STEPS = 20
 BACKENDS = ["numpy", "jax", "torch"]
@@ -29,8 +29,7 @@ _CACHE: dict[str, tuple] = {}
 
 def _prepared(make):
     if make.__name__ not in _CACHE:
-        case = make()
-        graph, params = rlx.torch.import_module(case.module, case.batch(0))
+        case, graph, params = imported(make)
         _CACHE[make.__name__] = (case, graph, params, *torch_run(case, STEPS, lr=1e-2))
     return _CACHE[make.__name__]
 

@@ -103,6 +103,19 @@ def torch_run(case: Case, steps: int, lr: float, **opt: Any) -> tuple[list[float
     return losses, {k: v.detach().numpy().copy() for k, v in state.items()}
 
 
+_IMPORTED: dict[str, tuple] = {}
+
+
+def imported(make: Callable[[], Case]) -> tuple[Case, Any, dict[str, np.ndarray]]:
+    """``(case, graph, params)``, imported once per test session (torch.export takes seconds)."""
+    if make.__name__ not in _IMPORTED:
+        import rlx
+
+        case = make()
+        _IMPORTED[make.__name__] = (case, *rlx.torch.import_module(case.module, case.batch(0)))
+    return _IMPORTED[make.__name__]
+
+
 def feeds(graph: Any, case: Case, steps: int) -> list[dict[str, np.ndarray]]:
     names = list(graph.inputs())
     return [{n: t.numpy() for n, t in zip(names, case.batch(i))} for i in range(steps)]

@@ -157,7 +157,7 @@ def compile_training(
     sched = as_schedule(schedule)
     scaler = LossScaler.from_option(loss_scale)
 
-    fwd_graph, _ = optimize(mir)
+    fwd_graph = optimize(mir)[0]
     forward = plan(fwd_graph, alignment, params="reserved", outputs="outside")
     layout = forward.plan.weight_layout()
     seed = "d_output"
@@ -168,7 +168,7 @@ def compile_training(
     except AutodiffError as exc:
         raise AutodiffError(f"compile_training: {exc}") from exc
     if optimize_backward:
-        bwd_graph, _ = optimize(bwd_graph)
+        bwd_graph = optimize(bwd_graph)[0]
     backward = plan(bwd_graph, alignment, params="reserved", outputs="outside", weight_layout=layout)
     _check_shared_layout(forward, backward)
 

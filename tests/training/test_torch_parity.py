@@ -93,3 +93,35 @@ def test_other_state_mutations_are_refused():
 @pytest.mark.parametrize("make", [gpt2_lm, bert_classifier], ids=["gpt2", "bert"])
 def test_transformers_train_like_torch(make, backend):
     _check(make, backend)
+
+
+def test_in_place_buffer_rescale_is_applied_after_every_step():
+    """A buffer updated in place in forward (an exponential moving average of the batch mean,
+    then rescaled) follows torch's values step by step; the loss reads the old value."""
+
+    class Ema(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 1)
+            self.register_buffer("ema", torch.zeros(4))
+
+        def forward(self, x, y):
+            loss = ((self.lin(x - self.ema).squeeze(-1) - y) ** 2).mean()
+            self.ema.mul_(0.9).add_(0.1 * x.mean(0))
+            return loss
+
+    torch.manual_seed(0)
+    module = Ema()
+    batches = [(torch.randn(8, 4) + 2, torch.randn(8)) for _ in range(4)]
+    graph, params = rlx.torch.import_module(__import__("copy").deepcopy(module), batches[0])
+    trainer = rlx.compile_training(graph, optimizer="sgd", lr=0.1, params=params, backend="numpy")
+    assert trainer.buffers == ["ema"] and trainer.trainable == ["lin.bias", "lin.weight"]
+    opt = torch.optim.SGD(module.parameters(), lr=0.1)
+    for x, y in batches:
+        opt.zero_grad()
+        tl = module(x, y)
+        tl.backward()
+        opt.step()
+        assert trainer.step({"x": x.numpy(), "y": y.numpy()}) == pytest.approx(tl.item(), rel=1e-5)
+        np.testing.assert_allclose(trainer.params["ema"], module.ema.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(trainer.params["lin.weight"], module.lin.weight.detach().numpy(), rtol=1e-5)

@@ -192,6 +192,7 @@ class _Ctx:
         self.symbols = dict(symbols)
         self.env: dict[str, Any] = {}
         self.node: Any = None  # the FX node being converted
+        self.training = False  # a module in training mode: the gradients must be torch's too (state.py)
 
     # ---- dims and meta
     def dim(self, d: Any) -> Any:
@@ -780,6 +781,10 @@ def _stack(cx, node, tensors, dim=0):
 
 @_conv("aten.embedding.default")
 def _embedding(cx, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    if cx.training and padding_idx is not None and padding_idx >= 0:
+        from rlx.frontends.torch.state import embedding_with_padding  # no gradient to the padding row
+
+        return embedding_with_padding(cx, weight, indices, int(padding_idx))
     return cx.g.gather(weight, indices, axis=0)
 
 
@@ -1006,6 +1011,10 @@ def _bn_no_training(cx, node, x, weight, bias, mean, var, momentum, eps):
        "aten._native_batch_norm_legit_functional.default")
 def _batch_norm(cx, node, x, weight, bias, mean, var, training, momentum, eps, *args):
     if training:
+        if _target_name(node.target) == "aten._native_batch_norm_legit_functional.default":
+            from rlx.frontends.torch.state import batch_norm_train  # running stats become buffer updates
+
+            return batch_norm_train(cx, x, weight, bias, mean, var, momentum, float(eps))
         raise cx.fail("batch norm in training mode is not supported (call module.eval() before importing)")
     y = _batch_norm_eval(cx, x, weight, bias, mean, var, float(eps))
     return y if _target_name(node.target) == "aten.batch_norm.default" else (y, None, None)
@@ -1282,13 +1291,16 @@ def import_module(
     except Exception as exc:
         raise TorchImportError(f"torch.export failed for {type(module).__name__}: {type(exc).__name__}: {exc}") from exc
     symbols = _symbol_names(module, args, kw, dynamic_shapes, ep)
-    return import_program(ep, name=name or type(module).__name__, symbols=symbols)
+    return import_program(ep, name=name or type(module).__name__, symbols=symbols, training=bool(module.training))
 
 
 def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str, str] | None = None,
-                   decompose: bool = True) -> tuple[Graph, dict[str, np.ndarray]]:
-    """Convert a ``torch.export.ExportedProgram`` (see :func:`import_module`)."""
-    from torch.export.graph_signature import InputKind, OutputKind
+                   decompose: bool = True, training: bool = False) -> tuple[Graph, dict[str, np.ndarray]]:
+    """Convert a ``torch.export.ExportedProgram`` (see :func:`import_module`); ``training``: the
+    module was in training mode (gradients through embeddings skip ``padding_idx`` as torch's do)."""
+    from torch.export.graph_signature import InputKind
+
+    from rlx.frontends.torch.state import output_plan
 
     if decompose:
         try:
@@ -1307,16 +1319,14 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
     if missing:
         raise UnsupportedOpError(missing)
 
-    bad_outputs = [str(s.kind) for s in ep.graph_signature.output_specs if s.kind is not OutputKind.USER_OUTPUT]
-    if bad_outputs:
-        raise TorchImportError(f"the exported module mutates state ({', '.join(bad_outputs)}); call module.eval() and avoid "
-                               "in-place updates of inputs or buffers")
+    out_plan = output_plan(ep, TorchImportError)  # buffer mutations become extra outputs (state.py)
 
     specs = {s.arg.name: s for s in ep.graph_signature.input_specs}
     state = dict(ep.state_dict)
     constants = dict(getattr(ep, "constants", {}) or {})
     g = Graph(name, ranges=_symbol_ranges(ep, symbols or {}))
     cx = _Ctx(g, symbols or {})
+    cx.training = training
     params: dict[str, np.ndarray] = {}
     modules: dict[int, str] = {}  # rlx node id -> module path of the FX node it came from
     import torch
@@ -1349,9 +1359,9 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
                     outs.append(g.constant(np.asarray(value)))
                 else:
                     raise cx.fail(f"graph output {item!r} is not a tensor")
-            g.set_outputs(outs)
+            g.set_outputs(out_plan.reorder(outs))
     _drop_unused_params(g, params)
-    return _named(g, modules, _output_names(ep)), params
+    return out_plan.mark(_named(g, modules, _output_names(ep) + [None] * len(out_plan.updates))), params
 
 
 def _symbol_ranges(ep: Any, names: Mapping[str, str]) -> dict[str, tuple[int, int | None]]:

@@ -1,0 +1,147 @@
+"""Buffer mutations of an exported torch module, functionalized.
+
+A module in training mode updates buffers in ``forward`` (BatchNorm's ``running_mean`` /
+``running_var`` / ``num_batches_tracked``, in-place rescales of a registered buffer).
+``torch.export`` records each as a ``BUFFER_MUTATION`` output: the new value, computed from the
+values before the call. The importer keeps them as extra graph outputs after the user outputs,
+each named ``UPDATE_PREFIX + buffer FQN``; whoever runs the graph writes them back to the
+buffer after the call, as torch does (``rlx.compile_training`` does it after every step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rlx.ir.errors import RlxError
+from rlx.ir.graph import Graph
+
+__all__ = ["UPDATE_PREFIX", "OutputPlan", "buffer_updates", "output_plan", "user_graph"]
+
+UPDATE_PREFIX = "buffer_update:"
+
+
+@dataclass(frozen=True)
+class OutputPlan:
+    """Where the exported outputs go: ``user`` positions first, then ``(position, buffer FQN)``."""
+
+    user: tuple[int, ...]
+    updates: tuple[tuple[int, str], ...]
+
+    def reorder(self, outs: Sequence[Any]) -> list[Any]:
+        return [outs[i] for i in self.user] + [outs[i] for i, _ in self.updates]
+
+    def mark(self, g: Graph) -> Graph:
+        """Name the update outputs (the last ones) after their buffers; a leaf output (a mutation
+        that writes the old value back) goes through an identity so it can carry the name."""
+        if not self.updates:
+            return g
+        ids = list(g.output_ids)
+        first = len(self.user)
+        for k, (_, target) in enumerate(self.updates):
+            oid = ids[first + k]
+            node = g.node(oid)
+            if node.op in ("input", "param", "constant") or ids.count(oid) > 1:
+                oid = ids[first + k] = g.apply("reshape", oid, new_shape=list(node.shape)).id
+            g.rename(oid, UPDATE_PREFIX + target)
+        g.set_outputs(ids)
+        return g
+
+
+def output_plan(ep: Any, error: type[RlxError] = RlxError) -> OutputPlan:
+    """The output plan of an exported program; mutations other than of buffers raise ``error``."""
+    from torch.export.graph_signature import OutputKind
+
+    user: list[int] = []
+    updates: list[tuple[int, str]] = []
+    bad: list[str] = []
+    for i, spec in enumerate(ep.graph_signature.output_specs):
+        if spec.kind is OutputKind.USER_OUTPUT:
+            user.append(i)
+        elif spec.kind is OutputKind.BUFFER_MUTATION:
+            updates.append((i, str(spec.target)))
+        else:
+            bad.append(f"{spec.kind.name} of {spec.target!r}")
+    if bad:
+        raise error(f"the exported module mutates state rlx cannot write back ({', '.join(bad)}); only buffer "
+                    "mutations (BatchNorm running statistics, in-place buffer updates) are functionalized")
+    return OutputPlan(tuple(user), tuple(updates))
+
+
+def buffer_updates(g: Graph) -> dict[str, int]:
+    """Buffer FQN -> output position, for the outputs the importer named as buffer updates."""
+    out: dict[str, int] = {}
+    for pos, oid in enumerate(g.output_ids):
+        name = g.node(oid).name or ""
+        if name.startswith(UPDATE_PREFIX):
+            out[name[len(UPDATE_PREFIX):]] = pos
+    return out
+
+
+def user_graph(g: Graph, keep: Sequence[int] | None = None) -> Graph:
+    """``g`` with only its user outputs (or the output positions in ``keep``); same node ids."""
+    updates = set(buffer_updates(g).values())
+    positions = [i for i in range(len(g.output_ids)) if i not in updates] if keep is None else list(keep)
+    out = Graph(g.name, stage=g.stage, ranges=g.symbol_ranges)
+    for node in g.nodes:
+        out.append(node.op, node.inputs, node.attrs, name=node.name, prov=node.prov, type=node.types, check=False)
+    out.set_outputs([g.output_ids[i] for i in positions])
+    return out
+
+
+def updated_params(g: Graph, params: Mapping[str, Any]) -> list[str]:
+    """The params of ``g`` that a buffer update writes (never trained)."""
+    return [n for n in buffer_updates(g) if n in params]
+
+
+def batch_norm_train(cx: Any, x: Any, weight: Any, bias: Any, mean: Any, var: Any, momentum: Any, eps: float) -> tuple:
+    """``aten._native_batch_norm_legit_functional`` in training mode: normalize with the batch's
+    statistics (biased variance) and return torch's five results ``(y, mean, rstd, new running
+    mean, new running var)``; the running variance takes the unbiased batch variance, as torch does."""
+    g = cx.g
+    rank = len(x.shape)
+    axes = [0, *range(2, rank)]
+    sizes = [x.shape[a] for a in axes]
+    if not all(isinstance(s, int) for s in sizes):
+        raise cx.fail("batch norm in training mode needs static batch and spatial sizes")
+    if momentum is None:
+        raise cx.fail("batch norm in training mode with momentum=None (a cumulative average) is not supported")
+    count = 1
+    for s in sizes:
+        count *= s
+    c = x.shape[1]
+    bshape = [1, c] + [1] * (rank - 2)
+    mu = g.mean(x, axes=axes, keep_dim=True)
+    centered = x - mu
+    var_b = g.mean(centered * centered, axes=axes, keep_dim=True)
+    rstd = g.rsqrt(var_b + cx.scalar(eps, x.dtype))
+    y = centered * rstd
+    if weight is not None:
+        y = y * g.reshape(weight, new_shape=bshape)
+    if bias is not None:
+        y = y + g.reshape(bias, new_shape=bshape)
+    mu_c, var_c, rstd_c = (g.reshape(v, new_shape=[c]) for v in (mu, var_b, rstd))
+    new_mean = new_var = None
+    m = float(momentum)
+    if mean is not None:
+        new_mean = mean * cx.scalar(1.0 - m, mean.dtype) + g.cast(mu_c, to=mean.dtype) * cx.scalar(m, mean.dtype)
+    if var is not None:
+        unbiased = var_c * cx.scalar(count / max(count - 1, 1), x.dtype)
+        new_var = var * cx.scalar(1.0 - m, var.dtype) + g.cast(unbiased, to=var.dtype) * cx.scalar(m, var.dtype)
+    return (y, mu_c, rstd_c, new_mean, new_var)
+
+
+def embedding_with_padding(cx: Any, weight: Any, indices: Any, padding_idx: int) -> Any:
+    """``aten.embedding`` of a module in training mode with ``padding_idx``: the rows looked up at
+    padding positions get no gradient (torch's embedding backward skips them). They read an
+    integer round trip of the weight (``bitcast``: the same bits, no gradient through ints)."""
+    g = cx.g
+    rows = g.gather(weight, indices, axis=0)
+    if not weight.dtype.is_float or weight.dtype.itemsize not in (2, 4, 8):
+        return rows
+    as_int = {2: "i16", 4: "i32", 8: "i64"}[weight.dtype.itemsize]
+    frozen = g.gather(g.bitcast(g.bitcast(weight, to=as_int), to=weight.dtype), indices, axis=0)
+    pad = g.compare(indices, cx.scalar(padding_idx, indices.dtype), op="eq")
+    pad = g.reshape(pad, new_shape=[*indices.shape, *[1] * (len(weight.shape) - 1)])
+    return g.where(pad, frozen, rows)

@@ -186,10 +186,17 @@ defop(
 
 
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Integer division truncating toward zero (C / XLA semantics); x / 0 gives 0."""
-    safe = np.where(b == 0, 1, b)
-    q = np.abs(a) // np.abs(safe)
-    return np.where(b == 0, 0, np.where((a < 0) != (safe < 0), -q, q)).astype(np.result_type(a, b))
+    """Integer division truncating toward zero (C / XLA semantics); x / 0 gives 0 and MIN / -1 gives MIN
+    (the negation wraps). The floor quotient moves up by one where the division is inexact and the
+    signs differ (no abs(): abs(MIN) overflows)."""
+    dt = np.result_type(a, b)
+    minus1 = b == -1 if dt.kind == "i" else np.zeros(np.shape(b), bool)
+    safe = np.where((b == 0) | minus1, 1, b).astype(dt)
+    q = np.floor_divide(a, safe)
+    q = q + ((q * safe != a) & ((a < 0) != (safe < 0))).astype(dt)
+    with np.errstate(over="ignore"):
+        neg = np.negative(np.asarray(a, dt))
+    return np.where(b == 0, 0, np.where(minus1, neg, q)).astype(dt)
 
 
 def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -281,12 +281,42 @@ def _binary(ex, node, ins):
         nan_a, nan_b = ex.node("IsNaN", [a]), ex.node("IsNaN", [b])
         a, b = ex.node("Where", [nan_a, b, a]), ex.node("Where", [nan_b, a, b])
         return ex.node("Max" if op == "fmax" else "Min", [a, b])
-    if op == "div" and node.dtype.is_int:  # rlx: truncate toward zero, x / 0 = 0
-        zero = ex.scalar(0, node.dtype)
-        is0 = ex.node("Equal", [b, zero])
-        safe = ex.node("Where", [is0, ex.scalar(1, node.dtype), b])
-        return ex.node("Where", [is0, zero, ex.node("Div", [a, safe])])
+    if op == "div" and node.dtype.is_int:  # rlx: truncate toward zero, x / 0 = 0, MIN / -1 = MIN
+        return _widened(ex, a, b, node.dtype, _int_div)
     return ex.node(_BIN[op], [a, b])
+
+
+def _widened(ex, a: str, b: str, dt: DType, fn) -> str:
+    """``fn(ex, a, b, dt)``, computed in i32 for i16 / u16 (onnxruntime has no Where for them; the
+    quotient and remainder fit, and the cast back wraps as rlx does)."""
+    if dt not in (DType.I16, DType.U16):
+        return fn(ex, a, b, dt)
+    return ex.cast(fn(ex, ex.cast(a, dt, DType.I32), ex.cast(b, dt, DType.I32), DType.I32), DType.I32, dt)
+
+
+def _int_div(ex, a: str, b: str, dt: DType) -> str:
+    is0, is_m1, safe = _int_divisor(ex, b, dt)
+    q = ex.node("Div", [a, safe])
+    if is_m1 is not None:
+        q = ex.node("Where", [is_m1, ex.node("Sub", [ex.scalar(0, dt), a]), q])  # wraps -MIN to MIN
+    return ex.node("Where", [is0, ex.scalar(0, dt), q])
+
+
+def _int_mod(ex, a: str, b: str, dt: DType, fmod: int) -> str:
+    is0, is_m1, safe = _int_divisor(ex, b, dt)  # x % 0 = x % -1 = 0
+    bad = is0 if is_m1 is None else ex.node("Or", [is0, is_m1])
+    return ex.node("Where", [bad, ex.scalar(0, dt), ex.node("Mod", [a, safe], fmod=fmod)])
+
+
+def _int_divisor(ex, b: str, dt: DType) -> tuple[str, str | None, str]:
+    """(b == 0, b == -1 or None for unsigned types, b with both replaced by 1): onnxruntime's integer
+    Div / Mod fail on a zero divisor and trap (SIGFPE, the process dies) on MIN / -1, so neither
+    reaches them; the callers put rlx's results (0; -a or 0) where the flags are set."""
+    is0 = ex.node("Equal", [b, ex.scalar(0, dt)])
+    if not dt.value.startswith("i"):
+        return is0, None, ex.node("Where", [is0, ex.scalar(1, dt), b])
+    is_m1 = ex.node("Equal", [b, ex.scalar(-1, dt)])
+    return is0, is_m1, ex.node("Where", [ex.node("Or", [is0, is_m1]), ex.scalar(1, dt), b])
 
 
 _CMP = {k: row.onnx for k, row in COMPARE_KINDS.items() if row.onnx}  # ne: Not(Equal)
@@ -331,7 +361,10 @@ def _binary_ext(ex, node, ins):
     if op in ("mod", "fmod"):
         if node.dtype.is_float and op == "mod":
             return _float_mod(ex, a, b, node.dtype)
-        return ex.node("Mod", [a, b], fmod=1 if op == "fmod" else 0)
+        if not node.dtype.is_int:
+            return ex.node("Mod", [a, b], fmod=1)
+        fmod = 1 if op == "fmod" else 0
+        return _widened(ex, a, b, node.dtype, lambda ex, a, b, dt: _int_mod(ex, a, b, dt, fmod))
     if op.startswith("bitwise"):
         if node.dtype.is_bool:
             return ex.node({"bitwise_and": "And", "bitwise_or": "Or", "bitwise_xor": "Xor"}[op], [a, b])

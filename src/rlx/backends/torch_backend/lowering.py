@@ -151,10 +151,15 @@ lowering("bitcast", native_low_precision=True)(bind(bitcast_row, TORCH))
 
 
 def _int_div(a, b):
-    """Truncating integer division; x / 0 gives 0 (as the reference)."""
+    """Truncating integer division; x / 0 gives 0 and MIN / -1 gives MIN (as the reference). Neither
+    reaches torch's kernel, where both raise SIGFPE: a divisor of 0 or -1 is replaced by 1 first."""
     zero = b == 0
-    q = torch.div(a, torch.where(zero, torch.ones_like(b), b), rounding_mode="trunc")
-    return torch.where(zero, torch.zeros_like(q), q)
+    if not a.dtype.is_signed:
+        q = torch.div(a, torch.where(zero, torch.ones_like(b), b), rounding_mode="trunc")
+        return torch.where(zero, torch.zeros_like(q), q)
+    minus1 = b == -1
+    q = torch.div(a, torch.where(zero | minus1, torch.ones_like(b), b), rounding_mode="trunc")
+    return torch.where(zero, torch.zeros_like(q), torch.where(minus1, torch.neg(q), q))  # -MIN wraps to MIN
 
 
 def _int_pow(a, b):

@@ -18,6 +18,7 @@ from importlib import resources
 from typing import Any
 
 from rlx.hir.inspect import op_text, provenance_text
+from rlx.ir.atomic import atomic_open
 from rlx.ir.graph import Graph, GraphStage, Node
 from rlx.viz.graph_svg import AUTO_COLLAPSE_NODES, COLORS, _label, _split, attr_text, block_label, node_kind, top_block
 from rlx.viz.layout import layered
@@ -130,6 +131,6 @@ def to_html(obj: Any, *, title: str | None = None, collapse: str = "auto") -> st
 
 def draw_html(obj: Any, path: str | os.PathLike[str], **options: Any) -> str:
     path = os.fspath(path)
-    with open(path, "w", encoding="utf-8") as fh:
+    with atomic_open(path, "w") as fh:  # laid out before the old file is replaced
         fh.write(to_html(obj, **options))
     return path

@@ -115,7 +115,8 @@ def viewer_data(obj: Any, *, collapse: str = "auto") -> dict[str, Any]:
 def to_html(obj: Any, *, title: str | None = None, collapse: str = "auto") -> str:
     data = viewer_data(obj, collapse=collapse)
     title = title or f"{data['name']} — {data['stage'].upper()}, {data['node_count']} nodes"
-    payload = json.dumps(data, separators=(",", ":"), ensure_ascii=True).replace("</", "<\\/")
+    # every "<" as \u003c: no "</script>" and no "<!--" (which makes the parser skip the closing tag) in the island
+    payload = json.dumps(data, separators=(",", ":"), ensure_ascii=True).replace("<", "\\u003c")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{escape(title)}</title>\n<style>\n{_asset('viewer.css')}\n</style></head>\n<body>\n"

@@ -44,7 +44,7 @@ from rlx.backends.array_rows import SHAPE_ROWS, along, bind
 from rlx.backends.array_rows import bitcast as bitcast_row
 from rlx.backends.array_rows import reduce as reduce_row
 from rlx.backends.array_rows import standardize as standardize_rows
-from rlx.backends.jax.index_checks import checked_index
+from rlx.backends.jax.index_checks import checked_index, from_empty_axis
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
@@ -328,7 +328,10 @@ for _name, _row in SHAPE_ROWS.items():
 def _gather(args, attrs, out):
     table, idx = args
     axis = attrs["axis"] % table.ndim
-    return jnp.take(table, checked_index(idx, table.shape[axis], "gather", axis=axis), axis=axis, mode="fill")
+    checked = checked_index(idx, table.shape[axis], "gather", axis=axis)
+    if table.shape[axis] == 0 and idx.size:
+        return from_empty_axis(checked, table.shape[:axis] + idx.shape + table.shape[axis + 1:], table.dtype)
+    return jnp.take(table, checked, axis=axis, mode="fill")
 
 
 # ------------------------------------------------------------------------ normalization
@@ -859,8 +862,10 @@ def _gather_elements(args, attrs, out):
     data, idx = args
     axis = attrs["axis"] % data.ndim
     sub = tuple(slice(0, s) if i != axis else slice(None) for i, s in enumerate(idx.shape))
-    return jnp.take_along_axis(data[sub], checked_index(idx, data.shape[axis], "gather_elements", axis=axis), axis=axis,
-                               mode="fill")
+    checked = checked_index(idx, data.shape[axis], "gather_elements", axis=axis)
+    if data.shape[axis] == 0 and idx.size:
+        return from_empty_axis(checked, idx.shape, data.dtype)
+    return jnp.take_along_axis(data[sub], checked, axis=axis, mode="fill")
 
 
 @lowering("scatter_elements")

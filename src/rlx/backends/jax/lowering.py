@@ -49,6 +49,7 @@ from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
 from rlx.ops.attention import MASK_FILL
+from rlx.ops.elementwise import WIDE_INTS, float_to_int
 from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS, ArrayNamespace, tanh_sigmoid
 from rlx.ops.reduction import reduce_identity
 
@@ -172,6 +173,8 @@ def _cast(args, attrs, out):
         return x != 0
     if _is_complex(x) and not to.is_complex:
         x = jnp.real(x)
+    if to in WIDE_INTS and _is_float(x):  # out of range as the reference (XLA would saturate)
+        return float_to_int(jnp, x, to, JNP.astype)
     if to.is_int and (_is_float(x) or _is_complex(x)):
         x = jnp.trunc(x)
     if to.is_low_precision_float and x.dtype != jnp.float32 and not _is_int_or_bool(x):

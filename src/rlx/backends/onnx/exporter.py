@@ -552,18 +552,44 @@ def _reduce(ex, node, ins):
         # reorders. Not on rank 3, where the last axis is a sequence model's features (RMSNorm's mean).
         pooled = ex.node("GlobalAveragePool", [x])
         return pooled if node.attrs["keep_dim"] else ex.node("Flatten", [pooled], axis=1)
-    return ex.node(_RED[node.attrs["op"]], [x, ex.ints(axes)], keepdims=int(node.attrs["keep_dim"]))
+    op, keep = node.attrs["op"], int(node.attrs["keep_dim"])
+    shape = _in_shape(ex, node, 0)
+    if op == "mean" and dt.is_float and any(shape[a] == 0 for a in axes):  # NumPy: the mean of nothing is NaN
+        return ex.node("Div", [ex.node("ReduceSum", [x, ex.ints(axes)], keepdims=keep), ex.scalar(0.0, dt)])
+    y = ex.node(_RED[op], [x, ex.ints(axes)], keepdims=keep)
+    if op in ("max", "min") and dt.is_float:  # onnxruntime skips a NaN unless it comes first: rlx propagates it
+        y = ex.node("Where", [_any_nan(ex, x, axes, keep), ex.scalar(float("nan"), dt), y])
+    return y
+
+
+def _any_nan(ex, x: str, axes: list[int], keep: int) -> str:
+    """Whether the reduced slice of ``x`` holds a NaN (bool)."""
+    flags = ex.cast(ex.node("IsNaN", [x]), DType.BOOL, DType.U8)
+    return ex.cast(ex.node("ReduceMax", [flags, ex.ints(axes)], keepdims=keep), DType.U8, DType.BOOL)
 
 
 @exporter("softmax")
 def _softmax(ex, node, ins):
-    return ex.node("Softmax", [ins[0]], axis=node.attrs["axis"])
+    """The reference's formula, exp(x - m) / sum with m the row max, or 0 where that is not finite, so
+    a row holding +inf gives NaN there and 0 elsewhere (onnxruntime's Softmax gives a row of NaN)."""
+    x, axis, dt = ins[0], node.attrs["axis"], node.dtype
+    m = ex.node("ReduceMax", [x, ex.ints([axis])], keepdims=1)
+    m = ex.node("Where", [ex.node("IsInf", [m]), ex.scalar(0.0, dt), m])
+    e = ex.node("Exp", [ex.node("Sub", [x, m])])
+    return ex.node("Div", [e, ex.node("ReduceSum", [e, ex.ints([axis])], keepdims=1)])
 
 
 @exporter("arg_reduce")
 def _arg_reduce(ex, node, ins):
-    return ex.node("ArgMax" if node.attrs["op"] == "argmax" else "ArgMin", [ins[0]], axis=node.attrs["axis"],
-                   keepdims=int(node.attrs["keep_dim"]), select_last_index=int(node.attrs["select_last"]))
+    axis, keep, last = node.attrs["axis"], int(node.attrs["keep_dim"]), int(node.attrs["select_last"])
+    idx = ex.node("ArgMax" if node.attrs["op"] == "argmax" else "ArgMin", [ins[0]], axis=axis, keepdims=keep,
+                  select_last_index=last)
+    if not _in_dtype(ex, node, 0).is_float:
+        return idx
+    # NaN counts as the extreme (NumPy): the first (select_last: last) NaN of a slice that has one
+    flags = ex.cast(ex.node("IsNaN", [ins[0]]), DType.BOOL, DType.U8)
+    nan_idx = ex.node("ArgMax", [flags], axis=axis, keepdims=keep, select_last_index=last)
+    return ex.node("Where", [_any_nan(ex, ins[0], [axis], keep), nan_idx, idx])
 
 
 CUMPROD_UNROLL = 256  # longest axis a cumulative product is written out for (ONNX CumProd needs opset 26)

@@ -31,6 +31,7 @@ from rlx.ir.errors import RlxError
 from rlx.ir.opdef import all_ops
 from rlx.ir.shape import TensorType
 from rlx.ops.attention import MASK_FILL
+from rlx.ops.elementwise import WIDE_INTS, float_to_int
 from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS, ArrayNamespace
 from rlx.ops.reduction import reduce_identity
 
@@ -140,6 +141,8 @@ def _cast(args, attrs, out):
         return x != 0
     if x.dtype.is_complex and not to.is_complex:
         x = torch.real(x)
+    if to in WIDE_INTS and _is_float(x):  # out of range as the reference, on any platform
+        return float_to_int(torch, x, to, TORCH.astype)
     if to.is_int and (_is_float(x) or x.dtype.is_complex):
         x = torch.trunc(x)
     if to.is_low_precision_float and x.dtype != torch.float32 and _is_float(x):

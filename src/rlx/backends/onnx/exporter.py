@@ -219,6 +219,8 @@ _ACT = {k: row.onnx for k, row in ACTIVATION_KINDS.items() if row.onnx}  # one O
 
 def activate(ex: Exporter, kind: str, x: str, dt: DType) -> str:
     """Activation ``kind`` of ONNX value ``x`` (one node where ONNX has the op, else the row's formula)."""
+    if kind == "neg" and dt.is_int and not dt.value.startswith("i"):  # ONNX Neg takes signed types: 0 - x wraps
+        return ex.node("Sub", [ex.scalar(0, dt), x])
     if kind in _ACT:
         return ex.node(_ACT[kind], [x])
     ns = OnnxNamespace(ex, dt)

@@ -154,6 +154,10 @@ F = np.array([NAN, INF, -INF, -1.0, 300.0, -300.0, 3e9, -3e9, 1e20, 255.9, -0.9,
 INTS = ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
 
 
+def _npd(to: str) -> np.dtype:
+    return np.dtype(("int" if to[0] == "i" else "uint") + to[1:])
+
+
 def _cast_int(v: float, to: str) -> int:
     """docs/semantics.md: exact when it fits; u32 / u64 of a value >= 0 that does not: 0; otherwise through
     i32 (i64 for 64-bit types), NaN / inf / beyond giving its minimum; then the low bits."""
@@ -171,9 +175,7 @@ def _cast_int(v: float, to: str) -> int:
 
 
 @case("float -> int casts out of range", {"x": F.astype(np.float32), "d": F})
-@oracle(lambda f: [np.array([_cast_int(float(v), to) for v in f[src]], np.dtype(to.replace("i", "int").replace("u", "uint")
-                                                                                   if not to.startswith("u") else "uint" + to[1:]))
-                   for src in ("x", "d") for to in INTS])
+@oracle(lambda f: [np.array([_cast_int(float(v), to) for v in f[src]], _npd(to)) for src in ("x", "d") for to in INTS])
 def _casts(g, x, d):
     return [g.cast(v, to=to) for v in (x, d) for to in INTS]
 
@@ -252,5 +254,4 @@ def test_the_cast_rule_is_numpys_on_x86_64():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         for to in INTS:
-            npd = np.dtype(("int" if to[0] == "i" else "uint") + to[1:])
-            assert [int(v) for v in np.trunc(xs).astype(npd)] == [_cast_int(float(v), to) for v in xs], to
+            assert [int(v) for v in np.trunc(xs).astype(_npd(to))] == [_cast_int(float(v), to) for v in xs], to

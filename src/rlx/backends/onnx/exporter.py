@@ -16,9 +16,11 @@ exporter writes that operator: the mean over every spatial axis as GlobalAverage
 hard-sigmoid / hard-swish chains as HardSigmoid / HardSwish (:mod:`rlx.backends.onnx.export_fusable`).
 
 rlx promotes operand dtypes (``i32 + f32 = f32``) where ONNX requires equal types, so
-operands are cast to the node's dtype first. Known semantic differences, documented rather
-than hidden: ``reduce`` max / min propagate NaN in rlx (the ONNX reference's ReduceMax), while
-onnxruntime's ReduceMax / ReduceMin skip a NaN unless it comes first; ``binary`` fmax / fmin
+operands are cast to the node's dtype first. Where onnxruntime's kernels differ from rlx's edge
+semantics (docs/semantics.md "Edge cases") the export spells rlx's out: ``reduce`` max / min and
+``arg_reduce`` add the NaN test onnxruntime's ReduceMax / ArgMax skip, ``softmax`` is written as
+the reference's formula (a row holding +inf), the mean over an empty axis is sum / 0, integer
+div / mod never reach Div / Mod with a divisor of 0 or -1 (MIN / -1 traps). ``binary`` fmax / fmin
 (NaN-ignoring) are exported as Max / Min with the NaN operand replaced by the other; ``reduce``
 and ``pool2d`` fmax / fmin have no ONNX form and are refused.
 """

@@ -85,6 +85,29 @@ def _reduce(g, x):
     return [g.reduce(x, op=op, axes=[1], keep_dim=False) for op in ("max", "min")]
 
 
+IMG = (np.arange(2 * 2 * 5 * 5, dtype=np.float32).reshape(2, 2, 5, 5) % 7) - 3
+IMG[0, 0, 1, 1] = IMG[0, 1, 3, 4] = IMG[1, 1, 0, 0] = NAN
+IMG[1, 0, :2, :2] = NAN
+
+
+def _pool(x: np.ndarray, k: int, s: int, p: int, high: bool) -> np.ndarray:
+    n, c, h, w = x.shape
+    ho, wo = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    out = np.zeros((n, c, ho, wo), x.dtype)
+    for i, j, y, z in np.ndindex(n, c, ho, wo):
+        win = [float(x[i, j, a, b]) for a in range(y * s - p, y * s - p + k) for b in range(z * s - p, z * s - p + k)
+               if 0 <= a < h and 0 <= b < w]  # padding never counts
+        out[i, j, y, z] = _reduce_row(win, high)
+    return out
+
+
+@case("pool2d max / min propagate NaN", {"x": IMG})
+@oracle(lambda f: [_pool(f["x"], k, s, p, high) for k, s, p in ((2, 2, 0), (3, 1, 1)) for high in (True, False)])
+def _pool2d(g, x):
+    return [g.pool2d(x, kind=kind, kernel_size=[k, k], stride=[s, s], padding=[p, p])
+            for k, s, p in ((2, 2, 0), (3, 1, 1)) for kind in ("max", "min")]
+
+
 def _arg(row: list[float], high: bool, last: bool) -> int:
     order = range(len(row) - 1, -1, -1) if last else range(len(row))
     nans = [i for i in order if math.isnan(row[i])]

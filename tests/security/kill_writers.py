@@ -121,7 +121,7 @@ def kill_writer(name: str, folder: str, kills: int = 8, seed: int = 0) -> dict[s
             finally:
                 os._exit(1)
         os.close(w)
-        time.sleep(rng.uniform(0.01, 0.25))
+        time.sleep(rng.uniform(0.005, 0.15))
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         with os.fdopen(r, "rb") as f:

@@ -197,10 +197,10 @@ def _cast_int(v: float, to: str) -> int:
     return w - (1 << bits) if signed and w >> (bits - 1) else w
 
 
-@case("float -> int casts out of range", {"x": F.astype(np.float32), "d": F})
-@oracle(lambda f: [np.array([_cast_int(float(v), to) for v in f[src]], _npd(to)) for src in ("x", "d") for to in INTS])
-def _casts(g, x, d):
-    return [g.cast(v, to=to) for v in (x, d) for to in INTS]
+@case("float -> int casts out of range", {"x": F.astype(np.float32), "d": F, "h": F.astype(np.float16)})
+@oracle(lambda f: [np.array([_cast_int(float(v), to) for v in f[src]], _npd(to)) for src in ("x", "d", "h") for to in INTS])
+def _casts(g, x, d, h):
+    return [g.cast(v, to=to) for v in (x, d, h) for to in INTS]
 
 
 # --------------------------------------------------------------------------- integer overflow

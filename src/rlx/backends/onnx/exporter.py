@@ -299,26 +299,37 @@ def _widened(ex, a: str, b: str, dt: DType, fn) -> str:
 
 
 def _int_div(ex, a: str, b: str, dt: DType) -> str:
+    if _unsigned(dt):
+        nonzero, safe = _unsigned_divisor(ex, b, dt)
+        return ex.node("Mul", [ex.node("Div", [a, safe]), nonzero])
     is0, is_m1, safe = _int_divisor(ex, b, dt)
-    q = ex.node("Div", [a, safe])
-    if is_m1 is not None:
-        q = ex.node("Where", [is_m1, ex.node("Sub", [ex.scalar(0, dt), a]), q])  # wraps -MIN to MIN
+    q = ex.node("Where", [is_m1, ex.node("Sub", [ex.scalar(0, dt), a]), ex.node("Div", [a, safe])])  # wraps -MIN to MIN
     return ex.node("Where", [is0, ex.scalar(0, dt), q])
 
 
 def _int_mod(ex, a: str, b: str, dt: DType, fmod: int) -> str:
+    if _unsigned(dt):
+        nonzero, safe = _unsigned_divisor(ex, b, dt)
+        return ex.node("Mul", [ex.node("Mod", [a, safe], fmod=fmod), nonzero])
     is0, is_m1, safe = _int_divisor(ex, b, dt)  # x % 0 = x % -1 = 0
-    bad = is0 if is_m1 is None else ex.node("Or", [is0, is_m1])
-    return ex.node("Where", [bad, ex.scalar(0, dt), ex.node("Mod", [a, safe], fmod=fmod)])
+    return ex.node("Where", [ex.node("Or", [is0, is_m1]), ex.scalar(0, dt), ex.node("Mod", [a, safe], fmod=fmod)])
 
 
-def _int_divisor(ex, b: str, dt: DType) -> tuple[str, str | None, str]:
-    """(b == 0, b == -1 or None for unsigned types, b with both replaced by 1): onnxruntime's integer
-    Div / Mod fail on a zero divisor and trap (SIGFPE, the process dies) on MIN / -1, so neither
-    reaches them; the callers put rlx's results (0; -a or 0) where the flags are set."""
+def _unsigned(dt: DType) -> bool:
+    return dt.is_int and not dt.value.startswith("i")
+
+
+def _unsigned_divisor(ex, b: str, dt: DType) -> tuple[str, str]:
+    """(1 where b != 0 else 0, b with 0 replaced by 1), by arithmetic: onnxruntime has no Where for u64."""
+    nonzero = ex.cast(ex.node("Not", [ex.node("Equal", [b, ex.scalar(0, dt)])]), DType.BOOL, dt)
+    return nonzero, ex.node("Add", [b, ex.node("Sub", [ex.scalar(1, dt), nonzero])])
+
+
+def _int_divisor(ex, b: str, dt: DType) -> tuple[str, str, str]:
+    """(b == 0, b == -1, b with both replaced by 1) of a signed type: onnxruntime's integer Div / Mod
+    fail on a zero divisor and trap (SIGFPE, the process dies) on MIN / -1, so neither reaches them;
+    the callers put rlx's results (0; -a or 0) where the flags are set."""
     is0 = ex.node("Equal", [b, ex.scalar(0, dt)])
-    if not dt.value.startswith("i"):
-        return is0, None, ex.node("Where", [is0, ex.scalar(1, dt), b])
     is_m1 = ex.node("Equal", [b, ex.scalar(-1, dt)])
     return is0, is_m1, ex.node("Where", [ex.node("Or", [is0, is_m1]), ex.scalar(1, dt), b])
 

@@ -156,6 +156,8 @@ lowering("bitcast", native_low_precision=True)(bind(bitcast_row, TORCH))
 def _int_div(a, b):
     """Truncating integer division; x / 0 gives 0 and MIN / -1 gives MIN (as the reference). Neither
     reaches torch's kernel, where both raise SIGFPE: a divisor of 0 or -1 is replaced by 1 first."""
+    if a.dtype in (torch.uint16, torch.uint32):  # torch has no division kernel for them: exact in i64
+        return _int_div(a.to(torch.int64), b.to(torch.int64)).to(a.dtype)
     zero = b == 0
     if not a.dtype.is_signed:
         q = torch.div(a, torch.where(zero, torch.ones_like(b), b), rounding_mode="trunc")

@@ -151,3 +151,108 @@ def test_hostile_entries_are_rejected_in_a_limited_child(tmp_path):
         assert outcome.exited and outcome.error is None, outcome
         assert outcome.value == {"hit": False, "rejected": 1}
     assert not (tmp_path / "pwned").exists()
+
+
+# ------------------------------------------------------------------ verified entries (issue #32)
+
+
+def _const_model(scale=2.0, act="gelu"):
+    g = rlx.Graph("cmlp")
+    x = g.input("x", ("batch", 8))
+    h = g.matmul(x, g.param("w", (8, 16))) * g.constant(np.full(16, scale, np.float32), name="scale")
+    g.set_outputs([g.sum(getattr(g, act)(h), axes=[1])])
+    return g
+
+
+def _const_oracle(x, w, scale=2.0):
+    h = (x.astype(np.float64) @ w.astype(np.float64)) * scale
+    return (h * 0.5 * (1 + _erf(h / np.sqrt(2)))).sum(axis=1)
+
+
+def _plant(folder, key, lir):
+    """An entry for ``lir`` under ``key``, written as put() would but keeping the old tag."""
+    lir.options["cache_key"] = key
+    rlx.save(lir, folder / f"{key}.rlx")
+
+
+@pytest.mark.parametrize("tamper", ["edited_constant", "changed_op", "other_model_with_its_tag", "symlink_out", "tag_only"])
+def test_a_tampered_entry_is_never_run(tmp_path, tamper):
+    v = ModelVariant("b4", {"batch": 4})
+    key = v.cache_key(rlx.fingerprint(_const_model()))
+    folder = tmp_path / "cache"
+    genuine = build_variant(_const_model(), v, CompileCache(folder))
+    if tamper == "edited_constant":
+        _plant(folder, key, build_variant(_const_model(scale=3.0), v))
+    elif tamper == "changed_op":
+        _plant(folder, key, build_variant(_const_model(act="relu"), v))
+    elif tamper == "other_model_with_its_tag":
+        other = build_variant(_model(), v, CompileCache(folder))
+        other_key = v.cache_key(rlx.fingerprint(_model()))
+        _plant(folder, key, other)
+        shutil.copy(folder / f"{other_key}.mac", folder / f"{key}.mac")
+    elif tamper == "symlink_out":  # the very same bytes, but read from outside the folder
+        outside = tmp_path / "outside.rlx"
+        shutil.copy(folder / f"{key}.rlx", outside)
+        os.remove(folder / f"{key}.rlx")
+        os.symlink(outside, folder / f"{key}.rlx")
+    else:
+        (folder / f"{key}.mac").write_text("0" * 64 + "\n")
+    cache = CompileCache(folder)
+    lir = build_variant(_const_model(), v, cache)
+    assert cache.rejected == 1 and cache.hits == 0, tamper
+    assert rlx.fingerprint(lir) == rlx.fingerprint(genuine)
+    assert not os.path.islink(folder / f"{key}.rlx")
+    w = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
+    x = np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32)
+    (got,) = rlx.compile(lir, params={"w": w}).run(inputs={"x": x})
+    np.testing.assert_allclose(got, _const_oracle(x, w), rtol=1e-4, atol=1e-4)
+    again = CompileCache(folder)
+    assert again.get(key) is not None and again.hits == 1  # the rebuilt entry verifies
+
+
+def test_the_secret_is_private_and_a_planted_one_is_refused(tmp_path):
+    folder = tmp_path / "cache"
+    CompileCache(folder).secret()
+    st = os.lstat(folder / CompileCache.SECRET)
+    assert st.st_mode & 0o777 == 0o600 and st.st_size == 32
+    other = tmp_path / "other"
+    other.mkdir()
+    os.symlink(folder / CompileCache.SECRET, other / CompileCache.SECRET)
+    with pytest.raises(variants.CacheError, match="cannot be opened safely"):
+        CompileCache(other).secret()
+    os.remove(other / CompileCache.SECRET)
+    (other / CompileCache.SECRET).write_bytes(b"k" * 32)
+    os.chmod(other / CompileCache.SECRET, 0o644)
+    with pytest.raises(variants.CacheError, match="private"):
+        CompileCache(other).secret()
+
+
+_FILLER = r"""
+import sys, numpy as np, rlx
+from rlx.variants import CompileCache, buckets, build_variant
+folder, seed = sys.argv[1], int(sys.argv[2])
+g = rlx.Graph("mlp")
+x = g.input("x", ("batch", 8))
+g.set_outputs([g.sum(g.gelu(g.matmul(x, g.param("w", (8, 16)))), axes=[1])])
+fps = []
+for v in buckets("b", "batch", [1, 2, 3, 4, 5, 6])[seed % 2::1] + buckets("b", "batch", [1, 2, 3, 4, 5, 6]):
+    fps.append(rlx.fingerprint(build_variant(g, v, CompileCache(folder))))
+print("OK", len(set(fps)))
+"""
+
+
+def test_processes_filling_one_cache_concurrently_never_fail(tmp_path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    folder = str(tmp_path / "cache")
+    procs = [subprocess.Popen([sys.executable, "-c", _FILLER, folder, str(i)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env) for i in range(4)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0 and out.strip() == "OK 6", err[-2000:]
+    names = os.listdir(folder)
+    assert sorted(n for n in names if n.endswith(".rlx")) and not [n for n in names if ".tmp-" in n], names
+    cache = CompileCache(folder)
+    assert all(cache.get(n[:-4]) is not None for n in names if n.endswith(".rlx")) and cache.rejected == 0

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 import rlx
+from rlx.ir.atomic import atomic_open
 from rlx.viz.console import Console, get_console
 
 __all__ = ["adam_fit", "build_transformer", "main", "mlp_regression"]
@@ -203,7 +204,8 @@ def main(out_dir: str = "rlx-demo", *, steps: int = 200, pictures: bool = True, 
     (again,) = rlx.compile(loaded).run(inputs={"x": x}, params=loaded_params)
     same = "equal" if fp_saved == fp_loaded else "DIFFERENT"
     x_path = os.path.join(out_dir, "x.npy")
-    np.save(x_path, x)
+    with atomic_open(x_path, "wb") as f:
+        np.save(f, x)
     con.line(f"wrote {hir_path} and {lir_path} (+ .safetensors weights), {x_path}")
     con.line(f"fingerprint: {fp_saved[:16]} saved, {fp_loaded[:16]} reloaded: {same}; "
              f"outputs {'identical' if np.array_equal(again, out) else 'DIFFERENT'}")

@@ -9,23 +9,26 @@ interchangeable: the graph's fingerprint, the variant, and the versions of rlx, 
 the backend's library.
 
 :class:`CompileCache` keeps the optimized, planned model of each key in a folder, so a later
-process skips optimizing and planning. Entries are rlx files, read by the ordinary safe
-loader (no pickle, no code: an entry is data, verified and plan-checked on load); an entry
-that is unreadable, tampered with, truncated or written for another key is ignored, deleted
-and rebuilt, never run.
+process skips optimizing and planning. What it promises is in :class:`CompileCache`'s docstring.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import hmac
 import importlib.metadata
 import json
 import os
 import re
-from collections.abc import Mapping
+import stat
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlx.ir import atomic, fileio
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph
 from rlx.ir.serialize import fingerprint, load, save
@@ -92,44 +95,163 @@ def buckets(prefix: str, symbol: str, sizes: list[int], **common: Any) -> list[M
     return [ModelVariant(f"{prefix}-{n}", {**base, symbol: n}, **common) for n in sizes]
 
 
+class CacheError(RlxError):
+    """The compile cache's folder or secret cannot be used safely."""
+
+
 class CompileCache:
-    """A folder of optimized, planned models keyed by :meth:`ModelVariant.cache_key`."""
+    """A folder of optimized, planned models keyed by :meth:`ModelVariant.cache_key`.
+
+    What it promises:
+
+    - **An entry runs only if it verifies.** Each entry ``<key>.rlx`` (plus its sidecar) has a tag
+      ``<key>.mac``: HMAC-SHA256, under the cache's secret, of the key and the fingerprint of the
+      module (graph, plan, constants: :func:`rlx.fingerprint`). :meth:`get` loads the entry with the
+      safe loader (no pickle, no code), recomputes the fingerprint of what it loaded and compares
+      tags in constant time. An edited constant or op, another model or another key's entry under
+      this key, a truncated or garbage file: the tag does not match, the entry is removed and the
+      model rebuilt, never run. Whoever can read the secret can forge entries: the promise holds
+      against anyone who can write the folder but not read the secret file.
+    - **The secret** is ``<folder>/cache-secret``: 32 random bytes, created once (mode 0600, by the
+      first process to use the folder); one that is a symlink, not a regular file, not owned by
+      this user, readable by others or of the wrong size is a :class:`CacheError`.
+    - **Nothing outside the folder is read**: an entry file that is a symlink or not a regular file is
+      refused (removed, rebuilt); the loader only reads a sidecar named next to the document.
+    - **Concurrent processes and threads are safe**: one ``fcntl.flock`` per key (``<key>.lock``)
+      serialises reading, building and writing that key, so a second builder waits and then hits;
+      writes are atomic (:mod:`rlx.ir.atomic`) and a writer removes only its own temporaries.
+    - Not promised: secrecy of the entries (anyone who can read the folder can read the models),
+      or anything on file systems without ``flock``.
+    """
+
+    SECRET = "cache-secret"
 
     def __init__(self, folder: str | os.PathLike[str]):
         self.folder = os.fspath(folder)
         self.hits = self.misses = self.rejected = 0
+        self._secret: bytes | None = None
+        self._held = threading.local()
 
-    def _path(self, key: str) -> str:
-        return os.path.join(self.folder, f"{key}.rlx")
+    def _path(self, key: str, suffix: str = ".rlx") -> str:
+        if not isinstance(key, str) or not re.fullmatch(r"[0-9a-f]{64}", key):
+            raise CacheError(f"cache key must be 64 lowercase hex digits, got {str(key)[:80]!r}")
+        return os.path.join(self.folder, key + suffix)
 
-    def get(self, key: str) -> LirModule | None:
-        """The entry for ``key``, or None (missing, unreadable or not this key's: then removed)."""
-        path = self._path(key)
-        if not os.path.isfile(path):
-            self.misses += 1
-            return None
+    # ------------------------------------------------------------------ secret and lock
+    def secret(self) -> bytes:
+        """The folder's HMAC key (created on first use)."""
+        if self._secret is None:
+            os.makedirs(self.folder, mode=0o700, exist_ok=True)
+            path = os.path.join(self.folder, self.SECRET)
+            if not os.path.lexists(path):
+                self._create_secret(path)
+            self._secret = self._read_secret(path)
+        return self._secret
+
+    def _create_secret(self, path: str) -> None:
+        tmp = fileio.temp_name(path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
-            lir = load(path)
-            if not isinstance(lir, LirModule) or lir.options.get("cache_key") != key:
-                raise RlxError("not this key's entry")
-        except (RlxError, OSError, ValueError):
-            self.rejected += 1
-            self._remove(path)
-            return None
-        self.hits += 1
+            os.write(fd, os.urandom(32))
+            os.fsync(fd)
+            os.close(fd)
+            os.link(tmp, path)  # fails if another process made it first: then theirs is the secret
+        except FileExistsError:
+            pass
+        finally:
+            fileio.remove_quietly(tmp)
+        fileio.sync_folder(path)
+
+    def _read_secret(self, path: str) -> bytes:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            raise CacheError(f"compile cache secret {path!r} cannot be opened safely: {exc.strerror}") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077 or st.st_size != 32:
+                raise CacheError(f"compile cache secret {path!r} is not a private 32-byte file of this user (mode 0600)")
+            data = os.read(fd, 33)
+        finally:
+            os.close(fd)
+        if len(data) != 32:
+            raise CacheError(f"compile cache secret {path!r} changed while being read")
+        return data
+
+    @contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        """Hold ``key``'s lock (re-entrant within a thread; other threads and processes wait)."""
+        held = self._held.__dict__.setdefault("keys", set())
+        if key in held:
+            yield
+            return
+        path = self._path(key, ".lock")
+        os.makedirs(self.folder, mode=0o700, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o600)
+        except OSError as exc:
+            raise CacheError(f"compile cache lock {path!r} cannot be opened safely: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held.add(key)
+            try:
+                yield
+            finally:
+                held.discard(key)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def _tag(self, key: str, lir: LirModule) -> str:
+        msg = b"rlx-compile-cache\0" + key.encode() + b"\0" + fingerprint(lir).encode()
+        return hmac.new(self.secret(), msg, hashlib.sha256).hexdigest()
+
+    # ------------------------------------------------------------------ entries
+    def get(self, key: str) -> LirModule | None:
+        """The verified entry for ``key``, or None (missing; or refused: then removed)."""
+        with self.lock(key):
+            path = self._path(key)
+            if not os.path.lexists(path):
+                self.misses += 1
+                return None
+            try:
+                lir = self._load_verified(key, path)
+            except (RlxError, OSError, ValueError):
+                self.rejected += 1
+                self._remove(key)
+                return None
+            self.hits += 1
+            return lir
+
+    def _load_verified(self, key: str, path: str) -> LirModule:
+        mac_path = self._path(key, ".mac")
+        for name in os.listdir(self.folder):  # the document, its (staged) sidecar and the tag
+            if name.startswith(key + ".") and name != key + ".lock":
+                p = os.path.join(self.folder, name)
+                if not stat.S_ISREG(os.lstat(p).st_mode):  # a symlink (in or out of the folder), FIFO, folder
+                    raise RlxError(f"cache entry file {p!r} is not a regular file")
+        tag = fileio.read_regular(mac_path, 128, "cache tag").decode("ascii", "replace").strip()
+        lir = load(path)
+        if not isinstance(lir, LirModule) or lir.options.get("cache_key") != key:
+            raise RlxError("not this key's entry")
+        if not hmac.compare_digest(tag, self._tag(key, lir)):
+            raise RlxError("cache entry does not match its tag")
         return lir
 
     def put(self, key: str, lir: LirModule) -> None:
-        os.makedirs(self.folder, exist_ok=True)
-        lir.options["cache_key"] = key
-        save(lir, self._path(key))
+        """Store ``lir`` under ``key`` with its tag (the tag last: a killed writer leaves no valid entry)."""
+        with self.lock(key):
+            lir.options["cache_key"] = key
+            tag = self._tag(key, lir)
+            fileio.remove_quietly(self._path(key, ".mac"))
+            save(lir, self._path(key))
+            atomic.write_text(self._path(key, ".mac"), tag + "\n")
 
-    def _remove(self, path: str) -> None:
-        for p in (path, path + ".safetensors"):
-            try:
-                os.remove(p)
-            except OSError:
-                pass
+    def _remove(self, key: str) -> None:
+        base = key + ".rlx"
+        for name in os.listdir(self.folder):
+            if name == key + ".mac" or name == base or name.startswith(base + ".safetensors"):
+                fileio.remove_quietly(os.path.join(self.folder, name))
 
 
 def build_variant(model: Any, variant: ModelVariant, cache: CompileCache | None = None) -> LirModule:
@@ -137,21 +259,26 @@ def build_variant(model: Any, variant: ModelVariant, cache: CompileCache | None 
     graph = to_mir(model)
     if not isinstance(graph, Graph):
         raise RlxError(f"build_variant: cannot build a {type(model).__name__}")
-    key = variant.cache_key(fingerprint(graph)) if cache is not None else None
-    if cache is not None:
-        hit = cache.get(key)  # type: ignore[arg-type]
+    if cache is None:
+        return _build(graph, variant)
+    key = variant.cache_key(fingerprint(graph))
+    with cache.lock(key):  # a second builder of this key waits, then hits
+        hit = cache.get(key)
         if hit is not None:
             return hit
+        lir = _build(graph, variant)
+        cache.put(key, lir)
+        return lir
+
+
+def _build(graph: Graph, variant: ModelVariant) -> LirModule:
     present = {s for node in graph.nodes for s in node.type.shape.symbols}
     unknown = sorted(set(variant.dims) - present)
     if unknown:
         raise RlxError(f"variant {variant.name!r}: symbol(s) {unknown} do not occur in {graph.name!r} (it has {sorted(present)})")
     bound = bind_graph(graph, variant.dims) if variant.dims else graph
     opt, _ = optimize(bound, precision=variant.precision)
-    lir = plan(opt)
-    if cache is not None:
-        cache.put(key, lir)  # type: ignore[arg-type]
-    return lir
+    return plan(opt)
 
 
 def compile_variant(model: Any, variant: ModelVariant, cache: CompileCache | None = None, **params: Any) -> Any:

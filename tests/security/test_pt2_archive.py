@@ -161,6 +161,14 @@ def _hostile(benign_path: str, folder, marker: str) -> dict[str, tuple[str, list
     add("expr_import", expr(py), ["symbolic expression", "__import__"])
     add("expr_no_quotes", expr("eval(chr(49))"), ["symbolic expression", "eval"])
     add("expr_string_arg", expr("Max('1+1', 2)"), ["symbolic expression", "constant"])
+    # --- the program JSON (class: unbounded evaluation before torch sees it)
+    add("expr_power_tower", expr("9**9**9**9 + s0"), ["symbolic expression", "power"])
+    add("expr_power_call_tower", expr("Pow(9, Pow(9, Pow(9, 9))) + s0"), ["symbolic expression", "power"])
+    add("expr_power_nested_base", expr("((s0**64)**64)**64"), ["symbolic expression", "power of a power"])
+    add("expr_symbolic_exponent", expr("2**s0"), ["symbolic expression", "exponent"])
+    add("expr_huge_exponent", expr("s0**1000000000"), ["symbolic expression", "exponent"])
+    add("expr_shift", expr("LShift(1, 1000000000)"), ["symbolic expression", "exponent"])
+    add("expr_huge_literal", expr("9" * 4000 + " * s0"), ["symbolic expression", "literal"])
 
     def target(t):
         def change(e):
@@ -174,6 +182,7 @@ def _hostile(benign_path: str, folder, marker: str) -> dict[str, tuple[str, list
     add("guards_code_import", guards(py), ["guards_code", "refused"])
     add("guards_code_no_dots", guards("eval(chr(49)) <= 1"), ["guards_code", "refused"])
     add("guards_code_attribute", guards("L['x'].__class__.__init__.__globals__ == 1"), ["guards_code", "__globals__"])
+    add("guards_power_tower", guards("L['x'].size()[0] <= 9**9**9**9"), ["guards_code", "power"])
     add("json_deep", lambda e: e.update({"models/model.json": b"[" * 200_000 + b"]" * 200_000}), ["nested too deeply"])
 
     # --- the zip (class: structure)

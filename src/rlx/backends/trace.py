@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from rlx.ir.atomic import atomic_open
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import RESULT, Graph, Node
@@ -294,7 +295,7 @@ def _live_bytes(p: Any, n: int) -> list[int]:
 def write_trace(doc: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
     """Write a trace document as JSON."""
     try:
-        with open(os.fspath(path), "w", encoding="utf-8") as f:
+        with atomic_open(os.fspath(path), "w") as f:
             json.dump(doc, f)
     except OSError as exc:
         raise RlxError(f"trace: cannot write {os.fspath(path)!r}: {exc.strerror or exc}") from None

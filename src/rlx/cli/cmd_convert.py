@@ -9,6 +9,7 @@ import os
 from rlx.cli import common
 from rlx.cli.progress import step
 from rlx.cli.summary import bytes_text
+from rlx.ir.atomic import atomic_open
 from rlx.viz.console import get_console
 
 
@@ -47,7 +48,7 @@ def _to_upstream(args: argparse.Namespace) -> int:
     obj = model.obj if model.policy is None else rlx.GraphModule(model.obj, rlx.FusionPolicy(model.policy))
     with step(f"writing {args.output}"):
         text = rlx.to_upstream_json(obj)
-        with open(args.output, "w", encoding="utf-8") as f:
+        with atomic_open(args.output, "w") as f:
             f.write(text)
     get_console().line(f"wrote {args.output} (upstream rlx-ir 0.2.1 JSON, {bytes_text(len(text))}), read back and compared"
                        + (f"; weights stay in {src}" if model.params else ""))

@@ -15,6 +15,7 @@ import numpy as np
 from rlx.cli import common
 from rlx.cli.output import emit_json, finite
 from rlx.cli.progress import step
+from rlx.ir.atomic import atomic_open
 from rlx.viz.console import get_console
 
 REFERENCE = "reference"
@@ -230,7 +231,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         out_path = args.output if args.output.lower().endswith(".npz") else args.output + ".npz"
         common.check_output_path(out_path)
-        np.savez(out_path, **{f"output_{i}": a for i, a in enumerate(outs)})
+        with atomic_open(out_path, "wb") as f:  # a file object: savez adds no suffix
+            np.savez(f, **{f"output_{i}": a for i, a in enumerate(outs)})
     rows = _output_rows(g, outs)
     if args.json:
         body: dict[str, Any] = {"file": args.file, "backend": args.backend, "first_call_s": first, "outputs": rows,

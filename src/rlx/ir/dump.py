@@ -21,6 +21,7 @@ import re
 import threading
 from collections.abc import Iterator, Mapping
 
+from rlx.ir.atomic import atomic_open
 from rlx.ir.errors import RlxError
 
 ENV_VAR = "RLX_IR_DUMP"
@@ -50,7 +51,7 @@ class IrDump:
                 if label is not None and text is not None:
                     path = os.path.join(self.folder, f"{self._n:02d}-{_slug(label)}")
                     self._n += 1
-                    with open(path, "w", encoding="utf-8") as f:
+                    with atomic_open(path, "w") as f:
                         f.write(text if text.endswith("\n") else text + "\n")
                     index_line = f"{index_line} ({os.path.basename(path)})"
                 with open(os.path.join(self.folder, "index.txt"), "a", encoding="utf-8") as f:

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 
 from rlx.ir.errors import FormatError
 
-_TEMP = r"\.tmp-\d+-[0-9a-f]{8}"
+_TEMP = r"\.tmp-(\d+)-[0-9a-f]{8}"
 
 
 def open_regular(path: str, what: str = "file") -> int:
@@ -62,8 +62,23 @@ def temp_name(path: str) -> str:
 
 
 def is_temp_of(name: str, base: str) -> bool:
-    """Whether the file name ``name`` is one of :func:`temp_name`'s names for the file name ``base``."""
-    return re.fullmatch(re.escape(base) + _TEMP, name) is not None
+    """Whether the file name ``name`` is a :func:`temp_name` of the file name ``base`` left behind by a
+    writer that is gone: a temporary whose process still runs (this one included: another thread)
+    belongs to a write in progress, and a cleanup must not remove it."""
+    m = re.fullmatch(re.escape(base) + _TEMP, name)
+    return m is not None and not _alive(int(m.group(1)))
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # no such process (or a pid no process can have)
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def sync_folder(path: str) -> None:

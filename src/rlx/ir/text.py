@@ -157,6 +157,8 @@ class _Cursor:
             value, end = _DECODER.raw_decode(self.text, self.pos)
         except json.JSONDecodeError as exc:
             raise self.error(f"bad value: {exc.msg}") from None
+        except ValueError as exc:  # int() of a number past sys.get_int_max_str_digits()
+            raise self.error(f"bad value: {str(exc)[:120]}") from None
         except RecursionError:
             raise self.error("value nested too deeply") from None
         self.pos = end
@@ -363,7 +365,12 @@ def parse(text: str, *, verify: bool = True) -> Graph:
     if not isinstance(text, str):
         raise ParseError(f"parse expects str, got {type(text).__name__}")
     cur = _Cursor(text)
-    g = _parse_graph(cur)
+    try:
+        g = _parse_graph(cur)
+    except (ValueError, OverflowError) as exc:  # a number conversion the grammar did not bound: still a ParseError
+        if isinstance(exc, RlxError):
+            raise
+        raise cur.error(f"bad number: {str(exc)[:120]}") from None
     cur.ws()
     if cur.pos != len(text):
         raise cur.error("unexpected text after the graph")

@@ -4,8 +4,8 @@ A C, C++ or Rust host that embeds an rlx plan needs to know, without rlx, where 
 param and output lives in the arena, which weights to load where (with checksums), which
 symbols are still free, and in what order the nodes run. :func:`binding_manifest` writes
 that as plain JSON (schema in ``docs/format.md``, "Binding manifest");
-:func:`write_binding` adds ``weights.bin``, the params packed back to back, each at the
-``file_offset`` its entry names.
+:func:`write_binding` adds the weights file (``weights-<sha>.bin``, named by its content), the
+params packed back to back, each at the ``file_offset`` its entry names.
 """
 
 from __future__ import annotations
@@ -13,18 +13,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from rlx.ir import atomic, fileio
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph
 from rlx.lir.plan import LirModule
 
 MANIFEST_FORMAT = "rlx-binding-manifest"
 MANIFEST_VERSION = 1
-WEIGHTS_FILE = "weights.bin"
+WEIGHTS_FILE = "weights.bin"  # the name before weights files were named by content (removed when rewritten)
+_WEIGHTS_NAME = re.compile(r"weights(-[0-9a-f]{16})?\.bin")
 
 
 def _dims(shape: Any) -> list[int | str]:
@@ -85,7 +88,7 @@ def _param_bytes(lir: LirModule, params: Mapping[str, Any]) -> dict[str, bytes]:
 
 def binding_manifest(lir: LirModule, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The manifest of ``lir`` as a JSON-ready dict; with ``params``, every param entry gets the
-    SHA-256 of its little-endian bytes and a ``file_offset`` into ``weights.bin``."""
+    SHA-256 of its little-endian bytes and a ``file_offset`` into the weights file."""
     if not isinstance(lir, LirModule):
         raise RlxError(f"binding manifest: expected an LirModule (rlx.plan's result), got {type(lir).__name__}")
     return _manifest(lir, None if params is None else _param_bytes(lir, params))
@@ -170,8 +173,13 @@ def _json_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def write_binding(lir: LirModule, folder: str | os.PathLike[str], params: Mapping[str, Any] | None = None) -> str:
-    """Write ``manifest.json`` (and, with ``params``, ``weights.bin``) into ``folder``; returns
-    the manifest's path."""
+    """Write ``manifest.json`` (and, with ``params``, the weights file) into ``folder``; returns the
+    manifest's path.
+
+    The weights file is named by its content (``weights-<sha256[:16]>.bin``) and written first,
+    the manifest naming it last, each atomically (:mod:`rlx.ir.atomic`): a process killed at any
+    moment leaves the old manifest with its own weights or the new pair, never a manifest with
+    another's weights. Weights files the new manifest does not name are removed after it is in place."""
     if not isinstance(lir, LirModule):
         raise RlxError(f"binding manifest: expected an LirModule (rlx.plan's result), got {type(lir).__name__}")
     folder = os.fspath(folder)
@@ -179,13 +187,16 @@ def write_binding(lir: LirModule, folder: str | os.PathLike[str], params: Mappin
     blobs = None if params is None else _param_bytes(lir, params)
     doc = _manifest(lir, blobs)
     if blobs is not None:
-        with open(os.path.join(folder, WEIGHTS_FILE), "wb") as f:
-            for entry in doc["params"]:
-                f.seek(entry["file_offset"])
-                f.write(blobs[entry["name"]])
-        doc["weights_file"] = WEIGHTS_FILE
+        packed = bytearray()
+        for entry in doc["params"]:
+            packed.extend(bytes(entry["file_offset"] - len(packed)))
+            packed.extend(blobs[entry["name"]])
+        name = f"weights-{hashlib.sha256(packed).hexdigest()[:16]}.bin"
+        atomic.write_bytes(os.path.join(folder, name), bytes(packed))
+        doc["weights_file"] = name
     path = os.path.join(folder, "manifest.json")
-    with open(path, "w", encoding="ascii") as f:
-        json.dump(doc, f, indent=1, sort_keys=True)
-        f.write("\n")
+    atomic.write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="ascii")
+    for old in os.listdir(folder):
+        if _WEIGHTS_NAME.fullmatch(old) and old != doc.get("weights_file"):
+            fileio.remove_quietly(os.path.join(folder, old))
     return path

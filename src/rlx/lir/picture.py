@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from rlx.ir.atomic import atomic_open
+
 
 @dataclass(frozen=True)
 class Buffer:
@@ -114,7 +116,8 @@ def _matplotlib(acts, weights, steps, lower, path, width, height, title) -> str:
     wx.set_xticks([])
     wx.set_title(_weight_title(weights), fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    with atomic_open(path, "wb") as fh:  # a file object: the format comes from the real suffix
+        fig.savefig(fh, format=str(path).rsplit(".", 1)[-1].lower())
     plt.close(fig)
     return str(path)
 
@@ -157,6 +160,6 @@ def _svg(acts, weights, steps, lower, path, width, height, title) -> str:
             parts.append(f'<text x="{x + 2:.2f}" y="{wy + (strip - 20) / 2 + 3}" font-size="9">{escape(b.label)}</text>')
         x += w
     parts.append("</svg>")
-    with open(path, "w", encoding="utf-8") as fh:
+    with atomic_open(path, "w") as fh:
         fh.write("\n".join(parts))
     return str(path)

@@ -121,12 +121,38 @@ defop(
 )
 
 
+#: the int types whose float conversion out of range is defined (float_to_int); the sub-byte ones give 0
+WIDE_INTS = frozenset({DType.I8, DType.I16, DType.I32, DType.I64, DType.U8, DType.U16, DType.U32, DType.U64})
+
+
+def float_to_int(xp, x, to: DType, astype):
+    """``cast`` of floats to the int type ``to`` in array namespace ``xp`` (``astype(a, dtype)`` converts),
+    defined for every input: truncate toward zero; a value the type holds is exact. Otherwise, for u32 /
+    u64, a value >= 0 (too large, +inf) gives 0; for the other types, and for u32 / u64 below 0 or NaN,
+    the value goes through i32 (i64 for the 64-bit types): one that fits keeps its low bits (two's
+    complement wrap: -1.0 -> u8 255, 300.0 -> i8 44), NaN, +-inf and anything beyond give that
+    type's minimum, then its low bits (NaN -> i32 INT_MIN, -> u8 0). That is what NumPy, torch and
+    onnxruntime do on x86-64; written out here so every backend and platform gives it."""
+    t = xp.trunc(x)
+    bits = to.bits
+    via = DType.I64 if bits == 64 else DType.I32
+    low, high = -(2.0 ** (via.bits - 1)), 2.0 ** (via.bits - 1)
+    if to in (DType.U32, DType.U64):  # [2**(bits-1), 2**bits) as its negative twin (exact: Sterbenz); larger: 0
+        big = t >= 2.0 ** bits
+        t = xp.where(big, 0.0, xp.where(t >= high, t - 2.0 ** bits, t))
+    fits = (t >= low) & (t < high)  # False for NaN
+    return astype(xp.where(fits, astype(xp.where(fits, t, 0.0), via), int(low)), to)
+
+
 def _cast_kernel(args, attrs, out):
     x, to = args[0], attrs["to"]
     if to.is_bool:
         return x != 0
     if x.dtype.kind == "c" and not to.is_complex:
         x = np.real(x)  # explicitly, which is what astype does (with a ComplexWarning)
+    if to in WIDE_INTS and x.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            return float_to_int(np, x, to, lambda a, d: np.asarray(a).astype(d.numpy))
     if to.is_int and x.dtype.kind == "f":
         x = np.trunc(x)
     return x.astype(to.numpy if not to.is_low_precision_float else np.float32)
@@ -152,8 +178,9 @@ defop(
     vjp=_cast_vjp, jvp=_cast_jvp, batch=_broadcasting_batch,
     doc="Convert the element type (x.astype(to)); float to int truncates toward zero, "
     "anything to bool is x != 0, c64 to a real type keeps the real part. Int to a narrower int keeps the low bits "
-    "(two's complement; i4 u4 i2 u2 too); float to an int out of its range is unspecified (the reference gives 0 "
-    "for i4 u4 i2 u2). To a narrow float: round to nearest even, overflow to inf (f8e5m2) or NaN (f8e4m3, the fnuz "
+    "(two's complement; i4 u4 i2 u2 too); float to an int out of its range is defined by float_to_int (x86-64's "
+    "result: NaN -> i32 INT_MIN, -1.0 -> u8 255; docs/semantics.md#edge-cases; 0 for i4 u4 i2 u2). "
+    "To a narrow float: round to nearest even, overflow to inf (f8e5m2) or NaN (f8e4m3, the fnuz "
     "kinds, which have no -0 either); f4e2m1 has no inf / NaN (overflow saturates to +-6, NaN gives a zero); "
     "f8e8m0 holds powers of two 2**-127..2**127 (nearest, 0 and negatives give NaN). The importers add the "
     "saturating / rounding forms of their formats from primitives (docs/semantics.md#element-types).",
@@ -186,10 +213,17 @@ defop(
 
 
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Integer division truncating toward zero (C / XLA semantics); x / 0 gives 0."""
-    safe = np.where(b == 0, 1, b)
-    q = np.abs(a) // np.abs(safe)
-    return np.where(b == 0, 0, np.where((a < 0) != (safe < 0), -q, q)).astype(np.result_type(a, b))
+    """Integer division truncating toward zero (C / XLA semantics); x / 0 gives 0 and MIN / -1 gives MIN
+    (the negation wraps). The floor quotient moves up by one where the division is inexact and the
+    signs differ (no abs(): abs(MIN) overflows)."""
+    dt = np.result_type(a, b)
+    minus1 = b == -1 if dt.kind == "i" else np.zeros(np.shape(b), bool)
+    safe = np.where((b == 0) | minus1, 1, b).astype(dt)
+    q = np.floor_divide(a, safe)
+    q = q + ((q * safe != a) & ((a < 0) != (safe < 0))).astype(dt)
+    with np.errstate(over="ignore"):
+        neg = np.negative(np.asarray(a, dt))
+    return np.where(b == 0, 0, np.where(minus1, neg, q)).astype(dt)
 
 
 def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -31,6 +31,7 @@ from collections import Counter
 from typing import Any
 
 from rlx.hir.inspect import op_kind, op_text, provenance_text
+from rlx.ir.atomic import atomic_open, atomic_path
 from rlx.ir.attrs import FrozenArray
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, GraphStage, Node
@@ -410,14 +411,15 @@ def render(dot_text: str, path: str | os.PathLike[str], fmt: str | None = None, 
     if exe is None:
         raise DotMissing("Graphviz 'dot' was not found on PATH; install Graphviz (e.g. apt-get install graphviz, "
                          "brew install graphviz) or write the DOT text instead (-o FILE.dot)")
-    try:
-        proc = subprocess.run([exe, f"-T{fmt}", "-o", path], input=dot_text.encode("utf-8"), capture_output=True,
-                              timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise RlxError(f"Graphviz dot took longer than {timeout:g} s; try --no-params or a smaller graph") from None
-    if proc.returncode != 0:
-        msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise RlxError(f"Graphviz dot failed (exit {proc.returncode}): {msg[0] if msg else 'no message'}")
+    with atomic_path(path) as tmp:  # dot writes a temporary; it replaces path only when complete
+        try:
+            proc = subprocess.run([exe, f"-T{fmt}", "-o", tmp], input=dot_text.encode("utf-8"), capture_output=True,
+                                  timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise RlxError(f"Graphviz dot took longer than {timeout:g} s; try --no-params or a smaller graph") from None
+        if proc.returncode != 0:
+            msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise RlxError(f"Graphviz dot failed (exit {proc.returncode}): {msg[0] if msg else 'no message'}")
     return path
 
 
@@ -432,7 +434,7 @@ def draw_graph(obj: Any, path: str | os.PathLike[str], **options: Any) -> str:
         return draw_html(obj, path, collapse=options.get("collapse", "auto"))
     text = to_dot(obj, **options)
     if path.lower().endswith((".dot", ".gv")):
-        with open(path, "w", encoding="utf-8") as fh:
+        with atomic_open(path, "w") as fh:
             fh.write(text)
         return path
     return render(text, path)

@@ -18,6 +18,7 @@ from importlib import resources
 from typing import Any
 
 from rlx.hir.inspect import op_text, provenance_text
+from rlx.ir.atomic import atomic_open
 from rlx.ir.graph import Graph, GraphStage, Node
 from rlx.viz.graph_svg import AUTO_COLLAPSE_NODES, COLORS, _label, _split, attr_text, block_label, node_kind, top_block
 from rlx.viz.layout import layered
@@ -114,7 +115,8 @@ def viewer_data(obj: Any, *, collapse: str = "auto") -> dict[str, Any]:
 def to_html(obj: Any, *, title: str | None = None, collapse: str = "auto") -> str:
     data = viewer_data(obj, collapse=collapse)
     title = title or f"{data['name']} — {data['stage'].upper()}, {data['node_count']} nodes"
-    payload = json.dumps(data, separators=(",", ":"), ensure_ascii=True).replace("</", "<\\/")
+    # every "<" as \u003c: no "</script>" and no "<!--" (which makes the parser skip the closing tag) in the island
+    payload = json.dumps(data, separators=(",", ":"), ensure_ascii=True).replace("<", "\\u003c")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{escape(title)}</title>\n<style>\n{_asset('viewer.css')}\n</style></head>\n<body>\n"
@@ -130,6 +132,6 @@ def to_html(obj: Any, *, title: str | None = None, collapse: str = "auto") -> st
 
 def draw_html(obj: Any, path: str | os.PathLike[str], **options: Any) -> str:
     path = os.fspath(path)
-    with open(path, "w", encoding="utf-8") as fh:
+    with atomic_open(path, "w") as fh:  # laid out before the old file is replaced
         fh.write(to_html(obj, **options))
     return path

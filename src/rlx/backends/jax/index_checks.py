@@ -41,6 +41,13 @@ def checked_index(i, n: int, op: str, *, axis: int = 0, wrap: bool = True):
     return jnp.where(i < 0, i + n, i) if wrap else i
 
 
+def from_empty_axis(checked, shape, dtype):
+    """The result of reading ``checked`` (non-empty) indices from an empty axis: every index is out of
+    range, so the check raises at run time. jnp.take would raise IndexError while tracing instead, and a
+    result that did not read the indices would let XLA drop the check, so it is built from them."""
+    return jnp.broadcast_to(checked.reshape(-1)[0].astype(dtype), tuple(shape))
+
+
 def rlx_error_of(exc: Exception) -> RlxError | None:
     """The RlxError an index check raised inside a jitted program, recovered from jax's runtime error."""
     text = str(exc)

@@ -44,11 +44,12 @@ from rlx.backends.array_rows import SHAPE_ROWS, along, bind
 from rlx.backends.array_rows import bitcast as bitcast_row
 from rlx.backends.array_rows import reduce as reduce_row
 from rlx.backends.array_rows import standardize as standardize_rows
-from rlx.backends.jax.index_checks import checked_index
+from rlx.backends.jax.index_checks import checked_index, from_empty_axis
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
 from rlx.ops.attention import MASK_FILL
+from rlx.ops.elementwise import WIDE_INTS, float_to_int
 from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS, ArrayNamespace, tanh_sigmoid
 from rlx.ops.reduction import reduce_identity
 
@@ -172,6 +173,8 @@ def _cast(args, attrs, out):
         return x != 0
     if _is_complex(x) and not to.is_complex:
         x = jnp.real(x)
+    if to in WIDE_INTS and _is_float(x):  # out of range as the reference (XLA would saturate)
+        return float_to_int(jnp, x, to, JNP.astype)
     if to.is_int and (_is_float(x) or _is_complex(x)):
         x = jnp.trunc(x)
     if to.is_low_precision_float and x.dtype != jnp.float32 and not _is_int_or_bool(x):
@@ -328,7 +331,10 @@ for _name, _row in SHAPE_ROWS.items():
 def _gather(args, attrs, out):
     table, idx = args
     axis = attrs["axis"] % table.ndim
-    return jnp.take(table, checked_index(idx, table.shape[axis], "gather", axis=axis), axis=axis, mode="fill")
+    checked = checked_index(idx, table.shape[axis], "gather", axis=axis)
+    if table.shape[axis] == 0 and idx.size:
+        return from_empty_axis(checked, table.shape[:axis] + idx.shape + table.shape[axis + 1:], table.dtype)
+    return jnp.take(table, checked, axis=axis, mode="fill")
 
 
 # ------------------------------------------------------------------------ normalization
@@ -859,8 +865,10 @@ def _gather_elements(args, attrs, out):
     data, idx = args
     axis = attrs["axis"] % data.ndim
     sub = tuple(slice(0, s) if i != axis else slice(None) for i, s in enumerate(idx.shape))
-    return jnp.take_along_axis(data[sub], checked_index(idx, data.shape[axis], "gather_elements", axis=axis), axis=axis,
-                               mode="fill")
+    checked = checked_index(idx, data.shape[axis], "gather_elements", axis=axis)
+    if data.shape[axis] == 0 and idx.size:
+        return from_empty_axis(checked, idx.shape, data.dtype)
+    return jnp.take_along_axis(data[sub], checked, axis=axis, mode="fill")
 
 
 @lowering("scatter_elements")

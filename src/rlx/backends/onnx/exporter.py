@@ -16,9 +16,11 @@ exporter writes that operator: the mean over every spatial axis as GlobalAverage
 hard-sigmoid / hard-swish chains as HardSigmoid / HardSwish (:mod:`rlx.backends.onnx.export_fusable`).
 
 rlx promotes operand dtypes (``i32 + f32 = f32``) where ONNX requires equal types, so
-operands are cast to the node's dtype first. Known semantic differences, documented rather
-than hidden: ``reduce`` max / min propagate NaN in rlx (the ONNX reference's ReduceMax), while
-onnxruntime's ReduceMax / ReduceMin skip a NaN unless it comes first; ``binary`` fmax / fmin
+operands are cast to the node's dtype first. Where onnxruntime's kernels differ from rlx's edge
+semantics (docs/semantics.md "Edge cases") the export spells rlx's out: ``reduce`` max / min and
+``arg_reduce`` add the NaN test onnxruntime's ReduceMax / ArgMax skip, ``softmax`` is written as
+the reference's formula (a row holding +inf), the mean over an empty axis is sum / 0, integer
+div / mod never reach Div / Mod with a divisor of 0 or -1 (MIN / -1 traps). ``binary`` fmax / fmin
 (NaN-ignoring) are exported as Max / Min with the NaN operand replaced by the other; ``reduce``
 and ``pool2d`` fmax / fmin have no ONNX form and are refused.
 """
@@ -219,6 +221,8 @@ _ACT = {k: row.onnx for k, row in ACTIVATION_KINDS.items() if row.onnx}  # one O
 
 def activate(ex: Exporter, kind: str, x: str, dt: DType) -> str:
     """Activation ``kind`` of ONNX value ``x`` (one node where ONNX has the op, else the row's formula)."""
+    if kind == "neg" and dt.is_int and not dt.value.startswith("i"):  # ONNX Neg takes signed types: 0 - x wraps
+        return ex.node("Sub", [ex.scalar(0, dt), x])
     if kind in _ACT:
         return ex.node(_ACT[kind], [x])
     ns = OnnxNamespace(ex, dt)
@@ -281,12 +285,53 @@ def _binary(ex, node, ins):
         nan_a, nan_b = ex.node("IsNaN", [a]), ex.node("IsNaN", [b])
         a, b = ex.node("Where", [nan_a, b, a]), ex.node("Where", [nan_b, a, b])
         return ex.node("Max" if op == "fmax" else "Min", [a, b])
-    if op == "div" and node.dtype.is_int:  # rlx: truncate toward zero, x / 0 = 0
-        zero = ex.scalar(0, node.dtype)
-        is0 = ex.node("Equal", [b, zero])
-        safe = ex.node("Where", [is0, ex.scalar(1, node.dtype), b])
-        return ex.node("Where", [is0, zero, ex.node("Div", [a, safe])])
+    if op == "div" and node.dtype.is_int:  # rlx: truncate toward zero, x / 0 = 0, MIN / -1 = MIN
+        return _widened(ex, a, b, node.dtype, _int_div)
     return ex.node(_BIN[op], [a, b])
+
+
+def _widened(ex, a: str, b: str, dt: DType, fn) -> str:
+    """``fn(ex, a, b, dt)``, computed in i32 for i16 / u16 (onnxruntime has no Where for them; the
+    quotient and remainder fit, and the cast back wraps as rlx does)."""
+    if dt not in (DType.I16, DType.U16):
+        return fn(ex, a, b, dt)
+    return ex.cast(fn(ex, ex.cast(a, dt, DType.I32), ex.cast(b, dt, DType.I32), DType.I32), DType.I32, dt)
+
+
+def _int_div(ex, a: str, b: str, dt: DType) -> str:
+    if _unsigned(dt):
+        nonzero, safe = _unsigned_divisor(ex, b, dt)
+        return ex.node("Mul", [ex.node("Div", [a, safe]), nonzero])
+    is0, is_m1, safe = _int_divisor(ex, b, dt)
+    q = ex.node("Where", [is_m1, ex.node("Sub", [ex.scalar(0, dt), a]), ex.node("Div", [a, safe])])  # wraps -MIN to MIN
+    return ex.node("Where", [is0, ex.scalar(0, dt), q])
+
+
+def _int_mod(ex, a: str, b: str, dt: DType, fmod: int) -> str:
+    if _unsigned(dt):
+        nonzero, safe = _unsigned_divisor(ex, b, dt)
+        return ex.node("Mul", [ex.node("Mod", [a, safe], fmod=fmod), nonzero])
+    is0, is_m1, safe = _int_divisor(ex, b, dt)  # x % 0 = x % -1 = 0
+    return ex.node("Where", [ex.node("Or", [is0, is_m1]), ex.scalar(0, dt), ex.node("Mod", [a, safe], fmod=fmod)])
+
+
+def _unsigned(dt: DType) -> bool:
+    return dt.is_int and not dt.value.startswith("i")
+
+
+def _unsigned_divisor(ex, b: str, dt: DType) -> tuple[str, str]:
+    """(1 where b != 0 else 0, b with 0 replaced by 1), by arithmetic: onnxruntime has no Where for u64."""
+    nonzero = ex.cast(ex.node("Not", [ex.node("Equal", [b, ex.scalar(0, dt)])]), DType.BOOL, dt)
+    return nonzero, ex.node("Add", [b, ex.node("Sub", [ex.scalar(1, dt), nonzero])])
+
+
+def _int_divisor(ex, b: str, dt: DType) -> tuple[str, str, str]:
+    """(b == 0, b == -1, b with both replaced by 1) of a signed type: onnxruntime's integer Div / Mod
+    fail on a zero divisor and trap (SIGFPE, the process dies) on MIN / -1, so neither reaches them;
+    the callers put rlx's results (0; -a or 0) where the flags are set."""
+    is0 = ex.node("Equal", [b, ex.scalar(0, dt)])
+    is_m1 = ex.node("Equal", [b, ex.scalar(-1, dt)])
+    return is0, is_m1, ex.node("Where", [ex.node("Or", [is0, is_m1]), ex.scalar(1, dt), b])
 
 
 _CMP = {k: row.onnx for k, row in COMPARE_KINDS.items() if row.onnx}  # ne: Not(Equal)
@@ -331,7 +376,10 @@ def _binary_ext(ex, node, ins):
     if op in ("mod", "fmod"):
         if node.dtype.is_float and op == "mod":
             return _float_mod(ex, a, b, node.dtype)
-        return ex.node("Mod", [a, b], fmod=1 if op == "fmod" else 0)
+        if not node.dtype.is_int:
+            return ex.node("Mod", [a, b], fmod=1)
+        fmod = 1 if op == "fmod" else 0
+        return _widened(ex, a, b, node.dtype, lambda ex, a, b, dt: _int_mod(ex, a, b, dt, fmod))
     if op.startswith("bitwise"):
         if node.dtype.is_bool:
             return ex.node({"bitwise_and": "And", "bitwise_or": "Or", "bitwise_xor": "Xor"}[op], [a, b])
@@ -519,18 +567,44 @@ def _reduce(ex, node, ins):
         # reorders. Not on rank 3, where the last axis is a sequence model's features (RMSNorm's mean).
         pooled = ex.node("GlobalAveragePool", [x])
         return pooled if node.attrs["keep_dim"] else ex.node("Flatten", [pooled], axis=1)
-    return ex.node(_RED[node.attrs["op"]], [x, ex.ints(axes)], keepdims=int(node.attrs["keep_dim"]))
+    op, keep = node.attrs["op"], int(node.attrs["keep_dim"])
+    shape = _in_shape(ex, node, 0)
+    if op == "mean" and dt.is_float and any(shape[a] == 0 for a in axes):  # NumPy: the mean of nothing is NaN
+        return ex.node("Div", [ex.node("ReduceSum", [x, ex.ints(axes)], keepdims=keep), ex.scalar(0.0, dt)])
+    y = ex.node(_RED[op], [x, ex.ints(axes)], keepdims=keep)
+    if op in ("max", "min") and dt.is_float:  # onnxruntime skips a NaN unless it comes first: rlx propagates it
+        y = ex.node("Where", [_any_nan(ex, x, axes, keep), ex.scalar(float("nan"), dt), y])
+    return y
+
+
+def _any_nan(ex, x: str, axes: list[int], keep: int) -> str:
+    """Whether the reduced slice of ``x`` holds a NaN (bool)."""
+    flags = ex.cast(ex.node("IsNaN", [x]), DType.BOOL, DType.U8)
+    return ex.cast(ex.node("ReduceMax", [flags, ex.ints(axes)], keepdims=keep), DType.U8, DType.BOOL)
 
 
 @exporter("softmax")
 def _softmax(ex, node, ins):
-    return ex.node("Softmax", [ins[0]], axis=node.attrs["axis"])
+    """The reference's formula, exp(x - m) / sum with m the row max, or 0 where that is not finite, so
+    a row holding +inf gives NaN there and 0 elsewhere (onnxruntime's Softmax gives a row of NaN)."""
+    x, axis, dt = ins[0], node.attrs["axis"], node.dtype
+    m = ex.node("ReduceMax", [x, ex.ints([axis])], keepdims=1)
+    m = ex.node("Where", [ex.node("IsInf", [m]), ex.scalar(0.0, dt), m])
+    e = ex.node("Exp", [ex.node("Sub", [x, m])])
+    return ex.node("Div", [e, ex.node("ReduceSum", [e, ex.ints([axis])], keepdims=1)])
 
 
 @exporter("arg_reduce")
 def _arg_reduce(ex, node, ins):
-    return ex.node("ArgMax" if node.attrs["op"] == "argmax" else "ArgMin", [ins[0]], axis=node.attrs["axis"],
-                   keepdims=int(node.attrs["keep_dim"]), select_last_index=int(node.attrs["select_last"]))
+    axis, keep, last = node.attrs["axis"], int(node.attrs["keep_dim"]), int(node.attrs["select_last"])
+    idx = ex.node("ArgMax" if node.attrs["op"] == "argmax" else "ArgMin", [ins[0]], axis=axis, keepdims=keep,
+                  select_last_index=last)
+    if not _in_dtype(ex, node, 0).is_float:
+        return idx
+    # NaN counts as the extreme (NumPy): the first (select_last: last) NaN of a slice that has one
+    flags = ex.cast(ex.node("IsNaN", [ins[0]]), DType.BOOL, DType.U8)
+    nan_idx = ex.node("ArgMax", [flags], axis=axis, keepdims=keep, select_last_index=last)
+    return ex.node("Where", [_any_nan(ex, ins[0], [axis], keep), nan_idx, idx])
 
 
 CUMPROD_UNROLL = 256  # longest axis a cumulative product is written out for (ONNX CumProd needs opset 26)
@@ -660,10 +734,13 @@ def _pool2d(ex, node, ins):
     k, s, p = list(a["kernel_size"]), list(a["stride"]), list(a["padding"])
     geo = {"kernel_shape": k, "strides": s, "pads": [p[0], p[1], p[0], p[1]]}
     kind, x = a["kind"], ins[0]
-    if kind == "max":
-        return ex.node("MaxPool", [x], **geo)
-    if kind == "min":
-        return ex.node("Neg", [ex.node("MaxPool", [ex.node("Neg", [x])], **geo)])
+    if kind in ("max", "min"):
+        y = ex.node("MaxPool", [x], **geo) if kind == "max" else ex.node("Neg", [ex.node("MaxPool", [ex.node("Neg", [x])], **geo)])
+        if not node.dtype.is_float:
+            return y
+        # onnxruntime's MaxPool skips a NaN unless it comes first: a window holding one gives NaN (rlx, torch)
+        flags = ex.node("MaxPool", [ex.cast(ex.node("IsNaN", [x]), DType.BOOL, node.dtype)], **geo)
+        return ex.node("Where", [ex.cast(flags, node.dtype, DType.BOOL), ex.scalar(float("nan"), node.dtype), y])
     if kind == "mean":
         return ex.node("AveragePool", [x], count_include_pad=int(a["count_include_pad"]), **geo)
     if kind == "sum":

@@ -31,6 +31,7 @@ from rlx.ir.errors import RlxError
 from rlx.ir.opdef import all_ops
 from rlx.ir.shape import TensorType
 from rlx.ops.attention import MASK_FILL
+from rlx.ops.elementwise import WIDE_INTS, float_to_int
 from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS, ArrayNamespace
 from rlx.ops.reduction import reduce_identity
 
@@ -140,6 +141,8 @@ def _cast(args, attrs, out):
         return x != 0
     if x.dtype.is_complex and not to.is_complex:
         x = torch.real(x)
+    if to in WIDE_INTS and _is_float(x):  # out of range as the reference, on any platform
+        return float_to_int(torch, x, to, TORCH.astype)
     if to.is_int and (_is_float(x) or x.dtype.is_complex):
         x = torch.trunc(x)
     if to.is_low_precision_float and x.dtype != torch.float32 and _is_float(x):
@@ -151,10 +154,17 @@ lowering("bitcast", native_low_precision=True)(bind(bitcast_row, TORCH))
 
 
 def _int_div(a, b):
-    """Truncating integer division; x / 0 gives 0 (as the reference)."""
+    """Truncating integer division; x / 0 gives 0 and MIN / -1 gives MIN (as the reference). Neither
+    reaches torch's kernel, where both raise SIGFPE: a divisor of 0 or -1 is replaced by 1 first."""
+    if a.dtype in (torch.uint16, torch.uint32):  # torch has no division kernel for them: exact in i64
+        return _int_div(a.to(torch.int64), b.to(torch.int64)).to(a.dtype)
     zero = b == 0
-    q = torch.div(a, torch.where(zero, torch.ones_like(b), b), rounding_mode="trunc")
-    return torch.where(zero, torch.zeros_like(q), q)
+    if not a.dtype.is_signed:
+        q = torch.div(a, torch.where(zero, torch.ones_like(b), b), rounding_mode="trunc")
+        return torch.where(zero, torch.zeros_like(q), q)
+    minus1 = b == -1
+    q = torch.div(a, torch.where(zero | minus1, torch.ones_like(b), b), rounding_mode="trunc")
+    return torch.where(zero, torch.zeros_like(q), torch.where(minus1, torch.neg(q), q))  # -MIN wraps to MIN
 
 
 def _int_pow(a, b):

@@ -114,6 +114,8 @@ def _groupnorm(cx, node, ins, attrs):
 @converter("LpNormalization")
 def _lpnorm(cx, node, ins, attrs):
     x = ins[0]
+    if not x.shape:  # there is no axis to normalise along (the reduce would fail only at run time)
+        raise OnnxFormatError("the input is a scalar (rank 0): there is no axis to normalise along")
     axis = _axis(attrs.get("axis", -1), len(x.shape))
     p = attrs.get("p", 2)
     if p == 1:

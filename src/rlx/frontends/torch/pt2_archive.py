@@ -17,7 +17,9 @@ program needs:
   is scanned opcode by opcode: only the globals that rebuild tensors are allowed;
 - the program JSON: node targets are ``torch.ops.<namespace>.<op>[.<overload>]`` or pure
   ``operator`` / ``math`` / ``torch.sym_*`` functions; symbolic expressions contain only numbers,
-  arithmetic, comparisons, ``Symbol('s0', …)`` and the sympy functions torch writes; no guards code;
+  arithmetic, comparisons, ``Symbol('s0', …)`` and the sympy functions torch writes, at bounded cost
+  (a power only with a literal exponent of at most 64 and no power inside it, integer literals within
+  2**64: a 7 KB power tower would keep sympy busy forever); no guards code;
 - declared tensor sizes fit the stored bytes and the :class:`~rlx.ir.serialize.LoadLimits`.
 
 :func:`load_program` then hands the already-read bytes (never the path again) to
@@ -118,6 +120,13 @@ _EXPR_NODES = (
     ast.BitAnd, ast.BitOr, ast.BitXor, ast.And, ast.Or, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
 )
 _MAX_EXPR = 1 << 14
+# What evaluating an expression may cost: a power (``**``, Pow, PowByNatural, FloatPow, and the shifts,
+# which are powers of two) needs a literal exponent of at most _MAX_EXPONENT in magnitude and no power
+# inside it (no tower); an integer literal is at most _MAX_LITERAL in magnitude. sympy and Python then
+# hold every number in a few hundred digits: 9**9**9**9 would not finish.
+_POWERS = frozenset({"Pow", "PowByNatural", "FloatPow", "LShift", "RShift"})
+_MAX_EXPONENT = 64
+_MAX_LITERAL = 1 << 64
 
 # Serialized ScalarType -> bytes per element (torch._export.serde.schema.ScalarType).
 _ELEMENT_BYTES = {
@@ -337,6 +346,38 @@ def _guard_rule(node: ast.AST, strings: set[int]) -> str | None:
     return None
 
 
+def _power_operands(node: ast.AST) -> tuple[ast.AST, ast.AST] | None:
+    """(base, exponent) of a power node, None for anything else."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        return node.left, node.right
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _POWERS and len(node.args) == 2:
+        return node.args[0], node.args[1]
+    return None
+
+
+def _literal(node: ast.AST) -> float | None:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    return None
+
+
+def _cost_rule(node: ast.AST) -> str | None:
+    """Why evaluating ``node`` could cost without bound (None: it cannot); see _MAX_EXPONENT."""
+    if isinstance(node, ast.Constant) and type(node.value) is int and abs(node.value) > _MAX_LITERAL:
+        return "an integer literal beyond 2**64"
+    operands = _power_operands(node)
+    if operands is None:
+        return None
+    exponent = _literal(operands[1])
+    if exponent is None or not abs(exponent) <= _MAX_EXPONENT:
+        return f"a power whose exponent is not a literal of at most {_MAX_EXPONENT}"
+    if any(_power_operands(n) is not None for n in ast.walk(operands[0])):
+        return "a power of a power"
+    return None
+
+
 def _check_ast(text: Any, where: str, what: str, rule: Callable[[ast.AST, set[int]], str | None], extra: tuple[type, ...] = ()) -> None:
     """Refuse ``text`` unless every node of its Python parse is arithmetic / comparison or passes ``rule``."""
     if not isinstance(text, str) or len(text) > _MAX_EXPR:
@@ -348,7 +389,7 @@ def _check_ast(text: Any, where: str, what: str, rule: Callable[[ast.AST, set[in
     strings: set[int] = set()
     for node in ast.walk(tree):  # breadth first: a call or subscript is seen before its parts
         why = None if isinstance(node, _EXPR_NODES + extra) else type(node).__name__
-        why = why or rule(node, strings)
+        why = why or rule(node, strings) or _cost_rule(node)
         if why is None and isinstance(node, ast.Constant) and not (type(node.value) in (bool, int, float) or id(node) in strings):
             why = f"constant {node.value!r}"
         if why:

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from rlx.backends.onnx.export_fusable import drop_unread, fuse_hard_activations
+from rlx.backends.onnx.export_shapes import dim_value, has_symbolic, reshape_target, shape_value
 from rlx.backends.onnx.namespace import OnnxNamespace
 from rlx.frontends.common import MULTIPLIED_DTYPES
 from rlx.frontends.onnx.common import SINCE_OPSET, OnnxError, OnnxUnsupported, onnx_dtype
@@ -452,6 +453,8 @@ def _dims(shape) -> list[int]:
 @exporter("reshape")
 def _reshape(ex, node, ins):
     dims = list(node.attrs["new_shape"])
+    if has_symbolic(dims):
+        return ex.node("Reshape", [ins[0], reshape_target(ex, dims, node.shape)], allowzero=1 if 0 in dims else None)
     if dims.count(-1) > 1 or (-1 in dims and 0 in dims):
         dims = _dims(node.shape)
     return ex.node("Reshape", [ins[0], ex.ints(dims)], allowzero=1 if 0 in dims else None)
@@ -465,6 +468,8 @@ def _transpose(ex, node, ins):
 @exporter("narrow")
 def _narrow(ex, node, ins):
     a, s, n = node.attrs["axis"], node.attrs["start"], node.attrs["length"]
+    if has_symbolic([s, n]):
+        return ex.node("Slice", [ins[0], dim_value(ex, s), dim_value(ex, s + n), ex.ints([a])])
     return ex.node("Slice", [ins[0], ex.ints([s]), ex.ints([s + n]), ex.ints([a])])
 
 
@@ -475,9 +480,7 @@ def _concat(ex, node, ins):
 
 @exporter("expand")
 def _expand(ex, node, ins):
-    if not node.shape.is_static:
-        raise OnnxUnsupported("expand to a symbolic shape")
-    return ex.node("Expand", [ins[0], ex.ints(list(node.shape))])
+    return ex.node("Expand", [ins[0], shape_value(ex, node.shape)])
 
 
 @exporter("gather")
@@ -593,7 +596,7 @@ def _max_pool2d_with_indices(ex, node, ins):
 
 @exporter("split")
 def _split(ex, node, ins):
-    return ex.node("Split", [ins[0], ex.ints(node.attrs["sizes"])], n_out=node.num_results, axis=node.attrs["axis"])
+    return ex.node("Split", [ins[0], shape_value(ex, node.attrs["sizes"])], n_out=node.num_results, axis=node.attrs["axis"])
 
 
 @exporter("scatter_add")

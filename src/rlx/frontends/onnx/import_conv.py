@@ -11,11 +11,13 @@ from rlx.frontends.onnx.common import (
     OnnxFormatError,
     OnnxUnsupported,
 )
-from rlx.frontends.onnx.import_context import converter
+from rlx.frontends.onnx.import_context import NeedsShapes, converter
 from rlx.frontends.onnx.import_helpers import _cast, _reshape, _static_shape
 from rlx.frontends.onnx.import_shape import _index_along, pad_value
 from rlx.ir.dtype import DType
+from rlx.ir.errors import ShapeError
 from rlx.ir.graph import Value
+from rlx.ir.symbolic import dim_max, known_ge
 
 
 def _spatial(x: Value, what: str, ranks: tuple[int, ...] = (1, 2)) -> int:
@@ -40,6 +42,18 @@ def _auto_pads(auto_pad: str, sizes, kernel, strides, dilations) -> list[int]:
     return [0] * (2 * n)
 
 
+def _static_pads(fn, *args) -> list[int]:
+    """Pads computed from sizes that may be symbolic: they must come out as ints (stride 1, or a size the
+    stride divides), else the model needs its shapes (``NeedsShapes``)."""
+    try:
+        pads = fn(*args)
+    except ShapeError:
+        pads = [None]
+    if any(not isinstance(p, int) for p in pads):
+        raise NeedsShapes(f"auto_pad on symbolic sizes gives pads {pads}")
+    return pads
+
+
 def _to2d(cx, x: Value) -> Value:
     return _reshape(cx, x, [*x.shape[:2], 1, x.shape[2]])
 
@@ -56,7 +70,7 @@ def _conv(cx, node, ins, attrs):
     auto = attrs.get("auto_pad", "NOTSET")
     check_window(cx, nsp, kernel, strides, dil, list(attrs.get("pads", [0] * (2 * nsp))))
     pads = list(attrs.get("pads", [0] * (2 * nsp))) if auto in ("NOTSET", "VALID") else \
-        _auto_pads(auto, _static_shape(x)[2:], kernel, strides, dil)  # explicit pads work on symbolic sizes
+        _static_pads(_auto_pads, auto, list(x.shape[2:]), kernel, strides, dil)  # explicit pads work on symbolic sizes
     if auto == "VALID":
         pads = [0] * (2 * nsp)
     if nsp == 3:
@@ -188,11 +202,11 @@ def _pool_geometry(cx, x: Value, attrs, nsp: int):
     kernel = list(attrs["kernel_shape"])
     strides = list(attrs.get("strides", [1] * nsp))
     dil = list(attrs.get("dilations", [1] * nsp))
-    sizes = _static_shape(x)[2:]
+    sizes = list(x.shape[2:])
     auto = attrs.get("auto_pad", "NOTSET")
     check_window(cx, nsp, kernel, strides, dil, list(attrs.get("pads", [0] * (2 * nsp))))
     if auto in ("SAME_UPPER", "SAME_LOWER"):
-        pads = _auto_pads(auto, sizes, kernel, strides, dil)
+        pads = _static_pads(_auto_pads, auto, sizes, kernel, strides, dil)
     elif auto == "VALID":
         pads = [0] * (2 * nsp)
     else:
@@ -204,13 +218,16 @@ def _pool_geometry(cx, x: Value, attrs, nsp: int):
         total = sizes[i] + pads[i] + pads[i + nsp] - span
         if attrs.get("ceil_mode", 0):
             out = -(-total // strides[i]) + 1
-            if (out - 1) * strides[i] >= sizes[i] + pads[i]:
+            last = known_ge((out - 1) * strides[i], sizes[i] + pads[i])
+            if last is None:
+                raise NeedsShapes(f"ceil_mode on symbolic axis {2 + i} ({sizes[i]})")
+            if last:
                 out -= 1
         else:
             out = total // strides[i] + 1
         need = (out - 1) * strides[i] + span - (sizes[i] + pads[i] + pads[i + nsp])
-        extra[i] = max(need, 0)
-        if out < 1:
+        extra[i] = dim_max(need, 0) if attrs.get("ceil_mode", 0) else 0  # floor mode: the last window fits
+        if known_ge(out, 1) is False:
             raise OnnxFormatError(f"the window (kernel {kernel[i]}, dilation {dil[i]}) is larger than padded axis {2 + i}")
         outs.append(out)
     return kernel, strides, dil, pads, extra, outs
@@ -336,7 +353,9 @@ def _max_pool_values(cx, node, x: Value, attrs, kernel, strides, dil, pads, extr
     y = cx.g.pool2d(padded, kind="max" if is_max else "sum", kernel_size=kernel, stride=strides, padding=inner)
     if tuple(y.shape[2:]) != tuple(outs):
         y = pad_value(cx, y, {2: (0, outs[0] - y.shape[2]), 3: (0, outs[1] - y.shape[3])})
-    if node.op_type == "AveragePool":
+    if node.op_type == "AveragePool" and not x.shape.is_static:
+        y = y / _window_counts(cx, x, attrs, kernel, strides, pads, extra, inner, outs)
+    elif node.op_type == "AveragePool":
         h, w = _static_shape(x)[2:]
         cx.check_elements((h + pads[0] + pads[2] + extra[0]) * (w + pads[1] + pads[3] + extra[1]), "the AveragePool divisor")
         ones = np.zeros((h + pads[0] + pads[2] + extra[0], w + pads[1] + pads[3] + extra[1]))
@@ -353,6 +372,24 @@ def _max_pool_values(cx, node, x: Value, attrs, kernel, strides, dil, pads, extr
     if nsp == 1:
         y = _reshape(cx, y, [y.shape[0], y.shape[1], y.shape[3]])
     return y
+
+
+def _window_counts(cx, x: Value, attrs, kernel, strides, pads, extra, inner, outs) -> Value:
+    """AveragePool's divisor on symbolic sizes: the same windows summed over ones (1 where a position
+    counts: the input, and its pads too with count_include_pad; never the ceil_mode extra)."""
+    h, w = x.shape[2:]
+    if attrs.get("count_include_pad", 0) and not any(extra):
+        return cx.const(np.array(kernel[0] * kernel[1], x.dtype.numpy))
+    ones = cx.g.expand(cx.const(np.ones((), x.dtype.numpy)), target_shape=[1, 1, h, w])
+    if attrs.get("count_include_pad", 0):
+        ones = pad_value(cx, ones, {2: (pads[0], pads[2]), 3: (pads[1], pads[3])}, value=1)
+        ones = pad_value(cx, ones, {2: (0, extra[0]), 3: (0, extra[1])})
+    elif not any(inner):
+        ones = pad_value(cx, ones, {2: (pads[0], pads[2] + extra[0]), 3: (pads[1], pads[3] + extra[1])})
+    count = cx.g.pool2d(ones, kind="sum", kernel_size=kernel, stride=strides, padding=inner)
+    if tuple(count.shape[2:]) != tuple(outs):
+        count = pad_value(cx, count, {2: (0, outs[0] - count.shape[2]), 3: (0, outs[1] - count.shape[3])}, value=1)
+    return count
 
 
 @converter("MaxUnpool")

@@ -186,3 +186,36 @@ def test_value_dependent_shapes_still_need_import_runnable():
     data = _model([helper.make_node("Reshape", ["x", "s"], ["y"])], [x, s], [y])
     with pytest.raises(rlx.onnx.OnnxUnsupported, match="'s'"):
         rlx.onnx.import_model(data)
+
+
+def _f32(name, shape, seed):
+    arr = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return helper.make_tensor(name, TensorProto.FLOAT, list(shape), arr.reshape(-1).tolist())
+
+
+@pytest.mark.parametrize("op", ["ConvTranspose", "DepthToSpace", "Softmax11", "GroupNormalization", "Dropout",
+                                "AveragePoolPads", "MaxPoolSame", "Trilu"])
+def test_converters_on_symbolic_batch_and_spatial_sizes(op):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4, "h", "w"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    inits, opset = [], 21 if op == "GroupNormalization" else 17
+    if op == "ConvTranspose":
+        node = helper.make_node(op, ["x", "wt"], ["y"], strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1])
+        inits = [_f32("wt", (4, 3, 3, 3), 1)]
+    elif op == "DepthToSpace":
+        node = helper.make_node(op, ["x"], ["y"], blocksize=2, mode="CRD")
+    elif op == "Softmax11":
+        node, opset = helper.make_node("Softmax", ["x"], ["y"], axis=2), 11
+    elif op == "GroupNormalization":
+        node = helper.make_node(op, ["x", "s", "b"], ["y"], num_groups=2)
+        inits = [_f32("s", (4,), 2), _f32("b", (4,), 3)]
+    elif op == "Dropout":
+        node = helper.make_node(op, ["x"], ["y", "mask"])
+    elif op == "AveragePoolPads":
+        node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 2], pads=[1, 0, 0, 1], strides=[2, 1])
+    elif op == "MaxPoolSame":
+        node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], auto_pad="SAME_UPPER")
+    else:
+        node = helper.make_node(op, ["x", "k"], ["y"], upper=0)
+        inits = [helper.make_tensor("k", TensorProto.INT64, [], [1])]
+    _check(_model([node], [x], [y], inits, opset=opset), [[(1, 4, 5, 6)], [(3, 4, 2, 7)]], backends=("numpy",))

@@ -105,3 +105,25 @@ def reshape_target(ex, new_shape: list[Any], out_shape: Any) -> str:
     if len(unknown) <= 1:
         return ex.ints([-1 if i in unknown else int(d) for i, d in enumerate(new_shape)])
     return shape_value(ex, out_shape)
+
+
+def scalar_dim(ex, d: Any) -> str:
+    """A rank-0 int64 value holding the size ``d``."""
+    return ex.node("Reshape", [dim_value(ex, d), ex.ints([])])
+
+
+def position_keep(ex, kind: str, sq: Any, sk: Any, window: int | None) -> str | None:
+    """:func:`rlx.ops.attention.position_keep` built in the ONNX graph for symbolic sequence lengths
+    (the same rule: query row i sits at key i + (Sk - Sq), keeps keys j <= it, and j >= it - window
+    for a sliding window); None for the other mask kinds."""
+    if kind not in ("causal", "sliding_window"):
+        return None
+    zero, one = ex.const(np.array(0, np.int64)), ex.const(np.array(1, np.int64))
+    rows = ex.node("Range", [zero, scalar_dim(ex, sq), one])
+    cols = ex.node("Range", [zero, scalar_dim(ex, sk), one])
+    i = ex.node("Add", [ex.node("Unsqueeze", [rows, ex.ints([1])]), dim_value(ex, sk - sq)])
+    j = ex.node("Unsqueeze", [cols, ex.ints([0])])
+    keep = ex.node("LessOrEqual", [j, i])
+    if kind == "sliding_window":
+        keep = ex.node("And", [keep, ex.node("GreaterOrEqual", [j, ex.node("Sub", [i, ex.ints([window])])])])
+    return keep

@@ -33,6 +33,7 @@ import numpy as np
 
 from rlx.backends.onnx.export_fusable import drop_unread, fuse_hard_activations
 from rlx.backends.onnx.export_shapes import dim_value, has_symbolic, reshape_target, shape_value
+from rlx.backends.onnx.export_shapes import position_keep as symbolic_keep
 from rlx.backends.onnx.namespace import OnnxNamespace
 from rlx.frontends.common import MULTIPLIED_DTYPES
 from rlx.frontends.onnx.common import SINCE_OPSET, OnnxError, OnnxUnsupported, onnx_dtype
@@ -590,6 +591,8 @@ def _max_pool2d_with_indices(ex, node, ins):
     k, s, p = pool_geo(node.attrs)
     n, c, h, w = _in_shape(ex, node, 0)
     vals, idx = ex.node("MaxPool", [ins[0]], n_out=2, kernel_shape=list(k), strides=list(s), pads=[p[0], p[1], p[0], p[1]])
+    if has_symbolic([n, c, h, w]):  # the index within its plane: the flat index modulo the plane size
+        return [vals, ex.node("Mod", [idx, dim_value(ex, h * w)])]
     offset = ex.const((np.arange(n * c, dtype=np.int64) * (h * w)).reshape(n, c, 1, 1))
     return [vals, ex.node("Sub", [idx, offset])]
 
@@ -701,8 +704,6 @@ def _attention(ex, node, ins):
 
         q, k, v = (split(t) for t in (q, k, v))
         sq, sk = qs[-2], ks[-2]
-    if not (isinstance(sq, int) and isinstance(sk, int)):
-        raise OnnxUnsupported("attention with symbolic sequence lengths")
     r4 = 4 if rank in (3, 4) else 3
     kt = ex.node("Transpose", [k], perm=[*list(range(r4 - 2)), r4 - 1, r4 - 2])
     s = ex.node("Mul", [ex.node("MatMul", [q, kt]), ex.scalar(attention_scale(a), dt)])
@@ -711,13 +712,14 @@ def _attention(ex, node, ins):
         s = ex.node("Mul", [ex.node("Tanh", [ex.node("Div", [s, ex.scalar(cap, dt)])]), ex.scalar(cap, dt)])
     kind = a["mask_kind"]
     fill = ex.scalar(MASK_FILL, dt)
-    keep = position_keep(kind, sq, sk, a["window"])
+    static = isinstance(sq, int) and isinstance(sk, int)
+    keep = position_keep(kind, sq, sk, a["window"]) if static else symbolic_keep(ex, kind, sq, sk, a["window"])
     if keep is not None:
-        s = ex.node("Where", [ex.const(keep), s, fill])
+        s = ex.node("Where", [ex.const(keep) if static else keep, s, fill])
     elif kind == "custom":
         m = ex.cast(ins[3], _in_dtype(ex, node, 3), dt)
         mshape = list(_in_shape(ex, node, 3))
-        m = ex.node("Reshape", [m, ex.ints([*_dims(mshape[:-1]), 1, 1, mshape[-1]])])
+        m = ex.node("Reshape", [m, reshape_target(ex, [*mshape[:-1], 1, 1, mshape[-1]], [*mshape[:-1], 1, 1, mshape[-1]])])
         s = ex.node("Where", [ex.node("GreaterOrEqual", [m, ex.scalar(KEEP_AT, dt)]), s, fill])
     elif kind == "bias":
         s = ex.node("Add", [s, ex.cast(ins[3], _in_dtype(ex, node, 3), dt)])
@@ -726,7 +728,7 @@ def _attention(ex, node, ins):
     if rank == 4:
         return o if a["layout"] == "bhsd" else ex.node("Transpose", [o], perm=[0, 2, 1, 3])
     o = ex.node("Transpose", [o], perm=[*list(range(rank - 2)), rank - 1, rank - 2, rank])
-    return ex.node("Reshape", [o, ex.ints(_dims(node.shape))])
+    return ex.node("Reshape", [o, reshape_target(ex, list(node.shape), node.shape)])
 
 
 @exporter("rope")
@@ -737,12 +739,10 @@ def _rope(ex, node, ins):
     half = n_rot // 2
     shape = node.shape
     rank, seq = len(shape), shape[-2]
-    if not isinstance(seq, int):
-        raise OnnxUnsupported("rope with a symbolic sequence length")
     xh = ex.node("Reshape", [x, ex.ints([0] * (rank - 1) + [shape[-1] // hd, hd])])
 
     def table(t):
-        t = ex.node("Slice", [t, ex.ints([0, 0]), ex.ints([seq, half]), ex.ints([0, 1])])
+        t = ex.node("Slice", [t, ex.ints([0, 0]), shape_value(ex, [seq, half]), ex.ints([0, 1])])
         return ex.node("Unsqueeze", [t, ex.ints([1])])
 
     c, s = table(cos), table(sin)

@@ -128,7 +128,7 @@ def _conv_transpose(cx, node, ins, attrs):
     dil = list(attrs.get("dilations", [1] * nsp))
     outpad = list(attrs.get("output_padding", [0] * nsp))
     pads = list(attrs.get("pads", [0] * (2 * nsp)))
-    sizes = _static_shape(x)[2:][-nsp:]
+    sizes = list(x.shape[2:])[-nsp:]
     auto = attrs.get("auto_pad", "NOTSET")
     check_window(cx, nsp, kernel[-nsp:], strides, dil, pads)
     if len(outpad) != nsp or any(not 0 <= p < max(s, d) for p, s, d in zip(outpad, strides, dil)):

@@ -278,7 +278,7 @@ def pad_value(cx, x: Value, pads: dict[int, tuple[int, int]], mode: str = "const
 def _depth_to_space(cx, node, ins, attrs):
     x = ins[0]
     b = attrs["blocksize"]
-    n, c, h, w = _static_shape(x)
+    n, c, h, w = x.shape
     if attrs.get("mode", "DCR") == "DCR":
         y = _reshape(cx, x, [n, b, b, c // (b * b), h, w])
         y = cx.g.transpose(y, perm=[0, 3, 4, 1, 5, 2])

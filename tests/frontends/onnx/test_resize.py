@@ -185,3 +185,41 @@ def test_integer_input_linear_rounds():
     assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
 
 
+
+
+def _to_size_of_model(attrs, opset=18):
+    """Resize x [n, 3, h, w] to the spatial size of ``like`` [n, 1, H, W] (sizes from Shape: U-Net / FPN skips)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, "h", "w"])
+    like = helper.make_tensor_value_info("like", TensorProto.FLOAT, ["n", 1, "H", "W"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Shape", ["x"], ["sx"], end=2), helper.make_node("Shape", ["like"], ["sl"], start=2),
+             helper.make_node("Concat", ["sx", "sl"], ["sizes"], axis=0),
+             helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], **attrs)]
+    graph = helper.make_graph(nodes, "r", [x, like], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+RUNTIME = [{"mode": "nearest", "nearest_mode": nm, "coordinate_transformation_mode": ctm}
+           for nm in NEAREST for ctm in ("asymmetric", "half_pixel")] + \
+          [{"mode": m, "coordinate_transformation_mode": ctm} for m in ("linear", "cubic")
+           for ctm in ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")] + \
+          [{"mode": "cubic", "exclude_outside": 1, "cubic_coeff_a": -0.5}]
+
+
+@pytest.mark.parametrize("attrs", RUNTIME, ids=lambda a: "-".join(str(v) for v in a.values()))
+def test_symbolic_sizes_from_another_tensor(attrs):
+    """One graph, coordinates computed at run time: up, down and mixed factors at three size pairs."""
+    data = _to_size_of_model(attrs)
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    g, params = rlx.onnx.import_model(data)
+    for xs, ls in [((1, 3, 4, 6), (1, 1, 8, 3)), ((2, 3, 7, 5), (2, 1, 3, 11)), ((1, 3, 5, 5), (1, 1, 5, 5))]:
+        feed = {"x": np.random.default_rng(xs[2]).standard_normal(xs).astype(np.float32), "like": np.zeros(ls, np.float32)}
+        (want,) = sess.run(None, feed)
+        (got,) = rlx.run(g, feed, params)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5, err_msg=str((xs, ls)))
+
+
+def test_fractional_scales_of_symbolic_sizes():
+    _check(_model(13, {"mode": "linear"}, scales=[1.0, 1.0, 1.5, 0.5], dims=["n", 3, "h", "w"]), [(1, 3, 4, 6), (2, 3, 7, 5)])

@@ -226,7 +226,10 @@ def _pool_geometry(cx, x: Value, attrs, nsp: int):
         else:
             out = total // strides[i] + 1
         need = (out - 1) * strides[i] + span - (sizes[i] + pads[i] + pads[i + nsp])
-        extra[i] = dim_max(need, 0) if attrs.get("ceil_mode", 0) else 0  # floor mode: the last window fits
+        if not attrs.get("ceil_mode", 0):
+            extra[i] = 0  # floor mode: the last window fits
+        else:
+            extra[i] = max(need, 0) if isinstance(need, int) else dim_max(need, 0)
         if known_ge(out, 1) is False:
             raise OnnxFormatError(f"the window (kernel {kernel[i]}, dilation {dil[i]}) is larger than padded axis {2 + i}")
         outs.append(out)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -10,6 +11,7 @@ from rlx.frontends.onnx.common import OnnxError, OnnxUnsupported
 from rlx.frontends.onnx.import_context import NeedsShapes, converter
 from rlx.frontends.onnx.import_helpers import _axis, _cast, _reshape
 from rlx.frontends.onnx.import_shape import pad_value
+from rlx.frontends.onnx.import_symbolic import iota, materialize
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 from rlx.ir.symbolic import floordiv
@@ -61,9 +63,10 @@ def _resize_axis(cx, n_in: int, n_out: int, scale: float, attrs, roi: tuple[floa
     elif ctm == "asymmetric":
         x = y / scale
     elif ctm == "tf_crop_and_resize":
-        lo, hi = roi
-        x = np.full(n_out, (hi - lo) * (n_in - 1) / 2) if width == 1 else y * (hi - lo) * (n_in - 1) / (width - 1)
-        x = x + lo * (n_in - 1)
+        lo, hi = np.float32(roi[0]), np.float32(roi[1])  # in f32, as the roi tensor (onnxruntime and the spec agree)
+        yf, n1 = y.astype(np.float32), np.float32(n_in - 1)
+        x = np.full(n_out, (hi - lo) * n1 / 2) if width == 1 else yf * (hi - lo) * n1 / np.float32(width - 1)
+        x = (x + lo * n1).astype(np.float64)
         extrap = (x < 0) | (x > n_in - 1)
     elif ctm == "pytorch_half_pixel":
         x = np.full(n_out, -0.5) if width == 1 else (y + 0.5) / scale - 0.5
@@ -77,7 +80,7 @@ def _resize_axis(cx, n_in: int, n_out: int, scale: float, attrs, roi: tuple[floa
     if not np.isfinite(x).all():
         raise OnnxError(f"{cx.where}: Resize source coordinates are not finite (scale {scale})")
     halves = np.round(x * 2) / 2  # a coordinate that is a whole / half number up to rounding is one (nearest's ties)
-    x = np.where(np.abs(x - halves) <= 1e-6 * np.maximum(1.0, np.abs(x)), halves, x)  # (f32 roi / scales)
+    x = np.where(np.abs(x - halves) <= 1e-9 * np.maximum(1.0, np.abs(x)), halves, x)
     m = np.zeros((n_out, n_in))
     rows = np.flatnonzero(~extrap)
     xo = x[rows]
@@ -187,6 +190,9 @@ def _scaled(scale: float, n):
         return int(scale * n)
     if scale == int(scale):
         return int(scale) * n
+    ratio = Fraction(scale).limit_denominator(256)
+    if float(ratio) == float(np.float32(scale)) or float(ratio) == scale:  # floor(p/q * n) as a dim
+        return floordiv(ratio.numerator * n, ratio.denominator)
     raise NeedsShapes(f"Resize by {scale} of a symbolic size {n}")
 
 
@@ -210,11 +216,11 @@ def resize_symbolic_axis(cx, x: Value, a: int, n_out, scale: float | None, attrs
     and the k phases interleave. Other geometries need the sizes (``NeedsShapes``)."""
     n = x.shape[a]
     ctm = attrs.get("coordinate_transformation_mode", "half_pixel")
+    mode = attrs.get("mode", "nearest")
     k = None if scale is None or scale != int(scale) else int(scale)
     if k is None or k < 1 or n_out != k * n or ctm not in ("half_pixel", "pytorch_half_pixel", "half_pixel_symmetric",
-                                                          "asymmetric"):
-        raise NeedsShapes(f"Resize of symbolic axis {a} ({n} -> {n_out}, {ctm}): only whole-number upscaling with "
-                          "half-pixel or asymmetric coordinates is symbolic")
+                                                          "asymmetric") or (attrs.get("exclude_outside", 0) and mode == "cubic"):
+        return resize_runtime_axis(cx, x, a, n_out, scale, attrs)
     mode = attrs.get("mode", "nearest")
     phase = np.arange(k, dtype=np.float64)
     c = phase / k if ctm == "asymmetric" else (phase + 0.5) / k - 0.5
@@ -224,8 +230,6 @@ def resize_symbolic_axis(cx, x: Value, a: int, n_out, scale: float | None, attrs
     w = _resize_weights(mode, ratio, float(k), attrs)
     taps = w.shape[1]
     first = base - (taps // 2 - 1)
-    if attrs.get("exclude_outside", 0) and mode == "cubic":
-        raise NeedsShapes(f"Resize cubic exclude_outside on symbolic axis {a}")
     lo, hi = int(max(-first.min(), 0)), int(max((first + taps - 1).max(), 0))
     src = x if x.dtype.is_float or mode == "nearest" else _cast(cx, x, DType.F32)
     padded = pad_value(cx, src, {a: (lo, hi)}, mode="edge") if lo or hi else src
@@ -279,3 +283,90 @@ def _upsample(cx, node, ins, attrs):
             perm.insert(a, len(x.shape) - 1)
             x = cx.g.transpose(y, perm=perm)
     return x
+
+
+_ROUND = {"round_prefer_floor": ("ceil", -0.5), "round_prefer_ceil": ("floor", 0.5), "floor": ("floor", 0.0),
+          "ceil": ("ceil", 0.0)}
+
+
+def resize_runtime_axis(cx, x: Value, a: int, n_out, scale: float | None, attrs) -> Value:
+    """Resizing axis ``a`` where its sizes are symbolic and the geometry is not a whole-number upscale
+    (``interpolate(size=skip.shape[-2:])`` of U-Nets / FPNs): the source coordinate of every output
+    position is computed at run time from the sizes (the same formulas as :func:`_resize_axis`), then
+    the neighbours are gathered (clamped to the axis, as the spec's edge padding) and weighted.
+    Antialiased downscaling and tf_crop_and_resize need static sizes (``NeedsShapes``)."""
+    n = x.shape[a]
+    mode = attrs.get("mode", "nearest")
+    ctm = attrs.get("coordinate_transformation_mode", "half_pixel")
+    if ctm == "tf_crop_and_resize" or (attrs.get("antialias", 0) and mode != "nearest" and (scale is None or scale < 1)):
+        raise NeedsShapes(f"Resize of symbolic axis {a} ({n} -> {n_out}) with {ctm}"
+                          f"{' and antialias' if attrs.get('antialias', 0) else ''}")
+    f32 = DType.F32
+
+    def size(d) -> Value:
+        return _cast(cx, _reshape(cx, materialize(cx, [d]), []), f32)
+
+    def num(v: float) -> Value:
+        return cx.const(np.array(v, np.float32))
+
+    n_f, m_f = size(n), size(n_out)
+    s = num(scale) if scale is not None else m_f / n_f
+    y = _cast(cx, iota(cx, n_out), f32)
+    half = num(0.5)
+    if ctm == "asymmetric":
+        src = y / s
+    elif ctm == "align_corners":
+        width = s * n_f
+        src = cx.g.where(cx.g.eq(width, num(1.0)), num(0.0), y * (n_f - num(1.0)) / (width - num(1.0)))
+    else:
+        src = (y + half) / s - half
+        if ctm == "pytorch_half_pixel":
+            src = cx.g.where(cx.g.gt(s * n_f, num(1.0)), src, num(-0.5))
+        elif ctm == "half_pixel_symmetric":
+            src = src + n_f * half * (num(1.0) - m_f / (s * n_f))
+        elif ctm != "half_pixel":
+            raise OnnxUnsupported(f"Resize coordinate_transformation_mode {ctm!r}")
+    last = n_f - num(1.0)
+    shape = [1] * len(x.shape)
+    shape[a] = n_out
+
+    table = x if mode == "nearest" or x.dtype.is_float else _cast(cx, x, f32)
+
+    def take(pos: Value) -> Value:  # the table at float positions (whole numbers), clamped to the axis
+        idx = _cast(cx, cx.g.minimum(cx.g.maximum(pos, num(0.0)), last), DType.I64)
+        return cx.g.gather(table, idx, axis=a)
+
+    def along(w: Value) -> Value:
+        return _reshape(cx, w, shape)
+
+    if mode == "nearest":
+        kind, shift = _ROUND[attrs.get("nearest_mode", "round_prefer_floor")]
+        return take(cx.g.unary_math(src + num(shift), kind=kind) if shift else cx.g.unary_math(src, kind=kind))
+    if mode == "linear":
+        pos = cx.g.minimum(cx.g.maximum(src, num(0.0)), last)
+        lo = cx.g.unary_math(pos, kind="floor")
+        r = along(pos - lo)
+        y_ = take(lo) * (num(1.0) - r) + take(lo + num(1.0)) * r
+    else:
+        coeff = float(attrs.get("cubic_coeff_a", -0.75))
+        lo = cx.g.unary_math(src, kind="floor")
+        r = src - lo
+        terms, weights = [], []
+        for t, dist in zip((-1.0, 0.0, 1.0, 2.0), (r + num(1.0), r, num(1.0) - r, num(2.0) - r)):
+            d = cx.g.abs(dist)
+            near = ((num(coeff + 2) * d - num(coeff + 3)) * d * d) + num(1.0)
+            far = ((num(coeff) * d - num(5 * coeff)) * d + num(8 * coeff)) * d - num(4 * coeff)
+            w = cx.g.where(cx.g.le(d, num(1.0)), near, far)
+            pos = lo + num(t)
+            if attrs.get("exclude_outside", 0):
+                w = cx.g.where(cx.g.ge(pos, num(0.0)), cx.g.where(cx.g.le(pos, last), w, num(0.0)), num(0.0))
+            weights.append(w)
+            terms.append(pos)
+        total = weights[0] + weights[1] + weights[2] + weights[3] if attrs.get("exclude_outside", 0) else None
+        y_ = None
+        for pos, w in zip(terms, weights):
+            part = take(pos) * along(w / total if total is not None else w)
+            y_ = part if y_ is None else y_ + part
+    if not x.dtype.is_float:
+        y_ = _cast(cx, cx.g.unary_math(y_, kind="round_even"), x.dtype)
+    return y_

@@ -29,7 +29,7 @@ from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError, ShapeError
 from rlx.ir.graph import Graph, Value
 from rlx.ir.serialize import DEFAULT_LIMITS, LoadLimits
-from rlx.ir.symbolic import fresh_symbol
+from rlx.ir.symbolic import fresh_symbol, ranges_in_effect
 from rlx.runtime.reference import eval_node
 
 Converter = Callable[["Importer", Any, list, dict], Any]
@@ -474,7 +474,8 @@ class Importer:
         try:
             ins = [self.value(n) if n else None for n in node.input]
             check_arity(node, ins, self.opset)
-            result = fn(self, node, ins, _attrs(node))
+            with ranges_in_effect(self.g.symbol_ranges):  # converters decide with the ranges narrowed so far
+                result = fn(self, node, ins, _attrs(node))
         except OnnxError as exc:  # name the node (kept as it is: NeedsStatic / UnsupportedOpsError carry data)
             if exc.args and isinstance(exc.args[0], str) and not exc.args[0].startswith(self.where):
                 exc.args = (f"{self.where}: {exc.args[0]}", *exc.args[1:])

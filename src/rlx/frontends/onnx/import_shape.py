@@ -16,7 +16,7 @@ from rlx.frontends.onnx.import_context import NeedsShapes, converter
 from rlx.frontends.onnx.import_helpers import _axis, _broadcast_to, _ints, _reshape, _sizes, _static_shape
 from rlx.ir.graph import Value
 from rlx.ir.shape import broadcast_shapes
-from rlx.ir.symbolic import dim_max, dim_min, floordiv, known_ge
+from rlx.ir.symbolic import dim_max, dim_min, floordiv, is_symbolic, known_ge, ranges_in_effect
 
 
 @converter("Reshape")
@@ -138,6 +138,17 @@ def _slice_symbolic(x: Value, cx, axis: int, start: Any, end: Any, step: int) ->
     return cx.g.narrow(x, axis=axis, start=lo, length=dim_max(hi - lo, 0))
 
 
+def _bounded_by(cx, end: Any, n: int) -> None:
+    """A static buffer sliced to a symbolic length ``x[:, :seq]`` (position ids, cached masks): the model
+    works only for lengths up to the buffer's, so that symbol's range is narrowed to it (a longer feed is
+    refused naming the range) and the slice has the symbolic length, not ``min(seq, n)``."""
+    if not (is_symbolic(end) and len(end.symbols) == 1 and str(end) in end.symbols):
+        return
+    lo, hi = cx.g.symbol_ranges.get(str(end), (1, math.inf))
+    if hi > n >= lo:
+        cx.g.set_range(str(end), lo, n)
+
+
 @converter("Slice")
 def _slice(cx, node, ins, attrs):
     x = ins[0]
@@ -151,8 +162,11 @@ def _slice(cx, node, ins, attrs):
     steps = [1] * len(starts) if steps is None else steps
     for a, s, e, st in zip(axes, starts, ends, steps):
         n = x.shape[a]
+        if isinstance(n, int) and isinstance(e, str) and int(st) == 1:
+            _bounded_by(cx, e, n)
         if not isinstance(n, int) or isinstance(s, str) or isinstance(e, str):
-            x = _slice_symbolic(x, cx, a, s, e, int(st))
+            with ranges_in_effect(cx.g.symbol_ranges):
+                x = _slice_symbolic(x, cx, a, s, e, int(st))
             continue
         cx.check_elements(n, "the Slice index")
         if int(st) == 0:

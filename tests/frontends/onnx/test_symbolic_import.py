@@ -225,3 +225,31 @@ def test_converters_on_symbolic_batch_and_spatial_sizes(op):
         node = helper.make_node(op, ["x", "k"], ["y"], upper=0)
         inits = [helper.make_tensor("k", TensorProto.INT64, [], [1])]
     _check(_model([node], [x], [y], inits, opset=opset), [[(1, 4, 5, 6)], [(3, 4, 2, 7)]], backends=("numpy",))
+
+
+@pytest.mark.slow
+def test_torch_dynamo_export_with_interpolate_to_the_input_size():
+    """torch.onnx.export(dynamo=True) spells sizes its own way (Shape start / end, SymInt arithmetic);
+    ``interpolate(size=x.shape[-2:])`` after a stride-2 conv needs the run-time coordinate Resize."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    F = torch.nn.functional
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+            self.c2 = torch.nn.Conv2d(8, 8, 3, stride=2, padding=1)
+
+        def forward(self, x):
+            y = self.c2(F.max_pool2d(torch.relu(self.c1(x)), 2))
+            return F.interpolate(y, size=x.shape[-2:], mode="bilinear", align_corners=False)
+
+    dim = torch.export.Dim
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        onx = torch.onnx.export(Net().eval(), (torch.randn(2, 3, 16, 16),), input_names=["x"], dynamo=True, opset_version=18,
+                                dynamic_shapes={"x": {0: dim("b", min=1, max=64), 2: dim("h", min=4, max=512),
+                                                      3: dim("w", min=4, max=512)}}, verbose=False)
+    _check(onx.model_proto.SerializeToString(), [[(1, 3, 16, 16)], [(2, 3, 20, 12)]])

@@ -199,13 +199,21 @@ def _f32(name, shape, seed):
     return helper.make_tensor(name, TensorProto.FLOAT, list(shape), arr.reshape(-1).tolist())
 
 
-@pytest.mark.parametrize("op", ["ConvTranspose", "DepthToSpace", "Softmax11", "GroupNormalization", "Dropout",
+@pytest.mark.parametrize("op", ["ConvSameStride2", "MaxPoolSameStride2", "AveragePoolSameStride2", "ConvTranspose",
+                                "DepthToSpace", "Softmax11", "GroupNormalization", "Dropout",
                                 "AveragePoolPads", "MaxPoolSame", "Trilu"])
 def test_converters_on_symbolic_batch_and_spatial_sizes(op):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4, "h", "w"])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
     inits, opset = [], 21 if op == "GroupNormalization" else 17
-    if op == "ConvTranspose":
+    if op == "ConvSameStride2":  # pads depend on the size modulo the stride: dim expressions
+        node = helper.make_node("Conv", ["x", "wc"], ["y"], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER")
+        inits = [_f32("wc", (5, 4, 3, 3), 4)]
+    elif op == "MaxPoolSameStride2":
+        node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 2], strides=[2, 2], auto_pad="SAME_LOWER")
+    elif op == "AveragePoolSameStride2":
+        node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER")
+    elif op == "ConvTranspose":
         node = helper.make_node(op, ["x", "wt"], ["y"], strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1])
         inits = [_f32("wt", (4, 3, 3, 3), 1)]
     elif op == "DepthToSpace":
@@ -253,3 +261,16 @@ def test_torch_dynamo_export_with_interpolate_to_the_input_size():
                                 dynamic_shapes={"x": {0: dim("b", min=1, max=64), 2: dim("h", min=4, max=512),
                                                       3: dim("w", min=4, max=512)}}, verbose=False)
     _check(onx.model_proto.SerializeToString(), [[(1, 3, 16, 16)], [(2, 3, 20, 12)]])
+
+
+def test_pad_to_a_multiple_computed_from_the_shape():
+    """pads = (8 - h % 8) % 8 after the last axis: a dim expression, one graph for every size."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, "h"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Shape", ["x"], ["s"], start=2),
+             helper.make_node("Mod", ["s", "eight"], ["r"]), helper.make_node("Sub", ["eight", "r"], ["t"]),
+             helper.make_node("Mod", ["t", "eight"], ["after"]),
+             helper.make_node("Concat", ["zeros", "after"], ["pads"], axis=0),
+             helper.make_node("Pad", ["x", "pads", "fill"], ["y"])]
+    inits = [_i64("eight", [8]), _i64("zeros", [0, 0, 0, 0, 0]), helper.make_tensor("fill", TensorProto.FLOAT, [], [1.5])]
+    _check(_model(nodes, [x], [y], inits, opset=18), [[(1, 3, 5)], [(2, 3, 16)], [(1, 3, 9)]])

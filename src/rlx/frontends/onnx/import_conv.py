@@ -35,23 +35,21 @@ def _auto_pads(auto_pad: str, sizes, kernel, strides, dilations) -> list[int]:
         pads = [0] * (2 * n)
         for i in range(n):
             out = -(-sizes[i] // strides[i])
-            total = max((out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - sizes[i], 0)
+            need = (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - sizes[i]
+            total = max(need, 0) if isinstance(need, int) else dim_max(need, 0)  # symbolic: depends on size mod stride
             small, big = total // 2, total - total // 2
             pads[i], pads[i + n] = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
         return pads
     return [0] * (2 * n)
 
 
-def _static_pads(fn, *args) -> list[int]:
-    """Pads computed from sizes that may be symbolic: they must come out as ints (stride 1, or a size the
-    stride divides), else the model needs its shapes (``NeedsShapes``)."""
+def _static_pads(fn, *args) -> list:
+    """auto_pad pads of sizes that may be symbolic (then the pads may be dim expressions: a stride
+    that does not divide the size); an undecidable rule needs the shapes (``NeedsShapes``)."""
     try:
-        pads = fn(*args)
-    except ShapeError:
-        pads = [None]
-    if any(not isinstance(p, int) for p in pads):
-        raise NeedsShapes(f"auto_pad on symbolic sizes gives pads {pads}")
-    return pads
+        return fn(*args)
+    except ShapeError as exc:
+        raise NeedsShapes(f"auto_pad on symbolic sizes: {exc}") from exc
 
 
 def _to2d(cx, x: Value) -> Value:
@@ -88,7 +86,9 @@ def _conv(cx, node, ins, attrs):
 def _conv2d(cx, x: Value, w: Value, strides, dil, pads, group: int) -> Value:
     """conv2d with ONNX pads [h0, w0, h1, w1]: symmetric ones in the op, others as an explicit zero pad."""
     sym = [pads[0], pads[1]] if pads[0] == pads[2] and pads[1] == pads[3] else [0, 0]
-    if sym == [0, 0] and any(pads):
+    if not all(isinstance(p, int) for p in pads):  # symbolic (auto_pad) amounts: an explicit zero pad
+        sym = [0, 0]
+    if sym == [0, 0] and any(isinstance(p, str) or p for p in pads):
         x = pad_value(cx, x, {2: (pads[0], pads[2]), 3: (pads[1], pads[3])})
     return cx.g.conv2d(x, w, stride=strides, padding=sym, dilation=dil, groups=group)
 
@@ -350,9 +350,11 @@ def _max_pool_values(cx, node, x: Value, attrs, kernel, strides, dil, pads, extr
     fill = (-np.inf if x.dtype.is_float else np.iinfo(x.dtype.numpy).min) if is_max else 0
     amounts = {2: (pads[0], pads[2] + extra[0]), 3: (pads[1], pads[3] + extra[1])}
     inner = [0, 0]
-    if amounts[2][0] == amounts[2][1] < kernel[0] and amounts[3][0] == amounts[3][1] < kernel[1]:
+    if all(isinstance(v, int) for pair in amounts.values() for v in pair) and \
+            amounts[2][0] == amounts[2][1] < kernel[0] and amounts[3][0] == amounts[3][1] < kernel[1]:
         inner, amounts = [pads[0], pads[1]], {}  # symmetric: pool2d's own padding (the same fill), no padded copy
-    padded = pad_value(cx, src, amounts, value=fill) if any(a or b for a, b in amounts.values()) else src
+    padded = pad_value(cx, src, amounts, value=fill) if any(isinstance(v, str) or v for pair in amounts.values()
+                                                                 for v in pair) else src
     y = cx.g.pool2d(padded, kind="max" if is_max else "sum", kernel_size=kernel, stride=strides, padding=inner)
     if tuple(y.shape[2:]) != tuple(outs):
         y = pad_value(cx, y, {2: (0, outs[0] - y.shape[2]), 3: (0, outs[1] - y.shape[3])})

@@ -207,7 +207,7 @@ def _pad(cx, node, ins, attrs):
     if cx.opset < 11:
         pads, value, axes = attrs["pads"], attrs.get("value", 0.0), None
     else:
-        pads = _ints(cx, node, 1, None, attrs)
+        pads = _sizes(cx, node, 1, attrs)
         value = 0
         if len(node.input) > 2 and node.input[2]:
             value = cx.static(node.input[2], "constant_value").reshape(-1)[0] if ins[2].shape.numel else 0
@@ -253,7 +253,10 @@ def pad_value(cx, x: Value, pads: dict[int, tuple[int, int]], mode: str = "const
         if not isinstance(n, int) and mode != "constant":
             x = _pad_symbolic(cx, x, axis, before, after, mode)
             continue
-        if before < 0 or after < 0:
+        if not isinstance(before, int) or not isinstance(after, int):  # symbolic amounts (auto_pad, shape arithmetic)
+            if mode != "constant" or known_ge(before, 0) is False or known_ge(after, 0) is False:
+                raise NeedsShapes(f"Pad of axis {axis} by symbolic amounts ({before}, {after}) in mode {mode!r}")
+        elif before < 0 or after < 0:
             x = cx.g.narrow(x, axis=axis, start=max(-before, 0), length=n + min(before, 0) + min(after, 0))
             before, after = max(before, 0), max(after, 0)
             n = x.shape[axis]

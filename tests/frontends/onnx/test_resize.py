@@ -60,7 +60,7 @@ def _close(a, b, atol):
     return a.shape == b.shape and np.allclose(a, b, rtol=1e-4, atol=atol)
 
 
-def _check(data, shapes=(IN_SHAPE,), atol=2e-5):
+def _check(data, shapes=(IN_SHAPE,), atol=2e-5, backends=()):
     """rlx.run vs onnxruntime; where onnxruntime departs from the ONNX spec (fractional scales with
     align_corners / tf_crop_and_resize / nearest: it recomputes the scale from the output length),
     the spec's reference implementation (onnx.reference) decides."""
@@ -70,6 +70,9 @@ def _check(data, shapes=(IN_SHAPE,), atol=2e-5):
         x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
         (want,) = sess.run(None, {"x": x})
         (got,) = rlx.run(g, {"x": x}, params)
+        for backend in backends:  # the compiled backends agree with rlx.run (symbolic sizes bound at run time)
+            (other,) = rlx.compile(g, backend=backend).run({"x": x}, params)
+            np.testing.assert_allclose(np.asarray(other), got, rtol=1e-5, atol=1e-5, err_msg=backend)
         assert got.shape == want.shape
         if not _close(got, want, atol):
             from onnx.reference import ReferenceEvaluator
@@ -150,8 +153,10 @@ def test_opset_11_empty_roi_and_axes_subset():
 def test_symbolic_sizes_one_graph(mode, ctm):
     """Symbolic batch / channel with static spatial sizes, and symbolic spatial sizes upscaled by whole factors."""
     attrs = {"mode": mode, "coordinate_transformation_mode": ctm}
-    _check(_model(13, attrs, scales=[1.0, 1.0, 3.0, 1.5], dims=["n", "c", 7, 9]), [(1, 2, 7, 9), (3, 1, 7, 9)])
-    g = _check(_model(13, attrs, scales=[1.0, 1.0, 2.0, 3.0], dims=["n", 3, "h", "w"]), [(1, 3, 5, 4), (2, 3, 8, 1)])
+    both = ("numpy", "onnxruntime")
+    _check(_model(13, attrs, scales=[1.0, 1.0, 3.0, 1.5], dims=["n", "c", 7, 9]), [(1, 2, 7, 9), (3, 1, 7, 9)], backends=both)
+    g = _check(_model(13, attrs, scales=[1.0, 1.0, 2.0, 3.0], dims=["n", 3, "h", "w"]), [(1, 3, 5, 4), (2, 3, 8, 1)],
+               backends=both)
     assert not g.outputs[0].shape.is_static
 
 
@@ -214,11 +219,14 @@ def test_symbolic_sizes_from_another_tensor(attrs):
     data = _to_size_of_model(attrs)
     sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     g, params = rlx.onnx.import_model(data)
+    exes = {b: rlx.compile(g, backend=b) for b in ("numpy", "onnxruntime")}
     for xs, ls in [((1, 3, 4, 6), (1, 1, 8, 3)), ((2, 3, 7, 5), (2, 1, 3, 11)), ((1, 3, 5, 5), (1, 1, 5, 5))]:
         feed = {"x": np.random.default_rng(xs[2]).standard_normal(xs).astype(np.float32), "like": np.zeros(ls, np.float32)}
         (want,) = sess.run(None, feed)
         (got,) = rlx.run(g, feed, params)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5, err_msg=str((xs, ls)))
+        for backend, exe in exes.items():
+            np.testing.assert_allclose(np.asarray(exe.run(feed, params)[0]), got, rtol=1e-5, atol=1e-5, err_msg=backend)
 
 
 def test_fractional_scales_of_symbolic_sizes():

@@ -88,7 +88,7 @@ def test_silero_vad_runs_as_shipped_at_both_sample_rates():
     """No overrides: one runnable specialises on the fed shapes (the decoder's If reads a conv's time
     size) and on ``sr`` (the If choosing the 8 / 16 kHz branch), then runs both rates."""
     runnable = rlx.onnx.import_runnable(SILERO)
-    assert runnable.shape_specialized
+    assert runnable.shape_specialized  # the If squeezes an axis whose size is 1 only at some input lengths
     for sr, chunk in [(16000, 512), (8000, 256), (16000, 512)]:
         _matches_onnxruntime_across_calls(
             lambda x, state, sr=sr: runnable.run({"input": x, "state": state, "sr": np.array(sr, np.int64)}), sr, chunk)

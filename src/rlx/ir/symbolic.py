@@ -303,6 +303,8 @@ def _within(r: SymDim, b: int) -> bool:
 
 def _minmax(op: str, a: Dim, b: Dim) -> Dim:
     ge = known_ge(a, b)
+    if ge is None and known_ge(b, a):  # b >= a holds (a may equal b): a is the min
+        ge = False
     if ge is not None:
         return (a if ge else b) if op == "max" else (b if ge else a)
     if str(a) > str(b):  # commutative: canonical argument order

@@ -25,7 +25,7 @@ _LEAVES = ("param", "constant")
 
 
 def _foldable(g: Graph, params: Mapping[str, np.ndarray]) -> set[int]:
-    """Ids of weight-only nodes: params with a value, constants, and single-result nodes reading only those."""
+    """Ids of weight-only nodes: params with a value, constants, and single-result nodes of a static shape reading only those."""
     known: set[int] = set()
     for node in g.nodes:
         if node.op == "param":
@@ -33,7 +33,8 @@ def _foldable(g: Graph, params: Mapping[str, np.ndarray]) -> set[int]:
                 known.add(node.id)
         elif node.op == "constant":
             known.add(node.id)
-        elif node.inputs and not node.extra_types and node.op != RESULT and all(i in known for i in node.inputs):
+        elif node.inputs and not node.extra_types and node.op != RESULT and node.shape.is_static \
+                and all(i in known for i in node.inputs):  # a symbolic shape is bound only at run time
             known.add(node.id)
     return known
 

@@ -11,6 +11,7 @@ onnxruntime's error, not rlx's RlxError; overwriting with duplicate indices is u
 
 from __future__ import annotations
 
+from rlx.backends.onnx.export_shapes import shape_value
 from rlx.backends.onnx.exporter import _in_dtype, _in_shape, exporter
 from rlx.frontends.onnx.common import OnnxUnsupported
 from rlx.ir.dtype import DType
@@ -71,9 +72,7 @@ def _advanced_index_put(ex, node, ins):
     xt, stacked, labels, order, nb = _gather_frame(ex, node, x, idx, 2)
     xtype = ex.g.node(node.inputs[0]).type
     target = result_shape(xtype, broadcast_shapes(*(Shape(_in_shape(ex, node, 2 + k)) for k in range(len(idx)))), node.attrs["pattern"])
-    if not target.is_static:
-        raise OnnxUnsupported(f"advanced_index_put with a symbolic indexed shape {target!r}")
-    upd = ex.node("Expand", [values, ex.ints(list(target))])
+    upd = ex.node("Expand", [values, shape_value(ex, list(target))])  # symbolic sizes computed at run time
     numpy_labels = layout(node.attrs["pattern"], len(order), nb)
     upd = _transpose(ex, upd, [numpy_labels.index(lab) for lab in labels])
     out = ex.node("ScatterND", [xt, stacked, upd], reduction="add" if node.attrs["accumulate"] else None)

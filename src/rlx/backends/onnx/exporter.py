@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 
 from rlx.backends.onnx.export_fusable import drop_unread, fuse_hard_activations
+from rlx.backends.onnx.export_shapes import dim_value, has_symbolic, reshape_target, shape_value
+from rlx.backends.onnx.export_shapes import position_keep as symbolic_keep
 from rlx.backends.onnx.namespace import OnnxNamespace
 from rlx.frontends.common import MULTIPLIED_DTYPES
 from rlx.frontends.onnx.common import SINCE_OPSET, OnnxError, OnnxUnsupported, onnx_dtype
@@ -500,6 +502,8 @@ def _dims(shape) -> list[int]:
 @exporter("reshape")
 def _reshape(ex, node, ins):
     dims = list(node.attrs["new_shape"])
+    if has_symbolic(dims):
+        return ex.node("Reshape", [ins[0], reshape_target(ex, dims, node.shape)], allowzero=1 if 0 in dims else None)
     if dims.count(-1) > 1 or (-1 in dims and 0 in dims):
         dims = _dims(node.shape)
     return ex.node("Reshape", [ins[0], ex.ints(dims)], allowzero=1 if 0 in dims else None)
@@ -513,6 +517,8 @@ def _transpose(ex, node, ins):
 @exporter("narrow")
 def _narrow(ex, node, ins):
     a, s, n = node.attrs["axis"], node.attrs["start"], node.attrs["length"]
+    if has_symbolic([s, n]):
+        return ex.node("Slice", [ins[0], dim_value(ex, s), dim_value(ex, s + n), ex.ints([a])])
     return ex.node("Slice", [ins[0], ex.ints([s]), ex.ints([s + n]), ex.ints([a])])
 
 
@@ -523,9 +529,7 @@ def _concat(ex, node, ins):
 
 @exporter("expand")
 def _expand(ex, node, ins):
-    if not node.shape.is_static:
-        raise OnnxUnsupported("expand to a symbolic shape")
-    return ex.node("Expand", [ins[0], ex.ints(list(node.shape))])
+    return ex.node("Expand", [ins[0], shape_value(ex, node.shape)])
 
 
 @exporter("gather")
@@ -661,13 +665,15 @@ def _max_pool2d_with_indices(ex, node, ins):
     k, s, p = pool_geo(node.attrs)
     n, c, h, w = _in_shape(ex, node, 0)
     vals, idx = ex.node("MaxPool", [ins[0]], n_out=2, kernel_shape=list(k), strides=list(s), pads=[p[0], p[1], p[0], p[1]])
+    if has_symbolic([n, c, h, w]):  # the index within its plane: the flat index modulo the plane size
+        return [vals, ex.node("Mod", [idx, dim_value(ex, h * w)])]
     offset = ex.const((np.arange(n * c, dtype=np.int64) * (h * w)).reshape(n, c, 1, 1))
     return [vals, ex.node("Sub", [idx, offset])]
 
 
 @exporter("split")
 def _split(ex, node, ins):
-    return ex.node("Split", [ins[0], ex.ints(node.attrs["sizes"])], n_out=node.num_results, axis=node.attrs["axis"])
+    return ex.node("Split", [ins[0], shape_value(ex, node.attrs["sizes"])], n_out=node.num_results, axis=node.attrs["axis"])
 
 
 @exporter("scatter_add")
@@ -775,8 +781,6 @@ def _attention(ex, node, ins):
 
         q, k, v = (split(t) for t in (q, k, v))
         sq, sk = qs[-2], ks[-2]
-    if not (isinstance(sq, int) and isinstance(sk, int)):
-        raise OnnxUnsupported("attention with symbolic sequence lengths")
     r4 = 4 if rank in (3, 4) else 3
     kt = ex.node("Transpose", [k], perm=[*list(range(r4 - 2)), r4 - 1, r4 - 2])
     s = ex.node("Mul", [ex.node("MatMul", [q, kt]), ex.scalar(attention_scale(a), dt)])
@@ -785,13 +789,14 @@ def _attention(ex, node, ins):
         s = ex.node("Mul", [ex.node("Tanh", [ex.node("Div", [s, ex.scalar(cap, dt)])]), ex.scalar(cap, dt)])
     kind = a["mask_kind"]
     fill = ex.scalar(MASK_FILL, dt)
-    keep = position_keep(kind, sq, sk, a["window"])
+    static = isinstance(sq, int) and isinstance(sk, int)
+    keep = position_keep(kind, sq, sk, a["window"]) if static else symbolic_keep(ex, kind, sq, sk, a["window"])
     if keep is not None:
-        s = ex.node("Where", [ex.const(keep), s, fill])
+        s = ex.node("Where", [ex.const(keep) if static else keep, s, fill])
     elif kind == "custom":
         m = ex.cast(ins[3], _in_dtype(ex, node, 3), dt)
         mshape = list(_in_shape(ex, node, 3))
-        m = ex.node("Reshape", [m, ex.ints([*_dims(mshape[:-1]), 1, 1, mshape[-1]])])
+        m = ex.node("Reshape", [m, reshape_target(ex, [*mshape[:-1], 1, 1, mshape[-1]], [*mshape[:-1], 1, 1, mshape[-1]])])
         s = ex.node("Where", [ex.node("GreaterOrEqual", [m, ex.scalar(KEEP_AT, dt)]), s, fill])
     elif kind == "bias":
         s = ex.node("Add", [s, ex.cast(ins[3], _in_dtype(ex, node, 3), dt)])
@@ -800,7 +805,7 @@ def _attention(ex, node, ins):
     if rank == 4:
         return o if a["layout"] == "bhsd" else ex.node("Transpose", [o], perm=[0, 2, 1, 3])
     o = ex.node("Transpose", [o], perm=[*list(range(rank - 2)), rank - 1, rank - 2, rank])
-    return ex.node("Reshape", [o, ex.ints(_dims(node.shape))])
+    return ex.node("Reshape", [o, reshape_target(ex, list(node.shape), node.shape)])
 
 
 @exporter("rope")
@@ -811,12 +816,10 @@ def _rope(ex, node, ins):
     half = n_rot // 2
     shape = node.shape
     rank, seq = len(shape), shape[-2]
-    if not isinstance(seq, int):
-        raise OnnxUnsupported("rope with a symbolic sequence length")
     xh = ex.node("Reshape", [x, ex.ints([0] * (rank - 1) + [shape[-1] // hd, hd])])
 
     def table(t):
-        t = ex.node("Slice", [t, ex.ints([0, 0]), ex.ints([seq, half]), ex.ints([0, 1])])
+        t = ex.node("Slice", [t, ex.ints([0, 0]), shape_value(ex, [seq, half]), ex.ints([0, 1])])
         return ex.node("Unsqueeze", [t, ex.ints([1])])
 
     c, s = table(cos), table(sin)

@@ -11,26 +11,30 @@ from rlx.frontends.onnx.common import (
     OnnxUnsupported,
     rlx_dtype,
 )
-from rlx.frontends.onnx.import_context import FOLD_LIMIT, NeedsShapes, converter
+from rlx.frontends.onnx.import_context import FOLD_LIMIT, converter
 from rlx.frontends.onnx.import_helpers import _axis, _cast, _first, _reshape, _static_shape
+from rlx.frontends.onnx.import_symbolic import shape_value
 from rlx.ir.dtype import DType
+from rlx.ir.symbolic import dim_max, floordiv
 
 
 @converter("Shape")
 def _shape(cx, node, ins, attrs):
-    shape = ins[0].shape
-    if not shape.is_static:
-        raise NeedsShapes(f"Shape of a symbolic shape {shape!r}")
+    """The dims of x: a constant when static, else a runtime value whose symbolic entries are kept (import_symbolic)."""
+    shape = list(ins[0].shape)
     rank = len(shape)
     start, end = attrs.get("start", 0), attrs.get("end", rank)
     start = min(max(start + rank if start < 0 else start, 0), rank)
     end = min(max(end + rank if end < 0 else end, 0), rank)
-    return cx.const(np.array(list(shape)[start:end], dtype=np.int64))
+    return shape_value(cx, shape[start:end])
 
 
 @converter("Size")
 def _size(cx, node, ins, attrs):
-    return cx.const(np.array(math.prod(_static_shape(ins[0])), dtype=np.int64))
+    n = math.prod(ins[0].shape)
+    if isinstance(n, int):
+        return cx.const(np.array(n, dtype=np.int64))
+    return _reshape(cx, shape_value(cx, [n]), [])
 
 
 @converter("Constant")
@@ -50,15 +54,17 @@ def _constant(cx, node, ins, attrs):
 
 @converter("ConstantOfShape")
 def _constant_of_shape(cx, node, ins, attrs):
-    shape = [int(d) for d in cx.static(node.input[0], "shape").reshape(-1)]
+    shape = cx.sizes(node.input[0], "shape")
     value = cx.tensor(attrs["value"]).reshape(-1) if "value" in attrs else np.zeros(1, np.float32)
-    if math.prod(shape) > FOLD_LIMIT:  # a large splat stays a broadcast, not a materialized constant
+    if any(isinstance(d, str) for d in shape) or math.prod(shape) > FOLD_LIMIT:  # a large / symbolic splat stays a broadcast
         return cx.g.expand(cx.const(value[:1].reshape(())), target_shape=shape)
     return cx.const(np.full(shape, value[0], dtype=value.dtype))
 
 
 @converter("Range")
 def _range(cx, node, ins, attrs):
+    if any(v.id in cx.dims for v in ins[:2]) and ins[0].dtype.is_int:
+        return _symbolic_range(cx, node, ins)
     start, limit, delta = (_first(cx.static(n, "Range operand"), "Range operand") for n in node.input[:3])
     span = (float(limit) - float(start)) / float(delta) if float(delta) else math.nan
     if not math.isfinite(span):
@@ -66,6 +72,20 @@ def _range(cx, node, ins, attrs):
     n = max(math.ceil(span), 0)
     cx.check_elements(n, "the Range")
     return cx.const((start + np.arange(n) * delta).astype(start.dtype))
+
+
+def _symbolic_range(cx, node, ins):
+    """An integer Range whose start or limit is a symbolic size: its length is a dim expression
+    (``limit - start`` for a unit step), its values ``start + delta * (running count of ones)``."""
+    delta = int(_first(cx.static(node.input[2], "Range delta"), "Range delta"))
+    if delta == 0:
+        raise OnnxFormatError("Range delta 0")
+    start, limit = (_first(np.array(cx.sizes(n, "Range operand"), dtype=object), "Range operand") for n in node.input[:2])
+    length = dim_max(floordiv(limit - start + delta - 1, delta) if delta > 0 else floordiv(start - limit - delta - 1, -delta), 0)
+    dtype = ins[0].dtype
+    ones = cx.g.expand(cx.const(np.ones(1, dtype.numpy)), target_shape=[length])
+    count = cx.g.cumulative(ones, op="sum", axis=0, exclusive=True)
+    return _reshape(cx, ins[0], []) + count * _reshape(cx, ins[2], [])
 
 
 @converter("EyeLike")

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx.frontends.onnx import loading
+from rlx.frontends.onnx import import_symbolic, loading
 from rlx.frontends.onnx.common import (
     DeclaredTypeError,
     OnnxError,
@@ -26,10 +26,10 @@ from rlx.frontends.onnx.common import (
 )
 from rlx.frontends.onnx.validate import check_arity
 from rlx.ir.dtype import DType
-from rlx.ir.errors import RlxError
+from rlx.ir.errors import RlxError, ShapeError
 from rlx.ir.graph import Graph, Value
 from rlx.ir.serialize import DEFAULT_LIMITS, LoadLimits
-from rlx.ir.symbolic import fresh_symbol
+from rlx.ir.symbolic import fresh_symbol, ranges_in_effect
 from rlx.runtime.reference import eval_node
 
 Converter = Callable[["Importer", Any, list, dict], Any]
@@ -137,6 +137,7 @@ class Importer:
         self.env: dict[str, Value] = {}
         self.deps: dict[str, frozenset[str]] = {}
         self.known: dict[int, np.ndarray] = {}
+        self.dims: dict[int, np.ndarray] = {}  # value id -> object array of dims (import_symbolic)
         self.static_inputs = dict(static_inputs or {})
         self.input_shapes = dict(input_shapes or {})
         self.params: dict[str, np.ndarray] = {}
@@ -154,12 +155,70 @@ class Importer:
     def static(self, name: str, what: str = "operand") -> np.ndarray:
         v = self.value(name)
         arr = self.known.get(v.id)
+        if arr is None and v.id in self.dims:
+            raise NeedsShapes(f"{what} {name!r} is {list(self.dims[v.id].reshape(-1))[:8]}: it depends on the "
+                              "inputs' symbolic sizes")
         if arr is None:
             deps = self.deps.get(name, frozenset())
+            if not deps:
+                arr = self._from_params(v)
+                if arr is not None:
+                    return arr
             why = "" if deps else (" (it is computed from float initializers, which are params, or from an intermediate"
                                    f" over the import-time folding limit of {FOLD_LIMIT} elements)")
             raise NeedsStatic(f"{what} {name!r}{why}", deps)
         return arr
+
+    def sizes(self, name: str, what: str = "operand") -> list[Any]:
+        """An int operand as a flat list of dims: ints when known, symbolic expressions where it is
+        computed from the inputs' shapes (``Shape`` → arithmetic); else as :meth:`static`."""
+        v = self.value(name)
+        got = self.dims.get(v.id)
+        if got is not None:
+            return [d if isinstance(d, str) else int(d) for d in got.reshape(-1)]
+        return [int(d) for d in np.asarray(self.static(name, what)).reshape(-1)]
+
+    def _from_params(self, v: Value) -> np.ndarray | None:
+        """``v`` evaluated from the initializers it is computed from (float initializers are params,
+        so folding skips them): a Pad's pads or a Reshape's shape computed from weights. Bounded by
+        the folding limits; None when it reads a graph input or cannot be evaluated."""
+        order, seen, stack = [], set(), [v.id]
+        while stack:
+            nid = stack.pop()
+            if nid in seen:
+                continue
+            seen.add(nid)
+            order.append(nid)
+            if len(seen) > 4096:
+                return None
+            node = self.g.node(nid)
+            if node.op == "input":
+                return None
+            stack.extend(i for i in node.inputs if i not in self.known)
+        values: dict[int, np.ndarray] = {}
+        for nid in sorted(order):
+            node = self.g.node(nid)
+            if nid in self.known:
+                values[nid] = self.known[nid]
+                continue
+            if node.op == "param":
+                arr = self.params.get(node.attrs["name"])
+                if arr is None:
+                    return None
+                values[nid] = arr
+                continue
+            if node.op == "result" or not node.shape.is_static or node.shape.numel > FOLD_LIMIT:
+                return None
+            ins = [values[i] if i in values else self.known.get(i) for i in node.inputs]
+            if any(a is None for a in ins):
+                return None
+            try:
+                got = eval_node(node, ins, node.types if node.extra_types else node.type)
+            except RlxError:
+                return None
+            for r, arr in enumerate(got if node.extra_types else (got,)):
+                values[nid + r] = arr
+        return values.get(v.id)
 
     def maybe_static(self, v: Value) -> np.ndarray | None:
         return self.known.get(v.id)
@@ -271,7 +330,7 @@ class Importer:
     def check_declared(self, name: str, v: Value, where: str) -> None:
         """The model's declared type of value ``name`` (value_info, graph outputs) must be what rlx computed.
 
-        Declared dims that are numbers are compared with static dims; named / missing dims, and
+        Declared positive dims are compared with static dims; named / missing / -1 / 0 dims, and
         element types rlx lacks, are not checked. A disagreement is a converter bug or a model
         contradicting itself: :class:`DeclaredTypeError` names the value and the node."""
         tt = self.declared.get(name)
@@ -287,8 +346,8 @@ class Importer:
             return
         dims = list(tt.shape.dim)
         got = list(v.shape)
-        if len(dims) != len(got) or any(d.HasField("dim_value") and isinstance(s, int) and d.dim_value != s
-                                        for d, s in zip(dims, got)):
+        if len(dims) != len(got) or any(d.HasField("dim_value") and d.dim_value > 0 and isinstance(s, int)
+                                        and d.dim_value != s for d, s in zip(dims, got)):  # -1 / 0: unknown
             shown = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in dims]
             raise DeclaredTypeError(f"{where}: value {name!r} is declared with shape {shown} but rlx computes {got}")
 
@@ -305,14 +364,17 @@ class Importer:
         else:
             shape = []
             for i, d in enumerate(tt.shape.dim):
-                if d.HasField("dim_value"):
-                    if not 0 <= d.dim_value <= self.limits.max_dim:
-                        raise OnnxFormatError(f"input {vi.name!r}: dim {i} = {d.dim_value} is negative or exceeds "
+                if d.HasField("dim_value") and d.dim_value >= 0:  # 0 stays an empty axis (symbols are >= 1)
+                    if d.dim_value > self.limits.max_dim:
+                        raise OnnxFormatError(f"input {vi.name!r}: dim {i} = {d.dim_value} exceeds "
                                               f"LoadLimits.max_dim={self.limits.max_dim}")
                     shape.append(int(d.dim_value))
                 elif d.dim_param:
                     shape.append(_dim_name(d.dim_param, i))
-                else:  # anonymous: a fresh symbol named from the input and axis, distinct from every named dim
+                elif d.HasField("dim_value") and d.dim_value < -1:
+                    raise OnnxFormatError(f"input {vi.name!r}: dim {i} = {d.dim_value} is negative (-1 means unknown)")
+                else:  # anonymous or -1 (as some exporters write "unknown"): a fresh symbol named from the
+                    # input and axis, distinct from every named dim
                     sym = fresh_symbol(vi.name, i, self._symbol_names())
                     self._symbols.add(str(sym))
                     shape.append(sym)
@@ -412,19 +474,24 @@ class Importer:
         try:
             ins = [self.value(n) if n else None for n in node.input]
             check_arity(node, ins, self.opset)
-            result = fn(self, node, ins, _attrs(node))
+            with ranges_in_effect(self.g.symbol_ranges):  # converters decide with the ranges narrowed so far
+                result = fn(self, node, ins, _attrs(node))
         except OnnxError as exc:  # name the node (kept as it is: NeedsStatic / UnsupportedOpsError carry data)
             if exc.args and isinstance(exc.args[0], str) and not exc.args[0].startswith(self.where):
                 exc.args = (f"{self.where}: {exc.args[0]}", *exc.args[1:])
             raise
         except (RlxError, KeyError, ValueError, IndexError, TypeError, AttributeError, ArithmeticError) as exc:
             what = f"{type(exc).__name__}: {exc}" if not isinstance(exc, RlxError) else str(exc)
+            if isinstance(exc, ShapeError) and any(isinstance(v, Value) and not v.shape.is_static for v in ins):
+                # a shape rule undecided on symbolic sizes: importing with the fed shapes decides it
+                raise NeedsShapes(f"{self.where}: {what}") from exc
             raise OnnxError(f"{self.where}: {what}") from exc
         finally:
             self.opset, self.where = saved, saved_where
         results = list(result) if isinstance(result, (list, tuple)) else [result]
         self._check_new(start, node)
         self._fold_from(start)
+        import_symbolic.propagate(self, node, ins, _attrs(node), results)
         for i, name in enumerate(node.output):
             if not name:
                 continue

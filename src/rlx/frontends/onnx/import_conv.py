@@ -11,11 +11,13 @@ from rlx.frontends.onnx.common import (
     OnnxFormatError,
     OnnxUnsupported,
 )
-from rlx.frontends.onnx.import_context import converter
+from rlx.frontends.onnx.import_context import NeedsShapes, converter
 from rlx.frontends.onnx.import_helpers import _cast, _reshape, _static_shape
 from rlx.frontends.onnx.import_shape import _index_along, pad_value
 from rlx.ir.dtype import DType
+from rlx.ir.errors import ShapeError
 from rlx.ir.graph import Value
+from rlx.ir.symbolic import dim_max, known_ge
 
 
 def _spatial(x: Value, what: str, ranks: tuple[int, ...] = (1, 2)) -> int:
@@ -33,11 +35,21 @@ def _auto_pads(auto_pad: str, sizes, kernel, strides, dilations) -> list[int]:
         pads = [0] * (2 * n)
         for i in range(n):
             out = -(-sizes[i] // strides[i])
-            total = max((out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - sizes[i], 0)
+            need = (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - sizes[i]
+            total = max(need, 0) if isinstance(need, int) else dim_max(need, 0)  # symbolic: depends on size mod stride
             small, big = total // 2, total - total // 2
             pads[i], pads[i + n] = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
         return pads
     return [0] * (2 * n)
+
+
+def _static_pads(fn, *args) -> list:
+    """auto_pad pads of sizes that may be symbolic (then the pads may be dim expressions: a stride
+    that does not divide the size); an undecidable rule needs the shapes (``NeedsShapes``)."""
+    try:
+        return fn(*args)
+    except ShapeError as exc:
+        raise NeedsShapes(f"auto_pad on symbolic sizes: {exc}") from exc
 
 
 def _to2d(cx, x: Value) -> Value:
@@ -56,7 +68,7 @@ def _conv(cx, node, ins, attrs):
     auto = attrs.get("auto_pad", "NOTSET")
     check_window(cx, nsp, kernel, strides, dil, list(attrs.get("pads", [0] * (2 * nsp))))
     pads = list(attrs.get("pads", [0] * (2 * nsp))) if auto in ("NOTSET", "VALID") else \
-        _auto_pads(auto, _static_shape(x)[2:], kernel, strides, dil)  # explicit pads work on symbolic sizes
+        _static_pads(_auto_pads, auto, list(x.shape[2:]), kernel, strides, dil)  # explicit pads work on symbolic sizes
     if auto == "VALID":
         pads = [0] * (2 * nsp)
     if nsp == 3:
@@ -74,7 +86,9 @@ def _conv(cx, node, ins, attrs):
 def _conv2d(cx, x: Value, w: Value, strides, dil, pads, group: int) -> Value:
     """conv2d with ONNX pads [h0, w0, h1, w1]: symmetric ones in the op, others as an explicit zero pad."""
     sym = [pads[0], pads[1]] if pads[0] == pads[2] and pads[1] == pads[3] else [0, 0]
-    if sym == [0, 0] and any(pads):
+    if not all(isinstance(p, int) for p in pads):  # symbolic (auto_pad) amounts: an explicit zero pad
+        sym = [0, 0]
+    if sym == [0, 0] and any(isinstance(p, str) or p for p in pads):
         x = pad_value(cx, x, {2: (pads[0], pads[2]), 3: (pads[1], pads[3])})
     return cx.g.conv2d(x, w, stride=strides, padding=sym, dilation=dil, groups=group)
 
@@ -114,7 +128,7 @@ def _conv_transpose(cx, node, ins, attrs):
     dil = list(attrs.get("dilations", [1] * nsp))
     outpad = list(attrs.get("output_padding", [0] * nsp))
     pads = list(attrs.get("pads", [0] * (2 * nsp)))
-    sizes = _static_shape(x)[2:][-nsp:]
+    sizes = list(x.shape[2:])[-nsp:]
     auto = attrs.get("auto_pad", "NOTSET")
     check_window(cx, nsp, kernel[-nsp:], strides, dil, pads)
     if len(outpad) != nsp or any(not 0 <= p < max(s, d) for p, s, d in zip(outpad, strides, dil)):
@@ -188,11 +202,11 @@ def _pool_geometry(cx, x: Value, attrs, nsp: int):
     kernel = list(attrs["kernel_shape"])
     strides = list(attrs.get("strides", [1] * nsp))
     dil = list(attrs.get("dilations", [1] * nsp))
-    sizes = _static_shape(x)[2:]
+    sizes = list(x.shape[2:])
     auto = attrs.get("auto_pad", "NOTSET")
     check_window(cx, nsp, kernel, strides, dil, list(attrs.get("pads", [0] * (2 * nsp))))
     if auto in ("SAME_UPPER", "SAME_LOWER"):
-        pads = _auto_pads(auto, sizes, kernel, strides, dil)
+        pads = _static_pads(_auto_pads, auto, sizes, kernel, strides, dil)
     elif auto == "VALID":
         pads = [0] * (2 * nsp)
     else:
@@ -204,13 +218,19 @@ def _pool_geometry(cx, x: Value, attrs, nsp: int):
         total = sizes[i] + pads[i] + pads[i + nsp] - span
         if attrs.get("ceil_mode", 0):
             out = -(-total // strides[i]) + 1
-            if (out - 1) * strides[i] >= sizes[i] + pads[i]:
+            last = known_ge((out - 1) * strides[i], sizes[i] + pads[i])
+            if last is None:
+                raise NeedsShapes(f"ceil_mode on symbolic axis {2 + i} ({sizes[i]})")
+            if last:
                 out -= 1
         else:
             out = total // strides[i] + 1
         need = (out - 1) * strides[i] + span - (sizes[i] + pads[i] + pads[i + nsp])
-        extra[i] = max(need, 0)
-        if out < 1:
+        if not attrs.get("ceil_mode", 0):
+            extra[i] = 0  # floor mode: the last window fits
+        else:
+            extra[i] = max(need, 0) if isinstance(need, int) else dim_max(need, 0)
+        if known_ge(out, 1) is False:
             raise OnnxFormatError(f"the window (kernel {kernel[i]}, dilation {dil[i]}) is larger than padded axis {2 + i}")
         outs.append(out)
     return kernel, strides, dil, pads, extra, outs
@@ -330,13 +350,17 @@ def _max_pool_values(cx, node, x: Value, attrs, kernel, strides, dil, pads, extr
     fill = (-np.inf if x.dtype.is_float else np.iinfo(x.dtype.numpy).min) if is_max else 0
     amounts = {2: (pads[0], pads[2] + extra[0]), 3: (pads[1], pads[3] + extra[1])}
     inner = [0, 0]
-    if amounts[2][0] == amounts[2][1] < kernel[0] and amounts[3][0] == amounts[3][1] < kernel[1]:
+    if all(isinstance(v, int) for pair in amounts.values() for v in pair) and \
+            amounts[2][0] == amounts[2][1] < kernel[0] and amounts[3][0] == amounts[3][1] < kernel[1]:
         inner, amounts = [pads[0], pads[1]], {}  # symmetric: pool2d's own padding (the same fill), no padded copy
-    padded = pad_value(cx, src, amounts, value=fill) if any(a or b for a, b in amounts.values()) else src
+    padded = pad_value(cx, src, amounts, value=fill) if any(isinstance(v, str) or v for pair in amounts.values()
+                                                                 for v in pair) else src
     y = cx.g.pool2d(padded, kind="max" if is_max else "sum", kernel_size=kernel, stride=strides, padding=inner)
     if tuple(y.shape[2:]) != tuple(outs):
         y = pad_value(cx, y, {2: (0, outs[0] - y.shape[2]), 3: (0, outs[1] - y.shape[3])})
-    if node.op_type == "AveragePool":
+    if node.op_type == "AveragePool" and not x.shape.is_static:
+        y = y / _window_counts(cx, x, attrs, kernel, strides, pads, extra, inner, outs)
+    elif node.op_type == "AveragePool":
         h, w = _static_shape(x)[2:]
         cx.check_elements((h + pads[0] + pads[2] + extra[0]) * (w + pads[1] + pads[3] + extra[1]), "the AveragePool divisor")
         ones = np.zeros((h + pads[0] + pads[2] + extra[0], w + pads[1] + pads[3] + extra[1]))
@@ -353,6 +377,24 @@ def _max_pool_values(cx, node, x: Value, attrs, kernel, strides, dil, pads, extr
     if nsp == 1:
         y = _reshape(cx, y, [y.shape[0], y.shape[1], y.shape[3]])
     return y
+
+
+def _window_counts(cx, x: Value, attrs, kernel, strides, pads, extra, inner, outs) -> Value:
+    """AveragePool's divisor on symbolic sizes: the same windows summed over ones (1 where a position
+    counts: the input, and its pads too with count_include_pad; never the ceil_mode extra)."""
+    h, w = x.shape[2:]
+    if attrs.get("count_include_pad", 0) and not any(extra):
+        return cx.const(np.array(kernel[0] * kernel[1], x.dtype.numpy))
+    ones = cx.g.expand(cx.const(np.ones((), x.dtype.numpy)), target_shape=[1, 1, h, w])
+    if attrs.get("count_include_pad", 0):
+        ones = pad_value(cx, ones, {2: (pads[0], pads[2]), 3: (pads[1], pads[3])}, value=1)
+        ones = pad_value(cx, ones, {2: (0, extra[0]), 3: (0, extra[1])})
+    elif not any(inner):
+        ones = pad_value(cx, ones, {2: (pads[0], pads[2] + extra[0]), 3: (pads[1], pads[3] + extra[1])})
+    count = cx.g.pool2d(ones, kind="sum", kernel_size=kernel, stride=strides, padding=inner)
+    if tuple(count.shape[2:]) != tuple(outs):
+        count = pad_value(cx, count, {2: (0, outs[0] - count.shape[2]), 3: (0, outs[1] - count.shape[3])}, value=1)
+    return count
 
 
 @converter("MaxUnpool")

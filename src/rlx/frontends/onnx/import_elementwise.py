@@ -342,5 +342,6 @@ def _dropout(cx, node, ins, attrs):
         ratio = float(cx.static(node.input[1], "ratio").reshape(-1)[0])
     if training and ratio != 0.0:
         raise OnnxUnsupported("Dropout in training mode (random) is not modelled")
-    mask = cx.const(np.ones(_static_shape(x), dtype=bool))
+    mask = cx.const(np.ones(_static_shape(x), dtype=bool)) if x.shape.is_static else \
+        cx.g.expand(cx.const(np.ones((), dtype=bool)), target_shape=list(x.shape))
     return [x, mask]

@@ -31,6 +31,13 @@ def _ints(cx: Importer, node, idx: int, attr: str | None, attrs: dict, default=N
     return default
 
 
+def _sizes(cx: Importer, node, idx: int, attrs: dict, default=None) -> list[Any] | None:
+    """Like :func:`_ints` for an operand that may be a symbolic size (Reshape / Expand shapes, Slice bounds)."""
+    if idx < len(node.input) and node.input[idx]:
+        return cx.sizes(node.input[idx])
+    return default
+
+
 def _reshape(cx: Importer, v: Value, shape: Sequence[int]) -> Value:
     if tuple(v.shape) == tuple(shape):
         return v

@@ -13,6 +13,7 @@ from rlx.frontends.onnx.common import (
 )
 from rlx.frontends.onnx.import_context import converter
 from rlx.frontends.onnx.import_helpers import _axis, _broadcast_to, _cast, _reshape, _static_shape
+from rlx.frontends.onnx.import_symbolic import iota
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 
@@ -42,10 +43,14 @@ def _trilu(cx, node, ins, attrs):
     k = 0
     if len(node.input) > 1 and node.input[1]:
         k = int(cx.static(node.input[1], "k").reshape(-1)[0])
-    n, m = _static_shape(x)[-2:]
-    rows, cols = np.arange(n)[:, None], np.arange(m)[None, :]
-    keep = (cols - rows >= k) if attrs.get("upper", 1) else (cols - rows <= k)
-    return cx.g.where(cx.const(keep), x, cx.const(np.zeros((), x.dtype.numpy)))
+    n, m = x.shape[-2:]
+    if isinstance(n, int) and isinstance(m, int):
+        rows, cols = np.arange(n)[:, None], np.arange(m)[None, :]
+        keep = cx.const((cols - rows >= k) if attrs.get("upper", 1) else (cols - rows <= k))
+    else:  # symbolic rows / columns: the band compared on runtime iotas
+        diff = _reshape(cx, iota(cx, m), [1, m]) - _reshape(cx, iota(cx, n), [n, 1])
+        keep = (cx.g.ge if attrs.get("upper", 1) else cx.g.le)(diff, cx.const(np.array(k, np.int64)))
+    return cx.g.where(keep, x, cx.const(np.zeros((), x.dtype.numpy)))
 
 
 @converter("Compress")

@@ -97,7 +97,7 @@ def _rmsnorm(cx, node, ins, attrs):
 def _groupnorm(cx, node, ins, attrs):
     x, scale, bias = ins
     g_ = attrs["num_groups"]
-    shape = _static_shape(x)
+    shape = list(x.shape)
     n, c = shape[:2]
     eps = attrs.get("epsilon", 1e-5)
     if cx.opset < 21:

@@ -85,7 +85,7 @@ def _coerced(cx, node, x: Value, attrs, fn):
     if cx.opset >= 13:
         return fn(x, _axis(attrs.get("axis", -1), rank))
     axis = _axis(attrs.get("axis", 1), rank) if rank else 0
-    shape = _static_shape(x)
+    shape = list(x.shape)
     flat = _reshape(cx, x, [math.prod(shape[:axis]), math.prod(shape[axis:])])
     return _reshape(cx, fn(flat, 1), shape)
 

@@ -12,36 +12,35 @@ from rlx.frontends.onnx.common import (
     OnnxFormatError,
     OnnxUnsupported,
 )
-from rlx.frontends.onnx.import_context import converter
-from rlx.frontends.onnx.import_helpers import _axis, _broadcast_to, _ints, _reshape, _static_shape
+from rlx.frontends.onnx.import_context import NeedsShapes, converter
+from rlx.frontends.onnx.import_helpers import _axis, _broadcast_to, _ints, _reshape, _sizes, _static_shape
 from rlx.ir.graph import Value
 from rlx.ir.shape import broadcast_shapes
-from rlx.ir.symbolic import dim_max, dim_min, known_ge
+from rlx.ir.symbolic import dim_max, dim_min, floordiv, is_symbolic, known_ge, ranges_in_effect
 
 
 @converter("Reshape")
 def _reshape_op(cx, node, ins, attrs):
     x = ins[0]
-    shape = _ints(cx, node, 1, "shape" if cx.opset < 5 else None, attrs)
+    shape = _ints(cx, node, 1, "shape", attrs) if cx.opset < 5 else _sizes(cx, node, 1, attrs)
     allowzero = attrs.get("allowzero", 0)
     src = list(x.shape)
-    out = []
-    for i, d in enumerate(shape):
-        if d == 0 and not allowzero:
-            out.append(src[i])
-        else:
-            out.append(d)
+    out = [src[i] if isinstance(d, int) and d == 0 and not allowzero else d for i, d in enumerate(shape)]
     if all(isinstance(d, int) for d in out) and -1 not in out:
         return _reshape(cx, x, out)
-    if not x.shape.is_static and any(isinstance(d, str) for d in out):
-        return cx.g.reshape(x, new_shape=[-1 if isinstance(d, str) else d for d in out])
+    if -1 in out and any(isinstance(d, str) for d in src):
+        # the -1 of a symbolic source: solved here where the other target dims are known
+        known = math.prod(d for d in out if d != -1)
+        hole = floordiv(math.prod(src), known) if known != 0 else None
+        if hole is not None and hole * known == math.prod(src):
+            out = [hole if d == -1 else d for d in out]
     return cx.g.reshape(x, new_shape=out)
 
 
 @converter("Flatten")
 def _flatten(cx, node, ins, attrs):
     x = ins[0]
-    shape = _static_shape(x)
+    shape = list(x.shape)
     axis = attrs.get("axis", 1)
     axis = axis + len(shape) if axis < 0 else axis
     if not 0 <= axis <= len(shape):
@@ -115,21 +114,39 @@ def _index_along(cx, x: Value, axis: int, index: np.ndarray) -> Value:
     return cx.g.gather(x, cx.const(index.astype(np.int64)), axis=axis)
 
 
-def _slice_symbolic(x: Value, cx, axis: int, start: int, end: int, step: int) -> Value:
-    """A unit-step Slice of a symbolic axis: one narrow whose bounds are clamped expressions of its size."""
+def _bound(cx, n: Any, i: Any) -> Any:
+    """A Slice bound (unit step) clamped to [0, n]; ``i`` an int or a symbolic size."""
+    if isinstance(i, str):
+        if known_ge(i, 0):
+            return dim_min(i, n)
+        if known_ge(-i, 1):
+            return dim_max(n + i, 0)
+        raise NeedsShapes(f"Slice bound {i} may be negative or not")
+    if abs(i) >= cx.limits.max_dim:  # INT64_MAX / INT64_MIN style "to the end" / "from the start"
+        return n if i > 0 else 0
+    return dim_max(n + i, 0) if i < 0 else dim_min(i, n)
+
+
+def _slice_symbolic(x: Value, cx, axis: int, start: Any, end: Any, step: int) -> Value:
+    """A unit-step Slice of a symbolic axis or by symbolic bounds: one narrow whose bounds are clamped expressions."""
     if step != 1:
-        raise OnnxUnsupported(f"Slice with step {step} on symbolic axis {axis}")
+        raise NeedsShapes(f"Slice with step {step} on symbolic axis {axis}")
     n = x.shape[axis]
-
-    def bound(i: int) -> Any:
-        if abs(i) >= cx.limits.max_dim:  # INT64_MAX / INT64_MIN style "to the end" / "from the start"
-            return n if i > 0 else 0
-        return dim_max(n + i, 0) if i < 0 else dim_min(i, n)
-
-    lo, hi = bound(start), bound(end)
+    lo, hi = _bound(cx, n, start), _bound(cx, n, end)
     if lo == 0 and hi == n:
         return x
     return cx.g.narrow(x, axis=axis, start=lo, length=dim_max(hi - lo, 0))
+
+
+def _bounded_by(cx, end: Any, n: int) -> None:
+    """A static buffer sliced to a symbolic length ``x[:, :seq]`` (position ids, cached masks): the model
+    works only for lengths up to the buffer's, so that symbol's range is narrowed to it (a longer feed is
+    refused naming the range) and the slice has the symbolic length, not ``min(seq, n)``."""
+    if not (is_symbolic(end) and len(end.symbols) == 1 and str(end) in end.symbols):
+        return
+    lo, hi = cx.g.symbol_ranges.get(str(end), (1, math.inf))
+    if hi > n >= lo:
+        cx.g.set_range(str(end), lo, n)
 
 
 @converter("Slice")
@@ -138,15 +155,18 @@ def _slice(cx, node, ins, attrs):
     if cx.opset < 10:
         starts, ends, axes, steps = attrs["starts"], attrs["ends"], attrs.get("axes"), None
     else:
-        starts, ends = _ints(cx, node, 1, None, attrs), _ints(cx, node, 2, None, attrs)
+        starts, ends = _sizes(cx, node, 1, attrs), _sizes(cx, node, 2, attrs)
         axes, steps = _ints(cx, node, 3, None, attrs), _ints(cx, node, 4, None, attrs)
     rank = len(x.shape)
     axes = list(range(len(starts))) if axes is None else [_axis(a, rank) for a in axes]
     steps = [1] * len(starts) if steps is None else steps
     for a, s, e, st in zip(axes, starts, ends, steps):
         n = x.shape[a]
-        if not isinstance(n, int):
-            x = _slice_symbolic(x, cx, a, int(s), int(e), int(st))
+        if isinstance(n, int) and isinstance(e, str) and int(st) == 1:
+            _bounded_by(cx, e, n)
+        if not isinstance(n, int) or isinstance(s, str) or isinstance(e, str):
+            with ranges_in_effect(cx.g.symbol_ranges):
+                x = _slice_symbolic(x, cx, a, s, e, int(st))
             continue
         cx.check_elements(n, "the Slice index")
         if int(st) == 0:
@@ -159,7 +179,7 @@ def _slice(cx, node, ins, attrs):
 @converter("Expand")
 def _expand_op(cx, node, ins, attrs):
     x = ins[0]
-    shape = _ints(cx, node, 1, None, attrs)
+    shape = _sizes(cx, node, 1, attrs)
     out = broadcast_shapes(x.shape, tuple(shape))
     return _broadcast_to(cx, x, list(out))
 
@@ -168,7 +188,7 @@ def _expand_op(cx, node, ins, attrs):
 def _tile(cx, node, ins, attrs):
     x = ins[0]
     reps = _ints(cx, node, 1, None, attrs)
-    shape = _static_shape(x)
+    shape = list(x.shape)
     if all(r == 1 for r in reps):
         return x
     inter = []
@@ -187,7 +207,7 @@ def _pad(cx, node, ins, attrs):
     if cx.opset < 11:
         pads, value, axes = attrs["pads"], attrs.get("value", 0.0), None
     else:
-        pads = _ints(cx, node, 1, None, attrs)
+        pads = _sizes(cx, node, 1, attrs)
         value = 0
         if len(node.input) > 2 and node.input[2]:
             value = cx.static(node.input[2], "constant_value").reshape(-1)[0] if ins[2].shape.numel else 0
@@ -233,7 +253,10 @@ def pad_value(cx, x: Value, pads: dict[int, tuple[int, int]], mode: str = "const
         if not isinstance(n, int) and mode != "constant":
             x = _pad_symbolic(cx, x, axis, before, after, mode)
             continue
-        if before < 0 or after < 0:
+        if not isinstance(before, int) or not isinstance(after, int):  # symbolic amounts (auto_pad, shape arithmetic)
+            if mode != "constant" or known_ge(before, 0) is False or known_ge(after, 0) is False:
+                raise NeedsShapes(f"Pad of axis {axis} by symbolic amounts ({before}, {after}) in mode {mode!r}")
+        elif before < 0 or after < 0:
             x = cx.g.narrow(x, axis=axis, start=max(-before, 0), length=n + min(before, 0) + min(after, 0))
             before, after = max(before, 0), max(after, 0)
             n = x.shape[axis]
@@ -272,7 +295,7 @@ def pad_value(cx, x: Value, pads: dict[int, tuple[int, int]], mode: str = "const
 def _depth_to_space(cx, node, ins, attrs):
     x = ins[0]
     b = attrs["blocksize"]
-    n, c, h, w = _static_shape(x)
+    n, c, h, w = x.shape
     if attrs.get("mode", "DCR") == "DCR":
         y = _reshape(cx, x, [n, b, b, c // (b * b), h, w])
         y = cx.g.transpose(y, perm=[0, 3, 4, 1, 5, 2])

@@ -11,6 +11,7 @@ pytest.importorskip("onnx")
 import rlx
 from backends.jax_cases import assert_close
 from rlx.backends.ort_backend import session_count
+from rlx.backends.session_cache import SESSIONS
 from runtime.hammer import hammer
 
 
@@ -32,17 +33,17 @@ def test_matches_reference_and_sessions_are_cached():
     rng = np.random.default_rng(0)
     g, params = block(), weights(rng)
     feed = {"x": rng.standard_normal((4, 16)).astype(np.float32)}
-    before = session_count()
+    before = SESSIONS.builds
     exe = rlx.compile(g, backend="onnxruntime", params=params)
     assert_close(exe.run(feed), rlx.run(g, feed, params), rtol=1e-4, atol=1e-5)
-    assert session_count() == before + 1
+    assert SESSIONS.builds == before + 1
     again = rlx.compile(block(), backend="onnxruntime", params=params)  # same fingerprint, same weights
     assert_close(again.run(feed), rlx.run(g, feed, params), rtol=1e-4, atol=1e-5)
-    assert session_count() == before + 1
+    assert SESSIONS.builds == before + 1
     other = weights(rng)
     assert_close(exe.run(feed, other), rlx.run(g, feed, other), rtol=1e-4, atol=1e-5)
     assert_close(exe.run(feed), rlx.run(g, feed, other), rtol=1e-4, atol=1e-5)  # they stayed bound
-    assert session_count() == before + 2
+    assert SESSIONS.builds == before + 2
 
 
 def test_bad_options_feeds_and_indices_raise_rlx_errors():
@@ -205,15 +206,69 @@ def test_cpu_sessions_skip_the_slow_fusions(tmp_path, monkeypatch):
 
 def test_session_config_entries_reach_the_session_and_key_the_cache():
     g, params, feed = _skip_layer_norm_block()
-    before = session_count()
+    before = SESSIONS.builds
     exe = rlx.compile(g, backend="onnxruntime", params=params, config={"session.intra_op.allow_spinning": "0"})
     assert_close(exe.run(feed), rlx.run(g, feed, params), rtol=1e-5, atol=1e-5)
     assert exe._session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
     spinning = rlx.compile(g, backend="onnxruntime", params=params, config={"session.intra_op.allow_spinning": "1"})
     spinning.run(feed)
     assert spinning._session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "1"
-    assert session_count() == before + 2
+    assert SESSIONS.builds == before + 2
     with pytest.raises(rlx.RlxError, match="config"):
         rlx.compile(g, backend="onnxruntime", config={"session.intra_op.allow_spinning": 0})
     with pytest.raises(rlx.RlxError, match="disabled_optimizers"):
         rlx.compile(g, backend="onnxruntime", disabled_optimizers="SkipLayerNormFusion")
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/statm"), reason="reads RSS from /proc")
+def test_sessions_are_evicted_and_memory_stays_bounded():
+    """40 run(params=...) calls with new 2 MB weights each: at most `size` sessions stay, the evicted ones
+    are freed (RSS grows by a few MB; without eviction it grew ~200 MB), and every result is x @ w."""
+    g = rlx.Graph("ort_evict")
+    x = g.input("x", (1, 512))
+    g.set_outputs([x @ g.param("w", (512, 1024))])
+    rng = np.random.default_rng(8)
+    feed = {"x": rng.standard_normal((1, 512)).astype(np.float32)}
+    size = SESSIONS.size
+    SESSIONS.resize(3)
+    try:
+        exe = rlx.compile(g, backend="onnxruntime", threads=1)
+        evicted = SESSIONS.evictions
+        for i in range(40):
+            w = rng.standard_normal((512, 1024)).astype(np.float32)
+            np.testing.assert_allclose(exe.run(feed, {"w": w})[0], feed["x"].astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+            if i == 5:
+                base = _rss_mb()
+        assert SESSIONS.count() <= 3 and session_count() <= 3
+        assert SESSIONS.evictions - evicted >= 37
+        assert _rss_mb() - base < 40, "evicted sessions were not freed"
+    finally:
+        SESSIONS.resize(size)
+
+
+def test_session_cache_is_a_bounded_lru():
+    from rlx.backends.session_cache import SessionCache
+
+    cache = SessionCache(2)
+    built = []
+
+    def build(k):
+        return lambda: built.append(k) or f"session {k}"
+
+    assert cache.get(("a", 1), build(1)) == "session 1"
+    cache.get(("a", 2), build(2))
+    assert cache.get(("a", 1), build(1)) == "session 1" and built == [1, 2]  # a hit, and 1 is now the most recent
+    cache.get(("b", 3), build(3))  # evicts 2, the least recently used
+    assert (cache.count(), cache.count("a"), cache.count("b"), cache.evictions) == (2, 1, 1, 1)
+    cache.get(("a", 2), build(2))
+    assert built == [1, 2, 3, 2] and cache.builds == 4
+    cache.resize(1)
+    assert cache.count() == 1 and cache.evictions == 3
+    for bad in (0, -1, 1.5, True, "8"):
+        with pytest.raises(rlx.RlxError, match="positive int"):
+            SessionCache(bad)

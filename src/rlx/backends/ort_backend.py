@@ -4,7 +4,8 @@ The MIR graph goes through the ONNX exporter (:func:`rlx.backends.onnx.export`, 
 fused ops and checks the model) with the bound params as initializers, so onnxruntime can
 pre-pack the weights; before that, inference BatchNorm chains are folded into their convolutions
 and weight-only subgraphs computed once (:func:`export_for_session`). Sessions are cached by the graph's
-fingerprint, the params' digest, the providers, the thread count and the session settings: compiling
+fingerprint, the params' digest, the providers, the thread count and the session settings, in the
+bounded LRU of :mod:`rlx.backends.session_cache` (shared with the OpenVINO backend): compiling
 the same graph with the same weights twice reuses one session. Binding other params (``set_params`` or
 ``run(params=...)``) selects (or builds) the session of those params.
 
@@ -28,14 +29,13 @@ from typing import Any
 import numpy as np
 
 from rlx.backends.common import PlainFeed
+from rlx.backends.session_cache import SESSIONS
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.shape import TensorType
 from rlx.runtime.dispatch import ReportsDispatch
 from rlx.runtime.reference import bind_feed, checked_params, feed_maps
 
-_SESSIONS: dict[tuple, Any] = {}
-_SESSIONS_LOCK = threading.Lock()
 _OPTIONS = ("params", "providers", "threads", "config", "disabled_optimizers")
 
 # onnxruntime 1.32 on x86-64, 1 thread (benchmarks/ort_fusions.py, 2026-12-03): with SkipLayerNormalization
@@ -52,7 +52,8 @@ def _ort() -> Any:
     return onnxruntime
 
 
-def _digest(params: Mapping[str, np.ndarray]) -> str:
+def digest(params: Mapping[str, np.ndarray]) -> str:
+    """SHA-256 of the params' names, dtypes, shapes and bytes (part of a session's cache key)."""
     h = hashlib.sha256()
     for name in sorted(params):
         a = np.ascontiguousarray(params[name])
@@ -71,8 +72,8 @@ def _config_entries(config: Mapping[str, str] | None) -> tuple[tuple[str, str], 
 
 
 def session_count() -> int:
-    """How many onnxruntime sessions the cache holds (one per graph, params, providers, threads and settings)."""
-    return len(_SESSIONS)
+    """How many onnxruntime sessions the shared cache holds (one per graph, params, providers, threads and settings)."""
+    return SESSIONS.count("onnxruntime")
 
 
 class OrtExecutable(ReportsDispatch):
@@ -120,11 +121,11 @@ class OrtExecutable(ReportsDispatch):
             self._session = session
 
     def _session_for(self, params: Mapping[str, np.ndarray]) -> Any:
-        key = (self.fingerprint, _digest(params), tuple(self.providers), self.threads, self.config, self.disabled_optimizers)
-        with _SESSIONS_LOCK:
-            sess = _SESSIONS.get(key)
-        if sess is not None:
-            return sess
+        key = ("onnxruntime", self.fingerprint, digest(params), tuple(self.providers), self.threads, self.config,
+               self.disabled_optimizers)
+        return SESSIONS.get(key, lambda: self._build(params))
+
+    def _build(self, params: Mapping[str, np.ndarray]) -> Any:
         ort = _ort()
         proto = export_for_session(self.graph, params)
         opts = ort.SessionOptions()
@@ -134,12 +135,10 @@ class OrtExecutable(ReportsDispatch):
         for k, v in self.config:
             opts.add_session_config_entry(k, v)
         try:
-            sess = ort.InferenceSession(proto.SerializeToString(), sess_options=opts, providers=self.providers,
+            return ort.InferenceSession(proto.SerializeToString(), sess_options=opts, providers=self.providers,
                                         disabled_optimizers=list(self.disabled_optimizers))
         except Exception as exc:  # onnxruntime's own exception types
             raise RlxError(f"onnxruntime backend: cannot load graph {self.graph.name!r}: {exc}") from exc
-        with _SESSIONS_LOCK:
-            return _SESSIONS.setdefault(key, sess)
 
     def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
         sess = self._session

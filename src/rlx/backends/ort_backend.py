@@ -21,20 +21,19 @@ graph transformers to skip. By default a session on the CPU provider alone skips
 
 from __future__ import annotations
 
-import hashlib
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from rlx.backends.common import PlainFeed
+from rlx.backends.engine import EngineExecutable, digest
 from rlx.backends.session_cache import SESSIONS
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.shape import TensorType
-from rlx.runtime.dispatch import ReportsDispatch
-from rlx.runtime.reference import bind_feed, checked_params, feed_maps
+
+__all__ = ["SLOW_CPU_FUSIONS", "OrtExecutable", "compile_ort", "coverage", "digest", "export_for_session", "node_session",
+           "session_count"]
 
 _OPTIONS = ("params", "providers", "threads", "config", "disabled_optimizers")
 
@@ -52,16 +51,6 @@ def _ort() -> Any:
     return onnxruntime
 
 
-def digest(params: Mapping[str, np.ndarray]) -> str:
-    """SHA-256 of the params' names, dtypes, shapes and bytes (part of a session's cache key)."""
-    h = hashlib.sha256()
-    for name in sorted(params):
-        a = np.ascontiguousarray(params[name])
-        h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
-        h.update(a.view(np.uint8).reshape(-1).data)
-    return h.hexdigest()
-
-
 def _config_entries(config: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
     """``config`` as sorted (key, value) pairs (part of the session cache key); both must be strings."""
     if config is None:
@@ -76,7 +65,7 @@ def session_count() -> int:
     return SESSIONS.count("onnxruntime")
 
 
-class OrtExecutable(ReportsDispatch):
+class OrtExecutable(EngineExecutable):
     """``exe.run(inputs={...}, params={...}) -> list[np.ndarray]``; ``exe(**inputs)`` also works."""
 
     backend = "onnxruntime"
@@ -98,32 +87,12 @@ class OrtExecutable(ReportsDispatch):
         elif isinstance(disabled_optimizers, str) or not all(isinstance(n, str) for n in disabled_optimizers):
             raise RlxError(f"onnxruntime backend: disabled_optimizers must be a sequence of transformer names, got {disabled_optimizers!r}")
         self.disabled_optimizers = tuple(disabled_optimizers)
-        from rlx.ir.serialize import fingerprint
-
-        self.graph, self.threads = graph, threads
-        self.fingerprint = fingerprint(graph)
-        self._params: dict[str, np.ndarray] = {}
-        self._lock = threading.Lock()
-        self._session: Any = None  # the session of the bound params, once built
-        self._version = 0
-        self._plain = PlainFeed(graph)
+        super().__init__(graph, threads)
         if params:
             self.set_params(params)
 
-    def set_params(self, params: Mapping[str, Any]) -> None:
-        """Bind weights by name; the session holding them as initializers is built (or found) on the next run."""
-        self._bind(checked_params(self.graph, params))
-
-    def _bind(self, checked: Mapping[str, np.ndarray], session: Any = None) -> None:
-        with self._lock:
-            self._params.update(checked)
-            self._version += 1
-            self._session = session
-
-    def _session_for(self, params: Mapping[str, np.ndarray]) -> Any:
-        key = ("onnxruntime", self.fingerprint, digest(params), tuple(self.providers), self.threads, self.config,
-               self.disabled_optimizers)
-        return SESSIONS.get(key, lambda: self._build(params))
+    def _key_settings(self) -> tuple[Any, ...]:
+        return tuple(self.providers), self.config, self.disabled_optimizers
 
     def _build(self, params: Mapping[str, np.ndarray]) -> Any:
         ort = _ort()
@@ -140,35 +109,11 @@ class OrtExecutable(ReportsDispatch):
         except Exception as exc:  # onnxruntime's own exception types
             raise RlxError(f"onnxruntime backend: cannot load graph {self.graph.name!r}: {exc}") from exc
 
-    def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
-        sess = self._session
-        if sess is not None and not params and inputs is not None and self._plain(inputs):  # the per-run fast path
-            return self._call(sess, inputs)
-        inputs, params = feed_maps(self.graph, inputs, params)
-        with self._lock:
-            bound, sess, version = dict(self._params), self._session, self._version
-        checked = checked_params(self.graph, params) if params else {}
-        bound.update(checked)
-        fed, _ = bind_feed(self.graph, inputs, bound)
-        if sess is None or checked:
-            sess = self._session_for(bound)
-            if checked:  # this call's params stay bound for later runs
-                self._bind(checked, sess)
-            else:
-                with self._lock:
-                    if self._version == version:  # nobody bound other params meanwhile
-                        self._session = sess
-        return self._call(sess, {name: fed[v.id] for name, v in self.graph.inputs().items()})
-
     def _call(self, sess: Any, feed: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         try:
-            outs = sess.run(None, feed)
+            return sess.run(None, feed)
         except Exception as exc:  # onnxruntime raises its own types (Fail, InvalidArgument, RuntimeException)
             raise RlxError(f"onnxruntime backend: running graph {self.graph.name!r} failed: {exc}") from exc
-        return [np.asarray(o) for o in outs]
-
-    def __call__(self, **inputs: Any) -> list[np.ndarray]:
-        return self.run(inputs=inputs)
 
     def __repr__(self) -> str:
         return f"<OrtExecutable {self.graph.name!r} on {self.providers}>"

@@ -75,25 +75,70 @@ def test_threads_share_one_session():
     assert hammer(lambda c: np.allclose(exe.run(c[0])[0], c[1], rtol=1e-4, atol=1e-5), cases, 25) == []
 
 
-def test_auto_picks_by_the_documented_rule(monkeypatch):
-    pytest.importorskip("torch")
+def test_auto_measures_the_candidates_and_caches_the_choice(monkeypatch):
     from rlx.backends import auto
 
     g, params = block(), weights(np.random.default_rng(3))
-    exe = rlx.compile(g, backend="auto", params=params, device="cpu")
-    assert exe.backend == "onnxruntime"  # installed, and the block exports
-    feed = {"x": np.ones((4, 16), np.float32)}
+    feed = {"x": np.random.default_rng(4).standard_normal((4, 16)).astype(np.float32)}
+    names = auto.candidates(g, 1)
+    assert names[-1] == "numpy" and "onnxruntime" in names
+    exe = rlx.compile(g, backend="auto", params=params, device="cpu", threads=1, inputs=feed)
+    choice = auto.explain(g, threads=1, inputs=feed)
+    assert choice.measured and exe.backend == choice.backend in names
+    assert set(choice.medians) | set(choice.dropped) == set(names) and min(choice.medians.values()) == choice.medians[exe.backend]
     assert_close(exe.run(feed), rlx.run(g, feed, params), rtol=1e-4, atol=1e-5)
+
+    def no_calibration(*args, **kwargs):
+        raise AssertionError("calibrated again")
+
+    monkeypatch.setattr(auto, "calibrate", no_calibration)
+    again = rlx.compile(block(), backend="auto", params=params, device="cpu", threads=1, inputs=feed)  # a cache hit
+    assert again.backend == exe.backend
+    assert_close(again.run(feed), rlx.run(g, feed, params), rtol=1e-4, atol=1e-5)
+    with pytest.raises(AssertionError, match="calibrated again"):  # another thread count is another setting
+        rlx.compile(g, backend="auto", params=params, device="cpu", threads=2, inputs=feed)
+
+
+def test_auto_without_params_calibrates_on_zeros_and_returns_an_unbound_executable():
+    from rlx.backends import auto
+
+    g = block()
+    g.name = "ort_block_unbound"
+    g.set_outputs([g.output_ids[0]])
+    params = weights(np.random.default_rng(9))
+    exe = rlx.compile(g, backend="auto", device="cpu")
+    assert auto.explain(g).measured and exe.backend in auto.candidates(g, None)
+    feed = {"x": np.ones((4, 16), np.float32)}
+    assert_close(exe.run(feed, params), rlx.run(g, feed, params), rtol=1e-4, atol=1e-5)
+
+
+def test_auto_candidates_follow_the_documented_rule(monkeypatch):
+    pytest.importorskip("torch")
+    import torch
+
+    from rlx.backends import auto
+
+    g = block()
     installed = auto._installed
-    monkeypatch.setattr(auto, "_installed", lambda name: name != "onnxruntime" and installed(name))
-    assert auto.choose(g, "cpu")[0] == "torch"  # every op of the block has a torch device lowering
+    monkeypatch.setattr(auto, "_installed", lambda name: name not in ("onnxruntime", "openvino") and installed(name))
+    threads = torch.get_num_threads()
+    assert auto.candidates(g, None) == ["torch", "numpy"]  # every op of the block has a torch device lowering
+    assert auto.candidates(g, threads) == ["torch", "numpy"]
+    assert auto.candidates(g, threads + 1) == ["numpy"]  # torch's thread count is process-wide: not this setting
     host = rlx.Graph("host_op")
     host.set_outputs([host.cumsum(host.input("x", (4,)), axis=0)])  # cumulative runs on the host in torch
-    assert auto.choose(host, "cpu")[0] == "numpy"
+    assert auto.candidates(host, None) == ["numpy"]
+    sym = rlx.Graph("sym_auto")
+    x = sym.input("x", ("n", 4))
+    sym.set_outputs([sym.relu(x)])
+    exe = rlx.compile(sym, backend="auto", device="cpu")  # symbolic dims, no inputs=: the fixed order
+    assert exe.backend == "torch" and not auto.explain(sym).measured
     with pytest.raises(rlx.RlxError, match="only"):
         rlx.compile(g, backend="auto", mode="inductor")
     with pytest.raises(rlx.RlxError, match="device"):
         rlx.compile(g, backend="auto", device="tpu")
+    with pytest.raises(rlx.RlxError, match="threads"):
+        rlx.compile(g, backend="auto", device="cpu", threads=0)
 
 
 def test_exported_gelu_is_one_fused_onnxruntime_kernel(tmp_path):

@@ -154,3 +154,21 @@ def test_bert_matches_torch():
     got = rlx.compile(m.graph, backend="openvino", params=m.params, threads=1).run(m.feed)
     assert [o.shape for o in got] == [w.shape for w in want]
     assert max(rel_error(o, w) for o, w in zip(got, want)) < 1e-4
+
+
+def test_symbolic_dims_scalar_inputs_and_integer_indices():
+    g = rlx.Graph("ov_sym")
+    x = g.input("x", ("n", 4))
+    g.set_outputs([g.relu(x) * 2.0, g.sum(x, axes=[1])])
+    exe = rlx.compile(g, backend="openvino")
+    for n in (1, 3, 5):  # one compiled model, dynamic in n
+        feed = {"x": np.random.default_rng(n).standard_normal((n, 4)).astype(np.float32)}
+        _exact(exe.run(feed), rlx.run(g, feed))
+    t = rlx.Graph("ov_emb")
+    ids, s = t.input("ids", (2, 3), "i64"), t.input("s", (), "f32")
+    t.set_outputs([t.gather(t.param("tab", (10, 4)), ids, axis=0) * s])
+    tab = np.random.default_rng(6).standard_normal((10, 4)).astype(np.float32)
+    exe = rlx.compile(t, backend="openvino", params={"tab": tab})
+    for scale in (np.array(2.0, np.float32), np.float32(-1.5)):  # a 0-d array (fast path) and a NumPy scalar
+        feed = {"ids": np.array([[0, 9, 3], [1, 2, 3]]), "s": scale}
+        _exact(exe.run(feed), rlx.run(t, feed, {"tab": tab}))

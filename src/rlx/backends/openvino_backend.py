@@ -128,7 +128,11 @@ class OpenVinoExecutable(EngineExecutable):
         req, tensor = sess.request(), sess.tensor
         try:
             for i, name in sess.ports:
-                req.set_input_tensor(i, tensor(np.ascontiguousarray(feed[name]), shared_memory=True))
+                a = feed[name]
+                if a.ndim:
+                    req.set_input_tensor(i, tensor(np.ascontiguousarray(a), shared_memory=True))
+                else:  # a wrapped 0-d array reads as shape (1,): copy it into the request's own tensor
+                    req.get_input_tensor(i).data[...] = a
             req.infer()
             return [req.get_output_tensor(i).data.copy() for i in sess.outputs]
         except Exception as exc:  # OpenVINO raises RuntimeError / its own types

@@ -110,6 +110,10 @@ def test_auto_without_params_calibrates_on_zeros_and_returns_an_unbound_executab
     assert auto.explain(g).measured and exe.backend in auto.candidates(g, None)
     feed = {"x": np.ones((4, 16), np.float32)}
     assert_close(exe.run(feed, params), rlx.run(g, feed, params), rtol=1e-4, atol=1e-5)
+    part = rlx.compile(g, backend="auto", device="cpu", threads=1, params={k: v for k, v in params.items() if k != "b"})
+    with pytest.raises(rlx.FeedError):  # the calibration's zeros for "b" are not bound
+        part.run(feed)
+    assert_close(part.run(feed, {"b": params["b"]}), rlx.run(g, feed, params), rtol=1e-4, atol=1e-5)
 
 
 def test_auto_candidates_follow_the_documented_rule(monkeypatch):

@@ -236,15 +236,15 @@ def _choose(obj: Any, device: Any, threads: int | None, inputs: Mapping[str, Any
     if cached is not None:
         return cached.backend, _options(cached.backend, threads), None
     names = candidates(mir, threads)
-    weights = params if params is not None or not mir.params() else _zero_params(mir)
-    if feed is None or weights is None or len(names) == 1:
+    complete = set(params or ()) >= set(mir.params())  # every param given: the calibrated winner can be returned
+    zeros = {} if complete else _zero_params(mir)  # timing does not depend on the weights' values
+    if feed is None or zeros is None or len(names) == 1:
         choice, exes = Choice(names[0], measured=False), {}
     else:
-        choice, exes = calibrate(mir, names, feed, weights, threads)
+        choice, exes = calibrate(mir, names, feed, {**zeros, **(params or {})}, threads)
     with _CHOICES_LOCK:
         _CHOICES[key] = choice
-    winner = exes.get(choice.backend) if params is not None or not mir.params() else None
-    return choice.backend, _options(choice.backend, threads), winner
+    return choice.backend, _options(choice.backend, threads), exes.get(choice.backend) if complete else None
 
 
 def compile_auto(obj: Any, **options: Any) -> Any:

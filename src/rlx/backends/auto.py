@@ -10,7 +10,10 @@ The rule:
    ``numpy`` always. Each is compiled, run once and checked against the numpy executor's outputs (a
    candidate that disagrees or fails is dropped), then timed in interleaved rounds
    (:data:`ROUNDS` rounds, each sample at least :data:`SAMPLE_SECONDS` of calls) on the caller's
-   ``inputs=`` (an example feed) or on zeros of the declared shapes; the smallest median wins.
+   ``inputs=`` (an example feed) or on zeros of the declared shapes; the smallest median wins. The
+   clock: process CPU time when ``threads=1`` (the work done, whoever's thread does it: OpenVINO runs
+   its stream on a thread of its own, and on a shared machine the wall time of handing over to it
+   measures the neighbours), wall time otherwise (CPU time would charge an engine for its threads).
 3. The choice is cached per (graph fingerprint, input shapes and dtypes, threads): compiling the same
    graph again takes the winner without measuring. :func:`explain` returns the medians measured.
 4. A graph with symbolic dims and no ``inputs=`` cannot be timed: the fixed order onnxruntime, openvino,
@@ -148,11 +151,11 @@ def _agrees(got: list[np.ndarray], want: list[np.ndarray]) -> bool:
     return True
 
 
-def _sample(exe: Any, feed: Mapping[str, np.ndarray], calls: int) -> float:
-    start = time.perf_counter()
+def _sample(exe: Any, feed: Mapping[str, np.ndarray], calls: int, clock: Any = time.perf_counter) -> float:
+    start = clock()
     for _ in range(calls):
         exe.run(feed)
-    return (time.perf_counter() - start) / calls
+    return (clock() - start) / calls
 
 
 def calibrate(mir: Any, names: list[str], feed: Mapping[str, np.ndarray], params: Mapping[str, Any] | None,
@@ -184,9 +187,10 @@ def calibrate(mir: Any, names: list[str], feed: Mapping[str, np.ndarray], params
         _sample(exe, feed, 2)  # warm-up: an engine's first calls after compiling are slow
         calls[name] = max(1, int(SAMPLE_SECONDS / max(_sample(exe, feed, 3), 1e-7)))
     samples: dict[str, list[float]] = {name: [] for name in exes}
+    clock = time.process_time if threads == 1 else time.perf_counter
     for _ in range(ROUNDS):
         for name, exe in exes.items():
-            samples[name].append(_sample(exe, feed, calls[name]))
+            samples[name].append(_sample(exe, feed, calls[name], clock))
     medians = {name: float(np.median(s)) for name, s in samples.items()}
     return Choice(min(medians, key=medians.__getitem__), medians, dropped), exes
 

@@ -8,9 +8,12 @@ Variants (:func:`rlx.backends.ort_backend.export_for_session` applies both rewri
 exporter alone (params as initializers); ``+conv-affine`` = inference BatchNorm chains folded into their
 convolutions first (:func:`rlx.opt.fold_affine.fold_conv_affine`); ``+weights`` = weight-only subgraphs
 computed once (:func:`rlx.opt.fold_weights.fold_weights`: transposed / reshaped / cast weights become
-initializers); ``both`` = what the backends run. Process CPU time per call, medians; outputs checked
-against ``rlx.run`` first. Models: the resnet-ish CNN, the ViT-ish encoder and the GPT-ish decoder of
-``models_peers.py`` (random init).
+initializers); ``both`` = both rewrites; ``both+merge`` = ``both`` then
+:func:`rlx.backends.engine_rewrites.merge_parallel_matmuls` (matmuls sharing an activation merged).
+Process CPU time per call, medians; outputs checked against ``rlx.run`` first. Models: the resnet-ish CNN,
+the ViT-ish encoder and the GPT-ish decoder of ``models_peers.py`` (one fused qkv linear each)
+and its transformers BERT and Llama (separate q / k / v,
+gate / up), random init.
 """
 
 from __future__ import annotations
@@ -29,16 +32,18 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from common import calls_for, measure, print_footer, print_header, print_table  # noqa: E402
-from models_peers import SHAPES  # noqa: E402
+from models_peers import REAL, SHAPES  # noqa: E402
 
 import rlx  # noqa: E402
 import rlx.torch  # noqa: E402
+from rlx.backends.engine_rewrites import merge_parallel_matmuls  # noqa: E402
 from rlx.backends.onnx import export  # noqa: E402
 from rlx.ir.verify import verify  # noqa: E402
 from rlx.opt.fold_affine import fold_conv_affine  # noqa: E402
 from rlx.opt.fold_weights import fold_weights  # noqa: E402
 
-MODELS = ("resnet-ish 112²", "vit 224² d192 l4", "gpt d256 l4 s128")
+MODELS = ("resnet-ish 112²", "vit 224² d192 l4", "gpt d256 l4 s128", "hf bert h256 l4 s128", "hf llama h256 l4 s128")
+VARIANTS = ("+conv-affine", "+weights", "both", "both+merge")
 
 
 def variants(g: rlx.Graph, params: dict) -> dict[str, bytes]:
@@ -53,7 +58,8 @@ def variants(g: rlx.Graph, params: dict) -> dict[str, bytes]:
     return {"plain": export(g, params).SerializeToString(),
             "+conv-affine": export(affine(g), params).SerializeToString(),
             "+weights": export(*weights(g)).SerializeToString(),
-            "both": export(*weights(affine(g))).SerializeToString()}
+            "both": export(*weights(affine(g))).SerializeToString(),
+            "both+merge": export(*merge_parallel_matmuls(*weights(affine(g)))).SerializeToString()}
 
 
 def ort_call(blob: bytes, feed: dict):
@@ -91,15 +97,17 @@ def main() -> None:
     ap.add_argument("--only", default=None)
     args = ap.parse_args()
     torch.set_num_threads(THREADS)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "models"))
+    import zoo  # noqa: F401  (makes torchvision, hence transformers, importable)
     print_header("pre-export rewrites per engine (engine_rewrites.py)", f"threads = {THREADS}; medians of {args.repeat} rounds, CPU time")
     rows = []
     for name in MODELS:
         if args.only and args.only not in name:
             continue
         torch.manual_seed(0)
-        module, targs, _ = SHAPES[name]()
-        g, params = rlx.torch.import_module(module.eval(), targs)
-        feed = dict(zip(g.inputs(), [t.numpy() for t in targs]))
+        module, targs, kwargs = {**SHAPES, **REAL}[name]()
+        g, params = rlx.torch.import_module(module.eval(), targs, kwargs=kwargs)
+        feed = dict(zip(g.inputs(), [t.numpy() for t in [*targs, *kwargs.values()]]))
         want = rlx.run(g, feed, params)[0]
         fns = {}
         for vname, blob in variants(g, params).items():
@@ -114,10 +122,10 @@ def main() -> None:
         ms = {k: v.median_cpu * 1e3 for k, v in t.items()}
         for engine in ("ort", "ov"):
             plain = ms[f"{engine} plain"]
-            rows.append([name, engine, plain, *(ms[f"{engine} {v}"] / plain for v in ("+conv-affine", "+weights", "both")),
+            rows.append([name, engine, plain, *(ms[f"{engine} {v}"] / plain for v in VARIANTS),
                          ms["ov both, pinned"] / ms["ov both"] if engine == "ov" else float("nan")])
         print(f"  {name}: " + ", ".join(f"{k} {v:.3g}" for k, v in ms.items()), file=sys.stderr, flush=True)
-    print_table(["model", "engine", "plain ms", "+conv-affine / plain", "+weights / plain", "both / plain", "pinned / unpinned"], rows)
+    print_table(["model", "engine", "plain ms", *(f"{v} / plain" for v in VARIANTS), "pinned / unpinned"], rows)
     print_footer()
 
 

@@ -321,3 +321,38 @@ def test_session_cache_is_a_bounded_lru():
     for bad in (0, -1, 1.5, True, "8"):
         with pytest.raises(rlx.RlxError, match="positive int"):
             SessionCache(bad)
+
+
+def test_matmuls_sharing_an_activation_are_merged():
+    """q / k / v linears with biases and a gate / up pair without: one matmul (+ one bias add) and one split
+    each; a weight also read elsewhere stays a param; the numbers equal a NumPy float64 evaluation."""
+    from rlx.backends.engine_rewrites import merge_parallel_matmuls
+    from rlx.ir.verify import verify
+
+    rng = np.random.default_rng(10)
+    g = rlx.Graph("merge")
+    x = g.input("x", (2, 5, 8))
+    names = ("wq", "wk", "wv", "wg", "wu")
+    w = {n: rng.standard_normal((8, 6 if n in ("wq", "wk", "wv") else 12)).astype(np.float32) for n in names}
+    b = {f"b{n[1]}": rng.standard_normal(6).astype(np.float32) for n in ("wq", "wk", "wv")}
+    q, k, v = (x @ g.param(n, (8, 6)) + g.param(f"b{n[1]}", (6,)) for n in ("wq", "wk", "wv"))
+    wg = g.param("wg", (8, 12))
+    h = g.relu(x)
+    gate, up = h @ wg, h @ g.param("wu", (8, 12))
+    g.set_outputs([g.softmax(g.matmul(q, g.transpose(k, perm=[0, 2, 1])), axis=-1) @ v, g.relu(gate) * up, wg * 2.0])
+    params = {**w, **b}
+    merged, bound = merge_parallel_matmuls(g, params)
+    verify(merged)
+    assert [n.op for n in merged.nodes].count("matmul") == 2 + 2 and [n.op for n in merged.nodes].count("split") == 2
+    assert "wg" in bound and not {"wq", "wk", "wv", "wu", "bq", "bk", "bv"} & set(bound)
+    feed = {"x": rng.standard_normal((2, 5, 8)).astype(np.float32)}
+    xd = feed["x"].astype(np.float64)
+    qd, kd, vd = (xd @ w[n] + b[f"b{n[1]}"] for n in ("wq", "wk", "wv"))
+    s = qd @ kd.transpose(0, 2, 1)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    hd = np.maximum(xd, 0)
+    want = [a.astype(np.float32) for a in ((p / p.sum(-1, keepdims=True)) @ vd, np.maximum(hd @ w["wg"], 0) * (hd @ w["wu"]),
+                                           w["wg"] * 2.0)]
+    assert_close(rlx.run(merged, feed, bound), want, rtol=1e-4, atol=1e-5)
+    assert_close(rlx.compile(g, backend="onnxruntime", params=params).run(feed), want, rtol=1e-4, atol=1e-5)
+    assert merge_parallel_matmuls(merged, bound)[0] is merged  # nothing left to merge

@@ -29,7 +29,8 @@ against ``rlx.onnx.import_model`` of the same file compiled for the
 time per call; ratios against torch eager, against the best engine (the fastest of torch eager, ``torch.compile``,
 onnxruntime and OpenVINO on the file), against ``rlx.run`` (numpy rows) and against the ONNX
 file in onnxruntime. The two ONNX columns and the ``rlx.run`` / ``rlx numpy`` pair come from a second
-interleaved measurement of each pair alone (at least 21 rounds, ~0.1 s of calls per sample): in the
+interleaved measurement of each pair alone (at least 21 rounds, ~0.1 s of calls per sample), and so do the
+best-engine ratios (the fastest rlx path, the best engine and ``rlx auto`` measured together alone): in the
 round of all contenders a sample is one or two calls right after a slow contender, cold caches included. transformers models are
 exported with an all-ones ``attention_mask`` (the same values as none). Dispatch overhead per
 node = (exe.run - the sum of its steps run bare) / steps.
@@ -333,7 +334,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--only", default=None, help="substring of the model names to run")
+    ap.add_argument("--only", default=None, help="substrings of the model names to run, comma-separated")
     ap.add_argument("--set", choices=("real", "shapes", "all"), default="all")
     ap.add_argument("--skip-compile", action="store_true", help="leave out rlx torch inductor and torch.compile")
     ap.add_argument("--engines", action="store_true", help="only rlx numpy, the engine-backed rlx backends and the peers")
@@ -351,7 +352,7 @@ def main() -> None:
         cols = [c for c in cols if c not in ("rlx numpy slots", "rlx torch", "rlx torch inductor", "rlx jax")]
     rows, vs_torch, vs_ref, vs_ort, vs_best, auto_vs_fastest, best_rows = [], {}, {}, [], [], [], []
     for name, make in models.items():
-        if args.only and args.only not in name:
+        if args.only and not any(part in name for part in args.only.split(",")):
             continue
         torch.manual_seed(0)
         fns, g, exe = contenders(make, args.skip_compile, args.engines)
@@ -392,6 +393,13 @@ def main() -> None:
         if onnx_ratio == onnx_ratio:
             vs_ort.append(onnx_ratio)
         fastest = min((k for k in ms if k.startswith("rlx") and "onnx import" not in k and k != "rlx.run"), key=ms.get)
+        best = min((k for k in ENGINES if k in ms), key=ms.get)
+        # the best-engine ratios from the fastest rlx path, the best engine and rlx auto measured alone (warm,
+        # enough calls per sample), as the ONNX pair: in the all-contender rounds each follows a slow contender
+        trio = {k: fns[k] for k in dict.fromkeys((fastest, best, "rlx auto")) if k in fns}
+        tt = measure(trio, max(args.repeat, 21), number=min(calls_for(f, 0.1) for f in trio.values()), gc_off=False, warmup=True)
+        ms.update({k: v.median_cpu * 1e3 for k, v in tt.items()})
+        fastest = min((k for k in trio if k.startswith("rlx")), key=ms.get)
         best = min((k for k in ENGINES if k in ms), key=ms.get)
         vs_best.append(ms[fastest] / ms[best])
         if "rlx auto" in ms:

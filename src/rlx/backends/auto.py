@@ -242,8 +242,9 @@ def _choose(obj: Any, device: Any, threads: int | None, inputs: Mapping[str, Any
     names = candidates(mir, threads)
     complete = set(params or ()) >= set(mir.params())  # every param given: the calibrated winner can be returned
     zeros = {} if complete else _zero_params(mir)  # timing does not depend on the weights' values
+    exes: dict[str, Any] = {}
     if feed is None or zeros is None or len(names) == 1:
-        choice, exes = Choice(names[0], measured=False), {}
+        choice = Choice(names[0], measured=False)
     else:
         choice, exes = calibrate(mir, names, feed, {**zeros, **(params or {})}, threads)
     with _CHOICES_LOCK:

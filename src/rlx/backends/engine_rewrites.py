@@ -68,9 +68,9 @@ def merge_parallel_matmuls(g: Graph, params: Mapping[str, np.ndarray]) -> tuple[
     plan: dict[int, tuple[list[Node], list[tuple[Node, str]] | None]] = {}  # first member id -> group
     member_of: dict[int, int] = {}
     for members in groups:
-        biases = [_bias(g, mm, uses, params) for mm in members]
-        merged_biases = biases if all(b is not None for b in biases) else None
-        plan[members[0].id] = (members, merged_biases)  # type: ignore[assignment]
+        found = [_bias(g, mm, uses, params) for mm in members]
+        biases = [b for b in found if b is not None]
+        plan[members[0].id] = (members, biases if len(biases) == len(members) else None)
         for mm in members:
             member_of[mm.id] = members[0].id
     merged_weights = {g.node(mm.inputs[1]).id for members, _ in plan.values() for mm in members}
@@ -85,20 +85,20 @@ def merge_parallel_matmuls(g: Graph, params: Mapping[str, np.ndarray]) -> tuple[
         if node.id in absorbed:
             continue
         if node.id in plan:
-            members, biases = plan[node.id]
+            members, adds = plan[node.id]
             names = [g.node(mm.inputs[1]).attrs["name"] for mm in members]
             w_name = _fresh(f"{names[0]}.merged{node.id}", taken)
             new_params[w_name] = np.concatenate([params[n] for n in names], axis=1)
             w = out.param(w_name, new_params[w_name].shape, node.dtype)
             y = out.append("matmul", [env[node.inputs[0]], w.id], {}, name=node.name, prov=node.prov)
-            if biases:
-                b_name = _fresh(f"{biases[0][1]}.merged{node.id}", taken)
-                new_params[b_name] = np.concatenate([params[n] for _, n in biases])
+            if adds:
+                b_name = _fresh(f"{adds[0][1]}.merged{node.id}", taken)
+                new_params[b_name] = np.concatenate([params[n] for _, n in adds])
                 y = out.append("binary", [y.id, out.param(b_name, new_params[b_name].shape, node.dtype).id], {"op": "add"})
             sizes = [int(mm.shape[-1]) for mm in members]
             first = out.append("split", [y.id], {"axis": -1, "sizes": sizes})
             for r, mm in enumerate(members):
-                env[biases[r][0].id if biases else mm.id] = first.id + r
+                env[adds[r][0].id if adds else mm.id] = first.id + r
             continue
         if node.id in member_of or (node.id in merged_bias_adds and node.id in env):
             continue

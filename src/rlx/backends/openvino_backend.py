@@ -4,8 +4,9 @@ precision="f32", config=None)``.
 The graph goes the onnxruntime backend's way (:func:`rlx.backends.ort_backend.export_for_session`: BatchNorm
 chains folded into their convolutions, weight-only subgraphs computed once, the ONNX exporter with the
 params as initializers) and OpenVINO reads the ONNX bytes (``Core.read_model``) and compiles them for
-``device``. Through ONNX rather than OpenVINO's own graph API: the exporter already writes every op in the
-forms engines fuse, and OpenVINO's ONNX frontend applies the same transformations to it as to its own graphs.
+``device``. Through ONNX, not OpenVINO's own graph API: one exporter for both engines, which already writes
+the ops in the forms engines fuse; on the models measured (``benchmarks/models_peers.py``) this path runs as fast
+as OpenVINO on torch's own ONNX file or faster. Building the OpenVINO graph directly was not measured.
 
 ``precision`` sets ``INFERENCE_PRECISION_HINT``: ``"f32"`` by default, because the CPU plugin's own default
 is bf16 (or f16) where the CPU supports it, which misses rlx's float32 tolerances (a 1e-3 check fails on a
@@ -54,8 +55,8 @@ def session_count() -> int:
 
 
 class _Compiled:
-    """A compiled model, where each declared input goes (its port index, or None when the model dropped
-    it), and per-thread infer requests."""
+    """A compiled model, the port of each declared input it kept (OpenVINO may drop an input no output
+    reads), and per-thread infer requests."""
 
     def __init__(self, compiled: Any, input_names: tuple[str, ...]):
         import openvino

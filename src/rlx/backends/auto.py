@@ -8,7 +8,8 @@ The rule:
    ``openvino`` when the graph exports to ONNX, ``torch`` when every op has a torch device lowering and
    torch's own thread count equals ``threads`` (torch's is process-wide: the backend cannot set it), and
    ``numpy`` always. Each is compiled, run once and checked against the numpy executor's outputs (a
-   candidate that disagrees or fails is dropped), then timed in interleaved rounds
+   candidate that disagrees or fails is dropped, and so is one whose warm-up calls took over
+   :data:`PRUNE` times the fastest one's), then timed in interleaved rounds
    (:data:`ROUNDS` rounds, each sample at least :data:`SAMPLE_SECONDS` of calls) on the caller's
    ``inputs=`` (an example feed) or on zeros of the declared shapes; the smallest median wins. The
    clock: process CPU time when ``threads=1`` (the work done, whoever's thread does it: OpenVINO runs
@@ -40,6 +41,7 @@ from rlx.ir.errors import RlxError
 _OPTIONS = ("params", "device", "threads", "inputs")
 ROUNDS = 5
 SAMPLE_SECONDS = 0.004
+PRUNE = 3.0
 ENGINES = ("onnxruntime", "openvino")
 ORDER = ("onnxruntime", "openvino", "torch", "numpy")
 _MODULES = {"onnxruntime": ("onnxruntime", "onnx"), "openvino": ("openvino", "onnx"), "torch": ("torch",), "numpy": ()}
@@ -182,10 +184,15 @@ def calibrate(mir: Any, names: list[str], feed: Mapping[str, np.ndarray], params
         exes[name], first[name] = exe, outs
     if "numpy" not in names:
         exes.pop("numpy")
-    calls = {}
+    estimate = {}
     for name, exe in exes.items():
         _sample(exe, feed, 2)  # warm-up: an engine's first calls after compiling are slow
-        calls[name] = max(1, int(SAMPLE_SECONDS / max(_sample(exe, feed, 3), 1e-7)))
+        estimate[name] = max(_sample(exe, feed, 3), 1e-7)
+    fastest = min(estimate.values())
+    for name in [n for n, t in estimate.items() if t > PRUNE * fastest]:  # cannot win: not worth the rounds
+        dropped[name] = f"{estimate[name] / fastest:.1f}x the fastest candidate's warm-up time"
+        del exes[name]
+    calls = {name: max(1, int(SAMPLE_SECONDS / estimate[name])) for name in exes}
     samples: dict[str, list[float]] = {name: [] for name in exes}
     clock = time.process_time if threads == 1 else time.perf_counter
     for _ in range(ROUNDS):

@@ -6,13 +6,14 @@ Workloads (exec_speed_jax.WORKLOADS, float32): x[128,768] @ W + b -> gelu; layer
 attention q, k, v [1,12,128,64]; a pre-norm transformer layer (B=1, S=128, D=768, 12 heads, FFN 3072,
 causal). Contenders, all NumPy in / NumPy out:
 
-* rlx numpy / rlx torch / rlx torch inductor / rlx onnxruntime / rlx jax:
+* rlx numpy / rlx torch / rlx torch inductor / rlx onnxruntime / rlx openvino / rlx jax / rlx auto:
   ``rlx.compile(graph, backend=..., params=...)`` then ``exe.run(inputs=...)``
   (``backend="torch", mode="inductor"`` is ``torch.compile`` of the lowered fx module);
 * torch eager / torch.compile: the same model written with ``torch.nn.functional``
   (exec_peers._torch_fns) under ``torch.inference_mode()``, and that function through ``torch.compile``;
 * onnxruntime: the ``rlx.onnx.export`` model in an ``InferenceSession`` (CPU provider, default
-  graph optimizations), ``sess.run`` directly;
+  graph optimizations), ``sess.run`` directly; openvino: the same model compiled by OpenVINO (f32),
+  ``compiled_model(inputs)``; ``rlx auto``: ``backend="auto"`` with the workload's inputs;
 * jax.jit: the hand-written jax.numpy model (exec_speed_jax), jitted.
 
 Threads: BLAS, ``torch.set_num_threads``, onnxruntime intra-op and XLA's CPU threads all get
@@ -44,7 +45,20 @@ from exec_speed_jax import WORKLOADS, Workload  # noqa: E402
 import rlx  # noqa: E402
 
 RLX_BACKENDS = {"rlx numpy": ("numpy", {}), "rlx torch": ("torch", {}), "rlx torch inductor": ("torch", {"mode": "inductor"}),
-                "rlx onnxruntime": ("onnxruntime", {"threads": THREADS}), "rlx jax": ("jax", {})}
+                "rlx onnxruntime": ("onnxruntime", {"threads": THREADS}), "rlx openvino": ("openvino", {"threads": THREADS}),
+                "rlx jax": ("jax", {}), "rlx auto": ("auto", {"threads": THREADS, "device": "cpu"})}
+
+
+def ov_runner(w: Workload):
+    """OpenVINO (f32, THREADS threads) on the ``rlx.onnx.export`` model, ``compiled_model(inputs)``; None without openvino."""
+    try:
+        import openvino
+    except ImportError:
+        return None
+    core = openvino.Core()
+    compiled = core.compile_model(core.read_model(rlx.onnx.export(w.graph, w.params).SerializeToString()), "CPU",
+                                  {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": str(THREADS)})
+    return lambda: compiled(w.inputs)[0]
 
 
 def contenders(key: str, w: Workload, skip_compile: bool) -> dict:
@@ -53,7 +67,13 @@ def contenders(key: str, w: Workload, skip_compile: bool) -> dict:
     for name, (backend, opts) in RLX_BACKENDS.items():
         if skip_compile and "inductor" in name:
             continue
-        exe = rlx.compile(w.graph, backend=backend, params=w.params, **opts)
+        if backend == "auto":
+            opts = {**opts, "inputs": w.inputs}
+        try:
+            exe = rlx.compile(w.graph, backend=backend, params=w.params, **opts)
+        except rlx.RlxError as exc:  # openvino not installed
+            print(f"    {name}: {exc}", file=sys.stderr)
+            continue
         fns[name] = lambda exe=exe: exe.run(inputs=w.inputs)[0]
     torch, torch_fns = _torch_fns()
     fn = torch_fns[key]
@@ -65,6 +85,9 @@ def contenders(key: str, w: Workload, skip_compile: bool) -> dict:
     import onnxruntime as ort
 
     fns["onnxruntime"] = ort_runner(ort, w, THREADS)
+    ov = ov_runner(w)
+    if ov is not None:
+        fns["openvino"] = ov
     import jax
 
     hand = jax.jit(lambda i, p: w.hand(i, p, jax.lax.Precision.HIGHEST))

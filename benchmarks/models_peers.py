@@ -10,21 +10,27 @@ MLP-Mixer, a ViT encoder, a GPT-style decoder, a 4-layer MLP). timm / transforme
 whose CPU wheel cannot load its compiled ops here: tests/models/zoo.py declares the two op schemas
 it needs (``torchvision_without_compiled_ops``) and is imported for that.
 
-Contenders, NumPy in / NumPy out: ``rlx.run`` (the reference interpreter); ``rlx numpy``
+Contenders, NumPy in / NumPy out (``--engines``: only ``rlx numpy``, ``rlx onnxruntime`` / ``openvino`` / ``auto``
+and the peers): ``rlx.run`` (the reference interpreter); ``rlx numpy``
 (``rlx.compile`` defaults: kernels without ``kernel_into`` adopt their fresh result, weight-only
 nodes computed once when params are bound) and ``rlx numpy slots`` (``adopt=False,
 fold_weights=False``: every node in its planned slot, every node on every run, as before); ``rlx torch`` (eager fx module);
-``rlx torch inductor`` (``mode="inductor"``: the fx module through ``torch.compile``); ``rlx onnxruntime``; ``rlx jax``
+``rlx torch inductor`` (``mode="inductor"``: the fx module through ``torch.compile``); ``rlx onnxruntime``;
+``rlx openvino``; ``rlx auto`` (``backend="auto"`` with ``threads`` and the model's feed: its calibration
+choice is printed); ``rlx jax``
 (XLA); the torch module itself under ``torch.inference_mode()`` (``torch eager``) and through ``torch.compile``
 (``--skip-compile`` leaves out both Inductor contenders: their compilation takes minutes per model on 2 cores). No
 hand-written JAX version of these models exists, so ``rlx jax`` has no ``jax.jit`` peer here (``backends_peers.py``
 has one on the kernels and the transformer layer). Through ONNX:
 the module exported with ``torch.onnx.export`` (TorchScript exporter) run by onnxruntime
-(``ort (onnx file)``) against ``rlx.onnx.import_model`` of the same file compiled for the
+(``ort (onnx file)``) and by OpenVINO at f32 (``ov (onnx file)``, ``compiled_model(inputs)``)
+against ``rlx.onnx.import_model`` of the same file compiled for the
 ``onnxruntime`` backend (``rlx ort (onnx import)``). Medians of interleaved rounds, process CPU
-time per call; ratios against torch eager, against ``rlx.run`` (numpy rows) and against the ONNX
+time per call; ratios against torch eager, against the best engine (the fastest of torch eager, ``torch.compile``,
+onnxruntime and OpenVINO on the file), against ``rlx.run`` (numpy rows) and against the ONNX
 file in onnxruntime. The two ONNX columns and the ``rlx.run`` / ``rlx numpy`` pair come from a second
-interleaved measurement of each pair alone (at least 21 rounds, ~0.1 s of calls per sample): in the
+interleaved measurement of each pair alone (at least 21 rounds, ~0.1 s of calls per sample), and so do the
+best-engine ratios (the fastest rlx path, the best engine and ``rlx auto`` measured together alone): in the
 round of all contenders a sample is one or two calls right after a slow contender, cold caches included. transformers models are
 exported with an all-ones ``attention_mask`` (the same values as none). Dispatch overhead per
 node = (exe.run - the sum of its steps run bare) / steps.
@@ -237,20 +243,42 @@ def _onnx_file(module, args, kwargs) -> bytes | None:
     return buf.getvalue()
 
 
-def contenders(make, skip_compile: bool = False) -> tuple[dict, rlx.Graph, object]:
-    """name -> zero-argument callable returning the first output; the imported graph; the numpy executable."""
+def _openvino_file(blob: bytes, feed_values: list[np.ndarray]):
+    """torch's ONNX file compiled by OpenVINO for the CPU at f32 (its bf16 default misses a 1e-3 check) and
+    THREADS threads, called the way its documentation shows (``compiled_model(inputs)``); None without openvino."""
+    try:
+        import openvino
+    except ImportError:
+        return None
+    core = openvino.Core()
+    compiled = core.compile_model(core.read_model(blob), "CPU", {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY",
+                                                                 "INFERENCE_NUM_THREADS": str(THREADS)})
+    ov_feed = dict(zip(range(len(compiled.inputs)), feed_values))
+    return lambda: compiled(ov_feed)[0]
+
+
+def contenders(make, skip_compile: bool = False, engines: bool = False) -> tuple[dict, rlx.Graph, object]:
+    """name -> zero-argument callable returning the first output; the imported graph; the numpy executable.
+    ``engines``: only rlx numpy and the engine-backed contenders (no slots, jax, torch backend)."""
     module, args, kwargs = make()
     module = module.eval()
     g, params = rlx.torch.import_module(module, args, kwargs=kwargs)
     feed = {n: t.numpy() for n, t in zip(g.inputs(), [*args, *kwargs.values()])}
     exes = {
         "rlx numpy": rlx.compile(g, params=params),
-        "rlx numpy slots": rlx.compile(g, params=params, adopt=False, fold_weights=False),
-        "rlx torch": rlx.compile(g, backend="torch", params=params),
-        "rlx torch inductor": None if skip_compile else rlx.compile(g, backend="torch", params=params, mode="inductor"),
+        "rlx numpy slots": None if engines else rlx.compile(g, params=params, adopt=False, fold_weights=False),
+        "rlx torch": None if engines else rlx.compile(g, backend="torch", params=params),
+        "rlx torch inductor": None if skip_compile or engines else rlx.compile(g, backend="torch", params=params, mode="inductor"),
         "rlx onnxruntime": rlx.compile(g, backend="onnxruntime", params=params, threads=THREADS),
-        "rlx jax": rlx.compile(g, backend="jax", params=params),
+        "rlx openvino": _maybe(lambda: rlx.compile(g, backend="openvino", params=params, threads=THREADS)),
+        "rlx jax": None if engines else rlx.compile(g, backend="jax", params=params),
+        "rlx auto": rlx.compile(g, backend="auto", params=params, threads=THREADS, inputs=feed, device="cpu"),
     }
+    from rlx.backends.auto import explain
+
+    choice = explain(g, threads=THREADS, inputs=feed)
+    print(f"    auto chose {exes['rlx auto'].backend}: " + (", ".join(f"{k} {v * 1e3:.3g} ms" for k, v in choice.medians.items())
+                                                         if choice else "cached"), file=sys.stderr)
     fns = {"rlx.run": lambda: rlx.run(g, feed, params)[0]}
     fns.update({k: (lambda e=e: e.run(feed)[0]) for k, e in exes.items() if e is not None})
 
@@ -271,6 +299,9 @@ def contenders(make, skip_compile: bool = False) -> tuple[dict, rlx.Graph, objec
         sess = ort.InferenceSession(blob, opts, providers=["CPUExecutionProvider"])
         onnx_feed = {i.name: a for i, a in zip(sess.get_inputs(), feed.values())}
         fns["ort (onnx file)"] = lambda: sess.run(None, onnx_feed)[0]
+        ov_file = _maybe(lambda: _openvino_file(blob, list(feed.values())))
+        if ov_file is not None:
+            fns["ov (onnx file)"] = ov_file
         try:
             g2, p2 = rlx.onnx.import_model(blob)
             exe2 = rlx.compile(g2, backend="onnxruntime", params=p2, threads=THREADS)
@@ -281,6 +312,16 @@ def contenders(make, skip_compile: bool = False) -> tuple[dict, rlx.Graph, objec
     return fns, g, exes["rlx numpy"]
 
 
+def _maybe(make):
+    """``make()``, or None with the reason printed when it raises (a contender that cannot be built is left out)."""
+    try:
+        return make()
+    except Exception as exc:  # any framework's failure type
+        print(f"    {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
+        return None
+
+
+ENGINES = ("torch eager", "torch.compile", "ort (onnx file)", "ov (onnx file)")
 ONNX_PAIR = ("ort (onnx file)", "rlx ort (onnx import)")
 PAIRS = (ONNX_PAIR, ("rlx.run", "rlx numpy"))
 
@@ -293,9 +334,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--only", default=None, help="substring of the model names to run")
+    ap.add_argument("--only", default=None, help="substrings of the model names to run, comma-separated")
     ap.add_argument("--set", choices=("real", "shapes", "all"), default="all")
     ap.add_argument("--skip-compile", action="store_true", help="leave out rlx torch inductor and torch.compile")
+    ap.add_argument("--engines", action="store_true", help="only rlx numpy, the engine-backed rlx backends and the peers")
     args = ap.parse_args()
     torch.set_num_threads(THREADS)
     models = {**(REAL if args.set != "shapes" else {}), **(SHAPES if args.set != "real" else {})}
@@ -304,15 +346,19 @@ def main() -> None:
         import zoo  # noqa: F401  (makes torchvision, hence timm and transformers, importable)
     print_header("models: rlx backends vs torch eager and onnxruntime, numpy executor vs rlx.run (models_peers.py)",
                  f"torch {torch.__version__}; threads = {THREADS}; medians of {args.repeat} interleaved rounds, process CPU time per call")
-    cols = ["rlx.run", "rlx numpy", "rlx numpy slots", "rlx torch", "rlx torch inductor", "rlx onnxruntime", "rlx jax",
-            "torch eager", "torch.compile", "ort (onnx file)", "rlx ort (onnx import)"]
-    rows, vs_torch, vs_ref, vs_ort = [], {}, {}, []
+    cols = ["rlx.run", "rlx numpy", "rlx numpy slots", "rlx torch", "rlx torch inductor", "rlx onnxruntime", "rlx openvino",
+            "rlx jax", "rlx auto", "torch eager", "torch.compile", "ort (onnx file)", "ov (onnx file)", "rlx ort (onnx import)"]
+    if args.engines:
+        cols = [c for c in cols if c not in ("rlx numpy slots", "rlx torch", "rlx torch inductor", "rlx jax")]
+    rows, vs_torch, vs_ref, vs_ort, vs_best, auto_vs_fastest, best_rows = [], {}, {}, [], [], [], []
     for name, make in models.items():
-        if args.only and args.only not in name:
+        if args.only and not any(part in name for part in args.only.split(",")):
             continue
         torch.manual_seed(0)
-        fns, g, exe = contenders(make, args.skip_compile)
+        fns, g, exe = contenders(make, args.skip_compile, args.engines)
         ref = fns["rlx.run"]()
+        if args.engines:  # the reference checks the outputs; its timing belongs to the numpy rows only
+            del fns["rlx.run"]
         errs = {}
         for k, f in list(fns.items()):  # the first call also compiles (Inductor, XLA): a failure drops the contender
             try:
@@ -323,7 +369,8 @@ def main() -> None:
         number = min(calls_for(f, 0.05) for f in fns.values())
         t = measure(fns, args.repeat, number=number, gc_off=False, warmup=True)
         ms = {k: v.median_cpu * 1e3 for k, v in t.items()}
-        for names in PAIRS:  # each target ratio from its two contenders alone, warm, enough calls per sample
+        # each target ratio from its two contenders alone, warm, enough calls per sample
+        for names in PAIRS if not args.engines else (ONNX_PAIR,):
             pair = {k: fns[k] for k in names if k in fns}
             if len(pair) == 2:
                 tp = measure(pair, max(args.repeat, 21), number=min(calls_for(f, 0.1) for f in pair.values()), gc_off=False,
@@ -340,12 +387,27 @@ def main() -> None:
         for k in fns:
             vs_torch.setdefault(k, []).append(ms[k] / ms["torch eager"])
         for k in ("rlx numpy", "rlx numpy slots"):
-            vs_ref.setdefault(k, []).append(ms[k] / ms["rlx.run"])
+            if k in ms and "rlx.run" in ms:
+                vs_ref.setdefault(k, []).append(ms[k] / ms["rlx.run"])
         onnx_ratio = ms["rlx ort (onnx import)"] / ms["ort (onnx file)"] if "rlx ort (onnx import)" in ms else float("nan")
         if onnx_ratio == onnx_ratio:
             vs_ort.append(onnx_ratio)
-        fastest = min((k for k in ms if k.startswith("rlx") and "onnx import" not in k), key=ms.get)
-        rows.append([name, len(g), *(ms.get(k, float("nan")) for k in cols), ms["rlx numpy"] / ms["rlx.run"],
+        fastest = min((k for k in ms if k.startswith("rlx") and "onnx import" not in k and k != "rlx.run"), key=ms.get)
+        best = min((k for k in ENGINES if k in ms), key=ms.get)
+        # the best-engine ratios from the fastest rlx path, the best engine and rlx auto measured alone (warm,
+        # enough calls per sample), as the ONNX pair: in the all-contender rounds each follows a slow contender
+        trio = {k: fns[k] for k in dict.fromkeys((fastest, best, "rlx auto")) if k in fns}
+        tt = measure(trio, max(args.repeat, 21), number=min(calls_for(f, 0.1) for f in trio.values()), gc_off=False, warmup=True)
+        ms.update({k: v.median_cpu * 1e3 for k, v in tt.items()})
+        fastest = min((k for k in trio if k.startswith("rlx")), key=ms.get)
+        best = min((k for k in ENGINES if k in ms), key=ms.get)
+        vs_best.append(ms[fastest] / ms[best])
+        if "rlx auto" in ms:
+            auto_vs_fastest.append(ms["rlx auto"] / ms[fastest])
+        best_rows.append([name, *(ms.get(k, float("nan")) for k in ENGINES), best, fastest, ms[fastest],
+                          ms[fastest] / ms[best], ms.get("rlx auto", float("nan")) / ms[best],
+                          ms.get("rlx auto", float("nan")) / ms[fastest]])
+        rows.append([name, len(g), *(ms.get(k, float("nan")) for k in cols), ms["rlx numpy"] / ms.get("rlx.run", float("nan")),
                      f"{fastest} {ms[fastest] / ms['torch eager']:.3g}", onnx_ratio, per_node_us, f"{max(errs.values()):.1e}"])
         print(f"  {name}: " + ", ".join(f"{k} {v:.3g} ms" for k, v in ms.items()), file=sys.stderr, flush=True)
     print_table(["model", "nodes", *(f"{k} ms" for k in cols), "numpy / rlx.run", "fastest rlx / eager",
@@ -354,8 +416,14 @@ def main() -> None:
     print_table(["contender", "geomean / torch eager", "geomean / rlx.run"], geo, title="geometric means")
     if vs_ort:
         print(f"\nrlx ort (onnx import) / ort (onnx file): geomean {geomean(vs_ort):.3g} over {len(vs_ort)} models (target <= 1.0)")
-    best = min((gm for gm in geo if gm[0].startswith("rlx") and "onnx import" not in gm[0]), key=lambda gm: gm[1])
+    best = min((gm for gm in geo if gm[0].startswith("rlx") and "onnx import" not in gm[0] and gm[0] != "rlx.run"),
+               key=lambda gm: gm[1])
     print(f"fastest rlx path: {best[0]} at {best[1]:.3g}x torch eager on the geomean (target <= 1.0)")
+    print_table(["model", *(f"{k} ms" for k in ENGINES), "best engine", "fastest rlx", "fastest rlx ms", "fastest rlx / best",
+                 "auto / best", "auto / fastest rlx"], best_rows, title="against the best engine a user could pick")
+    print(f"\nfastest rlx / best engine: geomean {geomean(vs_best):.3g}, max {max(vs_best):.3g} (targets <= 1.0, <= 1.1)")
+    if auto_vs_fastest:
+        print(f"rlx auto / fastest rlx: geomean {geomean(auto_vs_fastest):.3g}, max {max(auto_vs_fastest):.3g} (target <= 1.05 each)")
     print_footer()
 
 

@@ -36,6 +36,8 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "symbolic_overhead.py": (["--quick"], []),
     "symbolic_plan_speed.py": (["--quick"], []),
     "jax_gpu.py": (["--allow-cpu", "--skip-parity", "--repeats", "3"], ["--allow-cpu"]),
+    "engine_overhead.py": (["--repeat", "5"], []),
+    "engine_rewrites.py": (["--repeat", "3", "--only", "resnet"], []),
 }
 RAN_WITH_MISSED_TARGET = {"exec_speed_jax.py": {1}, "jax_gpu.py": {1}}
 

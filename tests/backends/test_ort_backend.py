@@ -11,6 +11,7 @@ pytest.importorskip("onnx")
 import rlx
 from backends.jax_cases import assert_close
 from rlx.backends.ort_backend import session_count
+from rlx.backends.session_cache import SESSIONS
 from runtime.hammer import hammer
 
 
@@ -32,17 +33,17 @@ def test_matches_reference_and_sessions_are_cached():
     rng = np.random.default_rng(0)
     g, params = block(), weights(rng)
     feed = {"x": rng.standard_normal((4, 16)).astype(np.float32)}
-    before = session_count()
+    before = SESSIONS.builds
     exe = rlx.compile(g, backend="onnxruntime", params=params)
     assert_close(exe.run(feed), rlx.run(g, feed, params), rtol=1e-4, atol=1e-5)
-    assert session_count() == before + 1
+    assert SESSIONS.builds == before + 1
     again = rlx.compile(block(), backend="onnxruntime", params=params)  # same fingerprint, same weights
     assert_close(again.run(feed), rlx.run(g, feed, params), rtol=1e-4, atol=1e-5)
-    assert session_count() == before + 1
+    assert SESSIONS.builds == before + 1
     other = weights(rng)
     assert_close(exe.run(feed, other), rlx.run(g, feed, other), rtol=1e-4, atol=1e-5)
     assert_close(exe.run(feed), rlx.run(g, feed, other), rtol=1e-4, atol=1e-5)  # they stayed bound
-    assert session_count() == before + 2
+    assert SESSIONS.builds == before + 2
 
 
 def test_bad_options_feeds_and_indices_raise_rlx_errors():
@@ -74,25 +75,74 @@ def test_threads_share_one_session():
     assert hammer(lambda c: np.allclose(exe.run(c[0])[0], c[1], rtol=1e-4, atol=1e-5), cases, 25) == []
 
 
-def test_auto_picks_by_the_documented_rule(monkeypatch):
-    pytest.importorskip("torch")
+def test_auto_measures_the_candidates_and_caches_the_choice(monkeypatch):
     from rlx.backends import auto
 
     g, params = block(), weights(np.random.default_rng(3))
-    exe = rlx.compile(g, backend="auto", params=params, device="cpu")
-    assert exe.backend == "onnxruntime"  # installed, and the block exports
-    feed = {"x": np.ones((4, 16), np.float32)}
+    feed = {"x": np.random.default_rng(4).standard_normal((4, 16)).astype(np.float32)}
+    names = auto.candidates(g, 1)
+    assert names[-1] == "numpy" and "onnxruntime" in names
+    exe = rlx.compile(g, backend="auto", params=params, device="cpu", threads=1, inputs=feed)
+    choice = auto.explain(g, threads=1, inputs=feed)
+    assert choice.measured and exe.backend == choice.backend in names
+    assert set(choice.medians) | set(choice.dropped) == set(names) and min(choice.medians.values()) == choice.medians[exe.backend]
     assert_close(exe.run(feed), rlx.run(g, feed, params), rtol=1e-4, atol=1e-5)
+
+    def no_calibration(*args, **kwargs):
+        raise AssertionError("calibrated again")
+
+    monkeypatch.setattr(auto, "calibrate", no_calibration)
+    again = rlx.compile(block(), backend="auto", params=params, device="cpu", threads=1, inputs=feed)  # a cache hit
+    assert again.backend == exe.backend
+    assert_close(again.run(feed), rlx.run(g, feed, params), rtol=1e-4, atol=1e-5)
+    with pytest.raises(AssertionError, match="calibrated again"):  # another thread count is another setting
+        rlx.compile(g, backend="auto", params=params, device="cpu", threads=2, inputs=feed)
+
+
+def test_auto_without_params_calibrates_on_zeros_and_returns_an_unbound_executable():
+    from rlx.backends import auto
+
+    g = block()
+    g.name = "ort_block_unbound"
+    g.set_outputs([g.output_ids[0]])
+    params = weights(np.random.default_rng(9))
+    exe = rlx.compile(g, backend="auto", device="cpu")
+    assert auto.explain(g).measured and exe.backend in auto.candidates(g, None)
+    feed = {"x": np.ones((4, 16), np.float32)}
+    assert_close(exe.run(feed, params), rlx.run(g, feed, params), rtol=1e-4, atol=1e-5)
+    part = rlx.compile(g, backend="auto", device="cpu", threads=1, params={k: v for k, v in params.items() if k != "b"})
+    with pytest.raises(rlx.FeedError):  # the calibration's zeros for "b" are not bound
+        part.run(feed)
+    assert_close(part.run(feed, {"b": params["b"]}), rlx.run(g, feed, params), rtol=1e-4, atol=1e-5)
+
+
+def test_auto_candidates_follow_the_documented_rule(monkeypatch):
+    pytest.importorskip("torch")
+    import torch
+
+    from rlx.backends import auto
+
+    g = block()
     installed = auto._installed
-    monkeypatch.setattr(auto, "_installed", lambda name: name != "onnxruntime" and installed(name))
-    assert auto.choose(g, "cpu")[0] == "torch"  # every op of the block has a torch device lowering
+    monkeypatch.setattr(auto, "_installed", lambda name: name not in ("onnxruntime", "openvino") and installed(name))
+    threads = torch.get_num_threads()
+    assert auto.candidates(g, None) == ["torch", "numpy"]  # every op of the block has a torch device lowering
+    assert auto.candidates(g, threads) == ["torch", "numpy"]
+    assert auto.candidates(g, threads + 1) == ["numpy"]  # torch's thread count is process-wide: not this setting
     host = rlx.Graph("host_op")
     host.set_outputs([host.cumsum(host.input("x", (4,)), axis=0)])  # cumulative runs on the host in torch
-    assert auto.choose(host, "cpu")[0] == "numpy"
+    assert auto.candidates(host, None) == ["numpy"]
+    sym = rlx.Graph("sym_auto")
+    x = sym.input("x", ("n", 4))
+    sym.set_outputs([sym.relu(x)])
+    exe = rlx.compile(sym, backend="auto", device="cpu")  # symbolic dims, no inputs=: the fixed order
+    assert exe.backend == "torch" and not auto.explain(sym).measured
     with pytest.raises(rlx.RlxError, match="only"):
         rlx.compile(g, backend="auto", mode="inductor")
     with pytest.raises(rlx.RlxError, match="device"):
         rlx.compile(g, backend="auto", device="tpu")
+    with pytest.raises(rlx.RlxError, match="threads"):
+        rlx.compile(g, backend="auto", device="cpu", threads=0)
 
 
 def test_exported_gelu_is_one_fused_onnxruntime_kernel(tmp_path):
@@ -205,15 +255,104 @@ def test_cpu_sessions_skip_the_slow_fusions(tmp_path, monkeypatch):
 
 def test_session_config_entries_reach_the_session_and_key_the_cache():
     g, params, feed = _skip_layer_norm_block()
-    before = session_count()
+    before = SESSIONS.builds
     exe = rlx.compile(g, backend="onnxruntime", params=params, config={"session.intra_op.allow_spinning": "0"})
     assert_close(exe.run(feed), rlx.run(g, feed, params), rtol=1e-5, atol=1e-5)
     assert exe._session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
     spinning = rlx.compile(g, backend="onnxruntime", params=params, config={"session.intra_op.allow_spinning": "1"})
     spinning.run(feed)
     assert spinning._session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "1"
-    assert session_count() == before + 2
+    assert SESSIONS.builds == before + 2
     with pytest.raises(rlx.RlxError, match="config"):
         rlx.compile(g, backend="onnxruntime", config={"session.intra_op.allow_spinning": 0})
     with pytest.raises(rlx.RlxError, match="disabled_optimizers"):
         rlx.compile(g, backend="onnxruntime", disabled_optimizers="SkipLayerNormFusion")
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/statm"), reason="reads RSS from /proc")
+def test_sessions_are_evicted_and_memory_stays_bounded():
+    """40 run(params=...) calls with new 2 MB weights each: at most `size` sessions stay, the evicted ones
+    are freed (RSS grows by a few MB; without eviction it grew ~200 MB), and every result is x @ w."""
+    g = rlx.Graph("ort_evict")
+    x = g.input("x", (1, 512))
+    g.set_outputs([x @ g.param("w", (512, 1024))])
+    rng = np.random.default_rng(8)
+    feed = {"x": rng.standard_normal((1, 512)).astype(np.float32)}
+    size = SESSIONS.size
+    SESSIONS.resize(3)
+    try:
+        exe = rlx.compile(g, backend="onnxruntime", threads=1)
+        evicted = SESSIONS.evictions
+        for i in range(40):
+            w = rng.standard_normal((512, 1024)).astype(np.float32)
+            np.testing.assert_allclose(exe.run(feed, {"w": w})[0], feed["x"].astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+            if i == 5:
+                base = _rss_mb()
+        assert SESSIONS.count() <= 3 and session_count() <= 3
+        assert SESSIONS.evictions - evicted >= 37
+        assert _rss_mb() - base < 40, "evicted sessions were not freed"
+    finally:
+        SESSIONS.resize(size)
+
+
+def test_session_cache_is_a_bounded_lru():
+    from rlx.backends.session_cache import SessionCache
+
+    cache = SessionCache(2)
+    built = []
+
+    def build(k):
+        return lambda: built.append(k) or f"session {k}"
+
+    assert cache.get(("a", 1), build(1)) == "session 1"
+    cache.get(("a", 2), build(2))
+    assert cache.get(("a", 1), build(1)) == "session 1" and built == [1, 2]  # a hit, and 1 is now the most recent
+    cache.get(("b", 3), build(3))  # evicts 2, the least recently used
+    assert (cache.count(), cache.count("a"), cache.count("b"), cache.evictions) == (2, 1, 1, 1)
+    cache.get(("a", 2), build(2))
+    assert built == [1, 2, 3, 2] and cache.builds == 4
+    cache.resize(1)
+    assert cache.count() == 1 and cache.evictions == 3
+    for bad in (0, -1, 1.5, True, "8"):
+        with pytest.raises(rlx.RlxError, match="positive int"):
+            SessionCache(bad)
+
+
+def test_matmuls_sharing_an_activation_are_merged():
+    """q / k / v linears with biases and a gate / up pair without: one matmul (+ one bias add) and one split
+    each; a weight also read elsewhere stays a param; the numbers equal a NumPy float64 evaluation."""
+    from rlx.backends.engine_rewrites import merge_parallel_matmuls
+    from rlx.ir.verify import verify
+
+    rng = np.random.default_rng(10)
+    g = rlx.Graph("merge")
+    x = g.input("x", (2, 5, 8))
+    names = ("wq", "wk", "wv", "wg", "wu")
+    w = {n: rng.standard_normal((8, 6 if n in ("wq", "wk", "wv") else 12)).astype(np.float32) for n in names}
+    b = {f"b{n[1]}": rng.standard_normal(6).astype(np.float32) for n in ("wq", "wk", "wv")}
+    q, k, v = (x @ g.param(n, (8, 6)) + g.param(f"b{n[1]}", (6,)) for n in ("wq", "wk", "wv"))
+    wg = g.param("wg", (8, 12))
+    h = g.relu(x)
+    gate, up = h @ wg, h @ g.param("wu", (8, 12))
+    g.set_outputs([g.softmax(g.matmul(q, g.transpose(k, perm=[0, 2, 1])), axis=-1) @ v, g.relu(gate) * up, wg * 2.0])
+    params = {**w, **b}
+    merged, bound = merge_parallel_matmuls(g, params)
+    verify(merged)
+    assert [n.op for n in merged.nodes].count("matmul") == 2 + 2 and [n.op for n in merged.nodes].count("split") == 2
+    assert "wg" in bound and not {"wq", "wk", "wv", "wu", "bq", "bk", "bv"} & set(bound)
+    feed = {"x": rng.standard_normal((2, 5, 8)).astype(np.float32)}
+    xd = feed["x"].astype(np.float64)
+    qd, kd, vd = (xd @ w[n] + b[f"b{n[1]}"] for n in ("wq", "wk", "wv"))
+    s = qd @ kd.transpose(0, 2, 1)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    hd = np.maximum(xd, 0)
+    want = [a.astype(np.float32) for a in ((p / p.sum(-1, keepdims=True)) @ vd, np.maximum(hd @ w["wg"], 0) * (hd @ w["wu"]),
+                                           w["wg"] * 2.0)]
+    assert_close(rlx.run(merged, feed, bound), want, rtol=1e-4, atol=1e-5)
+    assert_close(rlx.compile(g, backend="onnxruntime", params=params).run(feed), want, rtol=1e-4, atol=1e-5)
+    assert merge_parallel_matmuls(merged, bound)[0] is merged  # nothing left to merge

@@ -1,5 +1,5 @@
 """Backends and interop: ``jax`` (XLA jit on CPU / GPU, sharding), ``torch``, ``onnxruntime``,
-``auto`` (executables), ``onnx`` (import / export), ``torch_import``. Each imports its
+``openvino``, ``auto`` (executables), ``onnx`` (import / export), ``torch_import``. Each imports its
 framework lazily; ``import rlx`` imports none of them.
 
 Executable backends register here by name with :func:`rlx.runtime.compile.register_backend`
@@ -28,4 +28,5 @@ def _lazy(module: str, factory: str) -> Callable[..., Any]:
 register_backend("jax", _lazy("rlx.backends.jax", "compile_jax"))
 register_backend("torch", _lazy("rlx.backends.torch_backend", "compile_torch"))
 register_backend("onnxruntime", _lazy("rlx.backends.ort_backend", "compile_ort"))
+register_backend("openvino", _lazy("rlx.backends.openvino_backend", "compile_openvino"))
 register_backend("auto", _lazy("rlx.backends.auto", "compile_auto"))  # picks one of the above (rule in rlx.backends.auto)

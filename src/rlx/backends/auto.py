@@ -1,26 +1,64 @@
-"""``backend="auto"``: the fastest installed backend for the device, by a fixed, documented rule.
+"""``backend="auto"``: the fastest installed backend for this graph on this machine, chosen by measuring.
 
-The rule (from the side-by-side figures in ``benchmarks/README.md``):
+The rule:
 
-1. ``device`` names a GPU (``"cuda"``, ``"gpu"``) or is None while ``torch.cuda.is_available()``:
-   the torch backend on CUDA when torch sees a GPU, else the JAX backend on its GPU when jax sees one.
-2. On CPU: onnxruntime when installed and the graph exports to ONNX (the fastest rlx path on the
-   kernels and the transformer layer measured, 0.8–1.0× torch eager); else the torch backend when
-   torch is installed and every op of the graph has a torch device lowering (no op falls back to its
-   NumPy kernel on the host); else the numpy arena executor.
+1. ``device`` names a GPU (``"cuda"``, ``"gpu"``) or is None while a GPU is seen: the torch backend on
+   CUDA when torch sees a GPU, else the JAX backend on its GPU.
+2. On the CPU, the candidates are the installed backends that can run the graph: ``onnxruntime`` and
+   ``openvino`` when the graph exports to ONNX, ``torch`` when every op has a torch device lowering and
+   torch's own thread count equals ``threads`` (torch's is process-wide: the backend cannot set it), and
+   ``numpy`` always. Each is compiled, run once and checked against the numpy executor's outputs (a
+   candidate that disagrees or fails is dropped, and so is one whose warm-up calls took over
+   :data:`PRUNE` times the fastest one's), then timed in interleaved rounds
+   (:data:`ROUNDS` rounds, each sample at least :data:`SAMPLE_SECONDS` of calls) on the caller's
+   ``inputs=`` (an example feed) or on zeros of the declared shapes; the smallest median wins. The
+   clock: process CPU time when ``threads=1`` (the work done, whoever's thread does it: OpenVINO runs
+   its stream on a thread of its own, and on a shared machine the wall time of handing over to it
+   measures the neighbours), wall time otherwise (CPU time would charge an engine for its threads).
+3. The choice is cached per (graph fingerprint, input shapes and dtypes, threads): compiling the same
+   graph again takes the winner without measuring. :func:`explain` returns the medians measured.
+4. A graph with symbolic dims and no ``inputs=`` cannot be timed: the fixed order onnxruntime, openvino,
+   torch, numpy (the first that can run it; wave-2 and issue #38 figures: the engines beat torch and numpy
+   on every model measured) decides.
 
-``exe.backend`` tells which was chosen. Only ``params`` and ``device`` are accepted (the chosen
-backend's own options need that backend named explicitly).
+``exe.backend`` tells which was chosen. Options: ``params``, ``device``, ``threads`` (passed to the
+engines), ``inputs`` (the calibration feed); the chosen backend's other options need it named.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from rlx.ir.errors import RlxError
 
-_OPTIONS = ("params", "device")
+_OPTIONS = ("params", "device", "threads", "inputs")
+ROUNDS = 5
+SAMPLE_SECONDS = 0.004
+PRUNE = 3.0
+ENGINES = ("onnxruntime", "openvino")
+ORDER = ("onnxruntime", "openvino", "torch", "numpy")
+_MODULES = {"onnxruntime": ("onnxruntime", "onnx"), "openvino": ("openvino", "onnx"), "torch": ("torch",), "numpy": ()}
+
+
+@dataclass
+class Choice:
+    """What ``backend="auto"`` picked for one graph and setting, and why."""
+
+    backend: str
+    medians: dict[str, float] = field(default_factory=dict)  # seconds per call, by candidate
+    dropped: dict[str, str] = field(default_factory=dict)  # candidate -> why it did not run
+    measured: bool = True
+
+
+_CHOICES: dict[tuple, Choice] = {}
+_CHOICES_LOCK = threading.Lock()
 
 
 def _installed(name: str) -> bool:
@@ -47,41 +85,189 @@ def _gpu_choice(device: Any) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-def choose(obj: Any, device: Any = None) -> tuple[str, dict[str, Any]]:
-    """The backend name and its device options that ``backend="auto"`` picks for ``obj``."""
+def _exports(mir: Any) -> bool:
+    from rlx.backends.onnx import export
+
+    try:
+        export(mir)
+    except RlxError:
+        return False
+    return True
+
+
+def candidates(mir: Any, threads: int | None) -> list[str]:
+    """The CPU backends that can run ``mir`` here, in the fixed order of rule 4."""
+    found = []
+    exports: bool | None = None
+    for name in ORDER:
+        if not all(_installed(m) for m in _MODULES[name]):
+            continue
+        if name in ENGINES:
+            exports = _exports(mir) if exports is None else exports
+            if not exports:
+                continue
+        if name == "torch":
+            import torch
+
+            if not _all_on_device(mir) or (threads is not None and torch.get_num_threads() != threads):
+                continue
+        found.append(name)
+    return found
+
+
+def _options(name: str, threads: int | None) -> dict[str, Any]:
+    if name == "torch":
+        return {"device": "cpu"}
+    if name in ENGINES and threads is not None:
+        return {"threads": threads}
+    return {}
+
+
+def _calibration_feed(mir: Any, inputs: Mapping[str, Any] | None) -> dict[str, np.ndarray] | None:
+    declared = mir.inputs()
+    if inputs is not None:
+        return {name: np.asarray(inputs[name]) for name in declared if name in inputs}
+    if not all(v.node.shape.is_static for v in declared.values()):
+        return None
+    return {name: np.zeros(tuple(v.node.shape), v.node.dtype.numpy) for name, v in declared.items()}
+
+
+def _zero_params(mir: Any) -> dict[str, np.ndarray] | None:
+    declared = mir.params()
+    if not all(v.node.shape.is_static for v in declared.values()):
+        return None
+    return {name: np.zeros(tuple(v.node.shape), v.node.dtype.numpy) for name, v in declared.items()}
+
+
+def _agrees(got: list[np.ndarray], want: list[np.ndarray]) -> bool:
+    if len(got) != len(want):
+        return False
+    for a, b in zip(got, want):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape:
+            return False
+        if b.dtype.kind in "fc":
+            scale = float(np.nanmax(np.abs(b))) if b.size and np.isfinite(b).any() else 0.0
+            if not np.allclose(a, b, rtol=1e-3, atol=1e-4 * max(scale, 1.0), equal_nan=True):
+                return False
+    return True
+
+
+def _sample(exe: Any, feed: Mapping[str, np.ndarray], calls: int, clock: Any = time.perf_counter) -> float:
+    start = clock()
+    for _ in range(calls):
+        exe.run(feed)
+    return (clock() - start) / calls
+
+
+def calibrate(mir: Any, names: list[str], feed: Mapping[str, np.ndarray], params: Mapping[str, Any] | None,
+              threads: int | None) -> tuple[Choice, dict[str, Any]]:
+    """Compile each candidate, check it against the numpy executor, time the survivors in interleaved
+    rounds; the choice and the compiled executables by name."""
+    from rlx.runtime.compile import compile as compile_for
+
+    exes: dict[str, Any] = {}
+    dropped: dict[str, str] = {}
+    first: dict[str, list[np.ndarray]] = {}
+    for name in ["numpy", *[n for n in names if n != "numpy"]]:
+        try:
+            exe = compile_for(mir, backend=name, params=params, **_options(name, threads))
+            outs = exe.run(dict(feed))
+        except Exception as exc:  # any failure drops the candidate; numpy's failure is the caller's error
+            if name == "numpy":
+                raise
+            dropped[name] = f"{type(exc).__name__}: {exc}"[:200]
+            continue
+        if name != "numpy" and not _agrees(outs, first["numpy"]):
+            dropped[name] = "outputs differ from the numpy executor's"
+            continue
+        exes[name], first[name] = exe, outs
+    if "numpy" not in names:
+        exes.pop("numpy")
+    estimate = {}
+    for name, exe in exes.items():
+        _sample(exe, feed, 2)  # warm-up: an engine's first calls after compiling are slow
+        estimate[name] = max(_sample(exe, feed, 3), 1e-7)
+    fastest = min(estimate.values())
+    for name in [n for n, t in estimate.items() if t > PRUNE * fastest]:  # cannot win: not worth the rounds
+        dropped[name] = f"{estimate[name] / fastest:.1f}x the fastest candidate's warm-up time"
+        del exes[name]
+    calls = {name: max(1, int(SAMPLE_SECONDS / estimate[name])) for name in exes}
+    samples: dict[str, list[float]] = {name: [] for name in exes}
+    clock = time.process_time if threads == 1 else time.perf_counter
+    for _ in range(ROUNDS):
+        for name, exe in exes.items():
+            samples[name].append(_sample(exe, feed, calls[name], clock))
+    medians = {name: float(np.median(s)) for name, s in samples.items()}
+    return Choice(min(medians, key=medians.__getitem__), medians, dropped), exes
+
+
+def _key(mir: Any, feed: Mapping[str, np.ndarray] | None, threads: int | None) -> tuple:
+    from rlx.ir.serialize import fingerprint
+
+    shapes = tuple(sorted((n, a.dtype.str, a.shape) for n, a in feed.items())) if feed is not None else None
+    return fingerprint(mir), shapes, threads
+
+
+def explain(obj: Any, threads: int | None = None, inputs: Mapping[str, Any] | None = None) -> Choice | None:
+    """The cached choice for ``obj`` at this setting (None before the first ``backend="auto"`` compile)."""
+    from rlx.runtime.compile import to_mir
+
+    mir = to_mir(obj)
+    with _CHOICES_LOCK:
+        return _CHOICES.get(_key(mir, _calibration_feed(mir, inputs), threads))
+
+
+def choose(obj: Any, device: Any = None, threads: int | None = None, inputs: Mapping[str, Any] | None = None,
+           params: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """The backend name and its options that ``backend="auto"`` picks for ``obj`` (measuring if not cached)."""
+    return _choose(obj, device, threads, inputs, params)[:2]
+
+
+def _choose(obj: Any, device: Any, threads: int | None, inputs: Mapping[str, Any] | None,
+            params: Mapping[str, Any] | None) -> tuple[str, dict[str, Any], Any]:
     from rlx.runtime.compile import to_mir
 
     wants_gpu = isinstance(device, str) and device.split(":")[0] in ("cuda", "gpu")
     if wants_gpu or device is None:
         found = _gpu_choice(device)
         if found is not None:
-            return found
+            return (*found, None)
         if wants_gpu:
             raise RlxError(f"backend='auto': device {device!r} requested but neither torch nor jax sees a GPU")
     if device not in (None, "cpu"):
         raise RlxError(f"backend='auto': device must be None, 'cpu', 'cuda[:N]' or 'gpu', got {device!r}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise RlxError(f"backend='auto': threads must be a positive int, got {threads!r}")
     mir = to_mir(obj)
-    if _installed("onnxruntime") and _installed("onnx"):
-        from rlx.backends.onnx import export
-
-        try:
-            export(mir)
-        except RlxError:
-            pass
-        else:
-            return "onnxruntime", {}
-    if _installed("torch") and _all_on_device(mir):
-        return "torch", {"device": "cpu"}
-    return "numpy", {}
+    feed = _calibration_feed(mir, inputs)
+    key = _key(mir, feed, threads)
+    with _CHOICES_LOCK:
+        cached = _CHOICES.get(key)
+    if cached is not None:
+        return cached.backend, _options(cached.backend, threads), None
+    names = candidates(mir, threads)
+    complete = set(params or ()) >= set(mir.params())  # every param given: the calibrated winner can be returned
+    zeros = {} if complete else _zero_params(mir)  # timing does not depend on the weights' values
+    exes: dict[str, Any] = {}
+    if feed is None or zeros is None or len(names) == 1:
+        choice = Choice(names[0], measured=False)
+    else:
+        choice, exes = calibrate(mir, names, feed, {**zeros, **(params or {})}, threads)
+    with _CHOICES_LOCK:
+        _CHOICES[key] = choice
+    return choice.backend, _options(choice.backend, threads), exes.get(choice.backend) if complete else None
 
 
 def compile_auto(obj: Any, **options: Any) -> Any:
-    """``rlx.compile(obj, backend="auto", params=None, device=None)``."""
+    """``rlx.compile(obj, backend="auto", params=None, device=None, threads=None, inputs=None)``."""
     from rlx.runtime.compile import compile as compile_for
 
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
         raise RlxError(f"backend='auto' takes only {list(_OPTIONS)}; unknown option(s) {unknown} (name the backend to pass them)")
-    name, extra = choose(obj, options.get("device"))
     params = options.get("params")
+    name, extra, compiled = _choose(obj, options.get("device"), options.get("threads"), options.get("inputs"), params)
+    if compiled is not None:
+        return compiled
     return compile_for(obj, backend=name, **extra, **({"params": params} if params is not None else {}))

@@ -4,7 +4,8 @@ The MIR graph goes through the ONNX exporter (:func:`rlx.backends.onnx.export`, 
 fused ops and checks the model) with the bound params as initializers, so onnxruntime can
 pre-pack the weights; before that, inference BatchNorm chains are folded into their convolutions
 and weight-only subgraphs computed once (:func:`export_for_session`). Sessions are cached by the graph's
-fingerprint, the params' digest, the providers, the thread count and the session settings: compiling
+fingerprint, the params' digest, the providers, the thread count and the session settings, in the
+bounded LRU of :mod:`rlx.backends.session_cache` (shared with the OpenVINO backend): compiling
 the same graph with the same weights twice reuses one session. Binding other params (``set_params`` or
 ``run(params=...)``) selects (or builds) the session of those params.
 
@@ -20,22 +21,20 @@ graph transformers to skip. By default a session on the CPU provider alone skips
 
 from __future__ import annotations
 
-import hashlib
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from rlx.backends.common import PlainFeed
+from rlx.backends.engine import EngineExecutable, digest
+from rlx.backends.session_cache import SESSIONS
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.shape import TensorType
-from rlx.runtime.dispatch import ReportsDispatch
-from rlx.runtime.reference import bind_feed, checked_params, feed_maps
 
-_SESSIONS: dict[tuple, Any] = {}
-_SESSIONS_LOCK = threading.Lock()
+__all__ = ["SLOW_CPU_FUSIONS", "OrtExecutable", "compile_ort", "coverage", "digest", "export_for_session", "node_session",
+           "session_count"]
+
 _OPTIONS = ("params", "providers", "threads", "config", "disabled_optimizers")
 
 # onnxruntime 1.32 on x86-64, 1 thread (benchmarks/ort_fusions.py, 2026-12-03): with SkipLayerNormalization
@@ -52,15 +51,6 @@ def _ort() -> Any:
     return onnxruntime
 
 
-def _digest(params: Mapping[str, np.ndarray]) -> str:
-    h = hashlib.sha256()
-    for name in sorted(params):
-        a = np.ascontiguousarray(params[name])
-        h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
-        h.update(a.view(np.uint8).reshape(-1).data)
-    return h.hexdigest()
-
-
 def _config_entries(config: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
     """``config`` as sorted (key, value) pairs (part of the session cache key); both must be strings."""
     if config is None:
@@ -71,11 +61,11 @@ def _config_entries(config: Mapping[str, str] | None) -> tuple[tuple[str, str], 
 
 
 def session_count() -> int:
-    """How many onnxruntime sessions the cache holds (one per graph, params, providers, threads and settings)."""
-    return len(_SESSIONS)
+    """How many onnxruntime sessions the shared cache holds (one per graph, params, providers, threads and settings)."""
+    return SESSIONS.count("onnxruntime")
 
 
-class OrtExecutable(ReportsDispatch):
+class OrtExecutable(EngineExecutable):
     """``exe.run(inputs={...}, params={...}) -> list[np.ndarray]``; ``exe(**inputs)`` also works."""
 
     backend = "onnxruntime"
@@ -97,34 +87,14 @@ class OrtExecutable(ReportsDispatch):
         elif isinstance(disabled_optimizers, str) or not all(isinstance(n, str) for n in disabled_optimizers):
             raise RlxError(f"onnxruntime backend: disabled_optimizers must be a sequence of transformer names, got {disabled_optimizers!r}")
         self.disabled_optimizers = tuple(disabled_optimizers)
-        from rlx.ir.serialize import fingerprint
-
-        self.graph, self.threads = graph, threads
-        self.fingerprint = fingerprint(graph)
-        self._params: dict[str, np.ndarray] = {}
-        self._lock = threading.Lock()
-        self._session: Any = None  # the session of the bound params, once built
-        self._version = 0
-        self._plain = PlainFeed(graph)
+        super().__init__(graph, threads)
         if params:
             self.set_params(params)
 
-    def set_params(self, params: Mapping[str, Any]) -> None:
-        """Bind weights by name; the session holding them as initializers is built (or found) on the next run."""
-        self._bind(checked_params(self.graph, params))
+    def _key_settings(self) -> tuple[Any, ...]:
+        return tuple(self.providers), self.config, self.disabled_optimizers
 
-    def _bind(self, checked: Mapping[str, np.ndarray], session: Any = None) -> None:
-        with self._lock:
-            self._params.update(checked)
-            self._version += 1
-            self._session = session
-
-    def _session_for(self, params: Mapping[str, np.ndarray]) -> Any:
-        key = (self.fingerprint, _digest(params), tuple(self.providers), self.threads, self.config, self.disabled_optimizers)
-        with _SESSIONS_LOCK:
-            sess = _SESSIONS.get(key)
-        if sess is not None:
-            return sess
+    def _build(self, params: Mapping[str, np.ndarray]) -> Any:
         ort = _ort()
         proto = export_for_session(self.graph, params)
         opts = ort.SessionOptions()
@@ -134,42 +104,16 @@ class OrtExecutable(ReportsDispatch):
         for k, v in self.config:
             opts.add_session_config_entry(k, v)
         try:
-            sess = ort.InferenceSession(proto.SerializeToString(), sess_options=opts, providers=self.providers,
+            return ort.InferenceSession(proto.SerializeToString(), sess_options=opts, providers=self.providers,
                                         disabled_optimizers=list(self.disabled_optimizers))
         except Exception as exc:  # onnxruntime's own exception types
             raise RlxError(f"onnxruntime backend: cannot load graph {self.graph.name!r}: {exc}") from exc
-        with _SESSIONS_LOCK:
-            return _SESSIONS.setdefault(key, sess)
-
-    def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
-        sess = self._session
-        if sess is not None and not params and inputs is not None and self._plain(inputs):  # the per-run fast path
-            return self._call(sess, inputs)
-        inputs, params = feed_maps(self.graph, inputs, params)
-        with self._lock:
-            bound, sess, version = dict(self._params), self._session, self._version
-        checked = checked_params(self.graph, params) if params else {}
-        bound.update(checked)
-        fed, _ = bind_feed(self.graph, inputs, bound)
-        if sess is None or checked:
-            sess = self._session_for(bound)
-            if checked:  # this call's params stay bound for later runs
-                self._bind(checked, sess)
-            else:
-                with self._lock:
-                    if self._version == version:  # nobody bound other params meanwhile
-                        self._session = sess
-        return self._call(sess, {name: fed[v.id] for name, v in self.graph.inputs().items()})
 
     def _call(self, sess: Any, feed: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         try:
-            outs = sess.run(None, feed)
+            return sess.run(None, feed)
         except Exception as exc:  # onnxruntime raises its own types (Fail, InvalidArgument, RuntimeException)
             raise RlxError(f"onnxruntime backend: running graph {self.graph.name!r} failed: {exc}") from exc
-        return [np.asarray(o) for o in outs]
-
-    def __call__(self, **inputs: Any) -> list[np.ndarray]:
-        return self.run(inputs=inputs)
 
     def __repr__(self) -> str:
         return f"<OrtExecutable {self.graph.name!r} on {self.providers}>"

@@ -22,11 +22,19 @@ class TorchImportError(RlxError):
 
 
 class UnsupportedOpError(TorchImportError):
-    """The exported graph uses ops with no converter. ``ops`` maps each op name to its count."""
+    """The exported graph uses ops with no converter. ``ops`` maps each op name to its count, ``where`` to
+    the module paths (``"model.layers.0.mlp"``) it ran in."""
 
-    def __init__(self, ops: Mapping[str, int]):
+    def __init__(self, ops: Mapping[str, int], where: Mapping[str, Sequence[str]] | None = None):
         self.ops = dict(ops)
-        listed = "\n".join(f"  - {name} (x{count})" for name, count in sorted(self.ops.items()))
+        self.where = {name: sorted(set(paths)) for name, paths in (where or {}).items()}
+
+        def paths(name: str) -> str:
+            found = self.where.get(name) or []
+            shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+            return f" in {shown}" if found else ""
+
+        listed = "\n".join(f"  - {name} (x{count}){paths(name)}" for name, count in sorted(self.ops.items()))
         super().__init__(f"{len(self.ops)} unsupported torch op(s) in the exported graph:\n{listed}")
 
 

@@ -87,11 +87,32 @@ def _operands(cx: _Ctx, dtype: DType, *xs: Any) -> list[Value]:
     return [cx.cast(x, dtype) if isinstance(x, Value) else cx.tensor(x, dtype) for x in xs]
 
 
+def _float_divmod(cx: _Ctx, x: Value, y: Value, floor: bool) -> tuple[Value, Value]:
+    """Float quotient rounded toward -inf (torch's div_floor: from fmod, so ``a // b * b + a % b`` holds
+    where it can) or toward zero, and the matching remainder (floor: the divisor's sign, else the dividend's)."""
+    g, dtype = cx.g, x.dtype
+    zero = cx.scalar(0, dtype)
+    r = g.binary_ext(x, y, op="fmod")
+    if not floor:
+        return g.unary_math(g.binary(x, y, op="div"), kind="trunc"), r
+    fix = g.binary(g.ne(r, zero), g.ne(g.lt(r, zero), g.lt(y, zero)), op="mul")
+    div = g.binary(x - r, y, op="div")
+    div = g.where(fix, div - cx.scalar(1, dtype), div)
+    q = g.unary_math(div, kind="floor")
+    q = g.where(g.gt(div - q, cx.scalar(0.5, dtype)), q + cx.scalar(1, dtype), q)
+    true_div = g.binary(x, y, op="div")
+    q = g.where(g.eq(div, zero), true_div * zero, q)  # a zero quotient keeps the sign of a / b
+    q = g.where(g.eq(y, zero), true_div, q)
+    return q, g.where(fix, r + y, r)
+
+
 def _int_divmod(cx: _Ctx, a: Any, b: Any, floor: bool) -> tuple[Value, Value]:
-    """Integer quotient and remainder, truncating (C) or flooring (Python) as asked."""
+    """Quotient and remainder, truncating (C) or flooring (Python) as asked, on integer or float tensors."""
     dtype = cx.out_dtype()
+    if dtype.is_float:
+        return _float_divmod(cx, *_operands(cx, dtype, a, b), floor=floor)
     if not dtype.is_int:
-        raise cx.fail(f"rounding division / remainder is only supported on integer tensors, got {dtype}")
+        raise cx.fail(f"rounding division / remainder is only supported on integer and float tensors, got {dtype}")
     x, y = _operands(cx, dtype, a, b)
     q = cx.g.binary(x, y, op="div")  # rlx integer division truncates toward zero
     r = x - q * y

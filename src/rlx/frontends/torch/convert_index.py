@@ -32,7 +32,7 @@ def _key(cx: _Ctx, indices: list[Any]) -> tuple[str, list[Value]]:
     return "".join(pattern).rstrip(":"), tensors
 
 
-@_conv("aten.index.Tensor")
+@_conv("aten.index.Tensor", "aten._unsafe_index.Tensor")
 def _index(cx, node, x, indices):
     """x[i, j, ...] with NumPy advanced indexing (one op, however many index tensors)."""
     pattern, tensors = _key(cx, list(indices))

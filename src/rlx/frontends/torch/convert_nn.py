@@ -1,4 +1,4 @@
-"""torch converters: matmul / linear, normalization, convolution, pooling, upsampling, attention."""
+"""torch converters: matmul / linear, normalization, convolution, pooling, attention."""
 
 from __future__ import annotations
 
@@ -243,15 +243,6 @@ def _adaptive_avg_pool2d(cx, node, x, output_size):
 @_conv("aten.adaptive_max_pool2d.default")
 def _adaptive_max_pool2d(cx, node, x, output_size):
     return (_adaptive_pool(cx, x, output_size, "max"), None)
-
-
-@_conv("aten.upsample_nearest2d.vec", "aten.upsample_nearest2d.default")
-def _upsample_nearest2d(cx, node, x, *args, **kwargs):
-    n, c, h, w = x.shape
-    static = isinstance(h, int) and isinstance(w, int)
-    if not static or cx.out_shape() != (n, c, 2 * h, 2 * w):
-        raise cx.fail("only 2x nearest upsampling of static H, W is supported (rlx resize_nearest_2x)")
-    return cx.g.resize_nearest_2x(x)
 
 
 # --------------------------------------------------------------------------- attention

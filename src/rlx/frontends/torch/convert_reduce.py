@@ -22,6 +22,8 @@ from rlx.ir.graph import Value
 def _reduce(op: str) -> Converter:
     def convert(cx, node, x, dims=None, keepdim=False, **kwargs):
         rank = len(x.shape)
+        if rank == 0:  # torch reduces a 0-d tensor over dim 0 / -1 to itself
+            return cx.cast(x, cx.out_dtype())
         axes = list(range(rank)) if dims is None or (isinstance(dims, Sequence) and len(dims) == 0) else dims
         axes = [axes] if isinstance(axes, int) else axes
         dtype = cx.out_dtype()

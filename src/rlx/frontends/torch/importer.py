@@ -50,9 +50,12 @@ from rlx.frontends.torch import (  # each registers its converters on import
     convert_basic,
     convert_grid,  # noqa: F401  (grid_sampler 2-D / 3-D)
     convert_index,  # noqa: F401  (index / index_put / gather / slice_scatter / select_scatter / copy)
-    convert_nn,  # noqa: F401  (linear algebra, normalization, conv / pool / upsample, attention)
+    convert_math,  # noqa: F401  (log1p, atan2, round, any / all, sort, histc, empty)
+    convert_moe,  # noqa: F401  (grouped expert matmuls, transformers' grouped_mm_fallback)
+    convert_nn,  # noqa: F401  (linear algebra, normalization, conv / pool, attention)
     convert_pad,  # noqa: F401  (every pad mode, vector norms)
     convert_reduce,
+    convert_resize,  # noqa: F401  (upsample_* / interpolate in every mode)
     convert_shape,  # noqa: F401  (views, slices, concatenation, embedding)
 )
 from rlx.frontends.torch.context import (
@@ -85,6 +88,51 @@ def _decomposition_table() -> Any:
         if _lookup(op) is not None:
             table.pop(op)
     return table
+
+
+def _unconverted(ep: Any) -> set[Any]:
+    return {n.target for n in ep.graph.nodes if n.op == "call_function" and not isinstance(n.target, str)
+            and _target_name(n.target) not in _IGNORED and _lookup(n.target) is None}
+
+
+def _fallback_decomposition(op: Any) -> Any:
+    """A decomposition of an op with no converter: torch's full table (not only the core-ATen one), else
+    the op's own CompositeImplicitAutograd kernel, else the Python function of a ``torch.library.custom_op``
+    (transformers registers some); a function that cannot be traced leaves the op unsupported."""
+    import torch
+    from torch._decomp import decomposition_table
+
+    fn = decomposition_table.get(op)
+    if fn is not None:
+        return fn
+    if isinstance(op, torch._ops.OpOverload):
+        key = torch._C.DispatchKey.CompositeImplicitAutograd
+        if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), key):
+            return op.decompose
+        from torch._library.custom_ops import OPDEFS
+
+        opdef = OPDEFS.get(op._schema.name)  # torch.library.custom_op: its Python function, traced
+        if opdef is not None and not opdef._is_inplace:
+            return opdef._init_fn
+    return None
+
+
+def _decompose_unconverted(ep: Any) -> Any:
+    """Ops left without a converter after the core-ATen pass, decomposed once more where torch knows
+    how (``upsample_bilinear2d``, ``logaddexp`` ...). Ops it cannot decompose stay (and are reported)."""
+    left = _unconverted(ep)
+    for op in sorted(left, key=str):
+        fn = _fallback_decomposition(op)
+        if fn is None:
+            continue
+        try:
+            tried = ep.run_decompositions({op: fn})
+        except Exception:  # a decomposition that cannot trace (data-dependent): report the op itself
+            continue
+        now = _unconverted(tried)
+        if op not in now and now <= left:  # kept only when it leaves nothing new unconverted (no prims)
+            ep, left = tried, now
+    return ep
 
 
 def _symbol_names(module: Any, args: tuple, kwargs: dict, dynamic_shapes: Any, ep: Any) -> dict[str, str]:
@@ -162,17 +210,24 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
             ep = ep.run_decompositions(_decomposition_table())
         except Exception as exc:
             raise TorchImportError(f"run_decompositions failed: {type(exc).__name__}: {exc}") from exc
+        ep = _decompose_unconverted(ep)
     gm = ep.graph_module
     nodes = list(gm.graph.nodes)
 
     missing: Counter[str] = Counter()
+    where: dict[str, list[str]] = {}
     for node in nodes:
         if node.op == "call_function" and _target_name(node.target) not in _IGNORED and _lookup(node.target) is None:
             missing[_target_name(node.target)] += 1
         elif node.op in ("call_module", "call_method"):
             missing[f"{node.op}:{node.target}"] += 1
+        else:
+            continue
+        path = _module_path(node)
+        if path:
+            where.setdefault(_target_name(node.target) if node.op == "call_function" else f"{node.op}:{node.target}", []).append(path)
     if missing:
-        raise UnsupportedOpError(missing)
+        raise UnsupportedOpError(missing, where)
 
     bad_outputs = [str(s.kind) for s in ep.graph_signature.output_specs if s.kind is not OutputKind.USER_OUTPUT]
     if bad_outputs:

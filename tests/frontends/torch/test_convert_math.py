@@ -105,3 +105,43 @@ def test_empty_is_refilled_like_torch_programs_do():
 def test_empty_gives_zeros():
     ref, compiled = run_both(Fn(lambda t: torch.empty_like(t) * 0 + t), _x(3))
     assert ref[0].shape == (3,) and compiled[0].shape == (3,)
+
+
+@pytest.mark.parametrize("fn", [torch.log2, torch.log10, torch.exp2], ids=["log2", "log10", "exp2"])
+def test_log_and_exp_bases(fn):
+    check(Fn(fn), torch.tensor([0.0, 1e-3, 0.5, 1.0, 2.0, 1000.0, -1.0, float("inf"), -20.0]), rtol=2e-6)
+
+
+def test_copysign_and_ldexp():
+    a = torch.tensor([1.0, -2.0, 3.0, 0.0, -0.0, float("inf")])
+    b = torch.tensor([-1.0, 2.0, -0.0, -5.0, 0.0, -1.0])
+    check(Fn(torch.copysign), a, b)
+    check(Fn(torch.ldexp), a, torch.tensor([0, 3, -2, 1, 0, 1]))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.bool])
+def test_bitwise_on_integers(dtype):
+    a = torch.tensor([0, 1, 5, 12, 7, 3]).to(dtype)
+    b = torch.tensor([1, 3, 1, 10, 0, 2]).to(dtype)
+    ops = [torch.bitwise_and, torch.bitwise_or, torch.bitwise_xor, torch.logical_xor]
+    if dtype is not torch.bool:
+        ops += [torch.bitwise_left_shift, torch.bitwise_right_shift]
+    for fn in ops:
+        check(Fn(fn), a, b)
+    check(Fn(torch.bitwise_not), a)
+
+
+def test_max_min_with_indices_first_extreme():
+    x = torch.tensor([[1.0, 3.0, 3.0, -2.0], [float("nan"), 0.0, 5.0, 5.0], [-1.0, -1.0, -4.0, -4.0]])
+    check(Fn(lambda t: torch.max(t, dim=1)), x)
+    check(Fn(lambda t: torch.min(t, dim=0, keepdim=True)), x)
+
+
+@pytest.mark.parametrize("offset, dims", [(0, (0, 1)), (1, (0, 1)), (-2, (2, 0)), (5, (1, 2))])
+def test_diagonal(offset, dims):
+    check(Fn(lambda t: torch.diagonal(t, offset, *dims) * 2), _x(3, 4, 5))
+
+
+def test_addmv_addbmm():
+    check(Fn(lambda s, m, v: torch.addmv(s, m, v, beta=0.5, alpha=2.0)), _x(3), _x(3, 4, seed=1), _x(4, seed=2), rtol=1e-5)
+    check(Fn(lambda s, a, b: torch.addbmm(s, a, b)), _x(3, 5), _x(2, 3, 4, seed=1), _x(2, 4, 5, seed=2), rtol=1e-5, atol=1e-5)

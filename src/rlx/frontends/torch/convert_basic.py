@@ -269,17 +269,32 @@ for _name, _op in _COMPARE.items():
 @_conv("aten.logical_not.default", "aten.bitwise_not.default")
 def _logical_not(cx, node, x):
     if not x.dtype.is_bool and _target_name(node.target) == "aten.bitwise_not.default":
-        raise cx.fail("bitwise_not is only supported on bool tensors")
+        return cx.g.binary_ext(x, cx.scalar(-1 if x.dtype.numpy.kind == "i" else np.iinfo(x.dtype.numpy).max, x.dtype),
+                               op="bitwise_xor")  # ~x: every bit flipped
     return cx.g.eq(cx.cast(x, DType.BOOL), cx.scalar(False, DType.BOOL))
 
 
-@_conv("aten.logical_and.default", "aten.bitwise_and.Tensor", "aten.logical_or.default", "aten.bitwise_or.Tensor")
+_BITWISE = {"and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor", "left_shift": "shift_left",
+            "right_shift": "shift_right"}
+
+
+@_conv("aten.logical_and.default", "aten.bitwise_and.Tensor", "aten.logical_or.default", "aten.bitwise_or.Tensor",
+       "aten.bitwise_and.Scalar", "aten.bitwise_or.Scalar", "aten.bitwise_xor.Tensor", "aten.bitwise_xor.Scalar",
+       "aten.logical_xor.default", "aten.bitwise_left_shift.Tensor", "aten.bitwise_right_shift.Tensor",
+       "aten.bitwise_left_shift.Tensor_Scalar", "aten.bitwise_right_shift.Tensor_Scalar", "aten.__lshift__.Scalar",
+       "aten.__rshift__.Scalar", "aten.__lshift__.Tensor", "aten.__rshift__.Tensor")
 def _logical_binary(cx, node, a, b):
     name = _target_name(node.target)
-    if name.startswith("aten.bitwise") and not (a.dtype.is_bool and b.dtype.is_bool):
-        raise cx.fail("bitwise ops are only supported on bool tensors")
-    x, y = _operands(cx, DType.BOOL, a, b)
-    return cx.g.binary(x, y, op="mul" if "and" in name else "add")
+    word = name.split(".")[1].removeprefix("bitwise_").removeprefix("logical_").strip("_")
+    word = {"lshift": "left_shift", "rshift": "right_shift"}.get(word, word)
+    dtype = cx.out_dtype()
+    if "logical" in name or dtype.is_bool:
+        x, y = _operands(cx, DType.BOOL, a, b)
+        if word == "xor":
+            return cx.g.ne(x, y)
+        return cx.g.binary(x, y, op="mul" if word == "and" else "add")
+    x, y = _operands(cx, dtype, a, b)
+    return cx.g.binary_ext(x, y, op=_BITWISE[word])
 
 
 @_conv("aten.where.self", "aten.where.ScalarSelf", "aten.where.ScalarOther", "aten.where.Scalar")

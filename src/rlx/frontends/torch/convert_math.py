@@ -209,3 +209,71 @@ def _empty(cx, node, *args, **kwargs):
     """Zeros of the recorded shape: torch's values are unspecified, these are one deterministic choice."""
     dtype = cx.out_dtype()
     return cx.g.expand(cx.g.constant(np.zeros((), dtype.numpy)), target_shape=list(cx.out_shape()))
+
+
+@_conv("aten.log2.default", "aten.log10.default", "aten.exp2.default")
+def _log_base(cx, node, x):
+    """log2 / log10 as log(x) / log(base), 2^x as exp(x * log 2): the MIR's natural log and exp, one rounding more."""
+    g, x = cx.g, _float(cx, x)
+    name = _target_name(node.target)
+    if name == "aten.exp2.default":
+        return g.activation(x * cx.scalar(math.log(2.0), x.dtype), kind="exp")
+    return g.activation(x, kind="log") * cx.scalar(1 / math.log(2.0 if name == "aten.log2.default" else 10.0), x.dtype)
+
+
+@_conv("aten.copysign.Tensor", "aten.copysign.Scalar")
+def _copysign(cx, node, a, b):
+    """|a| with the sign of b, -0.0 included (told apart by 1 / b = -inf)."""
+    g, dtype = cx.g, cx.out_dtype()
+    a = g.activation(cx.cast(a, dtype), kind="abs")
+    b = cx.cast(b, dtype) if isinstance(b, Value) else cx.scalar(b, dtype)
+    zero = cx.scalar(0, dtype)
+    negative = g.lt(g.where(g.eq(b, zero), g.binary(cx.scalar(1, dtype), b, op="div"), b), zero)
+    return g.where(negative, -a, a)  # a NaN b: its sign bit is not observable here; torch then follows the bit
+
+
+@_conv("aten.ldexp.Tensor")
+def _ldexp(cx, node, a, b):
+    g, dtype = cx.g, cx.out_dtype()
+    two = cx.scalar(2, dtype)
+    return cx.cast(a, dtype) * g.binary(two, cx.cast(b, dtype), op="pow")
+
+
+@_conv("aten.addmv.default")
+def _addmv(cx, node, x, mat, vec, beta=1, alpha=1):
+    """beta * x + alpha * (mat @ vec); beta = 0 ignores x (NaN included), as torch does."""
+    g = cx.g
+    prod = g.reshape(g.matmul(mat, g.reshape(vec, new_shape=[-1, 1])), new_shape=[-1])
+    return _scaled_sum(cx, x, prod, beta, alpha)
+
+
+@_conv("aten.addbmm.default")
+def _addbmm(cx, node, x, b1, b2, beta=1, alpha=1):
+    prod = cx.g.reduce(cx.g.matmul(b1, b2), op="sum", axes=[0], keep_dim=False)
+    return _scaled_sum(cx, x, prod, beta, alpha)
+
+
+def _scaled_sum(cx: _Ctx, x: Value, prod: Value, beta: Any, alpha: Any) -> Value:
+    dtype = cx.out_dtype()
+    prod = cx.cast(prod, dtype)
+    if alpha != 1:
+        prod = prod * cx.scalar(alpha, dtype)
+    if beta == 0:
+        return cx.g.expand(prod, target_shape=list(cx.out_shape())) if tuple(prod.shape) != cx.out_shape() else prod
+    x = cx.cast(x, dtype)
+    return (x if beta == 1 else x * cx.scalar(beta, dtype)) + prod
+
+
+@_conv("aten.diagonal.default", "aten.diagonal_copy.default")
+def _diagonal(cx, node, x, offset=0, dim1=0, dim2=1):
+    """The (dim1, dim2) diagonal at ``offset``, moved last: the two axes moved to the end, flattened, one gather."""
+    g = cx.g
+    rank = len(x.shape)
+    d1, d2 = _axis(dim1, rank), _axis(dim2, rank)
+    n, m = cx.static(x.shape[d1], "diagonal axis size"), cx.static(x.shape[d2], "diagonal axis size")
+    rest = [a for a in range(rank) if a not in (d1, d2)]
+    moved = g.transpose(x, perm=[*rest, d1, d2])
+    flat = _reshape(cx, moved, [*(x.shape[a] for a in rest), n * m])
+    rows = np.arange(max(0, -offset), min(n, m - offset)) if min(n, m - offset) > max(0, -offset) else np.arange(0)
+    index = (rows * m + rows + offset).astype(np.int64)
+    return g.gather(flat, g.constant(index), axis=len(rest))

@@ -6,6 +6,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from rlx.frontends.torch.context import (
     Converter,
     _axis,
@@ -48,8 +50,15 @@ def _max_all(cx, node, x):
 
 @_conv("aten.max.dim", "aten.min.dim")
 def _max_dim(cx, node, x, dim, keepdim=False):
+    """(values, indices): torch's index is the first extreme, NaN counting as the extreme (as arg_reduce)."""
     op = "max" if _target_name(node.target).startswith("aten.max") else "min"
-    return (cx.g.reduce(x, op=op, axes=[_axis(dim, len(x.shape))], keep_dim=bool(keepdim)), None)
+    if len(x.shape) == 0:
+        return x, cx.g.constant(np.asarray(0, np.int64))
+    axis = _axis(dim, len(x.shape))
+    values = cx.g.reduce(x, op=op, axes=[axis], keep_dim=bool(keepdim))
+    index = cx.g.arg_reduce(x if x.dtype is not DType.BOOL else cx.cast(x, DType.U8), op=f"arg{op}", axis=axis,
+                            keep_dim=bool(keepdim))
+    return values, index
 
 
 # ------------------------------------------------------- unary math, scans, selection, scatter

@@ -13,6 +13,7 @@ from rlx.frontends.torch.context import (
     _Ctx,
     _reshape,
 )
+from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 
 
@@ -190,9 +191,34 @@ def _stack(cx, node, tensors, dim=0):
     return cx.g.concat(parts, axis=axis)
 
 
+def _no_grad(cx: _Ctx, v: Value) -> Value:
+    """``v`` with no gradient: a round trip through its bit pattern (bitcast is not differentiated)."""
+    bits = {2: DType.I16, 4: DType.I32, 8: DType.I64}[v.dtype.bits // 8]
+    return cx.g.bitcast(cx.g.bitcast(v, to=bits), to=v.dtype)
+
+
 @_conv("aten.embedding.default")
 def _embedding(cx, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
-    return cx.g.gather(weight, indices, axis=0)
+    """A row gather, with torch's gradient rules: the ``padding_idx`` row gets no gradient, and with
+    ``scale_grad_by_freq`` each row's gradient is divided by how often its index occurs in ``indices``
+    (both forward-exact: only the derivative changes). ``sparse`` only picks torch's gradient layout."""
+    g = cx.g
+    rows = g.gather(weight, indices, axis=0)
+    if not weight.dtype.is_float or (padding_idx < 0 and not scale_grad_by_freq):
+        return rows
+    trailing = [*indices.shape, *([1] * (len(weight.shape) - 1))]
+    fixed = _no_grad(cx, rows)
+    if scale_grad_by_freq:
+        flat = _reshape(cx, cx.cast(indices, DType.I64), [-1])
+        ones = g.where(cx.scalar(True, DType.BOOL), cx.scalar(1, weight.dtype), cx.cast(flat, weight.dtype))
+        zeros = g.expand(cx.scalar(0, weight.dtype), target_shape=[weight.shape[0]])
+        counts = g.scatter_elements(zeros, flat, ones, axis=0, reduction="add")
+        freq = _reshape(cx, g.gather(counts, cx.cast(indices, DType.I64), axis=0), trailing)
+        rows = fixed + g.binary(rows - fixed, freq, op="div")  # value: rows + 0; derivative: 1 / freq
+    if padding_idx >= 0:
+        pad = _reshape(cx, g.eq(indices, cx.scalar(padding_idx, indices.dtype)), trailing)
+        rows = g.where(pad, fixed, rows)
+    return rows
 
 
 @_conv("aten.index_select.default")

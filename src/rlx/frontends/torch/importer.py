@@ -70,6 +70,7 @@ from rlx.frontends.torch.context import (
     _to_numpy,
     supported_ops,
 )
+from rlx.frontends.torch.tied import canonical_names
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Provenance, Value
 from rlx.ops.kinds import UNARY_MATH_KINDS
@@ -182,7 +183,8 @@ def import_module(
     ``example_args`` is a tuple of example inputs (a single tensor is accepted too);
     ``kwargs`` holds example keyword inputs; ``dynamic_shapes`` is passed to
     ``torch.export.export`` as is (``Dim`` names become rlx symbol names). ``params`` maps
-    each parameter and buffer FQN the graph reads to a NumPy array.
+    each parameter and buffer FQN the graph reads to a NumPy array; a tied tensor is named in the graph as
+    ``named_parameters()`` names it, and ``params`` answers its other names too (:mod:`.tied`).
     """
     try:
         import torch
@@ -197,7 +199,8 @@ def import_module(
     except Exception as exc:
         raise TorchImportError(f"torch.export failed for {type(module).__name__}: {type(exc).__name__}: {exc}") from exc
     symbols = _symbol_names(module, args, kw, dynamic_shapes, ep)
-    return import_program(ep, name=name or type(module).__name__, symbols=symbols)
+    g, params = import_program(ep, name=name or type(module).__name__, symbols=symbols)
+    return canonical_names(module, g, params)  # tied weights under every named_parameters() name
 
 
 def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str, str] | None = None,

@@ -132,7 +132,18 @@ def _pair(v: Any, n: int = 2) -> list[int]:
     return v * n if len(v) == 1 else v
 
 
+def _unbatched(cx: _Ctx, x: Value, spatial: int) -> tuple[Value, bool]:
+    """An unbatched input ([C, *spatial], as torch accepts) with a batch axis of 1 added."""
+    if len(x.shape) == spatial + 1:
+        return _reshape(cx, x, [1, *x.shape]), True
+    return x, False
+
+
 def _conv_nd(cx: _Ctx, x: Value, w: Value, b, stride, padding, dilation, groups, transposed=False, output_padding=0):
+    x, added = _unbatched(cx, x, len(w.shape) - 2)
+    if added:
+        y = _conv_nd(cx, x, w, b, stride, padding, dilation, groups, transposed, output_padding)
+        return _reshape(cx, y, cx.out_shape())
     rank = len(x.shape)
     if rank == 3:  # conv1d as a conv2d over [N, C, 1, L]
         if transposed:
@@ -181,7 +192,7 @@ def _conv_transpose2d(cx, node, x, w, b=None, stride=1, padding=0, output_paddin
 
 
 def _check_pool_shape(cx: _Ctx, y: Value, what: str) -> Value:
-    if tuple(y.shape) != cx.out_shape():
+    if tuple(y.shape[-2:]) != cx.out_shape()[-2:]:
         raise cx.fail(f"{what}: rlx pool2d gives {list(y.shape)}, torch {list(cx.out_shape())} (ceil_mode is not supported)")
     return y
 
@@ -192,16 +203,42 @@ def _max_pool2d(cx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil
         raise cx.fail("max pooling with dilation is not supported")
     k = _pair(kernel_size)
     s = _pair(stride) if stride else k
+    with_indices = _target_name(node.target) == "aten.max_pool2d_with_indices.default"
+    x, added = _unbatched(cx, x, 2)
+    want = cx.shape(cx.meta()[0] if with_indices else cx.meta())
+    if ceil_mode:  # the last windows run past the end: pad the right / bottom with -inf so they exist
+        x = _pad_end(cx, x, [(want[-2 + i] - 1) * s[i] + k[i] - (x.shape[2 + i] + 2 * _pair(padding)[i]) for i in range(2)])
     y = cx.g.pool2d(x, kind="max", kernel_size=k, stride=s, padding=_pair(padding))
-    if _target_name(node.target) == "aten.max_pool2d_with_indices.default":
-        if tuple(y.shape) != cx.shape(cx.meta()[0]):
-            raise cx.fail("ceil_mode is not supported")
-        return (y, None)
-    return _check_pool_shape(cx, y, "max_pool2d")
+    if added:
+        y = _reshape(cx, y, want)
+    if tuple(y.shape) != tuple(want):
+        raise cx.fail(f"max_pool2d: rlx pool2d gives {list(y.shape)}, torch {list(want)}")
+    return (y, None) if with_indices else y
+
+
+def _pad_end(cx: _Ctx, x: Value, extra: list[Any]) -> Value:
+    """x with ``extra[i]`` (when > 0) -inf rows / columns appended on spatial axis i (NCHW)."""
+    for i, n in enumerate(extra):
+        if not isinstance(n, int) or n <= 0:
+            continue
+        axis = 2 + i
+        shape = list(x.shape)
+        shape[axis] = n
+        fill = cx.g.expand(cx.scalar(-np.inf if x.dtype.is_float else np.iinfo(x.dtype.numpy).min, x.dtype), target_shape=shape)
+        x = cx.g.concat([x, fill], axis=axis)
+    return x
 
 
 @_conv("aten.avg_pool2d.default")
 def _avg_pool2d(cx, node, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    if not x.dtype.is_float:  # torch divides integer sums with truncation: exact in f64 for these sizes
+        y = _avg_pool2d(cx, node, cx.cast(x, DType.F64), kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override)
+        return cx.cast(cx.g.unary_math(y, kind="trunc"), x.dtype)
+    x, added = _unbatched(cx, x, 2)
+    if added:
+        y = _avg_pool2d(cx, node, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+        return _reshape(cx, y, cx.out_shape())
     k = _pair(kernel_size)
     s = _pair(stride) if stride else k
     if divisor_override is not None:
@@ -216,6 +253,9 @@ def _adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
 
 
 def _adaptive_pool(cx: _Ctx, x: Value, output_size: Any, op: str) -> Value:
+    x, added = _unbatched(cx, x, 2)
+    if added:
+        return _reshape(cx, _adaptive_pool(cx, x, output_size, op), cx.out_shape() if op == "mean" else cx.shape(cx.meta()[0]))
     if len(x.shape) != 4:
         raise cx.fail(f"adaptive pooling needs an NCHW input, got rank {len(x.shape)}")
     h, w = (cx.static(d, "spatial dim") for d in x.shape[2:])

@@ -4,7 +4,7 @@ in torch's order of operations (nearest rounds after the padding, cubic takes it
 from __future__ import annotations
 
 from rlx.frontends.grid_sample import grid_sample
-from rlx.frontends.torch.importer import _conv
+from rlx.frontends.torch.context import _conv
 
 _MODES = {0: "linear", 1: "nearest", 2: "cubic"}
 _PADDINGS = {0: "zeros", 1: "border", 2: "reflection"}

@@ -2,7 +2,7 @@
 index tensors, NumPy layout) and ``index_put`` onto :mod:`rlx.ops.advanced_index`; ``gather``;
 ``slice_scatter`` / ``select_scatter`` (what ``x[a:b] = y`` / ``x[i] = y`` become) and ``copy``.
 
-Registered into :data:`rlx.frontends.torch.importer._CONVERTERS` when that module is imported.
+Registered into :data:`rlx.frontends.torch.context._CONVERTERS` when that module is imported.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from rlx.frontends.torch.importer import _axis, _conv, _Ctx, _position, _reshape, _slice_bounds
+from rlx.frontends.torch.context import _axis, _conv, _Ctx, _reshape
+from rlx.frontends.torch.convert_shape import _position, _slice_bounds
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 
@@ -31,7 +32,7 @@ def _key(cx: _Ctx, indices: list[Any]) -> tuple[str, list[Value]]:
     return "".join(pattern).rstrip(":"), tensors
 
 
-@_conv("aten.index.Tensor")
+@_conv("aten.index.Tensor", "aten._unsafe_index.Tensor")
 def _index(cx, node, x, indices):
     """x[i, j, ...] with NumPy advanced indexing (one op, however many index tensors)."""
     pattern, tensors = _key(cx, list(indices))

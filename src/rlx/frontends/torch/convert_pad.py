@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx.frontends.torch.importer import _axis, _conv, _Ctx, _target_name
+from rlx.frontends.torch.context import _axis, _conv, _Ctx, _target_name
 from rlx.ir.graph import Value
 
 

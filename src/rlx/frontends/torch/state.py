@@ -131,17 +131,3 @@ def batch_norm_train(cx: Any, x: Any, weight: Any, bias: Any, mean: Any, var: An
         new_var = var * cx.scalar(1.0 - m, var.dtype) + g.cast(unbiased, to=var.dtype) * cx.scalar(m, var.dtype)
     return (y, mu_c, rstd_c, new_mean, new_var)
 
-
-def embedding_with_padding(cx: Any, weight: Any, indices: Any, padding_idx: int) -> Any:
-    """``aten.embedding`` of a module in training mode with ``padding_idx``: the rows looked up at
-    padding positions get no gradient (torch's embedding backward skips them). They read an
-    integer round trip of the weight (``bitcast``: the same bits, no gradient through ints)."""
-    g = cx.g
-    rows = g.gather(weight, indices, axis=0)
-    if not weight.dtype.is_float or weight.dtype.itemsize not in (2, 4, 8):
-        return rows
-    as_int = {2: "i16", 4: "i32", 8: "i64"}[weight.dtype.itemsize]
-    frozen = g.gather(g.bitcast(g.bitcast(weight, to=as_int), to=weight.dtype), indices, axis=0)
-    pad = g.compare(indices, cx.scalar(padding_idx, indices.dtype), op="eq")
-    pad = g.reshape(pad, new_shape=[*indices.shape, *[1] * (len(weight.shape) - 1)])
-    return g.where(pad, frozen, rows)

@@ -1,0 +1,279 @@
+"""torch converters for math the MIR has no single op for, composed from existing ops with torch's
+numerics: ``log1p`` / ``expm1`` (accurate near 0), ``atan2``, ``hypot``, ``round`` (half to even, with
+``decimals``), ``any`` / ``all``, ``sort`` / ``argsort`` (one full-length ``top_k``), ``histc`` and the
+``empty`` family (deterministic zeros: torch leaves the memory uninitialised)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from rlx.frontends.torch.context import _axis, _conv, _Ctx, _reshape, _target_name
+from rlx.ir.dtype import DType
+from rlx.ir.graph import Value
+
+
+def _float(cx: _Ctx, x: Value) -> Value:
+    return cx.cast(x, cx.out_dtype())
+
+
+@_conv("aten.log1p.default")
+def _log1p(cx, node, x):
+    """log(1 + x) as log(u) * x / (u - 1) with u = 1 + x (exact to an ulp near 0, where log(u) alone is not)."""
+    g, x = cx.g, _float(cx, x)
+    one = cx.scalar(1, x.dtype)
+    u = x + one
+    ratio = g.binary(g.activation(u, kind="log") * x, u - one, op="div")
+    exact = g.binary(g.eq(u, one), g.eq(x, cx.scalar(math.inf, x.dtype)), op="add")  # tiny x, and +inf
+    return g.where(exact, x, ratio)
+
+
+@_conv("aten.expm1.default")
+def _expm1(cx, node, x):
+    """exp(x) - 1 as (u - 1) * x / log(u) with u = exp(x) (exact near 0); -1 and +inf at the ends."""
+    g, x = cx.g, _float(cx, x)
+    one = cx.scalar(1, x.dtype)
+    u = g.activation(x, kind="exp")
+    ratio = g.binary((u - one) * x, g.activation(u, kind="log"), op="div")
+    out = g.where(g.eq(u, one), x, ratio)
+    out = g.where(g.eq(u, cx.scalar(0, x.dtype)), -one, out)
+    return g.where(g.eq(u, cx.scalar(math.inf, x.dtype)), u, out)
+
+
+@_conv("aten.atan2.default")
+def _atan2(cx, node, y, x):
+    """atan2 from atan of the smaller-over-larger ratio (no loss for tiny x), placed in its quadrant."""
+    g = cx.g
+    dtype = cx.out_dtype()
+    y, x = cx.cast(y, dtype), cx.cast(x, dtype)
+    zero, half_pi, pi = cx.scalar(0, dtype), cx.scalar(math.pi / 2, dtype), cx.scalar(math.pi, dtype)
+    ay, ax = g.activation(y, kind="abs"), g.activation(x, kind="abs")
+    steep = g.gt(ay, ax)
+    one = cx.scalar(1, dtype)
+
+    def negative(v: Value) -> Value:  # v < 0, -0.0 included (1 / -0.0 = -inf)
+        return g.lt(g.where(g.eq(v, zero), g.binary(one, v, op="div"), v), zero)
+
+    x_neg = negative(x)
+    sign_y = g.where(negative(y), -one, one)
+    flat = g.activation(g.binary(y, x, op="div"), kind="atan")  # |y| <= |x|
+    flat = g.where(x_neg, flat + sign_y * pi, flat)
+    upright = sign_y * half_pi - g.activation(g.binary(x, y, op="div"), kind="atan")
+    both_zero = g.binary(g.eq(x, zero), g.eq(y, zero), op="mul")
+    origin = g.where(x_neg, sign_y * pi, y * zero)  # atan2(±0, -0) = ±pi, atan2(±0, +0) = ±0
+    both_inf = g.binary(g.eq(ax, cx.scalar(math.inf, dtype)), g.eq(ay, cx.scalar(math.inf, dtype)), op="mul")
+    corner = sign_y * g.where(x_neg, cx.scalar(3 * math.pi / 4, dtype), cx.scalar(math.pi / 4, dtype))
+    out = g.where(steep, upright, flat)
+    out = g.where(both_zero, origin, out)
+    return g.where(both_inf, corner, out)
+
+
+@_conv("aten.hypot.default")
+def _hypot(cx, node, a, b):
+    """sqrt(a^2 + b^2) scaled by the larger magnitude (no overflow or underflow of the squares)."""
+    g = cx.g
+    dtype = cx.out_dtype()
+    a, b = g.activation(cx.cast(a, dtype), kind="abs"), g.activation(cx.cast(b, dtype), kind="abs")
+    hi, lo = g.binary(a, b, op="max"), g.binary(a, b, op="min")
+    zero = cx.scalar(0, dtype)
+    safe = g.where(g.eq(hi, zero), cx.scalar(1, dtype), hi)
+    r = g.binary(lo, safe, op="div")
+    out = hi * g.activation(cx.scalar(1, dtype) + r * r, kind="sqrt")
+    inf = cx.scalar(math.inf, dtype)
+    return g.where(g.binary(g.eq(a, inf), g.eq(b, inf), op="add"), inf, out)  # hypot(inf, nan) = inf
+
+
+@_conv("aten.isnan.default", "aten.isinf.default", "aten.isfinite.default", "aten.isposinf.default",
+       "aten.isneginf.default")
+def _is_class(cx, node, x):
+    """Float classification by comparisons (NaN is the one value unequal to itself); ints are finite."""
+    g, name = cx.g, _target_name(node.target)
+    finite_test = name == "aten.isfinite.default"
+    if not x.dtype.is_float:
+        return g.eq(x, x) if finite_test else g.ne(x, x)
+    inf = cx.scalar(math.inf, x.dtype)
+    if name == "aten.isnan.default":
+        return g.ne(x, x)
+    if name == "aten.isposinf.default":
+        return g.eq(x, inf)
+    if name == "aten.isneginf.default":
+        return g.eq(x, -inf)
+    infinite = g.eq(g.activation(x, kind="abs"), inf)
+    if not finite_test:
+        return infinite
+    return g.binary(g.eq(x, x), g.eq(infinite, cx.scalar(False, DType.BOOL)), op="mul")
+
+
+@_conv("aten.round.default")
+def _round(cx, node, x):
+    return cx.g.unary_math(x, kind="round_even")  # torch rounds half to even; ints are unchanged
+
+
+@_conv("aten.round.decimals")
+def _round_decimals(cx, node, x, decimals=0):
+    """torch's order: x * 10^d rounded half to even, then / 10^d (negative d: divide first, multiply back)."""
+    g, dtype = cx.g, x.dtype
+    ten = cx.scalar(np.asarray(10.0 ** abs(int(decimals)), dtype.numpy), dtype)
+    if decimals >= 0:
+        return g.binary(g.unary_math(x * ten, kind="round_even"), ten, op="div")
+    return g.unary_math(g.binary(x, ten, op="div"), kind="round_even") * ten
+
+
+def _any_all(cx: _Ctx, node: Any, x: Value, dims: Any, keepdim: bool) -> Value:
+    op = "max" if _target_name(node.target).startswith("aten.any") else "min"
+    rank = len(x.shape)
+    truth = x if x.dtype is DType.BOOL else cx.g.ne(x, cx.scalar(0, x.dtype))
+    flags = cx.cast(truth, DType.U8)
+    if rank == 0:
+        return cx.cast(flags, cx.out_dtype())
+    if dims is None or (isinstance(dims, Sequence) and len(dims) == 0):
+        axes = list(range(rank))
+    else:
+        axes = sorted({_axis(d, rank) for d in ([dims] if isinstance(dims, int) else dims)})
+    return cx.cast(cx.g.reduce(flags, op=op, axes=axes, keep_dim=bool(keepdim)), cx.out_dtype())
+
+
+@_conv("aten.any.default", "aten.all.default")
+def _any_all_default(cx, node, x):
+    return _any_all(cx, node, x, None, False)
+
+
+@_conv("aten.any.dim", "aten.any.dims", "aten.all.dim", "aten.all.dims")
+def _any_all_dims(cx, node, x, dim=None, keepdim=False):
+    return _any_all(cx, node, x, dim, keepdim)
+
+
+def _sorted(cx: _Ctx, x: Value, dim: int, descending: bool) -> tuple[Value, Value]:
+    """(values, indices) along ``dim``: a top_k over the whole axis (stable: ties keep their order,
+    NaN sorts as the largest value, as in torch)."""
+    if len(x.shape) == 0:
+        return x, cx.g.constant(np.asarray(0, np.int64))
+    axis = _axis(dim, len(x.shape))
+    n = cx.static(x.shape[axis], "sorted axis size")
+    key = cx.cast(x, DType.U8) if x.dtype is DType.BOOL else x
+    values, indices = cx.g.top_k(key, k=n, axis=axis, largest=bool(descending), output="both")
+    return cx.cast(values, x.dtype), indices
+
+
+@_conv("aten.sort.default")
+def _sort(cx, node, x, dim=-1, descending=False):
+    return _sorted(cx, x, dim, descending)
+
+
+@_conv("aten.sort.stable")
+def _sort_stable(cx, node, x, stable=None, dim=-1, descending=False):
+    return _sorted(cx, x, dim, descending)
+
+
+@_conv("aten.argsort.default")
+def _argsort(cx, node, x, dim=-1, descending=False):
+    return _sorted(cx, x, dim, descending)[1]
+
+
+@_conv("aten.argsort.stable")
+def _argsort_stable(cx, node, x, stable=None, dim=-1, descending=False):
+    return _sorted(cx, x, dim, descending)[1]
+
+
+@_conv("aten.histc.default")
+def _histc(cx, node, x, bins=100, min=0, max=0):
+    """Counts of x in ``bins`` equal bins over [min, max] (the data's range when min == max; the last
+    bin closed; values outside or NaN dropped), as a one-hot sum: bins x elements of work."""
+    g, dtype = cx.g, cx.out_dtype()
+    bins = cx.static(bins, "histc bins")
+    flat = _reshape(cx, cx.cast(x, dtype), [-1])
+    if min == max:  # torch: the data's range, widened by 1 on each side when it is a single value
+        lo = g.reduce(flat, op="min", axes=[0], keep_dim=False)
+        hi = g.reduce(flat, op="max", axes=[0], keep_dim=False)
+        same = g.eq(lo, hi)
+        lo = g.where(same, lo - cx.scalar(1, dtype), lo)
+        hi = g.where(same, hi + cx.scalar(1, dtype), hi)
+    else:
+        lo, hi = cx.scalar(min, dtype), cx.scalar(max, dtype)
+    width = hi - lo
+    pos = g.unary_math(g.binary((flat - lo) * cx.scalar(bins, dtype), width, op="div"), kind="floor")
+    pos = g.where(g.eq(flat, hi), cx.scalar(bins - 1, dtype), pos)  # the last bin is closed
+    inside = g.binary(g.ge(flat, lo), g.le(flat, hi), op="mul")
+    pos = g.where(inside, pos, cx.scalar(-1, dtype))  # NaN compares false: dropped too
+    edges = g.constant(np.arange(bins, dtype=dtype.numpy))
+    onehot = cx.cast(g.eq(g.reshape(pos, new_shape=[-1, 1]), edges), dtype)
+    return g.reduce(onehot, op="sum", axes=[0], keep_dim=False)
+
+
+@_conv("aten.empty.memory_format", "aten.empty_permuted.default", "aten.empty_strided.default", "aten.new_empty.default",
+       "aten.new_empty_strided.default", "aten.empty_like.default")
+def _empty(cx, node, *args, **kwargs):
+    """Zeros of the recorded shape: torch's values are unspecified, these are one deterministic choice."""
+    dtype = cx.out_dtype()
+    return cx.g.expand(cx.g.constant(np.zeros((), dtype.numpy)), target_shape=list(cx.out_shape()))
+
+
+@_conv("aten.log2.default", "aten.log10.default", "aten.exp2.default")
+def _log_base(cx, node, x):
+    """log2 / log10 as log(x) / log(base), 2^x as exp(x * log 2): the MIR's natural log and exp, one rounding more."""
+    g, x = cx.g, _float(cx, x)
+    name = _target_name(node.target)
+    if name == "aten.exp2.default":
+        return g.activation(x * cx.scalar(math.log(2.0), x.dtype), kind="exp")
+    return g.activation(x, kind="log") * cx.scalar(1 / math.log(2.0 if name == "aten.log2.default" else 10.0), x.dtype)
+
+
+@_conv("aten.copysign.Tensor", "aten.copysign.Scalar")
+def _copysign(cx, node, a, b):
+    """|a| with the sign of b, -0.0 included (told apart by 1 / b = -inf)."""
+    g, dtype = cx.g, cx.out_dtype()
+    a = g.activation(cx.cast(a, dtype), kind="abs")
+    b = cx.cast(b, dtype) if isinstance(b, Value) else cx.scalar(b, dtype)
+    zero = cx.scalar(0, dtype)
+    negative = g.lt(g.where(g.eq(b, zero), g.binary(cx.scalar(1, dtype), b, op="div"), b), zero)
+    return g.where(negative, -a, a)  # a NaN b: its sign bit is not observable here; torch then follows the bit
+
+
+@_conv("aten.ldexp.Tensor")
+def _ldexp(cx, node, a, b):
+    g, dtype = cx.g, cx.out_dtype()
+    two = cx.scalar(2, dtype)
+    return cx.cast(a, dtype) * g.binary(two, cx.cast(b, dtype), op="pow")
+
+
+@_conv("aten.addmv.default")
+def _addmv(cx, node, x, mat, vec, beta=1, alpha=1):
+    """beta * x + alpha * (mat @ vec); beta = 0 ignores x (NaN included), as torch does."""
+    g = cx.g
+    prod = g.reshape(g.matmul(mat, g.reshape(vec, new_shape=[-1, 1])), new_shape=[-1])
+    return _scaled_sum(cx, x, prod, beta, alpha)
+
+
+@_conv("aten.addbmm.default")
+def _addbmm(cx, node, x, b1, b2, beta=1, alpha=1):
+    prod = cx.g.reduce(cx.g.matmul(b1, b2), op="sum", axes=[0], keep_dim=False)
+    return _scaled_sum(cx, x, prod, beta, alpha)
+
+
+def _scaled_sum(cx: _Ctx, x: Value, prod: Value, beta: Any, alpha: Any) -> Value:
+    dtype = cx.out_dtype()
+    prod = cx.cast(prod, dtype)
+    if alpha != 1:
+        prod = prod * cx.scalar(alpha, dtype)
+    if beta == 0:
+        return cx.g.expand(prod, target_shape=list(cx.out_shape())) if tuple(prod.shape) != cx.out_shape() else prod
+    x = cx.cast(x, dtype)
+    return (x if beta == 1 else x * cx.scalar(beta, dtype)) + prod
+
+
+@_conv("aten.diagonal.default", "aten.diagonal_copy.default")
+def _diagonal(cx, node, x, offset=0, dim1=0, dim2=1):
+    """The (dim1, dim2) diagonal at ``offset``, moved last: the two axes moved to the end, flattened, one gather."""
+    g = cx.g
+    rank = len(x.shape)
+    d1, d2 = _axis(dim1, rank), _axis(dim2, rank)
+    n, m = cx.static(x.shape[d1], "diagonal axis size"), cx.static(x.shape[d2], "diagonal axis size")
+    rest = [a for a in range(rank) if a not in (d1, d2)]
+    moved = g.transpose(x, perm=[*rest, d1, d2])
+    flat = _reshape(cx, moved, [*(x.shape[a] for a in rest), n * m])
+    rows = np.arange(max(0, -offset), min(n, m - offset)) if min(n, m - offset) > max(0, -offset) else np.arange(0)
+    index = (rows * m + rows + offset).astype(np.int64)
+    return g.gather(flat, g.constant(index), axis=len(rest))

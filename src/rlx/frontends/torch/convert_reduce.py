@@ -1,0 +1,162 @@
+"""torch converters: reductions, unary math, scans, arg / top-k selection, scatter, variance, softmax."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from rlx.frontends.torch.context import (
+    Converter,
+    _axis,
+    _conv,
+    _Ctx,
+    _reshape,
+    _target_name,
+)
+from rlx.ir.dtype import DType
+from rlx.ir.graph import Value
+
+
+# -------------------------------------------------------------------------- reductions
+def _reduce(op: str) -> Converter:
+    def convert(cx, node, x, dims=None, keepdim=False, **kwargs):
+        rank = len(x.shape)
+        if rank == 0:  # torch reduces a 0-d tensor over dim 0 / -1 to itself
+            return cx.cast(x, cx.out_dtype())
+        axes = list(range(rank)) if dims is None or (isinstance(dims, Sequence) and len(dims) == 0) else dims
+        axes = [axes] if isinstance(axes, int) else axes
+        dtype = cx.out_dtype()
+        x = cx.cast(x, dtype)
+        return cx.g.reduce(x, op=op, axes=sorted({_axis(a, rank) for a in axes}), keep_dim=bool(keepdim))
+
+    return convert
+
+
+_conv("aten.sum.dim_IntList", "aten.sum.default")(_reduce("sum"))
+_conv("aten.mean.dim", "aten.mean.default")(_reduce("mean"))
+_conv("aten.amax.default")(_reduce("max"))
+_conv("aten.amin.default")(_reduce("min"))
+_conv("aten.prod.dim_int", "aten.prod.default")(_reduce("prod"))
+
+
+@_conv("aten.max.default", "aten.min.default")
+def _max_all(cx, node, x):
+    op = "max" if _target_name(node.target).startswith("aten.max") else "min"
+    return cx.g.reduce(x, op=op, axes=list(range(len(x.shape))), keep_dim=False)
+
+
+@_conv("aten.max.dim", "aten.min.dim")
+def _max_dim(cx, node, x, dim, keepdim=False):
+    """(values, indices): torch's index is the first extreme, NaN counting as the extreme (as arg_reduce)."""
+    op = "max" if _target_name(node.target).startswith("aten.max") else "min"
+    if len(x.shape) == 0:
+        return x, cx.g.constant(np.asarray(0, np.int64))
+    axis = _axis(dim, len(x.shape))
+    values = cx.g.reduce(x, op=op, axes=[axis], keep_dim=bool(keepdim))
+    index = cx.g.arg_reduce(x if x.dtype is not DType.BOOL else cx.cast(x, DType.U8), op=f"arg{op}", axis=axis,
+                            keep_dim=bool(keepdim))
+    return values, index
+
+
+# ------------------------------------------------------- unary math, scans, selection, scatter
+def _unary_math(kind: str) -> Converter:
+    def convert(cx, node, x):
+        return cx.g.unary_math(cx.cast(x, cx.out_dtype()), kind=kind)  # erf of an int promotes first (torch)
+
+    return convert
+
+
+
+
+@_conv("aten.cumsum.default", "aten.cumprod.default")
+def _cumulative(cx, node, x, dim, dtype=None):
+    """torch.cumsum / cumprod: the one scan op, in torch's result dtype (ints accumulate in i64)."""
+    op = "sum" if _target_name(node.target) == "aten.cumsum.default" else "prod"
+    if len(x.shape) == 0:  # torch scans a scalar as itself
+        return cx.cast(x, cx.out_dtype())
+    return cx.g.cumulative(cx.cast(x, cx.out_dtype()), op=op, axis=_axis(dim, len(x.shape)))
+
+
+@_conv("aten.argmax.default", "aten.argmin.default")
+def _argmax(cx, node, x, dim=None, keepdim=False):
+    """First index of the extreme (torch and np.argmax agree, NaN included); dim=None: over the flattened x."""
+    op = "argmax" if _target_name(node.target) == "aten.argmax.default" else "argmin"
+    rank = len(x.shape)
+    if dim is None or rank == 0:
+        r = cx.g.arg_reduce(_reshape(cx, x, [-1]) if rank != 1 else x, op=op, axis=0, keep_dim=False)
+        return _reshape(cx, r, cx.out_shape())
+    return cx.g.arg_reduce(x, op=op, axis=_axis(dim, rank), keep_dim=bool(keepdim))
+
+
+@_conv("aten.topk.default")
+def _topk(cx, node, x, k, dim=-1, largest=True, sorted=True):
+    """(values, indices) as one two-result top_k node. rlx always sorts (ties: lower index first),
+    which is one valid order for sorted=False."""
+    if len(x.shape) == 0:
+        raise cx.fail("topk of a 0-d tensor is not supported")
+    return cx.g.top_k(x, k=cx.static(k, "topk k"), axis=_axis(dim, len(x.shape)), largest=bool(largest), output="both")
+
+
+_SCATTER_REDUCE = {"sum": "add", "add": "add", "prod": "mul", "multiply": "mul", "amax": "max", "amin": "min"}
+
+
+def _scatter_src(cx: _Ctx, x: Value, index: Value, src: Any) -> Value:
+    """The updates shaped like ``index``: a scalar expanded, or src narrowed (torch reads src[:index.shape])."""
+    if not isinstance(src, Value):
+        return cx.g.expand(cx.scalar(src, x.dtype), target_shape=list(index.shape))
+    src = cx.cast(src, x.dtype)
+    for axis, (n, m) in enumerate(zip(src.shape, index.shape)):
+        if n != m:
+            src = cx.g.narrow(src, axis, 0, cx.static(m, "scatter index size"))
+    return src
+
+
+@_conv("aten.scatter.src", "aten.scatter.value", "aten.scatter_add.default", "aten.scatter.reduce",
+       "aten.scatter.value_reduce", "aten.scatter_reduce.two")
+def _scatter(cx, node, x, dim, index, src, reduce=None, include_self=True):
+    """scatter_elements. Without a reduction torch leaves the winner among duplicate indices unspecified
+    (rlx: the last); add / mul / max / min combine exactly. scatter_reduce 'mean' and include_self=False
+    have no rlx form."""
+    name = _target_name(node.target)
+    red = "add" if name == "aten.scatter_add.default" else "none" if reduce is None else _SCATTER_REDUCE.get(reduce)
+    if red is None or not include_self:
+        raise cx.fail(f"scatter reduce={reduce!r} include_self={include_self} is not supported (sum, prod, amax, amin with "
+                      "include_self=True are)")
+    if len(x.shape) == 0:
+        raise cx.fail("scatter into a 0-d tensor is not supported")
+    index = cx.cast(index, DType.I64)
+    return cx.g.scatter_elements(x, index, _scatter_src(cx, x, index, src), axis=_axis(dim, len(x.shape)), reduction=red)
+
+
+@_conv("aten.var.correction", "aten.var.dim", "aten.var_mean.correction")
+def _var(cx, node, x, dims=None, *args, correction=None, keepdim=False, **kwargs):
+    name = _target_name(node.target)
+    unbiased = True
+    if name == "aten.var.dim" and args:
+        unbiased, keepdim = bool(args[0]), bool(args[1]) if len(args) > 1 else keepdim
+    rank = len(x.shape)
+    axes = list(range(rank)) if not dims else sorted({_axis(a, rank) for a in ([dims] if isinstance(dims, int) else dims)})
+    n = math.prod(cx.static(x.shape[a], "var axis size") for a in axes)
+    corr = (1 if unbiased else 0) if correction is None else correction
+    mean = cx.g.reduce(x, op="mean", axes=axes, keep_dim=True)
+    d = x - mean
+    var = cx.g.reduce(d * d, op="sum", axes=axes, keep_dim=bool(keepdim)) * cx.scalar(1.0 / max(n - corr, 0), x.dtype)
+    if name == "aten.var_mean.correction":
+        return (var, mean if keepdim else _reshape(cx, mean, [x.shape[i] for i in range(rank) if i not in axes]))
+    return var
+
+
+@_conv("aten.softmax.int", "aten._softmax.default", "aten._safe_softmax.default")
+def _softmax(cx, node, x, dim, *args, **kwargs):
+    return cx.g.softmax(cx.cast(x, cx.out_dtype()), axis=_axis(dim, len(x.shape)))
+
+
+@_conv("aten.log_softmax.int", "aten._log_softmax.default")
+def _log_softmax(cx, node, x, dim, *args, **kwargs):
+    x = cx.cast(x, cx.out_dtype())
+    axis = _axis(dim, len(x.shape))
+    shifted = x - cx.g.reduce(x, op="max", axes=[axis], keep_dim=True)
+    return shifted - cx.g.log(cx.g.reduce(cx.g.exp(shifted), op="sum", axes=[axis], keep_dim=True))

@@ -1,0 +1,147 @@
+"""Math the MIR composes (log1p, atan2, float floor division, sort, histc, any / all ...): torch eager is the oracle."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tests.frontends.torch.helpers import check, run_both  # noqa: E402
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+def _x(*shape, scale=3.0, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=g) * scale).float()
+
+
+EDGES = torch.tensor([0.0, -0.0, 1e-8, -1e-8, 1e-3, -0.5, -1.0, -2.0, 5.0, 80.0, float("inf"), float("-inf"), float("nan")])
+
+
+@pytest.mark.parametrize("fn", [torch.log1p, torch.expm1], ids=["log1p", "expm1"])
+def test_log1p_expm1_accurate_near_zero_and_at_the_ends(fn):
+    check(Fn(fn), EDGES, rtol=2e-6, atol=0)
+
+
+def test_atan2_every_quadrant_axes_and_infinities():
+    vals = torch.tensor([0.0, -0.0, 1.0, -1.0, 1e-30, 3.0, float("inf"), float("-inf"), float("nan")])
+    y, x = torch.meshgrid(vals, vals, indexing="ij")
+    check(Fn(torch.atan2), y.contiguous(), x.contiguous(), rtol=2e-6, atol=1e-7)
+
+
+def test_hypot_no_overflow():
+    a = torch.tensor([3.0, 1e30, 0.0, float("inf"), 1e-30, -4.0])
+    b = torch.tensor([4.0, 1e30, 0.0, float("nan"), 1e-30, 0.0])
+    check(Fn(torch.hypot), a, b, rtol=2e-6)
+
+
+@pytest.mark.parametrize("op", ["floor_divide", "remainder", "fmod", "div_floor", "div_trunc"])
+def test_float_rounding_division_matches_torch(op):
+    fns = {
+        "floor_divide": torch.floor_divide, "remainder": torch.remainder, "fmod": torch.fmod,
+        "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+        "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    }
+    a = torch.cat([_x(40), torch.tensor([5.0, -5.0, 0.0, 7.5, -7.5, 1.0])])
+    b = torch.cat([_x(40, seed=1), torch.tensor([0.0, 2.5, -3.0, -2.5, 2.5, float("inf")])])
+    check(Fn(fns[op]), a, b, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("decimals", [0, 2, -1])
+def test_round_half_to_even_with_decimals(decimals):
+    x = torch.tensor([0.5, 1.5, 2.5, -0.5, -2.5, 1.2345, 15.0, 25.0, -35.0, 0.125])
+    check(Fn(lambda t: torch.round(t, decimals=decimals)), x)
+
+
+@pytest.mark.parametrize("dims", [None, 1, (0, 2)])
+@pytest.mark.parametrize("name", ["any", "all"])
+def test_any_all(name, dims):
+    x = (_x(3, 4, 5) > 2.0).float() * _x(3, 4, 5, seed=2)
+    fn = getattr(torch, name)
+    check(Fn(lambda t: fn(t) if dims is None else fn(t, dim=dims, keepdim=True)), x)
+
+
+def test_reductions_of_a_0d_tensor():
+    check(Fn(lambda t: (t.sum(0), t.mean(-1), t.amax(0), torch.any(t, 0))), torch.tensor(2.5))
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_and_argsort_with_nan_and_stable_ties(descending):
+    x = torch.tensor([[3.0, float("nan"), 1.0, 3.0, -2.0, 1.0], [0.0, 0.0, 5.0, -1.0, 2.0, 0.0]])
+    check(Fn(lambda t: torch.sort(t, dim=1, descending=descending, stable=True)), x)
+    check(Fn(lambda t: torch.argsort(t, dim=0, descending=descending, stable=True)), x)
+    check(Fn(lambda t: torch.sort(t > 1, stable=True)), x)
+
+
+@pytest.mark.parametrize("lo, hi", [(0.0, 0.0), (-2.0, 2.0), (1.0, 1.0)])
+def test_histc_counts(lo, hi):
+    x = torch.cat([_x(200), torch.tensor([2.0, -2.0, float("nan")])]) if lo != hi else _x(200)
+    check(Fn(lambda t: torch.histc(t, bins=7, min=lo, max=hi)), x)
+
+
+def test_isnan_family():
+    for fn in (torch.isnan, torch.isinf, torch.isfinite, torch.isposinf, torch.isneginf):
+        check(Fn(fn), EDGES)
+    check(Fn(torch.isfinite), torch.arange(5))
+
+
+def test_empty_is_refilled_like_torch_programs_do():
+    def fn(t):
+        buf = torch.empty(t.shape[0], 3)
+        buf.fill_(2.0)
+        return buf * t[:, None] + torch.empty_like(t).zero_()[:, None]
+
+    check(Fn(fn), _x(4))
+
+
+def test_empty_gives_zeros():
+    ref, compiled = run_both(Fn(lambda t: torch.empty_like(t) * 0 + t), _x(3))
+    assert ref[0].shape == (3,) and compiled[0].shape == (3,)
+
+
+@pytest.mark.parametrize("fn", [torch.log2, torch.log10, torch.exp2], ids=["log2", "log10", "exp2"])
+def test_log_and_exp_bases(fn):
+    check(Fn(fn), torch.tensor([0.0, 1e-3, 0.5, 1.0, 2.0, 1000.0, -1.0, float("inf"), -20.0]), rtol=2e-6)
+
+
+def test_copysign_and_ldexp():
+    a = torch.tensor([1.0, -2.0, 3.0, 0.0, -0.0, float("inf")])
+    b = torch.tensor([-1.0, 2.0, -0.0, -5.0, 0.0, -1.0])
+    check(Fn(torch.copysign), a, b)
+    check(Fn(torch.ldexp), a, torch.tensor([0, 3, -2, 1, 0, 1]))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.bool])
+def test_bitwise_on_integers(dtype):
+    a = torch.tensor([0, 1, 5, 12, 7, 3]).to(dtype)
+    b = torch.tensor([1, 3, 1, 10, 0, 2]).to(dtype)
+    ops = [torch.bitwise_and, torch.bitwise_or, torch.bitwise_xor, torch.logical_xor]
+    if dtype is not torch.bool:
+        ops += [torch.bitwise_left_shift, torch.bitwise_right_shift]
+    for fn in ops:
+        check(Fn(fn), a, b)
+    check(Fn(torch.bitwise_not), a)
+
+
+def test_max_min_with_indices_first_extreme():
+    x = torch.tensor([[1.0, 3.0, 3.0, -2.0], [float("nan"), 0.0, 5.0, 5.0], [-1.0, -1.0, -4.0, -4.0]])
+    check(Fn(lambda t: torch.max(t, dim=1)), x)
+    check(Fn(lambda t: torch.min(t, dim=0, keepdim=True)), x)
+
+
+@pytest.mark.parametrize("offset, dims", [(0, (0, 1)), (1, (0, 1)), (-2, (2, 0)), (5, (1, 2))])
+def test_diagonal(offset, dims):
+    check(Fn(lambda t: torch.diagonal(t, offset, *dims) * 2), _x(3, 4, 5))
+
+
+def test_addmv_addbmm():
+    check(Fn(lambda s, m, v: torch.addmv(s, m, v, beta=0.5, alpha=2.0)), _x(3), _x(3, 4, seed=1), _x(4, seed=2), rtol=1e-5)
+    check(Fn(lambda s, a, b: torch.addbmm(s, a, b)), _x(3, 5), _x(2, 3, 4, seed=1), _x(2, 4, 5, seed=2), rtol=1e-5, atol=1e-5)

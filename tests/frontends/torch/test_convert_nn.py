@@ -1,0 +1,34 @@
+"""Convolution and pooling forms torch accepts beyond batched float NCHW: unbatched inputs, ceil_mode max
+pooling, integer average pooling; torch eager is the oracle."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+from tests.frontends.torch.helpers import check  # noqa: E402
+from tests.frontends.torch.test_convert_math import Fn, _x  # noqa: E402
+
+
+def test_unbatched_convolutions():
+    check(Fn(lambda x, w: F.conv1d(x, w, padding=1)), _x(3, 9), _x(4, 3, 3, seed=1), rtol=1e-5, atol=1e-5)
+    check(Fn(lambda x, w: F.conv2d(x, w, stride=2)), _x(3, 7, 6), _x(4, 3, 3, 3, seed=1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 7, 9), (3, 7, 9)])
+@pytest.mark.parametrize("kernel, stride, padding", [(3, 2, 0), (2, 2, 1), (3, 3, 1)])
+def test_max_pool_ceil_mode(shape, kernel, stride, padding):
+    check(Fn(lambda x: F.max_pool2d(x, kernel, stride, padding, ceil_mode=True)), _x(*shape))
+
+
+def test_unbatched_adaptive_and_average_pooling():
+    check(Fn(lambda x: F.adaptive_avg_pool2d(x, (3, 2))), _x(3, 7, 5), rtol=1e-5)
+    check(Fn(lambda x: F.adaptive_max_pool2d(x, (2, 4))), _x(3, 7, 8))
+    check(Fn(lambda x: F.avg_pool2d(x, 2, 1)), _x(3, 5, 6), rtol=1e-5)
+
+
+def test_integer_average_pooling_truncates():
+    x = torch.randint(-50, 50, (1, 2, 5, 6), generator=torch.Generator().manual_seed(0))
+    check(Fn(lambda t: F.avg_pool2d(t, 2, 2, padding=1)), x)

@@ -27,6 +27,36 @@ class CliError(RlxError):
     """A user mistake the command line reports in one line."""
 
 
+#: optional top-level modules -> (the package to install, the rlx extra that installs it)
+OPTIONAL_PACKAGES: dict[str, tuple[str, str]] = {
+    "onnx": ("onnx", "onnx"), "onnxruntime": ("onnxruntime", "onnx"), "torch": ("torch", "torch"),
+    "jax": ("jax", "jax"), "jaxlib": ("jax", "jax"), "rich": ("rich", "viz"), "matplotlib": ("matplotlib", "viz"),
+    "safetensors": ("safetensors", "safetensors"), "gguf": ("gguf", "gguf"), "openvino": ("openvino", "openvino"),
+}
+
+
+class MissingDependency(CliError):
+    """An optional package a feature needs is not installed (``feature`` / ``package`` / ``extra``)."""
+
+    def __init__(self, feature: str, module: str):
+        package, extra = OPTIONAL_PACKAGES.get(module.split(".")[0], (module.split(".")[0], "all"))
+        self.feature, self.package, self.extra = feature, package, extra
+        super().__init__(f'{feature} needs {package}: pip install "rlx[{extra}]"')
+
+
+def require(module: str, feature: str) -> Any:
+    """Import ``module`` for ``feature``, or raise :class:`MissingDependency`."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        missing = (getattr(exc, "name", None) or module).split(".")[0]
+        if missing not in OPTIONAL_PACKAGES and missing != module.split(".")[0]:
+            raise
+        raise MissingDependency(feature, missing) from None
+
+
 @dataclass
 class Model:
     """A model file read by a command: ``obj`` is a Graph (HIR / MIR) or an LirModule."""
@@ -91,9 +121,20 @@ def _is_text_form(path: str) -> bool:
     return head.startswith(b"graph")
 
 
-def load_model(path: str, *, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Model:
+def prefixed(exc: BaseException, path: str) -> BaseException:
+    """``exc`` itself (class, attributes, chain kept) with its message prefixed by ``path``."""
+    text = str(exc)
+    if exc.args and isinstance(exc.args[0], str) and not text.startswith(path):
+        exc.args = (f"{path}: {exc.args[0]}", *exc.args[1:])
+    return exc
+
+
+def load_model(path: str, *, input_shapes: Mapping[str, Sequence[int | str]] | None = None,
+               dims: Mapping[str, int] | None = None, proto: Any = None) -> Model:
     """Read ``path``: an ``.rlx`` file, its text form, an ONNX model or a torch ``.pt2``
-    program. Errors name the file. ``input_shapes`` fixes ONNX input shapes on import."""
+    program. Errors name the file. ``dims`` (``--dim``) and ``input_shapes`` (``--input-shape``,
+    or the fed arrays' shapes) fix input dims: before the import for ONNX, right after it otherwise.
+    ``proto``: the ONNX model already read from ``path``."""
     import rlx
 
     if not os.path.exists(path):
@@ -101,46 +142,156 @@ def load_model(path: str, *, input_shapes: Mapping[str, Sequence[int]] | None = 
     if os.path.isdir(path):
         raise CliError(f"{path}: is a directory, not a model file")
     lower = path.lower()
+    dims, input_shapes = dict(dims or {}), dict(input_shapes or {})
     try:
         if lower.endswith(".onnx"):
-            return Model(*_import_onnx(path, input_shapes), path, source="onnx")
-        if lower.endswith(".pt2"):
-            return Model(*_import_pt2(path), path, source="pt2")
-        if _is_text_form(path):
+            proto = read_onnx(path) if proto is None else proto
+            shapes, used = onnx_import_shapes(proto, dims, input_shapes)
+            model = Model(*_import_onnx(proto, path, shapes), path, source="onnx")
+            model.binding.update({k: dims[k] for k in used})
+            dims = {k: v for k, v in dims.items() if k not in used}
+            input_shapes = {}
+        elif lower.endswith(".pt2"):
+            model = Model(*_import_pt2(path), path, source="pt2")
+        elif _is_text_form(path):
             with open(path, encoding="utf-8", errors="replace") as fh:
-                return Model(rlx.parse(fh.read()), {}, path, source="text")
-        obj, params = rlx.load(path, with_params=True)
+                model = Model(rlx.parse(fh.read()), {}, path, source="text")
+        else:
+            obj, params = rlx.load(path, with_params=True)
+            obj, policy = _unwrap(obj)
+            model = Model(obj, dict(params), path, policy=policy)
     except RlxError as exc:
-        text = str(exc)
-        raise type(exc)(text if text.startswith(path) else f"{path}: {text}") from exc
-    obj, policy = _unwrap(obj)
-    return Model(obj, dict(params), path, policy=policy)
+        raise prefixed(exc, path) from None
+    bind_dims(model, dims)
+    if input_shapes:
+        bind_dims(model, dims_from_shapes(model.graph, input_shapes), what="--input-shape")
+    return model
 
 
-def _import_onnx(path: str, input_shapes: Mapping[str, Sequence[int]] | None) -> tuple[Any, dict[str, np.ndarray]]:
+def read_onnx(path: str) -> Any:
+    """The ``onnx.ModelProto`` of ``path`` with its external data read in (checked reader)."""
+    require("onnx", "reading ONNX")
+    from rlx.frontends.onnx import loading
+    from rlx.ir.serialize import DEFAULT_LIMITS
+
     try:
-        import onnx  # noqa: F401
-    except ImportError:
-        raise CliError("reading ONNX needs the onnx package: pip install 'rlx[onnx]'") from None
-    import rlx.onnx
-
-    try:
-        g, params = rlx.onnx.import_model(path, input_shapes=dict(input_shapes) if input_shapes else None)
-    except RlxError as exc:
-        if "input_shapes=" in str(exc):
-            raise CliError(f"{str(exc).replace('(pass input_shapes=)', '')}; on the command line fix it with "
-                           "--dim NAME=N or give the input as --input NAME=FILE.npy (its shape is used)") from exc
+        return loading.read_model(path, None, DEFAULT_LIMITS)
+    except RlxError:
         raise
     except Exception as exc:  # the onnx library's own parse errors
         raise CliError(f"not a readable ONNX model ({type(exc).__name__}: {exc})") from exc
+
+
+def onnx_inputs(proto: Any) -> dict[str, list[int | str | None]]:
+    """The fed inputs of an ONNX model (not initializers): dims as sizes, ``dim_param`` names or
+    ``None`` (anonymous / unknown); a tensor without a declared shape has ``[]`` here."""
+    inits = {t.name for t in proto.graph.initializer}
+    out: dict[str, list[int | str | None]] = {}
+    for vi in proto.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        dims: list[int | str | None] = []
+        if tt is not None and tt.HasField("shape"):
+            for d in tt.shape.dim:
+                dims.append(int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None))
+        out[vi.name] = dims
+    return out
+
+
+def shape_text(dims: Sequence[int | str | None]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def inputs_text(declared: Mapping[str, Sequence[int | str | None]]) -> str:
+    return ", ".join(f"{n} {shape_text(d)}" for n, d in declared.items()) or "none"
+
+
+def onnx_import_shapes(proto: Any, dims: Mapping[str, int],
+                       input_shapes: Mapping[str, Sequence[int | str]]) -> tuple[dict[str, list[int | str]], set[str]]:
+    """``input_shapes=`` for the ONNX importer: ``--input-shape`` whole shapes, and ``--dim``
+    sizes put in place of the named dims they fix (other dims stay symbolic); also the ``--dim``
+    names so used."""
+    from rlx.ir.symbolic import fresh_symbol
+
+    declared = onnx_inputs(proto)
+    for name, shape in input_shapes.items():
+        if name not in declared:
+            raise CliError(f"--input-shape {name}: the model has no input {name!r}; its inputs are {inputs_text(declared)}")
+        want = declared[name]
+        if want and len(want) != len(shape):
+            raise CliError(f"--input-shape {name}: rank {len(shape)} shape {list(shape)}, the model declares "
+                           f"{shape_text(want)}")
+        for i, (d, size) in enumerate(zip(want, shape)):
+            if isinstance(d, int) and isinstance(size, int) and d != size:
+                raise CliError(f"--input-shape {name}: dim {i} is {size}, the model declares {shape_text(want)}")
+    from rlx.frontends.onnx.import_context import _dim_name
+
+    # each dim's rlx symbol: the dim_param made an identifier, or the importer's fresh name for an anonymous one
+    taken = {_dim_name(d, i) for shape in declared.values() for i, d in enumerate(shape) if isinstance(d, str)}
+    symbols: dict[str, list[str | None]] = {}
+    for name, shape in declared.items():
+        row: list[str | None] = []
+        for i, d in enumerate(shape):
+            if d is None:
+                sym = str(fresh_symbol(name, i, taken))
+                taken.add(sym)
+                row.append(sym)
+            else:
+                row.append(_dim_name(d, i) if isinstance(d, str) else None)
+        symbols[name] = row
+    known = {d for shape in declared.values() for d in shape if isinstance(d, str)} | {
+        s for row in symbols.values() for s in row if s}
+    unknown = sorted(set(dims) - known)
+    if unknown:
+        raise CliError(f"--dim {unknown[0]}: the model has no dim {unknown[0]!r}; its inputs are {inputs_text(declared)}"
+                       + (f" (symbols {', '.join(sorted(s for row in symbols.values() for s in row if s))})"
+                          if any(d is None for shape in declared.values() for d in shape) else ""))
+    used: set[str] = set()
+    out: dict[str, list[int | str]] = {n: list(s) for n, s in input_shapes.items()}
+    for name, shape in declared.items():
+        if name in out:
+            continue
+        fixed: list[int | str] = []
+        for d, sym in zip(shape, symbols[name]):
+            key = next((k for k in (d, sym) if isinstance(k, str) and k in dims), None)
+            if key is not None:
+                used.add(key)
+                fixed.append(dims[key])
+            else:
+                fixed.append(d if isinstance(d, int) else str(sym))
+        if fixed != [d if isinstance(d, int) else str(sym) for d, sym in zip(shape, symbols[name])]:
+            out[name] = fixed
+    return out, used
+
+
+def _import_onnx(proto: Any, path: str, input_shapes: Mapping[str, Sequence[int | str]] | None
+                 ) -> tuple[Any, dict[str, np.ndarray]]:
+    import rlx.onnx
+    from rlx.frontends.onnx.import_context import NeedsShapes, NeedsStatic
+
+    try:
+        g, params = rlx.onnx.import_model(proto, input_shapes=dict(input_shapes) if input_shapes else None,
+                                          base_dir=os.path.dirname(os.path.abspath(path)))
+    except NeedsStatic as exc:
+        exc.args = (f"{exc}: the graph's shapes depend on input values; `rlx run {path} --input NAME=X.npy ...` "
+                    "runs it as shipped (specialised on the values fed)",)
+        raise
+    except NeedsShapes as exc:
+        exc.args = (f"{exc}; fix the input shapes with --dim NAME=N or --input-shape NAME=d0,d1,... "
+                    f"(or `rlx run {path}`, which specialises on the inputs fed)",)
+        raise
+    except RlxError as exc:
+        if "input_shapes=" in str(exc):
+            exc.args = (f"{str(exc).replace('(pass input_shapes=)', '')}; on the command line fix it with "
+                        "--dim NAME=N, --input-shape NAME=d0,d1,... or give the input as --input NAME=FILE.npy "
+                        "(its shape is used)",)
+        raise
     return g, dict(params)
 
 
 def _import_pt2(path: str) -> tuple[Any, dict[str, np.ndarray]]:
-    import importlib.util
-
-    if importlib.util.find_spec("torch") is None:
-        raise CliError("reading .pt2 programs needs torch: pip install 'rlx[torch]'")
+    require("torch", "reading .pt2 programs")
     import rlx.torch
 
     ep = rlx.torch.load_program(path)  # checked first: nothing in the archive runs
@@ -159,7 +310,7 @@ def import_upstream(path: str) -> Model:
         try:
             obj = rlx.from_upstream_json(f.read())
         except RlxError as exc:
-            raise type(exc)(f"{path}: {exc}") from exc
+            raise prefixed(exc, path) from None
     obj, policy = _unwrap(obj)
     return Model(obj, {}, path, policy=policy, source="json")
 
@@ -188,20 +339,27 @@ def bind_dims(model: Model, binding: Mapping[str, int], what: str = "--dim") -> 
 
 def dims_from_inputs(g: Any, feed: Mapping[str, np.ndarray]) -> dict[str, int]:
     """Sizes of the symbolic input dims, read from the arrays given for those inputs."""
+    return dims_from_shapes(g, {n: a.shape for n, a in feed.items()}, "--input")
+
+
+def dims_from_shapes(g: Any, shapes: Mapping[str, Sequence[int | str]], what: str = "--input-shape") -> dict[str, int]:
+    """Sizes of the symbolic input dims of ``g`` read from whole input shapes."""
+    declared = g.inputs()
     out: dict[str, int] = {}
-    for name, value in g.inputs().items():
-        arr = feed.get(name)
-        if arr is None:
-            continue
+    for name, given in shapes.items():
+        value = declared.get(name)
+        if value is None:
+            raise CliError(f"{what} {name}: the model has no input {name!r}; its inputs are "
+                           + (", ".join(f"{n} {list(v.shape)}" for n, v in declared.items()) or "none"))
         shape = tuple(value.shape)
-        if arr.ndim != len(shape):
-            raise CliError(f"--input {name}: rank {arr.ndim} array {list(arr.shape)}, the model expects {list(shape)}")
-        for d, size in zip(shape, arr.shape):
-            if isinstance(d, str):
-                if out.setdefault(d, int(size)) != size:
-                    raise CliError(f"--input {name}: dim {d!r} is {size} here but {out[d]} in another input")
-            elif d != size:
-                raise CliError(f"--input {name}: shape {list(arr.shape)} does not match the model's {list(shape)}")
+        if len(given) != len(shape):
+            raise CliError(f"{what} {name}: rank {len(given)} shape {list(given)}, the model expects {list(shape)}")
+        for d, size in zip(shape, given):
+            if isinstance(d, str) and isinstance(size, int):
+                if out.setdefault(d, size) != size:
+                    raise CliError(f"{what} {name}: dim {d!r} is {size} here but {out[d]} in another input")
+            elif isinstance(size, int) and d != size:
+                raise CliError(f"{what} {name}: shape {list(given)} does not match the model's {list(shape)}")
     return out
 
 
@@ -333,9 +491,43 @@ def command_parser(sub: Any, parent: Any, name: str, run: Any, help: str, descri
 
 
 def dim_argument(p: Any) -> None:
-    """``--dim NAME=N`` on a subcommand parser."""
+    """``--dim NAME=N`` and ``--input-shape NAME=d0,d1,...`` on a subcommand parser."""
     p.add_argument("--dim", action="append", default=[], metavar="NAME=N",
-                   help="fix the symbolic dim NAME to the size N (repeat for each)")
+                   help="fix the symbolic dim NAME to the size N before the import (repeat for each)")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=d0,d1,...",
+                   help="fix the whole shape of input NAME (anonymous and -1 dims too; repeat for each)")
+
+
+def parse_input_shapes(items: Sequence[str] | None) -> dict[str, list[int | str]]:
+    """``--input-shape NAME=d0,d1,...`` items: sizes (>= 0) or dim names; ``NAME=`` with nothing is rank 0."""
+    out: dict[str, list[int | str]] = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--input-shape expects NAME=d0,d1,..., got {item!r}")
+        if name in out:
+            raise UsageError(f"--input-shape {name!r} given twice")
+        dims: list[int | str] = []
+        for tok in (t.strip() for t in value.replace("x", ",").split(",")) if value.strip() else ():
+            if tok.lstrip("-").isdigit():
+                if int(tok) < 0:
+                    raise UsageError(f"--input-shape {name}: dims are sizes >= 0, got {tok}")
+                dims.append(int(tok))
+            elif tok.isidentifier():
+                dims.append(tok)
+            else:
+                raise UsageError(f"--input-shape {name}: expected sizes separated by commas, got {value!r}")
+        out[name] = dims
+    return out
+
+
+def open_model(args: Any, path: str | None = None, feed_shapes: Mapping[str, Sequence[int]] | None = None,
+               proto: Any = None) -> Model:
+    """The model of a command's FILE (or ``path``) with its ``--dim`` / ``--input-shape`` applied
+    (and ``feed_shapes``: the shapes of the arrays a run is fed)."""
+    shapes: dict[str, Sequence[int | str]] = dict(feed_shapes or {})
+    shapes.update(parse_input_shapes(getattr(args, "input_shape", None)))
+    return load_model(path or args.file, dims=parse_dims(getattr(args, "dim", None)), input_shapes=shapes, proto=proto)
 
 
 def load_npy(path: str, what: str) -> np.ndarray:

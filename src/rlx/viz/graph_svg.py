@@ -449,5 +449,5 @@ def draw_plan(obj: Any, path: str | os.PathLike[str], **options: Any) -> str:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise RlxError("a PNG/PDF plan picture needs matplotlib (pip install 'rlx[viz]'); an .svg needs nothing") from None
+            raise RlxError('a PNG/PDF plan picture needs matplotlib: pip install "rlx[viz]" (an .svg needs nothing)') from None
     return lir.draw(path, **options)

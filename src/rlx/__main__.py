@@ -1,7 +1,5 @@
-"""``python -m rlx``: the ``rlx`` command line."""
+"""``python -m rlx``: the ``rlx`` command line (runs ``rlx.cli`` as ``python -m rlx.cli`` does)."""
 
-import sys
+import runpy
 
-from rlx.cli import main
-
-sys.exit(main())
+runpy.run_module("rlx.cli", run_name="__main__", alter_sys=True)

@@ -50,15 +50,31 @@ class GraphStage(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class Origin:
+    """A node of the model a graph was imported from, so tools speak the source's language:
+    ``framework`` (``"onnx"`` / ``"torch"``), ``op`` (the ONNX op type, the aten target),
+    ``name`` (the ONNX node name, the FX node name) and ``module`` (the ``nn.Module`` path)."""
+
+    framework: str
+    op: str
+    name: str = ""
+    module: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Provenance:
-    """Where a node came from: the HIR block id and label, and the passes that made it."""
+    """Where a node came from: the HIR block id and label, the passes that made it, and the
+    source-model nodes it computes (``origins``: one for a node converted 1:1, several once
+    fused). Origins are descriptive only: they take no part in equality (a graph read back from
+    a file that does not store them equals the one written)."""
 
     hir: int | None = None
     label: str | None = None
     passes: tuple[str, ...] = ()
+    origins: tuple[Origin, ...] = dataclasses.field(default=(), compare=False)
 
     def with_pass(self, name: str) -> Provenance:
-        return Provenance(self.hir, self.label, (*self.passes, name))
+        return Provenance(self.hir, self.label, (*self.passes, name), self.origins)
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +314,20 @@ class Graph(GraphBuilders):
 
     def _leaves_of(self, op: str) -> dict[str, Value]:
         return {n: Value(self, i) for n, i in self._leaves.items() if self._nodes[i].op == op}
+
+    def stamp_origin(self, start: int, origin: Origin) -> None:
+        """Record ``origin`` on the nodes appended since node ``start`` that have none yet (an
+        importer calls it after converting each source node; node ids and types are unchanged)."""
+        for i in range(start, len(self._nodes)):
+            node = self._nodes[i]
+            prov = node.prov
+            if prov is None:
+                prov = Provenance(origins=(origin,))
+            elif not prov.origins:
+                prov = dataclasses.replace(prov, origins=(origin,))
+            else:
+                continue
+            self._nodes[i] = dataclasses.replace(node, prov=prov)
 
     def users(self) -> list[list[int]]:
         """For each node, the ids of the nodes that read it (each consumer once)."""

@@ -136,7 +136,7 @@ def _label(node: Node, plan: Any) -> str:
         if len(text) > 48:
             text = text[:45] + "..."
         head = f"{text}\n%{node.id}"
-        if node.name and node.op != "constant" and node.prov is None:
+        if node.name and node.op != "constant" and (node.prov is None or (node.prov.hir is None and not node.prov.label)):
             head += f" {node.name}"
     if plan is not None:
         slot = plan.assignments.get(node.id)

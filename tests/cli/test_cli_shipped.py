@@ -147,3 +147,21 @@ def test_silero_vad_as_shipped_matches_onnxruntime(tmp_path):
     assert abs(doc["outputs"][0]["mean"] - float(want.mean())) < 1e-4
     assert all(r["max_abs_diff"] < 1e-4 for r in doc["compare"]["outputs"])
     assert_one_line_error(run_cli("inspect", SILERO), "silero_vad.onnx", "If_0", "--input-shape")
+
+
+def test_value_specialises_the_import(models, tmp_path):
+    """--value NAME=V imports with a shape-determining input fixed: inspect / plan / draw then work."""
+    doc = _json(run_cli("inspect", models["value"], "--value", "shape=3,4", "--json"))
+    assert [i["name"] for i in doc["inputs"]] == ["x"] and doc["outputs"][0]["shape"] == [3, 4]
+    assert _json(run_cli("plan", models["value"], "--value", "shape=4,3", "--json"))["arena_bytes"] > 0
+    assert_one_line_error(run_cli("inspect", models["value"], "--value", "nope=1"), "no input 'nope'", "shape [2]")
+    assert_one_line_error(run_cli("inspect", models["value"], "--value", "shape=5,5"), "reshape_by_input")
+
+
+def test_silero_vad_draws_once_its_sample_rate_is_fixed(tmp_path):
+    page = tmp_path / "silero.html"
+    res = run_cli("draw", SILERO, "--value", "sr=16000", "--input-shape", "input=1,512", "--input-shape", "state=2,1,128",
+                  "-o", page)
+    assert res.rc == 0, res.err
+    html = page.read_text()
+    assert "ONNX LSTM" in html and "ONNX Conv" in html

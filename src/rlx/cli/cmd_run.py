@@ -364,4 +364,4 @@ def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser)
                    help="run the source model in onnxruntime (.onnx) or torch (.pt2) too: output differences and, "
                         "with --repeat, speed")
     p.add_argument("--json", action="store_true", help="one JSON document (schema rlx.run, docs/cli.md)")
-    common.dim_argument(p)
+    common.dim_argument(p, values=False)

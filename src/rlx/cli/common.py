@@ -130,11 +130,12 @@ def prefixed(exc: BaseException, path: str) -> BaseException:
 
 
 def load_model(path: str, *, input_shapes: Mapping[str, Sequence[int | str]] | None = None,
-               dims: Mapping[str, int] | None = None, proto: Any = None) -> Model:
+               dims: Mapping[str, int] | None = None, proto: Any = None, values: Mapping[str, str] | None = None) -> Model:
     """Read ``path``: an ``.rlx`` file, its text form, an ONNX model or a torch ``.pt2``
     program. Errors name the file. ``dims`` (``--dim``) and ``input_shapes`` (``--input-shape``,
     or the fed arrays' shapes) fix input dims: before the import for ONNX, right after it otherwise.
-    ``proto``: the ONNX model already read from ``path``."""
+    ``proto``: the ONNX model already read from ``path``. ``values`` (``--value``) fixes ONNX
+    inputs whose values shape the graph (a sample rate, a target shape) at import."""
     import rlx
 
     if not os.path.exists(path):
@@ -147,10 +148,13 @@ def load_model(path: str, *, input_shapes: Mapping[str, Sequence[int | str]] | N
         if lower.endswith(".onnx"):
             proto = read_onnx(path) if proto is None else proto
             shapes, used = onnx_import_shapes(proto, dims, input_shapes)
-            model = Model(*_import_onnx(proto, path, shapes), path, source="onnx")
+            static = onnx_values(proto, values) if values else None
+            model = Model(*_import_onnx(proto, path, shapes, static), path, source="onnx")
             model.binding.update({k: dims[k] for k in used})
             dims = {k: v for k, v in dims.items() if k not in used}
             input_shapes = {}
+        elif values:
+            raise CliError("--value: only ONNX models are specialised on input values at import")
         elif lower.endswith(".pt2"):
             model = Model(*_import_pt2(path), path, source="pt2")
         elif _is_text_form(path):
@@ -265,16 +269,17 @@ def onnx_import_shapes(proto: Any, dims: Mapping[str, int],
     return out, used
 
 
-def _import_onnx(proto: Any, path: str, input_shapes: Mapping[str, Sequence[int | str]] | None
-                 ) -> tuple[Any, dict[str, np.ndarray]]:
+def _import_onnx(proto: Any, path: str, input_shapes: Mapping[str, Sequence[int | str]] | None,
+                 static: Mapping[str, np.ndarray] | None = None) -> tuple[Any, dict[str, np.ndarray]]:
     import rlx.onnx
     from rlx.frontends.onnx.import_context import NeedsShapes, NeedsStatic
 
     try:
         g, params = rlx.onnx.import_model(proto, input_shapes=dict(input_shapes) if input_shapes else None,
-                                          base_dir=os.path.dirname(os.path.abspath(path)))
+                                          static_inputs=static, base_dir=os.path.dirname(os.path.abspath(path)))
     except NeedsStatic as exc:
-        exc.args = (f"{exc}: the graph's shapes depend on input values; `rlx run {path} --input NAME=X.npy ...` "
+        exc.args = (f"{exc}: the graph's shapes depend on input values; fix them with --value NAME=V "
+                    f"(a number, numbers separated by commas or FILE.npy), or `rlx run {path} --input NAME=X.npy ...` "
                     "runs it as shipped (specialised on the values fed)",)
         raise
     except NeedsShapes as exc:
@@ -490,8 +495,12 @@ def command_parser(sub: Any, parent: Any, name: str, run: Any, help: str, descri
     return p
 
 
-def dim_argument(p: Any) -> None:
-    """``--dim NAME=N`` and ``--input-shape NAME=d0,d1,...`` on a subcommand parser."""
+def dim_argument(p: Any, values: bool = True) -> None:
+    """``--dim NAME=N`` and ``--input-shape NAME=d0,d1,...`` (and ``--value NAME=V``) on a subcommand parser."""
+    if values:
+        p.add_argument("--value", action="append", default=[], metavar="NAME=V",
+                       help="ONNX: import with input NAME fixed to the value V (a number, numbers separated by commas, "
+                            "or FILE.npy), for inputs whose values shape the graph")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=N",
                    help="fix the symbolic dim NAME to the size N before the import (repeat for each)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=d0,d1,...",
@@ -527,7 +536,33 @@ def open_model(args: Any, path: str | None = None, feed_shapes: Mapping[str, Seq
     (and ``feed_shapes``: the shapes of the arrays a run is fed)."""
     shapes: dict[str, Sequence[int | str]] = dict(feed_shapes or {})
     shapes.update(parse_input_shapes(getattr(args, "input_shape", None)))
-    return load_model(path or args.file, dims=parse_dims(getattr(args, "dim", None)), input_shapes=shapes, proto=proto)
+    values = parse_assignments(getattr(args, "value", None), "--value", "V")
+    return load_model(path or args.file, dims=parse_dims(getattr(args, "dim", None)), input_shapes=shapes, proto=proto,
+                      values=values)
+
+
+def onnx_values(proto: Any, values: Mapping[str, str]) -> dict[str, np.ndarray]:
+    """``--value NAME=V`` for an ONNX model: V is ``FILE.npy`` or numbers (``16000``, ``1,3,224``),
+    cast to the input's declared element type."""
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    declared = onnx_inputs(proto)
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in proto.graph.input if vi.type.HasField("tensor_type")}
+    out: dict[str, np.ndarray] = {}
+    for name, text in values.items():
+        if name not in declared:
+            raise CliError(f"--value {name}: the model has no input {name!r}; its inputs are {inputs_text(declared)}")
+        if text.lower().endswith(".npy"):
+            arr = load_npy(text, f"--value {name}")
+        else:
+            try:
+                nums = [float(t) for t in text.split(",")]
+            except ValueError:
+                raise UsageError(f"--value {name}: expected FILE.npy or numbers separated by commas, got {text!r}") from None
+            arr = np.asarray(nums[0] if len(nums) == 1 else nums)
+        want = tensor_dtype_to_np_dtype(types[name]) if types.get(name) else arr.dtype
+        out[name] = np.asarray(arr).astype(want)
+    return out
 
 
 def load_npy(path: str, what: str) -> np.ndarray:

@@ -87,7 +87,14 @@ def _peer_onnxruntime(path: str, feed: Mapping[str, np.ndarray]) -> tuple[Callab
         raise common.CliError(f"--compare onnxruntime: onnxruntime cannot load {path}: {exc}") from None
     names = [i.name for i in sess.get_inputs()]
     args = {n: feed[n] for n in names if n in feed}
-    return (lambda: [np.asarray(o) for o in sess.run(None, args)]), f"onnxruntime {ort.__version__}"
+
+    def call() -> list[np.ndarray]:
+        try:
+            return [np.asarray(o) for o in sess.run(None, args)]
+        except Exception as exc:  # onnxruntime's own refusal of the feed: not an rlx bug
+            raise common.CliError(f"--compare onnxruntime: onnxruntime failed to run {path}: {exc}") from None
+
+    return call, f"onnxruntime {ort.__version__}"
 
 
 def _peer_torch(path: str, feed: Mapping[str, np.ndarray]) -> tuple[Callable[[], list[np.ndarray]], str]:

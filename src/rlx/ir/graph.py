@@ -548,15 +548,22 @@ class Graph(GraphBuilders):
             return int(ref)
         raise RlxError(f"expected a Value or a node id, got {type(ref).__name__} {ref!r}")
 
-    def __getattr__(self, method: str) -> Any:
-        if method.startswith("_"):
-            raise AttributeError(method)
-        found = builder_method(method)
-        if found is None:
-            raise AttributeError(f"'Graph' has no attribute or op builder {method!r}")
-        builder = _make_builder(method)
-        setattr(Graph, method, builder)
-        return builder.__get__(self, Graph)
+    if not TYPE_CHECKING:  # type checkers see the builders in rlx.ir._builders, so a misspelt op is an error there
+        def __getattr__(self, method: str) -> Any:
+            if method.startswith("_"):
+                raise AttributeError(method)
+            found = builder_method(method)
+            if found is None:
+                raise AttributeError(f"'Graph' has no attribute or op builder {method!r}")
+            builder = _make_builder(method)
+            setattr(Graph, method, builder)
+            return builder.__get__(self, Graph)
+
+    def __dir__(self) -> list[str]:
+        """The attributes and every op builder (tab completion lists the ops)."""
+        from rlx.ir.opdef import builder_methods
+
+        return sorted(set(super().__dir__()) | {m for m in builder_methods() if not m.startswith("_")})
 
 
 def _make_builder(method: str) -> Any:
@@ -567,10 +574,11 @@ def _make_builder(method: str) -> Any:
         opdef, preset = found
         return self._build(opdef, preset, args, attrs, name)
 
-    found = builder_method(method)
-    assert found is not None
+    from rlx.ir.builder_stubs import builder_doc, builder_signature
+
     build.__name__ = method
-    build.__doc__ = found[0].doc
+    build.__doc__ = builder_doc(method)
+    build.__signature__ = builder_signature(method)  # type: ignore[attr-defined]  (help(g.matmul), IDE tooltips)
     return build
 
 

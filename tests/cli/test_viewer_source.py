@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -178,3 +179,35 @@ def test_chromium_control_flow_bodies_expand(control, tmp_path):
     got = rlx.run(g, {"x": x, "c": np.array(False), "s0": np.zeros(3, np.float32)}, p)
     np.testing.assert_array_equal(got[0], -x)  # the model drawn is the model that runs
     np.testing.assert_array_equal(got[2], np.cumsum(x, axis=0))
+
+
+LIGHT_DENSENET = None
+try:
+    import onnx.backend.test as _onnx_tests
+
+    _light = Path(_onnx_tests.__file__).parent / "data" / "light" / "light_densenet121.onnx"
+    LIGHT_DENSENET = _light if _light.is_file() else None
+except ImportError:  # pragma: no cover
+    pass
+
+
+@needs_chromium
+@pytest.mark.skipif(LIGHT_DENSENET is None, reason="the onnx package ships no light_densenet121.onnx")
+def test_chromium_shipped_densenet_opens_readable(tmp_path):
+    """DenseNet-121 as the onnx package ships it (onnx-caffe2 export, unnamed nodes n0..., weights as inputs):
+    2,739 rlx nodes open as runs of ops, every input drawn inside the runs that read it; search by node name."""
+    page = tmp_path / "densenet.html"
+    assert run_cli("draw", LIGHT_DENSENET, "-o", page).rc == 0
+    data = _embedded(page.read_text())
+    assert data["node_count"] >= 1000 and data["collapsed"]
+    dom = _dom(page, tmp_path)
+    assert len(re.findall(r'<g class="node block"', dom)) == len(data["blocks"]) <= 30
+    assert int(_attr(dom, "data-rendered")) - len(data["blocks"]) <= 2  # of its 600 inputs, the unread ones
+    _screenshot(page, tmp_path, "densenet.png")
+    proto = onnx.load(str(LIGHT_DENSENET), load_external_data=False)
+    target = next(n for n in proto.graph.node if n.op_type == "Concat" and n.name)
+    dom = _dom(page, tmp_path, "#q=" + f'"{target.name}"')
+    m = re.search(r'<div id="details" data-node="([^"]+)">', dom)
+    assert m, "search did not select the node"
+    assert f'ONNX Concat "{target.name}"' in dom and '<span id="hits">1 match</span>' in dom
+    assert int(_attr(dom, "data-rendered")) > len(data["blocks"])  # its run expanded in place

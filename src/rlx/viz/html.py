@@ -5,7 +5,8 @@ JavaScript / CSS (``viewer.js``, ``viewer.css`` next to this module) that draws 
 pan (drag) and zoom (wheel), an overview of the whole graph (click it to go there),
 collapsible blocks (click a block's title; large graphs open collapsed, grouped by block or
 module path), control-flow bodies (If branches, Scan / Loop bodies) opened in place by
-clicking their node, search (name, op, ``%id``, the source model's op type and node name), a
+clicking their node, search (name, op, ``%id``, the source model's op type and node name; ``"n12"`` in quotes: that
+whole word only), a
 details panel (click a node: type, the ONNX / torch node it came from, every attribute,
 provenance, operands with their weights, users, buffer slot) and, for a planned module, the
 memory timeline beside it — activations over schedule steps, weights apart. The page's

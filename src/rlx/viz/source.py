@@ -59,6 +59,8 @@ def block_path(node: Node, stage: GraphStage) -> str:
             if m:
                 label = m.group(1)
                 break
+        if not label and origins_of(node) and node.name and "/" in node.name.strip("/"):
+            label = node.name.strip("/").rsplit("/", 1)[0]  # an unnamed ONNX node's output name: conv2_1/x1/bn_0
     return (label or "").strip("/.")
 
 

@@ -101,8 +101,20 @@
       if (n.block) { if (!members.has(n.block)) members.set(n.block, []); members.get(n.block).push(n); }
     }
     // a collapsed block takes one row: the vertical span of its members is squashed out of the layout
-    const spans = [];
-    for (const [name, ms] of members) if (collapsed.has(name)) { const b = bbox(ms); spans.push([b.y0, b.y1]); }
+    // (the middle half of its members' rows: a few stragglers, e.g. weight reshapes laid out at the top, do not
+    // stretch a block over the whole graph)
+    function middle(ms) {
+      const ys = ms.map((m) => m.y).sort((a, b) => a - b), xs = ms.map((m) => m.x).sort((a, b) => a - b);
+      const at = (v, q) => v[Math.min(v.length - 1, Math.floor(q * v.length))];
+      return { y0: at(ys, 0.25), y1: at(ys, 0.75) + 40, y: at(ys, 0.5), x: at(xs, 0.5) };
+    }
+    const spans = [], mids = new Map();
+    for (const [name, ms] of members) {
+      if (!collapsed.has(name)) continue;
+      const m = middle(ms);
+      mids.set(name, m);
+      spans.push([m.y0, m.y1]);
+    }
     spans.sort((p, q) => p[0] - q[0]);
     const merged = [];
     for (const sp of spans) {
@@ -117,24 +129,47 @@
       }
       return y - shift;
     }
+    const frameList = [];
     for (const [name, ms] of members) {
       const b = bbox(ms);
       if (collapsed.has(name)) {
-        const w = Math.max(120, name.length * 7 + 40), cx = (b.x0 + b.x1) / 2;
-        units.set("b:" + name, { x: cx, y: sy(b.y0), w: w, h: 40, label: name + " (" + ms.length + " ops)", block: name });
+        const w = Math.max(120, name.length * 7 + 40), m = mids.get(name);
+        units.set("b:" + name, { x: m.x, y: sy(m.y0), w: w, h: 40, label: name + " (" + ms.length + " ops)", block: name });
       } else {
-        const y0 = sy(b.y0), y1 = sy(b.y1);
-        el("rect", { class: "block-frame", x: b.x0 - 10, y: y0 - 22, width: b.x1 - b.x0 + 20, height: y1 - y0 + 32, rx: 8 }, frames);
-        const t = el("text", { class: "block-title", x: b.x0 - 4, y: y0 - 8 }, frames);
-        t.textContent = "▾ " + name;
-        t.addEventListener("click", (ev) => { ev.stopPropagation(); collapsed.add(name); render(); });
+        frameList.push([name, b, sy(b.y0), sy(b.y1)]);
       }
     }
-    for (const n of data.nodes) if (unitOf(n)[0] === "n") units.set("n:" + n.key, { x: n.x, y: sy(n.y), w: n.w, h: n.h, label: n.label, node: n });
+    // an input read only inside collapsed blocks is drawn with them when there are many (a model feeding its
+    // weights as inputs stays narrow)
+    const readers = new Map();
+    for (const [src, dst] of data.edges) { if (!readers.has(src)) readers.set(src, []); readers.get(src).push(byKey.get(dst)); }
+    const manyInputs = data.nodes.filter((n) => n.kind === "input").length > 8;
+    const hidden = (n) => manyInputs && n.kind === "input" && collapsed.size > 0 && (readers.get(n.key) || []).length > 0 &&
+      readers.get(n.key).every((m) => m.block && collapsed.has(m.block));
+    for (const n of data.nodes) {
+      if (unitOf(n)[0] === "n" && !hidden(n)) units.set("n:" + n.key, { x: n.x, y: sy(n.y), w: n.w, h: n.h, label: n.label, node: n });
+    }
+    // then no empty band taller than GAP is left between rows (the rows a collapsed block stood for)
+    const GAP = 110, rows = [...new Set([...units.values()].map((u) => u.y))].sort((a, b) => a - b), moved = new Map();
+    let shift = 0;
+    rows.forEach((y, i) => { if (i && y - rows[i - 1] > GAP) shift += y - rows[i - 1] - GAP; moved.set(y, y - shift); });
+    function gy(y) {  // any y: shifted like the row at or above it
+      let lo = 0, hi = rows.length - 1, k = -1;
+      while (lo <= hi) { const mid = (lo + hi) >> 1; if (rows[mid] <= y) { k = mid; lo = mid + 1; } else hi = mid - 1; }
+      return k < 0 ? y : moved.get(rows[k]) + Math.min(y - rows[k], GAP);
+    }
+    for (const u of units.values()) u.y = moved.get(u.y);
+    for (const [name, b, y0s, y1s] of frameList) {
+      const y0 = gy(y0s), y1 = gy(y1s);
+      el("rect", { class: "block-frame", x: b.x0 - 10, y: y0 - 22, width: b.x1 - b.x0 + 20, height: y1 - y0 + 32, rx: 8 }, frames);
+      const t = el("text", { class: "block-title", x: b.x0 - 4, y: y0 - 8 }, frames);
+      t.textContent = "▾ " + name;
+      t.addEventListener("click", (ev) => { ev.stopPropagation(); collapsed.add(name); render(); });
+    }
     const seen = new Set();
     for (const [src, dst, label] of data.edges) {
       const a = unitOf(byKey.get(src)), b = unitOf(byKey.get(dst));
-      if (a === b || seen.has(a + ">" + b)) continue;
+      if (a === b || seen.has(a + ">" + b) || !units.has(a) || !units.has(b)) continue;
       seen.add(a + ">" + b);
       drawEdge(units.get(a), units.get(b), `%${src} → %${dst}: ${label}`, edgesG);
     }
@@ -168,7 +203,8 @@
   let hits = [], hitIndex = -1;
   function applySearch() {
     const q = document.getElementById("search").value.trim().toLowerCase();
-    hits = q ? [...byKey.values()].filter((n) => n.search.includes(q)) : [];
+    const exact = q.length > 2 && q.startsWith('"') && q.endsWith('"') ? q.slice(1, -1) : null;  // "n12": that name only
+    hits = !q ? [] : [...byKey.values()].filter((n) => (exact !== null ? n.search.split(" ").includes(exact) : n.search.includes(q)));
     const keys = new Set(hits.map((n) => (owners.get(n.key).length ? "n:" + n.key : unitOf(n))));
     for (const g of svg.querySelectorAll(".node")) g.classList.toggle("hit", keys.has(g.getAttribute("data-key")));
     document.getElementById("hits").textContent = q ? `${hits.length} match${hits.length === 1 ? "" : "es"}` : "";
@@ -181,6 +217,7 @@
     for (const k of owners.get(n.key)) if (!open.has(k)) { open.add(k); changed = true; }
     if (changed) render();
     const p = pos.get(n.key) || n;
+    if (view.w > 1600) { const k = 1200 / view.w; view.w *= k; view.h *= k; }  // close enough to read the node
     center(p.x, p.y + n.h / 2);
     select(n.key);
   }

@@ -211,3 +211,47 @@ def test_chromium_shipped_densenet_opens_readable(tmp_path):
     assert m, "search did not select the node"
     assert f'ONNX Concat "{target.name}"' in dom and '<span id="hits">1 match</span>' in dom
     assert int(_attr(dom, "data-rendered")) > len(data["blocks"])  # its run expanded in place
+
+
+def test_torch_onnx_namespace_gives_the_module_path(tmp_path):
+    """torch.onnx (dynamo) records each node's module scopes as metadata ``namespace``; the innermost
+    module (not the aten op after it) is the node's module path, and the viewer groups by it."""
+    from onnx import TensorProto, helper
+
+    nodes = []
+    x = "x"
+    for i in range(8):
+        for j, (op, fx) in enumerate([("MatMul", "linear"), ("Relu", "relu")]):
+            node = helper.make_node(op, [x, "w"] if op == "MatMul" else [x], [f"t{i}_{j}"], name=f"node_{fx}_{i}")
+            scope = f": M/layers.{i}: Layer/layers.{i}.fc: torch.nn.Linear" if op == "MatMul" else f": M/layers.{i}: Layer"
+            entry = node.metadata_props.add()
+            entry.key, entry.value = "namespace", f"{scope}/{fx}_{i}: aten.{fx}.default"
+            nodes.append(node)
+            x = f"t{i}_{j}"
+    w = np.eye(4, dtype=np.float32)
+    model = helper.make_model(helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                                                [helper.make_tensor_value_info(x, TensorProto.FLOAT, [2, 4])],
+                                                initializer=[helper.make_tensor("w", TensorProto.FLOAT, [4, 4], w.ravel())]))
+    g, _ = rlx.onnx.import_model(model)
+    modules = {o.name: o.module for n in g.nodes for o in _origins(n)}
+    assert modules["node_linear_3"] == "layers.3.fc" and modules["node_relu_5"] == "layers.5"
+    data = viewer_data(g, collapse="blocks")
+    assert data["blocks"] == [f"layers.{i}" for i in range(8)]
+
+
+@pytest.mark.slow
+def test_torch_onnx_export_of_a_transformer_groups_by_layer(tmp_path):
+    """A real torch.onnx (dynamo) export: nn.TransformerEncoder, 6 layers, random init."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+    net = torch.nn.TransformerEncoder(layer, 6, enable_nested_tensor=False).eval()
+    path = tmp_path / "encoder.onnx"
+    torch.onnx.export(net, (torch.randn(1, 8, 16),), str(path), dynamo=True)
+    g, params = rlx.onnx.import_model(str(path))
+    data = viewer_data(g, collapse="blocks")
+    assert data["blocks"] == [f"layers.{i}" for i in range(6)]
+    x = np.random.default_rng(0).standard_normal((1, 8, 16)).astype(np.float32)
+    with torch.no_grad():
+        want = net(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(rlx.run(g, {next(iter(g.inputs())): x}, params)[0], want, rtol=1e-4, atol=1e-4)

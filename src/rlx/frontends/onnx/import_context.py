@@ -110,10 +110,13 @@ def _dim_name(dim_param: str, axis: int) -> str:
 
 
 def _module_of(node) -> str | None:
-    """The ``nn.Module`` path torch.onnx records for a node (metadata ``namespace``, ``": M/b: Seq/b.0: B"``)."""
+    """The ``nn.Module`` path torch.onnx records for a node: the innermost module scope of its metadata
+    ``namespace`` (``": M/layers.0: Layer/layers.0.fc: Linear/linear: aten.linear.default"`` -> ``layers.0.fc``)."""
     for p in node.metadata_props:
         if p.key == "namespace":
-            return p.value.rsplit("/", 1)[-1].split(":")[0].strip() or None
+            scopes = [s.partition(": ") for s in p.value.split("/")]
+            mods = [n.strip() for n, _, kind in scopes if n.strip() and not kind.startswith(("aten.", "prims."))]
+            return mods[-1] if mods else None
     return None
 
 

@@ -35,6 +35,7 @@ from rlx.ir.attrs import FrozenArray
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, GraphStage, Node
 from rlx.ir.opdef import get_op, has_op
+from rlx.viz.source import origin_text, origins_of
 
 __all__ = ["DotMissing", "draw_graph", "draw_plan", "find_dot", "render", "to_dot"]
 
@@ -107,6 +108,7 @@ def _tooltip(node: Node, stage: GraphStage, plan: Any, step: dict[int, int]) -> 
     lines = [f"%{node.id} = {node.op} : {node.type}"]
     if node.name and node.op not in _LEAVES:
         lines.append(f"name: {node.name}")
+    lines += [f"source: {origin_text(o)}" for o in origins_of(node)]
     origin = provenance_text(node)
     lines.append(f"provenance: {origin}" if origin else f"provenance: built at {stage.value.upper()}")
     shown = [(k, v) for k, v in node.attrs.items() if node.op not in _LEAVES]

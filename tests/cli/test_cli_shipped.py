@@ -165,3 +165,11 @@ def test_silero_vad_draws_once_its_sample_rate_is_fixed(tmp_path):
     assert res.rc == 0, res.err
     html = page.read_text()
     assert "ONNX LSTM" in html and "ONNX Conv" in html
+
+
+def test_value_dependent_model_on_the_reference_interpreter(models):
+    """--backend reference (op by op) imports once with the fed values folded in, as the runnable does."""
+    d = models["dir"]
+    doc = _json(run_cli("run", models["value"], "--input", f"x={d / 'x26.npy'}", "--input", f"shape={d / 'shape.npy'}",
+                        "--backend", "reference", "--compare", "onnxruntime", "--json"))
+    assert doc["outputs"][0]["shape"] == [3, 4] and doc["compare"]["outputs"][0]["max_abs_diff"] == 0.0

@@ -159,7 +159,10 @@ def _output_rows(g: Any, outs: list[np.ndarray]) -> list[dict[str, Any]]:
     return rows
 
 
-def _prepare(args: argparse.Namespace) -> tuple[common.Model, Any, dict[str, np.ndarray], dict[str, np.ndarray]]:
+def _prepare(args: argparse.Namespace
+             ) -> tuple[common.Model, Any, dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The model, its MIR graph, the feed of its inputs, its weights, and every array given (the source
+    model's feed: an ONNX input whose value was folded in is not an input of the graph)."""
     inputs_spec = common.parse_assignments(args.input, "--input")
     params_spec = common.parse_assignments(args.param, "--param")
     feed = {n: common.load_npy(p, f"--input {n}") for n, p in inputs_spec.items()}
@@ -171,8 +174,10 @@ def _prepare(args: argparse.Namespace) -> tuple[common.Model, Any, dict[str, np.
         declared = common.onnx_inputs(proto)
         _check_feed(args.file, feed, {n: common.shape_text(d) for n, d in declared.items()})
     with step(f"importing {args.file}" if onnx else f"reading {args.file}"):
-        model = common.open_model(args, feed_shapes={n: a.shape for n, a in feed.items()} if onnx else None, proto=proto)
+        model = _open_specialised(args, feed, proto) if onnx else common.open_model(args)
     declared_inputs = common.graph_of(model.obj).inputs()
+    fed = dict(feed)
+    feed = {n: a for n, a in feed.items() if n in declared_inputs or not onnx}  # the values folded in are inputs no more
     _check_feed(args.file, feed, {n: str(list(v.shape)) + f" {v.dtype}" for n, v in declared_inputs.items()})
     common.bind_dims(model, common.dims_from_inputs(model.graph, feed), what="--input")
     g = common.to_mir(model, args.policy)
@@ -186,7 +191,25 @@ def _prepare(args: argparse.Namespace) -> tuple[common.Model, Any, dict[str, np.
     if absent:
         raise common.CliError(f"{args.file} holds no weights for param(s) " + ", ".join(absent)
                               + " (give each as --param NAME=FILE.npy)")
-    return model, g, feed, weights
+    return model, g, feed, weights, fed
+
+
+def _open_specialised(args: argparse.Namespace, feed: Mapping[str, np.ndarray], proto: Any) -> common.Model:
+    """An ONNX model imported with the fed shapes and, where its graph needs them, the fed values
+    of the inputs that shape it (what ``rlx.onnx.import_runnable`` does, for one feed)."""
+    from rlx.frontends.onnx.import_context import NeedsStatic
+
+    static: dict[str, np.ndarray] = {}
+    while True:
+        try:
+            return common.load_model(args.file, dims=common.parse_dims(args.dim), proto=proto, values=static,
+                                     input_shapes={**{n: a.shape for n, a in feed.items()},
+                                                   **common.parse_input_shapes(args.input_shape)})
+        except NeedsStatic as exc:
+            new = set(exc.inputs) - set(static)
+            if not new or not new <= set(feed):
+                raise
+            static.update({n: feed[n] for n in new})
 
 
 def _check_feed(path: str, feed: Mapping[str, np.ndarray], declared: Mapping[str, str]) -> None:
@@ -248,14 +271,12 @@ def run(args: argparse.Namespace) -> int:
         g, weights = model.graph, model.params
         feed = {n: a for n, a in fed.items() if n in g.inputs()}  # the values folded in are inputs no more
     elif args.backend == REFERENCE:
-        model, g, feed, weights = _prepare(args)
-        fed = feed
+        model, g, feed, weights, fed = _prepare(args)
 
         def call() -> list[np.ndarray]:
             return rlx.run(g, feed, weights)
     else:
-        model, g, feed, weights = _prepare(args)
-        fed = feed
+        model, g, feed, weights, fed = _prepare(args)
         with step(f"compiling for {args.backend}"):
             exe = rlx.compile(model.obj if model.kind == "lir" and args.backend == "numpy" else g, backend=args.backend)
 

@@ -130,7 +130,8 @@ def prefixed(exc: BaseException, path: str) -> BaseException:
 
 
 def load_model(path: str, *, input_shapes: Mapping[str, Sequence[int | str]] | None = None,
-               dims: Mapping[str, int] | None = None, proto: Any = None, values: Mapping[str, str] | None = None) -> Model:
+               dims: Mapping[str, int] | None = None, proto: Any = None,
+               values: Mapping[str, str | np.ndarray] | None = None) -> Model:
     """Read ``path``: an ``.rlx`` file, its text form, an ONNX model or a torch ``.pt2``
     program. Errors name the file. ``dims`` (``--dim``) and ``input_shapes`` (``--input-shape``,
     or the fed arrays' shapes) fix input dims: before the import for ONNX, right after it otherwise.
@@ -541,7 +542,7 @@ def open_model(args: Any, path: str | None = None, feed_shapes: Mapping[str, Seq
                       values=values)
 
 
-def onnx_values(proto: Any, values: Mapping[str, str]) -> dict[str, np.ndarray]:
+def onnx_values(proto: Any, values: Mapping[str, str | np.ndarray]) -> dict[str, np.ndarray]:
     """``--value NAME=V`` for an ONNX model: V is ``FILE.npy`` or numbers (``16000``, ``1,3,224``),
     cast to the input's declared element type."""
     from onnx.helper import tensor_dtype_to_np_dtype
@@ -552,7 +553,9 @@ def onnx_values(proto: Any, values: Mapping[str, str]) -> dict[str, np.ndarray]:
     for name, text in values.items():
         if name not in declared:
             raise CliError(f"--value {name}: the model has no input {name!r}; its inputs are {inputs_text(declared)}")
-        if text.lower().endswith(".npy"):
+        if isinstance(text, np.ndarray):  # a value fed to `rlx run`
+            arr = text
+        elif text.lower().endswith(".npy"):
             arr = load_npy(text, f"--value {name}")
         else:
             try:

@@ -15,46 +15,17 @@ from typing import Any
 
 import numpy as np
 
+from rlx.cli.errors import OPTIONAL_PACKAGES, CliError, MissingDependency, UsageError, prefixed, require
+from rlx.cli.onnx_files import import_onnx, inputs_text, onnx_import_shapes, onnx_inputs, onnx_values, read_onnx, shape_text
 from rlx.ir.errors import RlxError
+
+__all__ = ["OPTIONAL_PACKAGES", "CliError", "MissingDependency", "UsageError", "import_onnx", "inputs_text", "onnx_import_shapes",
+           "onnx_inputs", "onnx_values", "prefixed", "read_onnx", "require", "shape_text"]  # re-exported for the commands
 
 STAGES = ("hir", "mir", "opt", "lir")
 #: the ``--policy`` option of the commands that lower a HIR file
 POLICY_ARG = {"choices": ("direct", "fusable"), "default": None,
               "help": "fusion policy used to lower a HIR file (default: the module's own, else direct)"}
-
-
-class CliError(RlxError):
-    """A user mistake the command line reports in one line."""
-
-
-#: optional top-level modules -> (the package to install, the rlx extra that installs it)
-OPTIONAL_PACKAGES: dict[str, tuple[str, str]] = {
-    "onnx": ("onnx", "onnx"), "onnxruntime": ("onnxruntime", "onnx"), "torch": ("torch", "torch"),
-    "jax": ("jax", "jax"), "jaxlib": ("jax", "jax"), "rich": ("rich", "viz"), "matplotlib": ("matplotlib", "viz"),
-    "safetensors": ("safetensors", "safetensors"), "gguf": ("gguf", "gguf"), "openvino": ("openvino", "openvino"),
-}
-
-
-class MissingDependency(CliError):
-    """An optional package a feature needs is not installed (``feature`` / ``package`` / ``extra``)."""
-
-    def __init__(self, feature: str, module: str):
-        package, extra = OPTIONAL_PACKAGES.get(module.split(".")[0], (module.split(".")[0], "all"))
-        self.feature, self.package, self.extra = feature, package, extra
-        super().__init__(f'{feature} needs {package}: pip install "rlx[{extra}]"')
-
-
-def require(module: str, feature: str) -> Any:
-    """Import ``module`` for ``feature``, or raise :class:`MissingDependency`."""
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        missing = (getattr(exc, "name", None) or module).split(".")[0]
-        if missing not in OPTIONAL_PACKAGES and missing != module.split(".")[0]:
-            raise
-        raise MissingDependency(feature, missing) from None
 
 
 @dataclass
@@ -121,14 +92,6 @@ def _is_text_form(path: str) -> bool:
     return head.startswith(b"graph")
 
 
-def prefixed(exc: BaseException, path: str) -> BaseException:
-    """``exc`` itself (class, attributes, chain kept) with its message prefixed by ``path``."""
-    text = str(exc)
-    if exc.args and isinstance(exc.args[0], str) and not text.startswith(path):
-        exc.args = (f"{path}: {exc.args[0]}", *exc.args[1:])
-    return exc
-
-
 def load_model(path: str, *, input_shapes: Mapping[str, Sequence[int | str]] | None = None,
                dims: Mapping[str, int] | None = None, proto: Any = None,
                values: Mapping[str, str | np.ndarray] | None = None) -> Model:
@@ -150,7 +113,7 @@ def load_model(path: str, *, input_shapes: Mapping[str, Sequence[int | str]] | N
             proto = read_onnx(path) if proto is None else proto
             shapes, used = onnx_import_shapes(proto, dims, input_shapes)
             static = onnx_values(proto, values) if values else None
-            model = Model(*_import_onnx(proto, path, shapes, static), path, source="onnx")
+            model = Model(*import_onnx(proto, path, shapes, static), path, source="onnx")
             model.binding.update({k: dims[k] for k in used})
             dims = {k: v for k, v in dims.items() if k not in used}
             input_shapes = {}
@@ -171,129 +134,6 @@ def load_model(path: str, *, input_shapes: Mapping[str, Sequence[int | str]] | N
     if input_shapes:
         bind_dims(model, dims_from_shapes(model.graph, input_shapes), what="--input-shape")
     return model
-
-
-def read_onnx(path: str) -> Any:
-    """The ``onnx.ModelProto`` of ``path`` with its external data read in (checked reader)."""
-    require("onnx", "reading ONNX")
-    from rlx.frontends.onnx import loading
-    from rlx.ir.serialize import DEFAULT_LIMITS
-
-    try:
-        return loading.read_model(path, None, DEFAULT_LIMITS)
-    except RlxError:
-        raise
-    except Exception as exc:  # the onnx library's own parse errors
-        raise CliError(f"not a readable ONNX model ({type(exc).__name__}: {exc})") from exc
-
-
-def onnx_inputs(proto: Any) -> dict[str, list[int | str | None]]:
-    """The fed inputs of an ONNX model (not initializers): dims as sizes, ``dim_param`` names or
-    ``None`` (anonymous / unknown); a tensor without a declared shape has ``[]`` here."""
-    inits = {t.name for t in proto.graph.initializer}
-    out: dict[str, list[int | str | None]] = {}
-    for vi in proto.graph.input:
-        if vi.name in inits:
-            continue
-        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
-        dims: list[int | str | None] = []
-        if tt is not None and tt.HasField("shape"):
-            for d in tt.shape.dim:
-                dims.append(int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None))
-        out[vi.name] = dims
-    return out
-
-
-def shape_text(dims: Sequence[int | str | None]) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
-
-
-def inputs_text(declared: Mapping[str, Sequence[int | str | None]]) -> str:
-    return ", ".join(f"{n} {shape_text(d)}" for n, d in declared.items()) or "none"
-
-
-def onnx_import_shapes(proto: Any, dims: Mapping[str, int],
-                       input_shapes: Mapping[str, Sequence[int | str]]) -> tuple[dict[str, list[int | str]], set[str]]:
-    """``input_shapes=`` for the ONNX importer: ``--input-shape`` whole shapes, and ``--dim``
-    sizes put in place of the named dims they fix (other dims stay symbolic); also the ``--dim``
-    names so used."""
-    from rlx.ir.symbolic import fresh_symbol
-
-    declared = onnx_inputs(proto)
-    for name, shape in input_shapes.items():
-        if name not in declared:
-            raise CliError(f"--input-shape {name}: the model has no input {name!r}; its inputs are {inputs_text(declared)}")
-        want = declared[name]
-        if want and len(want) != len(shape):
-            raise CliError(f"--input-shape {name}: rank {len(shape)} shape {list(shape)}, the model declares "
-                           f"{shape_text(want)}")
-        for i, (d, size) in enumerate(zip(want, shape)):
-            if isinstance(d, int) and isinstance(size, int) and d != size:
-                raise CliError(f"--input-shape {name}: dim {i} is {size}, the model declares {shape_text(want)}")
-    from rlx.frontends.onnx.import_context import _dim_name
-
-    # each dim's rlx symbol: the dim_param made an identifier, or the importer's fresh name for an anonymous one
-    taken = {_dim_name(d, i) for shape in declared.values() for i, d in enumerate(shape) if isinstance(d, str)}
-    symbols: dict[str, list[str | None]] = {}
-    for name, shape in declared.items():
-        row: list[str | None] = []
-        for i, d in enumerate(shape):
-            if d is None:
-                sym = str(fresh_symbol(name, i, taken))
-                taken.add(sym)
-                row.append(sym)
-            else:
-                row.append(_dim_name(d, i) if isinstance(d, str) else None)
-        symbols[name] = row
-    known = {d for shape in declared.values() for d in shape if isinstance(d, str)} | {
-        s for row in symbols.values() for s in row if s}
-    unknown = sorted(set(dims) - known)
-    if unknown:
-        raise CliError(f"--dim {unknown[0]}: the model has no dim {unknown[0]!r}; its inputs are {inputs_text(declared)}"
-                       + (f" (symbols {', '.join(sorted(s for row in symbols.values() for s in row if s))})"
-                          if any(d is None for shape in declared.values() for d in shape) else ""))
-    used: set[str] = set()
-    out: dict[str, list[int | str]] = {n: list(s) for n, s in input_shapes.items()}
-    for name, shape in declared.items():
-        if name in out:
-            continue
-        fixed: list[int | str] = []
-        for d, sym in zip(shape, symbols[name]):
-            key = next((k for k in (d, sym) if isinstance(k, str) and k in dims), None)
-            if key is not None:
-                used.add(key)
-                fixed.append(dims[key])
-            else:
-                fixed.append(d if isinstance(d, int) else str(sym))
-        if fixed != [d if isinstance(d, int) else str(sym) for d, sym in zip(shape, symbols[name])]:
-            out[name] = fixed
-    return out, used
-
-
-def _import_onnx(proto: Any, path: str, input_shapes: Mapping[str, Sequence[int | str]] | None,
-                 static: Mapping[str, np.ndarray] | None = None) -> tuple[Any, dict[str, np.ndarray]]:
-    import rlx.onnx
-    from rlx.frontends.onnx.import_context import NeedsShapes, NeedsStatic
-
-    try:
-        g, params = rlx.onnx.import_model(proto, input_shapes=dict(input_shapes) if input_shapes else None,
-                                          static_inputs=static, base_dir=os.path.dirname(os.path.abspath(path)))
-    except NeedsStatic as exc:
-        exc.args = (f"{exc}: the graph's shapes depend on input values; fix them with --value NAME=V "
-                    f"(a number, numbers separated by commas or FILE.npy), or `rlx run {path} --input NAME=X.npy ...` "
-                    "runs it as shipped (specialised on the values fed)",)
-        raise
-    except NeedsShapes as exc:
-        exc.args = (f"{exc}; fix the input shapes with --dim NAME=N or --input-shape NAME=d0,d1,... "
-                    f"(or `rlx run {path}`, which specialises on the inputs fed)",)
-        raise
-    except RlxError as exc:
-        if "input_shapes=" in str(exc):
-            exc.args = (f"{str(exc).replace('(pass input_shapes=)', '')}; on the command line fix it with "
-                        "--dim NAME=N, --input-shape NAME=d0,d1,... or give the input as --input NAME=FILE.npy "
-                        "(its shape is used)",)
-        raise
-    return g, dict(params)
 
 
 def _import_pt2(path: str) -> tuple[Any, dict[str, np.ndarray]]:
@@ -469,10 +309,6 @@ def parse_dims(items: Sequence[str] | None) -> dict[str, int]:
     return out
 
 
-class UsageError(Exception):
-    """A malformed command line (exit status 2, like argparse's own errors)."""
-
-
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1."""
     import argparse
@@ -540,32 +376,6 @@ def open_model(args: Any, path: str | None = None, feed_shapes: Mapping[str, Seq
     values = parse_assignments(getattr(args, "value", None), "--value", "V")
     return load_model(path or args.file, dims=parse_dims(getattr(args, "dim", None)), input_shapes=shapes, proto=proto,
                       values=values)
-
-
-def onnx_values(proto: Any, values: Mapping[str, str | np.ndarray]) -> dict[str, np.ndarray]:
-    """``--value NAME=V`` for an ONNX model: V is ``FILE.npy`` or numbers (``16000``, ``1,3,224``),
-    cast to the input's declared element type."""
-    from onnx.helper import tensor_dtype_to_np_dtype
-
-    declared = onnx_inputs(proto)
-    types = {vi.name: vi.type.tensor_type.elem_type for vi in proto.graph.input if vi.type.HasField("tensor_type")}
-    out: dict[str, np.ndarray] = {}
-    for name, text in values.items():
-        if name not in declared:
-            raise CliError(f"--value {name}: the model has no input {name!r}; its inputs are {inputs_text(declared)}")
-        if isinstance(text, np.ndarray):  # a value fed to `rlx run`
-            arr = text
-        elif text.lower().endswith(".npy"):
-            arr = load_npy(text, f"--value {name}")
-        else:
-            try:
-                nums = [float(t) for t in text.split(",")]
-            except ValueError:
-                raise UsageError(f"--value {name}: expected FILE.npy or numbers separated by commas, got {text!r}") from None
-            arr = np.asarray(nums[0] if len(nums) == 1 else nums)
-        want = tensor_dtype_to_np_dtype(types[name]) if types.get(name) else arr.dtype
-        out[name] = np.asarray(arr).astype(want)
-    return out
 
 
 def load_npy(path: str, what: str) -> np.ndarray:

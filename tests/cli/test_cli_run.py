@@ -47,7 +47,7 @@ def test_missing_input(files):
 
 
 def test_unknown_input(files):
-    assert_one_line_error(run_cli("run", files["mlp"], "--input", f"y={files['x']}"), "no input 'y'", "['x']")
+    assert_one_line_error(run_cli("run", files["mlp"], "--input", f"y={files['x']}"), "no input 'y'", "its inputs are x [4, 8]")
 
 
 def test_input_file_missing(files, tmp_path):

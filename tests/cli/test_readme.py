@@ -1,15 +1,20 @@
-"""Every ```python and ```bash block of the README runs as written.
+"""Every ```python and ```bash block of the README runs as written, with only the extras it names.
 
 Blocks run in a scratch directory holding the files the snippets name (``model.rlx`` with
-its weights, ``x.npy``, ``model.onnx``, ``dynamic.rlx`` with a symbolic ``batch``), with ``rlx`` on ``PATH`` running this checkout. A
-block preceded by ``<!-- readme-test: skip REASON -->`` is skipped (setup blocks that create
-a virtual environment and install packages).
+its weights, ``x.npy``, ``model.onnx``, ``dynamic.rlx`` with a symbolic ``batch``, the shipped
+``tests/fixtures/silero_vad/silero_vad.onnx``), with ``rlx`` and ``python`` on ``PATH`` running
+this checkout. A block preceded by ``<!-- readme-test: skip REASON -->`` is skipped (setup
+blocks that create a virtual environment and install packages); one preceded by
+``<!-- readme-test: extras NAME ... -->`` (``none`` for NumPy only) runs with every optional
+package of the other extras made absent (imports fail as if not installed), so the extra the
+README names for a block is all it needs.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -21,17 +26,39 @@ import pytest
 import rlx
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-_BLOCK = re.compile(r"(?:<!--\s*readme-test:\s*skip(?P<reason>[^>]*)-->\s*\n)?```(?P<lang>python|bash)\n(?P<body>.*?)```",
-                    re.S)
+_BLOCK = re.compile(r"(?:<!--\s*readme-test:\s*(?P<kind>skip|extras)(?P<arg>[^>]*)-->\s*\n)?```(?P<lang>python|bash)\n"
+                    r"(?P<body>.*?)```", re.S)
+#: the importable top-level modules each extra installs (pyproject.toml's optional dependencies)
+EXTRAS = {"onnx": ("onnx", "onnxruntime", "onnxscript"), "jax": ("jax", "jaxlib"),
+          "torch": ("torch", "torchvision", "transformers", "timm"), "viz": ("rich", "matplotlib"),
+          "safetensors": ("safetensors",), "gguf": ("gguf",), "openvino": ("openvino",)}
+#: imported at interpreter start (first on PYTHONPATH): the modules named in RLX_README_ABSENT fail to import
+SITECUSTOMIZE = """
+import importlib.util, os, sys
+_ABSENT = frozenset(filter(None, os.environ.get("RLX_README_ABSENT", "").split(",")))
+class _Absent:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in _ABSENT:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+if _ABSENT:
+    sys.meta_path.insert(0, _Absent())
+    _find_spec = importlib.util.find_spec
+    importlib.util.find_spec = lambda name, package=None: (
+        None if name.split(".")[0] in _ABSENT else _find_spec(name, package))
+"""
 
 
-def readme_blocks() -> list[tuple[str, str, str | None, int]]:
+def readme_blocks() -> list[tuple[str, str, str | None, int, tuple[str, ...] | None]]:
+    """(lang, body, skip reason, line, extras) per block; extras None when the block names none."""
     text = README.read_text(encoding="utf-8")
     out = []
     for m in _BLOCK.finditer(text):
         line = text.count("\n", 0, m.start("body"))
-        skip = m.group("reason").strip() or "marked skip" if m.group("reason") is not None else None
-        out.append((m.group("lang"), m.group("body"), skip, line))
+        kind, arg = m.group("kind"), (m.group("arg") or "").strip()
+        skip = (arg or "marked skip") if kind == "skip" else None
+        extras = tuple(e for e in arg.split() if e != "none") if kind == "extras" else None
+        out.append((m.group("lang"), m.group("body"), skip, line, extras))
     return out
 
 
@@ -63,33 +90,53 @@ def scratch(tmp_path_factory):
         (d / "model.onnx").write_bytes(proto.SerializeToString())
     except ImportError:
         pass
+    fixture = d / "tests" / "fixtures" / "silero_vad"
+    fixture.mkdir(parents=True)
+    shutil.copy(README.parent / "tests" / "fixtures" / "silero_vad" / "silero_vad.onnx", fixture / "silero_vad.onnx")
     bindir = d / "bin"
     bindir.mkdir()
-    shim = bindir / "rlx"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m rlx.cli "$@"\n')
-    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    for name, run in (("rlx", "-m rlx.cli"), ("python", "")):
+        shim = bindir / name
+        shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" {run} "$@"\n')
+        shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    site = d / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     src = str(Path(rlx.__file__).resolve().parents[1])
     env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", "RLX_PLAIN": "1",
-           "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]), "MPLBACKEND": "Agg"}
+           "PYTHONPATH": os.pathsep.join([str(site), src, os.environ.get("PYTHONPATH", "")]), "MPLBACKEND": "Agg"}
     return d, env
 
 
 def test_readme_has_runnable_blocks():
     blocks = readme_blocks()
-    assert sum(skip is None for _, _, skip, _ in blocks) >= 3
+    assert sum(skip is None for _, _, skip, _, _ in blocks) >= 3
+    assert all(extras is not None for _, _, skip, _, extras in blocks if skip is None), "every runnable block names its extras"
+    assert all(set(extras) <= set(EXTRAS) for *_, extras in blocks if extras), "an extra the README names is not known"
+
+
+def test_an_absent_extra_is_absent(scratch):
+    """The scaffolding itself: with the onnx extra absent, ``import onnx`` fails and find_spec says no."""
+    d, env = scratch
+    code = "import importlib.util, sys\ntry:\n    import onnx\nexcept ModuleNotFoundError:\n    pass\nelse:\n    sys.exit(3)\n" \
+           "sys.exit(0 if importlib.util.find_spec('onnxruntime') is None else 4)\n"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=d, env={**env, "RLX_README_ABSENT": "onnx,onnxruntime"},
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
 
 
 @pytest.mark.parametrize("index", range(len(readme_blocks())))
 def test_readme_block_runs(index, scratch):
-    lang, body, skip, line = readme_blocks()[index]
+    lang, body, skip, line, extras = readme_blocks()[index]
     if skip is not None:
         pytest.skip(f"README line {line}: {skip}")
     if "graph.svg" in body or "-o graph.png" in body:
-        import shutil
-
         if shutil.which("dot") is None:
             pytest.skip("Graphviz dot is not installed")
     d, env = scratch
+    absent = sorted(m for extra, mods in EXTRAS.items() if extra not in (extras or ()) for m in mods)
+    env = {**env, "RLX_README_ABSENT": ",".join(absent)}
     argv = [sys.executable, "-c", body] if lang == "python" else ["bash", "-euo", "pipefail", "-c", body]
     proc = subprocess.run(argv, cwd=d, env=env, capture_output=True, text=True, timeout=600, check=False)
-    assert proc.returncode == 0, f"README block at line {line} ({lang}) failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, (f"README block at line {line} ({lang}, extras {extras or 'none'}) failed:\n"
+                                  f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")

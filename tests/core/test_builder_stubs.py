@@ -40,7 +40,7 @@ def test_every_builder_is_declared_with_its_operands():
             assert len(operands) == 1, method
         elif not callable(op.arity):
             assert len(operands) == op.arity, (method, operands)
-        keywords = {a.arg for a in fn.args.args}
+        keywords = {a.arg for a in [*fn.args.args, *fn.args.kwonlyargs]}
         assert keywords == {k for k in op.attrs if k not in preset} | {"name"}, method
     assert set(declared) <= set(builder_methods()), "stub declares builders the registry does not have"
 
@@ -50,3 +50,42 @@ def test_real_methods_are_not_shadowed_and_graph_derives_from_the_stub_class():
     for name in ("input", "param", "constant", "scalar", "set_outputs"):
         assert name not in declared
     assert "GraphBuilders" in Path(rlx.ir.graph.__file__).read_text(encoding="utf-8")
+
+
+def test_multi_result_builders_return_tuples():
+    """The stub's return types match what the builders return (docs/multi_result.md)."""
+    g = rlx.Graph("multi")
+    x = g.input("x", (4, 6))
+    assert isinstance(g.split(x, axis=1, sizes=[2, 4]), tuple) and isinstance(g.split(x, axis=1, sizes=[6]), tuple)
+    assert isinstance(g.top_k(x, k=2, output="both"), tuple) and isinstance(g.top_k(x, k=2), rlx.Value)
+    gamma, beta = g.param("g", (6,)), g.param("b", (6,))
+    assert isinstance(g.fused_residual_layer_norm(x, x, gamma, beta, with_sum=True), tuple)
+    assert isinstance(g.fused_residual_rms_norm(x, x, gamma, beta), rlx.Value)
+    assert isinstance(g.max_pool2d_with_indices(g.input("im", (1, 1, 4, 4)), kernel_size=[2, 2]), tuple)
+    body = rlx.Graph("body")
+    c, r = body.input("c", (6,)), body.input("r", (6,))
+    body.set_outputs([c + r])
+    assert isinstance(g.scan(g.input("z", (6,)), x, body=body, length=4, num_xs=1), rlx.Value)  # one carry: one result
+    two = rlx.Graph("two")
+    c1, c2, r2 = two.input("c1", (6,)), two.input("c2", (6,)), two.input("r", (6,))
+    two.set_outputs([c1 + r2, c2 * r2])
+    z = g.input("z2", (6,))
+    assert isinstance(g.scan(z, z, x, body=two, length=4, num_carries=2, num_xs=1), tuple)
+    stub = STUB.read_text(encoding="utf-8")
+    assert "def matmul(self, a: Operand, b: Operand, /, name: str | None = None) -> Value:" in stub
+    assert "def split(" in stub and "-> tuple[Value, ...]:" in stub.split("def split(")[1].split("\n")[0]
+
+
+def test_dir_and_help_show_the_builders():
+    import inspect
+    import pydoc
+
+    g = rlx.Graph("g")
+    names = dir(g)
+    assert {"matmul", "gelu", "top_k", "input", "set_outputs"} <= set(names)
+    sig = inspect.signature(g.matmul)
+    assert list(sig.parameters) == ["a", "b", "name"] and sig.return_annotation == "Value"
+    assert str(inspect.signature(g.top_k).parameters["output"].annotation) == "Literal['indices', 'values', 'both']"
+    text = pydoc.render_doc(g.layer_norm, renderer=pydoc.plaintext)
+    assert "layer_norm(x: 'Operand', gamma: 'Operand', beta: 'Operand'" in text and "Attributes:" in text
+    assert get_op("layer_norm").doc.split(".")[0] in text

@@ -17,5 +17,15 @@ def block() -> rlx.Graph:
     return g
 
 
+def multi() -> rlx.Value:
+    g = rlx.Graph("multi")
+    x = g.input("x", (4, 6))
+    a, b = g.split(x, axis=1, sizes=[2, 4])               # tuple[Value, ...]
+    values, indices = g.top_k(b, k=2, output="both")      # tuple[Value, Value]
+    only: rlx.Value = g.top_k(b, k=2, output="values")    # one Value
+    total, normed = g.fused_residual_layer_norm(a, a, g.param("g", (2,)), g.param("b", (2,)), with_sum=True)
+    return g.add(values + only, g.cast(indices, to="f32")) + total + normed
+
+
 def run() -> list[np.ndarray]:
     return rlx.run(block(), {"x": np.zeros((2, 8), np.float32)})

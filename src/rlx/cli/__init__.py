@@ -24,7 +24,7 @@ import traceback
 from collections.abc import Sequence
 
 from rlx.cli import cmd_conformance, cmd_convert, cmd_demo, cmd_draw, cmd_generate, cmd_inspect, cmd_optimize, cmd_plan, cmd_run
-from rlx.cli.common import CliError, UsageError
+from rlx.cli.common import OPTIONAL_PACKAGES, CliError, MissingDependency, UsageError
 from rlx.ir.errors import RlxError
 
 __all__ = ["CliError", "build_parser", "main"]
@@ -86,14 +86,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except ImportError as exc:
+        missing = _optional_missing(exc)
+        if missing is None:
+            return _internal(exc, debug)
+        if debug:
+            traceback.print_exc()
+        print(f"rlx: error: {MissingDependency(_feature(args, missing), missing)}", file=sys.stderr)
+        return EXIT_ERROR
     except (RlxError, OSError) as exc:
         if debug:
             traceback.print_exc()
         print(f"rlx: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as exc:
-        if debug:
-            traceback.print_exc()
-        print(f"rlx: internal error: {type(exc).__name__}: {_one_line(exc)} (rerun with --debug for the traceback)",
-              file=sys.stderr)
-        return EXIT_ERROR
+        return _internal(exc, debug)
+
+
+def _internal(exc: BaseException, debug: bool) -> int:
+    """A bug in rlx: not bad input, not a missing optional package."""
+    if debug:
+        traceback.print_exc()
+    print(f"rlx: internal error: {type(exc).__name__}: {_one_line(exc)} (rerun with --debug for the traceback)",
+          file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _optional_missing(exc: ImportError) -> str | None:
+    """The optional package whose absence raised ``exc`` (``None``: some other import failure)."""
+    name = (exc.name or "").split(".")[0]
+    return name if name in OPTIONAL_PACKAGES else None
+
+
+def _feature(args: argparse.Namespace, module: str) -> str:
+    """What the command was doing that needs ``module``, for the one-line message."""
+    backend = getattr(args, "backend", None)
+    if backend and backend not in ("numpy", "reference") and module.startswith(("jax", "torch", "onnxruntime", "openvino")):
+        return f"rlx {args.command} --backend {backend}"
+    return f"rlx {args.command}"

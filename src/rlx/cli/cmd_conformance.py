@@ -13,10 +13,7 @@ from rlx.viz.console import get_console
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        import onnx  # noqa: F401
-    except ImportError:
-        raise common.CliError("conformance needs the onnx package: pip install 'rlx[onnx]'") from None
+    common.require("onnx", "rlx conformance")
     from rlx.frontends.onnx.conformance import load_cases, run_case
 
     with step("loading the ONNX backend-test cases"):

@@ -22,8 +22,12 @@ def run(args: argparse.Namespace) -> int:
                               "torch.export.save) and upstream rlx-ir JSON documents (.json)")
     common.check_output_path(args.output)
     with step(f"importing {src}"):
-        model = common.import_upstream(src) if src.lower().endswith(".json") else common.load_model(src)
-    common.bind_dims(model, common.parse_dims(args.dim))
+        if src.lower().endswith(".json"):
+            model = common.import_upstream(src)
+            common.bind_dims(model, common.parse_dims(args.dim))
+            common.bind_dims(model, common.dims_from_shapes(model.graph, common.parse_input_shapes(args.input_shape)))
+        else:
+            model = common.open_model(args, src)
     with step(f"writing {args.output}"):
         kept = common.save_checked(model.obj, args.output, model.params)
     g = model.graph
@@ -43,8 +47,12 @@ def _to_upstream(args: argparse.Namespace) -> int:
     src = args.model
     common.check_output_path(args.output, (".json",), "upstream rlx-ir document")
     with step(f"reading {src}"):
-        model = common.import_upstream(src) if src.lower().endswith(".json") else common.load_model(src)
-    common.bind_dims(model, common.parse_dims(args.dim))
+        if src.lower().endswith(".json"):
+            model = common.import_upstream(src)
+            common.bind_dims(model, common.parse_dims(args.dim))
+            common.bind_dims(model, common.dims_from_shapes(model.graph, common.parse_input_shapes(args.input_shape)))
+        else:
+            model = common.open_model(args, src)
     obj = model.obj if model.policy is None else rlx.GraphModule(model.obj, rlx.FusionPolicy(model.policy))
     with step(f"writing {args.output}"):
         text = rlx.to_upstream_json(obj)

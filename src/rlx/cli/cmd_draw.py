@@ -21,8 +21,7 @@ def run(args: argparse.Namespace) -> int:
     common.check_output_path(out, PLAN_SUFFIXES if args.plan else GRAPH_SUFFIXES,
                              "plan picture" if args.plan else "graph picture")
     with step(f"reading {args.file}"):
-        model = common.load_model(args.file)
-    common.bind_dims(model, common.parse_dims(args.dim))
+        model = common.open_model(args)
     stage = args.stage or ("lir" if args.plan else model.kind)
     if args.plan and stage != "lir":
         raise common.CliError("--plan draws the memory plan, which exists at the LIR stage only (drop --stage or use --stage lir)")

@@ -25,8 +25,7 @@ def _io_rows(io: dict, limit: int | None) -> tuple[list[tuple[str, ...]], int]:
 
 def run(args: argparse.Namespace) -> int:
     with step(f"reading {args.file}"):
-        model = common.load_model(args.file)
-    common.bind_dims(model, common.parse_dims(args.dim))
+        model = common.open_model(args)
     g, kind = model.graph, model.kind
     plan = model.obj.plan if kind == "lir" else None
     weights = sum(int(v.nbytes) for v in model.params.values())

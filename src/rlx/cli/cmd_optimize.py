@@ -33,8 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     common.check_output_path(args.output)
     with step(f"reading {args.file}"):
-        model = common.load_model(args.file)
-    common.bind_dims(model, common.parse_dims(args.dim))
+        model = common.open_model(args)
     with _dumping(args.dump_dir):
         mir = common.to_mir(model, args.policy)
         with step(f"optimizing {len(mir)} nodes"):

@@ -33,10 +33,9 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         common.check_output_path(args.output)
     with step(f"reading {args.file}"):
-        model = common.load_model(args.file)
+        model = common.open_model(args)
     if model.kind == "lir" and (args.optimize or args.alignment is not None):
         raise common.CliError("the file is already planned (LIR); --optimize and --alignment apply to HIR/MIR files")
-    common.bind_dims(model, common.parse_dims(args.dim))
     if model.kind == "lir":
         lir = model.obj
     else:

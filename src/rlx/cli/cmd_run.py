@@ -6,6 +6,7 @@ backend; ``--warmup`` / ``--repeat`` latency statistics (median, p10, p90), ``--
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -16,9 +17,12 @@ from rlx.cli import common
 from rlx.cli.output import emit_json, finite
 from rlx.cli.progress import step
 from rlx.ir.atomic import atomic_open
+from rlx.ir.errors import RlxError
 from rlx.viz.console import get_console
 
 REFERENCE = "reference"
+#: the package each framework backend runs on (checked first: a missing one is a one-line install hint)
+BACKEND_PACKAGES = {"jax": "jax", "torch": "torch", "onnxruntime": "onnxruntime", "openvino": "openvino"}
 
 
 def backend_names() -> list[str]:
@@ -77,21 +81,25 @@ def _by_kind(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _peer_onnxruntime(path: str, feed: Mapping[str, np.ndarray]) -> tuple[Callable[[], list[np.ndarray]], str]:
+    ort = common.require("onnxruntime", "--compare onnxruntime")
     try:
-        import onnxruntime as ort
-    except ImportError:
-        raise common.CliError("--compare onnxruntime needs onnxruntime: pip install 'rlx[onnx]'") from None
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime's own refusal of the model
+        raise common.CliError(f"--compare onnxruntime: onnxruntime cannot load {path}: {exc}") from None
     names = [i.name for i in sess.get_inputs()]
     args = {n: feed[n] for n in names if n in feed}
-    return (lambda: [np.asarray(o) for o in sess.run(None, args)]), f"onnxruntime {ort.__version__}"
+
+    def call() -> list[np.ndarray]:
+        try:
+            return [np.asarray(o) for o in sess.run(None, args)]
+        except Exception as exc:  # onnxruntime's own refusal of the feed: not an rlx bug
+            raise common.CliError(f"--compare onnxruntime: onnxruntime failed to run {path}: {exc}") from None
+
+    return call, f"onnxruntime {ort.__version__}"
 
 
 def _peer_torch(path: str, feed: Mapping[str, np.ndarray]) -> tuple[Callable[[], list[np.ndarray]], str]:
-    try:
-        import torch
-    except ImportError:
-        raise common.CliError("--compare torch needs torch: pip install 'rlx[torch]'") from None
+    torch = common.require("torch", "--compare torch")
     import rlx.torch
 
     ep = rlx.torch.load_program(path)  # the checked reader: nothing in the archive runs
@@ -152,23 +160,26 @@ def _output_rows(g: Any, outs: list[np.ndarray]) -> list[dict[str, Any]]:
     return rows
 
 
-def _prepare(args: argparse.Namespace) -> tuple[common.Model, Any, dict[str, np.ndarray], dict[str, np.ndarray]]:
+def _prepare(args: argparse.Namespace
+             ) -> tuple[common.Model, Any, dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The model, its MIR graph, the feed of its inputs, its weights, and every array given (the source
+    model's feed: an ONNX input whose value was folded in is not an input of the graph)."""
     inputs_spec = common.parse_assignments(args.input, "--input")
     params_spec = common.parse_assignments(args.param, "--param")
-    dims = common.parse_dims(args.dim)
     feed = {n: common.load_npy(p, f"--input {n}") for n, p in inputs_spec.items()}
-    shapes = {n: a.shape for n, a in feed.items()} if args.file.lower().endswith(".onnx") else None
-    with step(f"reading {args.file}"):
-        model = common.load_model(args.file, input_shapes=shapes)
-    common.bind_dims(model, dims)
+    onnx = args.file.lower().endswith(".onnx")
+    proto = None
+    if onnx and os.path.isfile(args.file):
+        with step(f"reading {args.file}"):
+            proto = common.read_onnx(args.file)
+        declared = common.onnx_inputs(proto)
+        _check_feed(args.file, feed, {n: common.shape_text(d) for n, d in declared.items()})
+    with step(f"importing {args.file}" if onnx else f"reading {args.file}"):
+        model = _open_specialised(args, feed, proto) if onnx else common.open_model(args)
     declared_inputs = common.graph_of(model.obj).inputs()
-    for name in inputs_spec:
-        if name not in declared_inputs:
-            raise common.CliError(f"--input {name}: the model has no input {name!r}; its inputs are "
-                                  f"{sorted(declared_inputs) or 'none'}")
-    missing = [f"{n} {list(v.shape)} {v.dtype}" for n, v in declared_inputs.items() if n not in inputs_spec]
-    if missing:
-        raise common.CliError("missing input(s): " + ", ".join(missing) + " (give each as --input NAME=FILE.npy)")
+    fed = dict(feed)
+    feed = {n: a for n, a in feed.items() if n in declared_inputs or not onnx}  # the values folded in are inputs no more
+    _check_feed(args.file, feed, {n: str(list(v.shape)) + f" {v.dtype}" for n, v in declared_inputs.items()})
     common.bind_dims(model, common.dims_from_inputs(model.graph, feed), what="--input")
     g = common.to_mir(model, args.policy)
     declared_params = g.params()
@@ -181,7 +192,67 @@ def _prepare(args: argparse.Namespace) -> tuple[common.Model, Any, dict[str, np.
     if absent:
         raise common.CliError(f"{args.file} holds no weights for param(s) " + ", ".join(absent)
                               + " (give each as --param NAME=FILE.npy)")
-    return model, g, feed, weights
+    return model, g, feed, weights, fed
+
+
+def _open_specialised(args: argparse.Namespace, feed: Mapping[str, np.ndarray], proto: Any) -> common.Model:
+    """An ONNX model imported with the fed shapes and, where its graph needs them, the fed values
+    of the inputs that shape it (what ``rlx.onnx.import_runnable`` does, for one feed)."""
+    from rlx.frontends.onnx.import_context import NeedsStatic
+
+    static: dict[str, np.ndarray] = {}
+    while True:
+        try:
+            return common.load_model(args.file, dims=common.parse_dims(args.dim), proto=proto, values=static,
+                                     input_shapes={**{n: a.shape for n, a in feed.items()},
+                                                   **common.parse_input_shapes(args.input_shape)})
+        except NeedsStatic as exc:
+            new = set(exc.inputs) - set(static)
+            if not new or not new <= set(feed):
+                raise
+            static.update({n: feed[n] for n in new})
+
+
+def _check_feed(path: str, feed: Mapping[str, np.ndarray], declared: Mapping[str, str]) -> None:
+    """Every ``--input`` names an input of the model and every input is given."""
+    listing = ", ".join(f"{n} {d}" for n, d in declared.items()) or "none"
+    for name in feed:
+        if name not in declared:
+            raise common.CliError(f"--input {name}: {path} has no input {name!r}; its inputs are {listing}")
+    missing = [f"{n} {d}" for n, d in declared.items() if n not in feed]
+    if missing:
+        raise common.CliError(f"{path}: missing input(s) " + ", ".join(missing) + " (give each as --input NAME=FILE.npy)")
+
+
+def _as_shipped(args: argparse.Namespace) -> tuple[common.Model, Callable[[], list[np.ndarray]], dict[str, np.ndarray]]:
+    """An ONNX model run as shipped (:func:`rlx.onnx.import_runnable`): inputs whose values shape
+    the graph are specialised on the values fed; the call and the (last imported) model."""
+    import rlx.onnx
+
+    feed = {n: common.load_npy(p, f"--input {n}") for n, p in common.parse_assignments(args.input, "--input").items()}
+    with step(f"reading {args.file}"):
+        proto = common.read_onnx(args.file)
+    declared = common.onnx_inputs(proto)
+    _check_feed(args.file, feed, {n: common.shape_text(d) for n, d in declared.items()})
+    shapes, used = common.onnx_import_shapes(proto, common.parse_dims(args.dim), {
+        **{n: list(a.shape) for n, a in feed.items()}, **common.parse_input_shapes(args.input_shape)})
+    with step(f"importing {args.file} for {args.backend}"):
+        try:
+            runnable = rlx.onnx.OnnxRunnable(proto, backend=args.backend, input_shapes=shapes,
+                                             base_dir=os.path.dirname(os.path.abspath(args.file)))
+        except RlxError as exc:
+            raise common.prefixed(exc, args.file) from None
+
+    def call() -> list[np.ndarray]:
+        try:
+            return runnable.run(feed)
+        except RlxError as exc:
+            raise common.prefixed(exc, args.file) from None
+
+    call()  # imports the value-specialised graph where the model needs one
+    model = common.Model(runnable.graph, dict(runnable.params), args.file, source="onnx")
+    model.binding.update({k: v for k, v in common.parse_dims(args.dim).items() if k in used})
+    return model, call, feed
 
 
 def run(args: argparse.Namespace) -> int:
@@ -193,12 +264,20 @@ def run(args: argparse.Namespace) -> int:
         raise common.UsageError(f"--compare: expected one of {', '.join(PEERS)} (optionally =MODEL), got {args.compare!r}")
     if args.warmup < 0 or args.repeat < 0:
         raise common.UsageError("--warmup and --repeat expect counts >= 0")
-    model, g, feed, weights = _prepare(args)
+    if args.backend in BACKEND_PACKAGES:
+        common.require(BACKEND_PACKAGES[args.backend], f"rlx run --backend {args.backend}")
     t0 = time.perf_counter()
-    if args.backend == REFERENCE:
+    if args.file.lower().endswith(".onnx") and args.backend != REFERENCE and not args.param and os.path.isfile(args.file):
+        model, call, fed = _as_shipped(args)
+        g, weights = model.graph, model.params
+        feed = {n: a for n, a in fed.items() if n in g.inputs()}  # the values folded in are inputs no more
+    elif args.backend == REFERENCE:
+        model, g, feed, weights, fed = _prepare(args)
+
         def call() -> list[np.ndarray]:
             return rlx.run(g, feed, weights)
     else:
+        model, g, feed, weights, fed = _prepare(args)
         with step(f"compiling for {args.backend}"):
             exe = rlx.compile(model.obj if model.kind == "lir" and args.backend == "numpy" else g, backend=args.backend)
 
@@ -226,7 +305,7 @@ def run(args: argparse.Namespace) -> int:
     compared = None
     if args.compare:
         with step(f"comparing against {args.compare.partition('=')[0]}"):
-            compared = _compare(args.compare, model, feed, outs, args, timing)
+            compared = _compare(args.compare, model, fed, outs, args, timing)
     out_path = None
     if args.output:
         out_path = args.output if args.output.lower().endswith(".npz") else args.output + ".npz"
@@ -315,4 +394,4 @@ def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser)
                    help="run the source model in onnxruntime (.onnx) or torch (.pt2) too: output differences and, "
                         "with --repeat, speed")
     p.add_argument("--json", action="store_true", help="one JSON document (schema rlx.run, docs/cli.md)")
-    common.dim_argument(p)
+    common.dim_argument(p, values=False)

@@ -15,16 +15,17 @@ from typing import Any
 
 import numpy as np
 
+from rlx.cli.errors import OPTIONAL_PACKAGES, CliError, MissingDependency, UsageError, prefixed, require
+from rlx.cli.onnx_files import import_onnx, inputs_text, onnx_import_shapes, onnx_inputs, onnx_values, read_onnx, shape_text
 from rlx.ir.errors import RlxError
+
+__all__ = ["OPTIONAL_PACKAGES", "CliError", "MissingDependency", "UsageError", "import_onnx", "inputs_text", "onnx_import_shapes",
+           "onnx_inputs", "onnx_values", "prefixed", "read_onnx", "require", "shape_text"]  # re-exported for the commands
 
 STAGES = ("hir", "mir", "opt", "lir")
 #: the ``--policy`` option of the commands that lower a HIR file
 POLICY_ARG = {"choices": ("direct", "fusable"), "default": None,
               "help": "fusion policy used to lower a HIR file (default: the module's own, else direct)"}
-
-
-class CliError(RlxError):
-    """A user mistake the command line reports in one line."""
 
 
 @dataclass
@@ -91,9 +92,14 @@ def _is_text_form(path: str) -> bool:
     return head.startswith(b"graph")
 
 
-def load_model(path: str, *, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Model:
+def load_model(path: str, *, input_shapes: Mapping[str, Sequence[int | str]] | None = None,
+               dims: Mapping[str, int] | None = None, proto: Any = None,
+               values: Mapping[str, str | np.ndarray] | None = None) -> Model:
     """Read ``path``: an ``.rlx`` file, its text form, an ONNX model or a torch ``.pt2``
-    program. Errors name the file. ``input_shapes`` fixes ONNX input shapes on import."""
+    program. Errors name the file. ``dims`` (``--dim``) and ``input_shapes`` (``--input-shape``,
+    or the fed arrays' shapes) fix input dims: before the import for ONNX, right after it otherwise.
+    ``proto``: the ONNX model already read from ``path``. ``values`` (``--value``) fixes ONNX
+    inputs whose values shape the graph (a sample rate, a target shape) at import."""
     import rlx
 
     if not os.path.exists(path):
@@ -101,46 +107,37 @@ def load_model(path: str, *, input_shapes: Mapping[str, Sequence[int]] | None = 
     if os.path.isdir(path):
         raise CliError(f"{path}: is a directory, not a model file")
     lower = path.lower()
+    dims, input_shapes = dict(dims or {}), dict(input_shapes or {})
     try:
         if lower.endswith(".onnx"):
-            return Model(*_import_onnx(path, input_shapes), path, source="onnx")
-        if lower.endswith(".pt2"):
-            return Model(*_import_pt2(path), path, source="pt2")
-        if _is_text_form(path):
+            proto = read_onnx(path) if proto is None else proto
+            shapes, used = onnx_import_shapes(proto, dims, input_shapes)
+            static = onnx_values(proto, values) if values else None
+            model = Model(*import_onnx(proto, path, shapes, static), path, source="onnx")
+            model.binding.update({k: dims[k] for k in used})
+            dims = {k: v for k, v in dims.items() if k not in used}
+            input_shapes = {}
+        elif values:
+            raise CliError("--value: only ONNX models are specialised on input values at import")
+        elif lower.endswith(".pt2"):
+            model = Model(*_import_pt2(path), path, source="pt2")
+        elif _is_text_form(path):
             with open(path, encoding="utf-8", errors="replace") as fh:
-                return Model(rlx.parse(fh.read()), {}, path, source="text")
-        obj, params = rlx.load(path, with_params=True)
+                model = Model(rlx.parse(fh.read()), {}, path, source="text")
+        else:
+            obj, params = rlx.load(path, with_params=True)
+            obj, policy = _unwrap(obj)
+            model = Model(obj, dict(params), path, policy=policy)
     except RlxError as exc:
-        text = str(exc)
-        raise type(exc)(text if text.startswith(path) else f"{path}: {text}") from exc
-    obj, policy = _unwrap(obj)
-    return Model(obj, dict(params), path, policy=policy)
-
-
-def _import_onnx(path: str, input_shapes: Mapping[str, Sequence[int]] | None) -> tuple[Any, dict[str, np.ndarray]]:
-    try:
-        import onnx  # noqa: F401
-    except ImportError:
-        raise CliError("reading ONNX needs the onnx package: pip install 'rlx[onnx]'") from None
-    import rlx.onnx
-
-    try:
-        g, params = rlx.onnx.import_model(path, input_shapes=dict(input_shapes) if input_shapes else None)
-    except RlxError as exc:
-        if "input_shapes=" in str(exc):
-            raise CliError(f"{str(exc).replace('(pass input_shapes=)', '')}; on the command line fix it with "
-                           "--dim NAME=N or give the input as --input NAME=FILE.npy (its shape is used)") from exc
-        raise
-    except Exception as exc:  # the onnx library's own parse errors
-        raise CliError(f"not a readable ONNX model ({type(exc).__name__}: {exc})") from exc
-    return g, dict(params)
+        raise prefixed(exc, path) from None
+    bind_dims(model, dims)
+    if input_shapes:
+        bind_dims(model, dims_from_shapes(model.graph, input_shapes), what="--input-shape")
+    return model
 
 
 def _import_pt2(path: str) -> tuple[Any, dict[str, np.ndarray]]:
-    import importlib.util
-
-    if importlib.util.find_spec("torch") is None:
-        raise CliError("reading .pt2 programs needs torch: pip install 'rlx[torch]'")
+    require("torch", "reading .pt2 programs")
     import rlx.torch
 
     ep = rlx.torch.load_program(path)  # checked first: nothing in the archive runs
@@ -159,7 +156,7 @@ def import_upstream(path: str) -> Model:
         try:
             obj = rlx.from_upstream_json(f.read())
         except RlxError as exc:
-            raise type(exc)(f"{path}: {exc}") from exc
+            raise prefixed(exc, path) from None
     obj, policy = _unwrap(obj)
     return Model(obj, {}, path, policy=policy, source="json")
 
@@ -188,20 +185,27 @@ def bind_dims(model: Model, binding: Mapping[str, int], what: str = "--dim") -> 
 
 def dims_from_inputs(g: Any, feed: Mapping[str, np.ndarray]) -> dict[str, int]:
     """Sizes of the symbolic input dims, read from the arrays given for those inputs."""
+    return dims_from_shapes(g, {n: a.shape for n, a in feed.items()}, "--input")
+
+
+def dims_from_shapes(g: Any, shapes: Mapping[str, Sequence[int | str]], what: str = "--input-shape") -> dict[str, int]:
+    """Sizes of the symbolic input dims of ``g`` read from whole input shapes."""
+    declared = g.inputs()
     out: dict[str, int] = {}
-    for name, value in g.inputs().items():
-        arr = feed.get(name)
-        if arr is None:
-            continue
+    for name, given in shapes.items():
+        value = declared.get(name)
+        if value is None:
+            raise CliError(f"{what} {name}: the model has no input {name!r}; its inputs are "
+                           + (", ".join(f"{n} {list(v.shape)}" for n, v in declared.items()) or "none"))
         shape = tuple(value.shape)
-        if arr.ndim != len(shape):
-            raise CliError(f"--input {name}: rank {arr.ndim} array {list(arr.shape)}, the model expects {list(shape)}")
-        for d, size in zip(shape, arr.shape):
-            if isinstance(d, str):
-                if out.setdefault(d, int(size)) != size:
-                    raise CliError(f"--input {name}: dim {d!r} is {size} here but {out[d]} in another input")
-            elif d != size:
-                raise CliError(f"--input {name}: shape {list(arr.shape)} does not match the model's {list(shape)}")
+        if len(given) != len(shape):
+            raise CliError(f"{what} {name}: rank {len(given)} shape {list(given)}, the model expects {list(shape)}")
+        for d, size in zip(shape, given):
+            if isinstance(d, str) and isinstance(size, int):
+                if out.setdefault(d, size) != size:
+                    raise CliError(f"{what} {name}: dim {d!r} is {size} here but {out[d]} in another input")
+            elif isinstance(size, int) and d != size:
+                raise CliError(f"{what} {name}: shape {list(given)} does not match the model's {list(shape)}")
     return out
 
 
@@ -305,10 +309,6 @@ def parse_dims(items: Sequence[str] | None) -> dict[str, int]:
     return out
 
 
-class UsageError(Exception):
-    """A malformed command line (exit status 2, like argparse's own errors)."""
-
-
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1."""
     import argparse
@@ -332,10 +332,50 @@ def command_parser(sub: Any, parent: Any, name: str, run: Any, help: str, descri
     return p
 
 
-def dim_argument(p: Any) -> None:
-    """``--dim NAME=N`` on a subcommand parser."""
+def dim_argument(p: Any, values: bool = True) -> None:
+    """``--dim NAME=N`` and ``--input-shape NAME=d0,d1,...`` (and ``--value NAME=V``) on a subcommand parser."""
+    if values:
+        p.add_argument("--value", action="append", default=[], metavar="NAME=V",
+                       help="ONNX: import with input NAME fixed to the value V (a number, numbers separated by commas, "
+                            "or FILE.npy), for inputs whose values shape the graph")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=N",
-                   help="fix the symbolic dim NAME to the size N (repeat for each)")
+                   help="fix the symbolic dim NAME to the size N before the import (repeat for each)")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=d0,d1,...",
+                   help="fix the whole shape of input NAME (anonymous and -1 dims too; repeat for each)")
+
+
+def parse_input_shapes(items: Sequence[str] | None) -> dict[str, list[int | str]]:
+    """``--input-shape NAME=d0,d1,...`` items: sizes (>= 0) or dim names; ``NAME=`` with nothing is rank 0."""
+    out: dict[str, list[int | str]] = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--input-shape expects NAME=d0,d1,..., got {item!r}")
+        if name in out:
+            raise UsageError(f"--input-shape {name!r} given twice")
+        dims: list[int | str] = []
+        for tok in (t.strip() for t in value.replace("x", ",").split(",")) if value.strip() else ():
+            if tok.lstrip("-").isdigit():
+                if int(tok) < 0:
+                    raise UsageError(f"--input-shape {name}: dims are sizes >= 0, got {tok}")
+                dims.append(int(tok))
+            elif tok.isidentifier():
+                dims.append(tok)
+            else:
+                raise UsageError(f"--input-shape {name}: expected sizes separated by commas, got {value!r}")
+        out[name] = dims
+    return out
+
+
+def open_model(args: Any, path: str | None = None, feed_shapes: Mapping[str, Sequence[int]] | None = None,
+               proto: Any = None) -> Model:
+    """The model of a command's FILE (or ``path``) with its ``--dim`` / ``--input-shape`` applied
+    (and ``feed_shapes``: the shapes of the arrays a run is fed)."""
+    shapes: dict[str, Sequence[int | str]] = dict(feed_shapes or {})
+    shapes.update(parse_input_shapes(getattr(args, "input_shape", None)))
+    values = parse_assignments(getattr(args, "value", None), "--value", "V")
+    return load_model(path or args.file, dims=parse_dims(getattr(args, "dim", None)), input_shapes=shapes, proto=proto,
+                      values=values)
 
 
 def load_npy(path: str, what: str) -> np.ndarray:

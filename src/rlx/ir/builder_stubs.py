@@ -1,19 +1,24 @@
-"""Type stubs of the ``Graph`` builder methods, generated from the op registry.
+"""Type stubs and signatures of the ``Graph`` builder methods, generated from the op registry.
 
 The builders are made on first use by ``Graph.__getattr__`` (one per op and preset method), which
-IDEs and type checkers cannot see; ``src/rlx/ir/_builders.pyi`` declares them (``Graph`` derives
-from its ``GraphBuilders`` for type checkers only). ``python scripts/gen_builder_stubs.py``
-regenerates it; a test checks it is current.
+type checkers cannot see; ``src/rlx/ir/_builders.pyi`` declares them (``Graph`` derives from its
+``GraphBuilders`` for type checkers only, and hides ``__getattr__`` from them, so a misspelt op is
+an error). Each stub returns ``Value``, or a tuple of them for an op with several results, and
+types every attribute (a ``Literal`` of its choices where it has some). At run time the same
+information gives each builder its ``__signature__`` and ``__doc__`` (:func:`builder_signature`,
+:func:`builder_doc`: ``help(g.matmul)``), and ``dir(g)`` lists the builders.
+``python scripts/gen_builder_stubs.py`` regenerates the stub file; a test checks it is current.
 """
 
 from __future__ import annotations
 
+import inspect
 import keyword
 from collections.abc import Mapping
 from typing import Any
 
-from rlx.ir.attrs import AttrSpec
-from rlx.ir.opdef import VARIADIC, OpDef, builder_methods, get_op
+from rlx.ir.attrs import REQUIRED, AttrSpec
+from rlx.ir.opdef import VARIADIC, OpDef, builder_method, builder_methods, get_op
 
 _TYPES = {"int": "int", "float": "float", "bool": "bool", "str": "str", "dtype": "DTypeLike", "ints": "Sequence[int]",
           "floats": "Sequence[float]", "dims": "Sequence[Dim]", "size": "Dim", "sizes": "Sequence[Dim]",
@@ -21,7 +26,7 @@ _TYPES = {"int": "int", "float": "float", "bool": "bool", "str": "str", "dtype":
 _HEADER = '''"""Generated from the op registry by scripts/gen_builder_stubs.py (rlx.ir.builder_stubs); do not edit."""
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -40,9 +45,39 @@ def _ident(name: str) -> str:
     return f"{name}_" if keyword.iskeyword(name) else name
 
 
+#: ops with several results (docs/multi_result.md): the builder returns a tuple of Values, always
+#: (attribute None), or when the attribute has the value given (``several``: True), or when it has
+#: any other value (``several``: False; scan with one carry is an ordinary one-result node)
+MULTI_RESULT: dict[str, tuple[str | None, Any, str, bool]] = {
+    "split": (None, None, "tuple[Value, ...]", True),
+    "scan": ("num_carries", 1, "tuple[Value, ...]", False),
+    "max_pool2d_with_indices": (None, None, "tuple[Value, Value]", True),
+    "top_k": ("output", "both", "tuple[Value, Value]", True),
+    "while_": ("output", None, "tuple[Value, ...]", True),
+    "fused_residual_layer_norm": ("with_sum", True, "tuple[Value, Value]", True),
+    "fused_residual_rms_norm": ("with_sum", True, "tuple[Value, Value]", True),
+}
+
+
 def _attr_type(spec: AttrSpec) -> str:
-    t = _TYPES.get(spec.kind, "Any")
+    if spec.choices and spec.kind in ("str", "int", "bool"):
+        t = f"Literal[{', '.join(repr(c) for c in spec.choices)}]"
+    else:
+        t = _TYPES.get(spec.kind, "Any")
     return f"{t} | None" if spec.optional else t
+
+
+def _returns(op: OpDef, preset: Mapping[str, Any]) -> tuple[str, str | None, Any]:
+    """The builder's return type, and the attribute / value that decides it when one does."""
+    multi = MULTI_RESULT.get(op.name)
+    if multi is None:
+        return "Value", None, None
+    attr, value, tuple_type, several = multi
+    if attr is None:
+        return tuple_type, None, None
+    if attr in preset:
+        return (tuple_type if (preset[attr] == value) == several else "Value"), None, None
+    return tuple_type, attr, value
 
 
 def _operands(op: OpDef) -> list[str]:
@@ -60,16 +95,94 @@ def _operands(op: OpDef) -> list[str]:
     return [f"{n}: Operand" for n in names]
 
 
-def _method(method: str, op: OpDef, preset: Mapping[str, Any]) -> list[str]:
-    params = ["self", *_operands(op)]
-    attrs = [f"{_ident(k)}: {_attr_type(s)} = ..." for k, s in op.attrs.items() if k not in preset]
-    if len(params) > 1:
-        params.append("/")  # operands are positional only (keywords are attributes)
-    params += [*attrs, "name: str | None = None"]
+def _summary(op: OpDef, preset: Mapping[str, Any]) -> str:
     doc = op.doc.strip().split(". ")[0].rstrip(".").replace('"""', "'''").replace("\\", "\\\\")
     if preset:
         doc = f"{op.name}({', '.join(f'{k}={v!r}' for k, v in preset.items())}): {doc}"
-    return [f"    def {method}({', '.join(params)}) -> Any:", f'        """{doc}."""', ""]
+    return doc
+
+
+def _method(method: str, op: OpDef, preset: Mapping[str, Any]) -> list[str]:
+    params = ["self", *_operands(op)]
+    if len(params) > 1:
+        params.append("/")  # operands are positional only (keywords are attributes)
+    free = {k: s for k, s in op.attrs.items() if k not in preset}
+    attrs = [f"{_ident(k)}: {_attr_type(s)} = ..." for k, s in free.items()]
+    doc = f'        """{_summary(op, preset)}."""'
+    returns, attr, value = _returns(op, preset)
+    if attr is None:
+        return [f"    def {method}({', '.join([*params, *attrs, 'name: str | None = None'])}) -> {returns}:", doc, ""]
+    # the result count follows an attribute: one overload per case, the specific one first
+    spec = free[attr]
+    others = [f"{_ident(k)}: {_attr_type(s)} = ..." for k, s in free.items() if k != attr]
+    if spec.kind == "bool":
+        other = f"Literal[{not value!r}]"
+    elif spec.choices:
+        other = f"Literal[{', '.join(repr(c) for c in spec.choices if c != value)}]"
+    else:
+        other = _TYPES.get(spec.kind, "Any")
+    if MULTI_RESULT[op.name][3]:  # the value means several results; a keyword that must be given
+        first = (f"{_ident(attr)}: {_literal(value)}", returns)
+        second = (f"{_ident(attr)}: {other}" + (" | None" if spec.optional and value is not None else "") + " = ...", "Value")
+    else:  # the value (the default) means one result; anything else several
+        first = (f"{_ident(attr)}: {_literal(value)} = ...", "Value")
+        second = (f"{_ident(attr)}: {other}", returns)
+    return ["    @overload",
+            f"    def {method}({', '.join([*params, *others, '*', first[0], 'name: str | None = None'])}) -> {first[1]}: ..."
+            + ("" if MULTI_RESULT[op.name][3] else "  # type: ignore[overload-overlap]  # int excludes 1 here"),
+            "    @overload",
+            f"    def {method}({', '.join([*params, *others, '*', second[0], 'name: str | None = None'])}) -> {second[1]}:",
+            doc, ""]
+
+
+def _literal(value: Any) -> str:
+    return "None" if value is None else f"Literal[{value!r}]"
+
+
+def builder_signature(method: str) -> inspect.Signature:
+    """The run-time signature of a builder method: operands positional, attributes by keyword
+    with their defaults (``help(g.matmul)``, IDE tooltips)."""
+    found = builder_method(method)
+    if found is None:
+        raise AttributeError(method)
+    op, preset = found
+    P = inspect.Parameter
+    params = [P("self", P.POSITIONAL_ONLY)]
+    if op.arity == VARIADIC:
+        params.append(P(_ident(op.operands[0] if op.operands else "operands"), P.POSITIONAL_ONLY, annotation="Sequence[Operand]"))
+    else:
+        for text in _operands(op):
+            name, _, rest = text.partition(": ")
+            optional = rest.endswith("= ...")
+            params.append(P(name, P.POSITIONAL_ONLY, annotation=rest.removesuffix(" = ...").strip(),
+                            default=None if optional else P.empty))
+    kind: inspect._ParameterKind = P.POSITIONAL_OR_KEYWORD  # attributes may follow the operands positionally, as the builder takes them
+    for k, spec in op.attrs.items():
+        if k not in preset:
+            required = spec.default is REQUIRED
+            if required and params[-1].default is not P.empty:
+                kind = P.KEYWORD_ONLY  # a required one after a defaulted one: by keyword from here on
+            params.append(P(_ident(k), kind, annotation=_attr_type(spec), default=P.empty if required else spec.default))
+    params.append(P("name", P.KEYWORD_ONLY, annotation="str | None", default=None))
+    returns, attr, _ = _returns(op, preset)
+    return inspect.Signature(params, return_annotation=returns if attr is None else f"Value | {returns}")
+
+
+def builder_doc(method: str) -> str:
+    """The op's documentation for a builder method, with one line per attribute."""
+    found = builder_method(method)
+    if found is None:
+        raise AttributeError(method)
+    op, preset = found
+    lines = [f"{method}: the {op.name!r} op" + (f" with {', '.join(f'{k}={v!r}' for k, v in preset.items())}" if preset else ""),
+             "", op.doc.strip()]
+    free = {k: s for k, s in op.attrs.items() if k not in preset}
+    if free:
+        lines += ["", "Attributes:"]
+        for k, spec in free.items():
+            default = "required" if spec.required else f"default {spec.default!r}"
+            lines.append(f"    {k}: {_attr_type(spec)} ({default})" + (f": {spec.doc}" if spec.doc else ""))
+    return "\n".join(lines)
 
 
 def is_generated(member: Any) -> bool:

@@ -50,15 +50,31 @@ class GraphStage(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class Origin:
+    """A node of the model a graph was imported from, so tools speak the source's language:
+    ``framework`` (``"onnx"`` / ``"torch"``), ``op`` (the ONNX op type, the aten target),
+    ``name`` (the ONNX node name, the FX node name) and ``module`` (the ``nn.Module`` path)."""
+
+    framework: str
+    op: str
+    name: str = ""
+    module: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Provenance:
-    """Where a node came from: the HIR block id and label, and the passes that made it."""
+    """Where a node came from: the HIR block id and label, the passes that made it, and the
+    source-model nodes it computes (``origins``: one for a node converted 1:1, several once
+    fused). Origins are descriptive only: they take no part in equality (a graph read back from
+    a file that does not store them equals the one written)."""
 
     hir: int | None = None
     label: str | None = None
     passes: tuple[str, ...] = ()
+    origins: tuple[Origin, ...] = dataclasses.field(default=(), compare=False)
 
     def with_pass(self, name: str) -> Provenance:
-        return Provenance(self.hir, self.label, (*self.passes, name))
+        return Provenance(self.hir, self.label, (*self.passes, name), self.origins)
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,6 +315,20 @@ class Graph(GraphBuilders):
     def _leaves_of(self, op: str) -> dict[str, Value]:
         return {n: Value(self, i) for n, i in self._leaves.items() if self._nodes[i].op == op}
 
+    def stamp_origin(self, start: int, origin: Origin) -> None:
+        """Record ``origin`` on the nodes appended since node ``start`` that have none yet (an
+        importer calls it after converting each source node; node ids and types are unchanged)."""
+        for i in range(start, len(self._nodes)):
+            node = self._nodes[i]
+            prov = node.prov
+            if prov is None:
+                prov = Provenance(origins=(origin,))
+            elif not prov.origins:
+                prov = dataclasses.replace(prov, origins=(origin,))
+            else:
+                continue
+            self._nodes[i] = dataclasses.replace(node, prov=prov)
+
     def users(self) -> list[list[int]]:
         """For each node, the ids of the nodes that read it (each consumer once)."""
         users: list[list[int]] = [[] for _ in self._nodes]
@@ -518,15 +548,22 @@ class Graph(GraphBuilders):
             return int(ref)
         raise RlxError(f"expected a Value or a node id, got {type(ref).__name__} {ref!r}")
 
-    def __getattr__(self, method: str) -> Any:
-        if method.startswith("_"):
-            raise AttributeError(method)
-        found = builder_method(method)
-        if found is None:
-            raise AttributeError(f"'Graph' has no attribute or op builder {method!r}")
-        builder = _make_builder(method)
-        setattr(Graph, method, builder)
-        return builder.__get__(self, Graph)
+    if not TYPE_CHECKING:  # type checkers see the builders in rlx.ir._builders, so a misspelt op is an error there
+        def __getattr__(self, method: str) -> Any:
+            if method.startswith("_"):
+                raise AttributeError(method)
+            found = builder_method(method)
+            if found is None:
+                raise AttributeError(f"'Graph' has no attribute or op builder {method!r}")
+            builder = _make_builder(method)
+            setattr(Graph, method, builder)
+            return builder.__get__(self, Graph)
+
+    def __dir__(self) -> list[str]:
+        """The attributes and every op builder (tab completion lists the ops)."""
+        from rlx.ir.opdef import builder_methods
+
+        return sorted(set(super().__dir__()) | {m for m in builder_methods() if not m.startswith("_")})
 
 
 def _make_builder(method: str) -> Any:
@@ -537,10 +574,11 @@ def _make_builder(method: str) -> Any:
         opdef, preset = found
         return self._build(opdef, preset, args, attrs, name)
 
-    found = builder_method(method)
-    assert found is not None
+    from rlx.ir.builder_stubs import builder_doc, builder_signature
+
     build.__name__ = method
-    build.__doc__ = found[0].doc
+    build.__doc__ = builder_doc(method)
+    build.__signature__ = builder_signature(method)  # type: ignore[attr-defined]  (help(g.matmul), IDE tooltips)
     return build
 
 

@@ -57,10 +57,12 @@ def uses_and_consumer(g: Graph) -> tuple[list[int], list[int]]:
 
 
 def merge_prov(nodes: Iterable[Node], pass_name: str) -> Provenance:
-    """Provenance for a node made from ``nodes``: first HIR id and label found, union of pass histories."""
+    """Provenance for a node made from ``nodes``: first HIR id and label found, union of pass
+    histories and of source-model origins (in order)."""
     hir: int | None = None
     label: str | None = None
     passes: dict[str, None] = {}
+    origins: dict = {}
     for node in nodes:
         p = node.prov
         if p is None:
@@ -70,8 +72,9 @@ def merge_prov(nodes: Iterable[Node], pass_name: str) -> Provenance:
         if label is None and p.label is not None:
             label = p.label
         passes.update(dict.fromkeys(p.passes))
+        origins.update(dict.fromkeys(p.origins))
     passes.pop(pass_name, None)
-    return Provenance(hir, label, (*passes, pass_name))
+    return Provenance(hir, label, (*passes, pass_name), tuple(origins))
 
 
 class Rebuilder:

@@ -36,6 +36,7 @@ from rlx.ir.attrs import FrozenArray
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, GraphStage, Node
 from rlx.ir.opdef import get_op, has_op
+from rlx.viz.source import origin_text, origins_of
 
 __all__ = ["DotMissing", "draw_graph", "draw_plan", "find_dot", "render", "to_dot"]
 
@@ -108,6 +109,7 @@ def _tooltip(node: Node, stage: GraphStage, plan: Any, step: dict[int, int]) -> 
     lines = [f"%{node.id} = {node.op} : {node.type}"]
     if node.name and node.op not in _LEAVES:
         lines.append(f"name: {node.name}")
+    lines += [f"source: {origin_text(o)}" for o in origins_of(node)]
     origin = provenance_text(node)
     lines.append(f"provenance: {origin}" if origin else f"provenance: built at {stage.value.upper()}")
     shown = [(k, v) for k, v in node.attrs.items() if node.op not in _LEAVES]
@@ -137,7 +139,7 @@ def _label(node: Node, plan: Any) -> str:
         if len(text) > 48:
             text = text[:45] + "..."
         head = f"{text}\n%{node.id}"
-        if node.name and node.op != "constant" and node.prov is None:
+        if node.name and node.op != "constant" and (node.prov is None or (node.prov.hir is None and not node.prov.label)):
             head += f" {node.name}"
     if plan is not None:
         slot = plan.assignments.get(node.id)
@@ -451,5 +453,5 @@ def draw_plan(obj: Any, path: str | os.PathLike[str], **options: Any) -> str:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise RlxError("a PNG/PDF plan picture needs matplotlib (pip install 'rlx[viz]'); an .svg needs nothing") from None
+            raise RlxError('a PNG/PDF plan picture needs matplotlib: pip install "rlx[viz]" (an .svg needs nothing)') from None
     return lir.draw(path, **options)

@@ -43,6 +43,9 @@ def layered(order: Sequence[int], preds: Mapping[int, Sequence[int]], labels: Ma
         for p in preds.get(n, ()):
             if p in succs:
                 succs[p].append(n)
+    for n in reversed(order):  # pull each node down to just above its first reader: a weight's reshape or an
+        if succs[n]:            # extra input sits by the op that uses it, not in the first row
+            rank[n] = max(rank[n], min(rank[s] for s in succs[n]) - 1)
     layers: list[list[int]] = [[] for _ in range(max(rank.values(), default=-1) + 1)]
     for n in order:
         layers[rank[n]].append(n)

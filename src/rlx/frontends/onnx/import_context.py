@@ -27,7 +27,7 @@ from rlx.frontends.onnx.common import (
 from rlx.frontends.onnx.validate import check_arity
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError, ShapeError
-from rlx.ir.graph import Graph, Value
+from rlx.ir.graph import Graph, Origin, Value
 from rlx.ir.serialize import DEFAULT_LIMITS, LoadLimits
 from rlx.ir.symbolic import fresh_symbol, ranges_in_effect
 from rlx.runtime.reference import eval_node
@@ -107,6 +107,17 @@ def _attrs(node) -> dict[str, Any]:
 def _dim_name(dim_param: str, axis: int) -> str:
     """An ONNX ``dim_param`` as an rlx symbol name (an identifier)."""
     return "".join(c if c.isalnum() else "_" for c in dim_param).lstrip("0123456789") or f"d{axis}"
+
+
+def _module_of(node) -> str | None:
+    """The ``nn.Module`` path torch.onnx records for a node: the innermost module scope of its metadata
+    ``namespace`` (``": M/layers.0: Layer/layers.0.fc: Linear/linear: aten.linear.default"`` -> ``layers.0.fc``)."""
+    for p in node.metadata_props:
+        if p.key == "namespace":
+            scopes = [s.partition(": ") for s in p.value.split("/")]
+            mods = [n.strip() for n, _, kind in scopes if n.strip() and not kind.startswith(("aten.", "prims."))]
+            return mods[-1] if mods else None
+    return None
 
 
 class _Budget:
@@ -467,6 +478,7 @@ class Importer:
             if body is None:
                 raise UnsupportedOpsError(Counter({node.op_type: 1}))
             self._expand(node, body, opsets)
+            self.g.stamp_origin(start, Origin("onnx", node.op_type, node.name, _module_of(node)))
             return
         saved, saved_where = self.opset, self.where
         self.opset = opsets.get("ai.onnx", self.opset)
@@ -489,6 +501,7 @@ class Importer:
         finally:
             self.opset, self.where = saved, saved_where
         results = list(result) if isinstance(result, (list, tuple)) else [result]
+        self.g.stamp_origin(start, Origin("onnx", node.op_type, node.name, _module_of(node)))  # provenance: viewers show the source op
         self._check_new(start, node)
         self._fold_from(start)
         import_symbolic.propagate(self, node, ins, _attrs(node), results)

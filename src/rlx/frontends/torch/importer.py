@@ -39,6 +39,7 @@ without a converter are reported all at once, with counts, by :class:`Unsupporte
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -72,7 +73,7 @@ from rlx.frontends.torch.context import (
 )
 from rlx.frontends.torch.tied import canonical_names
 from rlx.ir.errors import RlxError
-from rlx.ir.graph import Graph, Provenance, Value
+from rlx.ir.graph import Graph, Origin, Provenance, Value
 from rlx.ops.kinds import UNARY_MATH_KINDS
 
 __all__ = ["TorchImportError", "UnsupportedOpError", "import_module", "import_program", "supported_ops"]
@@ -261,6 +262,7 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
             first = len(g.nodes)
             cx.env[node.name] = _convert(cx, node)
             path = _module_path(node)
+            g.stamp_origin(first, Origin("torch", _target_name(node.target), node.name, path))
             if path:
                 modules.update(dict.fromkeys(range(first, len(g.nodes)), path))
         elif node.op == "output":
@@ -327,7 +329,7 @@ def _named(g: Graph, modules: Mapping[int, str], out_names: Sequence[str | None]
                 names[oid] = name
     out = Graph(g.name, ranges=g.symbol_ranges)
     for node in g.nodes:
-        prov = Provenance(label=modules[node.id]) if node.id in modules else node.prov
+        prov = dataclasses.replace(node.prov or Provenance(), label=modules[node.id]) if node.id in modules else node.prov
         out.append(node.op, node.inputs, node.attrs, name=names.get(node.id, node.name), prov=prov, type=node.types, check=False)
     out.set_outputs(g.output_ids)
     return out

@@ -30,6 +30,7 @@ from rlx.ir.errors import RlxError, ShapeError
 from rlx.ir.flags import BLAS
 from rlx.ir.opdef import defop, get_op
 from rlx.ir.shape import Shape, TensorType
+from rlx.ops import rows
 from rlx.ops.attention import (
     KEEP_AT,
     MASK_FILL,
@@ -559,12 +560,6 @@ def _cross_entropy_types(ins, what_logits="logits"):
     return logits
 
 
-def _softmax_rows(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row-wise log-sum-exp and softmax (max-subtracted)."""
-    m = logits.max(axis=1, keepdims=True)
-    e = np.exp(logits - m)
-    total = e.sum(axis=1, keepdims=True)
-    return (np.log(total) + m)[:, 0], e / total
 
 
 def _labels(args) -> np.ndarray:
@@ -582,7 +577,7 @@ def _ce_type(ins, attrs):
 
 def _ce_kernel(args, attrs, out):
     logits = _ce_logits(args, out)
-    lse, _ = _softmax_rows(logits)
+    lse = rows.log_sum_exp(NUMPY, logits, 1)
     return lse - np.take_along_axis(logits, _labels(args)[:, None], axis=1)[:, 0]
 
 
@@ -595,7 +590,7 @@ def _ce_backward_type(ins, attrs):
 
 def _ce_backward_kernel(args, attrs, out):
     logits, d_loss = promote_args([args[0], args[2]], out.dtype)
-    _, p = _softmax_rows(logits)
+    p = rows.softmax_of(NUMPY, logits, 1)
     p[np.arange(len(p)), _labels(args)] -= 1.0
     return p * d_loss[:, None]
 
@@ -663,29 +658,21 @@ def _norm_types(ins, attrs, names: tuple[str, ...], affine: tuple[int, ...]) -> 
     return _data_type(ins, names, same_shape=False), axis
 
 
+# The NumPy kernels bind the norm rows (rlx.ops.rows): statistics, input gradient, gamma / beta sums.
 def _along(v: np.ndarray, axis: int, rank: int) -> np.ndarray:
-    """A per-feature vector shaped to broadcast along ``axis`` of a rank-``rank`` array."""
-    return v.reshape([-1 if i == axis else 1 for i in range(rank)])
+    return rows.along(NUMPY, v, axis, rank)
 
 
 def _layer_stats(x: np.ndarray, axes, eps: float) -> tuple[np.ndarray, np.ndarray]:
-    """Normalised x̂ = (x − mean)·r and r = 1/sqrt(var + eps) (two-pass, population variance)."""
-    xc = x - x.mean(axis=axes, keepdims=True)
-    r = 1.0 / np.sqrt((xc * xc).mean(axis=axes, keepdims=True) + eps)
-    return xc * r, r
-
-
-def _rms_scale(x: np.ndarray, axis: int, eps: float) -> np.ndarray:
-    return 1.0 / np.sqrt((x * x).mean(axis=axis, keepdims=True) + eps)
+    return rows.norm_stats(NUMPY, x, axes, eps)
 
 
 def _ln_input_grad(xhat: np.ndarray, r: np.ndarray, gy: np.ndarray, axes) -> np.ndarray:
-    """LayerNorm input gradient r·(gy − mean(gy) − x̂·mean(gy·x̂)) with gy = dy·gamma."""
-    return r * (gy - gy.mean(axis=axes, keepdims=True) - xhat * (gy * xhat).mean(axis=axes, keepdims=True))
+    return rows.norm_input_grad(NUMPY, xhat, r, gy, axes)
 
 
 def _sum_except(v: np.ndarray, axis: int) -> np.ndarray:
-    return v.sum(axis=tuple(i for i in range(v.ndim) if i != axis))
+    return rows.sum_except(NUMPY, v, axis)
 
 
 _NORM_ATTRS = {
@@ -821,15 +808,14 @@ _RMS_NAMES = ("x", "gamma", "beta", "dy")
 def _rms_input_kernel(args, attrs, out):
     x, gamma, _, dy = promote_args(args, out.dtype)
     axis = attrs["axis"] % x.ndim
-    r = _rms_scale(x, axis, attrs["eps"])
-    gy = dy * _along(gamma, axis, x.ndim)
-    return r * (gy - x * r * r * (gy * x).mean(axis=axis, keepdims=True))
+    xhat, r = rows.norm_stats(NUMPY, x, axis, attrs["eps"], center=False)
+    return rows.norm_input_grad(NUMPY, xhat, r, dy * _along(gamma, axis, x.ndim), axis, center=False)
 
 
 def _rms_gamma_kernel(args, attrs, out):
     x, _, _, dy = promote_args(args, out.dtype)
     axis = attrs["axis"] % x.ndim
-    return _sum_except(dy * x * _rms_scale(x, axis, attrs["eps"]), axis)
+    return _sum_except(dy * rows.norm_stats(NUMPY, x, axis, attrs["eps"], center=False)[0], axis)
 
 
 def _rms_affine_type(ins, attrs):

@@ -37,6 +37,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from rlx.ir.dtype import DType
+from rlx.ops.common import promote_args
+
 FLOAT = frozenset({"float"})
 FLOAT_INT = frozenset({"float", "int"})
 FLOAT_COMPLEX = frozenset({"float", "complex"})
@@ -85,8 +88,23 @@ def numpy_sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return np.multiply(0.5, np.add(1.0, np.tanh(y, out=y), out=y), out=y)
 
 
-#: The NumPy namespace of the reference kernels.
-NUMPY = ArrayNamespace(np, erf=numpy_erf, sigmoid=numpy_sigmoid)
+def _numpy_astype(x: np.ndarray, to: Any) -> np.ndarray:
+    return x.astype(np.float32 if DType(to).is_low_precision_float else DType(to).numpy, copy=False)
+
+
+def _numpy_cast_all(args: list[np.ndarray], out: Any) -> list[np.ndarray]:
+    return promote_args(args, out.dtype)
+
+
+def _numpy_rlx_dtype(x: np.ndarray) -> DType:
+    return DType.of(np.asarray(x).dtype)
+
+
+#: The NumPy namespace of the reference kernels (the extras rlx.ops.rows reads included).
+NUMPY = ArrayNamespace(np, erf=numpy_erf, sigmoid=numpy_sigmoid, cast_all=_numpy_cast_all, astype=_numpy_astype,
+                       rlx_dtype=_numpy_rlx_dtype, arange_like=lambda n, like: np.arange(n), permute=np.transpose,
+                       concat=lambda parts, axis: np.concatenate(parts, axis=axis),
+                       full_like_shape=lambda shape, value, like: np.full(shape, value, dtype=like.dtype))
 
 
 class GraphNamespace:

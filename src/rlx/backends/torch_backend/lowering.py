@@ -290,11 +290,7 @@ for _name, _row in SHAPE_ROWS.items():
 def _gather(args, attrs, out):
     table, idx = args
     axis = attrs["axis"] % table.ndim
-    n = table.shape[axis]
-    if idx.numel() and bool(((idx < -n) | (idx >= n)).any()):
-        bad = idx[(idx < -n) | (idx >= n)].flatten()[0]
-        raise RlxError(f"gather: index {int(bad)} is out of range for axis {axis} of size {n}")
-    flat = torch.where(idx < 0, idx + n, idx).reshape(-1).to(torch.int64)
+    flat = rows.checked_index(TORCH, idx, table.shape[axis], "gather", axis).reshape(-1).to(torch.int64)
     picked = torch.index_select(table, axis, flat)
     return picked.reshape(*table.shape[:axis], *idx.shape, *table.shape[axis + 1:])
 

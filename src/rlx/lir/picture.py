@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from rlx.ir.units import format_bytes
+
 
 @dataclass(frozen=True)
 class Buffer:
@@ -50,8 +52,6 @@ def _color(i: int, kind: str) -> str:
 
 
 def _kib(n: int) -> str:
-    from rlx.hir.inspect import format_bytes
-
     return format_bytes(n)
 
 

@@ -376,3 +376,10 @@ def checked_index(xp: Any, idx: Any, n: int, op: str, axis: int | None = None, w
     if bad.any():
         raise index_error(op, idx[bad].reshape(-1)[0], axis, n)
     return xp.where(idx < 0, idx + n, idx) if wrap else idx
+
+
+#: The rows a lowering table binds by default (rlx.backends.lowering_table): op name -> row.
+ROWS: dict[str, Callable[..., Any]] = {
+    **SHAPE_ROWS, "reduce": reduce, "bitcast": bitcast, "softmax": softmax, "layer_norm": layer_norm,
+    "layer_norm2d": layer_norm2d, "rms_norm": rms_norm, "group_norm": group_norm, "attention": attention,
+}

@@ -40,7 +40,7 @@ from rlx.ir.dtype import DType
 from rlx.ir.errors import FeedError, RlxError
 from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.opdef import get_op
-from rlx.ir.shape import TensorType
+from rlx.ir.shape import Shape, TensorType
 from rlx.ir.symbolic import bind_symbols
 from rlx.lir.specialize import bind_attrs
 from rlx.runtime.dispatch import ReportsDispatch
@@ -146,16 +146,12 @@ def _low(a: Any) -> bool:
     return a.dtype in (jnp.bfloat16, jnp.float16) or (jnp.dtype(a.dtype).itemsize == 1 and jnp.issubdtype(a.dtype, jnp.floating))
 
 
-def lower_decomposed(node: Node, args: list[Any], out: TensorType, *, host_fallback: bool = False) -> Any:
-    """A fused op through its registry decomposition, in f32 scratch for narrow floats (as its kernel)."""
-    opdef = get_op(node.op)
-    sub = Graph(f"{node.op}_decomposed")
+def lower_decomposed(node: Node, args: list[Any], out: TensorType | tuple[TensorType, ...], *, host_fallback: bool = False) -> Any:
+    """An op through its registry decomposition (rlx.backends.lowering_table), in f32 scratch for narrow
+    floats (as its kernel); a multi-result node gives a tuple."""
     wide = [a.astype(jnp.float32) if _low(a) else a for a in args]
-    operands = [sub.input(f"a{i}", a.shape, DType.of(np.dtype(a.dtype))) for i, a in enumerate(wide)]
-    made = opdef.decompose(sub, operands, node.attrs)
-    sub.set_outputs(list(made) if node.extra_types else [made])
-    leaves = {v.id: a for v, a in zip(operands, wide)}
-    got = evaluate(sub, leaves, host_fallback=host_fallback)
+    sub, operands = L.TABLE.decomposition(node, [TensorType(Shape(tuple(a.shape)), DType.of(np.dtype(a.dtype))) for a in wide])
+    got = evaluate(sub, {v.id: a for v, a in zip(operands, wide)}, host_fallback=host_fallback)
     return tuple(got) if node.extra_types else got[0]
 
 

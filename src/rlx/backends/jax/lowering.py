@@ -30,9 +30,6 @@ program is traced (shapes are static under ``jax.jit``).
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jax
@@ -41,84 +38,34 @@ import numpy as np
 from jax import lax
 
 from rlx.backends.jax.index_checks import checked_index
+from rlx.backends.jax.table import (
+    DECOMPOSED,
+    JNP,
+    LEAVES,
+    LOWERINGS,
+    NATIVE_LOW_PRECISION,
+    REFUSED,
+    TABLE,
+    Lowering,
+    compute_dtype,
+    jnp_dtype,
+    lowering,
+    matmul_precision,
+    target_platform,
+    tracing_platform,
+    tracing_precision,
+)
+from rlx.backends.jax.table import cast_all as _cast_all
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
 from rlx.ops import rows
-from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS, ArrayNamespace, tanh_sigmoid
-from rlx.ops.rows import SHAPE_ROWS, bind, reduce_identity
+from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS
+from rlx.ops.rows import reduce_identity
 
-Lowering = Callable[[list[Any], Mapping[str, Any], TensorType], Any]
-
-LOWERINGS: dict[str, Lowering] = {}
-NATIVE_LOW_PRECISION: set[str] = set()
-DECOMPOSED: set[str] = set()
-
-# Ops the executable binds itself (graph leaves), and ops deliberately not lowered.
-LEAVES = {
-    "input": "bound by name from exe.run(inputs=...)",
-    "param": "bound by name from compile(params=...) / exe.run(params=...); kept on the device",
-    "result": "bound to the multi-result node's lowering's result of that index",
-}
-REFUSED: dict[str, str] = {}
-
-# Matmul precision for f32/f64 operands; the executable sets it around each trace, per thread
-# ("highest" = exact f32 products as in NumPy; None = the platform default, e.g. TF32 on recent NVIDIA GPUs).
-_TRACE = threading.local()
-
-
-def matmul_precision() -> Any:
-    return getattr(_TRACE, "precision", lax.Precision.HIGHEST)
-
-
-@contextlib.contextmanager
-def tracing_precision(precision: Any) -> Iterator[None]:
-    saved = matmul_precision()
-    _TRACE.precision = precision
-    try:
-        yield
-    finally:
-        _TRACE.precision = saved
-
-
-def target_platform() -> str:
-    """The platform ("cpu", "gpu", "tpu") the executable being traced runs on; lowerings may pick by it."""
-    return getattr(_TRACE, "platform", None) or jax.default_backend()
-
-
-@contextlib.contextmanager
-def tracing_platform(platform: str | None) -> Iterator[None]:
-    saved = getattr(_TRACE, "platform", None)
-    _TRACE.platform = platform
-    try:
-        yield
-    finally:
-        _TRACE.platform = saved
-
-
-def lowering(*names: str, native_low_precision: bool = False) -> Callable[[Lowering], Lowering]:
-    def register(fn: Lowering) -> Lowering:
-        for name in names:
-            LOWERINGS[name] = fn
-            if native_low_precision:
-                NATIVE_LOW_PRECISION.add(name)
-        return fn
-
-    return register
-
-
-def jnp_dtype(dtype: DType) -> Any:
-    return jnp.dtype(dtype.numpy)
-
-
-def compute_dtype(dtype: DType) -> Any:
-    """The dtype a lowering computes a node of ``dtype`` in (f32 for the narrow floats)."""
-    return jnp.dtype(jnp.float32) if dtype.is_low_precision_float else jnp_dtype(dtype)
-
-
-def _cast_all(args: list[Any], out: TensorType) -> list[Any]:
-    dt = compute_dtype(out.dtype)
-    return [a.astype(dt) if a.dtype != dt else a for a in args]
+__all__ = ["DECOMPOSED", "JNP", "LEAVES", "LOWERINGS", "NATIVE_LOW_PRECISION", "REFUSED", "TABLE", "Lowering", "activate",
+           "attention", "attention_bhsd", "compute_dtype", "conv2d", "coverage", "jnp_dtype", "lowering", "matmul_precision",
+           "rope", "target_platform", "tracing_platform", "tracing_precision"]
 
 
 def _scalar(value: float, like: Any) -> Any:
@@ -140,16 +87,6 @@ def _constant(args, attrs, out):
 
 
 # -------------------------------------------------------------------------- elementwise
-#: The jax.numpy array namespace the kinds' formulas run in (rlx.ops.kinds).
-JNP = ArrayNamespace(jnp, erf=lax.erf, sigmoid=lambda x: tanh_sigmoid(jnp, x), permute=jnp.transpose,
-                     cast_all=_cast_all, concat=lambda parts, axis: jnp.concatenate(parts, axis=axis),
-                     slice_axis=lambda x, axis, start, length: lax.slice_in_dim(x, start, start + length, axis=axis),
-                     full_like_shape=lambda shape, value, like: jnp.full(shape, value, dtype=like.dtype),
-                     rlx_dtype=lambda x: DType.of(np.dtype(x.dtype)), astype=lambda x, to: x.astype(jnp_dtype(to)),
-                     bitcast=lambda x, to: lax.bitcast_convert_type(x, jnp_dtype(to)),
-                     arange_like=lambda n, like: np.arange(n), stop_gradient=lax.stop_gradient)
-
-
 def activate(kind: str | None, x: Any) -> Any:
     """The activation row's formula in jax.numpy (None: identity)."""
     if kind is None:
@@ -176,7 +113,7 @@ def _cast(args, attrs, out):
     return x.astype(jnp_dtype(to))
 
 
-lowering("bitcast", native_low_precision=True)(bind(rows.bitcast, JNP))
+lowering("bitcast", native_low_precision=True)(TABLE.row("bitcast"))
 
 
 def _is_int_or_bool(a: Any) -> bool:
@@ -295,25 +232,13 @@ def _dot_general(args, attrs, out):
 
 
 # ---------------------------------------------------------------------------- reduction
-lowering("reduce")(bind(rows.reduce, JNP))
-lowering("softmax")(bind(rows.softmax, JNP))
-
-
 # -------------------------------------------------------------------------------- shape
-for _name, _row in SHAPE_ROWS.items():
-    lowering(_name)(bind(_row, JNP))
-
-
+# reduce, softmax, the shape ops and the norms are the table's default rows (rlx.ops.rows)
 @lowering("gather")
 def _gather(args, attrs, out):
     table, idx = args
     axis = attrs["axis"] % table.ndim
     return jnp.take(table, checked_index(idx, table.shape[axis], "gather", axis=axis), axis=axis, mode="fill")
-
-
-# ------------------------------------------------------------------------ normalization
-for _name in ("layer_norm", "layer_norm2d", "rms_norm", "group_norm"):
-    lowering(_name)(bind(getattr(rows, _name), JNP))
 
 
 # ---------------------------------------------------------------------------- attention
@@ -761,39 +686,12 @@ def _fused_matmul_bias_act(args, attrs, out):
     return activate(attrs["activation"], y)
 
 
-# Fused ops lowered through their registry decomposition (see executable.lower_decomposed).
-DECOMPOSED.update({
-    "elementwise_region", "fused_attention_block", "fused_residual_layer_norm", "fused_residual_rms_norm",
-    "fused_swiglu", "fused_transformer_layer", "lora_matmul",
-})
-
-_HIR_REASON = ("HIR block: rlx.compile lowers a HIR module to MIR (FusionPolicy) before any backend sees it; "
-               "an MIR graph never holds this op")
-for _name in ("depthwise_conv1d_causal", "linear", "linear_fused", "llama_decoder_block", "qwen35_mtp_head",
-              "residual_rms_norm", "shared_linear_pair", "swiglu"):
-    REFUSED[_name] = _HIR_REASON
-
-
 def coverage() -> dict[str, str]:
     """How the backend handles each registered op: 'lowered', 'decomposed', 'host: why', 'leaf' or 'refused: why'.
 
     An op missing from the result has no JAX lowering at all (the registry-walk test fails on it).
     """
-    from rlx.ir.opdef import all_ops
-
-    table: dict[str, str] = {}
-    for op in all_ops():
-        if op.name in HOST:
-            table[op.name] = "host: " + HOST[op.name]
-        elif op.name in LOWERINGS:
-            table[op.name] = "lowered"
-        elif op.name in DECOMPOSED and op.decompose is not None:
-            table[op.name] = "decomposed"
-        elif op.name in LEAVES:
-            table[op.name] = "leaf"
-        elif op.name in REFUSED:
-            table[op.name] = "refused: " + REFUSED[op.name]
-    return table
+    return TABLE.coverage(host=HOST)
 
 
 from rlx.backends.jax import (  # noqa: E402  (each module registers its lowerings on import)

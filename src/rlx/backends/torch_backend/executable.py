@@ -31,7 +31,7 @@ from rlx.ir.dtype import DType
 from rlx.ir.errors import FeedError, RlxError
 from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.opdef import get_op
-from rlx.ir.shape import Shape, TensorType
+from rlx.ir.shape import TensorType
 from rlx.lir.specialize import bind_attrs
 from rlx.runtime.dispatch import ReportsDispatch
 from rlx.runtime.reference import bind_feed, checked_params, eval_node, feed_maps
@@ -173,8 +173,8 @@ class _Builder:
         if self.binding:  # size attributes naming symbols, bound to this module's sizes
             attrs = bind_attrs(op, node.attrs, self.binding)
             node = node if attrs is node.attrs else dataclasses.replace(node, attrs=attrs)
-        if node.extra_types or node.dtype in HOSTED or any(t.dtype in HOSTED for t in in_types):
-            # multi-result ops have no torch rows yet, HOSTED types no torch dtype: the NumPy kernel runs on the host
+        if (node.extra_types and op not in L.DECOMPOSED) or node.dtype in HOSTED or any(t.dtype in HOSTED for t in in_types):
+            # multi-result ops have no torch lowerings yet, HOSTED types no torch dtype: the NumPy kernel runs on the host
             return self.fx.call_function(_host(node, out, in_types, self.device), tuple(args))
         if op in L.LOWERINGS:
             if self.channels_last and op in CONVS and len(in_types[0].shape) == 4:
@@ -189,21 +189,23 @@ class _Builder:
         return self.fx.call_function(_host(node, out, in_types, self.device), tuple(args))
 
     def decomposed(self, node: Node, args: list[fx.Node], in_types: list[TensorType]) -> fx.Node:
-        sub = Graph(f"{node.op}_decomposed")
-        wide = [TensorType(t.shape, DType.F32) if t.dtype.is_low_precision_float else t for t in in_types]
-        operands = [sub.input(f"a{i}", Shape(tuple(t.shape)), t.dtype) for i, t in enumerate(wide)]
-        sub.set_outputs([get_op(node.op).decompose(sub, operands, node.attrs)])
+        """The node's registry decomposition (rlx.backends.lowering_table) inlined; a multi-result node
+        gives a tuple (its result nodes read it with getitem)."""
+        sub, operands = L.TABLE.decomposition(node, in_types)
         env: dict[int, fx.Node] = {}
-        for v, a, t, w in zip(operands, args, in_types, wide):
-            env[v.id] = a if t.dtype == w.dtype else self.fx.call_function(_named(lambda x: x.float(), "widen"), (a,))
+        for v, a, t in zip(operands, args, in_types):
+            env[v.id] = a if t.dtype == v.dtype else self.fx.call_function(_named(lambda x: x.float(), "widen"), (a,))
         inner = _Builder(sub, {}, self.device, self.checks, self.channels_last)
         inner.fx, inner.root, inner._consts = self.fx, self.root, self._consts
-        types = {v.id: w for v, w in zip(operands, wide)}
+        types = {v.id: v.type for v in operands}
         inner.emit_graph(sub, env, types)
         self._consts = inner._consts
-        result = env[sub.output_ids[0]]
-        want = L.torch_dtype(node.dtype)
-        return self.fx.call_function(_named(lambda x: x if x.dtype == want else x.to(want), "cast_out"), (result,))
+        results = []
+        for o, t in zip(sub.output_ids, node.types):
+            want = L.torch_dtype(t.dtype)
+            results.append(self.fx.call_function(_named(lambda x, want=want: x if x.dtype == want else x.to(want), "cast_out"),
+                                                 (env[o],)))
+        return results[0] if not node.extra_types else self.fx.call_function(_named(lambda *xs: xs, "results"), tuple(results))
 
     def build(self, received: list[int], outputs: list[int] | None = None, convert: Mapping[int, Any] | None = None,
               kind: str = "") -> fx.GraphModule:

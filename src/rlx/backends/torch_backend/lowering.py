@@ -23,20 +23,15 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from rlx.backends.lowering_table import LoweringTable
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
-from rlx.ir.opdef import all_ops
 from rlx.ir.shape import TensorType
 from rlx.ops import rows
 from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS, ArrayNamespace
-from rlx.ops.rows import SHAPE_ROWS, bind, minmax_reduce, reduce_identity
+from rlx.ops.rows import minmax_reduce, reduce_identity
 
 Lowering = Callable[[list[Any], Mapping[str, Any], TensorType], Any]
-
-LOWERINGS: dict[str, Lowering] = {}
-NATIVE_LOW_PRECISION: set[str] = set()
-LEAVES = {"input": "bound by name from exe.run(inputs=...)", "param": "bound once, resident on the device",
-          "result": "an item of its multi-result producer's tuple (operator.getitem)"}
 
 _TORCH_DTYPES = {
     "f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
@@ -63,17 +58,6 @@ def compute_dtype(dtype: DType) -> torch.dtype:
     return torch.float32 if dtype.is_low_precision_float else torch_dtype(dtype)
 
 
-def lowering(*names: str, native_low_precision: bool = False) -> Callable[[Lowering], Lowering]:
-    def register(fn: Lowering) -> Lowering:
-        for name in names:
-            LOWERINGS[name] = fn
-            if native_low_precision:
-                NATIVE_LOW_PRECISION.add(name)
-        return fn
-
-    return register
-
-
 def _cast_all(args: list[Any], out: TensorType) -> list[Any]:
     dt = compute_dtype(out.dtype)
     return [a if a.dtype == dt else a.to(dt) for a in args]
@@ -87,13 +71,6 @@ def _is_int(a: Any) -> bool:
     return not a.dtype.is_floating_point and not a.dtype.is_complex and a.dtype != torch.bool
 
 
-# ------------------------------------------------------------------------------ sources
-@lowering("constant")
-def _constant(args, attrs, out):
-    raise RlxError("torch backend: constants are bound when the module is built")  # never called: see executable
-
-
-# -------------------------------------------------------------------------- elementwise
 def _prod_axes(x: Any, axis: tuple[int, ...], keepdims: bool, dtype: Any) -> Any:
     """torch.prod over several axes (it takes one dim at a time)."""
     for a in sorted(axis, reverse=True):
@@ -109,6 +86,44 @@ TORCH = ArrayNamespace(torch, erf=torch.special.erf, sigmoid=torch.sigmoid, perm
                        rlx_dtype=lambda x: _rlx_dtype(x), astype=lambda x, to: x.to(torch_dtype(to)),
                        bitcast=lambda x, to: x.view(torch_dtype(to)),
                        arange_like=lambda n, like: torch.arange(n, device=like.device))
+
+_HOST_REASONS = {
+    "backward": "training kernels: run by the NumPy reference kernel on the host (a torch lowering is future work)",
+    "quant": "quantisation kernels with exact integer / byte layouts: the NumPy reference kernel runs on the host",
+    "moe": "dequantising grouped / MoE matmuls: the NumPy reference kernel runs on the host",
+    "numerics": "solvers, FFT, sampling and top-k with the reference's exact tie and RNG rules: NumPy kernel on the host",
+    "splat": "data-dependent tile lists: the NumPy kernels run on the host",
+    "control_flow": "bodies are evaluated by the reference interpreter on the host",
+    "extension": "custom_fn bodies are evaluated by the reference interpreter on the host",
+    "indexing": "cumulative / scatter / arg-reduce with the reference's tie and duplicate rules: NumPy kernel on the host",
+    "conv": "transposed convolution and resize: the NumPy reference kernel runs on the host",
+    "math_ext": "integer shifts and modulo with the reference's edge rules: the NumPy reference kernel runs on the host",
+    "attention": "rope: the NumPy reference kernel runs on the host",
+    "sequence": "the NumPy reference kernel runs on the host",
+}
+TABLE = LoweringTable(
+    "torch", TORCH, decompose_families=frozenset({"fused", "sequence"}), host_reasons=_HOST_REASONS,
+    default_host_reason="no torch lowering yet: the NumPy reference kernel runs on the host",
+    leaf_reasons={"input": "bound by name from exe.run(inputs=...)", "param": "bound once, resident on the device",
+                  "result": "an item of its multi-result producer's tuple (operator.getitem)"},
+)
+LOWERINGS: dict[str, Lowering] = TABLE.lowerings
+NATIVE_LOW_PRECISION: set[str] = TABLE.native_low_precision
+DECOMPOSED = TABLE.decomposed
+REFUSED = TABLE.refused
+LEAVES = TABLE.leaves
+lowering = TABLE.lowering
+host_reason = TABLE.host_reason
+coverage = TABLE.coverage
+
+
+# ------------------------------------------------------------------------------ sources
+@lowering("constant")
+def _constant(args, attrs, out):
+    raise RlxError("torch backend: constants are bound when the module is built")  # never called: see executable
+
+
+# -------------------------------------------------------------------------- elementwise
 #: torch's fused kernels for kinds it has natively (one kernel instead of the row formula's several ops)
 _NATIVE: dict[str, Callable[[Any], Any]] = {"gelu": F.gelu, "gelu_approx": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu}
 
@@ -145,7 +160,7 @@ def _cast(args, attrs, out):
     return x.to(torch_dtype(to))
 
 
-lowering("bitcast", native_low_precision=True)(bind(rows.bitcast, TORCH))
+lowering("bitcast", native_low_precision=True)(TABLE.row("bitcast"))
 
 
 def _int_div(a, b):
@@ -265,9 +280,6 @@ def _numpy_dtype(x: Any) -> Any:
     return _rlx_dtype(x).numpy
 
 
-lowering("reduce")(bind(rows.reduce, TORCH))
-
-
 @lowering("softmax")
 def _softmax(args, attrs, out):
     """torch's fused kernel, overriding the softmax row where every score is finite (a row with a
@@ -279,11 +291,6 @@ def _softmax(args, attrs, out):
         if bool(torch.isfinite(x).all()):
             return fast
     return rows.softmax_of(TORCH, x, axis)
-
-
-# -------------------------------------------------------------------------------- shape
-for _name, _row in SHAPE_ROWS.items():
-    lowering(_name)(bind(_row, TORCH))
 
 
 @lowering("gather")
@@ -306,8 +313,7 @@ def _layer_norm(args, attrs, out):
     return rows.layer_norm_of(TORCH, x, gamma, beta, axis, attrs["eps"])
 
 
-lowering("layer_norm2d")(bind(rows.layer_norm2d, TORCH))
-lowering("rms_norm")(bind(rows.rms_norm, TORCH))
+# layer_norm2d and rms_norm are the table's default rows (rlx.ops.rows)
 
 
 @lowering("group_norm")
@@ -394,48 +400,3 @@ def _pool2d(args, attrs, out):
         return total / (k[0] * k[1])
     ones = torch.ones((1, 1, *x.shape[2:]), dtype=total.dtype, device=x.device)
     return total / torch.sum(_windows(ones, k, s, p, 0), dim=-1)
-
-
-# --------------------------------------------------------------------------- the others
-DECOMPOSED = {op.name for op in all_ops() if op.decompose is not None and op.family in ("fused", "sequence")} - set(LOWERINGS)
-
-_HIR_REASON = "HIR block: rlx.compile lowers a HIR module to MIR before any backend sees it; an MIR graph never holds this op"
-_HOST_REASONS = {
-    "backward": "training kernels: run by the NumPy reference kernel on the host (a torch lowering is future work)",
-    "quant": "quantisation kernels with exact integer / byte layouts: the NumPy reference kernel runs on the host",
-    "moe": "dequantising grouped / MoE matmuls: the NumPy reference kernel runs on the host",
-    "numerics": "solvers, FFT, sampling and top-k with the reference's exact tie and RNG rules: NumPy kernel on the host",
-    "splat": "data-dependent tile lists: the NumPy kernels run on the host",
-    "control_flow": "bodies are evaluated by the reference interpreter on the host",
-    "extension": "custom_fn bodies are evaluated by the reference interpreter on the host",
-    "indexing": "cumulative / scatter / arg-reduce with the reference's tie and duplicate rules: NumPy kernel on the host",
-    "conv": "transposed convolution and resize: the NumPy reference kernel runs on the host",
-    "math_ext": "integer shifts and modulo with the reference's edge rules: the NumPy reference kernel runs on the host",
-    "attention": "rope: the NumPy reference kernel runs on the host",
-    "sequence": "the NumPy reference kernel runs on the host",
-}
-REFUSED: dict[str, str] = {op.name: _HIR_REASON for op in all_ops() if op.family == "hir_blocks"}
-
-
-def host_reason(op: Any) -> str | None:
-    """Why ``op`` runs its NumPy kernel on the host, or None when it has a device path."""
-    if op.name in LOWERINGS or op.name in DECOMPOSED or op.name in LEAVES or op.name in REFUSED or op.kernel is None:
-        return None
-    return _HOST_REASONS.get(op.family, "no torch lowering yet: the NumPy reference kernel runs on the host")
-
-
-def coverage() -> dict[str, str]:
-    """op name -> "lowered" | "decomposed" | "leaf" | "host: why" | "refused: why" (a test walks the registry)."""
-    table: dict[str, str] = {}
-    for op in all_ops():
-        if op.name in LEAVES:
-            table[op.name] = "leaf"
-        elif op.name in LOWERINGS:
-            table[op.name] = "lowered"
-        elif op.name in DECOMPOSED:
-            table[op.name] = "decomposed"
-        elif op.name in REFUSED:
-            table[op.name] = "refused: " + REFUSED[op.name]
-        elif host_reason(op) is not None:
-            table[op.name] = "host: " + host_reason(op)
-    return table

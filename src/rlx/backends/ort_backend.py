@@ -27,12 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from rlx.backends.common import PlainFeed
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.shape import TensorType
-from rlx.runtime.dispatch import ReportsDispatch
-from rlx.runtime.reference import bind_feed, checked_params, feed_maps
+from rlx.runtime.executable import ExecutableBase, Feed
 
 _SESSIONS: dict[tuple, Any] = {}
 _SESSIONS_LOCK = threading.Lock()
@@ -75,7 +73,7 @@ def session_count() -> int:
     return len(_SESSIONS)
 
 
-class OrtExecutable(ReportsDispatch):
+class OrtExecutable(ExecutableBase):
     """``exe.run(inputs={...}, params={...}) -> list[np.ndarray]``; ``exe(**inputs)`` also works."""
 
     backend = "onnxruntime"
@@ -105,13 +103,14 @@ class OrtExecutable(ReportsDispatch):
         self._lock = threading.Lock()
         self._session: Any = None  # the session of the bound params, once built
         self._version = 0
-        self._plain = PlainFeed(graph)
+        self.feed = Feed(graph)
+        self._plain = self.feed.plain
         if params:
             self.set_params(params)
 
     def set_params(self, params: Mapping[str, Any]) -> None:
         """Bind weights by name; the session holding them as initializers is built (or found) on the next run."""
-        self._bind(checked_params(self.graph, params))
+        self._bind(self.feed.check_params(params))
 
     def _bind(self, checked: Mapping[str, np.ndarray], session: Any = None) -> None:
         with self._lock:
@@ -145,12 +144,12 @@ class OrtExecutable(ReportsDispatch):
         sess = self._session
         if sess is not None and not params and inputs is not None and self._plain(inputs):  # the per-run fast path
             return self._call(sess, inputs)
-        inputs, params = feed_maps(self.graph, inputs, params)
+        inputs, params = self.feed.maps(inputs, params)
         with self._lock:
             bound, sess, version = dict(self._params), self._session, self._version
-        checked = checked_params(self.graph, params) if params else {}
+        checked = self.feed.check_params(params) if params else {}
         bound.update(checked)
-        fed, _ = bind_feed(self.graph, inputs, bound)
+        fed, _ = self.feed.check(inputs, bound)
         if sess is None or checked:
             sess = self._session_for(bound)
             if checked:  # this call's params stay bound for later runs
@@ -167,9 +166,6 @@ class OrtExecutable(ReportsDispatch):
         except Exception as exc:  # onnxruntime raises its own types (Fail, InvalidArgument, RuntimeException)
             raise RlxError(f"onnxruntime backend: running graph {self.graph.name!r} failed: {exc}") from exc
         return [np.asarray(o) for o in outs]
-
-    def __call__(self, **inputs: Any) -> list[np.ndarray]:
-        return self.run(inputs=inputs)
 
     def __repr__(self) -> str:
         return f"<OrtExecutable {self.graph.name!r} on {self.providers}>"

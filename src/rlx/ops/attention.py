@@ -135,11 +135,16 @@ def _attention_into(args, attrs, out_type, out):
     heads, head_dim = attrs["num_heads"], attrs["head_dim"]
     lay = Layout(args[0].ndim, attrs["layout"])
     q, k, v = (lay.to_bhsd(a, heads, head_dim) for a in promote_args(args[:3], out_type.dtype))
-    if attrs["attn_logit_softcap"] is None and attrs["mask_kind"] == "none":
-        s = np.matmul(q, np.swapaxes(k, -1, -2))  # a fresh array, scaled in place
-        np.multiply(s, np.asarray(attention_scale(attrs), s.dtype), out=s)
-    else:
-        s, _, _ = rows.attention_scores(NUMPY, q, k, attrs, args[3] if len(args) > 3 else None)
+    mask = args[3] if len(args) > 3 else None
+    s = np.matmul(q, np.swapaxes(k, -1, -2))  # a fresh array, scaled and masked in place (the row's steps)
+    np.multiply(s, np.asarray(attention_scale(attrs), s.dtype), out=s)
+    if attrs["attn_logit_softcap"] is not None:
+        s, _ = rows.softcap(NUMPY, s, attrs["attn_logit_softcap"])
+    if attrs["mask_kind"] == "bias":
+        np.add(s, mask.astype(s.dtype, copy=False), out=s)
+    keep = rows.keep_mask(NUMPY, attrs, s.shape[-2], s.shape[-1], mask, s)
+    if keep is not None:
+        np.copyto(s, MASK_FILL, where=~keep)
     p = softmax(s, out=s)
     o = lay.to_bhsd(out, heads, head_dim)
     if o.flags.c_contiguous:

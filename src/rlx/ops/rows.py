@@ -65,7 +65,8 @@ def bind(row: Callable[..., Any], xp: Any) -> Callable[[list[Any], Mapping[str, 
         return row(xp, args, attrs, out)
 
     lowered.__name__ = lowered.__qualname__ = row.__name__
-    lowered.row = row  # type: ignore[attr-defined]  (the table and the row tests read it back)
+    # the table and the row tests read the row back
+    lowered.row = row  # type: ignore[attr-defined]
     return lowered
 
 

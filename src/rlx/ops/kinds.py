@@ -142,6 +142,20 @@ class GraphNamespace:
     def maximum(self, a: Any, b: Any) -> Any:
         return self.g.maximum(a, b)
 
+    # reductions, so the composite rows of rlx.ops.rows run here too (a fused op's decomposition)
+    def _reduce(self, op: str, x: Any, axis: Any, keepdims: bool) -> Any:
+        axes = None if axis is None else [axis] if isinstance(axis, int) else list(axis)
+        return self.g.reduce(x, op=op, axes=axes, keep_dim=keepdims)
+
+    def amax(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        return self._reduce("max", x, axis, keepdims)
+
+    def sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        return self._reduce("sum", x, axis, keepdims)
+
+    def mean(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        return self._reduce("mean", x, axis, keepdims)
+
 
 # ------------------------------------------------------------------------------ rows
 Formula = Callable[..., Any]

@@ -153,3 +153,6 @@ defop(
     "is right only for the last one; stored non-negative). Needs a float input. A row whose max is not finite "
     "is shifted by 0 instead (so a row of -inf gives NaN, like NumPy / torch).",
 )
+
+
+# new composite ops go here

@@ -30,6 +30,7 @@ import numpy as np
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError, ShapeError
 from rlx.ir.shape import normalize_axis
+from rlx.ops.kinds import GraphNamespace
 
 #: masked attention scores are replaced by this (finite: a fully masked row averages v instead of NaN)
 MASK_FILL = -1e9
@@ -68,6 +69,16 @@ def bind(row: Callable[..., Any], xp: Any) -> Callable[[list[Any], Mapping[str, 
     # the table and the row tests read the row back
     lowered.row = row  # type: ignore[attr-defined]
     return lowered
+
+
+def decomposition(row: Callable[..., Any]) -> Callable[[Any, list[Any], Mapping[str, Any]], Any]:
+    """``row`` as an :class:`~rlx.ir.opdef.OpDef` ``decompose`` hook: run on the graph namespace, it emits the
+    op's primitive form (what autodiff, the ONNX exporter and a backend without the row use)."""
+    def decompose(g: Any, operands: list[Any], attrs: Mapping[str, Any]) -> Any:
+        return row(GraphNamespace(g), [g.value(o) for o in operands], attrs, None)
+
+    decompose.__name__ = decompose.__qualname__ = f"{row.__name__}_decomposition"
+    return decompose
 
 
 def along(xp: Any, v: Any, axis: int, rank: int) -> Any:
@@ -384,3 +395,4 @@ ROWS: dict[str, Callable[..., Any]] = {
     **SHAPE_ROWS, "reduce": reduce, "bitcast": bitcast, "softmax": softmax, "layer_norm": layer_norm,
     "layer_norm2d": layer_norm2d, "rms_norm": rms_norm, "group_norm": group_norm, "attention": attention,
 }
+# new composite rows go here

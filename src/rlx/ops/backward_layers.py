@@ -41,7 +41,7 @@ from rlx.ops.backward import (
     _scalar,
 )
 from rlx.ops.common import NORM_EPS, axis_of, promote_args, require_dim, require_float, require_rank
-from rlx.ops.kinds import NUMPY
+from rlx.ops.kinds import NUMPY, GraphNamespace
 
 
 # ------------------------------------------------------------------------ cross entropy
@@ -101,9 +101,7 @@ def _onehot(g, labels, classes: int, dtype):
 
 
 def _log_softmax_prims(g, z):
-    m = g.reduce(z, op="max", axes=[1], keep_dim=True)
-    zc = z - m
-    return zc - g.log(g.reduce(g.exp(zc), op="sum", axes=[1], keep_dim=True))
+    return rows.log_softmax_of(GraphNamespace(g), z, 1)
 
 
 def _ce_prims(g, ops, attrs):
@@ -199,22 +197,17 @@ def _p_along(g, v, axis: int, rank: int):
     return g.reshape(v, new_shape=[-1 if i == axis else 1 for i in range(rank)])
 
 
-def _p_mean(g, v, axis: int):
-    return g.reduce(v, op="mean", axes=[axis], keep_dim=True)
-
-
 def _p_sum_except(g, v, axis: int):
     return g.reduce(v, op="sum", axes=[i for i in range(len(v.shape)) if i != axis])
 
 
 def _p_layer_stats(g, x, axis: int, eps: float):
-    xc = x - _p_mean(g, x, axis)
-    r = g.rsqrt(_p_mean(g, xc * xc, axis) + _scalar(g, eps, x))
-    return xc * r, r
+    """The norm-statistics row on the graph namespace (primitive nodes)."""
+    return rows.norm_stats(GraphNamespace(g), x, axis, eps)
 
 
-def _p_ln_input_grad(g, xhat, r, gy, axis: int):
-    return r * (gy - _p_mean(g, gy, axis) - xhat * _p_mean(g, gy * xhat, axis))
+def _p_ln_input_grad(g, xhat, r, gy, axis: int, center: bool = True):
+    return rows.norm_input_grad(GraphNamespace(g), xhat, r, gy, axis, center)
 
 
 def _ln_input_prims(g, ops, attrs):
@@ -230,22 +223,17 @@ def _ln_gamma_prims(g, ops, attrs):
     return _p_sum_except(g, dy * _p_layer_stats(g, x, axis, attrs["eps"])[0], axis)
 
 
-def _rms_r(g, x, axis: int, eps: float):
-    return g.rsqrt(_p_mean(g, x * x, axis) + _scalar(g, eps, x))
-
-
 def _rms_input_prims(g, ops, attrs):
     x, gamma, _, dy = ops
     axis = attrs["axis"] % len(x.shape)
-    r = _rms_r(g, x, axis, attrs["eps"])
-    gy = dy * _p_along(g, gamma, axis, len(x.shape))
-    return r * (gy - x * r * r * _p_mean(g, gy * x, axis))
+    xhat, r = rows.norm_stats(GraphNamespace(g), x, axis, attrs["eps"], center=False)
+    return _p_ln_input_grad(g, xhat, r, dy * _p_along(g, gamma, axis, len(x.shape)), axis, center=False)
 
 
 def _rms_gamma_prims(g, ops, attrs):
     x, _, _, dy = ops
     axis = attrs["axis"] % len(x.shape)
-    return _p_sum_except(g, dy * x * _rms_r(g, x, axis, attrs["eps"]), axis)
+    return _p_sum_except(g, dy * rows.norm_stats(GraphNamespace(g), x, axis, attrs["eps"], center=False)[0], axis)
 
 
 def _rms_beta_prims(g, ops, attrs):

@@ -61,7 +61,9 @@ class ArrayNamespace:
         self.__dict__.update(extra)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._module, name)
+        found = getattr(self._module, name)
+        self.__dict__[name] = found  # later lookups are plain attribute reads (rows run per call)
+        return found
 
 
 def _libm_erf(x: np.ndarray) -> np.ndarray:

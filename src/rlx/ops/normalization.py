@@ -20,7 +20,7 @@ from rlx.ir.opdef import defop
 from rlx.ir.shape import TensorType
 from rlx.ops import rows
 from rlx.ops.common import NORM_EPS, axis_of, promote_args, require_dim, require_float, require_rank
-from rlx.ops.kinds import NUMPY
+from rlx.ops.kinds import NUMPY, GraphNamespace
 
 _EPS = AttrSpec("float", default=NORM_EPS, doc="added to the variance inside the square root")
 _AXIS = AttrSpec("int", default=-1, doc="the normalized axis (negative counts from the end)")
@@ -77,16 +77,9 @@ class _NormView:
         return ctx.reshape(v, [v.shape[-1], *tail])
 
 
-def _mean(g, v, axes):
-    return g.reduce(v, op="mean", axes=axes, keep_dim=True)
-
-
 def _standardize_v(ctx, nv: _NormView, xv):
     """(xhat, 1/sqrt(var + eps)) in the view, statistics keep_dim over the view's axes."""
-    g, axes = ctx.graph, nv.axes(xv)
-    d = xv - _mean(g, xv, axes) if nv.center else xv
-    s = g.sqrt(_mean(g, d * d, axes) + ctx.const(nv.eps, xv.dtype))
-    return d / s, ctx.const(1.0, xv.dtype) / s
+    return rows.norm_stats(GraphNamespace(ctx.graph), xv, nv.axes(xv), nv.eps, center=nv.center)
 
 
 def _sum_except(g, v, axis: int):
@@ -104,10 +97,8 @@ def _norm_vjp(ctx, node, ct):
     grads = [None, None, None]
     if ctx.wants(node, 0):
         gv = nv.view(ctx, ct * nv.along(ctx, ctx.cast(gamma, dt)))
-        axes = nv.axes(xv)
-        inner = gv - _mean(g, gv, axes) if nv.center else gv
-        inner = inner - xhat_v * _mean(g, gv * xhat_v, axes)
-        grads[0] = ctx.cast(ctx.reshape(inner * r, x.shape), x.dtype)
+        dx = rows.norm_input_grad(GraphNamespace(g), xhat_v, r, gv, nv.axes(xv), nv.center)
+        grads[0] = ctx.cast(ctx.reshape(dx, x.shape), x.dtype)
     if ctx.wants(node, 1):
         grads[1] = ctx.cast(_sum_except(g, ct * ctx.reshape(xhat_v, x.shape), nv.axis), gamma.dtype)
     if ctx.wants(node, 2):
@@ -125,9 +116,7 @@ def _norm_jvp(ctx, node, tangents):
     parts = []
     if tx is not None:
         tv = nv.view(ctx, ctx.cast(tx, dt))
-        axes = nv.axes(xv)
-        td = tv - _mean(g, tv, axes) if nv.center else tv
-        txh = (td - xhat_v * _mean(g, xhat_v * td, axes)) * r
+        txh = rows.norm_input_grad(GraphNamespace(g), xhat_v, r, tv, nv.axes(xv), nv.center)  # the Jacobian is symmetric
         parts.append(ctx.reshape(txh, x.shape) * nv.along(ctx, ctx.cast(gamma, dt)))
     if tg is not None:
         parts.append(ctx.reshape(xhat_v, x.shape) * nv.along(ctx, ctx.cast(tg, dt)))

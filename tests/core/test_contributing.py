@@ -118,6 +118,86 @@ def test_adding_an_elementwise_kind_is_one_edit(tmp_path):
     assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
 
 
+COMPOSITE_CHILD = textwrap.dedent('''
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+    import rlx
+    import rlx.onnx
+    from rlx.backends.jax.lowering import coverage as jax_coverage
+    from rlx.backends.torch_backend.lowering import LOWERINGS, TABLE, TORCH
+    from rlx.ops import rows
+
+    x = np.random.default_rng(0).standard_normal((3, 5))
+    oracle = torch.log_softmax(torch.from_numpy(x), dim=0).numpy()
+
+    def graph():
+        g = rlx.Graph("ls")
+        g.set_outputs([g.log_softmax(g.input("x", [3, 5], "f64"), axis=0)])
+        return g
+
+    g = graph()
+    np.testing.assert_allclose(rlx.run(g, {"x": x})[0], oracle, rtol=1e-12)
+    for backend in ("numpy", "jax", "torch"):
+        np.testing.assert_allclose(rlx.compile(g, backend=backend).run({"x": x})[0], oracle, rtol=1e-12)
+    assert jax_coverage()["log_softmax"] == "lowered" and TABLE.how("log_softmax") == "lowered"
+
+    t = torch.from_numpy(x).requires_grad_()
+    w = torch.linspace(-1.0, 1.0, 15, dtype=torch.float64).reshape(3, 5)
+    (torch.log_softmax(t, dim=0) * w).sum().backward()
+    s = rlx.Graph("loss")
+    si = s.input("x", [3, 5], "f64")
+    s.set_outputs([s.sum(s.log_softmax(si, axis=0) * s.constant(w.numpy()))])
+    grad = rlx.run(rlx.grad(s, ["x"]), {"x": x, "d_output": np.array(1.0)})[0]
+    np.testing.assert_allclose(grad, t.grad.numpy(), rtol=1e-10, atol=1e-12)
+    tangent = np.random.default_rng(1).standard_normal((3, 5))
+    _, want_t = torch.func.jvp(lambda a: torch.log_softmax(a, dim=0), (torch.from_numpy(x),), (torch.from_numpy(tangent),))
+    np.testing.assert_allclose(rlx.run(rlx.jvp(g, ["x"]), {"x": x, "t_x": tangent})[1], want_t.numpy(), rtol=1e-10, atol=1e-12)
+    batched = rlx.run(rlx.vmap(graph(), {"x": 0}, batch_size=2), {"x": np.stack([x, 2 * x])})[0]
+    np.testing.assert_allclose(batched[1], torch.log_softmax(torch.from_numpy(2 * x), dim=0).numpy(), rtol=1e-12)
+
+    model = rlx.onnx.export(g, {})
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], oracle, rtol=1e-12)
+
+    node = g.nodes[-1]
+    xt = torch.from_numpy(x)
+    assert LOWERINGS["log_softmax"].__name__ == "_log_softmax"  # the fast path replaced the row
+    np.testing.assert_allclose(LOWERINGS["log_softmax"]([xt], node.attrs, node.type).numpy(),
+                               rows.log_softmax(TORCH, [xt], node.attrs, node.type).numpy(), rtol=1e-12)
+    print("ok")
+''')
+
+
+def _applied(tmp_path, edits):
+    """A copy of the package with ``edits`` ((file, marker or None to append, example name)) applied."""
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "src" / "rlx", src / "rlx", ignore=shutil.ignore_patterns("__pycache__"))
+    for rel, marker, name in edits:
+        path = src / "rlx" / rel
+        text = path.read_text(encoding="utf-8")
+        if marker is None:
+            text = text.rstrip("\n") + "\n\n\n" + _example(name)
+        else:
+            assert text.count(marker) == 1, f"{rel} lost its marker {marker!r}"
+            text = text.replace(marker, _example(name) + "\n\n" + marker)
+        path.write_text(text, encoding="utf-8")
+    return src
+
+
+def test_adding_a_composite_op_is_one_row_and_a_defop(tmp_path):
+    for lib in ("jax", "onnx", "onnxruntime", "torch"):
+        pytest.importorskip(lib)
+    src = _applied(tmp_path, [("ops/rows.py", "# new composite rows go here", "composite-row"),
+                              ("ops/reduction.py", "# new composite ops go here", "composite-op"),
+                              ("backends/torch_backend/lowering.py", None, "composite-fast-path")])
+    (tmp_path / "child.py").write_text(COMPOSITE_CHILD, encoding="utf-8")
+    env = {"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+           "XLA_FLAGS": "--xla_force_host_platform_device_count=1", "JAX_PLATFORMS": "cpu", "JAX_ENABLE_X64": "1"}
+    res = subprocess.run([sys.executable, str(tmp_path / "child.py")], env=env, capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
+
+
 def test_the_backend_example_registers_and_runs():
     namespace: dict = {}
     exec(compile(_example("backend"), "CONTRIBUTING.md", "exec"), namespace)

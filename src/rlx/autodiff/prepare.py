@@ -43,12 +43,9 @@ class Prepared:
 
 
 # ------------------------------------------------------------------------------ input kinds
-def _autodiff_policy() -> Any:
-    try:
-        from rlx.hir import FusionPolicy  # type: ignore[attr-defined]  # lazy: hir sits beside autodiff
-    except ImportError:
-        return "fusable"
-    return FusionPolicy.for_autodiff()
+#: the fusion policy HIR modules lower with before differentiation, by name (``lower_to_mir`` coerces it:
+#: FusionPolicy.for_autodiff()); autodiff sits below nothing HIR-specific, so it does not import rlx.hir
+AUTODIFF_POLICY = "fusable"
 
 
 def as_mir(obj: Any, what: str = "autodiff") -> Graph:
@@ -60,7 +57,7 @@ def as_mir(obj: Any, what: str = "autodiff") -> Graph:
     if stage is GraphStage.LIR or str(stage) == "lir" or (hasattr(obj, "plan") and hasattr(obj, "graph")):
         raise AutodiffError(f"{what}: an LIR module cannot be differentiated (wrong stage); differentiate the MIR, then plan")
     if hasattr(obj, "lower_to_mir"):
-        mir = obj.lower_to_mir(policy=_autodiff_policy())
+        mir = obj.lower_to_mir(policy=AUTODIFF_POLICY)
         if not isinstance(mir, Graph):
             raise AutodiffError(f"{what}: lower_to_mir returned {type(mir).__name__}, not a Graph")
         return mir

@@ -1,14 +1,12 @@
-"""Helpers the compiled backends and the importers share: which nodes an output needs, the fast feed
-check."""
+"""What the compiled backends share beyond rlx.runtime.executable: which nodes an output needs."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
-
-import numpy as np
 
 from rlx.ir.graph import Graph
+
+__all__ = ["live_nodes"]
 
 
 def live_nodes(g: Graph, outputs: Sequence[int] | None = None, given: Collection[int] = ()) -> list[bool]:
@@ -24,21 +22,3 @@ def live_nodes(g: Graph, outputs: Sequence[int] | None = None, given: Collection
     return live
 
 
-class PlainFeed:
-    """The fast path of the feed check a compiled backend runs before the full one (``bind_feed``):
-    exactly the declared inputs, as NumPy arrays of the declared dtype and static shape. Anything
-    else (a list, another dtype, a symbolic graph) takes the full check, which names every problem."""
-
-    def __init__(self, g: Graph):
-        inputs = g.inputs()
-        self.static = all(v.node.shape.is_static for v in inputs.values())
-        self.expect = {n: (v.node.dtype.numpy, tuple(v.node.shape)) for n, v in inputs.items()} if self.static else {}
-
-    def __call__(self, inputs: Any) -> bool:
-        if not self.static or inputs.__class__ is not dict or len(inputs) != len(self.expect):
-            return False
-        for name, (dtype, shape) in self.expect.items():
-            a = inputs.get(name)
-            if a.__class__ is not np.ndarray or a.dtype != dtype or a.shape != shape:
-                return False
-        return True

@@ -12,11 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from rlx.backends.common import PlainFeed
 from rlx.backends.session_cache import SESSIONS
 from rlx.ir.graph import Graph
-from rlx.runtime.dispatch import ReportsDispatch
-from rlx.runtime.reference import bind_feed, checked_params, feed_maps
+from rlx.runtime.executable import ExecutableBase, Feed
 
 
 def digest(params: Mapping[str, np.ndarray]) -> str:
@@ -29,7 +27,7 @@ def digest(params: Mapping[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
-class EngineExecutable(ReportsDispatch):
+class EngineExecutable(ExecutableBase):
     """``exe.run(inputs={...}, params={...}) -> list[np.ndarray]``; ``exe(**inputs)`` also works.
 
     Subclasses set ``backend`` and define ``_key_settings()`` (the settings that change a session),
@@ -43,12 +41,13 @@ class EngineExecutable(ReportsDispatch):
 
         self.graph, self.threads = graph, threads
         self.fingerprint = fingerprint(graph)
-        self.input_names = tuple(graph.inputs())
+        self.feed = Feed(graph)
+        self.input_names = tuple(self.feed.input_names)
         self._params: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
         self._session: Any = None  # the session of the bound params, once built
         self._version = 0
-        self._plain = PlainFeed(graph)
+        self._plain = self.feed.plain
 
     def _key_settings(self) -> tuple[Hashable, ...]:
         raise NotImplementedError
@@ -61,7 +60,7 @@ class EngineExecutable(ReportsDispatch):
 
     def set_params(self, params: Mapping[str, Any]) -> None:
         """Bind weights by name; the session holding them as initializers is built (or found) on the next run."""
-        self._bind(checked_params(self.graph, params))
+        self._bind(self.feed.check_params(params))
 
     def _bind(self, checked: Mapping[str, np.ndarray], session: Any = None) -> None:
         with self._lock:
@@ -89,12 +88,12 @@ class EngineExecutable(ReportsDispatch):
         sess = self._session
         if sess is not None and not params and inputs is not None and self._plain(inputs):  # the per-run fast path
             return self._call(sess, inputs)
-        inputs, params = feed_maps(self.graph, inputs, params)
+        inputs, params = self.feed.maps(inputs, params)
         with self._lock:
             bound, sess, version = dict(self._params), self._session, self._version
-        checked = checked_params(self.graph, params) if params else {}
+        checked = self.feed.check_params(params) if params else {}
         bound.update(checked)
-        fed, _ = bind_feed(self.graph, inputs, bound)
+        fed, _ = self.feed.check(inputs, bound)
         if sess is None or checked:
             sess = self._session_for(bound)
             if checked:  # this call's params stay bound for later runs
@@ -103,7 +102,4 @@ class EngineExecutable(ReportsDispatch):
                 with self._lock:
                     if self._version == version:  # nobody bound other params meanwhile
                         self._session = sess
-        return self._call(sess, {name: fed[v.id] for name, v in self.graph.inputs().items()})
-
-    def __call__(self, **inputs: Any) -> list[np.ndarray]:
-        return self.run(inputs=inputs)
+        return self._call(sess, {name: fed[v.id] for name, v in self.feed.inputs.items()})

@@ -25,6 +25,7 @@ from rlx.hir.policy import FusionPolicy
 from rlx.ir.attrs import FrozenArray
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, GraphStage, Node
+from rlx.ir.units import format_bytes  # re-exported: rlx.hir.inspect.format_bytes
 
 _KIND_ATTR = {"activation": "kind", "binary": "op", "compare": "op"}
 
@@ -42,18 +43,6 @@ def op_histogram(g: Graph) -> list[tuple[str, int]]:
 
 def format_histogram(g: Graph) -> str:
     return ", ".join(f"{k}={c}" for k, c in op_histogram(g))
-
-
-def format_bytes(n: int) -> str:
-    """``B`` below 1 KiB, else KiB / MiB / GiB / TiB with one decimal (binary units: 1 KiB = 1024 B)."""
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1024 or unit == "TiB":
-            return f"{value:.1f} {unit}"
-    raise AssertionError("unreachable")
 
 
 def static_bytes(g: Graph) -> int:

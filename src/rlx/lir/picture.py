@@ -17,6 +17,7 @@ from html import escape
 from typing import Any
 
 from rlx.ir.atomic import atomic_open
+from rlx.ir.units import format_bytes
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,6 @@ def _color(i: int, kind: str) -> str:
 
 
 def _kib(n: int) -> str:
-    from rlx.hir.inspect import format_bytes
-
     return format_bytes(n)
 
 

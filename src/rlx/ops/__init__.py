@@ -4,6 +4,7 @@ from rlx.ops import (  # noqa: F401
     advanced_index,
     attention,
     backward,
+    backward_layers,
     control_flow,
     conv,
     custom,

@@ -18,9 +18,11 @@ from __future__ import annotations
 import numpy as np
 
 from rlx.ir.attrs import AttrSpec
-from rlx.ir.errors import AutodiffError, RlxError, ShapeError
+from rlx.ir.errors import AutodiffError, ShapeError
 from rlx.ir.opdef import VARIADIC, defop
 from rlx.ir.shape import Shape, TensorType, broadcast_shapes
+from rlx.ops import rows
+from rlx.ops.kinds import NUMPY
 
 _PATTERN = AttrSpec("str", doc="one char per index position: 'i' index tensor, ':' full slice, 'n' new axis")
 
@@ -99,11 +101,7 @@ def checked_key(x: np.ndarray, idx: list[np.ndarray], pattern: str, op: str) -> 
         if c == ":":
             key.append(slice(None))
         else:
-            i, n = np.asarray(next(it)).astype(np.int64), x.shape[axis]
-            bad = (i < -n) | (i >= n)
-            if bad.any():
-                raise RlxError(f"{op}: index {int(i[bad].flat[0])} is out of range for axis {axis} of size {n}")
-            key.append(np.where(i < 0, i + n, i))
+            key.append(rows.checked_index(NUMPY, np.asarray(next(it)).astype(np.int64), x.shape[axis], op, axis))
         axis += 1
     return tuple(key)
 

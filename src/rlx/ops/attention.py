@@ -20,25 +20,21 @@ from rlx.ir.errors import AutodiffError, ShapeError
 from rlx.ir.flags import BLAS
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType, broadcast_shapes
+from rlx.ops import rows
 from rlx.ops.common import promote_args, require_dim, require_float
+from rlx.ops.kinds import NUMPY
+from rlx.ops.rows import KEEP_AT, MASK_FILL, attention_scale
+
+__all__ = ["KEEP_AT", "MASK_FILL", "MASK_KINDS", "Layout", "attention_scale", "attention_scores", "attention_type",
+           "position_keep", "rope_kernel", "rope_type", "softmax"]
 
 MASK_KINDS = ("none", "causal", "sliding_window", "custom", "bias")
-MASK_FILL = -1e9  # upstream's value for masked scores (not -inf)
-KEEP_AT = 0.5  # a 'custom' mask keeps key j where mask[..., j] >= KEEP_AT
 
 
 def position_keep(kind: str, sq: int, sk: int, window: int | None) -> np.ndarray | None:
-    """The [Sq, Sk] bool keep mask of a positional mask kind (causal, sliding_window), None for the
-    others: query row i is aligned with key i + (Sk - Sq) (bottom-right), keeps keys j <= that one and,
-    for a sliding window w, j >= that one - w. Every consumer (kernel, rules, exporter) builds it here."""
-    if kind not in ("causal", "sliding_window"):
-        return None
-    i = np.arange(sq)[:, None] + (sk - sq)
-    j = np.arange(sk)[None, :]
-    keep = j <= i
-    if kind == "sliding_window":
-        keep &= j >= i - window
-    return keep
+    """The NumPy [Sq, Sk] keep mask of a positional mask kind (the row :func:`rlx.ops.rows.position_keep`):
+    constants for the rules and the exporter."""
+    return rows.position_keep(NUMPY, kind, sq, sk, window)
 
 
 # -------------------------------------------------------------------------- attention
@@ -62,15 +58,10 @@ class Layout:
 
     def to_bhsd(self, a: np.ndarray, heads: int, head_dim: int) -> np.ndarray:
         """View as [*batch, H, S, D]."""
-        if self.rank in (2, 3):
-            return np.swapaxes(a.reshape(*a.shape[:-1], heads, head_dim), -3, -2)
-        return a if self.layout == "bhsd" else np.swapaxes(a, 1, 2)
+        return rows.Layout(self.rank, self.layout).to_bhsd(NUMPY, a, heads, head_dim)
 
     def from_bhsd(self, a: np.ndarray) -> np.ndarray:
-        if self.rank in (2, 3):
-            a = np.swapaxes(a, -3, -2)
-            return a.reshape(*a.shape[:-2], -1)
-        return a if self.layout == "bhsd" else np.swapaxes(a, 1, 2)
+        return rows.Layout(self.rank, self.layout).from_bhsd(NUMPY, a)
 
 
 def _attention_arity(attrs) -> int:
@@ -119,54 +110,46 @@ def attention_type(ins: list[TensorType], attrs) -> TensorType:
 
 
 def softmax(s: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """Max-subtracted softmax over the last axis, so large (capped or biased) scores cannot overflow;
-    written into ``out`` (which may be ``s`` itself) when given."""
+    """NumPy's in-place override of the softmax row over the last axis (the arena's attention
+    kernel_into; tests/ops/test_rows.py proves it equal to the row): written into ``out`` (which may
+    be ``s`` itself) when given. Scores are finite (masked ones are MASK_FILL), so no guard is needed."""
     e = np.subtract(s, s.max(axis=-1, keepdims=True), out=out)
     np.exp(e, out=e)
     return np.divide(e, e.sum(axis=-1, keepdims=True), out=e)
 
 
-def attention_scale(attrs) -> float:
-    """The score multiplier: ``score_scale``, else head_dim**-0.5 (backward scales dS by it too)."""
-    return attrs["score_scale"] if attrs["score_scale"] is not None else attrs["head_dim"] ** -0.5
-
-
 def attention_scores(
     q: np.ndarray, k: np.ndarray, attrs, mask: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """Masked scores of q, k ([*batch, H, S, D]) -> (s, keep, t), shared by forward and backward so both
-    see the same probabilities softmax(s). ``keep`` marks scores a replacing mask (custom, causal,
-    sliding_window) left alone, None if none replaces; ``t`` = tanh(raw/c) under a soft-cap c, else
-    None; backward needs both, to zero replaced scores' gradient and for the cap's derivative.
-    """
-    kind, cap = attrs["mask_kind"], attrs["attn_logit_softcap"]
-    s = np.matmul(q, np.swapaxes(k, -1, -2))  # [*batch, H, Sq, Sk], a fresh array scaled and masked in place
-    np.multiply(s, np.asarray(attention_scale(attrs), q.dtype), out=s)
-    t = None
-    if cap is not None:  # before the mask, so masked scores stay MASK_FILL
-        t = np.tanh(s / cap)
-        s = cap * t
-    sq, sk = s.shape[-2:]
-    keep = position_keep(kind, sq, sk, attrs["window"])
-    if kind == "custom":
-        keep = mask[..., None, None, :] >= KEEP_AT  # [*batch, 1, 1, Sk]
-    elif kind == "bias":
-        s = s + mask.astype(s.dtype, copy=False)
-    if keep is not None:
-        np.copyto(s, MASK_FILL, where=~keep)
-    return s, keep, t
+    """The scores row (:func:`rlx.ops.rows.attention_scores`) in NumPy: (s, keep, t) for the kernels."""
+    return rows.attention_scores(NUMPY, q, k, attrs, mask)
 
 
-def _attention_kernel(args, attrs, out_type, out=None):
-    """Into ``out`` when given (kernel_into), else a new array; the scores are the one temporary."""
+def _attention_kernel(args, attrs, out_type):
+    """The attention row in NumPy."""
+    return rows.attention(NUMPY, args, attrs, out_type)
+
+
+def _attention_into(args, attrs, out_type, out):
+    """The arena's override of the row: the scores are the one temporary, softmax in place, p @ v into ``out``."""
     heads, head_dim = attrs["num_heads"], attrs["head_dim"]
     lay = Layout(args[0].ndim, attrs["layout"])
     q, k, v = (lay.to_bhsd(a, heads, head_dim) for a in promote_args(args[:3], out_type.dtype))
-    s, _, _ = attention_scores(q, k, attrs, args[3] if len(args) > 3 else None)
+    mask = args[3] if len(args) > 3 else None
+    s = np.matmul(q, np.swapaxes(k, -1, -2))  # a fresh array, scaled and masked in place (the row's steps)
+    np.multiply(s, np.asarray(attention_scale(attrs), s.dtype), out=s)
+    if attrs["attn_logit_softcap"] is not None:
+        s, _ = rows.softcap(NUMPY, s, attrs["attn_logit_softcap"])
+    if attrs["mask_kind"] == "bias":
+        np.add(s, mask.astype(s.dtype, copy=False), out=s)
+    keep = rows.keep_mask(NUMPY, attrs, s.shape[-2], s.shape[-1], mask, s)
+    if keep is not None:
+        np.copyto(s, MASK_FILL, where=~keep)
     p = softmax(s, out=s)
-    o = None if out is None else lay.to_bhsd(out, heads, head_dim)
-    if o is None or o.flags.c_contiguous:
-        return lay.from_bhsd(np.matmul(p, v, out=o))
+    o = lay.to_bhsd(out, heads, head_dim)
+    if o.flags.c_contiguous:
+        np.matmul(p, v, out=o)
+        return out
     np.copyto(o, np.matmul(p, v))  # a strided view of out (bshd, ranks 2-3): the product is made contiguous, as without out
     return out
 
@@ -429,7 +412,7 @@ defop(
         "attn_logit_softcap": AttrSpec("float", default=None, doc="c > 0: scores become c*tanh(s/c); None = off"),
         "layout": AttrSpec("str", default="bhsd", choices=("bhsd", "bshd"), doc="rank-4 operand layout"),
     },
-    infer=attention_type, kernel=_attention_kernel, kernel_into=_attention_kernel,
+    infer=attention_type, kernel=_attention_kernel, kernel_into=_attention_into,
     vjp=_attention_vjp, jvp=_attention_jvp, batch=_attention_batch,
     doc="Scaled dot-product attention, per batch b and head h: s = q_h @ k_h.T * scale "
     "(scale = score_scale, default head_dim**-0.5); soft-cap s = c*tanh(s/c) if "

@@ -13,10 +13,12 @@ import numpy as np
 
 from rlx.ir.attrs import AttrSpec
 from rlx.ir.dtype import DType
-from rlx.ir.errors import AutodiffError, RlxError, ShapeError
+from rlx.ir.errors import AutodiffError, ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
+from rlx.ops import rows
 from rlx.ops.common import axis_of
+from rlx.ops.kinds import NUMPY
 
 
 def _canon_axis(ins, attrs):
@@ -153,11 +155,7 @@ def _gather_elements_type(ins, attrs):
 
 
 def _checked_index(idx: np.ndarray, n: int, op: str) -> np.ndarray:
-    idx = idx.astype(np.int64)
-    bad = (idx < -n) | (idx >= n)
-    if bad.any():
-        raise RlxError(f"{op}: index {int(idx[bad].flat[0])} is out of range for an axis of size {n}")
-    return np.where(idx < 0, idx + n, idx)
+    return rows.checked_index(NUMPY, idx.astype(np.int64), n, op)
 
 
 def _gather_elements_kernel(args, attrs, out):

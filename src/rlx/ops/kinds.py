@@ -37,6 +37,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from rlx.ir.dtype import DType
+from rlx.ops.common import promote_args
+
 FLOAT = frozenset({"float"})
 FLOAT_INT = frozenset({"float", "int"})
 FLOAT_COMPLEX = frozenset({"float", "complex"})
@@ -58,7 +61,9 @@ class ArrayNamespace:
         self.__dict__.update(extra)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._module, name)
+        found = getattr(self._module, name)
+        self.__dict__[name] = found  # later lookups are plain attribute reads (rows run per call)
+        return found
 
 
 def _libm_erf(x: np.ndarray) -> np.ndarray:
@@ -85,8 +90,23 @@ def numpy_sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return np.multiply(0.5, np.add(1.0, np.tanh(y, out=y), out=y), out=y)
 
 
-#: The NumPy namespace of the reference kernels.
-NUMPY = ArrayNamespace(np, erf=numpy_erf, sigmoid=numpy_sigmoid)
+def _numpy_astype(x: np.ndarray, to: Any) -> np.ndarray:
+    return x.astype(np.float32 if DType(to).is_low_precision_float else DType(to).numpy, copy=False)
+
+
+def _numpy_cast_all(args: list[np.ndarray], out: Any) -> list[np.ndarray]:
+    return promote_args(args, out.dtype)
+
+
+def _numpy_rlx_dtype(x: np.ndarray) -> DType:
+    return DType.of(np.asarray(x).dtype)
+
+
+#: The NumPy namespace of the reference kernels (the extras rlx.ops.rows reads included).
+NUMPY = ArrayNamespace(np, erf=numpy_erf, sigmoid=numpy_sigmoid, cast_all=_numpy_cast_all, astype=_numpy_astype,
+                       rlx_dtype=_numpy_rlx_dtype, arange_like=lambda n, like: np.arange(n), permute=np.transpose,
+                       concat=lambda parts, axis: np.concatenate(parts, axis=axis),
+                       full_like_shape=lambda shape, value, like: np.full(shape, value, dtype=like.dtype))
 
 
 class GraphNamespace:
@@ -123,6 +143,20 @@ class GraphNamespace:
 
     def maximum(self, a: Any, b: Any) -> Any:
         return self.g.maximum(a, b)
+
+    # reductions, so the composite rows of rlx.ops.rows run here too (a fused op's decomposition)
+    def _reduce(self, op: str, x: Any, axis: Any, keepdims: bool) -> Any:
+        axes = None if axis is None else [axis] if isinstance(axis, int) else list(axis)
+        return self.g.reduce(x, op=op, axes=axes, keep_dim=keepdims)
+
+    def amax(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        return self._reduce("max", x, axis, keepdims)
+
+    def sum(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        return self._reduce("sum", x, axis, keepdims)
+
+    def mean(self, x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        return self._reduce("mean", x, axis, keepdims)
 
 
 # ------------------------------------------------------------------------------ rows

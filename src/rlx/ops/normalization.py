@@ -18,7 +18,9 @@ from rlx.ir.dtype import promote_all
 from rlx.ir.errors import AutodiffError, ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import TensorType
+from rlx.ops import rows
 from rlx.ops.common import NORM_EPS, axis_of, promote_args, require_dim, require_float, require_rank
+from rlx.ops.kinds import NUMPY, GraphNamespace
 
 _EPS = AttrSpec("float", default=NORM_EPS, doc="added to the variance inside the square root")
 _AXIS = AttrSpec("int", default=-1, doc="the normalized axis (negative counts from the end)")
@@ -33,20 +35,6 @@ def _affine_type(ins: list[TensorType], axis: int) -> TensorType:
         require_rank(t, 1, what)
         require_dim(t.shape[0], x.shape[axis], f"{what} length (x axis {axis} of {x.shape!r})")
     return TensorType(x.shape, promote_all([t.dtype for t in ins]))
-
-
-def _affine(y: np.ndarray, gamma: np.ndarray, beta: np.ndarray, axis: int) -> np.ndarray:
-    """y * gamma + beta with the rank-1 gamma/beta laid along ``axis``."""
-    shape = [1] * y.ndim
-    shape[axis] = -1
-    return y * gamma.reshape(shape) + beta.reshape(shape)
-
-
-def _standardize(x: np.ndarray, axes: int | tuple[int, ...], eps: float) -> np.ndarray:
-    mu = x.mean(axis=axes, keepdims=True)
-    d = x - mu
-    var = (d * d).mean(axis=axes, keepdims=True)
-    return d / np.sqrt(var + eps)
 
 
 # ----------------------------------------------------------------------- autodiff rules
@@ -89,16 +77,9 @@ class _NormView:
         return ctx.reshape(v, [v.shape[-1], *tail])
 
 
-def _mean(g, v, axes):
-    return g.reduce(v, op="mean", axes=axes, keep_dim=True)
-
-
 def _standardize_v(ctx, nv: _NormView, xv):
     """(xhat, 1/sqrt(var + eps)) in the view, statistics keep_dim over the view's axes."""
-    g, axes = ctx.graph, nv.axes(xv)
-    d = xv - _mean(g, xv, axes) if nv.center else xv
-    s = g.sqrt(_mean(g, d * d, axes) + ctx.const(nv.eps, xv.dtype))
-    return d / s, ctx.const(1.0, xv.dtype) / s
+    return rows.norm_stats(GraphNamespace(ctx.graph), xv, nv.axes(xv), nv.eps, center=nv.center)
 
 
 def _sum_except(g, v, axis: int):
@@ -116,10 +97,8 @@ def _norm_vjp(ctx, node, ct):
     grads = [None, None, None]
     if ctx.wants(node, 0):
         gv = nv.view(ctx, ct * nv.along(ctx, ctx.cast(gamma, dt)))
-        axes = nv.axes(xv)
-        inner = gv - _mean(g, gv, axes) if nv.center else gv
-        inner = inner - xhat_v * _mean(g, gv * xhat_v, axes)
-        grads[0] = ctx.cast(ctx.reshape(inner * r, x.shape), x.dtype)
+        dx = rows.norm_input_grad(GraphNamespace(g), xhat_v, r, gv, nv.axes(xv), nv.center)
+        grads[0] = ctx.cast(ctx.reshape(dx, x.shape), x.dtype)
     if ctx.wants(node, 1):
         grads[1] = ctx.cast(_sum_except(g, ct * ctx.reshape(xhat_v, x.shape), nv.axis), gamma.dtype)
     if ctx.wants(node, 2):
@@ -137,9 +116,7 @@ def _norm_jvp(ctx, node, tangents):
     parts = []
     if tx is not None:
         tv = nv.view(ctx, ctx.cast(tx, dt))
-        axes = nv.axes(xv)
-        td = tv - _mean(g, tv, axes) if nv.center else tv
-        txh = (td - xhat_v * _mean(g, xhat_v * td, axes)) * r
+        txh = rows.norm_input_grad(GraphNamespace(g), xhat_v, r, tv, nv.axes(xv), nv.center)  # the Jacobian is symmetric
         parts.append(ctx.reshape(txh, x.shape) * nv.along(ctx, ctx.cast(gamma, dt)))
     if tg is not None:
         parts.append(ctx.reshape(xhat_v, x.shape) * nv.along(ctx, ctx.cast(tg, dt)))
@@ -198,8 +175,9 @@ def _layer_norm_type(ins, attrs):
     return _affine_type(ins, axis_of(attrs["axis"], ins[0]))
 
 
-def _layer_norm_kernel(args, attrs, out_type, out=None):
-    """Into ``out`` when given (kernel_into), else a new array; one temporary, for (x-mu)**2."""
+def _layer_norm_into(args, attrs, out_type, out):
+    """The arena's override of the layer-norm row (tests/ops/test_rows.py): into ``out``, one
+    temporary, for (x-mu)**2."""
     x, gamma, beta = promote_args(args, out_type.dtype)
     axis = attrs["axis"] % x.ndim
     shape = [1] * x.ndim
@@ -215,7 +193,7 @@ def _layer_norm_kernel(args, attrs, out_type, out=None):
 defop(
     name="layer_norm", precision="reduction", family="normalization", arity=3, operands=("x", "gamma", "beta"),
     attrs={"axis": _AXIS, "eps": _EPS},
-    infer=_layer_norm_type, kernel=_layer_norm_kernel, kernel_into=_layer_norm_kernel, **_NORM_RULES,
+    infer=_layer_norm_type, kernel=rows.bind(rows.layer_norm, NUMPY), kernel_into=_layer_norm_into, **_NORM_RULES,
     doc="Layer normalization over one axis: mu = mean(x, axis), var = mean((x-mu)**2, axis) "
     "(biased, two-pass), y = (x-mu)/sqrt(var+eps)*gamma + beta, gamma/beta of shape "
     "[x.shape[axis]]. Any axis, negative allowed (upstream's kernel always uses the last "
@@ -231,15 +209,10 @@ def _layer_norm2d_type(ins, attrs):
     return _affine_type(ins, 1)
 
 
-def _layer_norm2d_kernel(args, attrs, out):
-    x, gamma, beta = promote_args(args, out.dtype)
-    return _affine(_standardize(x, 1, attrs["eps"]), gamma, beta, 1)
-
-
 defop(
     name="layer_norm2d", precision="reduction", family="normalization", arity=3, operands=("x", "gamma", "beta"),
     attrs={"eps": _EPS},
-    infer=_layer_norm2d_type, kernel=_layer_norm2d_kernel, **_NORM_RULES,
+    infer=_layer_norm2d_type, kernel=rows.bind(rows.layer_norm2d, NUMPY), **_NORM_RULES,
     doc="Channel layer norm of an NCHW tensor (SAM / candle LayerNorm2d): statistics over C "
     "at every (n, h, w) (not PyTorch's LayerNorm over H x W); gamma/beta [C]. Biased "
     "two-pass variance, eps inside the square root. Equals layer_norm(x, axis=1).",
@@ -261,17 +234,6 @@ def _group_norm_type(ins, attrs):
     return _affine_type(ins, 1)
 
 
-def _group_norm_kernel(args, attrs, out):
-    x, gamma, beta = promote_args(args, out.dtype)
-    n, c = x.shape[:2]
-    groups = attrs["num_groups"]
-    if c % groups:
-        raise ShapeError(f"group_norm: channels C={c} are not divisible by num_groups={groups}")
-    grouped = x.reshape(n, groups, -1)  # contiguous channel groups with their spatial extent
-    y = _standardize(grouped, 2, attrs["eps"]).reshape(x.shape)
-    return _affine(y, gamma, beta, 1)
-
-
 def _group_norm_decompose(g, operands, attrs):
     """The common-IR body (upstream's LowerGroupNorm): reshape into groups, mean and biased
     variance over each group, rsqrt, reshape back, per-channel affine."""
@@ -289,7 +251,7 @@ def _group_norm_decompose(g, operands, attrs):
 defop(
     name="group_norm", precision="reduction", family="normalization", arity=3, operands=("x", "gamma", "beta"),
     attrs={"num_groups": AttrSpec("int", doc="number of contiguous channel groups; divides C"), "eps": _EPS},
-    infer=_group_norm_type, kernel=_group_norm_kernel, decompose=_group_norm_decompose, **_NORM_RULES,
+    infer=_group_norm_type, kernel=rows.bind(rows.group_norm, NUMPY), decompose=_group_norm_decompose, **_NORM_RULES,
     doc="Group normalization of x [N, C, *spatial] (upstream: rank 4 NCHW only; rlx accepts "
     "any spatial rank, as torch does). Channels split into num_groups contiguous groups of "
     "C/G; mean and biased variance over (C/G) x spatial per sample and group; per-channel "
@@ -301,17 +263,10 @@ defop(
 # --------------------------------------------------------------------------- rms_norm
 
 
-def _rms_norm_kernel(args, attrs, out):
-    x, gamma, beta = promote_args(args, out.dtype)
-    axis = attrs["axis"] % x.ndim
-    y = x / np.sqrt((x * x).mean(axis=axis, keepdims=True) + attrs["eps"])
-    return _affine(y, gamma, beta, axis)
-
-
 defop(
     name="rms_norm", precision="reduction", family="normalization", arity=3, operands=("x", "gamma", "beta"),
     attrs={"axis": _AXIS, "eps": _EPS},
-    infer=_layer_norm_type, kernel=_rms_norm_kernel, **_NORM_RULES,
+    infer=_layer_norm_type, kernel=rows.bind(rows.rms_norm, NUMPY), **_NORM_RULES,
     doc="RMS normalization over one axis: y = x / sqrt(mean(x**2, axis) + eps) * gamma + beta. "
     "beta is a mandatory operand, as upstream (pass zeros for LLaMA-style RMSNorm). Any "
     "axis, negative allowed (upstream's kernel uses the last axis). The result has x's "

@@ -12,21 +12,16 @@ import numpy as np
 from rlx.ir.attrs import AttrSpec
 from rlx.ir.errors import ShapeError
 from rlx.ir.opdef import defop
-from rlx.ir.shape import Shape, TensorType, normalize_axis
+from rlx.ir.shape import Shape, TensorType
+from rlx.ops import rows
 from rlx.ops.common import axis_of, require_float
+from rlx.ops.kinds import NUMPY
+from rlx.ops.rows import reduce_axes, reduce_identity
+
+__all__ = ["REDUCE_OPS", "reduce_axes", "reduce_identity"]
 
 REDUCE_OPS = ("sum", "mean", "max", "min", "prod", "fmax", "fmin")
 _SELECTING = ("max", "min", "fmax", "fmin")
-
-
-def reduce_axes(axes, rank: int) -> tuple[int, ...]:
-    """Sorted non-negative axes; None means every axis. Duplicates / out-of-range are ShapeErrors."""
-    if axes is None:
-        return tuple(range(rank))
-    norm = [normalize_axis(a, rank, "reduce axis") for a in axes]
-    if len(set(norm)) != len(norm):
-        raise ShapeError(f"axes {list(axes)} name the same axis twice")
-    return tuple(sorted(norm))
 
 
 def _reduce_canon(ins, attrs):
@@ -50,17 +45,6 @@ def _reduce_type(ins, attrs):
     else:
         dims = [d for i, d in enumerate(t.shape) if i not in axes]
     return TensorType(Shape(dims), t.dtype)
-
-
-def reduce_identity(op: str, dtype: np.dtype):
-    """Start value of max / min (fmax / fmin), so that empty reductions give -inf / +inf (or the int limits)."""
-    low = op in ("max", "fmax")
-    if dtype.kind == "b":
-        return not low
-    if dtype.kind in "iu":
-        info = np.iinfo(dtype)
-        return info.min if low else info.max
-    return -np.inf if low else np.inf
 
 
 def _reduce_kernel(args, attrs, out):
@@ -150,17 +134,6 @@ def _softmax_canon(ins, attrs):
         return attrs
 
 
-def _softmax_kernel(args, attrs, out):
-    x = args[0]
-    axis = normalize_axis(attrs["axis"], x.ndim)
-    if x.ndim == 0:
-        return np.ones_like(x)
-    m = np.max(x, axis=axis, keepdims=True) if x.shape[axis] else 0
-    m = np.where(np.isfinite(m), m, 0)
-    e = np.exp(x - m)
-    return e / np.sum(e, axis=axis, keepdims=True)
-
-
 def _softmax_linearized(ctx, node, v):
     """y·(v − sum(y·v, axis, keep)): the VJP of ct = v and the JVP of t = v (the Jacobian is
     symmetric). Emits mul / sub / reduce and the recomputed softmax, so it is differentiable
@@ -172,7 +145,7 @@ def _softmax_linearized(ctx, node, v):
 defop(
     name="softmax", precision="reduction", family="reduction", arity=1, operands=("x",),
     attrs={"axis": AttrSpec("int", default=-1)},
-    canonicalize=_softmax_canon, infer=_softmax_type, kernel=_softmax_kernel, flags={"reduction"},
+    canonicalize=_softmax_canon, infer=_softmax_type, kernel=rows.bind(rows.softmax, NUMPY), flags={"reduction"},
     vjp=lambda ctx, node, ct: [_softmax_linearized(ctx, node, ct)],
     jvp=lambda ctx, node, tangents: _softmax_linearized(ctx, node, tangents[0]),
     batch=lambda ctx, node, operands, batched: ctx.graph.softmax(operands[0], axis=ctx.shift_axis(node.attrs["axis"])),
@@ -180,3 +153,6 @@ defop(
     "is right only for the last one; stored non-negative). Needs a float input. A row whose max is not finite "
     "is shifted by 0 instead (so a row of -inf gives NaN, like NumPy / torch).",
 )
+
+
+# new composite ops go here

@@ -20,7 +20,9 @@ from rlx.ir.errors import AutodiffError, RlxError, ShapeError
 from rlx.ir.opdef import VARIADIC, defop
 from rlx.ir.shape import Shape, TensorType, normalize_axis
 from rlx.ir.symbolic import floordiv, known_ge
+from rlx.ops import rows
 from rlx.ops.common import axis_of, promote_args, same_type_identity, unmoved_axes
+from rlx.ops.kinds import NUMPY
 
 
 def _canon_axis(ins, attrs, key="axis", operand=0):
@@ -306,13 +308,9 @@ def _gather_type(ins, attrs):
 
 
 def _gather_kernel(args, attrs, out):
-    table, idx = args[0], args[1].astype(np.int64)
+    table = args[0]
     axis = attrs["axis"] % table.ndim
-    n = table.shape[axis]
-    bad = (idx < -n) | (idx >= n)
-    if bad.any():
-        raise RlxError(f"gather: index {int(idx[bad].flat[0])} is out of range for axis {axis} of size {n}")
-    return np.take(table, idx, axis=axis)
+    return np.take(table, rows.checked_index(NUMPY, args[1].astype(np.int64), table.shape[axis], "gather", axis), axis=axis)
 
 
 def per_example_indices(ctx, idx, axis: int, pre, post):

@@ -35,8 +35,8 @@ from rlx.ir.opdef import get_op
 from rlx.ir.shape import TensorType
 from rlx.lir.liveness import LEAVES
 from rlx.lir.plan import LirModule
-from rlx.runtime.dispatch import ReportsDispatch
-from rlx.runtime.reference import bind_feed, checked_params, eval_node, feed_maps, kernel_of, widens
+from rlx.runtime.executable import ExecutableBase, Feed
+from rlx.runtime.reference import eval_node, kernel_of, widens
 from rlx.runtime.specialize import PlanCache
 
 Step = Callable[[], None]
@@ -82,7 +82,7 @@ class _Frame:
         self.version = -1
 
 
-class ArenaExecutor(ReportsDispatch):
+class ArenaExecutor(ExecutableBase):
     """``exe.run(inputs={...}, params={...}) -> list[np.ndarray]``; ``exe(**inputs)`` also works.
 
     Thread-safe: each run takes a frame (an arena and the steps bound to it) from a pool, building
@@ -99,6 +99,7 @@ class ArenaExecutor(ReportsDispatch):
         self.lir = lir
         self.adopt, self.fold_weights = adopt, fold_weights
         self.graph = lir.graph
+        self.feed = Feed(self.graph)
         self._params: dict[str, np.ndarray] = {}
         self._version = 0  # bumped by set_params; a frame behind it resyncs its params
         self._lock = threading.Lock()  # guards the frame pool, the bound params and the caches below
@@ -332,7 +333,7 @@ class ArenaExecutor(ReportsDispatch):
         """Bind weights by name (checked against the graph); they persist across runs.
 
         Copied into the first free frame now, into the other frames before their next run."""
-        checked = checked_params(self.graph, params)
+        checked = self.feed.check_params(params)
         with self._lock:
             self._params.update(checked)
             self._version += 1
@@ -384,9 +385,8 @@ class ArenaExecutor(ReportsDispatch):
 
     # ------------------------------------------------------------------ run
     def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
-        inputs, params = feed_maps(self.graph, inputs, params)
-        feed_params = {**self._params, **params}
-        fed, binding = bind_feed(self.graph, inputs, feed_params)
+        inputs, params = self.feed.maps(inputs, params)
+        fed, binding = self.feed.check(inputs, {**self._params, **params})
         if self._dynamic:
             return self._specialized(binding).run(inputs, params)
         given = {name: fed[self._param_ids[name]] for name in params} if params else None
@@ -416,9 +416,6 @@ class ArenaExecutor(ReportsDispatch):
             for step in frame.steps:
                 step()
         return [env[o] if hand else np.array(env[o], copy=True) for o, hand in zip(self.graph.output_ids, self._hand_over)]
-
-    def __call__(self, **inputs: Any) -> list[np.ndarray]:
-        return self.run(inputs=inputs)
 
     def _specialized(self, binding: Mapping[str, int]) -> ArenaExecutor:
         from rlx.lir.specialize import specialize

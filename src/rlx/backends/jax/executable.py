@@ -40,11 +40,10 @@ from rlx.ir.dtype import DType
 from rlx.ir.errors import FeedError, RlxError
 from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.opdef import get_op
-from rlx.ir.shape import TensorType
+from rlx.ir.shape import Shape, TensorType
 from rlx.ir.symbolic import bind_symbols
 from rlx.lir.specialize import bind_attrs
-from rlx.runtime.dispatch import ReportsDispatch
-from rlx.runtime.reference import feed_maps
+from rlx.runtime.executable import ExecutableBase, Feed
 
 _X64_TYPES = (DType.F64, DType.I64)
 _PRECISIONS = {"highest": lax.Precision.HIGHEST, "high": lax.Precision.HIGH, "default": lax.Precision.DEFAULT, None: None}
@@ -146,16 +145,12 @@ def _low(a: Any) -> bool:
     return a.dtype in (jnp.bfloat16, jnp.float16) or (jnp.dtype(a.dtype).itemsize == 1 and jnp.issubdtype(a.dtype, jnp.floating))
 
 
-def lower_decomposed(node: Node, args: list[Any], out: TensorType, *, host_fallback: bool = False) -> Any:
-    """A fused op through its registry decomposition, in f32 scratch for narrow floats (as its kernel)."""
-    opdef = get_op(node.op)
-    sub = Graph(f"{node.op}_decomposed")
+def lower_decomposed(node: Node, args: list[Any], out: TensorType | tuple[TensorType, ...], *, host_fallback: bool = False) -> Any:
+    """An op through its registry decomposition (rlx.backends.lowering_table), in f32 scratch for narrow
+    floats (as its kernel); a multi-result node gives a tuple."""
     wide = [a.astype(jnp.float32) if _low(a) else a for a in args]
-    operands = [sub.input(f"a{i}", a.shape, DType.of(np.dtype(a.dtype))) for i, a in enumerate(wide)]
-    made = opdef.decompose(sub, operands, node.attrs)
-    sub.set_outputs(list(made) if node.extra_types else [made])
-    leaves = {v.id: a for v, a in zip(operands, wide)}
-    got = evaluate(sub, leaves, host_fallback=host_fallback)
+    sub, operands = L.TABLE.decomposition(node, [TensorType(Shape(tuple(a.shape)), DType.of(np.dtype(a.dtype))) for a in wide])
+    got = evaluate(sub, {v.id: a for v, a in zip(operands, wide)}, host_fallback=host_fallback)
     return tuple(got) if node.extra_types else got[0]
 
 
@@ -202,7 +197,7 @@ def _device(device: Any) -> Any:
     raise RlxError(f"device must be a jax.Device, an index or a platform name, got {device!r}")
 
 
-class JaxExecutable(ReportsDispatch):
+class JaxExecutable(ExecutableBase):
     """``exe.run(inputs={...}, params={...}) -> list[np.ndarray]``; ``exe(**inputs)`` also works.
 
     ``exe.run_device`` returns the jax arrays without copying them to the host.
@@ -234,8 +229,8 @@ class JaxExecutable(ReportsDispatch):
         self.precision = precision
         self.host_fallback = host_fallback
         self.x64 = needs_x64(graph)
-        self._input_names = list(graph.inputs())
-        self._param_names = list(graph.params())
+        self.feed = Feed(graph)
+        self._input_names, self._param_names = self.feed.input_names, self.feed.param_names
         self._leaf_nodes = {**{n: v.node for n, v in graph.inputs().items()}, **{n: v.node for n, v in graph.params().items()}}
         self._symbolic = any(not n.shape.is_static for n in self._leaf_nodes.values())
         self._expect = {name: (node.dtype.numpy, tuple(d if isinstance(d, int) else None for d in node.shape))
@@ -341,31 +336,20 @@ class JaxExecutable(ReportsDispatch):
         return placed
 
     def _feed(self, inputs: Mapping[str, Any] | None, params: Mapping[str, Any] | None) -> tuple[tuple, tuple]:
-        inputs, params = feed_maps(self.graph, inputs, params)
+        inputs, params = self.feed.maps(inputs, params)
         with self._params_lock:
             bound = dict(self._params)
         if params:
             bound.update(self._place(params))  # this call's params, whatever another thread binds meanwhile
         names = self._input_names
         if len(inputs) != len(names) or len(bound) != len(self._param_names) or not all(n in inputs for n in names):
-            self._feed_problems(inputs, bound)
+            self.feed.check(inputs, {n: np.asarray(a) for n, a in bound.items()})  # raises, naming every problem
         check = self._check
         ins = tuple([check("input", n, inputs[n]) for n in self._input_names])
         ps = tuple([bound[n] for n in self._param_names])
         if self._symbolic:
             _bind_symbols(self.graph, {self._leaf_nodes[n].id: a for n, a in zip(self._input_names + self._param_names, ins + ps)})
         return ins, ps
-
-    def _feed_problems(self, inputs: Mapping[str, Any], bound: Mapping[str, Any]) -> None:
-        problems = []
-        extra = sorted(set(inputs) - set(self._input_names))
-        if extra:
-            hint = " (params go in params=)" if set(extra) & set(self._param_names) else ""
-            problems.append(f"unknown input(s) {extra}{hint}; the graph's inputs are {self._input_names}")
-        missing = [n for n in self._input_names if n not in inputs] + [f"param {n}" for n in self._param_names if n not in bound]
-        if missing:
-            problems.append(f"missing {missing}")
-        raise FeedError(f"bad feed for graph {self.graph.name!r}: " + "; ".join(problems))
 
     # -------------------------------------------------------------------- running
     def run_device(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[Any]:
@@ -388,9 +372,6 @@ class JaxExecutable(ReportsDispatch):
             if err is None:
                 raise
             raise err from None
-
-    def __call__(self, **inputs: Any) -> list[np.ndarray]:
-        return self.run(inputs=inputs)
 
     def lower_text(self, inputs: Mapping[str, Any] | None = None) -> str:
         """The StableHLO text of the program for a feed (for inspection)."""

@@ -18,21 +18,21 @@ import jax.numpy as jnp
 import numpy as np
 
 from rlx.ir.errors import RlxError
+from rlx.ops.rows import index_error, out_of_range
 
 _MARK = "rlx index error: "
 
 
 def _raise_if_bad(op, bad, value, axis, size):
     if bool(bad):
-        raise RlxError(f"{_MARK}{op}: index {int(value)} is out of range for axis {int(axis)} of size {int(size)}")
+        raise RlxError(_MARK + str(index_error(op, int(value), int(axis), int(size))))
     return np.zeros((), np.int32)
 
 
 def checked_index(i, n: int, op: str, *, axis: int = 0, wrap: bool = True):
     """Integer indices ``i`` in ``[0, n)`` (``wrap``: ``[-n, 0)`` counts from the end, as NumPy), with
     the host-side range check folded in as a data dependency."""
-    low = -n if wrap else 0
-    bad = (i < low) | (i >= n)
+    bad = out_of_range(jnp, i, n, wrap)
     first = jnp.where(bad, i, 0).reshape(-1)[jnp.argmax(bad.reshape(-1))] if i.size else jnp.zeros((), i.dtype)
     info = jnp.clip(first, np.iinfo(np.int32).min, np.iinfo(np.int32).max).astype(jnp.int32)
     zero = jax.pure_callback(functools.partial(_raise_if_bad, op), jax.ShapeDtypeStruct((), jnp.int32), jnp.any(bad), info,

@@ -30,9 +30,6 @@ program is traced (shapes are static under ``jax.jit``).
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jax
@@ -40,90 +37,36 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from rlx.backends.array_rows import SHAPE_ROWS, along, bind
-from rlx.backends.array_rows import bitcast as bitcast_row
-from rlx.backends.array_rows import reduce as reduce_row
-from rlx.backends.array_rows import standardize as standardize_rows
 from rlx.backends.jax.index_checks import checked_index, from_empty_axis
+from rlx.backends.jax.table import (
+    DECOMPOSED,
+    JNP,
+    LEAVES,
+    LOWERINGS,
+    NATIVE_LOW_PRECISION,
+    REFUSED,
+    TABLE,
+    Lowering,
+    compute_dtype,
+    jnp_dtype,
+    lowering,
+    matmul_precision,
+    target_platform,
+    tracing_platform,
+    tracing_precision,
+)
+from rlx.backends.jax.table import cast_all as _cast_all
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
-from rlx.ops.attention import MASK_FILL
+from rlx.ops import rows
 from rlx.ops.elementwise import WIDE_INTS, float_to_int
-from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS, ArrayNamespace, tanh_sigmoid
-from rlx.ops.reduction import reduce_identity
+from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS
+from rlx.ops.rows import reduce_identity
 
-Lowering = Callable[[list[Any], Mapping[str, Any], TensorType], Any]
-
-LOWERINGS: dict[str, Lowering] = {}
-NATIVE_LOW_PRECISION: set[str] = set()
-DECOMPOSED: set[str] = set()
-
-# Ops the executable binds itself (graph leaves), and ops deliberately not lowered.
-LEAVES = {
-    "input": "bound by name from exe.run(inputs=...)",
-    "param": "bound by name from compile(params=...) / exe.run(params=...); kept on the device",
-    "result": "bound to the multi-result node's lowering's result of that index",
-}
-REFUSED: dict[str, str] = {}
-
-# Matmul precision for f32/f64 operands; the executable sets it around each trace, per thread
-# ("highest" = exact f32 products as in NumPy; None = the platform default, e.g. TF32 on recent NVIDIA GPUs).
-_TRACE = threading.local()
-
-
-def matmul_precision() -> Any:
-    return getattr(_TRACE, "precision", lax.Precision.HIGHEST)
-
-
-@contextlib.contextmanager
-def tracing_precision(precision: Any) -> Iterator[None]:
-    saved = matmul_precision()
-    _TRACE.precision = precision
-    try:
-        yield
-    finally:
-        _TRACE.precision = saved
-
-
-def target_platform() -> str:
-    """The platform ("cpu", "gpu", "tpu") the executable being traced runs on; lowerings may pick by it."""
-    return getattr(_TRACE, "platform", None) or jax.default_backend()
-
-
-@contextlib.contextmanager
-def tracing_platform(platform: str | None) -> Iterator[None]:
-    saved = getattr(_TRACE, "platform", None)
-    _TRACE.platform = platform
-    try:
-        yield
-    finally:
-        _TRACE.platform = saved
-
-
-def lowering(*names: str, native_low_precision: bool = False) -> Callable[[Lowering], Lowering]:
-    def register(fn: Lowering) -> Lowering:
-        for name in names:
-            LOWERINGS[name] = fn
-            if native_low_precision:
-                NATIVE_LOW_PRECISION.add(name)
-        return fn
-
-    return register
-
-
-def jnp_dtype(dtype: DType) -> Any:
-    return jnp.dtype(dtype.numpy)
-
-
-def compute_dtype(dtype: DType) -> Any:
-    """The dtype a lowering computes a node of ``dtype`` in (f32 for the narrow floats)."""
-    return jnp.dtype(jnp.float32) if dtype.is_low_precision_float else jnp_dtype(dtype)
-
-
-def _cast_all(args: list[Any], out: TensorType) -> list[Any]:
-    dt = compute_dtype(out.dtype)
-    return [a.astype(dt) if a.dtype != dt else a for a in args]
+__all__ = ["DECOMPOSED", "JNP", "LEAVES", "LOWERINGS", "NATIVE_LOW_PRECISION", "REFUSED", "TABLE", "Lowering", "activate",
+           "attention", "attention_bhsd", "compute_dtype", "conv2d", "coverage", "jnp_dtype", "lowering", "matmul_precision",
+           "rope", "target_platform", "tracing_platform", "tracing_precision"]
 
 
 def _scalar(value: float, like: Any) -> Any:
@@ -145,15 +88,6 @@ def _constant(args, attrs, out):
 
 
 # -------------------------------------------------------------------------- elementwise
-#: The jax.numpy array namespace the kinds' formulas run in (rlx.ops.kinds).
-JNP = ArrayNamespace(jnp, erf=lax.erf, sigmoid=lambda x: tanh_sigmoid(jnp, x), permute=jnp.transpose,
-                     cast_all=_cast_all, concat=lambda parts, axis: jnp.concatenate(parts, axis=axis),
-                     slice_axis=lambda x, axis, start, length: lax.slice_in_dim(x, start, start + length, axis=axis),
-                     full_like_shape=lambda shape, value, like: jnp.full(shape, value, dtype=like.dtype),
-                     rlx_dtype=lambda x: DType.of(np.dtype(x.dtype)), astype=lambda x, to: x.astype(jnp_dtype(to)),
-                     bitcast=lambda x, to: lax.bitcast_convert_type(x, jnp_dtype(to)))
-
-
 def activate(kind: str | None, x: Any) -> Any:
     """The activation row's formula in jax.numpy (None: identity)."""
     if kind is None:
@@ -182,7 +116,7 @@ def _cast(args, attrs, out):
     return x.astype(jnp_dtype(to))
 
 
-lowering("bitcast", native_low_precision=True)(bind(bitcast_row, JNP))
+lowering("bitcast", native_low_precision=True)(TABLE.row("bitcast"))
 
 
 def _is_int_or_bool(a: Any) -> bool:
@@ -301,32 +235,8 @@ def _dot_general(args, attrs, out):
 
 
 # ---------------------------------------------------------------------------- reduction
-lowering("reduce")(bind(reduce_row, JNP))
-
-
-def softmax(x, axis: int) -> Any:
-    """Max-subtracted softmax; a row whose max is not finite is shifted by 0 (as the reference)."""
-    if x.ndim == 0:
-        return jnp.ones_like(x)
-    if x.shape[axis] == 0:
-        return x
-    m = lax.stop_gradient(jnp.max(x, axis=axis, keepdims=True))
-    m = jnp.where(jnp.isfinite(m), m, jnp.zeros((), x.dtype))
-    e = jnp.exp(x - m)
-    return e / jnp.sum(e, axis=axis, keepdims=True)
-
-
-@lowering("softmax")
-def _softmax(args, attrs, out):
-    x = args[0]
-    return softmax(x, int(attrs["axis"]) % max(x.ndim, 1))
-
-
 # -------------------------------------------------------------------------------- shape
-for _name, _row in SHAPE_ROWS.items():
-    lowering(_name)(bind(_row, JNP))
-
-
+# reduce, softmax, the shape ops and the norms are the table's default rows (rlx.ops.rows)
 @lowering("gather")
 def _gather(args, attrs, out):
     table, idx = args
@@ -337,130 +247,35 @@ def _gather(args, attrs, out):
     return jnp.take(table, checked, axis=axis, mode="fill")
 
 
-# ------------------------------------------------------------------------ normalization
-def _along(v, axis: int, rank: int):
-    return along(JNP, v, axis, rank)
-
-
-def _affine(y, gamma, beta, axis: int):
-    return y * _along(gamma, axis, y.ndim) + _along(beta, axis, y.ndim)
-
-
-def standardize(x, axes, eps: float):
-    return standardize_rows(JNP, x, axes, _scalar(eps, x))
-
-
-def layer_norm(x, gamma, beta, axis: int, eps: float):
-    axis %= x.ndim
-    return _affine(standardize(x, axis, eps), gamma, beta, axis)
-
-
-def rms_norm(x, gamma, beta, axis: int, eps: float):
-    axis %= x.ndim
-    y = x / jnp.sqrt(jnp.mean(x * x, axis=axis, keepdims=True) + _scalar(eps, x))
-    return _affine(y, gamma, beta, axis)
-
-
-@lowering("layer_norm")
-def _layer_norm(args, attrs, out):
-    x, gamma, beta = _cast_all(args, out)
-    return layer_norm(x, gamma, beta, attrs["axis"], attrs["eps"])
-
-
-@lowering("layer_norm2d")
-def _layer_norm2d(args, attrs, out):
-    x, gamma, beta = _cast_all(args, out)
-    return layer_norm(x, gamma, beta, 1, attrs["eps"])
-
-
-@lowering("rms_norm")
-def _rms_norm(args, attrs, out):
-    x, gamma, beta = _cast_all(args, out)
-    return rms_norm(x, gamma, beta, attrs["axis"], attrs["eps"])
-
-
-@lowering("group_norm")
-def _group_norm(args, attrs, out):
-    x, gamma, beta = _cast_all(args, out)
-    n, groups = x.shape[0], attrs["num_groups"]
-    y = standardize(jnp.reshape(x, (n, groups, -1)), 2, attrs["eps"]).reshape(x.shape)
-    return _affine(y, gamma, beta, 1)
-
-
 # ---------------------------------------------------------------------------- attention
-class _Layout:
-    """Attention operand layouts; kernels work in [*batch, H, S, D] (see rlx.ops.attention.Layout)."""
-
-    def __init__(self, rank: int, layout: str):
-        self.rank, self.layout = rank, layout
-
-    def to_bhsd(self, a, heads: int, head_dim: int):
-        if self.rank in (2, 3):
-            return jnp.swapaxes(jnp.reshape(a, (*a.shape[:-1], heads, head_dim)), -3, -2)
-        return a if self.layout == "bhsd" else jnp.swapaxes(a, 1, 2)
-
-    def from_bhsd(self, a):
-        if self.rank in (2, 3):
-            a = jnp.swapaxes(a, -3, -2)
-            return jnp.reshape(a, (*a.shape[:-2], -1))
-        return a if self.layout == "bhsd" else jnp.swapaxes(a, 1, 2)
-
-
-def attention_scale(attrs) -> float:
-    return attrs["score_scale"] if attrs["score_scale"] is not None else attrs["head_dim"] ** -0.5
-
-
 def attention_bhsd(q, k, v, attrs, mask=None):
-    """softmax(mask(cap(q kᵀ · scale))) v on [*batch, H, S, D] operands.
+    """The attention row on [*batch, H, S, D] operands, with XLA's matmul precision.
 
     f32 / f64 operands compute in their dtype. bf16 / f16 operands (all of one dtype) feed
     both matmuls as they are, accumulating in f32; scores, mask and softmax are f32 and the
     probabilities are rounded to the operand dtype before ``p @ v`` (as fused attention
     kernels do), so a bf16 result may differ from the reference (all f32) by about one bf16 ulp.
     """
-    kind, cap = attrs["mask_kind"], attrs["attn_logit_softcap"]
     low = q.dtype in (jnp.bfloat16, jnp.float16)
     precision = None if low else matmul_precision()
     acc = jnp.float32 if low else None
-    s = jnp.matmul(q, jnp.swapaxes(k, -1, -2), precision=precision, preferred_element_type=acc)
-    s = s * _scalar(attention_scale(attrs), s)
-    if cap is not None:
-        s = _scalar(cap, s) * jnp.tanh(s / _scalar(cap, s))
-    sq, sk = s.shape[-2:]
-    keep = None
-    if kind == "custom":
-        m = mask if mask.dtype == jnp.bool_ else mask >= 0.5
-        keep = m[..., None, None, :]
-    elif kind == "bias":
-        s = s + mask.astype(s.dtype)
-    elif kind in ("causal", "sliding_window"):
-        i = np.arange(sq)[:, None] + (sk - sq)
-        j = np.arange(sk)[None, :]
-        keep_np = j <= i
-        if kind == "sliding_window":
-            keep_np &= j >= i - attrs["window"]
-        keep = jnp.asarray(keep_np)
-    if keep is not None:
-        s = jnp.where(keep, s, _scalar(MASK_FILL, s))
-    m = lax.stop_gradient(jnp.max(s, axis=-1, keepdims=True))
-    e = jnp.exp(s - m)
-    p = e / jnp.sum(e, axis=-1, keepdims=True)
-    if low:
-        p = p.astype(q.dtype)
-    return jnp.matmul(p, v, precision=precision, preferred_element_type=acc)
+
+    def matmul(a, b):
+        return jnp.matmul(a, b, precision=precision, preferred_element_type=acc)
+
+    return rows.attention_core(JNP, q, k, v, attrs, mask, matmul=matmul)
 
 
 def attention(args, attrs, out):
-    heads, head_dim = attrs["num_heads"], attrs["head_dim"]
-    lay = _Layout(args[0].ndim, attrs["layout"])
+    lay = rows.Layout(args[0].ndim, attrs["layout"])
     qkv = list(args[:3])
     if not (out.dtype.is_low_precision_float and all(a.dtype == qkv[0].dtype for a in qkv)):
         qkv = _cast_all(qkv, out)  # mixed or wide dtypes: compute in the (f32 for narrow floats) promoted dtype
-    q, k, v = (lay.to_bhsd(a, heads, head_dim) for a in qkv)
+    q, k, v = (lay.to_bhsd(JNP, a, attrs["num_heads"], attrs["head_dim"]) for a in qkv)
     mask = args[3] if len(args) > 3 else None
     if mask is not None and mask.dtype in (jnp.bfloat16, jnp.float16):
         mask = mask.astype(jnp.float32)
-    return lay.from_bhsd(attention_bhsd(q, k, v, attrs, mask))
+    return lay.from_bhsd(JNP, attention_bhsd(q, k, v, attrs, mask))
 
 
 LOWERINGS["attention"] = attention
@@ -656,17 +471,10 @@ def _conv2d_backward_weight(args, attrs, out):
     return dw
 
 
-def _softmax_rows(logits):
-    m = jnp.max(logits, axis=1, keepdims=True)
-    e = jnp.exp(logits - m)
-    total = jnp.sum(e, axis=1, keepdims=True)
-    return (jnp.log(total) + m)[:, 0], e / total
-
-
 @lowering("softmax_cross_entropy")
 def _softmax_cross_entropy(args, attrs, out):
     (logits,) = _cast_all(args[:1], out)
-    lse, _ = _softmax_rows(logits)
+    lse = rows.log_sum_exp(JNP, logits, 1)
     labels = checked_index(args[1], logits.shape[1], "softmax_cross_entropy labels", axis=1, wrap=False)
     picked = jnp.take_along_axis(logits, labels[:, None].astype(jnp.int32), axis=1, mode="fill")[:, 0]
     return lse - picked
@@ -675,24 +483,22 @@ def _softmax_cross_entropy(args, attrs, out):
 @lowering("softmax_cross_entropy_backward")
 def _softmax_cross_entropy_backward(args, attrs, out):
     logits, d_loss = _cast_all([args[0], args[2]], out)
-    _, p = _softmax_rows(logits)
+    p = rows.softmax_of(JNP, logits, 1)
     labels = checked_index(args[1], logits.shape[1], "softmax_cross_entropy_backward labels", axis=1, wrap=False)
     onehot = jax.nn.one_hot(labels, logits.shape[1], dtype=p.dtype)
     return (p - onehot) * d_loss[:, None]
 
 
 def _layer_stats(x, axes, eps: float):
-    xc = x - jnp.mean(x, axis=axes, keepdims=True)
-    r = 1.0 / jnp.sqrt(jnp.mean(xc * xc, axis=axes, keepdims=True) + _scalar(eps, x))
-    return xc * r, r
+    return rows.norm_stats(JNP, x, axes, eps)
 
 
-def _ln_input_grad(xhat, r, gy, axes):
-    return r * (gy - jnp.mean(gy, axis=axes, keepdims=True) - xhat * jnp.mean(gy * xhat, axis=axes, keepdims=True))
+def _along(v, axis: int, rank: int):
+    return rows.along(JNP, v, axis, rank)
 
 
 def _sum_except(v, axis: int):
-    return jnp.sum(v, axis=tuple(i for i in range(v.ndim) if i != axis))
+    return rows.sum_except(JNP, v, axis)
 
 
 @lowering("layer_norm_backward_input")
@@ -700,7 +506,7 @@ def _ln_backward_input(args, attrs, out):
     x, gamma, dy = _cast_all(args, out)
     axis = attrs["axis"] % x.ndim
     xhat, r = _layer_stats(x, axis, attrs["eps"])
-    return _ln_input_grad(xhat, r, dy * _along(gamma, axis, x.ndim), axis)
+    return rows.norm_input_grad(JNP, xhat, r, dy * _along(gamma, axis, x.ndim), axis)
 
 
 @lowering("layer_norm_backward_gamma")
@@ -710,24 +516,19 @@ def _ln_backward_gamma(args, attrs, out):
     return _sum_except(dy * _layer_stats(x, axis, attrs["eps"])[0], axis)
 
 
-def _rms_scale(x, axis: int, eps: float):
-    return 1.0 / jnp.sqrt(jnp.mean(x * x, axis=axis, keepdims=True) + _scalar(eps, x))
-
-
 @lowering("rms_norm_backward_input")
 def _rms_backward_input(args, attrs, out):
     x, gamma, _, dy = _cast_all(args, out)
     axis = attrs["axis"] % x.ndim
-    r = _rms_scale(x, axis, attrs["eps"])
-    gy = dy * _along(gamma, axis, x.ndim)
-    return r * (gy - x * r * r * jnp.mean(gy * x, axis=axis, keepdims=True))
+    xhat, r = rows.norm_stats(JNP, x, axis, attrs["eps"], center=False)
+    return rows.norm_input_grad(JNP, xhat, r, dy * _along(gamma, axis, x.ndim), axis, center=False)
 
 
 @lowering("rms_norm_backward_gamma")
 def _rms_backward_gamma(args, attrs, out):
     x, _, _, dy = _cast_all(args, out)
     axis = attrs["axis"] % x.ndim
-    return _sum_except(dy * x * _rms_scale(x, axis, attrs["eps"]), axis)
+    return _sum_except(dy * rows.norm_stats(JNP, x, axis, attrs["eps"], center=False)[0], axis)
 
 
 @lowering("rms_norm_backward_beta")
@@ -737,19 +538,15 @@ def _rms_backward_beta(args, attrs, out):
 
 
 def _group_stats(x, groups: int, eps: float):
-    return _layer_stats(jnp.reshape(x, (x.shape[0], groups, -1)), 2, eps)
-
-
-def _per_channel(v, x):
-    return jnp.reshape(v, [-1 if i == 1 else 1 for i in range(x.ndim)])
+    return _layer_stats(rows.group_rows(JNP, x, groups), 2, eps)
 
 
 @lowering("group_norm_backward_input")
 def _gn_backward_input(args, attrs, out):
     x, gamma, _, dy = _cast_all(args, out)
     xhat, r = _group_stats(x, attrs["num_groups"], attrs["eps"])
-    gy = jnp.reshape(dy * _per_channel(gamma, x), xhat.shape)
-    return jnp.reshape(_ln_input_grad(xhat, r, gy, 2), x.shape)
+    gy = jnp.reshape(dy * _along(gamma, 1, x.ndim), xhat.shape)
+    return jnp.reshape(rows.norm_input_grad(JNP, xhat, r, gy, 2), x.shape)
 
 
 @lowering("group_norm_backward_gamma")
@@ -775,8 +572,8 @@ def _rope_backward(args, attrs, out):
 def _attention_backward(args, attrs, out):
     """The VJP of the attention lowering in the chosen operand (masked scores pass no gradient)."""
     heads, head_dim = attrs["num_heads"], attrs["head_dim"]
-    lay = _Layout(args[0].ndim, attrs["layout"])
-    q, k, v, dy = (lay.to_bhsd(a, heads, head_dim) for a in _cast_all(list(args[:4]), out))
+    lay = rows.Layout(args[0].ndim, attrs["layout"])
+    q, k, v, dy = (lay.to_bhsd(JNP, a, heads, head_dim) for a in _cast_all(list(args[:4]), out))
     mask = args[4] if len(args) > 4 else None
     which = ("query", "key", "value").index(attrs["wrt"])
     operands = [q, k, v]
@@ -787,7 +584,7 @@ def _attention_backward(args, attrs, out):
         return attention_bhsd(*ops, attrs, mask)
 
     _, vjp = jax.vjp(forward, operands[which])
-    return lay.from_bhsd(vjp(dy)[0])
+    return lay.from_bhsd(JNP, vjp(dy)[0])
 
 
 @lowering("gather_backward")
@@ -897,39 +694,12 @@ def _fused_matmul_bias_act(args, attrs, out):
     return activate(attrs["activation"], y)
 
 
-# Fused ops lowered through their registry decomposition (see executable.lower_decomposed).
-DECOMPOSED.update({
-    "elementwise_region", "fused_attention_block", "fused_residual_layer_norm", "fused_residual_rms_norm",
-    "fused_swiglu", "fused_transformer_layer", "lora_matmul",
-})
-
-_HIR_REASON = ("HIR block: rlx.compile lowers a HIR module to MIR (FusionPolicy) before any backend sees it; "
-               "an MIR graph never holds this op")
-for _name in ("depthwise_conv1d_causal", "linear", "linear_fused", "llama_decoder_block", "qwen35_mtp_head",
-              "residual_rms_norm", "shared_linear_pair", "swiglu"):
-    REFUSED[_name] = _HIR_REASON
-
-
 def coverage() -> dict[str, str]:
     """How the backend handles each registered op: 'lowered', 'decomposed', 'host: why', 'leaf' or 'refused: why'.
 
     An op missing from the result has no JAX lowering at all (the registry-walk test fails on it).
     """
-    from rlx.ir.opdef import all_ops
-
-    table: dict[str, str] = {}
-    for op in all_ops():
-        if op.name in HOST:
-            table[op.name] = "host: " + HOST[op.name]
-        elif op.name in LOWERINGS:
-            table[op.name] = "lowered"
-        elif op.name in DECOMPOSED and op.decompose is not None:
-            table[op.name] = "decomposed"
-        elif op.name in LEAVES:
-            table[op.name] = "leaf"
-        elif op.name in REFUSED:
-            table[op.name] = "refused: " + REFUSED[op.name]
-    return table
+    return TABLE.coverage(host=HOST)
 
 
 from rlx.backends.jax import (  # noqa: E402  (each module registers its lowerings on import)

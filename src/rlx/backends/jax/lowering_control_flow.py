@@ -10,7 +10,7 @@ from typing import Any
 import jax.numpy as jnp
 from jax import lax
 
-from rlx.backends.jax.lowering import lowering
+from rlx.backends.jax.table import lowering
 from rlx.ir.graph import Graph
 from rlx.ops.control_flow import checkpoint_steps
 from rlx.ops.results import one_or_tuple

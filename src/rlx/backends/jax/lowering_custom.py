@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlx.backends.jax.lowering import LOWERINGS, lowering
+from rlx.backends.jax.table import LOWERINGS, lowering
 from rlx.ops import custom
 
 

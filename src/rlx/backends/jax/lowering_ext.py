@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rlx.backends.jax.index_checks import checked_index
-from rlx.backends.jax.lowering import JNP, jnp_dtype, lowering
+from rlx.backends.jax.table import JNP, jnp_dtype, lowering
 from rlx.ir.dtype import DType
 from rlx.ops.kinds import ACTIVATION_KINDS
 

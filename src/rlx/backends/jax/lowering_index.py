@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from rlx.backends.jax.index_checks import checked_index
-from rlx.backends.jax.lowering import lowering
+from rlx.backends.jax.table import lowering
 from rlx.ops.advanced_index import full_pattern
 
 

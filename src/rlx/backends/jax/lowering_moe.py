@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from rlx.backends.jax.index_checks import checked_index
-from rlx.backends.jax.lowering import compute_dtype, lowering, matmul_precision
+from rlx.backends.jax.table import compute_dtype, lowering, matmul_precision
 from rlx.ops.moe import dequant_experts
 
 _BITCAST = {"f16": jnp.float16, "f32": jnp.float32, "i8": jnp.int8}

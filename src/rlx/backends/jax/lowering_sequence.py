@@ -12,7 +12,7 @@ import math
 import jax.numpy as jnp
 from jax import lax
 
-from rlx.backends.jax.lowering import compute_dtype, lowering, matmul_precision
+from rlx.backends.jax.table import compute_dtype, lowering, matmul_precision
 from rlx.ops.sequence import axial_rope2d_tables
 
 

@@ -26,8 +26,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from rlx.backends.jax.lowering import compute_dtype, lowering, target_platform
 from rlx.backends.jax.lowering_ext import host_lowering
+from rlx.backends.jax.table import compute_dtype, lowering, target_platform
 from rlx.ops.splat_kernel import ALPHA_MAX, normalize, quat_matrix, sh_band, sh_eval, tile_grid, unit_quaternions
 
 

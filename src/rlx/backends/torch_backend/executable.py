@@ -24,17 +24,17 @@ import numpy as np
 import torch
 import torch.fx as fx
 
-from rlx.backends.common import PlainFeed, live_nodes
+from rlx.backends.common import live_nodes
 from rlx.backends.torch_backend import lowering as L
 from rlx.backends.torch_backend.weights import CONVS, WeightSplit, inference_graph, split_weights
 from rlx.ir.dtype import DType
 from rlx.ir.errors import FeedError, RlxError
 from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.opdef import get_op
-from rlx.ir.shape import Shape, TensorType
+from rlx.ir.shape import TensorType
 from rlx.lir.specialize import bind_attrs
-from rlx.runtime.dispatch import ReportsDispatch
-from rlx.runtime.reference import bind_feed, checked_params, eval_node, feed_maps
+from rlx.runtime.executable import ExecutableBase, Feed
+from rlx.runtime.reference import eval_node
 
 MODES = ("eager", "inductor", "reduce-overhead", "max-autotune")
 MEMORY_FORMATS = ("channels_last", "contiguous")
@@ -173,8 +173,8 @@ class _Builder:
         if self.binding:  # size attributes naming symbols, bound to this module's sizes
             attrs = bind_attrs(op, node.attrs, self.binding)
             node = node if attrs is node.attrs else dataclasses.replace(node, attrs=attrs)
-        if node.extra_types or node.dtype in HOSTED or any(t.dtype in HOSTED for t in in_types):
-            # multi-result ops have no torch rows yet, HOSTED types no torch dtype: the NumPy kernel runs on the host
+        if (node.extra_types and op not in L.DECOMPOSED) or node.dtype in HOSTED or any(t.dtype in HOSTED for t in in_types):
+            # multi-result ops have no torch lowerings yet, HOSTED types no torch dtype: the NumPy kernel runs on the host
             return self.fx.call_function(_host(node, out, in_types, self.device), tuple(args))
         if op in L.LOWERINGS:
             if self.channels_last and op in CONVS and len(in_types[0].shape) == 4:
@@ -189,21 +189,23 @@ class _Builder:
         return self.fx.call_function(_host(node, out, in_types, self.device), tuple(args))
 
     def decomposed(self, node: Node, args: list[fx.Node], in_types: list[TensorType]) -> fx.Node:
-        sub = Graph(f"{node.op}_decomposed")
-        wide = [TensorType(t.shape, DType.F32) if t.dtype.is_low_precision_float else t for t in in_types]
-        operands = [sub.input(f"a{i}", Shape(tuple(t.shape)), t.dtype) for i, t in enumerate(wide)]
-        sub.set_outputs([get_op(node.op).decompose(sub, operands, node.attrs)])
+        """The node's registry decomposition (rlx.backends.lowering_table) inlined; a multi-result node
+        gives a tuple (its result nodes read it with getitem)."""
+        sub, operands = L.TABLE.decomposition(node, in_types)
         env: dict[int, fx.Node] = {}
-        for v, a, t, w in zip(operands, args, in_types, wide):
-            env[v.id] = a if t.dtype == w.dtype else self.fx.call_function(_named(lambda x: x.float(), "widen"), (a,))
+        for v, a, t in zip(operands, args, in_types):
+            env[v.id] = a if t.dtype == v.dtype else self.fx.call_function(_named(lambda x: x.float(), "widen"), (a,))
         inner = _Builder(sub, {}, self.device, self.checks, self.channels_last)
         inner.fx, inner.root, inner._consts = self.fx, self.root, self._consts
-        types = {v.id: w for v, w in zip(operands, wide)}
+        types = {v.id: v.type for v in operands}
         inner.emit_graph(sub, env, types)
         self._consts = inner._consts
-        result = env[sub.output_ids[0]]
-        want = L.torch_dtype(node.dtype)
-        return self.fx.call_function(_named(lambda x: x if x.dtype == want else x.to(want), "cast_out"), (result,))
+        results = []
+        for o, t in zip(sub.output_ids, node.types):
+            want = L.torch_dtype(t.dtype)
+            results.append(self.fx.call_function(_named(lambda x, want=want: x if x.dtype == want else x.to(want), "cast_out"),
+                                                 (env[o],)))
+        return results[0] if not node.extra_types else self.fx.call_function(_named(lambda *xs: xs, "results"), tuple(results))
 
     def build(self, received: list[int], outputs: list[int] | None = None, convert: Mapping[int, Any] | None = None,
               kind: str = "") -> fx.GraphModule:
@@ -261,7 +263,7 @@ def _device(device: Any) -> torch.device:
     return dev
 
 
-class TorchExecutable(ReportsDispatch):
+class TorchExecutable(ExecutableBase):
     """``exe.run(inputs={...}, params={...}) -> list[np.ndarray]``; ``exe(**inputs)`` also works.
 
     ``exe.module`` is the fx GraphModule (of the static graph, or of the last binding);
@@ -290,8 +292,8 @@ class TorchExecutable(ReportsDispatch):
         self.graph, self.mode, self.device = graph, mode, _device(device)
         self.memory_format = memory_format
         self.prepared = inference_graph(graph) if fold_weights else graph
-        self._inputs = graph.inputs()
-        self._param_decl = graph.params()
+        self.feed = Feed(graph)
+        self._inputs, self._param_decl = self.feed.inputs, self.feed.params
         ready_inputs, ready_params = self.prepared.inputs(), self.prepared.params()
         self._split = split_weights(self.prepared, [ready_params[n].id for n in self._param_decl], fold_weights,
                                     memory_format == "channels_last")
@@ -301,7 +303,7 @@ class TorchExecutable(ReportsDispatch):
         self._lock = threading.Lock()
         self._modules: dict[tuple[tuple[str, int], ...], Any] = {}
         self._static = all(v.node.shape.is_static for v in [*self._inputs.values(), *self._param_decl.values()])
-        self._plain = PlainFeed(graph)
+        self._plain = self.feed.plain
         self.module: fx.GraphModule | None = None
         self._static_checks = _ALWAYS
         if self._static:
@@ -364,7 +366,7 @@ class TorchExecutable(ReportsDispatch):
         self._place(params)
 
     def _place(self, params: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-        decl, checked = self._param_decl, checked_params(self.graph, params)
+        decl, checked = self._param_decl, self.feed.check_params(params)
         placed = {n: to_torch(np.array(a, copy=True), decl[n].node.dtype, self.device) for n, a in checked.items()}
         with self._lock:
             self._params.update(placed)
@@ -381,7 +383,7 @@ class TorchExecutable(ReportsDispatch):
             if resident is not None:
                 return resident + bound_list, {}
         inputs = self._tensors_to_host(inputs)
-        inputs, params = feed_maps(self.graph, inputs, params)
+        inputs, params = self.feed.maps(inputs, params)
         with self._lock:
             bound = dict(self._params)
         if params:
@@ -389,7 +391,7 @@ class TorchExecutable(ReportsDispatch):
             bound_list = self._bound
         binding: dict[str, int] = {}
         if not (self._static and len(bound) == len(self._param_decl) and self._plain(inputs)):
-            _, binding = bind_feed(self.graph, inputs, self._shaped(bound))  # the full check, naming every problem
+            _, binding = self.feed.check(inputs, self._shaped(bound))  # the full check, naming every problem
         tensors = []
         for name, v in self._inputs.items():
             value = inputs[name]
@@ -462,9 +464,6 @@ class TorchExecutable(ReportsDispatch):
         else:
             outs = self.run_device(inputs, params)
         return [conv(t) for conv, t in zip(self._out_convs, outs)]
-
-    def __call__(self, **inputs: Any) -> list[np.ndarray]:
-        return self.run(inputs=inputs)
 
     def __repr__(self) -> str:
         return f"<TorchExecutable {self.graph.name!r} on {self.device} ({self.mode}): {len(self.graph)} nodes>"

@@ -23,24 +23,16 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from rlx.backends.array_rows import SHAPE_ROWS, along, bind, minmax_reduce, standardize
-from rlx.backends.array_rows import bitcast as bitcast_row
-from rlx.backends.array_rows import reduce as reduce_row
+from rlx.backends.lowering_table import LoweringTable
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
-from rlx.ir.opdef import all_ops
 from rlx.ir.shape import TensorType
-from rlx.ops.attention import MASK_FILL
+from rlx.ops import rows
 from rlx.ops.elementwise import WIDE_INTS, float_to_int
 from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS, ArrayNamespace
-from rlx.ops.reduction import reduce_identity
+from rlx.ops.rows import minmax_reduce, reduce_identity
 
 Lowering = Callable[[list[Any], Mapping[str, Any], TensorType], Any]
-
-LOWERINGS: dict[str, Lowering] = {}
-NATIVE_LOW_PRECISION: set[str] = set()
-LEAVES = {"input": "bound by name from exe.run(inputs=...)", "param": "bound once, resident on the device",
-          "result": "an item of its multi-result producer's tuple (operator.getitem)"}
 
 _TORCH_DTYPES = {
     "f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
@@ -67,17 +59,6 @@ def compute_dtype(dtype: DType) -> torch.dtype:
     return torch.float32 if dtype.is_low_precision_float else torch_dtype(dtype)
 
 
-def lowering(*names: str, native_low_precision: bool = False) -> Callable[[Lowering], Lowering]:
-    def register(fn: Lowering) -> Lowering:
-        for name in names:
-            LOWERINGS[name] = fn
-            if native_low_precision:
-                NATIVE_LOW_PRECISION.add(name)
-        return fn
-
-    return register
-
-
 def _cast_all(args: list[Any], out: TensorType) -> list[Any]:
     dt = compute_dtype(out.dtype)
     return [a if a.dtype == dt else a.to(dt) for a in args]
@@ -91,13 +72,6 @@ def _is_int(a: Any) -> bool:
     return not a.dtype.is_floating_point and not a.dtype.is_complex and a.dtype != torch.bool
 
 
-# ------------------------------------------------------------------------------ sources
-@lowering("constant")
-def _constant(args, attrs, out):
-    raise RlxError("torch backend: constants are bound when the module is built")  # never called: see executable
-
-
-# -------------------------------------------------------------------------- elementwise
 def _prod_axes(x: Any, axis: tuple[int, ...], keepdims: bool, dtype: Any) -> Any:
     """torch.prod over several axes (it takes one dim at a time)."""
     for a in sorted(axis, reverse=True):
@@ -111,7 +85,46 @@ TORCH = ArrayNamespace(torch, erf=torch.special.erf, sigmoid=torch.sigmoid, perm
                        maximum=lambda a, b: torch.maximum(a, torch.as_tensor(b, dtype=a.dtype)), prod=_prod_axes,
                        full_like_shape=lambda shape, value, like: torch.full(shape, value, dtype=like.dtype, device=like.device),
                        rlx_dtype=lambda x: _rlx_dtype(x), astype=lambda x, to: x.to(torch_dtype(to)),
-                       bitcast=lambda x, to: x.view(torch_dtype(to)))
+                       bitcast=lambda x, to: x.view(torch_dtype(to)),
+                       arange_like=lambda n, like: torch.arange(n, device=like.device))
+
+_HOST_REASONS = {
+    "backward": "training kernels: run by the NumPy reference kernel on the host (a torch lowering is future work)",
+    "quant": "quantisation kernels with exact integer / byte layouts: the NumPy reference kernel runs on the host",
+    "moe": "dequantising grouped / MoE matmuls: the NumPy reference kernel runs on the host",
+    "numerics": "solvers, FFT, sampling and top-k with the reference's exact tie and RNG rules: NumPy kernel on the host",
+    "splat": "data-dependent tile lists: the NumPy kernels run on the host",
+    "control_flow": "bodies are evaluated by the reference interpreter on the host",
+    "extension": "custom_fn bodies are evaluated by the reference interpreter on the host",
+    "indexing": "cumulative / scatter / arg-reduce with the reference's tie and duplicate rules: NumPy kernel on the host",
+    "conv": "transposed convolution and resize: the NumPy reference kernel runs on the host",
+    "math_ext": "integer shifts and modulo with the reference's edge rules: the NumPy reference kernel runs on the host",
+    "attention": "rope: the NumPy reference kernel runs on the host",
+    "sequence": "the NumPy reference kernel runs on the host",
+}
+TABLE = LoweringTable(
+    "torch", TORCH, decompose_families=frozenset({"fused", "sequence"}), host_reasons=_HOST_REASONS,
+    default_host_reason="no torch lowering yet: the NumPy reference kernel runs on the host",
+    leaf_reasons={"input": "bound by name from exe.run(inputs=...)", "param": "bound once, resident on the device",
+                  "result": "an item of its multi-result producer's tuple (operator.getitem)"},
+)
+LOWERINGS: dict[str, Lowering] = TABLE.lowerings
+NATIVE_LOW_PRECISION: set[str] = TABLE.native_low_precision
+DECOMPOSED = TABLE.decomposed
+REFUSED = TABLE.refused
+LEAVES = TABLE.leaves
+lowering = TABLE.lowering
+host_reason = TABLE.host_reason
+coverage = TABLE.coverage
+
+
+# ------------------------------------------------------------------------------ sources
+@lowering("constant")
+def _constant(args, attrs, out):
+    raise RlxError("torch backend: constants are bound when the module is built")  # never called: see executable
+
+
+# -------------------------------------------------------------------------- elementwise
 #: torch's fused kernels for kinds it has natively (one kernel instead of the row formula's several ops)
 _NATIVE: dict[str, Callable[[Any], Any]] = {"gelu": F.gelu, "gelu_approx": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu}
 
@@ -150,7 +163,7 @@ def _cast(args, attrs, out):
     return x.to(torch_dtype(to))
 
 
-lowering("bitcast", native_low_precision=True)(bind(bitcast_row, TORCH))
+lowering("bitcast", native_low_precision=True)(TABLE.row("bitcast"))
 
 
 def _int_div(a, b):
@@ -277,151 +290,68 @@ def _numpy_dtype(x: Any) -> Any:
     return _rlx_dtype(x).numpy
 
 
-lowering("reduce")(bind(reduce_row, TORCH))
-
-
-def softmax(x, axis: int):
-    """Max-subtracted softmax; a row whose max is not finite is shifted by 0 (as the reference)."""
-    if x.ndim == 0:
-        return torch.ones_like(x)
-    if x.shape[axis] == 0:
-        return x
-    m = torch.amax(x, dim=axis, keepdim=True)
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    e = torch.exp(x - m)
-    return e / torch.sum(e, dim=axis, keepdim=True)
-
-
 @lowering("softmax")
 def _softmax(args, attrs, out):
+    """torch's fused kernel, overriding the softmax row where every score is finite (a row with a
+    non-finite max follows the row)."""
     x = args[0]
-    if x.ndim and x.shape[int(attrs["axis"]) % x.ndim] and _is_float(x):
-        fast = torch.softmax(x, dim=int(attrs["axis"]) % x.ndim)  # the fused kernel; rows with a non-finite max follow the reference
-        return fast if bool(torch.isfinite(x).all()) else softmax(x, int(attrs["axis"]) % x.ndim)
-    return softmax(x, int(attrs["axis"]) % max(x.ndim, 1))
-
-
-# -------------------------------------------------------------------------------- shape
-for _name, _row in SHAPE_ROWS.items():
-    lowering(_name)(bind(_row, TORCH))
+    axis = int(attrs["axis"]) % max(x.ndim, 1)
+    if x.ndim and x.shape[axis] and _is_float(x):
+        fast = torch.softmax(x, dim=axis)
+        if bool(torch.isfinite(x).all()):
+            return fast
+    return rows.softmax_of(TORCH, x, axis)
 
 
 @lowering("gather")
 def _gather(args, attrs, out):
     table, idx = args
     axis = attrs["axis"] % table.ndim
-    n = table.shape[axis]
-    if idx.numel() and bool(((idx < -n) | (idx >= n)).any()):
-        bad = idx[(idx < -n) | (idx >= n)].flatten()[0]
-        raise RlxError(f"gather: index {int(bad)} is out of range for axis {axis} of size {n}")
-    flat = torch.where(idx < 0, idx + n, idx).reshape(-1).to(torch.int64)
+    flat = rows.checked_index(TORCH, idx, table.shape[axis], "gather", axis).reshape(-1).to(torch.int64)
     picked = torch.index_select(table, axis, flat)
     return picked.reshape(*table.shape[:axis], *idx.shape, *table.shape[axis + 1:])
 
 
 # ------------------------------------------------------------------------ normalization
-def _along(v, axis: int, rank: int):
-    return along(TORCH, v, axis, rank)
-
-
-def _standardize(x, axes, eps: float):
-    return standardize(TORCH, x, axes, eps)
-
-
 @lowering("layer_norm")
 def _layer_norm(args, attrs, out):
+    """torch.layer_norm (the C binding: no Python wrapper per call) over the last axis; the row otherwise."""
     x, gamma, beta = _cast_all(args, out)
     axis = attrs["axis"] % x.ndim
     if axis == x.ndim - 1 and _is_float(x):
-        return torch.layer_norm(x, (x.shape[-1],), gamma, beta, attrs["eps"])  # the C binding: no Python wrapper per call
-    return _standardize(x, axis, attrs["eps"]) * _along(gamma, axis, x.ndim) + _along(beta, axis, x.ndim)
+        return torch.layer_norm(x, (x.shape[-1],), gamma, beta, attrs["eps"])
+    return rows.layer_norm_of(TORCH, x, gamma, beta, axis, attrs["eps"])
 
 
-@lowering("layer_norm2d")
-def _layer_norm2d(args, attrs, out):
-    x, gamma, beta = _cast_all(args, out)
-    return _standardize(x, 1, attrs["eps"]) * _along(gamma, 1, x.ndim) + _along(beta, 1, x.ndim)
-
-
-@lowering("rms_norm")
-def _rms_norm(args, attrs, out):
-    x, gamma, beta = _cast_all(args, out)
-    axis = attrs["axis"] % x.ndim
-    y = x * torch.rsqrt(torch.mean(x * x, dim=axis, keepdim=True) + attrs["eps"])
-    return y * _along(gamma, axis, x.ndim) + _along(beta, axis, x.ndim)
+# layer_norm2d and rms_norm are the table's default rows (rlx.ops.rows)
 
 
 @lowering("group_norm")
 def _group_norm(args, attrs, out):
+    """F.group_norm, overriding the group-norm row."""
     x, gamma, beta = _cast_all(args, out)
     return F.group_norm(x, attrs["num_groups"], gamma, beta, attrs["eps"])
 
 
 # ---------------------------------------------------------------------------- attention
-def _to_bhsd(a, rank: int, layout: str, heads: int, head_dim: int):
-    if rank in (2, 3):
-        return torch.reshape(a, (*a.shape[:-1], heads, head_dim)).transpose(-3, -2)
-    return a if layout == "bhsd" else a.transpose(1, 2)
-
-
-def _from_bhsd(a, rank: int, layout: str):
-    if rank in (2, 3):
-        a = a.transpose(-3, -2)
-        return torch.reshape(a, (*a.shape[:-2], -1))
-    return a if layout == "bhsd" else a.transpose(1, 2)
-
-
-def _position_keep(kind: str, sq: int, sk: int, window: int | None, device: Any):
-    """[Sq, Sk] bool: the keys query row i sees under a causal / sliding mask (bottom-right aligned)."""
-    i = torch.arange(sq, device=device)[:, None] + (sk - sq)
-    j = torch.arange(sk, device=device)[None, :]
-    keep = j <= i
-    return keep & (j >= i - window) if kind == "sliding_window" else keep
-
-
-def _scores_softmax_v(q, k, v, attrs, scale, mask):
-    """The reference formula: softmax(mask(cap(q kᵀ · scale))) v, masked scores set to MASK_FILL."""
-    kind, cap = attrs["mask_kind"], attrs["attn_logit_softcap"]
-    s = torch.matmul(q, k.transpose(-1, -2)) * scale
-    if cap is not None:
-        s = cap * torch.tanh(s / cap)
-    keep = None
-    if kind == "custom":
-        keep = (mask if mask.dtype == torch.bool else mask >= 0.5)[..., None, None, :]
-    elif kind == "bias":
-        s = s + mask.to(s.dtype)
-    elif kind in ("causal", "sliding_window"):
-        keep = _position_keep(kind, s.shape[-2], s.shape[-1], attrs["window"], s.device)
-    if keep is not None:
-        s = torch.where(keep, s, torch.full((), MASK_FILL, dtype=s.dtype, device=s.device))
-    m = torch.amax(s, dim=-1, keepdim=True)
-    e = torch.exp(s - m)
-    return torch.matmul(e / torch.sum(e, dim=-1, keepdim=True), v)
-
-
 @lowering("attention")
 def _attention(args, attrs, out):
-    """Through torch's fused scaled_dot_product_attention whenever every query row keeps a key (the
-    masked scores then weigh exactly 0 either way); otherwise, and under a soft-cap or a custom mask
-    (rows may keep nothing: the reference then averages them), the reference formula."""
-    heads, head_dim, kind = attrs["num_heads"], attrs["head_dim"], attrs["mask_kind"]
-    rank, layout = args[0].ndim, attrs["layout"]
-    q, k, v = (_to_bhsd(a, rank, layout, heads, head_dim) for a in _cast_all(list(args[:3]), out))
-    scale = attrs["score_scale"] if attrs["score_scale"] is not None else head_dim ** -0.5
+    """torch's fused scaled_dot_product_attention, overriding the attention row whenever every query row
+    keeps a key (the masked scores then weigh exactly 0 either way); otherwise, and under a soft-cap or a
+    custom mask (rows may keep nothing: the row then averages them), the row."""
+    kind = attrs["mask_kind"]
+    lay = rows.Layout(args[0].ndim, attrs["layout"])
+    q, k, v = (lay.to_bhsd(TORCH, a, attrs["num_heads"], attrs["head_dim"]) for a in _cast_all(list(args[:3]), out))
     mask = args[3] if len(args) > 3 else None
     sq, sk = q.shape[-2], k.shape[-2]
     fused = attrs["attn_logit_softcap"] is None and _is_float(q) and kind in ("none", "bias", "causal", "sliding_window") and sk >= sq
     if not fused:
-        return _from_bhsd(_scores_softmax_v(q, k, v, attrs, scale, mask), rank, layout)
-    if kind == "bias":
-        attn_mask = mask.to(q.dtype)
-    elif kind == "causal" and sq == sk:
-        return _from_bhsd(F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale), rank, layout)
-    elif kind in ("causal", "sliding_window"):
-        attn_mask = _position_keep(kind, sq, sk, attrs["window"], q.device)
-    else:
-        attn_mask = None
-    return _from_bhsd(F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale), rank, layout)
+        return lay.from_bhsd(TORCH, rows.attention_core(TORCH, q, k, v, attrs, mask))
+    scale = rows.attention_scale(attrs)
+    if kind == "causal" and sq == sk:
+        return lay.from_bhsd(TORCH, F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale))
+    attn_mask = mask.to(q.dtype) if kind == "bias" else rows.keep_mask(TORCH, attrs, sq, sk, mask, q)
+    return lay.from_bhsd(TORCH, F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale))
 
 
 # --------------------------------------------------------------------------------- conv
@@ -480,48 +410,3 @@ def _pool2d(args, attrs, out):
         return total / (k[0] * k[1])
     ones = torch.ones((1, 1, *x.shape[2:]), dtype=total.dtype, device=x.device)
     return total / torch.sum(_windows(ones, k, s, p, 0), dim=-1)
-
-
-# --------------------------------------------------------------------------- the others
-DECOMPOSED = {op.name for op in all_ops() if op.decompose is not None and op.family in ("fused", "sequence")} - set(LOWERINGS)
-
-_HIR_REASON = "HIR block: rlx.compile lowers a HIR module to MIR before any backend sees it; an MIR graph never holds this op"
-_HOST_REASONS = {
-    "backward": "training kernels: run by the NumPy reference kernel on the host (a torch lowering is future work)",
-    "quant": "quantisation kernels with exact integer / byte layouts: the NumPy reference kernel runs on the host",
-    "moe": "dequantising grouped / MoE matmuls: the NumPy reference kernel runs on the host",
-    "numerics": "solvers, FFT, sampling and top-k with the reference's exact tie and RNG rules: NumPy kernel on the host",
-    "splat": "data-dependent tile lists: the NumPy kernels run on the host",
-    "control_flow": "bodies are evaluated by the reference interpreter on the host",
-    "extension": "custom_fn bodies are evaluated by the reference interpreter on the host",
-    "indexing": "cumulative / scatter / arg-reduce with the reference's tie and duplicate rules: NumPy kernel on the host",
-    "conv": "transposed convolution and resize: the NumPy reference kernel runs on the host",
-    "math_ext": "integer shifts and modulo with the reference's edge rules: the NumPy reference kernel runs on the host",
-    "attention": "rope: the NumPy reference kernel runs on the host",
-    "sequence": "the NumPy reference kernel runs on the host",
-}
-REFUSED: dict[str, str] = {op.name: _HIR_REASON for op in all_ops() if op.family == "hir_blocks"}
-
-
-def host_reason(op: Any) -> str | None:
-    """Why ``op`` runs its NumPy kernel on the host, or None when it has a device path."""
-    if op.name in LOWERINGS or op.name in DECOMPOSED or op.name in LEAVES or op.name in REFUSED or op.kernel is None:
-        return None
-    return _HOST_REASONS.get(op.family, "no torch lowering yet: the NumPy reference kernel runs on the host")
-
-
-def coverage() -> dict[str, str]:
-    """op name -> "lowered" | "decomposed" | "leaf" | "host: why" | "refused: why" (a test walks the registry)."""
-    table: dict[str, str] = {}
-    for op in all_ops():
-        if op.name in LEAVES:
-            table[op.name] = "leaf"
-        elif op.name in LOWERINGS:
-            table[op.name] = "lowered"
-        elif op.name in DECOMPOSED:
-            table[op.name] = "decomposed"
-        elif op.name in REFUSED:
-            table[op.name] = "refused: " + REFUSED[op.name]
-        elif host_reason(op) is not None:
-            table[op.name] = "host: " + host_reason(op)
-    return table

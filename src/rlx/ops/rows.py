@@ -1,0 +1,398 @@
+"""Rows for non-elementwise ops, written once against an array namespace (the elementwise kinds
+live in :mod:`rlx.ops.kinds`).
+
+A row is the one formula of an op (or of one stage of a composite op: softmax, the norms, the
+attention core); the NumPy kernel, the jax and torch lowerings and the NumPy backward kernels
+bind it to their namespace. A backend's library call (``torch.softmax``, ``torch.layer_norm``,
+``F.scaled_dot_product_attention``, a NumPy in-place arena kernel) is an *override* of a row,
+and ``tests/ops/test_rows.py`` proves every override equal to the row on the registry's cases.
+
+``xp`` is an :class:`rlx.ops.kinds.ArrayNamespace` (numpy, torch or jax.numpy, NumPy spellings:
+``reshape``, ``broadcast_to``, ``mean(x, axis=, keepdims=)``, ``amax``, ``sqrt``, ``exp``,
+``where``, ``isfinite``, ``matmul``, ``swapaxes``) with extras each namespace names:
+``permute(x, perm)``, ``slice_axis(x, axis, start, length)``, ``concat(parts, axis)``,
+``cast_all(args, out)`` (operands cast to the result's compute dtype), ``prod(x, axis=,
+keepdims=, dtype=)`` over a tuple of axes, ``full_like_shape(shape, value, like)`` (a filled
+array of ``like``'s dtype and device), ``rlx_dtype(x)`` (the tensor's rlx element type),
+``astype(x, to)`` / ``bitcast(x, to)`` (convert / reinterpret as the rlx type ``to``),
+``arange_like(n, like)`` (0..n-1 on ``like``'s device) and optionally ``stop_gradient``.
+A lowering-table row is ``row(xp, args, attrs, out)``; :func:`bind` gives the ``(args, attrs,
+out)`` form the tables hold. The semantics are the ops' own (registry docstrings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from rlx.ir.dtype import DType
+from rlx.ir.errors import RlxError, ShapeError
+from rlx.ir.shape import normalize_axis
+from rlx.ops.kinds import GraphNamespace
+
+#: masked attention scores are replaced by this (finite: a fully masked row averages v instead of NaN)
+MASK_FILL = -1e9
+#: a 'custom' attention mask keeps key j where mask[..., j] >= KEEP_AT
+KEEP_AT = 0.5
+
+
+# ------------------------------------------------------------------------------ helpers
+def reduce_axes(axes: Any, rank: int) -> tuple[int, ...]:
+    """Sorted non-negative axes; None means every axis. Duplicates / out-of-range are ShapeErrors."""
+    if axes is None:
+        return tuple(range(rank))
+    norm = [normalize_axis(a, rank, "reduce axis") for a in axes]
+    if len(set(norm)) != len(norm):
+        raise ShapeError(f"axes {list(axes)} name the same axis twice")
+    return tuple(sorted(norm))
+
+
+def reduce_identity(op: str, dtype: np.dtype) -> Any:
+    """Start value of max / min (fmax / fmin), so that empty reductions give -inf / +inf (or the int limits)."""
+    low = op in ("max", "fmax")
+    if dtype.kind == "b":
+        return not low
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return info.min if low else info.max
+    return -np.inf if low else np.inf
+
+
+def bind(row: Callable[..., Any], xp: Any) -> Callable[[list[Any], Mapping[str, Any], Any], Any]:
+    """``row`` with its namespace bound: the ``fn(args, attrs, out)`` form of a lowering table."""
+    def lowered(args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+        return row(xp, args, attrs, out)
+
+    lowered.__name__ = lowered.__qualname__ = row.__name__
+    # the table and the row tests read the row back
+    lowered.row = row  # type: ignore[attr-defined]
+    return lowered
+
+
+def decomposition(row: Callable[..., Any]) -> Callable[[Any, list[Any], Mapping[str, Any]], Any]:
+    """``row`` as an :class:`~rlx.ir.opdef.OpDef` ``decompose`` hook: run on the graph namespace, it emits the
+    op's primitive form (what autodiff, the ONNX exporter and a backend without the row use)."""
+    def decompose(g: Any, operands: list[Any], attrs: Mapping[str, Any]) -> Any:
+        return row(GraphNamespace(g), [g.value(o) for o in operands], attrs, None)
+
+    decompose.__name__ = decompose.__qualname__ = f"{row.__name__}_decomposition"
+    return decompose
+
+
+def along(xp: Any, v: Any, axis: int, rank: int) -> Any:
+    """A per-channel vector shaped to broadcast along ``axis`` of a rank-``rank`` tensor."""
+    return xp.reshape(v, tuple(-1 if i == axis else 1 for i in range(rank)))
+
+
+def as_dtype_of(xp: Any, a: Any, like: Any) -> Any:
+    """``a`` in ``like``'s element type (a no-op when they agree)."""
+    return a if a.dtype == like.dtype else xp.astype(a, xp.rlx_dtype(like))
+
+
+def _detached(xp: Any, m: Any) -> Any:
+    """A shift that carries no gradient (jax traces through the rows; the others ignore this)."""
+    stop = getattr(xp, "stop_gradient", None)
+    return m if stop is None else stop(m)
+
+
+# ------------------------------------------------------------------------ shape / reduce
+def reshape(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    return xp.reshape(args[0], tuple(out.shape))
+
+
+def transpose(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    perm = attrs["perm"] if attrs["perm"] is not None else tuple(range(args[0].ndim - 1, -1, -1))
+    return xp.permute(args[0], tuple(perm))
+
+
+def narrow(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """An out-of-bounds slice raises as the reference does (checked before the library call)."""
+    x = args[0]
+    axis, start, length = attrs["axis"] % x.ndim, attrs["start"], attrs["length"]
+    if start + length > x.shape[axis]:
+        raise RlxError(f"narrow: slice [{start}, {start + length}) is out of bounds for axis {axis} of size {x.shape[axis]}")
+    return xp.slice_axis(x, axis, start, length)
+
+
+def expand(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    return xp.broadcast_to(args[0], tuple(out.shape))
+
+
+def concat(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    parts = xp.cast_all(args, out)
+    return xp.concat(parts, attrs["axis"] % parts[0].ndim)
+
+
+def minmax_reduce(xp: Any, x: Any, axes: tuple[int, ...], keep: bool, op: str) -> Any:
+    """max / min (NaN-propagating, np.max) or fmax / fmin (NaN-ignoring, np.fmax.reduce) over ``axes``;
+    an empty reduction gives the identity, as the ``reduce`` op documents."""
+    dtype = xp.rlx_dtype(x)
+    identity = reduce_identity(op, dtype.numpy)
+    if any(x.shape[a] == 0 for a in axes):
+        shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if keep else [d for i, d in enumerate(x.shape) if i not in axes]
+        return xp.full_like_shape(shape, identity, x)
+    high = op in ("max", "fmax")
+    if dtype.is_bool:
+        return (xp.any if high else xp.all)(x, axis=axes, keepdims=keep)
+    extreme = xp.amax if high else xp.amin
+    if not dtype.is_float or op in ("max", "min"):
+        return extreme(x, axis=axes, keepdims=keep)
+    nan = xp.isnan(x)
+    r = extreme(xp.where(nan, xp.full_like_shape((), identity, x), x), axis=axes, keepdims=keep)
+    return xp.where(xp.all(nan, axis=axes, keepdims=keep), xp.full_like_shape((), float("nan"), x), r)
+
+
+def bitcast(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """The ``bitcast`` op: bool travels as u8, and any nonzero byte reads back as True."""
+    x, to = args[0], attrs["to"]
+    if xp.rlx_dtype(x).is_bool:
+        x = xp.astype(x, DType.U8)
+    if to.is_bool:
+        return xp.bitcast(x, DType.U8) != 0
+    return xp.bitcast(x, to)
+
+
+def reduce(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """The ``reduce`` op: the dtype is kept (integer sum / prod wrap in the input type)."""
+    x, op, keep = args[0], attrs["op"], attrs["keep_dim"]
+    axes = tuple(reduce_axes(attrs["axes"], x.ndim))
+    if not axes:
+        return x
+    if op == "sum":
+        return xp.sum(x, axis=axes, keepdims=keep, dtype=x.dtype)
+    if op == "prod":
+        return xp.prod(x, axis=axes, keepdims=keep, dtype=x.dtype)
+    if op == "mean":
+        return xp.mean(x, axis=axes, keepdims=keep)
+    return minmax_reduce(xp, x, axes, keep, op)
+
+
+SHAPE_ROWS: dict[str, Callable[..., Any]] = {"reshape": reshape, "transpose": transpose, "narrow": narrow, "expand": expand,
+                                             "concat": concat}
+
+
+# ------------------------------------------------------------------------------ softmax
+def softmax_of(xp: Any, x: Any, axis: int) -> Any:
+    """exp(x - m) / sum(exp(x - m)) along ``axis``, m the row max where finite, else 0 (a row of
+    -inf gives NaN, as NumPy / torch)."""
+    if x.ndim == 0:
+        return xp.ones_like(x)
+    if x.shape[axis] == 0:
+        return x
+    m = _detached(xp, xp.amax(x, axis=axis, keepdims=True))
+    e = xp.exp(x - xp.where(xp.isfinite(m), m, xp.zeros_like(m)))
+    return e / xp.sum(e, axis=axis, keepdims=True)
+
+
+def log_sum_exp(xp: Any, x: Any, axis: int, keepdims: bool = False) -> Any:
+    """log(sum(exp(x))) along ``axis``, max-shifted (m + log(sum(exp(x - m))))."""
+    m = _detached(xp, xp.amax(x, axis=axis, keepdims=True))
+    r = m + xp.log(xp.sum(xp.exp(x - m), axis=axis, keepdims=True))
+    return r if keepdims else xp.squeeze(r, axis)
+
+
+def log_softmax_of(xp: Any, x: Any, axis: int) -> Any:
+    """x - log_sum_exp(x) along ``axis``."""
+    return x - log_sum_exp(xp, x, axis, keepdims=True)
+
+
+def softmax(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """The ``softmax`` op."""
+    x = args[0]
+    return softmax_of(xp, x, int(attrs["axis"]) % max(x.ndim, 1))
+
+
+# ---------------------------------------------------------------------------- normalisations
+def norm_stats(xp: Any, x: Any, axes: Any, eps: float, center: bool = True) -> tuple[Any, Any]:
+    """(x̂, r): r = 1/sqrt(var + eps) over ``axes`` (keepdims), x̂ = (x - mean)·r; the variance is the
+    two-pass population one. ``center=False``: the RMS statistics (x̂ = x·r, r = 1/sqrt(mean(x²) + eps))."""
+    d = x - xp.mean(x, axis=axes, keepdims=True) if center else x
+    r = 1.0 / xp.sqrt(xp.mean(d * d, axis=axes, keepdims=True) + eps)
+    return d * r, r
+
+
+def standardize(xp: Any, x: Any, axes: Any, eps: float) -> Any:
+    """(x - mean) / sqrt(var + eps) over ``axes``, the two-pass variance of the reference kernels."""
+    mu = xp.mean(x, axis=axes, keepdims=True)
+    d = x - mu
+    var = xp.mean(d * d, axis=axes, keepdims=True)
+    return d / xp.sqrt(var + eps)
+
+
+def _affine(xp: Any, y: Any, gamma: Any, beta: Any, axis: int) -> Any:
+    return y * along(xp, gamma, axis, y.ndim) + along(xp, beta, axis, y.ndim)
+
+
+def layer_norm_of(xp: Any, x: Any, gamma: Any, beta: Any, axis: int, eps: float) -> Any:
+    axis %= x.ndim
+    return _affine(xp, standardize(xp, x, axis, eps), gamma, beta, axis)
+
+
+def rms_norm_of(xp: Any, x: Any, gamma: Any, beta: Any, axis: int, eps: float) -> Any:
+    axis %= x.ndim
+    y = x / xp.sqrt(xp.mean(x * x, axis=axis, keepdims=True) + eps)
+    return _affine(xp, y, gamma, beta, axis)
+
+
+def group_rows(xp: Any, x: Any, groups: int) -> Any:
+    """[N, C, *spatial] -> [N, G, C/G·spatial]: each group's contiguous channels with their spatial extent."""
+    if x.shape[1] % groups:
+        raise ShapeError(f"group_norm: channels C={x.shape[1]} are not divisible by num_groups={groups}")
+    return xp.reshape(x, (x.shape[0], groups, -1))
+
+
+def group_norm_of(xp: Any, x: Any, gamma: Any, beta: Any, groups: int, eps: float) -> Any:
+    y = xp.reshape(standardize(xp, group_rows(xp, x, groups), 2, eps), tuple(x.shape))
+    return _affine(xp, y, gamma, beta, 1)
+
+
+def layer_norm(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    x, gamma, beta = xp.cast_all(args, out)
+    return layer_norm_of(xp, x, gamma, beta, attrs["axis"], attrs["eps"])
+
+
+def layer_norm2d(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    x, gamma, beta = xp.cast_all(args, out)
+    return layer_norm_of(xp, x, gamma, beta, 1, attrs["eps"])
+
+
+def rms_norm(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    x, gamma, beta = xp.cast_all(args, out)
+    return rms_norm_of(xp, x, gamma, beta, attrs["axis"], attrs["eps"])
+
+
+def group_norm(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    x, gamma, beta = xp.cast_all(args, out)
+    return group_norm_of(xp, x, gamma, beta, attrs["num_groups"], attrs["eps"])
+
+
+def norm_input_grad(xp: Any, xhat: Any, r: Any, gy: Any, axes: Any, center: bool = True) -> Any:
+    """d/dx of a norm with statistics ``(xhat, r)`` over ``axes``, gy = dy·gamma:
+    r·(gy − mean(gy) − x̂·mean(gy·x̂)); RMS (``center=False``) drops the mean(gy) term."""
+    inner = gy - xp.mean(gy, axis=axes, keepdims=True) if center else gy
+    return r * (inner - xhat * xp.mean(gy * xhat, axis=axes, keepdims=True))
+
+
+def sum_except(xp: Any, v: Any, axis: int) -> Any:
+    """Sum over every axis but ``axis`` (a gamma / beta gradient)."""
+    others = tuple(i for i in range(v.ndim) if i != axis)
+    return xp.sum(v, axis=others) if others else v
+
+
+# ------------------------------------------------------------------------------ attention
+def attention_scale(attrs: Mapping[str, Any]) -> float:
+    """The score multiplier: ``score_scale``, else head_dim**-0.5 (backward scales dS by it too)."""
+    return attrs["score_scale"] if attrs["score_scale"] is not None else attrs["head_dim"] ** -0.5
+
+
+def position_keep(xp: Any, kind: str, sq: int, sk: int, window: int | None, like: Any = None) -> Any:
+    """The [Sq, Sk] bool keep mask of a positional mask kind (causal, sliding_window), None for the
+    others: query row i is aligned with key i + (Sk - Sq) (bottom-right), keeps keys j <= that one and,
+    for a sliding window w, j >= that one - w."""
+    if kind not in ("causal", "sliding_window"):
+        return None
+    i = xp.reshape(xp.arange_like(sq, like), (sq, 1)) + (sk - sq)
+    j = xp.reshape(xp.arange_like(sk, like), (1, sk))
+    keep = j <= i
+    return keep & (j >= i - window) if kind == "sliding_window" else keep
+
+
+def keep_mask(xp: Any, attrs: Mapping[str, Any], sq: int, sk: int, mask: Any, like: Any) -> Any:
+    """The one attention mask builder: a bool keep mask broadcasting against the scores [*batch, H, Sq, Sk]
+    for the replacing kinds (causal, sliding_window: [Sq, Sk]; custom key padding: [*batch, 1, 1, Sk],
+    kept where mask >= KEEP_AT), None for 'none' and 'bias'."""
+    kind = attrs["mask_kind"]
+    if kind == "custom":
+        keep = mask if xp.rlx_dtype(mask).is_bool else mask >= KEEP_AT
+        return keep[..., None, None, :]
+    return position_keep(xp, kind, sq, sk, attrs["window"], like)
+
+
+def softcap(xp: Any, s: Any, cap: float) -> tuple[Any, Any]:
+    """(c·tanh(s/c), tanh(s/c)): the logit soft-cap and the tanh its derivative needs."""
+    t = xp.tanh(s / cap)
+    return cap * t, t
+
+
+def attention_scores(xp: Any, q: Any, k: Any, attrs: Mapping[str, Any], mask: Any = None,
+                     matmul: Callable[[Any, Any], Any] | None = None) -> tuple[Any, Any, Any]:
+    """Scores of q, k ([*batch, H, S, D]) -> (s, keep, t): s = mask(cap(q kᵀ · scale)). ``keep`` marks
+    scores a replacing mask left alone (None if none replaces) and ``t`` = tanh(raw/c) under a soft-cap c
+    (else None): a backward zeroes replaced scores' gradient and needs t for the cap's derivative.
+    The cap comes before the mask, so masked scores stay MASK_FILL."""
+    mm = matmul or xp.matmul
+    s = mm(q, xp.swapaxes(k, -1, -2))
+    s = s * attention_scale(attrs)
+    t = None
+    if attrs["attn_logit_softcap"] is not None:
+        s, t = softcap(xp, s, attrs["attn_logit_softcap"])
+    if attrs["mask_kind"] == "bias":
+        s = s + as_dtype_of(xp, mask, s)
+    keep = keep_mask(xp, attrs, s.shape[-2], s.shape[-1], mask, s)
+    if keep is not None:
+        s = xp.where(keep, s, MASK_FILL)
+    return s, keep, t
+
+
+def attention_core(xp: Any, q: Any, k: Any, v: Any, attrs: Mapping[str, Any], mask: Any = None,
+                   matmul: Callable[[Any, Any], Any] | None = None) -> Any:
+    """softmax(scores) @ v on [*batch, H, S, D] operands (the probabilities in v's dtype)."""
+    s, _, _ = attention_scores(xp, q, k, attrs, mask, matmul)
+    p = softmax_of(xp, s, s.ndim - 1)
+    return (matmul or xp.matmul)(as_dtype_of(xp, p, v), v)
+
+
+class Layout:
+    """How an attention operand of some rank holds (batch, heads, seq, head_dim); rows work in [*batch, H, S, D]."""
+
+    def __init__(self, rank: int, layout: str):
+        self.rank, self.layout = rank, layout
+
+    def to_bhsd(self, xp: Any, a: Any, heads: int, head_dim: int) -> Any:
+        if self.rank in (2, 3):
+            return xp.swapaxes(xp.reshape(a, (*a.shape[:-1], heads, head_dim)), -3, -2)
+        return a if self.layout == "bhsd" else xp.swapaxes(a, 1, 2)
+
+    def from_bhsd(self, xp: Any, a: Any) -> Any:
+        if self.rank in (2, 3):
+            a = xp.swapaxes(a, -3, -2)
+            return xp.reshape(a, (*a.shape[:-2], -1))
+        return a if self.layout == "bhsd" else xp.swapaxes(a, 1, 2)
+
+
+def attention(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """The ``attention`` op: operands in the compute dtype, viewed [*batch, H, S, D], the core, back."""
+    lay = Layout(args[0].ndim, attrs["layout"])
+    q, k, v = (lay.to_bhsd(xp, a, attrs["num_heads"], attrs["head_dim"]) for a in xp.cast_all(list(args[:3]), out))
+    return lay.from_bhsd(xp, attention_core(xp, q, k, v, attrs, args[3] if len(args) > 3 else None))
+
+
+# --------------------------------------------------------------------------------- indices
+def out_of_range(xp: Any, idx: Any, n: int, wrap: bool = True) -> Any:
+    """Where ``idx`` is outside ``[0, n)`` (``wrap``: ``[-n, n)``, negative ones counting from the end)."""
+    return (idx < (-n if wrap else 0)) | (idx >= n)
+
+
+def index_error(op: str, value: int, axis: int | None, n: int) -> RlxError:
+    """The one out-of-range message every index-reading kernel and lowering raises."""
+    where = f"axis {axis} of size {n}" if axis is not None else f"an axis of size {n}"
+    return RlxError(f"{op}: index {int(value)} is out of range for {where}")
+
+
+def checked_index(xp: Any, idx: Any, n: int, op: str, axis: int | None = None, wrap: bool = True) -> Any:
+    """``idx`` with negative entries wrapped (``wrap``), or the :func:`index_error` of its first bad entry
+    (eager namespaces; jax folds the same check into its program: rlx.backends.jax.index_checks)."""
+    bad = out_of_range(xp, idx, n, wrap)
+    if bad.any():
+        raise index_error(op, idx[bad].reshape(-1)[0], axis, n)
+    return xp.where(idx < 0, idx + n, idx) if wrap else idx
+
+
+#: The rows a lowering table binds by default (rlx.backends.lowering_table): op name -> row.
+ROWS: dict[str, Callable[..., Any]] = {
+    **SHAPE_ROWS, "reduce": reduce, "bitcast": bitcast, "softmax": softmax, "layer_norm": layer_norm,
+    "layer_norm2d": layer_norm2d, "rms_norm": rms_norm, "group_norm": group_norm, "attention": attention,
+}
+# new composite rows go here

@@ -1,0 +1,163 @@
+"""The composite rows (rlx.ops.rows) and the overrides that replace them.
+
+Every registry case of softmax / the norms / attention is evaluated up to the op's node; then
+
+* the row in NumPy matches the case's own oracle (torch float64 or NumPy written in the case);
+* each override — torch's library calls (torch.softmax, torch.layer_norm, F.group_norm,
+  F.scaled_dot_product_attention), jax's attention with XLA precision, NumPy's in-place arena
+  kernels — matches the row bound to the same namespace on the same operands.
+
+A final check scans ``backends/`` for hand-written softmax / normalisation formulas: a backend
+binds the rows, or calls a library.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+import rlx
+from opcases import collect
+from rlx.ir.shape import Shape, TensorType
+from rlx.ops import rows
+from rlx.ops.kinds import NUMPY
+
+OPS = ("softmax", "layer_norm", "layer_norm2d", "rms_norm", "group_norm", "attention")
+CASES = [c for c in collect().cases if c.op in OPS]
+
+
+def _operands(case):
+    """(node, operand arrays, out type, is the node the graph's only output) for the case's op node."""
+    g, outs = case.graph()
+    node = next(n for n in g.nodes if n.op == case.op)
+    direct = len(outs) == 1 and outs[0].node.id == node.id
+    g.set_outputs([g.value(i) for i in node.inputs])
+    inputs, params = case.split_feed()
+    args = rlx.run(g, inputs, params)
+    return node, args, TensorType(Shape(tuple(args[0].shape)), node.dtype), direct
+
+
+def _row(op):
+    return getattr(rows, op)
+
+
+def _close(a, b, dtype):
+    tol = 1e-12 if np.dtype(dtype) == np.float64 else 2e-5
+    np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_numpy_row_matches_the_oracle(case):
+    node, args, out, direct = _operands(case)
+    got = _row(case.op)(NUMPY, args, node.attrs, out)
+    if direct:
+        np.testing.assert_allclose(np.asarray(got, np.float64), case.expected()[0], rtol=max(case.rtol, 1e-6),
+                                   atol=max(case.atol, 1e-7))
+    into = rlx.ir.opdef.get_op(case.op).kernel_into
+    if into is not None and not out.dtype.is_low_precision_float:
+        slot = np.empty(tuple(out.shape), out.dtype.numpy)
+        into(args, node.attrs, out, slot)
+        _close(slot, got, out.dtype.numpy)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_torch_overrides_equal_the_row(case):
+    torch = pytest.importorskip("torch")
+    from rlx.backends.torch_backend.lowering import LOWERINGS, TORCH, compute_dtype
+
+    node, args, out, _ = _operands(case)
+    tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in args]
+    tensors = [t.float() if t.dtype in (torch.float16, torch.bfloat16) else t for t in tensors]
+    got = LOWERINGS[case.op](tensors, node.attrs, out)
+    want = _row(case.op)(TORCH, tensors, node.attrs, out)
+    assert got.dtype == want.dtype == compute_dtype(out.dtype)
+    _close(got.numpy(), want.numpy(), got.numpy().dtype)
+
+
+@pytest.mark.filterwarnings("ignore:Explicitly requested dtype float64")
+@pytest.mark.parametrize("case", [c for c in CASES if c.op == "attention"], ids=lambda c: c.id)
+def test_jax_attention_override_equals_the_row(case):
+    jnp = pytest.importorskip("jax.numpy")
+    from rlx.backends.jax.lowering import JNP, LOWERINGS
+
+    node, args, out, _ = _operands(case)
+    arrays = [jnp.asarray(a.astype(np.float32) if a.dtype.kind == "f" and a.itemsize < 4 else a) for a in args]
+    got = LOWERINGS["attention"](arrays, node.attrs, out)
+    want = rows.attention(JNP, arrays, node.attrs, out)
+    _close(np.asarray(got), np.asarray(want), np.asarray(got).dtype)
+
+
+def _softmax64(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def test_softmax_family_rows_against_float64_formulas():
+    x = np.random.default_rng(0).standard_normal((3, 5, 4))
+    for axis in (0, 1, 2):
+        np.testing.assert_allclose(rows.softmax_of(NUMPY, x, axis), _softmax64(x, axis), rtol=1e-13)
+        np.testing.assert_allclose(rows.log_softmax_of(NUMPY, x, axis), np.log(_softmax64(x, axis)), rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(rows.log_sum_exp(NUMPY, x, axis), np.log(np.exp(x).sum(axis=axis)), rtol=1e-13)
+    big = np.array([[1000.0, 999.0, -np.inf]])
+    np.testing.assert_allclose(rows.softmax_of(NUMPY, big, 1), [[1 / (1 + np.exp(-1)), np.exp(-1) / (1 + np.exp(-1)), 0.0]])
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(rows.softmax_of(NUMPY, np.full((1, 3), -np.inf), 1)).all()  # as NumPy / torch
+
+
+def test_norm_input_gradients_against_finite_differences():
+    rng = np.random.default_rng(1)
+    x, gy = rng.standard_normal((2, 6)), rng.standard_normal((2, 6))
+    for center in (True, False):
+        def f(v, center=center):
+            xhat, _ = rows.norm_stats(NUMPY, v, 1, 1e-3, center=center)
+            return float((xhat * gy).sum())
+
+        xhat, r = rows.norm_stats(NUMPY, x, 1, 1e-3, center=center)
+        grad = rows.norm_input_grad(NUMPY, xhat, r, gy, 1, center=center)
+        fd = np.zeros_like(x)
+        for i in np.ndindex(x.shape):
+            e = np.zeros_like(x)
+            e[i] = 1e-6
+            fd[i] = (f(x + e) - f(x - e)) / 2e-6
+        np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-8)
+
+
+def test_one_mask_builder():
+    keep = rows.position_keep(NUMPY, "sliding_window", 2, 4, 1)
+    np.testing.assert_array_equal(keep, [[0, 1, 1, 0], [0, 0, 1, 1]])
+    np.testing.assert_array_equal(rows.position_keep(NUMPY, "causal", 2, 3, None), [[1, 1, 0], [1, 1, 1]])
+    custom = rows.keep_mask(NUMPY, {"mask_kind": "custom", "window": None}, 1, 3, np.array([[0.4, 0.5, 1.0]]), None)
+    np.testing.assert_array_equal(custom.reshape(-1), [False, True, True])
+    assert rows.keep_mask(NUMPY, {"mask_kind": "bias", "window": None}, 1, 3, None, None) is None
+
+
+def test_index_bounds_row():
+    idx = np.array([0, -3, 2])
+    np.testing.assert_array_equal(rows.checked_index(NUMPY, idx, 3, "gather", axis=0), [0, 0, 2])
+    with pytest.raises(rlx.RlxError, match="gather: index 3 is out of range for axis 1 of size 3"):
+        rows.checked_index(NUMPY, np.array([1, 3]), 3, "gather", axis=1)
+    with pytest.raises(rlx.RlxError, match="index -1"):
+        rows.checked_index(NUMPY, np.array([-1]), 3, "labels", wrap=False)
+
+
+_FORMULAS = (
+    re.compile(r"exp\(\s*[\w.]+\s*-\s*[\w.]+\s*\)"),  # a max-shifted exponential (softmax / log-sum-exp)
+    re.compile(r"sqrt\([^)]*mean\("),  # a variance / RMS statistic
+    re.compile(r"\brsqrt\("),
+)
+
+
+def test_no_softmax_or_norm_formula_in_backends():
+    """Backends bind rlx.ops.rows (or call a library); the ONNX exporter emits ONNX ops, not formulas."""
+    src = pathlib.Path(rlx.__file__).parent / "backends"
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        if path.parent.name == "onnx":
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if any(p.search(line) for p in _FORMULAS):
+                found.append(f"{path.relative_to(src)}:{n}: {line.strip()}")
+    assert not found, "\n".join(found)

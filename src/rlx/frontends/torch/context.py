@@ -158,6 +158,7 @@ class _Ctx:
         self.symbols = dict(symbols)
         self.env: dict[str, Any] = {}
         self.node: Any = None  # the FX node being converted
+        self.training = False  # the module was in training mode: gradient-only rewrites apply
 
     # ---- dims and meta
     def dim(self, d: Any) -> Any:

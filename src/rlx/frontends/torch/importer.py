@@ -200,13 +200,14 @@ def import_module(
     except Exception as exc:
         raise TorchImportError(f"torch.export failed for {type(module).__name__}: {type(exc).__name__}: {exc}") from exc
     symbols = _symbol_names(module, args, kw, dynamic_shapes, ep)
-    g, params = import_program(ep, name=name or type(module).__name__, symbols=symbols)
+    g, params = import_program(ep, name=name or type(module).__name__, symbols=symbols, training=bool(module.training))
     return canonical_names(module, g, params)  # tied weights under every named_parameters() name
 
 
 def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str, str] | None = None,
-                   decompose: bool = True) -> tuple[Graph, dict[str, np.ndarray]]:
-    """Convert a ``torch.export.ExportedProgram`` (see :func:`import_module`)."""
+                   decompose: bool = True, training: bool = False) -> tuple[Graph, dict[str, np.ndarray]]:
+    """Convert a ``torch.export.ExportedProgram`` (see :func:`import_module`); ``training``: the module
+    was in training mode, so gradient-only rules apply (an embedding's ``padding_idx`` row gets no gradient)."""
     from torch.export.graph_signature import InputKind
 
     from rlx.frontends.torch.state import output_plan
@@ -242,6 +243,7 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
     constants = dict(getattr(ep, "constants", {}) or {})
     g = Graph(name, ranges=_symbol_ranges(ep, symbols or {}))
     cx = _Ctx(g, symbols or {})
+    cx.training = training
     params: dict[str, np.ndarray] = {}
     modules: dict[int, str] = {}  # rlx node id -> module path of the FX node it came from
     import torch

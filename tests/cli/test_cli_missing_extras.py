@@ -39,21 +39,25 @@ def work(tmp_path_factory):
     return d
 
 
+SLOW = pytest.mark.slow  # one fresh interpreter each: the default suite keeps one case per extra kind
 CASES = [
-    (["onnx"], ["inspect", "model.onnx"], 'reading ONNX needs onnx: pip install "rlx[onnx]"'),
-    (["onnx"], ["conformance"], 'rlx conformance needs onnx: pip install "rlx[onnx]"'),
-    (["torch"], ["inspect", "prog.pt2"], 'reading .pt2 programs needs torch: pip install "rlx[torch]"'),
-    (["torch"], ["run", "mlp.rlx", "--input", "x=x.npy", "--backend", "torch"],
-     'rlx run --backend torch needs torch: pip install "rlx[torch]"'),
-    (["jax", "jaxlib"], ["run", "mlp.rlx", "--input", "x=x.npy", "--backend", "jax"],
-     'rlx run --backend jax needs jax: pip install "rlx[jax]"'),
-    (["onnxruntime"], ["run", "mlp.rlx", "--input", "x=x.npy", "--backend", "onnxruntime"],
-     'rlx run --backend onnxruntime needs onnxruntime: pip install "rlx[onnx]"'),
-    (["matplotlib"], ["draw", "mlp.rlx", "--plan", "-o", "plan.png"], 'needs matplotlib: pip install "rlx[viz]"'),
+    pytest.param(["onnx"], ["inspect", "model.onnx"], 'reading ONNX needs onnx: pip install "rlx[onnx]"', id="inspect onnx"),
+    pytest.param(["onnx"], ["conformance"], 'rlx conformance needs onnx: pip install "rlx[onnx]"', id="conformance onnx",
+                 marks=SLOW),
+    pytest.param(["torch"], ["inspect", "prog.pt2"], 'reading .pt2 programs needs torch: pip install "rlx[torch]"',
+                 id="inspect torch"),
+    pytest.param(["torch"], ["run", "mlp.rlx", "--input", "x=x.npy", "--backend", "torch"],
+                 'rlx run --backend torch needs torch: pip install "rlx[torch]"', id="run torch", marks=SLOW),
+    pytest.param(["jax", "jaxlib"], ["run", "mlp.rlx", "--input", "x=x.npy", "--backend", "jax"],
+                 'rlx run --backend jax needs jax: pip install "rlx[jax]"', id="run jax"),
+    pytest.param(["onnxruntime"], ["run", "mlp.rlx", "--input", "x=x.npy", "--backend", "onnxruntime"],
+                 'rlx run --backend onnxruntime needs onnxruntime: pip install "rlx[onnx]"', id="run onnxruntime", marks=SLOW),
+    pytest.param(["matplotlib"], ["draw", "mlp.rlx", "--plan", "-o", "plan.png"], 'needs matplotlib: pip install "rlx[viz]"',
+                 id="draw matplotlib"),
 ]
 
 
-@pytest.mark.parametrize(("hidden", "argv", "message"), CASES, ids=[" ".join(c[1][:1] + c[0]) for c in CASES])
+@pytest.mark.parametrize(("hidden", "argv", "message"), CASES)
 def test_missing_package_is_one_line(work, hidden, argv, message):
     res = run_hidden(hidden, *argv, cwd=str(work))
     assert res.rc == 1, (res.out, res.err)
@@ -62,6 +66,7 @@ def test_missing_package_is_one_line(work, hidden, argv, message):
     assert "internal error" not in res.err and "Traceback" not in res.err
 
 
+@pytest.mark.slow
 def test_without_rich_the_commands_still_print(work):
     res = run_hidden(["rich"], "inspect", "mlp.rlx", "--brief", cwd=str(work))
     assert res.rc == 0 and "cli_mlp" in res.out, res.err

@@ -89,3 +89,10 @@ def test_dir_and_help_show_the_builders():
     text = pydoc.render_doc(g.layer_norm, renderer=pydoc.plaintext)
     assert "layer_norm(x: 'Operand', gamma: 'Operand', beta: 'Operand'" in text and "Attributes:" in text
     assert get_op("layer_norm").doc.split(".")[0] in text
+
+
+def test_the_class_knows_the_builders_too():
+    import inspect
+
+    assert "matmul" in dir(rlx.Graph) and inspect.signature(rlx.Graph.matmul).return_annotation == "Value"
+    assert not hasattr(rlx.Graph, "matmull") and not hasattr(rlx.Graph("g"), "matmull")

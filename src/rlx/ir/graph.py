@@ -240,7 +240,24 @@ def _scalar_dtype(value: Any, like: DType | None) -> DType:
     raise RlxError(f"cannot use {type(value).__name__} {value!r} as a graph operand")
 
 
-class Graph(GraphBuilders):
+class _GraphType(type):
+    """``rlx.Graph.matmul`` (on the class: ``help(rlx.Graph.matmul)``) and ``dir(rlx.Graph)`` know the builders too."""
+
+    if not TYPE_CHECKING:
+        def __getattr__(cls, method: str) -> Any:
+            if method.startswith("_") or builder_method(method) is None:
+                raise AttributeError(f"type object 'Graph' has no attribute or op builder {method!r}")
+            builder = _make_builder(method)
+            setattr(cls, method, builder)
+            return builder
+
+    def __dir__(cls) -> list[str]:
+        from rlx.ir.opdef import builder_methods
+
+        return sorted(set(super().__dir__()) | {m for m in builder_methods() if not m.startswith("_")})
+
+
+class Graph(GraphBuilders, metaclass=_GraphType):
     """An append-only tensor DAG. Builder methods come from the op registry.
 
     >>> g = Graph("mlp"); x = g.input("x", (2, 3)); y = g.gelu(x); g.set_outputs([y])

@@ -72,7 +72,8 @@
   function drawBodies(n, ox, oy, layer) {
     let x = ox;
     for (const b of n.bodies) {
-      const [bx0, by0, bx1, by1] = b.box, pad = 16, w = bx1 - bx0 + 2 * pad, h = by1 - by0 + 2 * pad + 18;
+      const [bx0, by0, bx1, by1] = b.box, pad = 16, h = by1 - by0 + 2 * pad + 18;
+      const w = Math.max(bx1 - bx0 + 2 * pad, b.title.length * 7 + 24);  // wide enough for its title
       const g = el("g", { class: "body", "data-owner": n.key, transform: `translate(${x - bx0 + pad},${oy - by0 + pad + 18})` }, layer);
       el("rect", { class: "body-frame", x: bx0 - pad, y: by0 - pad - 18, width: w, height: h, rx: 8 }, g);
       const t = el("text", { class: "block-title", x: bx0 - pad + 6, y: by0 - pad - 4 }, g);
@@ -159,8 +160,13 @@
       return k < 0 ? y : moved.get(rows[k]) + Math.min(y - rows[k], GAP);
     }
     for (const u of units.values()) u.y = moved.get(u.y);
+    // an open node's bodies go right below it and push every lower row down by their height (in place, no overlap)
+    const opened = [...units.values()].filter((u) => u.node && u.node.bodies && open.has(u.node.key)).sort((a, b) => a.y - b.y);
+    const pushes = opened.map((u) => [u.y, Math.max(...u.node.bodies.map((b) => b.box[3] - b.box[1] + 2 * 16 + 18)) + 40]);
+    const pushAt = (y) => pushes.reduce((acc, [at, h]) => acc + (y > at ? h : 0), 0);
+    for (const u of units.values()) u.y += pushAt(u.y);
     for (const [name, b, y0s, y1s] of frameList) {
-      const y0 = gy(y0s), y1 = gy(y1s);
+      const y0 = gy(y0s) + pushAt(gy(y0s)), y1 = gy(y1s) + pushAt(gy(y1s));
       el("rect", { class: "block-frame", x: b.x0 - 10, y: y0 - 22, width: b.x1 - b.x0 + 20, height: y1 - y0 + 32, rx: 8 }, frames);
       const t = el("text", { class: "block-title", x: b.x0 - 4, y: y0 - 8 }, frames);
       t.textContent = "▾ " + name;
@@ -176,7 +182,7 @@
     for (const [key, u] of units) {
       drawBox(u, key, nodesG);
       if (u.node) pos.set(u.node.key, { x: u.x, y: u.y });
-      if (u.node && u.node.bodies && open.has(u.node.key)) drawBodies(u.node, u.x + u.w / 2 + 40, u.y, bodiesG);
+      if (u.node && u.node.bodies && open.has(u.node.key)) drawBodies(u.node, u.x - u.w / 2, u.y + u.h + 24, bodiesG);
     }
     applySearch();
     document.body.setAttribute("data-rendered", String(units.size));

@@ -201,7 +201,6 @@ SPLITTING: dict[str, str] = {
     "rlx/frontends/torch/importer.py": "torchin",
     "rlx/ops/quant.py": "llm",
     "rlx/backends/onnx/exporter.py": "harden",
-    "rlx/frontends/upstream/reader.py": "the upstream reader (one format's table: unowned this round)",
 }
 
 

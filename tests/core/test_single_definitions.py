@@ -14,7 +14,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "rlx"
 
 #: literal -> (what it is, the module that defines it)
 CONSTANTS = {
-    -1e9: ("the masked attention score (MASK_FILL)", "ops/attention.py"),
+    -1e9: ("the masked attention score (MASK_FILL)", "ops/rows.py"),
     0.044715: ("the tanh-gelu cubic coefficient (GELU_TANH_COEFF)", "ops/kinds.py"),
     math.sqrt(2.0 / math.pi): ("sqrt(2/pi) of the tanh gelu (SQRT_2_OVER_PI)", "ops/kinds.py"),
 }

@@ -18,13 +18,10 @@ from rlx.ir.opdef import defop, get_op
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops import rows
 from rlx.ops.attention import (
-    KEEP_AT,
-    MASK_FILL,
     Layout,
     attention_scale,
     attention_scores,
     attention_type,
-    position_keep,
     rope_kernel,
     rope_type,
     softmax,
@@ -38,7 +35,6 @@ from rlx.ops.backward import (
     _data_type,
     _inline,
     _require_index,
-    _scalar,
 )
 from rlx.ops.common import NORM_EPS, axis_of, promote_args, require_dim, require_float, require_rank
 from rlx.ops.kinds import NUMPY, GraphNamespace
@@ -503,29 +499,13 @@ def _from_bhsd(g, a, like, rank: int, layout: str):
 
 
 def _attention_prims(g, q, k, v, mask, attrs):
-    """The forward attention from primitive ops, exactly as attention_scores / the kernel."""
-    heads, head_dim, kind, cap = attrs["num_heads"], attrs["head_dim"], attrs["mask_kind"], attrs["attn_logit_softcap"]
+    """The forward attention: the attention row (rlx.ops.rows) on the graph namespace, in primitive nodes."""
+    heads, head_dim, kind = attrs["num_heads"], attrs["head_dim"], attrs["mask_kind"]
     rank, layout = len(q.shape), attrs["layout"]
     qh, kh, vh = (_to_bhsd(g, a, rank, layout, heads, head_dim) for a in (q, k, v))
-    r = len(kh.shape)
-    sc = g.matmul(qh, g.transpose(kh, perm=[*range(r - 2), r - 1, r - 2])) * _scalar(g, attention_scale(attrs), qh)
-    if cap is not None:
-        sc = g.tanh(sc / _scalar(g, cap, sc)) * _scalar(g, cap, sc)
-    sq, sk = sc.shape[-2:]
-    keep = None
-    if kind == "custom":
-        keep = g.ge(g.reshape(mask, new_shape=[*(_dim(d) for d in mask.shape[:-1]), 1, 1, sk]), _scalar(g, KEEP_AT, mask))
-    elif kind == "bias":
-        sc = sc + mask
-    elif kind in ("causal", "sliding_window"):
-        if not (isinstance(sq, int) and isinstance(sk, int)):
-            raise ShapeError(f"attention_backward rules need static sequence lengths for mask {kind!r}")
-        keep = g.constant(position_keep(kind, sq, sk, attrs["window"]))
-    if keep is not None:
-        sc = g.where(keep, sc, _scalar(g, MASK_FILL, sc))
-    e = g.exp(sc - g.reduce(sc, op="max", axes=[len(sc.shape) - 1], keep_dim=True))
-    p = e / g.reduce(e, op="sum", axes=[len(e.shape) - 1], keep_dim=True)
-    return _from_bhsd(g, g.matmul(p, vh), q, rank, layout)
+    if kind in ("causal", "sliding_window") and not (isinstance(qh.shape[-2], int) and isinstance(kh.shape[-2], int)):
+        raise ShapeError(f"attention_backward rules need static sequence lengths for mask {kind!r}")
+    return _from_bhsd(g, rows.attention_core(GraphNamespace(g), qh, kh, vh, attrs, mask), q, rank, layout)
 
 
 def _attention_backward_prims(g, ops, attrs, *, ctx):

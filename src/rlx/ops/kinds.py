@@ -144,7 +144,42 @@ class GraphNamespace:
     def maximum(self, a: Any, b: Any) -> Any:
         return self.g.maximum(a, b)
 
-    # reductions, so the composite rows of rlx.ops.rows run here too (a fused op's decomposition)
+    # what the composite rows of rlx.ops.rows read, so they run here too (decompositions, rules)
+    def matmul(self, a: Any, b: Any) -> Any:
+        return self.g.matmul(a, b)
+
+    def swapaxes(self, x: Any, i: int, j: int) -> Any:
+        perm = list(range(len(x.shape)))
+        perm[i], perm[j] = perm[j], perm[i]
+        return self.g.transpose(x, perm=perm)
+
+    def reshape(self, x: Any, shape: Any) -> Any:
+        if isinstance(x, np.ndarray):  # a constant being built (positional masks)
+            return x.reshape(shape)
+        return self.g.reshape(x, new_shape=[d if isinstance(d, int) else -1 for d in shape])
+
+    def astype(self, x: Any, to: Any) -> Any:
+        return self.g.cast(x, to=to)
+
+    def rlx_dtype(self, x: Any) -> Any:
+        return x.dtype
+
+    def greater_equal(self, a: Any, b: Any) -> Any:
+        return self.g.ge(a, b)
+
+    def arange_like(self, n: int, like: Any) -> np.ndarray:
+        return np.arange(n)  # static lengths only: what it builds is a constant
+
+    def isfinite(self, x: Any) -> Any:
+        return self.g.eq(x - x, 0.0)  # x - x is 0 exactly where x is finite
+
+    def zeros_like(self, x: Any) -> Any:
+        return self.g.scalar(0.0, x.dtype)
+
+    def ones_like(self, x: Any) -> Any:
+        return self.g.scalar(1.0, x.dtype)
+
+    # reductions
     def _reduce(self, op: str, x: Any, axis: Any, keepdims: bool) -> Any:
         axes = None if axis is None else [axis] if isinstance(axis, int) else list(axis)
         return self.g.reduce(x, op=op, axes=axes, keep_dim=keepdims)

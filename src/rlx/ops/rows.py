@@ -177,7 +177,7 @@ SHAPE_ROWS: dict[str, Callable[..., Any]] = {"reshape": reshape, "transpose": tr
 def softmax_of(xp: Any, x: Any, axis: int) -> Any:
     """exp(x - m) / sum(exp(x - m)) along ``axis``, m the row max where finite, else 0 (a row of
     -inf gives NaN, as NumPy / torch)."""
-    if x.ndim == 0:
+    if len(x.shape) == 0:
         return xp.ones_like(x)
     if x.shape[axis] == 0:
         return x
@@ -305,8 +305,8 @@ def keep_mask(xp: Any, attrs: Mapping[str, Any], sq: int, sk: int, mask: Any, li
     kept where mask >= KEEP_AT), None for 'none' and 'bias'."""
     kind = attrs["mask_kind"]
     if kind == "custom":
-        keep = mask if xp.rlx_dtype(mask).is_bool else mask >= KEEP_AT
-        return keep[..., None, None, :]
+        keep = mask if xp.rlx_dtype(mask).is_bool else xp.greater_equal(mask, KEEP_AT)
+        return xp.reshape(keep, (*keep.shape[:-1], 1, 1, keep.shape[-1]))
     return position_keep(xp, kind, sq, sk, attrs["window"], like)
 
 
@@ -340,7 +340,7 @@ def attention_core(xp: Any, q: Any, k: Any, v: Any, attrs: Mapping[str, Any], ma
                    matmul: Callable[[Any, Any], Any] | None = None) -> Any:
     """softmax(scores) @ v on [*batch, H, S, D] operands (the probabilities in v's dtype)."""
     s, _, _ = attention_scores(xp, q, k, attrs, mask, matmul)
-    p = softmax_of(xp, s, s.ndim - 1)
+    p = softmax_of(xp, s, len(s.shape) - 1)
     return (matmul or xp.matmul)(as_dtype_of(xp, p, v), v)
 
 

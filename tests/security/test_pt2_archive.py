@@ -172,6 +172,8 @@ def _hostile(benign_path: str, folder, marker: str) -> dict[str, tuple[str, list
     binomials = "*".join(f"(s{i % 10}+s{(i + 1) % 10})" for i in range(24))
     add("expr_mod_expansion", expr(f"Mod({binomials}, 7)"), ["symbolic expression", "terms"])  # sympy expands it
     add("expr_mod_power_of_sum", expr("PythonMod((s0+s1+s2+s3)**64, 7)"), ["symbolic expression", "terms"])
+    many = ",".join(f"s{i % 10}*{i}+{i}" for i in range(1200))  # sympy compares every pair: minutes
+    add("expr_max_many_args", expr(f"Max({many})"), ["symbolic expression", "arguments"])
 
     def target(t):
         def change(e):

@@ -135,6 +135,11 @@ _MAX_LITERAL = 1 << 64
 _MAX_TERMS = 256
 _MAX_PROGRAM_TERMS = 8192
 _TERM_CAP = 1 << 40
+# sympy compares every pair of a Max / Min's arguments under assumptions (1,200 arguments: minutes):
+# at most _MAX_ARGS arguments to one n-ary sympy call, _MAX_PROGRAM_SELECTIONS Max / Min arguments in all.
+_NARY = frozenset({"Max", "Min", "Piecewise", "And", "Or", "Add", "Mul"})
+_MAX_ARGS = 8
+_MAX_PROGRAM_SELECTIONS = 512
 
 # Serialized ScalarType -> bytes per element (torch._export.serde.schema.ScalarType).
 _ELEMENT_BYTES = {
@@ -375,6 +380,8 @@ def _cost_rule(node: ast.AST) -> str | None:
     """Why evaluating ``node`` could cost without bound (None: it cannot); see _MAX_EXPONENT."""
     if isinstance(node, ast.Constant) and type(node.value) is int and abs(node.value) > _MAX_LITERAL:
         return "an integer literal beyond 2**64"
+    if isinstance(node, ast.Call) and getattr(node.func, "id", "") in _NARY and len(node.args) > _MAX_ARGS:
+        return f"{node.func.id} of more than {_MAX_ARGS} arguments"  # type: ignore[attr-defined]
     operands = _power_operands(node)
     if operands is None:
         return None
@@ -414,9 +421,10 @@ def _expanded_terms(tree: ast.AST) -> int:
     return counts[id(tree)]
 
 
-def _check_ast(text: Any, where: str, what: str, rule: Callable[[ast.AST, set[int]], str | None], extra: tuple[type, ...] = ()) -> int:
+def _check_ast(text: Any, where: str, what: str, rule: Callable[[ast.AST, set[int]], str | None],
+               extra: tuple[type, ...] = ()) -> tuple[int, int]:
     """Refuse ``text`` unless every node of its Python parse is arithmetic / comparison or passes ``rule``;
-    returns how many terms expanding it could give (:func:`_expanded_terms`)."""
+    returns how many terms expanding it could give (:func:`_expanded_terms`) and its Max / Min arguments."""
     if not isinstance(text, str) or len(text) > _MAX_EXPR:
         raise _bad(where, f"{what} is not a short string")
     try:
@@ -431,19 +439,23 @@ def _check_ast(text: Any, where: str, what: str, rule: Callable[[ast.AST, set[in
             why = f"constant {node.value!r}"
         if why:
             raise _bad(where, f"{what} {text[:200]!r}: {why} refused")
-    return _expanded_terms(tree)
+    selections = sum(len(n.args) for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") in ("Max", "Min"))
+    return _expanded_terms(tree), selections
 
 
 def check_expr(text: Any, where: str, budget: list[int] | None = None) -> None:
     """A symbolic-shape expression (torch parses it with ``sympy.sympify``, i.e. ``eval``); ``budget``
-    (one int, the terms left for the program) is charged its expansion bound."""
-    terms = _check_ast(text, where, "symbolic expression", _expr_rule)
+    (the terms and the Max / Min arguments left for the program) is charged its share."""
+    terms, selections = _check_ast(text, where, "symbolic expression", _expr_rule)
     if terms > _MAX_TERMS:
         raise _bad(where, f"symbolic expression {text[:200]!r}: expanding it could give {terms} terms, more than {_MAX_TERMS}: refused")
     if budget is not None:
         budget[0] -= terms
+        budget[1] -= selections
         if budget[0] < 0:
             raise _bad(where, f"symbolic expressions: together they could expand to more than {_MAX_PROGRAM_TERMS} terms: refused")
+        if budget[1] < 0:
+            raise _bad(where, f"symbolic expressions: more than {_MAX_PROGRAM_SELECTIONS} Max / Min arguments in all: refused")
 
 
 def check_guard(text: Any, where: str) -> None:
@@ -472,7 +484,7 @@ def _walk(doc: Any, where: str, budget: list[int], depth: int = 0) -> None:
 def _check_program(doc: Any, where: str) -> None:
     if not isinstance(doc, dict) or "graph_module" not in doc:
         raise _bad(where, "not a serialized exported program (no graph_module)")
-    budget = [_MAX_PROGRAM_TERMS]
+    budget = [_MAX_PROGRAM_TERMS, _MAX_PROGRAM_SELECTIONS]
     for key in doc.get("range_constraints") or {}:
         if not (isinstance(key, str) and _SYMBOL.fullmatch(key)):
             check_expr(key, f"{where}: range_constraints", budget)

@@ -912,7 +912,11 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
     g = onnx.helper.make_graph(nodes, name or graph.name, ex.inputs, outputs, initializer=inits)
     model = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", opset)], producer_name="rlx")
     model.ir_version = min(model.ir_version, 10)
-    onnx.checker.check_model(model, full_check=True)
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:  # a type ONNX lacks (u8 ReduceSum …)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise OnnxUnsupported(f"export of {graph.name!r}: the ONNX model does not check: {first}") from None
     return model
 
 

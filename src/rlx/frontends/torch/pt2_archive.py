@@ -371,7 +371,7 @@ def _power_operands(node: ast.AST) -> tuple[ast.AST, ast.AST] | None:
 def _literal(node: ast.AST) -> float | None:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         node = node.operand
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         return node.value
     return None
 

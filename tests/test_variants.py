@@ -256,3 +256,43 @@ def test_processes_filling_one_cache_concurrently_never_fail(tmp_path):
     assert sorted(n for n in names if n.endswith(".rlx")) and not [n for n in names if ".tmp-" in n], names
     cache = CompileCache(folder)
     assert all(cache.get(n[:-4]) is not None for n in names if n.endswith(".rlx")) and cache.rejected == 0
+
+
+def test_a_planted_folder_is_never_run_and_the_build_is_an_error(tmp_path):
+    v = ModelVariant("b4", {"batch": 4})
+    key = v.cache_key(rlx.fingerprint(_model()))
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    (folder / f"{key}.rlx").mkdir()  # not a regular file: refused, and it cannot be replaced
+    cache = CompileCache(folder)
+    assert cache.get(key) is None and cache.rejected == 1
+    with pytest.raises(variants.CacheError, match="cannot write the entry"):
+        build_variant(_model(), v, cache)
+
+
+def test_threads_sharing_one_cache_build_a_key_once(tmp_path, monkeypatch):
+    import threading
+
+    builds = []
+    real = variants._build
+
+    def counted(graph, variant):
+        builds.append(variant.name)
+        return real(graph, variant)
+
+    monkeypatch.setattr(variants, "_build", counted)
+    cache, v, results, errors = CompileCache(tmp_path), ModelVariant("b3", {"batch": 3}), [], []
+
+    def worker():
+        try:
+            results.append(rlx.fingerprint(build_variant(_model(), v, cache)))
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(set(results)) == 1 and len(results) == 4
+    assert builds == ["b3"]  # the others waited on the key's lock, then hit

@@ -243,15 +243,21 @@ class CompileCache:
         with self.lock(key):
             lir.options["cache_key"] = key
             tag = self._tag(key, lir)
-            fileio.remove_quietly(self._path(key, ".mac"))
-            save(lir, self._path(key))
-            atomic.write_text(self._path(key, ".mac"), tag + "\n")
+            try:
+                fileio.remove_quietly(self._path(key, ".mac"))
+                save(lir, self._path(key))
+                atomic.write_text(self._path(key, ".mac"), tag + "\n")
+            except OSError as exc:
+                raise CacheError(f"compile cache: cannot write the entry {self._path(key)!r}: {exc.strerror or exc}") from None
 
     def _remove(self, key: str) -> None:
         base = key + ".rlx"
         for name in os.listdir(self.folder):
             if name == key + ".mac" or name == base or name.startswith(base + ".safetensors"):
-                fileio.remove_quietly(os.path.join(self.folder, name))
+                try:
+                    os.unlink(os.path.join(self.folder, name))
+                except OSError:  # gone already, or a planted folder: then writing the entry fails instead
+                    pass
 
 
 def build_variant(model: Any, variant: ModelVariant, cache: CompileCache | None = None) -> LirModule:

@@ -234,6 +234,31 @@ def _overflow(g, a, b, c):
     return outs
 
 
+NARROW = {dt: np.array([[np.iinfo(_npd(dt)).max] * 3 + [3], [np.iinfo(_npd(dt)).min, 2, 7, 1], [5, 5, 5, 5]], _npd(dt))
+          for dt in ("i8", "u8", "i16")}
+
+
+def _narrow_oracle(f):
+    outs = []
+    for dt, x in sorted(f.items()):
+        info = np.iinfo(x.dtype)
+        for rows in ([[int(v) for v in r] for r in x], [[] for _ in range(3)]):  # full and empty slices
+            outs += [np.array([_wrap(sum(r), dt) for r in rows], x.dtype), np.array([_wrap(math.prod(r), dt) for r in rows], x.dtype),
+                     np.array([max(r, default=int(info.min)) for r in rows], x.dtype),
+                     np.array([min(r, default=int(info.max)) for r in rows], x.dtype)]
+    return outs
+
+
+@case("narrow int reductions wrap; empty ones give the identity", {**NARROW, **{f"{k}_empty": v[:, :0] for k, v in NARROW.items()}})
+@oracle(lambda f: _narrow_oracle({k: v for k, v in f.items() if not k.endswith("_empty")}))
+def _narrow(g, **ins):
+    outs = []
+    for dt in sorted(NARROW):
+        for x in (ins[dt], ins[f"{dt}_empty"]):
+            outs += [g.reduce(x, op=op, axes=[1], keep_dim=False) for op in ("sum", "prod", "max", "min")]
+    return outs
+
+
 # --------------------------------------------------------------------------- the walk
 
 

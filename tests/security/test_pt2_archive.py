@@ -169,6 +169,11 @@ def _hostile(benign_path: str, folder, marker: str) -> dict[str, tuple[str, list
     add("expr_huge_exponent", expr("s0**1000000000"), ["symbolic expression", "exponent"])
     add("expr_shift", expr("LShift(1, 1000000000)"), ["symbolic expression", "exponent"])
     add("expr_huge_literal", expr("9" * 4000 + " * s0"), ["symbolic expression", "literal"])
+    binomials = "*".join(f"(s{i % 10}+s{(i + 1) % 10})" for i in range(24))
+    add("expr_mod_expansion", expr(f"Mod({binomials}, 7)"), ["symbolic expression", "terms"])  # sympy expands it
+    add("expr_mod_power_of_sum", expr("PythonMod((s0+s1+s2+s3)**64, 7)"), ["symbolic expression", "terms"])
+    many = ",".join(f"s{i % 10}*{i}+{i}" for i in range(1200))  # sympy compares every pair: minutes
+    add("expr_max_many_args", expr(f"Max({many})"), ["symbolic expression", "arguments"])
 
     def target(t):
         def change(e):

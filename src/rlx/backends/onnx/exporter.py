@@ -575,6 +575,13 @@ def _reduce(ex, node, ins):
     shape = _in_shape(ex, node, 0)
     if op == "mean" and dt.is_float and any(shape[a] == 0 for a in axes):  # NumPy: the mean of nothing is NaN
         return ex.node("Div", [ex.node("ReduceSum", [x, ex.ints(axes)], keepdims=keep), ex.scalar(0.0, dt)])
+    if dt in (DType.I16, DType.U16) or (dt in (DType.I8, DType.U8) and op in ("sum", "prod")):
+        # ONNX reduces no i16 / u16 and sums no 8-bit ints: in i64, wrapped back (exact for max / min)
+        wide = ex.node(_RED[op], [ex.cast(x, dt, DType.I64), ex.ints(axes)], keepdims=keep)
+        if op in ("max", "min"):  # an empty slice gives i64's limit: clamp to dt's (the identity rlx gives)
+            info = np.iinfo(dt.numpy)
+            wide = ex.node("Min", [ex.node("Max", [wide, ex.scalar(int(info.min), DType.I64)]), ex.scalar(int(info.max), DType.I64)])
+        return ex.cast(wide, DType.I64, dt)
     y = ex.node(_RED[op], [x, ex.ints(axes)], keepdims=keep)
     if op in ("max", "min") and dt.is_float:  # onnxruntime skips a NaN unless it comes first: rlx propagates it
         y = ex.node("Where", [_any_nan(ex, x, axes, keep), ex.scalar(float("nan"), dt), y])
@@ -916,7 +923,11 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
     contrib = [onnx.helper.make_opsetid(d, 1) for d in sorted({nd.domain for nd in nodes if nd.domain})]  # export_quant
     model = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", opset), *contrib], producer_name="rlx")
     model.ir_version = min(model.ir_version, 10)
-    onnx.checker.check_model(model, full_check=True)
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:  # a type ONNX lacks (u8 ReduceSum …)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise OnnxUnsupported(f"export of {graph.name!r}: the ONNX model does not check: {first}") from None
     return model
 
 

@@ -19,7 +19,8 @@ program needs:
   ``operator`` / ``math`` / ``torch.sym_*`` functions; symbolic expressions contain only numbers,
   arithmetic, comparisons, ``Symbol('s0', …)`` and the sympy functions torch writes, at bounded cost
   (a power only with a literal exponent of at most 64 and no power inside it, integer literals within
-  2**64: a 7 KB power tower would keep sympy busy forever); no guards code;
+  2**64, a bounded number of terms when expanded: a 7 KB power tower, or a Mod of a product of sums,
+  would keep sympy busy forever); no guards code;
 - declared tensor sizes fit the stored bytes and the :class:`~rlx.ir.serialize.LoadLimits`.
 
 :func:`load_program` then hands the already-read bytes (never the path again) to
@@ -32,6 +33,7 @@ from __future__ import annotations
 import ast
 import io
 import json
+import math
 import os
 import pickletools
 import re
@@ -127,6 +129,17 @@ _MAX_EXPR = 1 << 14
 _POWERS = frozenset({"Pow", "PowByNatural", "FloatPow", "LShift", "RShift"})
 _MAX_EXPONENT = 64
 _MAX_LITERAL = 1 << 64
+# sympy expands products and powers of sums inside Mod / PythonMod (a 7 KB Mod of 24 binomials never
+# finishes): the terms a full expansion could have (sums add, products multiply, a power of n terms to e
+# has C(e + n - 1, n - 1)) are bounded per expression and over the program.
+_MAX_TERMS = 256
+_MAX_PROGRAM_TERMS = 8192
+_TERM_CAP = 1 << 40
+# sympy compares every pair of a Max / Min's arguments under assumptions (1,200 arguments: minutes):
+# at most _MAX_ARGS arguments to one n-ary sympy call, _MAX_PROGRAM_SELECTIONS Max / Min arguments in all.
+_NARY = frozenset({"Max", "Min", "Piecewise", "And", "Or", "Add", "Mul"})
+_MAX_ARGS = 8
+_MAX_PROGRAM_SELECTIONS = 512
 
 # Serialized ScalarType -> bytes per element (torch._export.serde.schema.ScalarType).
 _ELEMENT_BYTES = {
@@ -358,7 +371,7 @@ def _power_operands(node: ast.AST) -> tuple[ast.AST, ast.AST] | None:
 def _literal(node: ast.AST) -> float | None:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         node = node.operand
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         return node.value
     return None
 
@@ -367,6 +380,8 @@ def _cost_rule(node: ast.AST) -> str | None:
     """Why evaluating ``node`` could cost without bound (None: it cannot); see _MAX_EXPONENT."""
     if isinstance(node, ast.Constant) and type(node.value) is int and abs(node.value) > _MAX_LITERAL:
         return "an integer literal beyond 2**64"
+    if isinstance(node, ast.Call) and getattr(node.func, "id", "") in _NARY and len(node.args) > _MAX_ARGS:
+        return f"{node.func.id} of more than {_MAX_ARGS} arguments"  # type: ignore[attr-defined]
     operands = _power_operands(node)
     if operands is None:
         return None
@@ -378,8 +393,38 @@ def _cost_rule(node: ast.AST) -> str | None:
     return None
 
 
-def _check_ast(text: Any, where: str, what: str, rule: Callable[[ast.AST, set[int]], str | None], extra: tuple[type, ...] = ()) -> None:
-    """Refuse ``text`` unless every node of its Python parse is arithmetic / comparison or passes ``rule``."""
+def _expanded_terms(tree: ast.AST) -> int:
+    """How many terms expanding ``tree`` could give (an upper bound; iterative: the tree may be deep)."""
+    counts: dict[int, int] = {}
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while stack:
+        node, done = stack.pop()
+        kids = list(ast.iter_child_nodes(node))
+        if not done:
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids)
+            continue
+        parts = [counts.get(id(k), 1) for k in kids if not isinstance(k, (ast.operator, ast.unaryop, ast.cmpop, ast.boolop,
+                                                                           ast.expr_context))]
+        power = _power_operands(node)
+        if power is not None and not (isinstance(node, ast.Call) and node.func.id in ("LShift", "RShift")):  # type: ignore[attr-defined]
+            n, e = counts.get(id(power[0]), 1), _literal(power[1])
+            total = math.comb(int(e) + n - 1, n - 1) if isinstance(e, int) and 0 <= e <= _MAX_EXPONENT and n < _TERM_CAP else n
+        elif (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)) or (isinstance(node, ast.Call) and
+                                                                                 getattr(node.func, "id", "") == "Mul"):
+            total = math.prod(parts)
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Symbol":
+            total = 1
+        else:
+            total = sum(parts) if parts else 1
+        counts[id(node)] = min(total, _TERM_CAP)
+    return counts[id(tree)]
+
+
+def _check_ast(text: Any, where: str, what: str, rule: Callable[[ast.AST, set[int]], str | None],
+               extra: tuple[type, ...] = ()) -> tuple[int, int]:
+    """Refuse ``text`` unless every node of its Python parse is arithmetic / comparison or passes ``rule``;
+    returns how many terms expanding it could give (:func:`_expanded_terms`) and its Max / Min arguments."""
     if not isinstance(text, str) or len(text) > _MAX_EXPR:
         raise _bad(where, f"{what} is not a short string")
     try:
@@ -394,11 +439,23 @@ def _check_ast(text: Any, where: str, what: str, rule: Callable[[ast.AST, set[in
             why = f"constant {node.value!r}"
         if why:
             raise _bad(where, f"{what} {text[:200]!r}: {why} refused")
+    selections = sum(len(n.args) for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") in ("Max", "Min"))
+    return _expanded_terms(tree), selections
 
 
-def check_expr(text: Any, where: str) -> None:
-    """A symbolic-shape expression (torch parses it with ``sympy.sympify``, i.e. ``eval``)."""
-    _check_ast(text, where, "symbolic expression", _expr_rule)
+def check_expr(text: Any, where: str, budget: list[int] | None = None) -> None:
+    """A symbolic-shape expression (torch parses it with ``sympy.sympify``, i.e. ``eval``); ``budget``
+    (the terms and the Max / Min arguments left for the program) is charged its share."""
+    terms, selections = _check_ast(text, where, "symbolic expression", _expr_rule)
+    if terms > _MAX_TERMS:
+        raise _bad(where, f"symbolic expression {text[:200]!r}: expanding it could give {terms} terms, more than {_MAX_TERMS}: refused")
+    if budget is not None:
+        budget[0] -= terms
+        budget[1] -= selections
+        if budget[0] < 0:
+            raise _bad(where, f"symbolic expressions: together they could expand to more than {_MAX_PROGRAM_TERMS} terms: refused")
+        if budget[1] < 0:
+            raise _bad(where, f"symbolic expressions: more than {_MAX_PROGRAM_SELECTIONS} Max / Min arguments in all: refused")
 
 
 def check_guard(text: Any, where: str) -> None:
@@ -406,7 +463,7 @@ def check_guard(text: Any, where: str) -> None:
     _check_ast(text, where, "guard", _guard_rule, (ast.Subscript, ast.Attribute))
 
 
-def _walk(doc: Any, where: str, depth: int = 0) -> None:
+def _walk(doc: Any, where: str, budget: list[int], depth: int = 0) -> None:
     if depth > 1000:
         raise _bad(where, "program JSON nested too deeply")
     if isinstance(doc, dict):
@@ -414,23 +471,24 @@ def _walk(doc: Any, where: str, depth: int = 0) -> None:
             if key == "target" and "inputs" in doc:
                 check_target(value, where)
             elif key == "expr_str":
-                check_expr(value, where)
+                check_expr(value, where, budget)
             elif key == "guards_code":
                 for line in value if isinstance(value, list) else [value]:
                     check_guard(line, f"{where}: guards_code")
-            _walk(value, where, depth + 1)
+            _walk(value, where, budget, depth + 1)
     elif isinstance(doc, list):
         for item in doc:
-            _walk(item, where, depth + 1)
+            _walk(item, where, budget, depth + 1)
 
 
 def _check_program(doc: Any, where: str) -> None:
     if not isinstance(doc, dict) or "graph_module" not in doc:
         raise _bad(where, "not a serialized exported program (no graph_module)")
+    budget = [_MAX_PROGRAM_TERMS, _MAX_PROGRAM_SELECTIONS]
     for key in doc.get("range_constraints") or {}:
         if not (isinstance(key, str) and _SYMBOL.fullmatch(key)):
-            check_expr(key, f"{where}: range_constraints")
-    _walk(doc, where)
+            check_expr(key, f"{where}: range_constraints", budget)
+    _walk(doc, where, budget)
 
 
 def _as_int(v: Any, where: str) -> int:

@@ -23,7 +23,7 @@ def test_plan_manifest_has_weights_with_checksums(cli, files, tmp_path):
     res = cli("plan", files["mlp"], "--manifest", folder, "--json")
     assert res.rc == 0, res.err
     doc = json.loads((folder / "manifest.json").read_text())
-    blob = (folder / "weights.bin").read_bytes()
+    blob = (folder / doc["weights_file"]).read_bytes()
     for p in doc["params"]:
         got = np.frombuffer(blob[p["file_offset"]:p["file_offset"] + p["bytes"]], "<f4").reshape(p["shape"])
         np.testing.assert_array_equal(got, files["params"][p["name"]])

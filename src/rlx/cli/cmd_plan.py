@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         con.line(f"wrote {args.output} (read back and checked)")
     if manifest:
-        con.line(f"wrote {manifest}" + (" and weights.bin" if model.params else " (no weights saved in the file)"))
+        con.line(f"wrote {manifest}" + (" and its weights file" if model.params else " (no weights saved in the file)"))
     return 0
 
 
@@ -97,6 +97,6 @@ def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser)
     p.add_argument("--policy", **common.POLICY_ARG)
     p.add_argument("--top", type=common.positive_int, default=10, help="how many of the largest buffers to list (default 10)")
     p.add_argument("--manifest", metavar="DIR", default=None,
-                   help="write DIR/manifest.json (+ weights.bin): the binding manifest for a C / C++ / Rust host")
+                   help="write DIR/manifest.json (+ its weights-<hash>.bin): the binding manifest for a C / C++ / Rust host")
     p.add_argument("--json", action="store_true", help="one JSON document (schema rlx.plan, docs/cli.md)")
     common.dim_argument(p)

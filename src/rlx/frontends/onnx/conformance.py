@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlx.ir.atomic import write_text
+
 REPORT = "docs/onnx_conformance.md"
 _BASELINE = re.compile(r"^Baseline: (\d+) passed", re.M)
 
@@ -304,8 +306,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{r.status:12s} {r.name}: {r.reason}")
     print(f"{counts['passed']} passed / {counts['failed']} failed / {counts['unsupported']} unsupported of {len(results)} ({dt:.1f} s)")
     if args.write:
-        with open(args.write, "w", encoding="utf-8") as fh:
-            fh.write(render(results))  # no timing in the file: it would change on every run
+        write_text(args.write, render(results))  # no timing in the file: it would change on every run
     if args.check:
         base = baseline(args.check)
         if base is not None and counts["passed"] < base:

@@ -18,7 +18,7 @@ import numpy as np
 
 from rlx.frontends.gguf import GgufFile
 from rlx.ir.graph import Graph, Value
-from rlx.llm.config import LlmConfig
+from rlx.llm.config import LlmConfig, expected_shapes
 from rlx.llm.weights import matmul_operand, to_f32
 
 NEG = -1e30
@@ -39,11 +39,14 @@ INT8_X_SCHEMES = frozenset({"gguf_q4_0", "gguf_q8_0"})
 
 
 def load_weights(f: GgufFile, c: LlmConfig) -> Weights:
+    """The operands the architecture reads (other tensors in the file are ignored): 2-D weights as matmul operands
+    (packed or f32 [K, N]), the embedding, norms and biases as f32."""
     w = Weights()
-    for name, t in f.tensors.items():
-        if not (name.startswith("blk.") or name in ("token_embd.weight", "output_norm.weight", "output.weight")):
+    for name in expected_shapes(c):
+        t = f.tensors.get(name)
+        if t is None:
             continue
-        if name.endswith(".weight") and len(t.shape) == 2 and name != "token_embd.weight":
+        if len(t.shape) == 2 and name != "token_embd.weight":
             w.schemes[name], w.arrays[name] = matmul_operand(t)
         else:
             w.arrays[name] = np.ascontiguousarray(to_f32(t))

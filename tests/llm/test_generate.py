@@ -65,3 +65,16 @@ def test_cache_capacity_does_not_change_tokens(model, monkeypatch):
     small = model.generate(PROMPT, max_new_tokens=10, stop=[])
     monkeypatch.setattr(m, "CAPACITY_BUCKETS", (256,))
     assert small == model.generate(PROMPT, max_new_tokens=10, stop=[])
+
+
+def test_graphs_compile_once(tmp_path, monkeypatch):
+    """One prefill and one decode graph are compiled, then reused for every token and every later call."""
+    from rlx.llm.model import LlmModel
+
+    model = load_gguf(write_model(tmp_path / "c.gguf", qtype="Q8_0", seed=4), backend="numpy")
+    built: list[str] = []
+    real = LlmModel._compile
+    monkeypatch.setattr(LlmModel, "_compile", lambda self, g: (built.append(g.name), real(self, g))[1])
+    model.generate(PROMPT, max_new_tokens=6, stop=[])
+    model.generate([*PROMPT, 5], max_new_tokens=6, stop=[])
+    assert built == ["llm_prefill", "llm_decode_256"]

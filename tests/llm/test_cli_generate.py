@@ -53,10 +53,14 @@ def test_prompt_text_uses_the_files_vocabulary(path):
     assert streamed.stdout.endswith(doc["text"][-1:] + "\n")
 
 
-def test_streams_text(path):
+def test_streams_text(path, capsys):
+    """Without --json the new text streams to stdout (in process: the subprocess tests above cover the entry point)."""
     pytest.importorskip("transformers")
-    r = _rlx("generate", path, "--prompt", "hello", "--max-new-tokens", "3", "--ignore-eos")
-    assert r.returncode == 0 and r.stdout.endswith("\n") and len(r.stdout) > 1, r.stderr
+    from rlx.cli import main
+
+    assert main(["generate", path, "--prompt", "hello", "--max-new-tokens", "3", "--ignore-eos"]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith("\n") and len(out) > 1
 
 
 @pytest.mark.parametrize(("argv", "expect"), [

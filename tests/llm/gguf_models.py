@@ -18,6 +18,18 @@ def _tokens(vocab: int) -> list[str]:
     return toks
 
 
+def _byte_level_tokens() -> list[str]:
+    """GPT-2's byte-to-character table (printable bytes map to themselves, the others to chr(256 + n))."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    extra = [b for b in range(256) if b not in keep]
+    table = {**{b: chr(b) for b in keep}, **{b: chr(256 + i) for i, b in enumerate(extra)}}
+    return [table[b] for b in range(256)]
+
+
+#: a tiny byte-level BPE: every byte, then merges building "hello"
+BPE_MERGES = ["h e", "l l", "he ll", "hell o"]
+
+
 def _quantized(rng: np.random.Generator, w: np.ndarray, qtype: str) -> np.ndarray:
     """Raw ggml blocks [N, row bytes] of a [N, K] weight in ``qtype`` (K-quants: random valid blocks)."""
     from gguf import GGMLQuantizationType
@@ -37,7 +49,8 @@ def _quantized(rng: np.random.Generator, w: np.ndarray, qtype: str) -> np.ndarra
 
 def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: int = 300, d: int = 64, layers: int = 2,
                 heads: int = 4, kv_heads: int = 2, ff: int = 96, seed: int = 0, qk_norm: bool | None = None,
-                tie: bool = False, extra: dict | None = None, tensors: dict[str, np.ndarray] | None = None) -> Path:
+                tie: bool = False, extra: dict | None = None, tensors: dict[str, np.ndarray] | None = None,
+                tokenizer: str = "llama") -> Path:
     """Write a random-weight model; matmul weights in ``qtype`` (norms, biases, embedding F32)."""
     from gguf import GGMLQuantizationType, GGUFWriter
 
@@ -57,13 +70,21 @@ def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: i
     w.add_value_length(hd)
     for key, value in (extra or {}).items():
         getattr(w, key)(value)
-    w.add_tokenizer_model("llama")
-    toks = _tokens(vocab)
-    w.add_token_list(toks)
-    w.add_token_scores([-float(i) for i in range(vocab)])
-    w.add_token_types([2, 3, 3] + [6] * 256 + [1] * (vocab - 259))
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
+    w.add_tokenizer_model(tokenizer)
+    if tokenizer == "llama":  # SentencePiece-style: <unk> <s> </s>, byte fallback pieces, letters
+        w.add_token_list(_tokens(vocab))
+        w.add_token_scores([-float(i) for i in range(vocab)])
+        w.add_token_types([2, 3, 3] + [6] * 256 + [1] * (vocab - 259))
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+    else:  # "gpt2": byte-level BPE (qwen2's kind), the end-of-text token last
+        toks = [*_byte_level_tokens(), "he", "ll", "hell", "hello"]
+        toks += [f"x{i}" for i in range(vocab - len(toks) - 1)] + ["<|endoftext|>"]
+        w.add_token_list(toks)
+        w.add_token_types([1] * (vocab - 1) + [3])
+        w.add_token_merges(BPE_MERGES)
+        w.add_tokenizer_pre("qwen2")
+        w.add_eos_token_id(vocab - 1)
 
     def f32(name: str, shape: tuple[int, ...], scale: float = 0.02, offset: float = 0.0) -> None:
         w.add_tensor(name, (offset + scale * rng.standard_normal(shape)).astype(np.float32))

@@ -53,10 +53,14 @@ def test_prompt_text_uses_the_files_vocabulary(path):
     assert streamed.stdout.endswith(doc["text"][-1:] + "\n")
 
 
-def test_streams_text(path):
+def test_streams_text(path, capsys):
+    """Without --json the new text streams to stdout (in process: the subprocess tests above cover the entry point)."""
     pytest.importorskip("transformers")
-    r = _rlx("generate", path, "--prompt", "hello", "--max-new-tokens", "3", "--ignore-eos")
-    assert r.returncode == 0 and r.stdout.endswith("\n") and len(r.stdout) > 1, r.stderr
+    from rlx.cli import main
+
+    assert main(["generate", path, "--prompt", "hello", "--max-new-tokens", "3", "--ignore-eos"]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith("\n") and len(out) > 1
 
 
 @pytest.mark.parametrize(("argv", "expect"), [
@@ -71,3 +75,16 @@ def test_errors(tmp_path, path, argv, expect):
     assert r.returncode in (1, 2) and expect in r.stderr, r.stderr
     if expect == "not a GGUF file":
         assert r.returncode == 1 and r.stderr.startswith("rlx: error:")
+
+
+def test_byte_level_bpe_vocabulary_in_process(tmp_path, capsys):
+    """A qwen2 file with a GPT-2 style byte-level BPE vocabulary: the prompt goes through its merges."""
+    pytest.importorskip("transformers")
+    from rlx.cli import main
+
+    path = write_model(tmp_path / "bpe.gguf", arch="qwen2", qtype="Q8_0", tokenizer="gpt2")
+    assert main(["generate", str(path), "--prompt", "hello hell", "--max-new-tokens", "3", "--json", "--ignore-eos"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    # ids 0-255 are the bytes, then he, ll, hell, hello: "hello" merges fully, " hell" is the space byte and "hell"
+    assert doc["prompt_tokens"] == [259, 32, 258]
+    assert len(doc["tokens"]) == 3 and doc["backend"] in ("onnxruntime", "numpy")

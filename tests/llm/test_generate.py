@@ -65,3 +65,40 @@ def test_cache_capacity_does_not_change_tokens(model, monkeypatch):
     small = model.generate(PROMPT, max_new_tokens=10, stop=[])
     monkeypatch.setattr(m, "CAPACITY_BUCKETS", (256,))
     assert small == model.generate(PROMPT, max_new_tokens=10, stop=[])
+
+
+def test_graphs_compile_once(tmp_path, monkeypatch):
+    """One prefill and one decode graph are compiled, then reused for every token and every later call."""
+    from rlx.llm.model import LlmModel
+
+    model = load_gguf(write_model(tmp_path / "c.gguf", qtype="Q8_0", seed=4), backend="numpy")
+    built: list[str] = []
+    real = LlmModel._compile
+    monkeypatch.setattr(LlmModel, "_compile", lambda self, g: (built.append(g.name), real(self, g))[1])
+    model.generate(PROMPT, max_new_tokens=6, stop=[])
+    model.generate([*PROMPT, 5], max_new_tokens=6, stop=[])
+    assert built == ["llm_prefill", "llm_decode_256"]
+
+
+def test_auto_backend_falls_back_to_numpy(tmp_path, monkeypatch):
+    """backend='auto': a graph the preferred backend cannot compile runs on the numpy executor, with a warning."""
+    import rlx.runtime.compile as rc
+
+    pytest.importorskip("onnxruntime")
+    path = write_model(tmp_path / "f.gguf", qtype="Q8_0", seed=6)
+    want = load_gguf(path, backend="numpy").generate(PROMPT, max_new_tokens=4, stop=[])
+    model = load_gguf(path)
+
+    original = rc.compile
+
+    def refuse(graph, backend="numpy", **kw):
+        if backend != "numpy":
+            raise RlxError("too big for this backend")
+        return original(graph, backend=backend, **kw)
+
+    monkeypatch.setattr(rc, "compile", refuse)
+    with pytest.warns(RuntimeWarning, match="too big"):
+        assert model.generate(PROMPT, max_new_tokens=4, stop=[]) == want
+    assert model.backend == "numpy"
+    with pytest.raises(RlxError, match="too big"):
+        load_gguf(path, backend="onnxruntime").logits(PROMPT)

@@ -20,9 +20,11 @@ def default_backend() -> str:
 
 
 def load_gguf(path: str | os.PathLike[str], backend: str = "auto", *, int8_activations: bool = False, **options: Any) -> LlmModel:
-    """Read, validate and build the model in a GGUF file (llama / mistral / qwen2 / qwen3). ``backend`` (``"auto"``:
-    :func:`default_backend`) and ``options`` (e.g. ``threads=1`` for onnxruntime) go to :func:`rlx.compile` for the
-    prefill and decode graphs; ``"numpy"`` is the reference executor (decodes block weights on every call).
+    """Read, validate and build the model in a GGUF file (llama / mistral / qwen2 / qwen3).
+
+    ``backend`` (``"auto"``: :func:`default_backend`, falling back to numpy for graphs it cannot compile) and
+    ``options`` (e.g. ``threads=1`` for onnxruntime) go to :func:`rlx.compile` for the prefill and decode graphs;
+    ``"numpy"`` is the reference executor (decodes block weights on every call).
     ``int8_activations``: Q4_0 / Q8_0 matmuls round their inputs to int8 blocks of 32 first (dequant_matmul
     ``x_quant='q8_block'``, as llama.cpp does), which onnxruntime runs as integer MatMulNBits: the fast CPU path,
     not bit-equal to a float model."""
@@ -30,8 +32,9 @@ def load_gguf(path: str | os.PathLike[str], backend: str = "auto", *, int8_activ
     c = config_from_gguf(f)
     check_tensors(f, c)
     check_vocab(f, c)
-    if backend == "auto":
+    auto = backend == "auto"
+    if auto:
         backend = default_backend()
     w = load_weights(f, c)
     w.x_quant = "q8_block" if int8_activations else "none"
-    return LlmModel(f, c, w, backend=backend, options=options)
+    return LlmModel(f, c, w, backend=backend, options=options, fallback="numpy" if auto else None)

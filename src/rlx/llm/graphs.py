@@ -1,6 +1,9 @@
 """The two compiled graphs of generation, built from rlx MIR ops over the GGUF weights.
 
-* prefill: token ids [S] (S symbolic) -> the last position's logits [1, V] and every layer's rotated keys and values
+The embedding lookup (a row gather) happens before the graphs, which take the rows: the table, often the largest
+tensor, stays out of the compiled sessions (onnxruntime models must serialize below 2 GB).
+
+* prefill: token embeddings [S, D] (S symbolic) -> the last position's logits [1, V] and every layer's rotated keys and values
   [KV, S, hd] (keys stored transposed, [KV, hd, S], ready for the decode step's score matmul).
 * decode: one token at position p -> logits [1, V] and the new key / value of every layer; the cache (capacity C,
   keys [KV, hd, C], values [KV, C, hd]) is an input read in place: slots >= p are masked by the ``bias`` input, and
@@ -18,7 +21,7 @@ import numpy as np
 
 from rlx.frontends.gguf import GgufFile
 from rlx.ir.graph import Graph, Value
-from rlx.llm.config import LlmConfig
+from rlx.llm.config import LlmConfig, expected_shapes
 from rlx.llm.weights import matmul_operand, to_f32
 
 NEG = -1e30
@@ -39,11 +42,14 @@ INT8_X_SCHEMES = frozenset({"gguf_q4_0", "gguf_q8_0"})
 
 
 def load_weights(f: GgufFile, c: LlmConfig) -> Weights:
+    """The operands the architecture reads (other tensors in the file are ignored): 2-D weights as matmul operands
+    (packed or f32 [K, N]), the embedding, norms and biases as f32."""
     w = Weights()
-    for name, t in f.tensors.items():
-        if not (name.startswith("blk.") or name in ("token_embd.weight", "output_norm.weight", "output.weight")):
+    for name in expected_shapes(c):
+        t = f.tensors.get(name)
+        if t is None:
             continue
-        if name.endswith(".weight") and len(t.shape) == 2 and name != "token_embd.weight":
+        if len(t.shape) == 2 and name != "token_embd.weight":
             w.schemes[name], w.arrays[name] = matmul_operand(t)
         else:
             w.arrays[name] = np.ascontiguousarray(to_f32(t))
@@ -108,17 +114,16 @@ class _Builder:
 
 
 def build_prefill(c: LlmConfig, w: Weights, length: int | None = None) -> Graph:
-    """ids [S] -> (logits [1, V] at row ``last``, then per layer keys [KV, hd, S] and values [KV, S, hd]).
+    """Token embeddings x [S, D] -> (logits [1, V] at row ``last``, then per layer keys [KV, hd, S] and values [KV, S, hd]).
     S is the symbol ``seq``, or ``length`` for backends that want static shapes (the caller pads the prompt at
     the end: causal attention keeps the real rows exact)."""
     bld = _Builder(c, w, "llm_prefill" if length is None else f"llm_prefill_{length}")
     g, kv, hd, rep = bld.g, c.n_kv_heads, c.head_dim, c.group
     s = "seq" if length is None else length
-    ids = g.input("ids", (s,), "i64")
+    x = g.input("x", (s, c.d_model), "f32")
     cos = g.input("cos", (s, c.n_rot // 2), "f32")
     sin = g.input("sin", (s, c.n_rot // 2), "f32")
     last = g.input("last", (1,), "i64")
-    x = g.gather(bld.param("token_embd.weight"), ids, axis=0)
     caches: list[Value] = []
     for i in range(c.n_layers):
         q, k, v = bld.qkv(bld.norm(x, f"blk.{i}.attn_norm.weight"), i, cos, sin)
@@ -139,16 +144,15 @@ def build_prefill(c: LlmConfig, w: Weights, length: int | None = None) -> Graph:
 
 
 def build_decode(c: LlmConfig, w: Weights, capacity: int) -> Graph:
-    """One token: ids [1], cos / sin [1, n_rot/2], bias [1, C] (0 for filled slots, -1e30 else), per layer
+    """One token: its embedding x [1, D], cos / sin [1, n_rot/2], bias [1, C] (0 for filled slots, -1e30 else), per layer
     keys [KV, hd, C] and values [KV, C, hd] -> (logits [1, V], then per layer new key / value [KV, hd] each)."""
     bld = _Builder(c, w, f"llm_decode_{capacity}")
     g, kv, hd, rep = bld.g, c.n_kv_heads, c.head_dim, c.group
-    ids = g.input("ids", (1,), "i64")
+    x = g.input("x", (1, c.d_model), "f32")
     cos = g.input("cos", (1, c.n_rot // 2), "f32")
     sin = g.input("sin", (1, c.n_rot // 2), "f32")
     bias = g.input("bias", (1, capacity), "f32")
     scale = float(hd) ** -0.5
-    x = g.gather(bld.param("token_embd.weight"), ids, axis=0)
     news: list[Value] = []
     for i in range(c.n_layers):
         kc = g.input(f"k{i}", (kv, hd, capacity), "f32")

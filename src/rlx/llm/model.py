@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -35,9 +36,11 @@ class LlmModel:
     """``logits(ids)`` -> the last position's logits [vocab]; ``generate(ids, max_new_tokens)`` -> new ids."""
 
     def __init__(self, f: GgufFile, config: LlmConfig, weights: Weights, backend: str = "numpy",
-                 options: dict[str, Any] | None = None):
+                 options: dict[str, Any] | None = None, fallback: str | None = None):
         self.file, self.config, self.weights, self.backend = f, config, weights, backend
+        self.fallback = fallback  # backend to use when ``backend`` cannot compile these graphs (backend="auto")
         self.options = dict(options or {})
+        self._embed = weights.arrays["token_embd.weight"]
         ff = f.tensors.get("rope_freqs.weight")
         self._freq_factors = to_f32(ff).reshape(-1) if ff is not None else None
         self._prefill: dict[int | None, Any] = {}
@@ -53,7 +56,15 @@ class LlmModel:
             import rlx.backends  # noqa: F401  (registers the other backends)
         names = {n for n in graph.params()}
         params = {k: v for k, v in self.weights.arrays.items() if k in names}
-        return rlx_compile(graph, backend=self.backend, params=params, **self.options)
+        try:
+            return rlx_compile(graph, backend=self.backend, params=params, **self.options)
+        except (RlxError, ValueError, MemoryError) as exc:  # e.g. an onnxruntime model past protobuf's 2 GB
+            if self.fallback is None or self.fallback == self.backend:
+                raise
+            warnings.warn(f"rlx.llm: the {self.backend} backend cannot run {graph.name} ({type(exc).__name__}: "
+                          f"{str(exc)[:200]}); using {self.fallback}", RuntimeWarning, stacklevel=3)
+            self.backend, self.options = self.fallback, {}
+            return rlx_compile(graph, backend=self.backend, params=params)
 
     def prefill_executable(self, n: int) -> tuple[Any, int | None]:
         """The compiled prefill for ``n`` tokens and its static length (None: symbolic)."""
@@ -88,7 +99,7 @@ class LlmModel:
         s = n if length is None else length
         cos, sin = self._tables(s)
         padded = ids if s == n else np.concatenate([ids, np.zeros(s - n, np.int64)])
-        outs = exe.run(inputs={"ids": padded, "cos": cos[:s], "sin": sin[:s], "last": np.array([n - 1])})
+        outs = exe.run(inputs={"x": self._embed[padded], "cos": cos[:s], "sin": sin[:s], "last": np.array([n - 1])})
         return np.asarray(outs[0])[0], [np.asarray(o)[..., :n] if i % 2 == 0 else np.asarray(o)[:, :n] for i, o in enumerate(outs[1:])]
 
     # ----------------------------------------------------------------------- public API
@@ -134,7 +145,7 @@ class LlmModel:
             if tok in stops or step == max_new_tokens - 1:
                 break
             assert exe is not None  # compiled whenever a second token is wanted
-            feed["ids"] = np.array([tok], np.int64)
+            feed["x"] = self._embed[tok:tok + 1]
             feed["cos"], feed["sin"] = cos[pos:pos + 1], sin[pos:pos + 1]
             r0 = time.perf_counter()
             outs = exe.run(inputs=feed)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,8 +74,16 @@ def read_gguf(path: str | os.PathLike[str]) -> GgufFile:
     if size < 24:
         raise GgufError(f"{p}: {size} bytes is too short for a GGUF header")
     with open(p, "rb") as fh:
-        if fh.read(4) != b"GGUF":
-            raise GgufError(f"{p}: not a GGUF file (bad magic)")
+        head = fh.read(24)
+    if head[:4] != b"GGUF":
+        raise GgufError(f"{p}: not a GGUF file (bad magic)")
+    # the two counts of the fixed header (u64 after magic and version; a big-endian file shows a version with zero low
+    # bits, as the reader decides), bounded before the reader walks them: every key and tensor record takes >= 12 bytes
+    order = ">" if struct.unpack("<I", head[4:8])[0] & 0xFFFF == 0 else "<"
+    n_tensors, n_kv = struct.unpack(order + "QQ", head[8:24])
+    if n_tensors > MAX_TENSORS or n_kv > MAX_METADATA or (n_tensors + n_kv) * 12 > size:
+        raise GgufError(f"{p}: header declares {n_tensors} tensors and {n_kv} metadata keys: beyond the bounds or the "
+                        f"file's {size} bytes (corrupt or truncated GGUF file)")
     try:
         from gguf import GGMLQuantizationType, GGUFReader
         from gguf.constants import GGML_QUANT_SIZES

@@ -194,7 +194,7 @@ def _engine(backend: str, forward: LirModule, backward: LirModule, state_graph: 
         cls = _engine_class(backend)
         shared = {"update": apply_update, "namespace": Namespace, "error": TrainingError}
         if backend == "jax":
-            return cls(backward.graph, state_graph, updates, wrt, trainable, init, seed, opt, shared, **kw)
+            return cls(backward.graph, forward.graph, state_graph, updates, wrt, trainable, init, seed, opt, shared, **kw)
         return cls(backward.graph, forward.graph, state_graph, updates, wrt, trainable, init, seed, opt, shared,
                    device=kw.get("device"), max_norm=kw.get("max_norm"))
     from rlx.train.host import HostEngine

@@ -37,12 +37,13 @@ class Engine:
     kind = "jax"
     zero_copy = False
 
-    def __init__(self, backward: Graph, state_graph: Graph | None, updates: list[str], wrt: list[str], trainable: list[str],
-                 init: dict[str, np.ndarray], seed_name: str, opt: Any, shared: Mapping[str, Any], *, mesh: Any = None,
+    def __init__(self, backward: Graph, forward: Graph, state_graph: Graph | None, updates: list[str], wrt: list[str],
+                 trainable: list[str], init: dict[str, np.ndarray], seed_name: str, opt: Any, shared: Mapping[str, Any], *,
+                 mesh: Any = None,
                  batch_axis: str | None = None, param_specs: Mapping[str, Any] | None = None, device: Any = None,
                  max_norm: float | None = None, scaled: bool = False):
         error = shared["error"]
-        self.graph, self.state_graph, self.updates = backward, state_graph, list(updates)
+        self.graph, self.forward, self.state_graph, self.updates = backward, forward, state_graph, list(updates)
         self.wrt, self.trainable, self.seed_name, self.opt = list(wrt), list(trainable), seed_name, opt
         self.ns = shared["namespace"]("jax", jnp)
         self._update = shared["update"]
@@ -204,10 +205,15 @@ class Engine:
         with x64_scope(self.x64):
             placed = self._place_inputs(inputs)
             if self._jit_loss is None:
-                self._jit_loss = jax.jit(lambda p, i, s: self._fwd_bwd(p, i, s)[0])
-            loss_node = self.graph.inputs()[self.seed_name].node
-            seed = np.zeros(tuple(loss_node.shape), loss_node.dtype.numpy)
-            return float(np.asarray(self._jit_loss(self.params, placed, self._scalar(seed))).reshape(-1)[0])
+                self._jit_loss = jax.jit(self._forward_loss)
+            return float(np.asarray(self._jit_loss(self.params, placed)).reshape(-1)[0])
+
+    def _forward_loss(self, params: Mapping[str, Any], inputs: Mapping[str, Any]) -> Any:
+        g = self.forward
+        leaves = {v.id: inputs[n] for n, v in g.inputs().items()}
+        leaves.update({v.id: params[n] for n, v in g.params().items()})
+        with L.tracing_precision(jax.lax.Precision.HIGHEST):
+            return evaluate(g, leaves)[0]
 
     def _scalar(self, x: Any) -> Any:
         return jnp.asarray(x) if np.ndim(x) else x

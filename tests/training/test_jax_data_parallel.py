@@ -91,5 +91,6 @@ def test_two_jax_distributed_processes_equal_single_device(single, tmp_path):
     for out in outs:
         got = json.loads(out.read_text())
         np.testing.assert_allclose(got["losses"], single[0], rtol=1e-5)
+        np.testing.assert_allclose(got["local_losses"], single[0], rtol=1e-5)  # each process fed its own rows
         for k, v in single[1].items():
             np.testing.assert_allclose(np.array(got["params"][k], np.float32), v, rtol=1e-5, atol=1e-6)

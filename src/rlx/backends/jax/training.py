@@ -114,11 +114,22 @@ class Engine:
         for name in dict.fromkeys([*self._inputs, *self._state_inputs]):
             node = self._input_nodes.get(name) or self.state_graph.inputs()[name].node
             a = np.asarray(inputs[name])
+            if self._process_local(a, node):  # jax.distributed, each process feeding its own rows
+                out[name] = jax.make_array_from_process_local_data(self._input_sharding(name, np.empty(tuple(node.shape))), a)
+                continue
             if a.dtype != node.dtype.numpy or (node.shape.is_static and a.shape != tuple(node.shape)):
                 raise self._error(f"input {name!r}: {a.dtype} {list(a.shape)} given, {node.type} declared")
             sharding = self._input_sharding(name, a)
             out[name] = jnp.asarray(a) if sharding is None else jax.make_array_from_callback(a.shape, sharding, lambda idx, a=a: a[idx])
         return out
+
+    def _process_local(self, a: np.ndarray, node: Any) -> bool:
+        """Whether ``a`` is this process's share of the declared global batch (several processes)."""
+        n = jax.process_count()
+        if self.mesh is None or n == 1 or not node.shape.is_static or a.ndim == 0 or a.dtype != node.dtype.numpy:
+            return False
+        full = tuple(node.shape)
+        return a.shape[0] * n == full[0] and a.shape[1:] == full[1:]
 
     # ------------------------------------------------------------------ traced bodies
     def _fwd_bwd(self, params: Mapping[str, Any], inputs: Mapping[str, Any], seed: Any) -> tuple[Any, dict, dict]:

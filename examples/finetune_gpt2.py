@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
     torch.manual_seed(0)
     model = build_model(args.vocab, args.seq, args.width, args.layers)
     data = batches(args.steps, args.batch, args.seq, args.vocab)
-    schedule = rlx.train.WarmupCosine(warmup=args.warmup, total=args.steps, start_factor=0.1)
+    schedule = rlx.train.WarmupCosine(warmup=min(args.warmup, args.steps), total=args.steps, start_factor=0.1)
 
     # rlx: import the module with its loss, compile the training step, train
     t0 = time.perf_counter()

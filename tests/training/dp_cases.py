@@ -60,8 +60,14 @@ def _distributed(process_id: int, port: int, out: str) -> None:
     mesh = Mesh(np.array(devices), ("data",))
     trainer, losses = train(mesh=mesh, batch_axis="data")
     final = {k: v.tolist() for k, v in trainer.params.items()}
+    # the same run fed process-local rows: this process's half of every batch
+    import rlx
+
+    local = rlx.compile_training(graph(), optimizer="adamw", lr=0.05, params=params(), backend="jax", mesh=mesh)
+    half = N // 2
+    local_losses = [local.step({k: v[process_id * half:(process_id + 1) * half] for k, v in b.items()}) for b in batches(6)]
     with open(out, "w") as f:
-        json.dump({"losses": losses, "params": final}, f)
+        json.dump({"losses": losses, "params": final, "local_losses": local_losses}, f)
     jax.distributed.shutdown()
 
 

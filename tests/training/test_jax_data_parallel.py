@@ -91,5 +91,23 @@ def test_two_jax_distributed_processes_equal_single_device(single, tmp_path):
     for out in outs:
         got = json.loads(out.read_text())
         np.testing.assert_allclose(got["losses"], single[0], rtol=1e-5)
+        np.testing.assert_allclose(got["local_losses"], single[0], rtol=1e-5)  # each process fed its own rows
         for k, v in single[1].items():
             np.testing.assert_allclose(np.array(got["params"][k], np.float32), v, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_data_parallel_batchnorm_module_equals_single_device():
+    """BatchNorm's batch statistics over the global batch: the running-stat updates and losses
+    of 8-way data parallel equal single-device training."""
+    pytest.importorskip("torch")
+    from training.torch_cases import cnn_bn, feeds, imported
+
+    mesh = _mesh()
+    case, graph, params = imported(cnn_bn)
+    batches_ = feeds(graph, case, 4)
+    one = rlx.compile_training(graph, optimizer="adamw", lr=1e-2, params=params, backend="jax")
+    dp = rlx.compile_training(graph, optimizer="adamw", lr=1e-2, params=params, backend="jax", mesh=mesh, batch_axis="data")
+    np.testing.assert_allclose([dp.step(b) for b in batches_], [one.step(b) for b in batches_], rtol=1e-5)
+    for name in ("bn.running_mean", "bn.running_var", "bn.num_batches_tracked"):
+        np.testing.assert_allclose(dp.params[name], one.params[name], rtol=1e-5, atol=1e-7)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import rlx
-from training.torch_cases import bert_classifier, cnn_bn, feeds, gpt2_lm, imported, torch_run
+from training.torch_cases import bert_classifier, cnn_bn, feeds, gpt2_lm, imported, llama_lm, torch_run
 
 STEPS = 20
 BACKENDS = ["numpy", "jax", "torch"]
@@ -90,9 +90,12 @@ def test_other_state_mutations_are_refused():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("make", [gpt2_lm, bert_classifier], ids=["gpt2", "bert"])
+@pytest.mark.parametrize("make", [gpt2_lm, bert_classifier, llama_lm], ids=["gpt2", "bert", "llama"])
 def test_transformers_train_like_torch(make, backend):
-    _check(make, backend)
+    trainer, _ = _check(make, backend)
+    case = _prepared(make)[0]
+    torch_params = {n for n, _ in case.module.named_parameters(remove_duplicate=False)}  # tied: every owner
+    assert sorted(trainer.trainable) == sorted(n for n in trainer.params if n in torch_params)
 
 
 def test_in_place_buffer_rescale_is_applied_after_every_step():
@@ -125,3 +128,28 @@ def test_in_place_buffer_rescale_is_applied_after_every_step():
         assert trainer.step({"x": x.numpy(), "y": y.numpy()}) == pytest.approx(tl.item(), rel=1e-5)
         np.testing.assert_allclose(trainer.params["ema"], module.ema.numpy(), rtol=1e-6)
     np.testing.assert_allclose(trainer.params["lin.weight"], module.lin.weight.detach().numpy(), rtol=1e-5)
+
+
+def test_float_buffers_are_not_trained():
+    """A float buffer the forward reads (a rotary ``inv_freq``, a fixed scale) is not an
+    nn.Parameter: torch's optimizer never touches it, nor does the trainer (AdamW decays all it trains)."""
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 1)
+            self.register_buffer("scale", torch.full((3,), 2.0))
+
+        def forward(self, x, y):
+            return ((self.lin(x * self.scale).squeeze(-1) - y) ** 2).mean()
+
+    x, y = torch.randn(6, 3), torch.randn(6)
+    graph, params = rlx.torch.import_module(Scaled(), (x, y))
+    trainer = rlx.compile_training(graph, optimizer="adamw", lr=0.1, params=params)
+    assert trainer.trainable == ["lin.bias", "lin.weight"] and trainer.buffers == []
+    for _ in range(3):
+        trainer.step({"x": x.numpy(), "y": y.numpy()})
+    np.testing.assert_array_equal(trainer.params["scale"], np.full(3, 2.0, np.float32))
+    # named explicitly, a buffer can still be trained
+    explicit = rlx.compile_training(graph, ["scale", "lin.weight"], optimizer="sgd", lr=0.1, params=params)
+    assert explicit.trainable == ["scale", "lin.weight"]

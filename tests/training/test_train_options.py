@@ -168,14 +168,17 @@ def test_loss_scaling(backend):
         rlx.compile_training(mlp_graph("f32"), params=init, loss_scale="huge")
 
 
-def test_float16_params_train_on_float32_masters():
+@pytest.mark.parametrize("backend", ["numpy", *ENGINES])
+def test_float16_params_train_on_float32_masters(backend):
+    if backend == "jax":
+        pytest.importorskip("jax")
     rng = np.random.default_rng(7)
     init, feed = init_params(rng, np.float32), data(rng, n=64, dtype=np.float32)
     half = {k: v.astype(np.float16) for k, v in init.items()}
     feed16 = {k: v.astype(np.float16) for k, v in feed.items()}
     g = mlp_graph("f16", n=64)
     g32 = rlx.compile_training(mlp_graph("f32", n=64), optimizer="adam", lr=0.01, params=init)
-    trainer = rlx.compile_training(g, optimizer="adam", lr=0.01, params=half, loss_scale="dynamic")
+    trainer = rlx.compile_training(g, optimizer="adam", lr=0.01, params=half, loss_scale="dynamic", backend=backend)
     for _ in range(30):
         trainer.step(feed16)
         g32.step(feed)

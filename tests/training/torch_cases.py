@@ -70,6 +70,19 @@ def gpt2_lm(vocab: int = 64, seq: int = 12, batch_size: int = 4) -> Case:
     return Case("gpt2", _Loss(GPT2LMHeadModel(cfg), labels=False).train(), batch)
 
 
+def llama_lm() -> Case:
+    """A 2-layer Llama language model (rotary ``inv_freq`` is a float buffer: never trained)."""
+    from models.zoo import torchvision_without_compiled_ops
+
+    torchvision_without_compiled_ops()
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=32, bos_token_id=0, eos_token_id=0)
+    return Case("llama", _Loss(LlamaForCausalLM(cfg), labels=False).train(), gpt2_lm().batch)
+
+
 def bert_classifier() -> Case:
     """A 2-layer BERT sequence classifier (random init, dropout 0; pad id 0 appears in the ids)."""
     from models.zoo import torchvision_without_compiled_ops

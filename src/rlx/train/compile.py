@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from rlx.autodiff import grad_with_loss
-from rlx.frontends.torch.state import buffer_updates, user_graph
+from rlx.frontends.torch.state import buffer_updates, buffers_of, user_graph
 from rlx.hir import FusionPolicy
 from rlx.ir.errors import AutodiffError, FeedError
 from rlx.ir.graph import Graph, GraphStage
@@ -55,10 +55,10 @@ def _check_loss(mir: Graph) -> None:
         raise TrainingError(f"compile_training: the loss must be a float scalar (shape [] or [1]), got {loss.type}")
 
 
-def _wrt_names(mir: Graph, wrt: Any, frozen: Sequence[str]) -> list[str]:
+def _wrt_names(mir: Graph, wrt: Any, frozen: Sequence[str], buffers: frozenset[str] = frozenset()) -> list[str]:
     leaves = {**mir.inputs(), **mir.params()}
-    if wrt is None:
-        names = [n for n, v in sorted(mir.params().items()) if v.dtype.is_float and n not in frozen]
+    if wrt is None:  # torch's optimizers see nn.Parameters only: imported module buffers stay as they are
+        names = [n for n, v in sorted(mir.params().items()) if v.dtype.is_float and n not in frozen and n not in buffers]
         if not names:
             raise TrainingError(f"compile_training: graph {mir.name!r} has no float params to train")
         return names
@@ -124,8 +124,8 @@ def compile_training(
 
     ``model``: a MIR :class:`rlx.Graph` whose output is the scalar loss (plus the buffer updates
     :func:`rlx.torch.import_module` adds for a module that mutates buffers), or an HIR module.
-    ``wrt``: the names (or leaf Values) to differentiate; default every float param that no
-    buffer update writes. ``params``: initial values for every param (copied). ``optimizer``:
+    ``wrt``: the names (or leaf Values) to differentiate; default every float param that is
+    not a buffer of an imported torch module. ``params``: initial values for every param (copied). ``optimizer``:
     ``"sgd"``, ``"adam"``, ``"adamw"`` or an :class:`Optimizer`, configured by ``lr`` and the
     keywords in :data:`OPTIMIZER_OPTIONS`; any other keyword is a :class:`TrainingError`.
     ``schedule``: ``step -> lr factor`` or :class:`WarmupCosine`; ``clip_grad_norm``: max global
@@ -152,7 +152,7 @@ def compile_training(
     state_graph = user_graph(full, list(update_pos.values())) if update_pos else None
     updates = list(update_pos)
     _check_loss(mir)
-    names = _wrt_names(mir, wrt, updates)
+    names = _wrt_names(mir, wrt, updates, buffers_of(full))
     opt = make_optimizer(optimizer, lr, **optimizer_options)
     sched = as_schedule(schedule)
     scaler = LossScaler.from_option(loss_scale)
@@ -194,7 +194,7 @@ def _engine(backend: str, forward: LirModule, backward: LirModule, state_graph: 
         cls = _engine_class(backend)
         shared = {"update": apply_update, "namespace": Namespace, "error": TrainingError}
         if backend == "jax":
-            return cls(backward.graph, state_graph, updates, wrt, trainable, init, seed, opt, shared, **kw)
+            return cls(backward.graph, forward.graph, state_graph, updates, wrt, trainable, init, seed, opt, shared, **kw)
         return cls(backward.graph, forward.graph, state_graph, updates, wrt, trainable, init, seed, opt, shared,
                    device=kw.get("device"), max_norm=kw.get("max_norm"))
     from rlx.train.host import HostEngine

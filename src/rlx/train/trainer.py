@@ -14,6 +14,7 @@ import numpy as np
 from rlx.ir.errors import FeedError
 from rlx.ir.graph import Graph
 from rlx.lir.plan import LirModule
+from rlx.train.errors import TrainingError
 from rlx.train.grads import LossScaler
 from rlx.train.optim import Optimizer
 
@@ -154,7 +155,7 @@ class Trainer:
         from rlx.train.checkpoint import save
 
         if self._micro:
-            raise_mid_accumulation()
+            raise TrainingError("Trainer.save: in the middle of a gradient accumulation; save after the optimizer step")
         save(self, path)
 
     @classmethod
@@ -170,8 +171,3 @@ class Trainer:
                 f"{self.engine.kind} engine, forward arena {self.forward.plan.arena_size} B, backward arena "
                 f"{self.backward.plan.arena_size} B, weights [0, {bw[1] if bw else 0}) B, {self.steps} steps>")
 
-
-def raise_mid_accumulation() -> None:
-    from rlx.train.errors import TrainingError
-
-    raise TrainingError("Trainer.save: in the middle of a gradient accumulation; save after the optimizer step")

@@ -22,6 +22,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from rlx.backends.jax import lowering as L
 from rlx.backends.jax import sharding as S
 from rlx.backends.jax.executable import evaluate, needs_x64, x64_scope
+from rlx.ir.errors import FeedError
 from rlx.ir.graph import Graph
 
 __all__ = ["Engine"]
@@ -37,12 +38,13 @@ class Engine:
     kind = "jax"
     zero_copy = False
 
-    def __init__(self, backward: Graph, state_graph: Graph | None, updates: list[str], wrt: list[str], trainable: list[str],
-                 init: dict[str, np.ndarray], seed_name: str, opt: Any, shared: Mapping[str, Any], *, mesh: Any = None,
+    def __init__(self, backward: Graph, forward: Graph, state_graph: Graph | None, updates: list[str], wrt: list[str],
+                 trainable: list[str], init: dict[str, np.ndarray], seed_name: str, opt: Any, shared: Mapping[str, Any], *,
+                 mesh: Any = None,
                  batch_axis: str | None = None, param_specs: Mapping[str, Any] | None = None, device: Any = None,
                  max_norm: float | None = None, scaled: bool = False):
         error = shared["error"]
-        self.graph, self.state_graph, self.updates = backward, state_graph, list(updates)
+        self.graph, self.forward, self.state_graph, self.updates = backward, forward, state_graph, list(updates)
         self.wrt, self.trainable, self.seed_name, self.opt = list(wrt), list(trainable), seed_name, opt
         self.ns = shared["namespace"]("jax", jnp)
         self._update = shared["update"]
@@ -89,35 +91,42 @@ class Engine:
             return jnp.asarray(a)
         return jax.make_array_from_callback(a.shape, sharding, lambda idx: a[idx])
 
-    def _input_sharding(self, name: str, a: np.ndarray) -> Any:
-        if self.mesh is None:
+    def _input_sharding(self, name: str, shape: tuple[int, ...]) -> Any:
+        """Leading dim over the batch axis (scalars replicated); the default device without a mesh."""
+        if self.mesh is None or not shape:
             return self._repl
-        if a.ndim == 0:
-            return self._repl
-        if a.shape[0] % self.mesh.shape[self.axis]:
-            raise self._error(f"input {name!r}: leading dim {a.shape[0]} does not split over mesh axis {self.axis!r} "
+        if shape[0] % self.mesh.shape[self.axis]:
+            raise self._error(f"input {name!r}: leading dim {shape[0]} does not split over mesh axis {self.axis!r} "
                               f"of size {self.mesh.shape[self.axis]}")
         return NamedSharding(self.mesh, PartitionSpec(self.axis))
 
     def _error(self, msg: str) -> Exception:
-        from rlx.ir.errors import FeedError
-
         return FeedError(f"jax training: {msg}")
 
     def _place_inputs(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        missing = sorted(set(self._inputs) | set(self._state_inputs))
-        missing = [n for n in missing if n not in inputs]
+        missing = sorted(n for n in {*self._inputs, *self._state_inputs} if n not in inputs)
         if missing:
             raise self._error(f"missing input(s) {missing}")
         out = {}
         for name in dict.fromkeys([*self._inputs, *self._state_inputs]):
             node = self._input_nodes.get(name) or self.state_graph.inputs()[name].node
             a = np.asarray(inputs[name])
+            if self._process_local(a, node):  # jax.distributed, each process feeding its own rows
+                out[name] = jax.make_array_from_process_local_data(self._input_sharding(name, tuple(node.shape)), a)
+                continue
             if a.dtype != node.dtype.numpy or (node.shape.is_static and a.shape != tuple(node.shape)):
                 raise self._error(f"input {name!r}: {a.dtype} {list(a.shape)} given, {node.type} declared")
-            sharding = self._input_sharding(name, a)
+            sharding = self._input_sharding(name, a.shape)
             out[name] = jnp.asarray(a) if sharding is None else jax.make_array_from_callback(a.shape, sharding, lambda idx, a=a: a[idx])
         return out
+
+    def _process_local(self, a: np.ndarray, node: Any) -> bool:
+        """Whether ``a`` is this process's share of the declared global batch (several processes)."""
+        n = jax.process_count()
+        if self.mesh is None or n == 1 or not node.shape.is_static or a.ndim == 0 or a.dtype != node.dtype.numpy:
+            return False
+        full = tuple(node.shape)
+        return a.shape[0] * n == full[0] and a.shape[1:] == full[1:]
 
     # ------------------------------------------------------------------ traced bodies
     def _fwd_bwd(self, params: Mapping[str, Any], inputs: Mapping[str, Any], seed: Any) -> tuple[Any, dict, dict]:
@@ -168,7 +177,7 @@ class Engine:
              max_norm: float | None, check_finite: bool) -> tuple[float, bool]:
         with x64_scope(self.x64):
             placed = self._place_inputs(inputs)
-            if self._jit_step is None:
+            if self._jit_step is None:  # params, masters and state donated: updated in place on the devices
                 ps, ms, ss, ins = self._shardings(placed)
                 r = self._repl
                 self._jit_step = self._jit(self._step, (ps, ms, ss, ins, r, r, r), (r, ps, ms, ss, r), (0, 1, 2))
@@ -204,16 +213,21 @@ class Engine:
         with x64_scope(self.x64):
             placed = self._place_inputs(inputs)
             if self._jit_loss is None:
-                self._jit_loss = jax.jit(lambda p, i, s: self._fwd_bwd(p, i, s)[0])
-            loss_node = self.graph.inputs()[self.seed_name].node
-            seed = np.zeros(tuple(loss_node.shape), loss_node.dtype.numpy)
-            return float(np.asarray(self._jit_loss(self.params, placed, self._scalar(seed))).reshape(-1)[0])
+                self._jit_loss = jax.jit(self._forward_loss)
+            return float(np.asarray(self._jit_loss(self.params, placed)).reshape(-1)[0])
+
+    def _forward_loss(self, params: Mapping[str, Any], inputs: Mapping[str, Any]) -> Any:
+        g = self.forward
+        leaves = {v.id: inputs[n] for n, v in g.inputs().items()}
+        leaves.update({v.id: params[n] for n, v in g.params().items()})
+        with L.tracing_precision(jax.lax.Precision.HIGHEST):
+            return evaluate(g, leaves)[0]
 
     def _scalar(self, x: Any) -> Any:
         return jnp.asarray(x) if np.ndim(x) else x
 
     def _scalars(self, sc: Mapping[str, float]) -> dict[str, Any]:
-        return dict(sc)
+        return dict(sc)  # Python floats: weakly typed in the trace, so float32 params stay float32
 
     # ------------------------------------------------------------------ host state
     def _host(self, a: Any) -> np.ndarray:

@@ -210,7 +210,7 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
     was in training mode, so gradient-only rules apply (an embedding's ``padding_idx`` row gets no gradient)."""
     from torch.export.graph_signature import InputKind
 
-    from rlx.frontends.torch.state import output_plan
+    from rlx.frontends.torch.state import output_plan, remember_buffers
 
     if decompose:
         try:
@@ -279,7 +279,7 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
                     raise cx.fail(f"graph output {item!r} is not a tensor")
             g.set_outputs(out_plan.reorder(outs))
     _drop_unused_params(g, params)
-    return out_plan.mark(_named(g, modules, _output_names(ep) + [None] * len(out_plan.updates))), params
+    return remember_buffers(out_plan.mark(_named(g, modules, _output_names(ep) + [None] * len(out_plan.updates))), ep), params
 
 
 def _symbol_ranges(ep: Any, names: Mapping[str, str]) -> dict[str, tuple[int, int | None]]:

@@ -10,14 +10,15 @@ buffer after the call, as torch does (``rlx.compile_training`` does it after eve
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph
 
-__all__ = ["UPDATE_PREFIX", "OutputPlan", "buffer_updates", "output_plan", "user_graph"]
+__all__ = ["UPDATE_PREFIX", "OutputPlan", "buffer_updates", "buffers_of", "output_plan", "remember_buffers", "user_graph"]
 
 UPDATE_PREFIX = "buffer_update:"
 
@@ -67,6 +68,31 @@ def output_plan(ep: Any, error: type[RlxError] = RlxError) -> OutputPlan:
         raise error(f"the exported module mutates state rlx cannot write back ({', '.join(bad)}); only buffer "
                     "mutations (BatchNorm running statistics, in-place buffer updates) are functionalized")
     return OutputPlan(tuple(user), tuple(updates))
+
+
+# graph id -> the params that were torch buffers (not nn.Parameters); dropped with the graph
+_BUFFERS: dict[int, frozenset[str]] = {}
+
+
+def remember_buffers(g: Graph, ep: Any) -> Graph:
+    """Record which params of the imported ``g`` were buffers of the module (``inv_freq``,
+    running statistics ...): torch's optimizers never see them, so training leaves them alone."""
+    from torch.export.graph_signature import InputKind
+
+    names = _buffer_names(s.target for s in ep.graph_signature.input_specs if s.kind is InputKind.BUFFER)
+    key = id(g)
+    _BUFFERS[key] = frozenset(n for n in names if n in g.params())
+    weakref.finalize(g, _BUFFERS.pop, key, None)
+    return g
+
+
+def _buffer_names(targets: Iterable[Any]) -> list[str]:
+    return [str(t) for t in targets if t is not None]
+
+
+def buffers_of(g: Graph) -> frozenset[str]:
+    """The params of ``g`` that the torch importer read from module buffers (empty for other graphs)."""
+    return _BUFFERS.get(id(g), frozenset())
 
 
 def buffer_updates(g: Graph) -> dict[str, int]:

@@ -105,6 +105,8 @@ def main() -> None:
     import onnxruntime
     import torch
 
+    torch.set_num_threads(THREADS)  # before compiling: rlx auto counts the torch backend in only at torch's thread count
+
     print_header("every rlx backend vs torch eager, torch.compile, onnxruntime, jax.jit (backends_peers.py)",
                  f"numpy {np.__version__}, torch {torch.__version__}, onnxruntime {onnxruntime.__version__}, jax {jax.__version__}; "
                  f"threads = {THREADS}; medians of {repeat} interleaved rounds, process CPU time per call")

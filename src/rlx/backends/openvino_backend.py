@@ -5,8 +5,8 @@ The graph goes the onnxruntime backend's way (:func:`rlx.backends.ort_backend.ex
 chains folded into their convolutions, weight-only subgraphs computed once, the ONNX exporter with the
 params as initializers) and OpenVINO reads the ONNX bytes (``Core.read_model``) and compiles them for
 ``device``. Through ONNX, not OpenVINO's own graph API: one exporter for both engines, which already writes
-the ops in the forms engines fuse; on the models measured (``benchmarks/models_peers.py``) this path runs as fast
-as OpenVINO on torch's own ONNX file or faster. Building the OpenVINO graph directly was not measured.
+the ops in the forms engines fuse; on 9 real models (``benchmarks/README.md``) this path ran 0.97x the time of
+OpenVINO on torch's own ONNX file (geomean; faster on 8). Building the OpenVINO graph directly was not measured.
 
 ``precision`` sets ``INFERENCE_PRECISION_HINT``: ``"f32"`` by default, because the CPU plugin's own default
 is bf16 (or f16) where the CPU supports it, which misses rlx's float32 tolerances (a 1e-3 check fails on a

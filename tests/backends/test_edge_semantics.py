@@ -279,9 +279,16 @@ def _same(got: np.ndarray, want: np.ndarray) -> bool:
     return bool(pattern.all() and np.allclose(got[finite], want[finite], rtol=1e-6, atol=0))  # (the sign of a zero is not one)
 
 
+#: documented in docs/semantics.md "Edge cases"
+KNOWN_DEVIATIONS = {("pool2d max / min propagate NaN", "onnxruntime"):
+                    "onnxruntime's MaxPool skips a NaN that is not first in its window (a NaN test breaks its conv layout)"}
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", list(CASES))
 def test_edge_case_on_every_backend(name, backend):
+    if (name, backend) in KNOWN_DEVIATIONS:
+        pytest.xfail(KNOWN_DEVIATIONS[name, backend])
     c = CASES[name]
     g = rlx.Graph("edge")
     g.set_outputs(c.build(g))

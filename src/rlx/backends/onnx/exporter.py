@@ -748,12 +748,11 @@ def _pool2d(ex, node, ins):
     geo = {"kernel_shape": k, "strides": s, "pads": [p[0], p[1], p[0], p[1]]}
     kind, x = a["kind"], ins[0]
     if kind in ("max", "min"):
-        y = ex.node("MaxPool", [x], **geo) if kind == "max" else ex.node("Neg", [ex.node("MaxPool", [ex.node("Neg", [x])], **geo)])
-        if not node.dtype.is_float:
-            return y
-        # onnxruntime's MaxPool skips a NaN unless it comes first: a window holding one gives NaN (rlx, torch)
-        flags = ex.node("MaxPool", [ex.cast(ex.node("IsNaN", [x]), DType.BOOL, node.dtype)], **geo)
-        return ex.node("Where", [ex.cast(flags, node.dtype, DType.BOOL), ex.scalar(float("nan"), node.dtype), y])
+        # no NaN test here (unlike reduce max / min): a second MaxPool over IsNaN breaks onnxruntime's blocked
+        # (NCHWc) conv layout around it (three more reorders in a MobileNet block); docs/semantics.md "Edge cases"
+        if kind == "max":
+            return ex.node("MaxPool", [x], **geo)
+        return ex.node("Neg", [ex.node("MaxPool", [ex.node("Neg", [x])], **geo)])
     if kind == "mean":
         return ex.node("AveragePool", [x], count_include_pad=int(a["count_include_pad"]), **geo)
     if kind == "sum":

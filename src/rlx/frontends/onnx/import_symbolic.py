@@ -75,7 +75,7 @@ def operand(cx, v: Value | None) -> np.ndarray | None:
     got = cx.dims.get(v.id)
     if got is not None:
         return got
-    arr = cx.known.get(v.id)
+    arr = _known(cx, v)
     if arr is None:
         return None
     if arr.dtype.kind in _INT_KINDS:
@@ -83,6 +83,14 @@ def operand(cx, v: Value | None) -> np.ndarray | None:
     if arr.dtype.kind == "f":
         return arr.astype(object)
     return None
+
+
+def _known(cx, v: Value) -> np.ndarray | None:
+    """An import-time value: a folded constant, or a small float initializer (a param: ``* 2.0`` on a size)."""
+    arr = cx.known.get(v.id)
+    if arr is None and v.node.op == "param" and v.shape.is_static and v.shape.numel <= 64:
+        arr = cx.params.get(v.node.attrs["name"])
+    return arr
 
 
 def _int(d: Any) -> Any:
@@ -117,6 +125,13 @@ def _div(a: Any, b: Any) -> Any:
         return q if (a >= 0) == (b >= 0) else -q
     if known_ge(a, 0) and known_ge(b, 1):
         return floordiv(a, b)
+    raise _GiveUp
+
+
+def _fmod(a: Any, b: Any) -> Any:
+    """C fmod (the dividend's sign): Python's mod where both are known non-negative."""
+    if known_ge(a, 0) and known_ge(b, 1):
+        return mod(a, b)
     raise _GiveUp
 
 
@@ -219,7 +234,12 @@ def _rule(cx, node, ins: list[Value | None], attrs: dict, out: Value) -> np.ndar
         fn = _BINARY.get(op)
         if op == "Div":
             fn = _exact_div if out.dtype.is_float else _div
-        return _elementwise(fn)(vals[0], vals[1])
+        elif op == "Mod" and attrs.get("fmod", 0):
+            fn = _fmod
+        acc = vals[0]
+        for v in vals[1:]:  # Max / Min are variadic
+            acc = _elementwise(fn)(acc, v)
+        return acc
     if op == "Neg":
         return np.vectorize(lambda d: -_int(d), otypes=[object])(vals[0])
     if op == "Abs":
@@ -278,7 +298,7 @@ def propagate(cx, node, ins: list, attrs: dict, results: list) -> None:
     if node.op_type not in RULE_OPS or not results or not isinstance(results[0], Value):
         return
     present = [v for v in ins if v is not None]
-    if not any(v.id in cx.dims for v in present) or not all(v.id in cx.dims or v.id in cx.known for v in present):
+    if not any(v.id in cx.dims for v in present) or not all(v.id in cx.dims or _known(cx, v) is not None for v in present):
         return
     out = results[0]
     if not out.shape.is_static or out.dtype.numpy.kind not in "iubf" or out.shape.numel > 4096:

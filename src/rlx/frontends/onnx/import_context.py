@@ -448,6 +448,11 @@ class Importer:
                 raise OnnxUnsupported(f"{node.op_type}: its ONNX function body could not be built: {exc}") from None
             fn = onnx.FunctionProto()
             fn.ParseFromString(raw)
+            if len([o for o in fn.output if o]) < len([o for o in node.output if o]):
+                if any(d is None for t in types if t.HasField("tensor_type") for d in
+                       [x.dim_value if x.HasField("dim_value") else None for x in t.tensor_type.shape.dim]):
+                    raise NeedsShapes(f"{node.op_type}: its ONNX function body needs static input shapes")
+                raise OnnxUnsupported(f"{node.op_type}: its ONNX function body has no outputs for these inputs")
             return fn
         return None
 

@@ -312,3 +312,18 @@ def test_exporter_idioms_fold_to_dims():
     g = _check(_model(nodes, [x], outs, inits, opset=13), [[(1, 1, 4, 6)], [(2, 1, 7, 2)]])
     assert all(not t.shape.is_static for t in (v.node.type for v in g.outputs))
     assert [str(d) for d in g.outputs[1].shape] == ["n", "1", "2*h", "2*w"]
+
+
+def test_sizes_used_as_numbers():
+    """A size used in arithmetic (a mean as ReduceSum / Size, a scale from Shape) is computed at run time."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "t", 3])
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("mean", "scaled")]
+    nodes = [helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+             helper.make_node("Size", ["x"], ["size"]),
+             helper.make_node("Cast", ["size"], ["size_f"], to=TensorProto.FLOAT),
+             helper.make_node("Div", ["total", "size_f"], ["mean"]),
+             helper.make_node("Shape", ["x"], ["s"], start=1, end=2),
+             helper.make_node("Cast", ["s"], ["t_f"], to=TensorProto.FLOAT),
+             helper.make_node("Sqrt", ["t_f"], ["root"]),
+             helper.make_node("Div", ["x", "root"], ["scaled"])]
+    _check(_model(nodes, [x], outs, opset=18), [[(2, 5, 3)], [(4, 1, 3)]])

@@ -196,6 +196,7 @@ class Importer:
                 return None
             stack.extend(i for i in node.inputs if i not in self.known)
         values: dict[int, np.ndarray] = {}
+        work = 0  # elements computed: the whole evaluation stays within the folding limit
         for nid in sorted(order):
             node = self.g.node(nid)
             if nid in self.known:
@@ -207,7 +208,10 @@ class Importer:
                     return None
                 values[nid] = arr
                 continue
-            if node.op == "result" or not node.shape.is_static or node.shape.numel > FOLD_LIMIT:
+            if node.op == "result" or not node.shape.is_static:
+                return None
+            work += node.shape.numel
+            if work > min(FOLD_LIMIT, self.limits.max_constant_elements):
                 return None
             ins = [values[i] if i in values else self.known.get(i) for i in node.inputs]
             if any(a is None for a in ins):

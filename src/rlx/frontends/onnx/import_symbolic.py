@@ -27,7 +27,7 @@ import numpy as np
 from rlx.ir.dtype import DType
 from rlx.ir.errors import ShapeError
 from rlx.ir.graph import Value
-from rlx.ir.symbolic import dim_max, dim_min, floordiv, is_symbolic, known_ge, mod
+from rlx.ir.symbolic import dim_max, dim_min, floordiv, is_symbolic, known_ge, mod, symbol
 
 _INT_KINDS = "iub"
 
@@ -37,17 +37,45 @@ class _GiveUp(Exception):
 
 
 def materialize(cx, dims: list[Any]) -> Value:
-    """A rank-1 int64 runtime tensor of ``dims`` (a symbolic size is the sum of that many ones)."""
-    parts = []
-    for d in dims:
-        if not is_symbolic(d):
-            parts.append(cx.const(np.array([int(d)], np.int64)))
-            continue
-        ones = cx.g.expand(cx.g.constant(np.ones(1, np.int64)), target_shape=[d])
-        parts.append(cx.g.reduce(ones, op="sum", axes=[0], keep_dim=True))
+    """A rank-1 int64 runtime tensor of ``dims``: each symbol is the sum of that many ones (read once per
+    import), an expression is integer arithmetic on those (so ``b*s*h`` costs b + s + h, not b*s*h)."""
+    parts = [_dim_value(cx, d) for d in dims]
     if not parts:
         return cx.const(np.zeros(0, np.int64))
     return parts[0] if len(parts) == 1 else cx.g.concat(parts, axis=0)
+
+
+_ATOM_KINDS = {"floordiv": "div", "mod": "mod", "max": "max", "min": "min"}  # sizes are >= 0: truncation is floor
+
+
+def _dim_value(cx, d: Any) -> Value:
+    """A [1] int64 runtime value of the dim ``d``."""
+    if not is_symbolic(d):
+        return cx.const(np.array([int(d)], np.int64))
+    total = None
+    for mono, coeff in d._terms:
+        term = None
+        for atom, power in mono:
+            base = _atom_value(cx, atom)
+            for _ in range(power):
+                term = base if term is None else term * base
+        if term is None:
+            term = cx.const(np.array([coeff], np.int64))
+        elif coeff != 1:
+            term = term * cx.const(np.array([coeff], np.int64))
+        total = term if total is None else total + term
+    return total
+
+
+def _atom_value(cx, atom: Any) -> Value:
+    if isinstance(atom, tuple):
+        op, a, b = atom
+        return cx.g.binary(_dim_value(cx, a), _dim_value(cx, b), op=_ATOM_KINDS[op])
+    cache = cx.__dict__.setdefault("_symbol_values", {})
+    if atom not in cache:
+        ones = cx.g.expand(cx.g.constant(np.ones(1, np.int64)), target_shape=[symbol(atom)])
+        cache[atom] = cx.g.reduce(ones, op="sum", axes=[0], keep_dim=True)
+    return cache[atom]
 
 
 def iota(cx, n: Any, dtype: DType = DType.I64) -> Value:

@@ -42,3 +42,23 @@ def test_torch_graph_with_symbolic_batch_and_sequence_on_onnxruntime(optimized):
         x = torch.randn(*shape)
         got = np.asarray(exe.run({"x": x.numpy()}, params)[0])
         np.testing.assert_allclose(got, module(x).detach().numpy(), rtol=1e-5, atol=2e-6)
+
+
+def test_scatter_add_and_narrow_on_symbolic_sizes_on_onnxruntime():
+    """Zeros of a symbolic shape (scatter_add's accumulator) and a narrow by a symbolic length are computed at run time."""
+    g = rlx.Graph("sym")
+    upd = g.input("upd", (5, "k"), "f32")
+    idx = g.input("idx", (5,), "i64")
+    x = g.input("x", ("n", "k"), "f32")
+    acc = g.scatter_add(upd, idx, num_rows=4)
+    g.set_outputs([acc, g.narrow(x, axis=0, start=1, length=x.shape[0] - 1)])
+    exe = rlx.compile(g, backend="onnxruntime")
+    rng = np.random.default_rng(0)
+    for n, k in [(3, 2), (6, 5)]:
+        feed = {"upd": rng.standard_normal((5, k)).astype(np.float32), "idx": np.array([0, 3, 3, -1, 1]),
+                "x": rng.standard_normal((n, k)).astype(np.float32)}
+        want = np.zeros((4, k), np.float32)
+        np.add.at(want, feed["idx"] % 4, feed["upd"])
+        got = exe.run(feed, {})
+        np.testing.assert_allclose(np.asarray(got[0]), want, rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(np.asarray(got[1]), feed["x"][1:])

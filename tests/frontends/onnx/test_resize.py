@@ -231,3 +231,14 @@ def test_symbolic_sizes_from_another_tensor(attrs):
 
 def test_fractional_scales_of_symbolic_sizes():
     _check(_model(13, {"mode": "linear"}, scales=[1.0, 1.0, 1.5, 0.5], dims=["n", 3, "h", "w"]), [(1, 3, 4, 6), (2, 3, 7, 5)])
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_upsample_9_on_symbolic_sizes(mode):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 2, "h", "w"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    scales = helper.make_tensor("scales", TensorProto.FLOAT, [4], [1, 1, 2, 1.5])
+    graph = helper.make_graph([helper.make_node("Upsample", ["x", "scales"], ["y"], mode=mode)], "u", [x], [y], initializer=[scales])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
+    model.ir_version = 8
+    _check(model.SerializeToString(), [(1, 2, 3, 4), (2, 2, 5, 3)], backends=("numpy",))

@@ -115,6 +115,9 @@ def test_torch_transformer_dynamic_batch_and_sequence():
 
     data = _torch_onnx(Block(), (torch.randint(0, 50, (2, 7)),), {"x": {0: "b", 1: "s"}}, ["x"])
     g = _check(data, [[(1, 5)], [(3, 9)]])
+    # rlx's own export of the symbolic graph computes its sizes at run time: it re-imports as one graph too
+    again = rlx.onnx.export(g, rlx.onnx.import_model(data)[1]).SerializeToString()
+    _check(again, [[(2, 4)], [(1, 11)]], backends=("numpy",))
     assert g.symbol_ranges["s"] == (1, 16)  # the position buffer bounds the length (onnxruntime fails past it too)
     with pytest.raises(rlx.RlxError, match="s"):
         rlx.run(g, {"x": np.zeros((1, 17), np.int64)}, rlx.onnx.import_model(data)[1])
@@ -274,3 +277,53 @@ def test_pad_to_a_multiple_computed_from_the_shape():
              helper.make_node("Pad", ["x", "pads", "fill"], ["y"])]
     inits = [_i64("eight", [8]), _i64("zeros", [0, 0, 0, 0, 0]), helper.make_tensor("fill", TensorProto.FLOAT, [], [1.5])]
     _check(_model(nodes, [x], [y], inits, opset=18), [[(1, 3, 5)], [(2, 3, 16)], [(1, 3, 9)]])
+
+
+def test_exporter_idioms_fold_to_dims():
+    """torch's expand(-1) idiom (Where(Equal(shape, -1), 1, shape)), a float scale applied to a Cast shape
+    (Floor(Cast(Shape) * 2.0)), variadic Max and integer Div all fold to dims: one graph, no runtime shapes."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 1, "h", "w"])
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y0", "y1", "y2")]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Slice", ["s", "z1", "one"], ["s_head"]),
+        helper.make_node("Slice", ["s", "two", "four"], ["s_tail"]),
+        helper.make_node("Concat", ["s_head", "c3", "s_tail"], ["target"], axis=0),
+        helper.make_node("Shape", ["target"], ["tlen"]),
+        helper.make_node("ConstantOfShape", ["tlen"], ["ones"], value=helper.make_tensor("v", TensorProto.INT64, [1], [1])),
+        helper.make_node("Mul", ["ones", "m1"], ["m1s"]),
+        helper.make_node("Equal", ["target", "m1s"], ["is_m1"]),
+        helper.make_node("Where", ["is_m1", "ones", "target"], ["shape"]),
+        helper.make_node("Expand", ["x", "shape"], ["y0"]),                          # [n, 3, h, w]
+        helper.make_node("Cast", ["s_tail"], ["hw_f"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["hw_f", "two_f"], ["hw2_f"]),
+        helper.make_node("Floor", ["hw2_f"], ["hw2_floor"]),
+        helper.make_node("Cast", ["hw2_floor"], ["hw2"], to=TensorProto.INT64),
+        helper.make_node("Concat", ["s_head", "one", "hw2"], ["sizes"], axis=0),
+        helper.make_node("Resize", ["x", "", "", "sizes"], ["y1"], mode="nearest"),   # [n, 1, 2h, 2w]
+        helper.make_node("Max", ["s_tail", "three", "s_tail"], ["big"]),
+        helper.make_node("Div", ["big", "two"], ["half"]),
+        helper.make_node("Concat", ["s_head", "one", "half"], ["crop"], axis=0),
+        helper.make_node("Slice", ["x", "z4", "crop", "ax4"], ["y2"]),               # x[:, :, :max(h,3)//2, :max(w,3)//2]
+    ]
+    inits = [_i64("z1", [0]), _i64("one", [1]), _i64("two", [2]), _i64("four", [4]), _i64("c3", [3]), _i64("m1", [-1]),
+             _i64("three", [3]), _i64("z4", [0, 0, 0, 0]), _i64("ax4", [0, 1, 2, 3]),
+             helper.make_tensor("two_f", TensorProto.FLOAT, [1], [2.0])]
+    g = _check(_model(nodes, [x], outs, inits, opset=13), [[(1, 1, 4, 6)], [(2, 1, 7, 2)]])
+    assert all(not t.shape.is_static for t in (v.node.type for v in g.outputs))
+    assert [str(d) for d in g.outputs[1].shape] == ["n", "1", "2*h", "2*w"]
+
+
+def test_sizes_used_as_numbers():
+    """A size used in arithmetic (a mean as ReduceSum / Size, a scale from Shape) is computed at run time."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "t", 3])
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("mean", "scaled")]
+    nodes = [helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+             helper.make_node("Size", ["x"], ["size"]),
+             helper.make_node("Cast", ["size"], ["size_f"], to=TensorProto.FLOAT),
+             helper.make_node("Div", ["total", "size_f"], ["mean"]),
+             helper.make_node("Shape", ["x"], ["s"], start=1, end=2),
+             helper.make_node("Cast", ["s"], ["t_f"], to=TensorProto.FLOAT),
+             helper.make_node("Sqrt", ["t_f"], ["root"]),
+             helper.make_node("Div", ["x", "root"], ["scaled"])]
+    _check(_model(nodes, [x], outs, opset=18), [[(2, 5, 3)], [(4, 1, 3)]])

@@ -691,9 +691,10 @@ def _scatter_add(ex, node, ins):
     rows = node.attrs["num_rows"]
     idx = ex.cast(idx, _in_dtype(ex, node, 1), DType.I64)
     idx = ex.node("Where", [ex.node("Less", [idx, ex.scalar(0, DType.I64)]), ex.node("Add", [idx, ex.scalar(rows, DType.I64)]), idx])
-    zeros = ex.const(np.zeros([d if isinstance(d, int) else 0 for d in node.shape], node.dtype.numpy))
-    if not node.shape.is_static:
-        raise OnnxUnsupported("scatter_add with a symbolic shape")
+    if node.shape.is_static:
+        zeros = ex.const(np.zeros(list(node.shape), node.dtype.numpy))
+    else:  # symbolic sizes: zeros expanded to the shape computed at run time
+        zeros = ex.node("Expand", [ex.scalar(0, node.dtype), shape_value(ex, node.shape)])
     return ex.node("ScatterND", [zeros, ex.node("Unsqueeze", [idx, ex.ints([1])]), upd], reduction="add")
 
 

@@ -207,6 +207,7 @@ class Importer:
                 return None
             stack.extend(i for i in node.inputs if i not in self.known)
         values: dict[int, np.ndarray] = {}
+        work = 0  # elements computed: the whole evaluation stays within the folding limit
         for nid in sorted(order):
             node = self.g.node(nid)
             if nid in self.known:
@@ -218,7 +219,10 @@ class Importer:
                     return None
                 values[nid] = arr
                 continue
-            if node.op == "result" or not node.shape.is_static or node.shape.numel > FOLD_LIMIT:
+            if node.op == "result" or not node.shape.is_static:
+                return None
+            work += node.shape.numel
+            if work > min(FOLD_LIMIT, self.limits.max_constant_elements):
                 return None
             ins = [values[i] if i in values else self.known.get(i) for i in node.inputs]
             if any(a is None for a in ins):
@@ -459,6 +463,11 @@ class Importer:
                 raise OnnxUnsupported(f"{node.op_type}: its ONNX function body could not be built: {exc}") from None
             fn = onnx.FunctionProto()
             fn.ParseFromString(raw)
+            if len([o for o in fn.output if o]) < len([o for o in node.output if o]):
+                if any(d is None for t in types if t.HasField("tensor_type") for d in
+                       [x.dim_value if x.HasField("dim_value") else None for x in t.tensor_type.shape.dim]):
+                    raise NeedsShapes(f"{node.op_type}: its ONNX function body needs static input shapes")
+                raise OnnxUnsupported(f"{node.op_type}: its ONNX function body has no outputs for these inputs")
             return fn
         return None
 

@@ -75,7 +75,9 @@ def _scan(cx, node, ins, attrs):
     in_dirs = list(attrs.get("scan_input_directions", [0] * m))
     out_dirs = list(attrs.get("scan_output_directions", [0] * k))
     lengths = {x.shape[a] for x, a in zip(xs, in_axes)}
-    if len(lengths) != 1 or not isinstance(next(iter(lengths)), int):
+    if any(not isinstance(d, int) for d in lengths):
+        raise NeedsShapes(f"Scan needs one static sequence length, got {sorted(map(str, lengths))}")
+    if len(lengths) != 1:
         raise OnnxUnsupported(f"Scan needs one static sequence length, got {sorted(map(str, lengths))}")
     steps = next(iter(lengths))
     reverse = _scan_fits(body, n, m, k, in_axes, in_dirs, out_dirs, attrs.get("scan_output_axes", [0] * k), steps)

@@ -10,7 +10,7 @@ from rlx.frontends.onnx.common import (
     OnnxFormatError,
     OnnxUnsupported,
 )
-from rlx.frontends.onnx.import_context import converter
+from rlx.frontends.onnx.import_context import NeedsShapes, converter
 from rlx.frontends.onnx.import_helpers import _broadcast_to, _cast, _reshape, _static_shape
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
@@ -61,7 +61,9 @@ def _diagonal(cx, eq: str, t: str, v: Value) -> tuple[str, Value]:
         c = next(ch for ch in t if t.count(ch) > 1)
         pos = [i for i, ch in enumerate(t) if ch == c]
         sizes = {v.shape[i] for i in pos}
-        if len(sizes) != 1 or not isinstance(next(iter(sizes)), int):
+        if any(not isinstance(d, int) for d in sizes):  # equal only for some sizes: decided on the fed shapes
+            raise NeedsShapes(f"Einsum {eq!r}: the axes of the repeated index {c!r} are symbolic: {v.shape!r}")
+        if len(sizes) != 1:
             raise OnnxFormatError(f"Einsum {eq!r}: the axes of the repeated index {c!r} differ or are symbolic: {v.shape!r}")
         n, k = int(next(iter(sizes))), len(pos)
         keep = [i for i in range(len(t)) if i not in pos]

@@ -10,8 +10,8 @@ from rlx.frontends.onnx.common import (
     OnnxFormatError,
     OnnxUnsupported,
 )
-from rlx.frontends.onnx.import_context import converter
-from rlx.frontends.onnx.import_helpers import _axis, _cast, _reshape, _static_shape
+from rlx.frontends.onnx.import_context import NeedsShapes, converter
+from rlx.frontends.onnx.import_helpers import _axis, _cast, _reshape
 from rlx.frontends.onnx.import_shape import pad_value
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
@@ -130,7 +130,9 @@ def _lrn(cx, node, ins, attrs):
     x = ins[0]
     size = attrs["size"]
     alpha, beta, bias = attrs.get("alpha", 1e-4), attrs.get("beta", 0.75), attrs.get("bias", 1.0)
-    c = _static_shape(x)[1]
+    c = x.shape[1]
+    if not isinstance(c, int):
+        raise NeedsShapes(f"LRN needs a static channel count, got {list(x.shape)}")
     if size < 1:
         raise OnnxFormatError(f"LRN size {size} must be positive")
     cx.unroll(size, "the LRN window")

@@ -9,7 +9,7 @@ from rlx.frontends.onnx.common import (
     OnnxUnsupported,
     rlx_dtype,
 )
-from rlx.frontends.onnx.import_context import converter
+from rlx.frontends.onnx.import_context import NeedsShapes, converter
 from rlx.frontends.onnx.import_conv import _conv
 from rlx.frontends.onnx.import_elementwise import _cast_saturating
 from rlx.frontends.onnx.import_helpers import _axis, _cast, _reshape, _static_shape
@@ -45,7 +45,9 @@ def _blocked_layout(cx, node, x: Value, scale: Value, attrs):
     block, rank = attrs["block_size"], len(x.shape)
     axis = _axis(attrs.get("axis", 1), max(rank, 1))
     n = x.shape[axis]
-    if not isinstance(n, int) or block < 0:
+    if not isinstance(n, int):
+        raise NeedsShapes(f"{node.op_type}: blocked scales need a static axis {axis}, got {n}")
+    if block < 0:
         raise OnnxUnsupported(f"{node.op_type}: blocked scales need a static axis {axis} and block_size >= 1")
     want = [-(-n // block) if d == axis else x.shape[d] for d in range(rank)]
     if list(scale.shape) != want:

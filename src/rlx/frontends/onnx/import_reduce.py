@@ -8,6 +8,7 @@ import numpy as np
 
 from rlx.frontends.onnx.import_context import converter
 from rlx.frontends.onnx.import_helpers import _axis, _broadcast_to, _cast, _ints, _reshape, _static_shape
+from rlx.frontends.onnx.import_symbolic import iota
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 
@@ -112,7 +113,7 @@ def _hardmax(cx, node, ins, attrs):
         idx = cx.g.arg_reduce(v, op="argmax", axis=a, keep_dim=True)
         shape = [1] * len(v.shape)
         shape[a] = v.shape[a]
-        hit = cx.g.eq(idx, cx.const(np.arange(v.shape[a], dtype=np.int64).reshape(shape)))
+        hit = cx.g.eq(idx, _reshape(cx, iota(cx, v.shape[a]), shape))
         return cx.g.cast(hit, to=v.dtype)
 
     return _coerced(cx, node, ins[0], attrs, fn)

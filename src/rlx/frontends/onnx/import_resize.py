@@ -271,8 +271,11 @@ def _upsample(cx, node, ins, attrs):
             "nearest_mode": "floor"}
     x = ins[0]
     for a, s in enumerate(scales):
-        n_out = int(x.shape[a] * float(s))
+        n_out = _scaled(float(s), x.shape[a])
         if n_out == x.shape[a]:
+            continue
+        if not isinstance(x.shape[a], int):  # a symbolic axis: as Resize-10 (asymmetric coordinates)
+            x = resize_symbolic_axis(cx, x, a, n_out, float(s), fake)
             continue
         m, _ = _resize_axis(cx, x.shape[a], n_out, float(s), fake, None)
         if fake["mode"] == "nearest":

@@ -100,6 +100,8 @@ def _split(cx, node, ins, attrs):
             split = [max(min(chunk, size - i * chunk), 0) for i in range(parts)]
         else:  # symbolic: sizes that add up to the axis (a negative last part fails when the sizes are bound)
             split = [chunk] * (parts - 1) + [size - (parts - 1) * chunk]
+    if len(split) == n and isinstance(size, str) and all(isinstance(s, int) and s >= 0 for s in split):
+        raise NeedsShapes(f"Split sizes {split[:16]} of symbolic axis {axis} ({size})")  # right for one size only
     if len(split) != n or any(known_ge(s, 0) is False for s in split) or sum(split) != size:
         raise OnnxFormatError(f"Split sizes {split[:16]} must be {n} non-negative sizes summing to {size}")
     return cx.g.split(x, axis=axis, sizes=split)

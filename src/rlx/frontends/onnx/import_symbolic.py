@@ -27,7 +27,7 @@ import numpy as np
 from rlx.ir.dtype import DType
 from rlx.ir.errors import ShapeError
 from rlx.ir.graph import Value
-from rlx.ir.symbolic import dim_max, dim_min, floordiv, is_symbolic, known_ge, mod
+from rlx.ir.symbolic import dim_max, dim_min, floordiv, is_symbolic, known_ge, mod, symbol
 
 _INT_KINDS = "iub"
 
@@ -37,17 +37,45 @@ class _GiveUp(Exception):
 
 
 def materialize(cx, dims: list[Any]) -> Value:
-    """A rank-1 int64 runtime tensor of ``dims`` (a symbolic size is the sum of that many ones)."""
-    parts = []
-    for d in dims:
-        if not is_symbolic(d):
-            parts.append(cx.const(np.array([int(d)], np.int64)))
-            continue
-        ones = cx.g.expand(cx.g.constant(np.ones(1, np.int64)), target_shape=[d])
-        parts.append(cx.g.reduce(ones, op="sum", axes=[0], keep_dim=True))
+    """A rank-1 int64 runtime tensor of ``dims``: each symbol is the sum of that many ones (read once per
+    import), an expression is integer arithmetic on those (so ``b*s*h`` costs b + s + h, not b*s*h)."""
+    parts = [_dim_value(cx, d) for d in dims]
     if not parts:
         return cx.const(np.zeros(0, np.int64))
     return parts[0] if len(parts) == 1 else cx.g.concat(parts, axis=0)
+
+
+_ATOM_KINDS = {"floordiv": "div", "mod": "mod", "max": "max", "min": "min"}  # sizes are >= 0: truncation is floor
+
+
+def _dim_value(cx, d: Any) -> Value:
+    """A [1] int64 runtime value of the dim ``d``."""
+    if not is_symbolic(d):
+        return cx.const(np.array([int(d)], np.int64))
+    total = None
+    for mono, coeff in d._terms:
+        term = None
+        for atom, power in mono:
+            base = _atom_value(cx, atom)
+            for _ in range(power):
+                term = base if term is None else term * base
+        if term is None:
+            term = cx.const(np.array([coeff], np.int64))
+        elif coeff != 1:
+            term = term * cx.const(np.array([coeff], np.int64))
+        total = term if total is None else total + term
+    return total
+
+
+def _atom_value(cx, atom: Any) -> Value:
+    if isinstance(atom, tuple):
+        op, a, b = atom
+        return cx.g.binary(_dim_value(cx, a), _dim_value(cx, b), op=_ATOM_KINDS[op])
+    cache = cx.__dict__.setdefault("_symbol_values", {})
+    if atom not in cache:
+        ones = cx.g.expand(cx.g.constant(np.ones(1, np.int64)), target_shape=[symbol(atom)])
+        cache[atom] = cx.g.reduce(ones, op="sum", axes=[0], keep_dim=True)
+    return cache[atom]
 
 
 def iota(cx, n: Any, dtype: DType = DType.I64) -> Value:
@@ -75,7 +103,7 @@ def operand(cx, v: Value | None) -> np.ndarray | None:
     got = cx.dims.get(v.id)
     if got is not None:
         return got
-    arr = cx.known.get(v.id)
+    arr = _known(cx, v)
     if arr is None:
         return None
     if arr.dtype.kind in _INT_KINDS:
@@ -83,6 +111,14 @@ def operand(cx, v: Value | None) -> np.ndarray | None:
     if arr.dtype.kind == "f":
         return arr.astype(object)
     return None
+
+
+def _known(cx, v: Value) -> np.ndarray | None:
+    """An import-time value: a folded constant, or a small float initializer (a param: ``* 2.0`` on a size)."""
+    arr = cx.known.get(v.id)
+    if arr is None and v.node.op == "param" and v.shape.is_static and v.shape.numel <= 64:
+        arr = cx.params.get(v.node.attrs["name"])
+    return arr
 
 
 def _int(d: Any) -> Any:
@@ -117,6 +153,13 @@ def _div(a: Any, b: Any) -> Any:
         return q if (a >= 0) == (b >= 0) else -q
     if known_ge(a, 0) and known_ge(b, 1):
         return floordiv(a, b)
+    raise _GiveUp
+
+
+def _fmod(a: Any, b: Any) -> Any:
+    """C fmod (the dividend's sign): Python's mod where both are known non-negative."""
+    if known_ge(a, 0) and known_ge(b, 1):
+        return mod(a, b)
     raise _GiveUp
 
 
@@ -219,7 +262,12 @@ def _rule(cx, node, ins: list[Value | None], attrs: dict, out: Value) -> np.ndar
         fn = _BINARY.get(op)
         if op == "Div":
             fn = _exact_div if out.dtype.is_float else _div
-        return _elementwise(fn)(vals[0], vals[1])
+        elif op == "Mod" and attrs.get("fmod", 0):
+            fn = _fmod
+        acc = vals[0]
+        for v in vals[1:]:  # Max / Min are variadic
+            acc = _elementwise(fn)(acc, v)
+        return acc
     if op == "Neg":
         return np.vectorize(lambda d: -_int(d), otypes=[object])(vals[0])
     if op == "Abs":
@@ -278,7 +326,7 @@ def propagate(cx, node, ins: list, attrs: dict, results: list) -> None:
     if node.op_type not in RULE_OPS or not results or not isinstance(results[0], Value):
         return
     present = [v for v in ins if v is not None]
-    if not any(v.id in cx.dims for v in present) or not all(v.id in cx.dims or v.id in cx.known for v in present):
+    if not any(v.id in cx.dims for v in present) or not all(v.id in cx.dims or _known(cx, v) is not None for v in present):
         return
     out = results[0]
     if not out.shape.is_static or out.dtype.numpy.kind not in "iubf" or out.shape.numel > 4096:

@@ -320,7 +320,7 @@ def test_enum_tables_match_the_rlx_attribute_choices():
     assert {*up.MASK_KINDS.values(), "sliding_window"} == set(rlx.get_op("attention").attrs["mask_kind"].choices)
     assert {*up.SCALE_MODES.values(), "ema"} == set(rlx.get_op("fake_quantize").attrs["scale_mode"].choices)
     schemes = {*up.QUANT_SCHEMES.values(), *up.BLOCK_SCHEMES.values()}
-    from rlx.ops.quant import LEGACY_BLOCKS  # rlx's extra GGUF block types (Q4_1 / Q5_0 / Q5_1), not upstream schemes
+    from rlx.ops.dequant import LEGACY_BLOCKS  # rlx's extra GGUF block types (Q4_1 / Q5_0 / Q5_1), not upstream schemes
 
     assert schemes | set(LEGACY_BLOCKS) == set(rlx.get_op("dequant_matmul").attrs["scheme"].choices)
 

@@ -8,6 +8,7 @@ from rlx.ops import (  # noqa: F401
     control_flow,
     conv,
     custom,
+    dequant,
     elementwise,
     fused,
     hir_blocks,

@@ -15,7 +15,7 @@ import numpy as np
 
 from rlx.backends.onnx.exporter import REFUSED, exporter
 from rlx.frontends.onnx.common import OnnxUnsupported
-from rlx.ops.quant import decode_packed, gguf_block
+from rlx.ops.dequant import decode_packed, gguf_block
 
 MS_DOMAIN = "com.microsoft"
 

@@ -23,6 +23,12 @@ the reference's formula (a row holding +inf), the mean over an empty axis is sum
 div / mod never reach Div / Mod with a divisor of 0 or -1 (MIN / -1 traps). ``binary`` fmax / fmin
 (NaN-ignoring) are exported as Max / Min with the NaN operand replaced by the other; ``reduce``
 and ``pool2d`` fmax / fmin have no ONNX form and are refused.
+
+The op families with several ONNX spellings register from their own modules (``export_control_flow``,
+``export_index``, ``export_quant``), imported by the package ``__init__`` after this module.
+
+Size: over 800 lines because it is one table, one short exporter per op (about 120 of them), read
+top to bottom beside ``docs/ops.md``; the families that need more than a few lines live in ``export_*``.
 """
 
 from __future__ import annotations
@@ -930,9 +936,3 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
         raise OnnxUnsupported(f"export of {graph.name!r}: the ONNX model does not check: {first}") from None
     return model
 
-
-from rlx.backends.onnx import (  # noqa: E402  (each module registers its exporters on import)
-    export_control_flow,  # noqa: F401  (registers if_ / while_ / scan)
-    export_index,  # noqa: F401  (registers advanced_index / advanced_index_put)
-    export_quant,  # noqa: F401  (registers dequant_matmul: GGUF weights, MatMulNBits)
-)

@@ -22,12 +22,7 @@ def run(args: argparse.Namespace) -> int:
                               "torch.export.save) and upstream rlx-ir JSON documents (.json)")
     common.check_output_path(args.output)
     with step(f"importing {src}"):
-        if src.lower().endswith(".json"):
-            model = common.import_upstream(src)
-            common.bind_dims(model, common.parse_dims(args.dim))
-            common.bind_dims(model, common.dims_from_shapes(model.graph, common.parse_input_shapes(args.input_shape)))
-        else:
-            model = common.open_model(args, src)
+        model = _read(args, src)
     with step(f"writing {args.output}"):
         kept = common.save_checked(model.obj, args.output, model.params)
     g = model.graph
@@ -40,6 +35,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read(args: argparse.Namespace, src: str) -> common.Model:
+    """The model in ``src``: upstream JSON with ``--dim`` / ``--input-shape`` bound after reading, anything
+    else through the command line's one opener (which applies them before an ONNX / .pt2 import)."""
+    if not src.lower().endswith(".json"):
+        return common.open_model(args, src)
+    model = common.import_upstream(src)
+    common.bind_dims(model, common.parse_dims(args.dim))
+    common.bind_dims(model, common.dims_from_shapes(model.graph, common.parse_input_shapes(args.input_shape)))
+    return model
+
+
 def _to_upstream(args: argparse.Namespace) -> int:
     """Write the model as upstream JSON (rlx.to_upstream_json reads it back and compares it first)."""
     import rlx
@@ -47,12 +53,7 @@ def _to_upstream(args: argparse.Namespace) -> int:
     src = args.model
     common.check_output_path(args.output, (".json",), "upstream rlx-ir document")
     with step(f"reading {src}"):
-        if src.lower().endswith(".json"):
-            model = common.import_upstream(src)
-            common.bind_dims(model, common.parse_dims(args.dim))
-            common.bind_dims(model, common.dims_from_shapes(model.graph, common.parse_input_shapes(args.input_shape)))
-        else:
-            model = common.open_model(args, src)
+        model = _read(args, src)
     obj = model.obj if model.policy is None else rlx.GraphModule(model.obj, rlx.FusionPolicy(model.policy))
     with step(f"writing {args.output}"):
         text = rlx.to_upstream_json(obj)

@@ -145,3 +145,9 @@ def test_diagonal(offset, dims):
 def test_addmv_addbmm():
     check(Fn(lambda s, m, v: torch.addmv(s, m, v, beta=0.5, alpha=2.0)), _x(3), _x(3, 4, seed=1), _x(4, seed=2), rtol=1e-5)
     check(Fn(lambda s, a, b: torch.addbmm(s, a, b)), _x(3, 5), _x(2, 3, 4, seed=1), _x(2, 4, 5, seed=2), rtol=1e-5, atol=1e-5)
+
+
+def test_safe_softmax_zero_on_fully_masked_rows():
+    x = torch.tensor([[1.0, float("-inf"), 2.0], [float("-inf")] * 3])
+    check(Fn(lambda t: torch.ops.aten._safe_softmax(t, -1)), x)
+    check(Fn(lambda t: torch.softmax(t, 0)), torch.tensor(3.0))

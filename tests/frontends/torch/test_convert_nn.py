@@ -32,3 +32,12 @@ def test_unbatched_adaptive_and_average_pooling():
 def test_integer_average_pooling_truncates():
     x = torch.randint(-50, 50, (1, 2, 5, 6), generator=torch.Generator().manual_seed(0))
     check(Fn(lambda t: F.avg_pool2d(t, 2, 2, padding=1)), x)
+
+
+@pytest.mark.parametrize("as_bool", [True, False])
+def test_attention_fully_masked_query_rows_give_zero(as_bool):
+    m = torch.tensor([[True, False, True], [False, False, False], [True, True, True]])
+    mask = m if as_bool else torch.where(m, 0.0, float("-inf"))
+    q = _x(2, 2, 3, 4)
+    check(Fn(lambda t, k: F.scaled_dot_product_attention(t, k, k, attn_mask=mask)), q, _x(2, 2, 3, 4, seed=1),
+          rtol=1e-5, atol=1e-6)

@@ -324,7 +324,12 @@ def _sdpa(cx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, sca
             bias = cx.cast(bias, dtype)
         if rank == 3 and len(bias.shape) == 3:  # [B, Sq, Sk] -> [B, 1, Sq, Sk] (one head)
             bias = _reshape(cx, bias, [bias.shape[0], 1, *bias.shape[1:]])
-        return cx.g.attention(q, k, v, bias, mask_kind="bias", **attrs)
+        out = cx.g.attention(q, k, v, bias, mask_kind="bias", **attrs)
+        # torch (2.5+) gives 0, not NaN, for a query whose every key is masked (padding rows)
+        blocked = cx.g.eq(cx.g.reduce(bias, op="max", axes=[len(bias.shape) - 1], keep_dim=True), cx.scalar(-np.inf, dtype))
+        if len(blocked.shape) > rank:
+            blocked = _reshape(cx, blocked, [blocked.shape[0], *blocked.shape[2:]])
+        return cx.g.where(blocked, cx.scalar(0.0, dtype), out)
     if is_causal:
         if sq == sk:
             return cx.g.attention(q, k, v, mask_kind="causal", **attrs)

@@ -42,4 +42,4 @@ def test_zoo_covers_the_required_architectures():
     required |= {"mixtral", "qwen2_moe", "mamba", "t5", "bart", "whisper", "wav2vec2", "ast", "segformer", "yolos", "dinov2",
                  "resnet_tv", "deberta_v2"}  # MoE, state space, encoder-decoder, speech, audio, segmentation, detection
     assert required <= names, sorted(required - names)
-    assert len(ZOO) >= 60 and sum(e.grad for e in ZOO) >= 15
+    assert len(ZOO) >= 60 and 3 * sum(e.grad for e in ZOO) >= len(ZOO)  # gradients on a third

@@ -41,3 +41,9 @@ def test_attention_fully_masked_query_rows_give_zero(as_bool):
     q = _x(2, 2, 3, 4)
     check(Fn(lambda t, k: F.scaled_dot_product_attention(t, k, k, attn_mask=mask)), q, _x(2, 2, 3, 4, seed=1),
           rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("ceil", [False, True])
+def test_max_pool_indices(ceil):
+    check(Fn(lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=ceil, return_indices=True)), _x(2, 3, 8, 9))
+    check(Fn(lambda x: F.max_pool2d(x, 2, 2, ceil_mode=ceil, return_indices=True)), _x(3, 7, 5))

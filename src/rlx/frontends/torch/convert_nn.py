@@ -206,14 +206,24 @@ def _max_pool2d(cx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil
     with_indices = _target_name(node.target) == "aten.max_pool2d_with_indices.default"
     x, added = _unbatched(cx, x, 2)
     want = cx.shape(cx.meta()[0] if with_indices else cx.meta())
-    if ceil_mode:  # the last windows run past the end: pad the right / bottom with -inf so they exist
-        x = _pad_end(cx, x, [(want[-2 + i] - 1) * s[i] + k[i] - (x.shape[2 + i] + 2 * _pair(padding)[i]) for i in range(2)])
+    extra = [(want[-2 + i] - 1) * s[i] + k[i] - (x.shape[2 + i] + 2 * _pair(padding)[i]) for i in range(2)] if ceil_mode else []
+    width = x.shape[3]
+    x = _pad_end(cx, x, extra)  # ceil_mode: the last windows run past the end; -inf rows / columns make them exist
+    if with_indices:  # torch's plane indices h * W + w (of the unpadded plane)
+        y, indices = cx.g.max_pool2d_with_indices(x, kernel_size=k, stride=s, padding=_pair(padding))
+        if x.shape[3] != width:
+            wide = cx.scalar(x.shape[3], DType.I64)
+            rows = cx.g.binary(indices, wide, op="div")
+            indices = rows * cx.scalar(width, DType.I64) + (indices - rows * wide)
+        if added:
+            y, indices = _reshape(cx, y, want), _reshape(cx, indices, want)
+        return y, indices
     y = cx.g.pool2d(x, kind="max", kernel_size=k, stride=s, padding=_pair(padding))
     if added:
         y = _reshape(cx, y, want)
     if tuple(y.shape) != tuple(want):
         raise cx.fail(f"max_pool2d: rlx pool2d gives {list(y.shape)}, torch {list(want)}")
-    return (y, None) if with_indices else y
+    return y
 
 
 def _pad_end(cx: _Ctx, x: Value, extra: list[Any]) -> Value:

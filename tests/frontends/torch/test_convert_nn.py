@@ -47,3 +47,12 @@ def test_attention_fully_masked_query_rows_give_zero(as_bool):
 def test_max_pool_indices(ceil):
     check(Fn(lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=ceil, return_indices=True)), _x(2, 3, 8, 9))
     check(Fn(lambda x: F.max_pool2d(x, 2, 2, ceil_mode=ceil, return_indices=True)), _x(3, 7, 5))
+
+
+@pytest.mark.parametrize("include_pad", [True, False])
+@pytest.mark.parametrize("kernel, stride, padding", [(3, 2, 0), (2, 2, 1), (3, 2, 1)])
+def test_avg_pool_ceil_mode(include_pad, kernel, stride, padding):
+    check(Fn(lambda x: F.avg_pool2d(x, kernel, stride, padding, ceil_mode=True, count_include_pad=include_pad)),
+          _x(2, 3, 8, 9), rtol=1e-5, atol=1e-6)
+    check(Fn(lambda x: F.avg_pool2d(x, kernel, stride, padding, ceil_mode=True, divisor_override=5)), _x(3, 7, 6),
+          rtol=1e-5, atol=1e-6)

@@ -251,11 +251,40 @@ def _avg_pool2d(cx, node, x, kernel_size, stride=(), padding=0, ceil_mode=False,
         return _reshape(cx, y, cx.out_shape())
     k = _pair(kernel_size)
     s = _pair(stride) if stride else k
+    if ceil_mode and tuple(cx.out_shape()[-2:]) != _floor_pool_size(x, k, s, _pair(padding)):
+        return _avg_pool_ceil(cx, x, k, s, _pair(padding), bool(count_include_pad), divisor_override)
     if divisor_override is not None:
         y = cx.g.pool2d(x, kind="sum", kernel_size=k, stride=s, padding=_pair(padding))
         return _check_pool_shape(cx, y * cx.scalar(1.0 / divisor_override, y.dtype), "avg_pool2d")
     y = cx.g.pool2d(x, kind="mean", kernel_size=k, stride=s, padding=_pair(padding), count_include_pad=bool(count_include_pad))
     return _check_pool_shape(cx, y, "avg_pool2d")
+
+
+def _floor_pool_size(x: Value, k: list[int], s: list[int], p: list[int]) -> tuple[Any, ...]:
+    return tuple((x.shape[2 + i] + 2 * p[i] - k[i]) // s[i] + 1 if isinstance(x.shape[2 + i], int) else None for i in range(2))
+
+
+def _avg_pool_ceil(cx: _Ctx, x: Value, k: list[int], s: list[int], p: list[int], include_pad: bool, divisor: Any) -> Value:
+    """ceil_mode average pooling: window sums over x zero-extended at the end, divided by torch's count
+    (the window clipped to the padded extent, or to the input without count_include_pad)."""
+    out = cx.out_shape()[-2:]
+    sizes = [cx.static(x.shape[2 + i], "pooled axis size") for i in range(2)]
+    counts = []
+    for i in range(2):
+        start = np.arange(out[i]) * s[i] - p[i]
+        end = np.minimum(start + k[i], sizes[i] + p[i])
+        padded = end - start
+        real = np.minimum(end, sizes[i]) - np.maximum(start, 0)
+        counts.append(padded if include_pad else real)
+    count = np.outer(*counts).astype(x.dtype.numpy) if divisor is None else np.full(out, divisor, x.dtype.numpy)
+    extra = [(out[i] - 1) * s[i] + k[i] - (sizes[i] + 2 * p[i]) for i in range(2)]
+    for i, n in enumerate(extra):
+        if n > 0:
+            shape = list(x.shape)
+            shape[2 + i] = n
+            x = cx.g.concat([x, cx.g.expand(cx.scalar(0, x.dtype), target_shape=shape)], axis=2 + i)
+    total = cx.g.pool2d(x, kind="sum", kernel_size=k, stride=s, padding=p)
+    return cx.g.binary(total, cx.g.constant(count), op="div")
 
 
 def _adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:

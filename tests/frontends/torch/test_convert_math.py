@@ -151,3 +151,14 @@ def test_safe_softmax_zero_on_fully_masked_rows():
     x = torch.tensor([[1.0, float("-inf"), 2.0], [float("-inf")] * 3])
     check(Fn(lambda t: torch.ops.aten._safe_softmax(t, -1)), x)
     check(Fn(lambda t: torch.softmax(t, 0)), torch.tensor(3.0))
+
+
+@pytest.mark.parametrize("name", ["median", "nanmedian"])
+def test_median_global_and_along_a_dim(name):
+    fn = getattr(torch, name)
+    x = torch.tensor([[3.0, 1.0, 4.0, 1.5, 5.0], [2.0, float("nan"), 7.0, 1.0, float("nan")], [0.5, -1.0, 2.5, 9.0, 6.0]])
+    check(Fn(lambda t: fn(t)), x)
+    check(Fn(lambda t: fn(t[[0, 2]])), x)
+    check(Fn(lambda t: fn(t, dim=1)), x)
+    check(Fn(lambda t: fn(t, dim=0, keepdim=True)), x)
+    check(Fn(lambda t: fn(t, dim=1)), torch.tensor([[4, 1, 3, 2], [9, 8, 7, 6]]))

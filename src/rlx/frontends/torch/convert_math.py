@@ -277,3 +277,55 @@ def _diagonal(cx, node, x, offset=0, dim1=0, dim2=1):
     rows = np.arange(max(0, -offset), min(n, m - offset)) if min(n, m - offset) > max(0, -offset) else np.arange(0)
     index = (rows * m + rows + offset).astype(np.int64)
     return g.gather(flat, g.constant(index), axis=len(rest))
+
+
+@_conv("aten.median.default", "aten.nanmedian.default")
+def _median(cx, node, x):
+    """The lower middle of the sorted values (torch's median); ``median`` is NaN when any value is, ``nanmedian``
+    the lower middle of the values that are not NaN (sorting puts NaN last)."""
+    g = cx.g
+    flat = _reshape(cx, x, [-1])
+    n = cx.static(flat.shape[0], "median size")
+    if n == 0:
+        raise cx.fail("median of an empty tensor")
+    ordered = g.top_k(flat, k=n, axis=0, largest=False, output="values")
+    if not x.dtype.is_float:
+        return _reshape(cx, g.gather(ordered, g.constant(np.asarray((n - 1) // 2, np.int64)), axis=0), [])
+    if _target_name(node.target) == "aten.median.default":
+        middle = g.gather(ordered, g.constant(np.asarray((n - 1) // 2, np.int64)), axis=0)
+        last = g.gather(ordered, g.constant(np.asarray(n - 1, np.int64)), axis=0)
+        return g.where(g.ne(last, last), last, middle)
+    valid = g.reduce(cx.cast(g.eq(flat, flat), DType.I64), op="sum", axes=[0], keep_dim=False)
+    index = g.binary(valid - cx.scalar(1, DType.I64), cx.scalar(2, DType.I64), op="div")  # (m - 1) // 2, 0 when m = 0
+    return g.gather(ordered, g.binary(index, cx.scalar(0, DType.I64), op="max"), axis=0)
+
+
+@_conv("aten.median.dim", "aten.nanmedian.dim")
+def _median_dim(cx, node, x, dim=0, keepdim=False):
+    """(values, indices) of the lower middle along ``dim`` from one stable sort; ``median`` picks a row's first
+    NaN when it has one (sorted NaNs come last, in their order), ``nanmedian`` the middle of the other values."""
+    g = cx.g
+    if len(x.shape) == 0:
+        return x, g.constant(np.asarray(0, np.int64))
+    axis = _axis(dim, len(x.shape))
+    n = cx.static(x.shape[axis], "median axis size")
+    values, indices = g.top_k(x, k=n, axis=axis, largest=False, output="both")
+    if x.dtype.is_float:
+        nans = g.reduce(cx.cast(g.ne(x, x), DType.I64), op="sum", axes=[axis], keep_dim=True)
+        valid = cx.scalar(n, DType.I64) - nans
+        if _target_name(node.target) == "aten.median.dim":
+            pick = g.where(g.gt(nans, cx.scalar(0, DType.I64)), valid, cx.scalar((n - 1) // 2, DType.I64))
+        else:
+            pick = g.binary(g.binary(valid - cx.scalar(1, DType.I64), cx.scalar(2, DType.I64), op="div"),
+                            cx.scalar(0, DType.I64), op="max")
+    else:
+        shape = [1] * len(x.shape)
+        pick = g.constant(np.full(shape, (n - 1) // 2, np.int64))
+    if not x.dtype.is_float or len(pick.shape) != len(x.shape):
+        pick = g.expand(pick, target_shape=[1 if a == axis else d for a, d in enumerate(x.shape)])
+    out_v = g.gather_elements(values, pick, axis=axis)
+    out_i = g.gather_elements(indices, pick, axis=axis)
+    if not keepdim:
+        shape = [d for a, d in enumerate(x.shape) if a != axis]
+        out_v, out_i = _reshape(cx, out_v, shape), _reshape(cx, out_i, shape)
+    return out_v, out_i

@@ -162,3 +162,9 @@ def test_median_global_and_along_a_dim(name):
     check(Fn(lambda t: fn(t, dim=1)), x)
     check(Fn(lambda t: fn(t, dim=0, keepdim=True)), x)
     check(Fn(lambda t: fn(t, dim=1)), torch.tensor([[4, 1, 3, 2], [9, 8, 7, 6]]))
+
+
+def test_outer_float_power_and_sign_of_bool():
+    check(Fn(torch.outer), _x(3), _x(4, seed=1))
+    check(Fn(torch.float_power), _x(5).abs(), _x(5, seed=1))
+    check(Fn(torch.sign), torch.tensor([True, False]))

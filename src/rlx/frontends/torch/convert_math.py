@@ -329,3 +329,27 @@ def _median_dim(cx, node, x, dim=0, keepdim=False):
         shape = [d for a, d in enumerate(x.shape) if a != axis]
         out_v, out_i = _reshape(cx, out_v, shape), _reshape(cx, out_i, shape)
     return out_v, out_i
+
+
+@_conv("aten.outer.default", "aten.ger.default")
+def _outer(cx, node, a, b):
+    dtype = cx.out_dtype()
+    return cx.g.reshape(cx.cast(a, dtype), new_shape=[-1, 1]) * cx.g.reshape(cx.cast(b, dtype), new_shape=[1, -1])
+
+
+@_conv("aten.float_power.Tensor_Tensor", "aten.float_power.Tensor_Scalar", "aten.float_power.Scalar")
+def _float_power(cx, node, a, b):
+    """pow computed in float64 (torch.float_power's definition)."""
+    dtype = cx.out_dtype()
+    x = cx.cast(a, dtype) if isinstance(a, Value) else cx.scalar(a, dtype)
+    y = cx.cast(b, dtype) if isinstance(b, Value) else cx.scalar(b, dtype)
+    return cx.g.binary(x, y, op="pow")
+
+
+def sign_of(numeric: Any) -> Any:
+    """torch.sign: the numeric converter, and a bool tensor as itself (the kind row is float / int only)."""
+
+    def convert(cx, node, x):
+        return x if x.dtype is DType.BOOL else numeric(cx, node, x)
+
+    return convert

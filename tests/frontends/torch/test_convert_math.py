@@ -156,3 +156,9 @@ def test_outer_float_power_and_sign_of_bool():
     check(Fn(torch.outer), _x(3), _x(4, seed=1))
     check(Fn(torch.float_power), _x(5).abs(), _x(5, seed=1))
     check(Fn(torch.sign), torch.tensor([True, False]))
+
+
+def test_cummax_cummin_ties_and_nan():
+    x = torch.tensor([[1.0, 3.0, 3.0, 2.0, float("nan"), 5.0, float("nan")], [0.0, -1.0, 0.0, 4.0, 4.0, -2.0, 1.0]])
+    i = torch.tensor([[2, 2, 1, 5], [0, 3, 3, -1]])
+    check(Fn(lambda t, k: (*torch.cummax(t, 1), *torch.cummin(t, 1), *torch.cummax(t, 0), *torch.cummin(k, 1))), x, i)

@@ -353,3 +353,38 @@ def sign_of(numeric: Any) -> Any:
         return x if x.dtype is DType.BOOL else numeric(cx, node, x)
 
     return convert
+
+
+@_conv("aten.cummax.default", "aten.cummin.default")
+def _cummax(cx, node, x, dim):
+    """(running extreme, its index) along ``dim`` as torch: a tie or a NaN moves the index to the newer
+    position, and NaN, once seen, stays. Over an [n, n] prefix mask (n static): n^2 work per row."""
+    g = cx.g
+    if len(x.shape) == 0:
+        return x, g.constant(np.asarray(0, np.int64))
+    largest = _target_name(node.target) == "aten.cummax.default"
+    axis = _axis(dim, len(x.shape))
+    n = cx.static(x.shape[axis], "scanned axis size")
+    rank = len(x.shape)
+    perm = [a for a in range(rank) if a != axis] + [axis]
+    moved = g.transpose(x, perm=perm) if axis != rank - 1 else x
+    key = cx.cast(moved, DType.U8) if x.dtype is DType.BOOL else moved
+    rows = g.reshape(key, new_shape=[*key.shape[:-1], 1, n])  # [..., 1 (i), n (j)]
+    prefix = g.constant(np.tril(np.ones((n, n), bool)))  # j <= i
+    if key.dtype.is_float:
+        far = cx.scalar(-np.inf if largest else np.inf, key.dtype)
+    else:
+        info = np.iinfo(key.dtype.numpy)
+        far = cx.scalar(info.min if largest else info.max, key.dtype)
+    values = g.reduce(g.where(prefix, rows, far), op="max" if largest else "min", axes=[rank], keep_dim=True)  # [..., n, 1]
+    hit = g.eq(rows, values)
+    if key.dtype.is_float:
+        hit = g.binary(hit, g.binary(g.ne(rows, rows), g.ne(values, values), op="mul"), op="add")
+    hit = g.binary(hit, prefix, op="mul")
+    positions = g.constant(np.arange(n, dtype=np.int64))
+    index = g.reduce(g.where(hit, positions, cx.scalar(-1, DType.I64)), op="max", axes=[rank], keep_dim=False)
+    values = g.reshape(values, new_shape=list(key.shape))
+    if axis != rank - 1:
+        back = [perm.index(a) for a in range(rank)]
+        values, index = g.transpose(values, perm=back), g.transpose(index, perm=back)
+    return cx.cast(values, x.dtype), index

@@ -184,17 +184,18 @@ def run_sample(op: Any, sample: Any) -> tuple[str, str]:
 def _tie_order(op: Any, sample: Any, got: list[np.ndarray], want: list[np.ndarray]) -> list[np.ndarray]:
     """Sort / top-k indices of tied values are unspecified in torch (unstable sort): our indices count as torch's
     when they pick the same values (the values output, or the input read through the indices)."""
-    if op.name not in ("sort", "argsort", "topk") or sample.kwargs.get("stable"):
+    if op.name not in ("sort", "argsort", "topk", "kthvalue") or sample.kwargs.get("stable"):
         return got
     x = sample.input.detach().numpy()
     if x.ndim == 0:
         return got
-    at = 1 if op.name == "topk" else 0  # topk(x, k, dim), sort(x, dim)
+    at = 1 if op.name in ("topk", "kthvalue") else 0  # topk(x, k, dim), sort(x, dim)
     args = sample.args
     dim = args[at] if len(args) > at and isinstance(args[at], int) else sample.kwargs.get("dim", -1)
     i = len(got) - 1  # the indices are the last output
-    if got[i].shape == want[i].shape and np.array_equal(np.take_along_axis(x, got[i], dim),
-                                                        np.take_along_axis(x, want[i], dim), equal_nan=x.dtype.kind == "f"):
+    picked = [np.expand_dims(idx, dim) if idx.ndim < x.ndim else idx for idx in (got[i], want[i])]  # kthvalue drops dim
+    if got[i].shape == want[i].shape and np.array_equal(np.take_along_axis(x, picked[0], dim),
+                                                        np.take_along_axis(x, picked[1], dim), equal_nan=x.dtype.kind == "f"):
         got = [*got[:i], want[i]]
     return got
 

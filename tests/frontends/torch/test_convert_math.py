@@ -162,3 +162,8 @@ def test_cummax_cummin_ties_and_nan():
     x = torch.tensor([[1.0, 3.0, 3.0, 2.0, float("nan"), 5.0, float("nan")], [0.0, -1.0, 0.0, 4.0, 4.0, -2.0, 1.0]])
     i = torch.tensor([[2, 2, 1, 5], [0, 3, 3, -1]])
     check(Fn(lambda t, k: (*torch.cummax(t, 1), *torch.cummin(t, 1), *torch.cummax(t, 0), *torch.cummin(k, 1))), x, i)
+
+
+def test_kthvalue():
+    x = torch.tensor([[3.0, 1.0, float("nan"), 2.0, 0.5], [9.0, -1.0, 4.0, 7.0, 5.0]])
+    check(Fn(lambda t: (*torch.kthvalue(t, 2, 1), *torch.kthvalue(t, 5, 1, keepdim=True), *torch.kthvalue(t, 1, 0))), x)

@@ -388,3 +388,16 @@ def _cummax(cx, node, x, dim):
         back = [perm.index(a) for a in range(rank)]
         values, index = g.transpose(values, perm=back), g.transpose(index, perm=back)
     return cx.cast(values, x.dtype), index
+
+
+@_conv("aten.kthvalue.default")
+def _kthvalue(cx, node, x, k, dim=-1, keepdim=False):
+    """(k-th smallest, its index) along ``dim``: position k - 1 of the stable ascending sort (NaN last)."""
+    if len(x.shape) == 0:
+        return x, cx.g.constant(np.asarray(0, np.int64))
+    axis = _axis(dim, len(x.shape))
+    values, indices = _sorted(cx, x, axis, False)
+    pick = cx.g.constant(np.asarray([cx.static(k, "kthvalue k") - 1], np.int64))
+    out = [cx.g.gather(v, pick, axis=axis) for v in (values, indices)]
+    shape = [d for a, d in enumerate(x.shape) if a != axis] if not keepdim else [1 if a == axis else d for a, d in enumerate(x.shape)]
+    return tuple(_reshape(cx, v, shape) for v in out)

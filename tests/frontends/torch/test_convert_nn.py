@@ -54,3 +54,7 @@ def test_avg_pool_ceil_mode():
                              for inc in (True, False))), _x(2, 3, 8, 9), rtol=1e-5, atol=1e-6)
     check(Fn(lambda x: tuple(F.avg_pool2d(x, k, s, p, ceil_mode=True, divisor_override=5) for k, s, p in geometry)),
           _x(3, 7, 6), rtol=1e-5, atol=1e-6)
+
+
+def test_tensor_unfold_windows():
+    check(Fn(lambda x: (x.unfold(1, 3, 2), x.unfold(-1, 2, 1), x.unfold(0, 2, 3))), _x(5, 7, 4))

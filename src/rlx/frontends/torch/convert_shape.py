@@ -224,3 +224,21 @@ def _embedding(cx, node, weight, indices, padding_idx=-1, scale_grad_by_freq=Fal
 @_conv("aten.index_select.default")
 def _index_select(cx, node, x, dim, index):
     return cx.g.gather(x, index, axis=_axis(dim, len(x.shape)))
+
+
+@_conv("aten.unfold.default")
+def _unfold(cx, node, x, dimension, size, step):
+    """Tensor.unfold: windows of ``size`` every ``step`` along ``dimension`` (one gather with an [n, size]
+    index), the window axis moved last."""
+    rank = len(x.shape)
+    if rank == 0:
+        return _reshape(cx, x, [1])
+    axis = _axis(dimension, rank)
+    length = cx.static(x.shape[axis], "unfolded axis size")
+    n = (length - size) // step + 1
+    index = np.arange(n)[:, None] * step + np.arange(size)[None, :]
+    y = cx.g.gather(x, cx.g.constant(index.astype(np.int64)), axis=axis)  # [..., n, size, ...]
+    if axis == rank - 1:
+        return y
+    perm = [a for a in range(rank + 1) if a != axis + 1] + [axis + 1]
+    return cx.g.transpose(y, perm=perm)

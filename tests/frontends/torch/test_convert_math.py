@@ -167,3 +167,10 @@ def test_cummax_cummin_ties_and_nan():
 def test_kthvalue():
     x = torch.tensor([[3.0, 1.0, float("nan"), 2.0, 0.5], [9.0, -1.0, 4.0, 7.0, 5.0]])
     check(Fn(lambda t: (*torch.kthvalue(t, 2, 1), *torch.kthvalue(t, 5, 1, keepdim=True), *torch.kthvalue(t, 1, 0))), x)
+
+
+def test_searchsorted_bucketize_isin():
+    seq = torch.tensor([[-1.0, 0.0, 0.0, 2.0, 4.0], [1.0, 3.0, 5.0, 7.0, 9.0]])
+    v = torch.tensor([[0.0, float("nan"), 2.5], [9.0, 0.0, 5.0]])
+    check(Fn(lambda s, x: (torch.searchsorted(s, x), torch.searchsorted(s, x, right=True), torch.bucketize(x, s[1]),
+                           torch.isin(x, s[1]))), seq, v)

@@ -401,3 +401,33 @@ def _kthvalue(cx, node, x, k, dim=-1, keepdim=False):
     out = [cx.g.gather(v, pick, axis=axis) for v in (values, indices)]
     shape = [d for a, d in enumerate(x.shape) if a != axis] if not keepdim else [1 if a == axis else d for a, d in enumerate(x.shape)]
     return tuple(_reshape(cx, v, shape) for v in out)
+
+
+@_conv("aten.searchsorted.Tensor", "aten.searchsorted.Scalar")
+def _searchsorted(cx, node, seq, values, *, out_int32=False, right=False, side=None, sorter=None):
+    """Insertion points as counts: how many entries of the (sorted) last axis are < v (<= v for right);
+    a NaN value goes after every number, as the sort order puts it. len x values work."""
+    g = cx.g
+    if sorter is not None:
+        raise cx.fail("searchsorted with a sorter is not supported")
+    right = right or side == "right"
+    v = values if isinstance(values, Value) else cx.scalar(values, seq.dtype)
+    dtype = DType.F64 if seq.dtype.is_float or v.dtype.is_float else DType.I64
+    s, v = cx.cast(seq, dtype), cx.cast(v, dtype)
+    if len(seq.shape) == 1:
+        column = g.reshape(v, new_shape=[*v.shape, 1])
+        row = s
+    else:
+        column = g.reshape(v, new_shape=[*v.shape, 1])
+        row = g.reshape(s, new_shape=[*s.shape[:-1], 1, s.shape[-1]])
+    before = g.le(row, column) if right else g.lt(row, column)
+    if dtype.is_float:  # a NaN value sorts after every number (and after the NaNs for right)
+        nan_v = g.ne(column, column)
+        before = g.where(nan_v, cx.scalar(True, DType.BOOL) if right else g.eq(row, row), before)
+    count = g.reduce(cx.cast(before, DType.I64), op="sum", axes=[len(column.shape) - 1], keep_dim=False)
+    return cx.cast(count, cx.out_dtype())
+
+
+@_conv("aten.bucketize.Tensor", "aten.bucketize.Scalar")
+def _bucketize(cx, node, values, boundaries, *, out_int32=False, right=False):
+    return _searchsorted(cx, node, boundaries, values, right=right)

@@ -174,3 +174,8 @@ def test_searchsorted_bucketize_isin():
     v = torch.tensor([[0.0, float("nan"), 2.5], [9.0, 0.0, 5.0]])
     check(Fn(lambda s, x: (torch.searchsorted(s, x), torch.searchsorted(s, x, right=True), torch.bucketize(x, s[1]),
                            torch.isin(x, s[1]))), seq, v)
+
+
+def test_signbit_angle_isreal():
+    check(Fn(lambda t, i: (torch.signbit(t), torch.angle(t), torch.isreal(t), torch.signbit(i), torch.angle(i))),
+          torch.tensor([1.0, -2.0, 0.0, -0.0, float("-inf"), float("nan")]), torch.tensor([3, -1, 0]))

@@ -431,3 +431,33 @@ def _searchsorted(cx, node, seq, values, *, out_int32=False, right=False, side=N
 @_conv("aten.bucketize.Tensor", "aten.bucketize.Scalar")
 def _bucketize(cx, node, values, boundaries, *, out_int32=False, right=False):
     return _searchsorted(cx, node, boundaries, values, right=right)
+
+
+@_conv("aten.signbit.default")
+def _signbit(cx, node, x):
+    """x < 0, -0.0 included (1 / -0.0 = -inf); ints and bools by value."""
+    g = cx.g
+    if x.dtype is DType.BOOL:
+        return g.ne(x, x)
+    zero = cx.scalar(0, x.dtype)
+    if not x.dtype.is_float:
+        return g.lt(x, zero)
+    return g.lt(g.where(g.eq(x, zero), g.binary(cx.scalar(1, x.dtype), x, op="div"), x), zero)
+
+
+@_conv("aten.angle.default")
+def _angle(cx, node, x):
+    """The argument of a real number: pi below 0, else 0 (NaN stays NaN)."""
+    g, dtype = cx.g, cx.out_dtype()
+    if x.dtype.is_complex:
+        raise cx.fail("angle of a complex tensor is not supported")
+    v = cx.cast(x, dtype)
+    zero = cx.scalar(0, dtype)
+    return g.where(g.lt(v, zero), cx.scalar(math.pi, dtype), v * zero)
+
+
+@_conv("aten.isreal.default")
+def _isreal(cx, node, x):
+    if x.dtype.is_complex:
+        raise cx.fail("isreal of a complex tensor is not supported")
+    return cx.g.where(cx.scalar(True, DType.BOOL), cx.scalar(True, DType.BOOL), cx.g.eq(x, x))  # all True, x's shape

@@ -58,3 +58,7 @@ def test_avg_pool_ceil_mode():
 
 def test_tensor_unfold_windows():
     check(Fn(lambda x: (x.unfold(1, 3, 2), x.unfold(-1, 2, 1), x.unfold(0, 2, 3))), _x(5, 7, 4))
+
+
+def test_as_strided_views_of_contiguous_input():
+    check(Fn(lambda x: (torch.as_strided(x, (3, 2), (1, 4)), torch.as_strided(x, (2, 2, 2), (6, 1, 3), 1))), _x(4, 3))

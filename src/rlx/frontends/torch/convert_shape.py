@@ -242,3 +242,20 @@ def _unfold(cx, node, x, dimension, size, step):
         return y
     perm = [a for a in range(rank + 1) if a != axis + 1] + [axis + 1]
     return cx.g.transpose(y, perm=perm)
+
+
+@_conv("aten.as_strided.default", "aten.as_strided_copy.default")
+def _as_strided(cx, node, x, size, stride, storage_offset=None):
+    """A strided view of x's contiguous storage as one gather of the flat elements it reads (static sizes);
+    an input that is itself a strided view (its storage order is not its element order) is refused."""
+    source = getattr(node.args[0], "meta", {}).get("val")
+    if source is not None and not source.is_contiguous():
+        raise cx.fail("as_strided of a non-contiguous tensor (a view of other storage) is not supported")
+    flat = _reshape(cx, x, [-1])
+    sizes = [cx.static(s, "as_strided size") for s in size]
+    index = np.full(sizes, int(storage_offset or 0), np.int64)
+    for axis, (n, step) in enumerate(zip(sizes, stride)):
+        shape = [1] * len(sizes)
+        shape[axis] = n
+        index = index + (np.arange(n, dtype=np.int64) * int(step)).reshape(shape)
+    return cx.g.gather(flat, cx.g.constant(index), axis=0)

@@ -62,3 +62,11 @@ def test_tensor_unfold_windows():
 
 def test_as_strided_views_of_contiguous_input():
     check(Fn(lambda x: (torch.as_strided(x, (3, 2), (1, 4)), torch.as_strided(x, (2, 2, 2), (6, 1, 3), 1))), _x(4, 3))
+
+
+def test_conv_transpose1d_integer_conv_and_column_stack():
+    check(Fn(lambda x, w: F.conv_transpose1d(x, w, stride=2, padding=1, output_padding=1)), _x(2, 3, 6), _x(3, 4, 3, seed=1),
+          rtol=1e-5, atol=1e-5)
+    xi = torch.randint(-5, 5, (1, 2, 5, 5), generator=torch.Generator().manual_seed(0))
+    check(Fn(lambda x, w: F.conv2d(x, w, padding=1)), xi, torch.randint(-3, 3, (3, 2, 3, 3), generator=torch.Generator().manual_seed(1)))
+    check(Fn(lambda a, b: torch.column_stack((a, b, a))), _x(4), _x(4, 2, seed=1))

@@ -140,19 +140,23 @@ def _unbatched(cx: _Ctx, x: Value, spatial: int) -> tuple[Value, bool]:
 
 
 def _conv_nd(cx: _Ctx, x: Value, w: Value, b, stride, padding, dilation, groups, transposed=False, output_padding=0):
+    if not x.dtype.is_float:  # integer convolution (torch has it): exact in f64 at these magnitudes
+        b = None if b is None else cx.cast(b, DType.F64)
+        y = _conv_nd(cx, cx.cast(x, DType.F64), cx.cast(w, DType.F64), b, stride, padding, dilation, groups, transposed,
+                     output_padding)
+        return cx.cast(y, x.dtype)
     x, added = _unbatched(cx, x, len(w.shape) - 2)
     if added:
         y = _conv_nd(cx, x, w, b, stride, padding, dilation, groups, transposed, output_padding)
         return _reshape(cx, y, cx.out_shape())
     rank = len(x.shape)
-    if rank == 3:  # conv1d as a conv2d over [N, C, 1, L]
-        if transposed:
-            raise cx.fail("transposed 1-D convolution is not supported")
+    if rank == 3:  # conv1d (and its transpose) as a conv2d over [N, C, 1, L]
         n, c, length = x.shape
         x = _reshape(cx, x, [n, c, 1, length])
         w = _reshape(cx, w, [w.shape[0], w.shape[1], 1, w.shape[2]])
         stride, dilation = [1, _pair(stride, 1)[0]], [1, _pair(dilation, 1)[0]]
         padding = padding if isinstance(padding, str) else [0, _pair(padding, 1)[0]]
+        output_padding = [0, _pair(output_padding, 1)[0]]
     elif rank != 4:
         raise cx.fail(f"only 1-D and 2-D convolutions are supported, got input rank {rank}")
     kh, kw = w.shape[2], w.shape[3]
@@ -186,7 +190,7 @@ def _convolution(cx, node, x, w, b, stride, padding, dilation, transposed, outpu
     return _conv_nd(cx, x, w, b, stride, padding, dilation, groups, bool(transposed), output_padding)
 
 
-@_conv("aten.conv_transpose2d.input")
+@_conv("aten.conv_transpose2d.input", "aten.conv_transpose1d.default")
 def _conv_transpose2d(cx, node, x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     return _conv_nd(cx, x, w, b, stride, padding, dilation, groups, True, output_padding)
 

@@ -259,3 +259,11 @@ def _as_strided(cx, node, x, size, stride, storage_offset=None):
         shape[axis] = n
         index = index + (np.arange(n, dtype=np.int64) * int(step)).reshape(shape)
     return cx.g.gather(flat, cx.g.constant(index), axis=0)
+
+
+@_conv("aten.column_stack.default")
+def _column_stack(cx, node, tensors):
+    """Columns side by side: 0-d and 1-D tensors become [n, 1] columns, then one concat on axis 1."""
+    dtype = cx.out_dtype()
+    cols = [_reshape(cx, cx.cast(t, dtype), [-1, 1]) if len(t.shape) <= 1 else cx.cast(t, dtype) for t in tensors]
+    return cols[0] if len(cols) == 1 else cx.g.concat(cols, axis=1)

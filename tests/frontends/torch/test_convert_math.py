@@ -179,3 +179,8 @@ def test_searchsorted_bucketize_isin():
 def test_signbit_angle_isreal():
     check(Fn(lambda t, i: (torch.signbit(t), torch.angle(t), torch.isreal(t), torch.signbit(i), torch.angle(i))),
           torch.tensor([1.0, -2.0, 0.0, -0.0, float("-inf"), float("nan")]), torch.tensor([3, -1, 0]))
+
+
+def test_lgamma_series_reflection_and_poles():
+    x = torch.tensor([0.5, 1.0, 2.0, 3.7, 30.0, 1e-4, 0.3, -0.5, -2.5, -7.25, 0.0, -3.0, float("inf"), float("-inf")])
+    check(Fn(torch.lgamma), torch.cat([x, _x(20)]), rtol=2e-6, atol=1e-6)

@@ -184,3 +184,9 @@ def test_signbit_angle_isreal():
 def test_lgamma_series_reflection_and_poles():
     x = torch.tensor([0.5, 1.0, 2.0, 3.7, 30.0, 1e-4, 0.3, -0.5, -2.5, -7.25, 0.0, -3.0, float("inf"), float("-inf")])
     check(Fn(torch.lgamma), torch.cat([x, _x(20)]), rtol=2e-6, atol=1e-6)
+
+
+def test_digamma_positive_negative_and_poles():
+    x = torch.tensor([0.5, 1.0, 2.0, 1e-3, 7.3, 1e5, -0.5, -2.25, -7.75, 0.0, -0.0, -3.0, float("inf")])
+    check(Fn(lambda t, i: (torch.digamma(t), torch.polygamma(0, t), torch.digamma(i))), torch.cat([x, _x(20)]),
+          torch.arange(-2, 4), rtol=2e-6, atol=1e-6)

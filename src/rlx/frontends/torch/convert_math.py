@@ -495,3 +495,41 @@ def _lgamma(cx, node, x):
     infinite = g.eq(g.activation(v, kind="abs"), c(math.inf))
     y = g.where(g.binary(pole, infinite, op="add"), c(math.inf), y)
     return cx.cast(y, out)
+
+
+@_conv("aten.digamma.default", "aten.polygamma.default")
+def _digamma(cx, node, *args):
+    """digamma in float64: psi(x) = psi(x + 10) - sum_{i<10} 1 / (x + i), the asymptotic series at x + 10;
+    below 0 the reflection psi(1 - x) - pi / tan(pi frac(x)) (torch's); -inf at +0, NaN at negative integers.
+    ``polygamma`` only for n = 0 (its digamma)."""
+    if _target_name(node.target) == "aten.polygamma.default":
+        n, x = args
+        if n != 0:
+            raise cx.fail(f"polygamma of order {n} is not supported (only n = 0, digamma)")
+    else:
+        (x,) = args
+    g = cx.g
+    v = cx.cast(x, DType.F64)
+
+    def c(value: float) -> Value:
+        return cx.scalar(value, DType.F64)
+
+    def positive(y: Value) -> Value:
+        shift = None
+        for i in range(10):
+            term = g.binary(c(1), y + c(i), op="div")
+            shift = term if shift is None else shift + term
+        z = y + c(10)
+        inv2 = g.binary(c(1), z * z, op="div")
+        tail = inv2 * (c(1 / 12) - inv2 * (c(1 / 120) - inv2 * (c(1 / 252) - inv2 * (c(1 / 240) - inv2 * c(1 / 132)))))
+        return g.activation(z, kind="log") - g.binary(c(0.5), z, op="div") - tail - shift
+
+    negative = g.lt(v, c(0))
+    frac = v - g.unary_math(v, kind="trunc")
+    reflected = positive(c(1) - g.where(negative, v, c(0))) - g.binary(
+        c(math.pi), g.activation(c(math.pi) * g.where(negative, frac, c(0.5)), kind="tan"), op="div")
+    y = g.where(negative, reflected, positive(g.where(negative, c(1), v)))
+    zero = g.eq(v, c(0))
+    y = g.where(zero, g.where(g.lt(g.binary(c(1), v, op="div"), c(0)), c(math.inf), c(-math.inf)), y)  # psi(+-0) = -+inf
+    y = g.where(g.binary(negative, g.eq(frac, c(0)), op="mul"), c(math.nan), y)
+    return cx.cast(y, cx.out_dtype())

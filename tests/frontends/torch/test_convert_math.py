@@ -190,3 +190,7 @@ def test_digamma_positive_negative_and_poles():
     x = torch.tensor([0.5, 1.0, 2.0, 1e-3, 7.3, 1e5, -0.5, -2.25, -7.75, 0.0, -0.0, -3.0, float("inf")])
     check(Fn(lambda t, i: (torch.digamma(t), torch.polygamma(0, t), torch.digamma(i))), torch.cat([x, _x(20)]),
           torch.arange(-2, 4), rtol=2e-6, atol=1e-6)
+
+
+def test_erfc():
+    check(Fn(torch.erfc), torch.tensor([-3.0, -0.5, 0.0, 0.3, 1.0, 2.5, 4.0, float("inf"), float("nan")]), rtol=1e-5, atol=1e-7)

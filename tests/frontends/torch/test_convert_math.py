@@ -6,22 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tests.frontends.torch.helpers import check, run_both  # noqa: E402
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
-
-
-def _x(*shape, scale=3.0, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*shape, generator=g) * scale).float()
-
+from frontends.torch.helpers import Fn, _x, check, run_both  # noqa: E402
 
 EDGES = torch.tensor([0.0, -0.0, 1e-8, -1e-8, 1e-3, -0.5, -1.0, -2.0, 5.0, 80.0, float("inf"), float("-inf"), float("nan")])
 

@@ -8,8 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-from tests.frontends.torch.helpers import check  # noqa: E402
-from tests.frontends.torch.test_convert_math import Fn, _x  # noqa: E402
+from frontends.torch.helpers import Fn, _x, check  # noqa: E402
 
 
 def test_unbatched_convolutions():

@@ -7,8 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-from tests.frontends.torch.helpers import check  # noqa: E402
-from tests.frontends.torch.test_convert_math import Fn  # noqa: E402
+from frontends.torch.helpers import Fn, check  # noqa: E402
 
 X4 = torch.randn(2, 3, 5, 7, generator=torch.Generator().manual_seed(0))
 

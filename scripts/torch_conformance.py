@@ -182,17 +182,20 @@ def run_sample(op: Any, sample: Any) -> tuple[str, str]:
 
 
 def _tie_order(op: Any, sample: Any, got: list[np.ndarray], want: list[np.ndarray]) -> list[np.ndarray]:
-    """Sort indices of tied values are unspecified for torch's unstable sort: our indices count as torch's
+    """Sort / top-k indices of tied values are unspecified in torch (unstable sort): our indices count as torch's
     when they pick the same values (the values output, or the input read through the indices)."""
-    if op.name not in ("sort", "argsort") or sample.kwargs.get("stable"):
+    if op.name not in ("sort", "argsort", "topk", "kthvalue") or sample.kwargs.get("stable"):
         return got
     x = sample.input.detach().numpy()
     if x.ndim == 0:
         return got
-    dim = sample.args[0] if sample.args and isinstance(sample.args[0], int) else sample.kwargs.get("dim", -1)
+    at = 1 if op.name in ("topk", "kthvalue") else 0  # topk(x, k, dim), sort(x, dim)
+    args = sample.args
+    dim = args[at] if len(args) > at and isinstance(args[at], int) else sample.kwargs.get("dim", -1)
     i = len(got) - 1  # the indices are the last output
-    if got[i].shape == want[i].shape and np.array_equal(np.take_along_axis(x, got[i], dim),
-                                                        np.take_along_axis(x, want[i], dim), equal_nan=x.dtype.kind == "f"):
+    picked = [np.expand_dims(idx, dim) if idx.ndim < x.ndim else idx for idx in (got[i], want[i])]  # kthvalue drops dim
+    if got[i].shape == want[i].shape and np.array_equal(np.take_along_axis(x, picked[0], dim),
+                                                        np.take_along_axis(x, picked[1], dim), equal_nan=x.dtype.kind == "f"):
         got = [*got[:i], want[i]]
     return got
 
@@ -239,7 +242,7 @@ def run_op(op: Any, limit: int) -> dict[str, Any]:
 COUNTED = ("pass", "refused", "crash", "wrong", "timeout")
 
 
-def render(records: list[dict[str, Any]], torch_version: str) -> str:
+def render(records: list[dict[str, Any]], torch_version: str, pending: list[str] | None = None) -> str:
     covered = [r for r in records if any(s["status"] in COUNTED for s in r["samples"])]
     totals: Counter[str] = Counter(s["status"] for r in covered for s in r["samples"] if s["status"] in COUNTED)
     n = sum(totals.values())
@@ -283,6 +286,9 @@ def render(records: list[dict[str, Any]], torch_version: str) -> str:
     for r in sorted(rest, key=lambda r: r["op"]):
         why = r["samples"][0]["detail"] if r["samples"] else "no float32 / int64 / bool sample"
         lines.append(f"| {r['op']} | {why.replace('|', '/')} |")
+    if pending:
+        lines += ["", f"## Not run in this pass ({len(pending)} ops; the run was stopped at its time budget)", "",
+                  ", ".join(sorted(pending))]
     return "\n".join(lines) + "\n"
 
 
@@ -293,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--progress", type=Path, help="JSON-lines file: results appended per op, done ops skipped")
     parser.add_argument("--write", type=Path, help="write the Markdown report here")
     parser.add_argument("--seconds", type=int, default=SAMPLE_SECONDS, help="time bound per sample")
+    parser.add_argument("--report-only", action="store_true", help="run nothing: write the report from --progress")
     ns = parser.parse_args(argv)
 
     import torch
@@ -316,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         if wanted is not None:  # the named ops are run again; their new records win
             records = [r for r in records if r["op"] not in wanted and r.get("base") not in wanted]
         done = {r["op"] for r in records}
-    for op in op_db:
+    for op in [] if ns.report_only else op_db:
         name = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
         if wanted is not None and op.name not in wanted and name not in wanted:
             continue
@@ -336,8 +343,12 @@ def main(argv: list[str] | None = None) -> int:
     if wanted is not None:
         records = [r for r in records if r["op"] in wanted or r.get("base") in wanted]
     if ns.write:
-        ns.write.write_text(render(records, torch.__version__.split("+")[0]))
-        print(render(records, torch.__version__).splitlines()[11])
+        seen = {r["op"] for r in records}
+        pending = [] if wanted is not None else [op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+                                                 for op in op_db]
+        text = render(records, torch.__version__.split("+")[0], [name for name in pending if name not in seen])
+        ns.write.write_text(text)
+        print(text.splitlines()[11])
     return 0
 
 

@@ -39,5 +39,7 @@ def test_zoo_covers_the_required_architectures():
     names = {e.name for e in ZOO}
     required = {"gpt2", "llama", "mistral", "qwen2", "phi", "gemma", "bert", "roberta", "distilbert", "t5_encoder", "vit",
                 "swin", "clip_vision", "convnext_timm", "resnet_timm", "mobilenetv3", "efficientnet", "densenet"}
+    required |= {"mixtral", "qwen2_moe", "mamba", "t5", "bart", "whisper", "wav2vec2", "ast", "segformer", "yolos", "dinov2",
+                 "resnet_tv", "deberta_v2"}  # MoE, state space, encoder-decoder, speech, audio, segmentation, detection
     assert required <= names, sorted(required - names)
-    assert len(ZOO) >= 25 and sum(e.grad for e in ZOO) >= 8
+    assert len(ZOO) >= 60 and 3 * sum(e.grad for e in ZOO) >= len(ZOO)  # gradients on a third

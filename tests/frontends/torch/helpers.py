@@ -9,6 +9,22 @@ import rlx
 import rlx.torch
 
 
+class Fn(torch.nn.Module):
+    """A module calling ``fn`` on its inputs (one export per test: tuple outputs check several ops at once)."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+def _x(*shape: int, scale: float = 3.0, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=g) * scale).float()
+
+
 def run_both(module: torch.nn.Module, *args: torch.Tensor) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(rlx.run outputs, optimize -> plan -> compile(numpy) outputs) of ``module`` imported on ``args``."""
     g, params = rlx.torch.import_module(module, args)

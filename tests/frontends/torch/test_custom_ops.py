@@ -12,10 +12,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tests.frontends.torch.helpers import check  # noqa: E402
-
 import rlx  # noqa: E402
 import rlx.torch  # noqa: E402
+from frontends.torch.helpers import check  # noqa: E402
 from rlx.frontends.torch.importer import UnsupportedOpError  # noqa: E402
 
 

@@ -277,3 +277,266 @@ def _diagonal(cx, node, x, offset=0, dim1=0, dim2=1):
     rows = np.arange(max(0, -offset), min(n, m - offset)) if min(n, m - offset) > max(0, -offset) else np.arange(0)
     index = (rows * m + rows + offset).astype(np.int64)
     return g.gather(flat, g.constant(index), axis=len(rest))
+
+
+@_conv("aten.median.default", "aten.nanmedian.default")
+def _median(cx, node, x):
+    """The lower middle of the sorted values (torch's median); ``median`` is NaN when any value is, ``nanmedian``
+    the lower middle of the values that are not NaN (sorting puts NaN last)."""
+    g = cx.g
+    flat = _reshape(cx, x, [-1])
+    n = cx.static(flat.shape[0], "median size")
+    if n == 0:
+        raise cx.fail("median of an empty tensor")
+    ordered = g.top_k(flat, k=n, axis=0, largest=False, output="values")
+    if not x.dtype.is_float:
+        return _reshape(cx, g.gather(ordered, g.constant(np.asarray((n - 1) // 2, np.int64)), axis=0), [])
+    if _target_name(node.target) == "aten.median.default":
+        middle = g.gather(ordered, g.constant(np.asarray((n - 1) // 2, np.int64)), axis=0)
+        last = g.gather(ordered, g.constant(np.asarray(n - 1, np.int64)), axis=0)
+        return g.where(g.ne(last, last), last, middle)
+    valid = g.reduce(cx.cast(g.eq(flat, flat), DType.I64), op="sum", axes=[0], keep_dim=False)
+    index = g.binary(valid - cx.scalar(1, DType.I64), cx.scalar(2, DType.I64), op="div")  # (m - 1) // 2, 0 when m = 0
+    return g.gather(ordered, g.binary(index, cx.scalar(0, DType.I64), op="max"), axis=0)
+
+
+@_conv("aten.median.dim", "aten.nanmedian.dim")
+def _median_dim(cx, node, x, dim=0, keepdim=False):
+    """(values, indices) of the lower middle along ``dim`` from one stable sort; ``median`` picks a row's first
+    NaN when it has one (sorted NaNs come last, in their order), ``nanmedian`` the middle of the other values."""
+    g = cx.g
+    if len(x.shape) == 0:
+        return x, g.constant(np.asarray(0, np.int64))
+    axis = _axis(dim, len(x.shape))
+    n = cx.static(x.shape[axis], "median axis size")
+    values, indices = g.top_k(x, k=n, axis=axis, largest=False, output="both")
+    if x.dtype.is_float:
+        nans = g.reduce(cx.cast(g.ne(x, x), DType.I64), op="sum", axes=[axis], keep_dim=True)
+        valid = cx.scalar(n, DType.I64) - nans
+        if _target_name(node.target) == "aten.median.dim":
+            pick = g.where(g.gt(nans, cx.scalar(0, DType.I64)), valid, cx.scalar((n - 1) // 2, DType.I64))
+        else:
+            pick = g.binary(g.binary(valid - cx.scalar(1, DType.I64), cx.scalar(2, DType.I64), op="div"),
+                            cx.scalar(0, DType.I64), op="max")
+    else:
+        shape = [1] * len(x.shape)
+        pick = g.constant(np.full(shape, (n - 1) // 2, np.int64))
+    if not x.dtype.is_float or len(pick.shape) != len(x.shape):
+        pick = g.expand(pick, target_shape=[1 if a == axis else d for a, d in enumerate(x.shape)])
+    out_v = g.gather_elements(values, pick, axis=axis)
+    out_i = g.gather_elements(indices, pick, axis=axis)
+    if not keepdim:
+        shape = [d for a, d in enumerate(x.shape) if a != axis]
+        out_v, out_i = _reshape(cx, out_v, shape), _reshape(cx, out_i, shape)
+    return out_v, out_i
+
+
+@_conv("aten.outer.default", "aten.ger.default")
+def _outer(cx, node, a, b):
+    dtype = cx.out_dtype()
+    return cx.g.reshape(cx.cast(a, dtype), new_shape=[-1, 1]) * cx.g.reshape(cx.cast(b, dtype), new_shape=[1, -1])
+
+
+@_conv("aten.float_power.Tensor_Tensor", "aten.float_power.Tensor_Scalar", "aten.float_power.Scalar")
+def _float_power(cx, node, a, b):
+    """pow computed in float64 (torch.float_power's definition)."""
+    dtype = cx.out_dtype()
+    x = cx.cast(a, dtype) if isinstance(a, Value) else cx.scalar(a, dtype)
+    y = cx.cast(b, dtype) if isinstance(b, Value) else cx.scalar(b, dtype)
+    return cx.g.binary(x, y, op="pow")
+
+
+def sign_of(numeric: Any) -> Any:
+    """torch.sign: the numeric converter, and a bool tensor as itself (the kind row is float / int only)."""
+
+    def convert(cx, node, x):
+        return x if x.dtype is DType.BOOL else numeric(cx, node, x)
+
+    return convert
+
+
+@_conv("aten.cummax.default", "aten.cummin.default")
+def _cummax(cx, node, x, dim):
+    """(running extreme, its index) along ``dim`` as torch: a tie or a NaN moves the index to the newer
+    position, and NaN, once seen, stays. Over an [n, n] prefix mask (n static): n^2 work per row."""
+    g = cx.g
+    if len(x.shape) == 0:
+        return x, g.constant(np.asarray(0, np.int64))
+    largest = _target_name(node.target) == "aten.cummax.default"
+    axis = _axis(dim, len(x.shape))
+    n = cx.static(x.shape[axis], "scanned axis size")
+    rank = len(x.shape)
+    perm = [a for a in range(rank) if a != axis] + [axis]
+    moved = g.transpose(x, perm=perm) if axis != rank - 1 else x
+    key = cx.cast(moved, DType.U8) if x.dtype is DType.BOOL else moved
+    rows = g.reshape(key, new_shape=[*key.shape[:-1], 1, n])  # [..., 1 (i), n (j)]
+    prefix = g.constant(np.tril(np.ones((n, n), bool)))  # j <= i
+    if key.dtype.is_float:
+        far = cx.scalar(-np.inf if largest else np.inf, key.dtype)
+    else:
+        info = np.iinfo(key.dtype.numpy)
+        far = cx.scalar(info.min if largest else info.max, key.dtype)
+    values = g.reduce(g.where(prefix, rows, far), op="max" if largest else "min", axes=[rank], keep_dim=True)  # [..., n, 1]
+    hit = g.eq(rows, values)
+    if key.dtype.is_float:
+        hit = g.binary(hit, g.binary(g.ne(rows, rows), g.ne(values, values), op="mul"), op="add")
+    hit = g.binary(hit, prefix, op="mul")
+    positions = g.constant(np.arange(n, dtype=np.int64))
+    index = g.reduce(g.where(hit, positions, cx.scalar(-1, DType.I64)), op="max", axes=[rank], keep_dim=False)
+    values = g.reshape(values, new_shape=list(key.shape))
+    if axis != rank - 1:
+        back = [perm.index(a) for a in range(rank)]
+        values, index = g.transpose(values, perm=back), g.transpose(index, perm=back)
+    return cx.cast(values, x.dtype), index
+
+
+@_conv("aten.kthvalue.default")
+def _kthvalue(cx, node, x, k, dim=-1, keepdim=False):
+    """(k-th smallest, its index) along ``dim``: position k - 1 of the stable ascending sort (NaN last)."""
+    if len(x.shape) == 0:
+        return x, cx.g.constant(np.asarray(0, np.int64))
+    axis = _axis(dim, len(x.shape))
+    values, indices = _sorted(cx, x, axis, False)
+    pick = cx.g.constant(np.asarray([cx.static(k, "kthvalue k") - 1], np.int64))
+    out = [cx.g.gather(v, pick, axis=axis) for v in (values, indices)]
+    shape = [d for a, d in enumerate(x.shape) if a != axis] if not keepdim else [1 if a == axis else d for a, d in enumerate(x.shape)]
+    return tuple(_reshape(cx, v, shape) for v in out)
+
+
+@_conv("aten.searchsorted.Tensor", "aten.searchsorted.Scalar")
+def _searchsorted(cx, node, seq, values, *, out_int32=False, right=False, side=None, sorter=None):
+    """Insertion points as counts: how many entries of the (sorted) last axis are < v (<= v for right);
+    a NaN value goes after every number, as the sort order puts it. len x values work."""
+    g = cx.g
+    if sorter is not None:
+        raise cx.fail("searchsorted with a sorter is not supported")
+    right = right or side == "right"
+    v = values if isinstance(values, Value) else cx.scalar(values, seq.dtype)
+    dtype = DType.F64 if seq.dtype.is_float or v.dtype.is_float else DType.I64
+    s, v = cx.cast(seq, dtype), cx.cast(v, dtype)
+    if len(seq.shape) == 1:
+        column = g.reshape(v, new_shape=[*v.shape, 1])
+        row = s
+    else:
+        column = g.reshape(v, new_shape=[*v.shape, 1])
+        row = g.reshape(s, new_shape=[*s.shape[:-1], 1, s.shape[-1]])
+    before = g.le(row, column) if right else g.lt(row, column)
+    if dtype.is_float:  # a NaN value sorts after every number (and after the NaNs for right)
+        nan_v = g.ne(column, column)
+        before = g.where(nan_v, cx.scalar(True, DType.BOOL) if right else g.eq(row, row), before)
+    count = g.reduce(cx.cast(before, DType.I64), op="sum", axes=[len(column.shape) - 1], keep_dim=False)
+    return cx.cast(count, cx.out_dtype())
+
+
+@_conv("aten.bucketize.Tensor", "aten.bucketize.Scalar")
+def _bucketize(cx, node, values, boundaries, *, out_int32=False, right=False):
+    return _searchsorted(cx, node, boundaries, values, right=right)
+
+
+@_conv("aten.signbit.default")
+def _signbit(cx, node, x):
+    """x < 0, -0.0 included (1 / -0.0 = -inf); ints and bools by value."""
+    g = cx.g
+    if x.dtype is DType.BOOL:
+        return g.ne(x, x)
+    zero = cx.scalar(0, x.dtype)
+    if not x.dtype.is_float:
+        return g.lt(x, zero)
+    return g.lt(g.where(g.eq(x, zero), g.binary(cx.scalar(1, x.dtype), x, op="div"), x), zero)
+
+
+@_conv("aten.angle.default")
+def _angle(cx, node, x):
+    """The argument of a real number: pi below 0, else 0 (NaN stays NaN)."""
+    g, dtype = cx.g, cx.out_dtype()
+    if x.dtype.is_complex:
+        raise cx.fail("angle of a complex tensor is not supported")
+    v = cx.cast(x, dtype)
+    zero = cx.scalar(0, dtype)
+    return g.where(g.lt(v, zero), cx.scalar(math.pi, dtype), v * zero)
+
+
+@_conv("aten.isreal.default")
+def _isreal(cx, node, x):
+    if x.dtype.is_complex:
+        raise cx.fail("isreal of a complex tensor is not supported")
+    return cx.g.where(cx.scalar(True, DType.BOOL), cx.scalar(True, DType.BOOL), cx.g.eq(x, x))  # all True, x's shape
+
+
+_LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059,
+            12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7)
+
+
+@_conv("aten.lgamma.default")
+def _lgamma(cx, node, x):
+    """log|Gamma(x)| in float64: the Lanczos series (g = 7, 9 terms) for x >= 0.5, the reflection formula
+    below; +inf at the poles (0, -1, -2 ...) and at +-inf."""
+    g, out = cx.g, cx.out_dtype()
+    v = cx.cast(x, DType.F64)
+
+    def c(value: float) -> Value:
+        return cx.scalar(value, DType.F64)
+
+    def series(z1: Value) -> Value:  # lgamma(z1) for z1 >= 0.5
+        z = z1 - c(1)
+        a = c(_LANCZOS[0])
+        for i, coef in enumerate(_LANCZOS[1:], start=1):
+            a = a + g.binary(c(coef), z + c(i), op="div")
+        t = z + c(7.5)
+        return c(0.5 * math.log(2 * math.pi)) + (z + c(0.5)) * g.activation(t, kind="log") - t + g.activation(a, kind="log")
+
+    small = g.lt(v, c(0.5))
+    safe_hi = g.where(small, c(1), v)
+    safe_lo = g.where(small, v, c(0))
+    reflected = g.activation(g.binary(c(math.pi), g.activation(g.activation(safe_lo * c(math.pi), kind="sin"), kind="abs"),
+                                      op="div"), kind="log") - series(c(1) - safe_lo)
+    y = g.where(small, reflected, series(safe_hi))
+    pole = g.binary(g.le(v, c(0)), g.eq(g.unary_math(v, kind="floor"), v), op="mul")
+    infinite = g.eq(g.activation(v, kind="abs"), c(math.inf))
+    y = g.where(g.binary(pole, infinite, op="add"), c(math.inf), y)
+    return cx.cast(y, out)
+
+
+@_conv("aten.digamma.default", "aten.polygamma.default")
+def _digamma(cx, node, *args):
+    """digamma in float64: psi(x) = psi(x + 10) - sum_{i<10} 1 / (x + i), the asymptotic series at x + 10;
+    below 0 the reflection psi(1 - x) - pi / tan(pi frac(x)) (torch's); -inf at +0, NaN at negative integers.
+    ``polygamma`` only for n = 0 (its digamma)."""
+    if _target_name(node.target) == "aten.polygamma.default":
+        n, x = args
+        if n != 0:
+            raise cx.fail(f"polygamma of order {n} is not supported (only n = 0, digamma)")
+    else:
+        (x,) = args
+    g = cx.g
+    v = cx.cast(x, DType.F64)
+
+    def c(value: float) -> Value:
+        return cx.scalar(value, DType.F64)
+
+    def positive(y: Value) -> Value:
+        shift = None
+        for i in range(10):
+            term = g.binary(c(1), y + c(i), op="div")
+            shift = term if shift is None else shift + term
+        z = y + c(10)
+        inv2 = g.binary(c(1), z * z, op="div")
+        tail = inv2 * (c(1 / 12) - inv2 * (c(1 / 120) - inv2 * (c(1 / 252) - inv2 * (c(1 / 240) - inv2 * c(1 / 132)))))
+        return g.activation(z, kind="log") - g.binary(c(0.5), z, op="div") - tail - shift
+
+    negative = g.lt(v, c(0))
+    frac = v - g.unary_math(v, kind="trunc")
+    reflected = positive(c(1) - g.where(negative, v, c(0))) - g.binary(
+        c(math.pi), g.activation(c(math.pi) * g.where(negative, frac, c(0.5)), kind="tan"), op="div")
+    y = g.where(negative, reflected, positive(g.where(negative, c(1), v)))
+    zero = g.eq(v, c(0))
+    y = g.where(zero, g.where(g.lt(g.binary(c(1), v, op="div"), c(0)), c(math.inf), c(-math.inf)), y)  # psi(+-0) = -+inf
+    y = g.where(g.binary(negative, g.eq(frac, c(0)), op="mul"), c(math.nan), y)
+    return cx.cast(y, cx.out_dtype())
+
+
+@_conv("aten.erfc.default")
+def _erfc(cx, node, x):
+    """1 - erf(x) in float64 (absolute error ~1e-16: the relative error grows only where erfc is below ~1e-12)."""
+    v = cx.cast(x, DType.F64)
+    return cx.cast(cx.scalar(1, DType.F64) - cx.g.unary_math(v, kind="erf"), cx.out_dtype())

@@ -144,19 +144,23 @@ def _unbatched(cx: _Ctx, x: Value, spatial: int) -> tuple[Value, bool]:
 
 
 def _conv_nd(cx: _Ctx, x: Value, w: Value, b, stride, padding, dilation, groups, transposed=False, output_padding=0):
+    if not x.dtype.is_float:  # integer convolution (torch has it): exact in f64 at these magnitudes
+        b = None if b is None else cx.cast(b, DType.F64)
+        y = _conv_nd(cx, cx.cast(x, DType.F64), cx.cast(w, DType.F64), b, stride, padding, dilation, groups, transposed,
+                     output_padding)
+        return cx.cast(y, x.dtype)
     x, added = _unbatched(cx, x, len(w.shape) - 2)
     if added:
         y = _conv_nd(cx, x, w, b, stride, padding, dilation, groups, transposed, output_padding)
         return _reshape(cx, y, cx.out_shape())
     rank = len(x.shape)
-    if rank == 3:  # conv1d as a conv2d over [N, C, 1, L]
-        if transposed:
-            raise cx.fail("transposed 1-D convolution is not supported")
+    if rank == 3:  # conv1d (and its transpose) as a conv2d over [N, C, 1, L]
         n, c, length = x.shape
         x = _reshape(cx, x, [n, c, 1, length])
         w = _reshape(cx, w, [w.shape[0], w.shape[1], 1, w.shape[2]])
         stride, dilation = [1, _pair(stride, 1)[0]], [1, _pair(dilation, 1)[0]]
         padding = padding if isinstance(padding, str) else [0, _pair(padding, 1)[0]]
+        output_padding = [0, _pair(output_padding, 1)[0]]
     elif rank != 4:
         raise cx.fail(f"only 1-D and 2-D convolutions are supported, got input rank {rank}")
     kh, kw = w.shape[2], w.shape[3]
@@ -190,7 +194,7 @@ def _convolution(cx, node, x, w, b, stride, padding, dilation, transposed, outpu
     return _conv_nd(cx, x, w, b, stride, padding, dilation, groups, bool(transposed), output_padding)
 
 
-@_conv("aten.conv_transpose2d.input")
+@_conv("aten.conv_transpose2d.input", "aten.conv_transpose1d.default")
 def _conv_transpose2d(cx, node, x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     return _conv_nd(cx, x, w, b, stride, padding, dilation, groups, True, output_padding)
 
@@ -210,14 +214,24 @@ def _max_pool2d(cx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil
     with_indices = _target_name(node.target) == "aten.max_pool2d_with_indices.default"
     x, added = _unbatched(cx, x, 2)
     want = cx.shape(cx.meta()[0] if with_indices else cx.meta())
-    if ceil_mode:  # the last windows run past the end: pad the right / bottom with -inf so they exist
-        x = _pad_end(cx, x, [(want[-2 + i] - 1) * s[i] + k[i] - (x.shape[2 + i] + 2 * _pair(padding)[i]) for i in range(2)])
+    extra = [(want[-2 + i] - 1) * s[i] + k[i] - (x.shape[2 + i] + 2 * _pair(padding)[i]) for i in range(2)] if ceil_mode else []
+    width = x.shape[3]
+    x = _pad_end(cx, x, extra)  # ceil_mode: the last windows run past the end; -inf rows / columns make them exist
+    if with_indices:  # torch's plane indices h * W + w (of the unpadded plane)
+        y, indices = cx.g.max_pool2d_with_indices(x, kernel_size=k, stride=s, padding=_pair(padding))
+        if x.shape[3] != width:
+            wide = cx.scalar(x.shape[3], DType.I64)
+            rows = cx.g.binary(indices, wide, op="div")
+            indices = rows * cx.scalar(width, DType.I64) + (indices - rows * wide)
+        if added:
+            y, indices = _reshape(cx, y, want), _reshape(cx, indices, want)
+        return y, indices
     y = cx.g.pool2d(x, kind="max", kernel_size=k, stride=s, padding=_pair(padding))
     if added:
         y = _reshape(cx, y, want)
     if tuple(y.shape) != tuple(want):
         raise cx.fail(f"max_pool2d: rlx pool2d gives {list(y.shape)}, torch {list(want)}")
-    return (y, None) if with_indices else y
+    return y
 
 
 def _pad_end(cx: _Ctx, x: Value, extra: list[Any]) -> Value:
@@ -245,11 +259,40 @@ def _avg_pool2d(cx, node, x, kernel_size, stride=(), padding=0, ceil_mode=False,
         return _reshape(cx, y, cx.out_shape())
     k = _pair(kernel_size)
     s = _pair(stride) if stride else k
+    if ceil_mode and tuple(cx.out_shape()[-2:]) != _floor_pool_size(x, k, s, _pair(padding)):
+        return _avg_pool_ceil(cx, x, k, s, _pair(padding), bool(count_include_pad), divisor_override)
     if divisor_override is not None:
         y = cx.g.pool2d(x, kind="sum", kernel_size=k, stride=s, padding=_pair(padding))
         return _check_pool_shape(cx, y * cx.scalar(1.0 / divisor_override, y.dtype), "avg_pool2d")
     y = cx.g.pool2d(x, kind="mean", kernel_size=k, stride=s, padding=_pair(padding), count_include_pad=bool(count_include_pad))
     return _check_pool_shape(cx, y, "avg_pool2d")
+
+
+def _floor_pool_size(x: Value, k: list[int], s: list[int], p: list[int]) -> tuple[Any, ...]:
+    return tuple((x.shape[2 + i] + 2 * p[i] - k[i]) // s[i] + 1 if isinstance(x.shape[2 + i], int) else None for i in range(2))
+
+
+def _avg_pool_ceil(cx: _Ctx, x: Value, k: list[int], s: list[int], p: list[int], include_pad: bool, divisor: Any) -> Value:
+    """ceil_mode average pooling: window sums over x zero-extended at the end, divided by torch's count
+    (the window clipped to the padded extent, or to the input without count_include_pad)."""
+    out = cx.out_shape()[-2:]
+    sizes = [cx.static(x.shape[2 + i], "pooled axis size") for i in range(2)]
+    counts = []
+    for i in range(2):
+        start = np.arange(out[i]) * s[i] - p[i]
+        end = np.minimum(start + k[i], sizes[i] + p[i])
+        padded = end - start
+        real = np.minimum(end, sizes[i]) - np.maximum(start, 0)
+        counts.append(padded if include_pad else real)
+    count = np.outer(*counts).astype(x.dtype.numpy) if divisor is None else np.full(out, divisor, x.dtype.numpy)
+    extra = [(out[i] - 1) * s[i] + k[i] - (sizes[i] + 2 * p[i]) for i in range(2)]
+    for i, n in enumerate(extra):
+        if n > 0:
+            shape = list(x.shape)
+            shape[2 + i] = n
+            x = cx.g.concat([x, cx.g.expand(cx.scalar(0, x.dtype), target_shape=shape)], axis=2 + i)
+    total = cx.g.pool2d(x, kind="sum", kernel_size=k, stride=s, padding=p)
+    return cx.g.binary(total, cx.g.constant(count), op="div")
 
 
 def _adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
@@ -328,7 +371,12 @@ def _sdpa(cx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, sca
             bias = cx.cast(bias, dtype)
         if rank == 3 and len(bias.shape) == 3:  # [B, Sq, Sk] -> [B, 1, Sq, Sk] (one head)
             bias = _reshape(cx, bias, [bias.shape[0], 1, *bias.shape[1:]])
-        return cx.g.attention(q, k, v, bias, mask_kind="bias", **attrs)
+        out = cx.g.attention(q, k, v, bias, mask_kind="bias", **attrs)
+        # torch (2.5+) gives 0, not NaN, for a query whose every key is masked (padding rows)
+        blocked = cx.g.eq(cx.g.reduce(bias, op="max", axes=[len(bias.shape) - 1], keep_dim=True), cx.scalar(-np.inf, dtype))
+        if len(blocked.shape) > rank:
+            blocked = _reshape(cx, blocked, [blocked.shape[0], *blocked.shape[2:]])
+        return cx.g.where(blocked, cx.scalar(0.0, dtype), out)
     if is_causal:
         if sq == sk:
             return cx.g.attention(q, k, v, mask_kind="causal", **attrs)

@@ -151,7 +151,16 @@ def _var(cx, node, x, dims=None, *args, correction=None, keepdim=False, **kwargs
 
 @_conv("aten.softmax.int", "aten._softmax.default", "aten._safe_softmax.default")
 def _softmax(cx, node, x, dim, *args, **kwargs):
-    return cx.g.softmax(cx.cast(x, cx.out_dtype()), axis=_axis(dim, len(x.shape)))
+    """softmax; the _safe_ variant (attention masks) gives 0, not NaN, on a row that is -inf throughout."""
+    if len(x.shape) == 0:
+        return cx.g.exp(cx.cast(x, cx.out_dtype()) * cx.scalar(0, cx.out_dtype()))  # one element: 1 (NaN stays NaN)
+    axis = _axis(dim, len(x.shape))
+    x = cx.cast(x, cx.out_dtype())
+    y = cx.g.softmax(x, axis=axis)
+    if _target_name(node.target) != "aten._safe_softmax.default":
+        return y
+    masked = cx.g.eq(cx.g.reduce(x, op="max", axes=[axis], keep_dim=True), cx.scalar(-np.inf, x.dtype))
+    return cx.g.where(masked, cx.scalar(0, x.dtype), y)
 
 
 @_conv("aten.log_softmax.int", "aten._log_softmax.default")

@@ -225,3 +225,46 @@ def _embedding(cx, node, weight, indices, padding_idx=-1, scale_grad_by_freq=Fal
 @_conv("aten.index_select.default")
 def _index_select(cx, node, x, dim, index):
     return cx.g.gather(x, index, axis=_axis(dim, len(x.shape)))
+
+
+@_conv("aten.unfold.default")
+def _unfold(cx, node, x, dimension, size, step):
+    """Tensor.unfold: windows of ``size`` every ``step`` along ``dimension`` (one gather with an [n, size]
+    index), the window axis moved last."""
+    rank = len(x.shape)
+    if rank == 0:
+        return _reshape(cx, x, [1])
+    axis = _axis(dimension, rank)
+    length = cx.static(x.shape[axis], "unfolded axis size")
+    n = (length - size) // step + 1
+    index = np.arange(n)[:, None] * step + np.arange(size)[None, :]
+    y = cx.g.gather(x, cx.g.constant(index.astype(np.int64)), axis=axis)  # [..., n, size, ...]
+    if axis == rank - 1:
+        return y
+    perm = [a for a in range(rank + 1) if a != axis + 1] + [axis + 1]
+    return cx.g.transpose(y, perm=perm)
+
+
+@_conv("aten.as_strided.default", "aten.as_strided_copy.default")
+def _as_strided(cx, node, x, size, stride, storage_offset=None):
+    """A strided view of x's contiguous storage as one gather of the flat elements it reads (static sizes);
+    an input that is itself a strided view (its storage order is not its element order) is refused."""
+    source = getattr(node.args[0], "meta", {}).get("val")
+    if source is not None and not source.is_contiguous():
+        raise cx.fail("as_strided of a non-contiguous tensor (a view of other storage) is not supported")
+    flat = _reshape(cx, x, [-1])
+    sizes = [cx.static(s, "as_strided size") for s in size]
+    index = np.full(sizes, int(storage_offset or 0), np.int64)
+    for axis, (n, step) in enumerate(zip(sizes, stride)):
+        shape = [1] * len(sizes)
+        shape[axis] = n
+        index = index + (np.arange(n, dtype=np.int64) * int(step)).reshape(shape)
+    return cx.g.gather(flat, cx.g.constant(index), axis=0)
+
+
+@_conv("aten.column_stack.default")
+def _column_stack(cx, node, tensors):
+    """Columns side by side: 0-d and 1-D tensors become [n, 1] columns, then one concat on axis 1."""
+    dtype = cx.out_dtype()
+    cols = [_reshape(cx, cx.cast(t, dtype), [-1, 1]) if len(t.shape) <= 1 else cx.cast(t, dtype) for t in tensors]
+    return cols[0] if len(cols) == 1 else cx.g.concat(cols, axis=1)

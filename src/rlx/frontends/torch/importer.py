@@ -51,7 +51,7 @@ from rlx.frontends.torch import (  # each registers its converters on import
     convert_basic,
     convert_grid,  # noqa: F401  (grid_sampler 2-D / 3-D)
     convert_index,  # noqa: F401  (index / index_put / gather / slice_scatter / select_scatter / copy)
-    convert_math,  # noqa: F401  (log1p, atan2, round, any / all, sort, histc, empty)
+    convert_math,  # (log1p, atan2, round, any / all, sort, histc, empty)
     convert_moe,  # noqa: F401  (grouped expert matmuls, transformers' grouped_mm_fallback)
     convert_nn,  # noqa: F401  (linear algebra, normalization, conv / pool, attention)
     convert_pad,  # noqa: F401  (every pad mode, vector norms)
@@ -419,3 +419,4 @@ for _name, _kind in convert_basic._UNARY.items():
 for _kind, _row in UNARY_MATH_KINDS.items():
     for _name in _row.torch:
         _CONVERTERS[f"{_name}.default"] = convert_reduce._unary_math(_kind)
+_CONVERTERS["aten.sign.default"] = convert_math.sign_of(_CONVERTERS["aten.sign.default"])  # a bool is its own sign

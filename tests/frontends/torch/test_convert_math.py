@@ -179,3 +179,8 @@ def test_digamma_positive_negative_and_poles():
 
 def test_erfc():
     check(Fn(torch.erfc), torch.tensor([-3.0, -0.5, 0.0, 0.3, 1.0, 2.5, 4.0, float("inf"), float("nan")]), rtol=1e-5, atol=1e-7)
+
+
+def test_polygamma_orders():
+    x = torch.cat([torch.tensor([0.1, 0.5, 1.0, 3.3, 25.0, -0.5, -2.7, -8.4]), _x(12)])
+    check(Fn(lambda t: tuple(torch.polygamma(n, t) for n in (1, 2, 3))), x, rtol=1e-5, atol=1e-7)

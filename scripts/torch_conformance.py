@@ -40,8 +40,11 @@ UNDEFINED_OUTPUT = {
     "new_empty_strided": "uninitialised memory", "empty_strided": "uninitialised memory",
     "empty_permuted": "uninitialised memory", "nn.functional.dropout": "random (training-mode dropout)",
 }
-RANDOM_WORDS = ("rand", "normal", "bernoulli", "multinomial", "dropout", "uniform", "exponential", "geometric",
-                "cauchy", "log_normal", "poisson", "randn")
+RANDOM_OPS = frozenset({  # sampling ops (others whose outputs change between two calls are found by running twice)
+    "bernoulli", "cauchy", "exponential", "geometric", "log_normal", "multinomial", "normal", "rand_like", "randint",
+    "randint_like", "randn", "randn_like", "uniform", "nn.functional.dropout2d", "nn.functional.dropout3d",
+    "nn.functional.alpha_dropout",
+})
 
 
 class _Timeout(BaseException):  # not an Exception: torch's own `except Exception` must not swallow it
@@ -213,7 +216,7 @@ def _mismatch(got: list[np.ndarray], want: list[np.ndarray]) -> str | None:
 def _undefined_reason(name: str) -> str | None:
     if name in UNDEFINED_OUTPUT:
         return UNDEFINED_OUTPUT[name]
-    if any(word in name for word in RANDOM_WORDS):
+    if name in RANDOM_OPS:
         return "random"
     return None
 

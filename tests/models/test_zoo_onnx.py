@@ -21,6 +21,9 @@ FAST = {"bert", "convnext_hf"}
 #: rows torch's own dynamo exporter cannot export (it fails before the file reaches rlx): its
 #: decomposition views a transposed tensor, "Cannot view a tensor with shape ... and strides ..."
 TORCH_DYNAMO_FAILS = {"t5_encoder", "swin"}
+#: transformers' default experts path (histc + its grouped_mm_fallback custom op): neither torch exporter
+#: has an ONNX function for them, in either mode
+TORCH_MOE_FAILS = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe"}
 ROUND_TRIPS: list = []
 
 
@@ -29,6 +32,9 @@ def _param(entry, mode):
     if mode == "dynamo" and entry.name in TORCH_DYNAMO_FAILS:
         marks.append(pytest.mark.xfail(raises=torch.onnx.OnnxExporterError, strict=True,
                                        reason="torch.onnx.export(dynamo=True) fails to decompose the model"))
+    if entry.name in TORCH_MOE_FAILS:
+        marks.append(pytest.mark.xfail(raises=torch.onnx.OnnxExporterError, strict=True,
+                                       reason="torch.onnx.export has no ONNX function for histc / grouped_mm_fallback"))
     return pytest.param(entry, mode, id=f"{entry.name}-{mode}", marks=marks)
 
 
@@ -39,4 +45,4 @@ def test_zoo_onnx_round_trip(entry, mode):
 
 
 def test_fast_rows_are_a_cnn_and_a_transformer():
-    assert FAST <= {e.name for e in ZOO} and TORCH_DYNAMO_FAILS <= {e.name for e in ZOO}
+    assert FAST <= {e.name for e in ZOO} and TORCH_DYNAMO_FAILS | TORCH_MOE_FAILS <= {e.name for e in ZOO}

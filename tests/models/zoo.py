@@ -276,7 +276,7 @@ ZOO: list[Entry] = [
     Entry("granite", _decoder("GraniteConfig", "GraniteForCausalLM", num_key_value_heads=2), grad=True),
     Entry("persimmon", _decoder("PersimmonConfig", "PersimmonForCausalLM")),
     Entry("helium", _decoder("HeliumConfig", "HeliumForCausalLM", num_key_value_heads=2, head_dim=16)),
-    Entry("glm", _decoder("GlmConfig", "GlmForCausalLM", num_key_value_heads=2, head_dim=16)),
+    Entry("glm", _decoder("GlmConfig", "GlmForCausalLM", num_key_value_heads=2, head_dim=16, pad_token_id=0)),
     Entry("nemotron", _decoder("NemotronConfig", "NemotronForCausalLM", num_key_value_heads=2)),
     Entry("gemma3_text", _decoder("Gemma3TextConfig", "Gemma3ForCausalLM", num_key_value_heads=2, head_dim=16,
                                   sliding_window=4)),

@@ -43,9 +43,9 @@ def check(module: torch.nn.Module, *args: torch.Tensor, rtol: float = 1e-5, atol
     for got in run_both(module, *args):
         assert len(got) == len(want)
         for a, b in zip(got, want):
-            b = b.numpy()
+            b = b.resolve_conj().resolve_neg().numpy()
             assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, b.dtype, a.shape, b.shape)
-            if b.dtype.kind == "f":
+            if b.dtype.kind in "fc":
                 np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
             else:
                 np.testing.assert_array_equal(a, b)

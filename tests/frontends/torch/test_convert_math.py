@@ -179,3 +179,18 @@ def test_digamma_positive_negative_and_poles():
 
 def test_erfc():
     check(Fn(torch.erfc), torch.tensor([-3.0, -0.5, 0.0, 0.3, 1.0, 2.5, 4.0, float("inf"), float("nan")]), rtol=1e-5, atol=1e-7)
+
+
+def test_polygamma_orders():
+    x = torch.cat([torch.tensor([0.1, 0.5, 1.0, 3.3, 25.0, -0.5, -2.7, -8.4]), _x(12)])
+    check(Fn(lambda t: tuple(torch.polygamma(n, t) for n in (1, 2, 3))), x, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
+def test_fft_family(norm):
+    def fn(x):
+        spec = torch.fft.rfft(x, norm=norm)
+        return (spec, torch.fft.irfft(spec, n=7, norm=norm), torch.fft.fft2(x.to(torch.complex64), norm=norm),
+                torch.fft.ifft(x, norm=norm), torch.fft.irfftn(torch.fft.rfftn(x, norm=norm), s=x.shape, norm=norm))
+
+    check(Fn(fn), _x(3, 7), rtol=1e-5, atol=1e-5)

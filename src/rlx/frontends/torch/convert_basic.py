@@ -110,7 +110,8 @@ def _int_divmod(cx: _Ctx, a: Any, b: Any, floor: bool) -> tuple[Value, Value]:
     """Quotient and remainder, truncating (C) or flooring (Python) as asked, on integer or float tensors."""
     dtype = cx.out_dtype()
     if dtype.is_float:
-        return _float_divmod(cx, *_operands(cx, dtype, a, b), floor=floor)
+        fx, fy = _operands(cx, dtype, a, b)
+        return _float_divmod(cx, fx, fy, floor=floor)
     if not dtype.is_int:
         raise cx.fail(f"rounding division / remainder is only supported on integer and float tensors, got {dtype}")
     x, y = _operands(cx, dtype, a, b)

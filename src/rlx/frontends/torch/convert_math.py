@@ -501,11 +501,11 @@ def _lgamma(cx, node, x):
 def _digamma(cx, node, *args):
     """digamma in float64: psi(x) = psi(x + 10) - sum_{i<10} 1 / (x + i), the asymptotic series at x + 10;
     below 0 the reflection psi(1 - x) - pi / tan(pi frac(x)) (torch's); -inf at +0, NaN at negative integers.
-    ``polygamma`` only for n = 0 (its digamma)."""
+    ``polygamma`` of order n >= 1: :func:`_polygamma`."""
     if _target_name(node.target) == "aten.polygamma.default":
         n, x = args
         if n != 0:
-            raise cx.fail(f"polygamma of order {n} is not supported (only n = 0, digamma)")
+            return _polygamma(cx, int(n), x)
     else:
         (x,) = args
     g = cx.g
@@ -540,3 +540,30 @@ def _erfc(cx, node, x):
     """1 - erf(x) in float64 (absolute error ~1e-16: the relative error grows only where erfc is below ~1e-12)."""
     v = cx.cast(x, DType.F64)
     return cx.cast(cx.scalar(1, DType.F64) - cx.g.unary_math(v, kind="erf"), cx.out_dtype())
+
+
+_BERNOULLI = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66)  # B2, B4, ... B10
+
+
+def _polygamma(cx: _Ctx, n: int, x: Value) -> Value:
+    """psi^(n)(x) = (-1)^(n+1) n! zeta(n + 1, x) in float64: 20 terms of the Hurwitz sum (any sign of x, as
+    torch's zeta sums them) and the Euler-Maclaurin tail at x + 20."""
+    g = cx.g
+    v = cx.cast(x, DType.F64)
+    s_ = n + 1
+
+    def c(value: float) -> Value:
+        return cx.scalar(value, DType.F64)
+
+    total = None
+    for k in range(20):
+        term = g.binary(v + c(k), c(-s_), op="pow")
+        total = term if total is None else total + term
+    z = v + c(20)
+    tail = g.binary(g.binary(z, c(1 - s_), op="pow"), c(s_ - 1), op="div") + c(0.5) * g.binary(z, c(-s_), op="pow")
+    rising, fact = 1.0, 1.0
+    for j, b in enumerate(_BERNOULLI, start=1):
+        rising *= (s_ + 2 * j - 2) * ((s_ + 2 * j - 3) if j > 1 else 1)
+        fact *= (2 * j) * (2 * j - 1)
+        tail = tail + c(b / fact * rising) * g.binary(z, c(-s_ - 2 * j + 1), op="pow")
+    return cx.cast((total + tail) * c((-1) ** (n + 1) * math.factorial(n)), cx.out_dtype())

@@ -47,25 +47,18 @@ CONTENDERS = ["rlx numpy", "rlx jax", "rlx torch", "torch eager", "torch.compile
 
 
 def _model(args):
+    """The example's GPT-2 language-model module (examples/finetune_gpt2.py) and one batch of ids."""
     import torch
 
     sys.path.insert(0, os.path.join(REPO_DIR, "tests", "models"))
+    sys.path.insert(0, os.path.join(REPO_DIR, "examples"))
     import zoo  # noqa: F401  (makes torchvision, hence transformers, importable here)
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    class WithLoss(torch.nn.Module):
-        def __init__(self, lm):
-            super().__init__()
-            self.lm = lm
-
-        def forward(self, ids):
-            return self.lm(input_ids=ids, labels=ids).loss
+    from finetune_gpt2 import build_model
 
     torch.manual_seed(0)
-    cfg = GPT2Config(vocab_size=args.vocab, n_positions=args.seq, n_embd=args.width, n_layer=args.layers, n_head=4,
-                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
+    module = build_model(args.vocab, args.seq, args.width, args.layers)
     ids = torch.randint(0, args.vocab, (args.batch, args.seq), generator=torch.Generator().manual_seed(1))
-    return WithLoss(GPT2LMHeadModel(cfg)).train(), ids
+    return module, ids
 
 
 def _torch_step(module, compiled: bool):

@@ -105,27 +105,25 @@ def _zero_point(cx, v: Value | None, rank: int, axis: int | None) -> Value | Non
     return _reshape(cx, v, []) if v.shape.numel == 1 else v
 
 
+def _centred(cx, v: Value, zp: Value | None, axis: int, dtype: DType) -> Value:
+    """``v - zp`` in ``dtype`` (the zero point broadcast along ``axis`` of ``v``), or ``v`` without one."""
+    v = _cast(cx, v, dtype)
+    return v if zp is None else v - _cast(cx, _zero_point(cx, zp, len(v.shape), axis), dtype)
+
+
 @converter("MatMulInteger")
 def _matmul_integer(cx, node, ins, attrs):
-    a, b = (_cast(cx, v, DType.I32) for v in ins[:2])
     azp = ins[2] if len(ins) > 2 else None
     bzp = ins[3] if len(ins) > 3 else None
-    if azp is not None:
-        a = a - _cast(cx, _zero_point(cx, azp, len(a.shape), len(a.shape) - 2), DType.I32)
-    if bzp is not None:
-        b = b - _cast(cx, _zero_point(cx, bzp, len(b.shape), len(b.shape) - 1), DType.I32)
+    a = _centred(cx, ins[0], azp, len(ins[0].shape) - 2, DType.I32)
+    b = _centred(cx, ins[1], bzp, len(ins[1].shape) - 1, DType.I32)
     return _matmul(cx, node, [a, b], {})
 
 
 @converter("ConvInteger")
 def _conv_integer(cx, node, ins, attrs):
-    x, w = (_cast(cx, v, DType.F64) for v in ins[:2])
-    xzp = ins[2] if len(ins) > 2 else None
-    wzp = ins[3] if len(ins) > 3 else None
-    if xzp is not None:
-        x = x - _cast(cx, _zero_point(cx, xzp, len(x.shape), 1), DType.F64)
-    if wzp is not None:
-        w = w - _cast(cx, _zero_point(cx, wzp, len(w.shape), 0), DType.F64)
+    x = _centred(cx, ins[0], ins[2] if len(ins) > 2 else None, 1, DType.F64)
+    w = _centred(cx, ins[1], ins[3] if len(ins) > 3 else None, 0, DType.F64)
     return _cast(cx, _conv(cx, node, [x, w], attrs), DType.I32)  # exact: integer sums far below 2**53
 
 
@@ -135,8 +133,8 @@ def _qlinear_matmul(cx, node, ins, attrs):
     out = y_zp.dtype
     if out not in (DType.U8, DType.I8):
         raise OnnxUnsupported(f"QLinearMatMul to {out}")
-    af = _cast(cx, a, DType.F64) - _cast(cx, _zero_point(cx, a_zp, len(a.shape), len(a.shape) - 2), DType.F64)
-    bf = _cast(cx, b, DType.F64) - _cast(cx, _zero_point(cx, b_zp, len(b.shape), len(b.shape) - 1), DType.F64)
+    af = _centred(cx, a, a_zp, len(a.shape) - 2, DType.F64)
+    bf = _centred(cx, b, b_zp, len(b.shape) - 1, DType.F64)
     acc = _matmul(cx, node, [af, bf], {})
     scale = _cast(cx, (_reshape(cx, a_s, []) * _reshape(cx, b_s, [])) / _reshape(cx, y_s, []), DType.F64)
     y = cx.g.unary_math(acc * scale, kind="round_even") + _cast(cx, _reshape(cx, y_zp, []), DType.F64)
@@ -158,8 +156,8 @@ def _qlinear_conv(cx, node, ins, attrs):
     for what, v in (("w_scale", w_s), ("w_zero_point", w_zp)):
         if v.shape.numel not in (1, m):
             raise OnnxFormatError(f"QLinearConv: {what} has shape {list(v.shape)}, W has {m} output channels")
-    xf = _cast(cx, x, DType.F64) - _cast(cx, _zero_point(cx, x_zp, rank, 1), DType.F64)
-    wf = _cast(cx, w, DType.F64) - _cast(cx, _zero_point(cx, w_zp, len(w.shape), 0), DType.F64)
+    xf = _centred(cx, x, x_zp, 1, DType.F64)
+    wf = _centred(cx, w, w_zp, 0, DType.F64)
     acc = _conv(cx, node, [xf, wf], attrs)
     if b is not None:
         acc = acc + _cast(cx, _reshape(cx, b, [1, m, *[1] * (rank - 2)]), DType.F64)

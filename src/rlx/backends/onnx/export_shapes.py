@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from rlx.frontends.onnx.common import OnnxUnsupported
-from rlx.ir.symbolic import is_symbolic
+from rlx.ir.symbolic import fold_dim, is_symbolic
 
 
 def has_symbolic(dims: Any) -> bool:
@@ -53,31 +53,12 @@ def _symbol(ex, name: str) -> str:
 
 def dim_value(ex, d: Any) -> str:
     """An ONNX [1] int64 value holding the size ``d`` (an int, or a symbolic dim expression)."""
-    if not is_symbolic(d):
-        return ex.ints([int(d)])
-    total = None
-    for mono, coeff in d._terms:
-        term = None
-        for atom, power in mono:
-            base = _atom(ex, atom)
-            for _ in range(power):
-                term = base if term is None else ex.node("Mul", [term, base])
-        if term is None:
-            term = ex.ints([coeff])
-        elif coeff != 1:
-            term = ex.node("Mul", [term, ex.ints([coeff])])
-        total = term if total is None else ex.node("Add", [total, term])
-    return total if total is not None else ex.ints([0])
+    return fold_dim(d, lambda k: ex.ints([k]), lambda name: _symbol(ex, name),
+                    lambda op, a, b: ex.node(_ATOM_OPS[op], [a, b]),
+                    lambda a, b: ex.node("Mul", [a, b]), lambda a, b: ex.node("Add", [a, b]))
 
 
 _ATOM_OPS = {"floordiv": "Div", "mod": "Mod", "max": "Max", "min": "Min"}
-
-
-def _atom(ex, atom: Any) -> str:
-    if isinstance(atom, str):
-        return _symbol(ex, atom)
-    op, a, b = atom
-    return ex.node(_ATOM_OPS[op], [dim_value(ex, a), dim_value(ex, b)])
 
 
 def shape_value(ex, dims: Any) -> str:

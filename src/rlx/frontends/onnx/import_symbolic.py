@@ -27,7 +27,7 @@ import numpy as np
 from rlx.ir.dtype import DType
 from rlx.ir.errors import ShapeError
 from rlx.ir.graph import Value
-from rlx.ir.symbolic import dim_max, dim_min, floordiv, is_symbolic, known_ge, mod, symbol
+from rlx.ir.symbolic import dim_max, dim_min, floordiv, fold_dim, is_symbolic, known_ge, mod, symbol
 
 _INT_KINDS = "iub"
 
@@ -50,32 +50,16 @@ _ATOM_KINDS = {"floordiv": "div", "mod": "mod", "max": "max", "min": "min"}  # s
 
 def _dim_value(cx, d: Any) -> Value:
     """A [1] int64 runtime value of the dim ``d``."""
-    if not is_symbolic(d):
-        return cx.const(np.array([int(d)], np.int64))
-    total = None
-    for mono, coeff in d._terms:
-        term = None
-        for atom, power in mono:
-            base = _atom_value(cx, atom)
-            for _ in range(power):
-                term = base if term is None else term * base
-        if term is None:
-            term = cx.const(np.array([coeff], np.int64))
-        elif coeff != 1:
-            term = term * cx.const(np.array([coeff], np.int64))
-        total = term if total is None else total + term
-    return total
+    return fold_dim(d, lambda k: cx.const(np.array([k], np.int64)), lambda name: _symbol_value(cx, name),
+                    lambda op, a, b: cx.g.binary(a, b, op=_ATOM_KINDS[op]), lambda a, b: a * b, lambda a, b: a + b)
 
 
-def _atom_value(cx, atom: Any) -> Value:
-    if isinstance(atom, tuple):
-        op, a, b = atom
-        return cx.g.binary(_dim_value(cx, a), _dim_value(cx, b), op=_ATOM_KINDS[op])
+def _symbol_value(cx, name: str) -> Value:
     cache = cx.__dict__.setdefault("_symbol_values", {})
-    if atom not in cache:
-        ones = cx.g.expand(cx.g.constant(np.ones(1, np.int64)), target_shape=[symbol(atom)])
-        cache[atom] = cx.g.reduce(ones, op="sum", axes=[0], keep_dim=True)
-    return cache[atom]
+    if name not in cache:
+        ones = cx.g.expand(cx.g.constant(np.ones(1, np.int64)), target_shape=[symbol(name)])
+        cache[name] = cx.g.reduce(ones, op="sum", axes=[0], keep_dim=True)
+    return cache[name]
 
 
 def iota(cx, n: Any, dtype: DType = DType.I64) -> Value:

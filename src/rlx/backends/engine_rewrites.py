@@ -15,6 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from rlx.ir.graph import Graph, Node
+from rlx.opt.fold_weights import fresh_param_name
 
 
 def _uses(g: Graph) -> dict[int, list[int]]:
@@ -87,12 +88,12 @@ def merge_parallel_matmuls(g: Graph, params: Mapping[str, np.ndarray]) -> tuple[
         if node.id in plan:
             members, adds = plan[node.id]
             names = [g.node(mm.inputs[1]).attrs["name"] for mm in members]
-            w_name = _fresh(f"{names[0]}.merged{node.id}", taken)
+            w_name = fresh_param_name(f"{names[0]}.merged{node.id}", taken)
             new_params[w_name] = np.concatenate([params[n] for n in names], axis=1)
             w = out.param(w_name, new_params[w_name].shape, node.dtype)
             y = out.append("matmul", [env[node.inputs[0]], w.id], {}, name=node.name, prov=node.prov)
             if adds:
-                b_name = _fresh(f"{adds[0][1]}.merged{node.id}", taken)
+                b_name = fresh_param_name(f"{adds[0][1]}.merged{node.id}", taken)
                 new_params[b_name] = np.concatenate([params[n] for _, n in adds])
                 y = out.append("binary", [y.id, out.param(b_name, new_params[b_name].shape, node.dtype).id], {"op": "add"})
             sizes = [int(mm.shape[-1]) for mm in members]
@@ -106,11 +107,3 @@ def merge_parallel_matmuls(g: Graph, params: Mapping[str, np.ndarray]) -> tuple[
     out.set_outputs([env[o] for o in g.output_ids])
     kept = {n.attrs["name"] for n in out.nodes if n.op == "param"}
     return out, {**{k: v for k, v in params.items() if k in kept}, **new_params}
-
-
-def _fresh(base: str, taken: set[str]) -> str:
-    name, k = base, 1
-    while name in taken:
-        name, k = f"{base}.{k}", k + 1
-    taken.add(name)
-    return name

@@ -54,7 +54,7 @@ def fold_weights(g: Graph, params: Mapping[str, np.ndarray]) -> tuple[Graph, dic
     cut = {n.id for n in boundary}
     for node in g.nodes:
         if node.id in cut:
-            name = _fresh(f"{node.name or node.op}.folded{node.id}", taken)
+            name = fresh_param_name(f"{node.name or node.op}.folded{node.id}", taken)
             env[node.id] = out.param(name, tuple(node.shape), node.dtype).id
             folded[name] = values[node.id]
         elif node.id in weight and node.id not in used_outside:
@@ -84,7 +84,8 @@ def _evaluate(g: Graph, weight: set[int], params: Mapping[str, np.ndarray]) -> d
     return values
 
 
-def _fresh(name: str, taken: set[str]) -> str:
+def fresh_param_name(name: str, taken: set[str]) -> str:
+    """``name``, or ``name.1``, ``name.2`` … — the first not in ``taken`` (which then holds it)."""
     out, k = name, 1
     while out in taken:
         out, k = f"{name}.{k}", k + 1

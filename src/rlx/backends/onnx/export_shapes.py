@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from rlx.frontends.onnx.common import OnnxUnsupported
-from rlx.ir.symbolic import fold_dim, is_symbolic
+from rlx.ir.dim_fold import fold_dim
+from rlx.ir.symbolic import is_symbolic
 
 
 def has_symbolic(dims: Any) -> bool:

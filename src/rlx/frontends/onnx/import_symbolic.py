@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from rlx.ir.dim_fold import fold_dim
 from rlx.ir.dtype import DType
 from rlx.ir.errors import ShapeError
 from rlx.ir.graph import Value
-from rlx.ir.symbolic import dim_max, dim_min, floordiv, fold_dim, is_symbolic, known_ge, mod, symbol
+from rlx.ir.symbolic import dim_max, dim_min, floordiv, is_symbolic, known_ge, mod, symbol
 
 _INT_KINDS = "iub"
 

@@ -221,3 +221,128 @@ def test_the_contract_sees_upward_and_lazy_imports(tmp_path, monkeypatch, source
     (fake / "rlx" / "ops" / "planted.py").write_text(source)
     monkeypatch.setitem(globals(), "SRC", fake)
     assert any(expect in v for v in _violations())
+
+
+# ---------------------------------------------------------------------- op-name literals
+# Rule: outside ``ops/`` (where each op is defined once), the registry (``ir/opdef.py``) and the
+# backend tables (jax / torch lowerings, the ONNX exporter's emitters), code does not decide by
+# spelling an op's name. An *op-name literal* is a ``str`` constant equal to a registered op's name
+# that is used as a decision on an op name:
+#   (a) an operand of a comparison (``==``, ``!=``, ``in``, ``not in``) one of whose operands is an
+#       ``.op`` attribute or a variable named ``op`` -- directly or as an element of a tuple / list /
+#       set literal or a ``frozenset(...)`` / ``set(...)`` / ``tuple(...)`` of one; or
+#   (b) an element of such a collection assigned at module level that holds two or more op names
+#       (a per-op list kept outside the registry).
+# Not counted: docstrings and messages (never compared), building a node by name (``g.append("scan",
+# ...)``), foreign names mapped to ops in a reader's table, attribute values that happen to spell an
+# op (``mode="linear"``), and the graph's own structure: the source ops (``input`` / ``param`` /
+# ``constant``) and ``result``, which the IR defines and every pass walks.
+# Instead read the fact from the op's OpDef (``family``, ``flags``, ``precision``, a rewrite hook).
+OP_LITERAL_HOMES = (
+    "rlx/ops/", "rlx/ir/opdef.py",
+    "rlx/backends/jax/table.py", "rlx/backends/jax/lowering",
+    "rlx/backends/torch_backend/lowering",
+    "rlx/backends/onnx/exporter.py", "rlx/backends/onnx/export_",
+)
+#: modules still naming ops, with how many literals and why; a ratchet: the count may only go down
+#: (a module over its count fails: a new literal; under it fails too: lower the count here).
+OP_LITERAL_ALLOWED: dict[str, tuple[int, str]] = {
+    # rewrite passes match the ops they rewrite (their patterns are the pass)
+    "rlx/opt/fusion.py": (7, "fusion patterns name the ops they fuse"),
+    "rlx/opt/fuse_attention.py": (7, "the attention pattern names matmul / softmax / transpose it matches"),
+    "rlx/opt/cleanup.py": (3, "transpose / reshape chains fold into one"),
+    "rlx/opt/dot_general.py": (2, "the dot_general rewrite"),
+    "rlx/opt/fold_affine.py": (2, "folds a per-channel affine into conv2d"),
+    "rlx/opt/precision.py": (2, "cast insertion and removal"),
+    "rlx/opt/quantize.py": (2, "fake_quantize propagation"),
+    "rlx/opt/lower.py": (9, "lowers control flow (if_ / while_ / scan), custom_fn and dot_general"),
+    "rlx/opt/regions.py": (7, "the elementwise_region step encoding names each step's op"),
+    "rlx/opt/__init__.py": (9, "ops a fusion pass may produce (the unfuse set)"),
+    "rlx/opt/report.py": (15, "fused kinds and watched ops of the missed-fusion report"),
+    "rlx/autodiff/prepare.py": (4, "splits multi-axis reduce; pairs the splat prepare / rasterize nodes"),
+    "rlx/hir/inspect.py": (1, "prints an HIR linear block"),
+    "rlx/cli/summary.py": (32, "the summary's cost model (MACs per contraction op, movement / reducing groups)"),
+    "rlx/backends/torch_backend/executable.py": (4, "ops torch runs as views"),
+    "rlx/backends/torch_backend/weights.py": (2, "conv weights pre-laid-out for torch"),
+    # owned by another engineer this session (report to the lead; fix in their module later)
+    "rlx/backends/engine_rewrites.py": (2, "speed: the engine rewrites match binary / matmul"),
+}
+
+
+def _op_names() -> frozenset[str]:
+    import rlx  # noqa: F401  (registers every op)
+    from rlx.ir.opdef import all_ops
+
+    return frozenset(o.name for o in all_ops() if o.family != "sources" and o.name != "result")
+
+
+def _named_ops(node: ast.AST, names: frozenset[str]) -> list[ast.Constant]:
+    """The op-name constants of ``node``: itself, or the elements of a collection literal."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+        return [node]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [c for e in node.elts for c in _named_ops(e, names)]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("frozenset", "set", "tuple") \
+            and len(node.args) == 1:
+        return _named_ops(node.args[0], names)
+    return []
+
+
+def _is_op(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "op") or (isinstance(node, ast.Name) and node.id == "op")
+
+
+def op_literals(source: str, names: frozenset[str]) -> list[tuple[int, str]]:
+    """(line, name) of every op-name literal in ``source`` (the rule above)."""
+    tree = ast.parse(source)
+    found: dict[int, ast.Constant] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(_is_op(s) for s in sides):
+                found.update((id(c), c) for s in sides for c in _named_ops(s, names))
+    for stmt in tree.body:
+        value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
+        listed = _named_ops(value, names) if value is not None and not isinstance(value, ast.Constant) else []
+        if len(listed) >= 2:
+            found.update((id(c), c) for c in listed)
+    return sorted((c.lineno, c.value) for c in found.values())
+
+
+def _op_literal_counts(src: pathlib.Path, names: frozenset[str]) -> dict[str, list[tuple[int, str]]]:
+    out = {}
+    for path in sorted((src / "rlx").rglob("*.py")):
+        rel = path.relative_to(src).as_posix()
+        if rel.startswith(OP_LITERAL_HOMES):
+            continue
+        hits = op_literals(path.read_text(encoding="utf-8"), names)
+        if hits:
+            out[rel] = hits
+    return out
+
+
+def test_no_op_name_literals_outside_ops_and_backend_tables():
+    found = _op_literal_counts(SRC, _op_names())
+    bad = []
+    for rel, hits in found.items():
+        allowed = OP_LITERAL_ALLOWED.get(rel, (0, ""))[0]
+        if len(hits) > allowed:
+            bad.append(f"{rel}: {len(hits)} op-name literals (allowed {allowed}): "
+                       + ", ".join(f"{line}:{name}" for line, name in hits))
+    stale = [f"{rel}: allowed {n}, found {len(found.get(rel, []))} (lower the count)"
+             for rel, (n, _) in OP_LITERAL_ALLOWED.items() if len(found.get(rel, [])) < n]
+    assert not bad, "op-name literals outside ops/ and the backend tables (read OpDef instead):\n  " + "\n  ".join(bad)
+    assert not stale, "the op-literal allow-list is stale:\n  " + "\n  ".join(stale)
+
+
+@pytest.mark.parametrize("source, expect", [
+    ("def f(n):\n    return n.op == 'softmax'\n", [(2, "softmax")]),
+    ("def f(n):\n    return n.op in ('matmul', 'conv2d')\n", [(2, "conv2d"), (2, "matmul")]),
+    ("def f(op):\n    return op not in frozenset({'reduce'})\n", [(2, "reduce")]),
+    ("KNOWN = frozenset({'softmax', 'layer_norm'})\n", [(1, "layer_norm"), (1, "softmax")]),
+    ("def f(n, g):\n    '''softmax'''\n    g.append('softmax', [])\n    return n.mode == 'linear'\n", []),
+    ("def f(n):\n    return n.op == 'param' or n.op == 'result'\n", []),
+    ("def f(n):\n    raise ValueError(f'{n.op} is not softmax')\n", []),
+])
+def test_the_op_literal_rule(source, expect):
+    assert op_literals(source, frozenset({"softmax", "matmul", "conv2d", "reduce", "layer_norm", "linear"})) == expect

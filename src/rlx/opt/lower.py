@@ -50,14 +50,16 @@ from typing import Any
 
 from rlx.ir.flags import EAGER_UNSAFE
 from rlx.ir.graph import Graph, Node, Value
-from rlx.ir.opdef import get_op, has_op
+from rlx.ir.opdef import all_ops, get_op, has_op
+from rlx.ops import control_flow as _control_flow  # noqa: F401  (registers the family CONTROL_FLOW_OPS reads)
 from rlx.opt.dot_general import lower_dot_general_pass
 from rlx.opt.legalize import legalize_for_backend, unclaimed
 from rlx.opt.manager import Pass, PassError, PassResult, compose, graph_attrs, run_passes
 from rlx.opt.rebuild import Rebuilder
 from rlx.opt.unfuse import unfuse, unfuse_unclaimed
 
-CONTROL_FLOW_OPS = frozenset({"if_", "while_", "scan"})
+#: the ops with subgraph bodies this module lowers (the registry's control_flow family)
+CONTROL_FLOW_OPS = frozenset(o.name for o in all_ops() if o.family == "control_flow")
 
 
 

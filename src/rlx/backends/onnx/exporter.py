@@ -18,7 +18,8 @@ hard-sigmoid / hard-swish chains as HardSigmoid / HardSwish (:mod:`rlx.backends.
 rlx promotes operand dtypes (``i32 + f32 = f32``) where ONNX requires equal types, so
 operands are cast to the node's dtype first. Where onnxruntime's kernels differ from rlx's edge
 semantics (docs/semantics.md "Edge cases") the export spells rlx's out: ``reduce`` max / min and
-``arg_reduce`` add the NaN test onnxruntime's ReduceMax / ArgMax skip, ``softmax`` is written as
+``arg_reduce`` add the NaN test onnxruntime's ReduceMax / ArgMax skip (``pool2d`` max / min a NaN term
+that keeps its conv layout), ``softmax`` is written as
 the reference's formula (a row holding +inf), the mean over an empty axis is sum / 0, integer
 div / mod never reach Div / Mod with a divisor of 0 or -1 (MIN / -1 traps). ``binary`` fmax / fmin
 (NaN-ignoring) are exported as Max / Min with the NaN operand replaced by the other; ``reduce``
@@ -748,6 +749,19 @@ def _conv_t(ex, node, ins):
                        output_padding=list(a["output_padding"]))
 
 
+def _window_nan(ex, x: str, dtype: DType, channels: int, geo: dict) -> str:
+    """NaN where a pooling window holds a NaN, else 0: added to MaxPool, which skips a NaN that is not
+    first in its window (onnxruntime), it makes max / min pooling propagate NaN. Tanh keeps NaN and maps
+    every other value (±inf too) into [-1, 1]; a depthwise Conv with zero weights over the pool's windows
+    sums 0 · tanh, which is NaN exactly where a window holds one. Tanh, Conv and Add keep onnxruntime's
+    blocked (NCHWc) conv layout and the Add fuses into the Conv, where an IsNaN test costs a CNN layout
+    reorders (scripts/pool_nan_cost.py). onnxruntime's CPU Conv is float32-only: other float types make
+    the term in float32 (a cast keeps NaN and sends the rest to a float or ±inf)."""
+    x32 = ex.cast(x, dtype, DType.F32)
+    zeros = ex.const(np.zeros((channels, 1, *geo["kernel_shape"]), np.float32))
+    return ex.cast(ex.node("Conv", [ex.node("Tanh", [x32]), zeros], group=channels, **geo), DType.F32, dtype)
+
+
 @exporter("pool2d")
 def _pool2d(ex, node, ins):
     a = node.attrs
@@ -755,11 +769,10 @@ def _pool2d(ex, node, ins):
     geo = {"kernel_shape": k, "strides": s, "pads": [p[0], p[1], p[0], p[1]]}
     kind, x = a["kind"], ins[0]
     if kind in ("max", "min"):
-        # no NaN test here (unlike reduce max / min): a second MaxPool over IsNaN breaks onnxruntime's blocked
-        # (NCHWc) conv layout around it (three more reorders in a MobileNet block); docs/semantics.md "Edge cases"
-        if kind == "max":
-            return ex.node("MaxPool", [x], **geo)
-        return ex.node("Neg", [ex.node("MaxPool", [ex.node("Neg", [x])], **geo)])
+        y = ex.node("MaxPool", [x if kind == "max" else ex.node("Neg", [x])], **geo)
+        if node.dtype.is_float:
+            y = ex.node("Add", [y, _window_nan(ex, x, node.dtype, _in_shape(ex, node, 0)[1], geo)])
+        return y if kind == "max" else ex.node("Neg", [y])
     if kind == "mean":
         return ex.node("AveragePool", [x], count_include_pad=int(a["count_include_pad"]), **geo)
     if kind == "sum":

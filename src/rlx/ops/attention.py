@@ -22,7 +22,7 @@ from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType, broadcast_shapes
 from rlx.ops import rows
 from rlx.ops.common import promote_args, require_dim, require_float
-from rlx.ops.kinds import NUMPY
+from rlx.ops.kinds import NUMPY, GraphNamespace
 from rlx.ops.rows import KEEP_AT, MASK_FILL, attention_scale
 
 __all__ = ["KEEP_AT", "MASK_FILL", "MASK_KINDS", "Layout", "attention_scale", "attention_scores", "attention_type",
@@ -246,25 +246,32 @@ def _from_heads(ctx, node, o):
     return g.reduce(g.matmul(o, g.constant(e, dtype=o.dtype)), op="sum", axes=[len(o.shape) - 3], keep_dim=False)
 
 
-def _keep_mask(ctx, node, q4, k4, mask, dtype):
-    """Bool keep mask broadcasting against scores [*lead, *batch, H, Sq, Sk], or None."""
+class _MaskNamespace(GraphNamespace):
+    """The graph namespace the mask row (:func:`rlx.ops.rows.keep_mask`) runs in for a derivative graph:
+    positions along a (possibly symbolic) axis of the scores come from a cumulative sum of ones."""
+
+    def __init__(self, ctx, dtype):
+        super().__init__(ctx.graph)
+        self.ctx, self.dtype = ctx, dtype
+
+    def positions_from_end(self, n, like, axis: int):
+        return _positions(self.ctx, like, axis, self.dtype, reverse=True)
+
+    def logical_and(self, a, b):
+        return self.g.mul(a, b)
+
+
+def _keep_mask(ctx, node, s, mask, dtype):
+    """Bool keep mask broadcasting against scores ``s`` [*lead, *batch, H, Sq, Sk], or None."""
     g, kind = ctx.graph, node.attrs["mask_kind"]
     if kind == "custom":
         keep = g.ge(ctx.cast(mask, dtype), ctx.const(KEEP_AT, dtype))  # [*lead, *batch, Sk]
         return _unsqueeze(ctx, keep, -2, 2)
-    if kind not in ("causal", "sliding_window"):
-        return None
-    sq, sk = q4.shape[-2], k4.shape[-2]
-    w = node.attrs["window"]
+    sq, sk = s.shape[-2], s.shape[-1]
     if isinstance(sq, int) and isinstance(sk, int):
-        return g.constant(position_keep(kind, sq, sk, w))
-    # symbolic lengths: j <= i + Sk - Sq  <=>  (Sk-1-j) >= (Sq-1-i), positions counted from the end
-    ri = ctx.reshape(_positions(ctx, q4, -2, dtype, reverse=True), [sq, 1])
-    rj = _positions(ctx, k4, -2, dtype, reverse=True)
-    keep = g.ge(rj, ri)
-    if kind == "sliding_window":
-        keep = g.mul(keep, g.le(rj, ri + ctx.const(float(w), dtype)))
-    return keep
+        keep = position_keep(kind, sq, sk, node.attrs["window"])
+        return None if keep is None else g.constant(keep)
+    return rows.position_keep(_MaskNamespace(ctx, dtype), kind, sq, sk, node.attrs["window"], s)
 
 
 class _Attn:
@@ -283,7 +290,7 @@ class _Attn:
             s = self.t * ctx.const(self.cap, dt)
         if attrs["mask_kind"] == "bias":
             s = s + ctx.cast(mask, dt)
-        self.keep = _keep_mask(ctx, node, self.q4, self.k4, mask, dt)
+        self.keep = _keep_mask(ctx, node, s, mask, dt)
         if self.keep is not None:
             s = g.where(self.keep, s, ctx.const(MASK_FILL, dt))
         last = len(s.shape) - 1

@@ -287,16 +287,26 @@ def attention_scale(attrs: Mapping[str, Any]) -> float:
     return attrs["score_scale"] if attrs["score_scale"] is not None else attrs["head_dim"] ** -0.5
 
 
-def position_keep(xp: Any, kind: str, sq: int, sk: int, window: int | None, like: Any = None) -> Any:
+def positions_from_end(xp: Any, n: Any, like: Any, axis: int) -> Any:
+    """n-1, ..., 0: positions along ``axis`` of ``like`` (length ``n`` there) counted from the end. A
+    namespace may name ``positions_from_end(n, like, axis)`` (the graph one does, for symbolic lengths);
+    the others count ``arange_like`` down."""
+    own = getattr(xp, "positions_from_end", None)
+    return own(n, like, axis) if own is not None else (n - 1) - xp.arange_like(n, like)
+
+
+def position_keep(xp: Any, kind: str, sq: Any, sk: Any, window: int | None, like: Any = None) -> Any:
     """The [Sq, Sk] bool keep mask of a positional mask kind (causal, sliding_window), None for the
     others: query row i is aligned with key i + (Sk - Sq) (bottom-right), keeps keys j <= that one and,
-    for a sliding window w, j >= that one - w."""
+    for a sliding window w, j >= that one - w. Written with positions counted from the end (query
+    Sq-1-i keeps key Sk-1-j >= it), so no Sk - Sq is needed and symbolic lengths build the same graph;
+    ``like`` holds Sq on axis -2 and Sk on axis -1 (the scores)."""
     if kind not in ("causal", "sliding_window"):
         return None
-    i = xp.reshape(xp.arange_like(sq, like), (sq, 1)) + (sk - sq)
-    j = xp.reshape(xp.arange_like(sk, like), (1, sk))
-    keep = j <= i
-    return keep & (j >= i - window) if kind == "sliding_window" else keep
+    ri = xp.reshape(positions_from_end(xp, sq, like, -2), (sq, 1))
+    rj = xp.reshape(positions_from_end(xp, sk, like, -1), (1, sk))
+    keep = xp.greater_equal(rj, ri)
+    return xp.logical_and(keep, xp.greater_equal(ri + window, rj)) if kind == "sliding_window" else keep
 
 
 def keep_mask(xp: Any, attrs: Mapping[str, Any], sq: int, sk: int, mask: Any, like: Any) -> Any:

@@ -46,9 +46,9 @@ def _collect_errors(g: Graph, prefix: str) -> list[tuple[int | None, str]]:
             if key is not None and not problems:
                 passed.add(key)
         errors.extend((node.id, f"{prefix}{_describe(node)}: {msg}") for msg in problems)
-        for key, value in node.attrs.items():
+        for attr, value in node.attrs.items():
             if isinstance(value, Graph):
-                errors.extend(collect_errors(value, f"{prefix}{_describe(node)}.{key}: "))
+                errors.extend(collect_errors(value, f"{prefix}{_describe(node)}.{attr}: "))
     for out in g.output_ids:
         if not 0 <= out < len(g.nodes):
             errors.append((None, f"{prefix}graph output %{out} does not exist"))

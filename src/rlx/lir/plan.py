@@ -206,11 +206,12 @@ class LirModule:
         try:
             from rlx.ir.serialize import fingerprint
         except ImportError:  # serialization not available: hash graph text + plan instead
-            fingerprint = None
-        if fingerprint is not None:
-            import rlx.lir.codec  # noqa: F401  (registers the "lir" codec)
+            return self._text_fingerprint()
+        import rlx.lir.codec  # noqa: F401  (registers the "lir" codec)
 
-            return fingerprint(self)
+        return fingerprint(self)
+
+    def _text_fingerprint(self) -> str:
         import hashlib
 
         doc = json.dumps({"graph": str(self.graph), "plan": self.plan.to_dict()}, sort_keys=True, separators=(",", ":"))

@@ -44,12 +44,20 @@ def _checked_attrs(op: str, ins: list[TensorType], attrs: dict[str, Any]) -> dic
     return checked
 
 
+def _step_type(op: str, ins: list[TensorType], attrs: dict[str, Any]) -> TensorType:
+    """The result type of one region step (a single-result primitive)."""
+    out = infer_type(get_op(op), ins, attrs, op)
+    if isinstance(out, tuple):
+        raise ShapeError(f"{op}: a region step has one result, the op gives {len(out)}")
+    return out
+
+
 class _Types:
     """Evaluates a body on TensorTypes with the primitives' type rules."""
 
     def apply(self, op: str, /, *operands: TensorType, **attrs: Any) -> TensorType:
         ins = list(operands)
-        return infer_type(get_op(op), ins, _checked_attrs(op, ins, attrs), op)
+        return _step_type(op, ins, _checked_attrs(op, ins, attrs))
 
     def scalar(self, value: float, like: TensorType) -> TensorType:
         return TensorType(Shape(()), like.dtype)
@@ -71,10 +79,12 @@ class _Arrays:
     def apply(self, op: str, /, *operands: np.ndarray, **attrs: Any) -> np.ndarray:
         arrays = [np.asarray(a) for a in operands]
         ins = [_array_type(a) for a in arrays]
-        opdef = get_op(op)
+        kernel = get_op(op).kernel
+        if kernel is None:
+            raise ShapeError(f"{op}: a region step needs a reference kernel")
         checked = _checked_attrs(op, ins, attrs)
-        out = infer_type(opdef, ins, checked, op)
-        result = np.asarray(opdef.kernel(arrays, checked, out)).astype(out.dtype.numpy, copy=False)
+        out = _step_type(op, ins, checked)
+        result = np.asarray(kernel(arrays, checked, out)).astype(out.dtype.numpy, copy=False)
         return result.astype(np.float32) if out.dtype.is_low_precision_float else result
 
     def scalar(self, value: float, like: np.ndarray) -> np.ndarray:

@@ -411,6 +411,11 @@ def _llama_lower(g: Graph, ops: Sequence[Value], attrs: Mapping[str, Any], polic
     return _add(g, x1, g.apply("matmul", ffn, o["w_down"]))
 
 
+def _llama_infer(ins: list[TensorType], attrs: Mapping[str, Any]) -> TensorType:
+    _check_llama_attrs(attrs)
+    return _llama_type(ins, attrs)
+
+
 def _check_llama_attrs(attrs: Mapping[str, Any]) -> None:
     if attrs["mask_kind"] == "sliding_window" and attrs["window"] is None:
         raise AttributeSchemaError("llama_decoder_block: mask_kind='sliding_window' needs window")
@@ -427,7 +432,7 @@ _hir_op(
         "window": AttrSpec("int", default=None, doc="sliding_window only"),
     },
     aliases={"mask": "mask_kind"},
-    infer=lambda ins, attrs: (_check_llama_attrs(attrs), _llama_type(ins, attrs))[1],
+    infer=_llama_infer,
     lower=_llama_lower,
     doc="Pre-norm LLaMA decoder layer on x [B, S, D] (or [S, D]): h = rms_norm(x); q, k, v = h@wq, h@wk, h@wv; "
     "NeoX RoPE (n_rot = head_dim) on q and k with tables cos, sin [T, head_dim/2]; grouped-query attention by "

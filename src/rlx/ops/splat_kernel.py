@@ -285,7 +285,9 @@ def prepare(scene: Scene, meta: np.ndarray, attrs: Mapping[str, Any]) -> Prepare
     per_splat = [qhat, np.where(valid, a, 0), cam_local, inv_scale, np.maximum(color, 0), depth]
     if n == 0:  # one invalid dummy splat keeps upstream's n = max(N, 1) layout
         per_splat = [np.array([[0, 0, 0, 1]], dt), *(np.zeros(shape, dt) for shape in (1, (1, 3), (1, 3), (1, 3), 1))]
-    return Prepared(*(p.astype(dt) for p in per_splat), entries, ranges, pixel_rays(cam, w, h).astype(dt), generated, n)
+    quat, opacity, cam_local, inv_scale, color, depth = (p.astype(dt) for p in per_splat)
+    return Prepared(quat, opacity, cam_local, inv_scale, color, depth, entries, ranges, pixel_rays(cam, w, h).astype(dt),
+                    generated, n)
 
 
 # ------------------------------------------------------------------------------ packing
@@ -509,10 +511,10 @@ def _scene_tangent(scene: Scene, cam: Camera, tangents: list[np.ndarray]):
     raw, v = splat_colors(scene, cam.eye)
     d_raw = d_col.copy()
     if k:
-        d_sh = d_sh.reshape(n, k, 3)
+        d_sh_rgb = d_sh.reshape(n, k, 3)
         dist = np.linalg.norm(scene.mu - cam.eye, axis=1)
         d_v = (d_mu - v * np.einsum("nd,nd->n", v, d_mu)[:, None]) / np.where(dist > 0, dist, 1)[:, None]
-        d_raw += np.einsum("nk,nkc->nc", sh_eval(v, k), d_sh) + np.einsum("nkc,nkd,nd->nc", scene.sh, sh_eval_grad(v, k), d_v)
+        d_raw += np.einsum("nk,nkc->nc", sh_eval(v, k), d_sh_rgb) + np.einsum("nkc,nkd,nd->nc", scene.sh, sh_eval_grad(v, k), d_v)
     return d_mu, d_m, d_logit[:, 0], np.where(raw > 0, d_raw, 0)
 
 

@@ -48,7 +48,8 @@ def _lower_dot_general(rb: Rebuilder, node: Node) -> int | None:
     if m is None or k is None or n is None:
         return None
     lhs_shape, rhs_shape = [*bdims, m, k], [*bdims, k, n]
-    if _dims_attr(lhs_shape) is None or _dims_attr(rhs_shape) is None or _dims_attr(list(node.shape)) is None:
+    lhs_attr, rhs_attr, out_attr = _dims_attr(lhs_shape), _dims_attr(rhs_shape), _dims_attr(list(node.shape))
+    if lhs_attr is None or rhs_attr is None or out_attr is None:
         return None
     g = rb.dst
     start = len(g.nodes)
@@ -59,12 +60,12 @@ def _lower_dot_general(rb: Rebuilder, node: Node) -> int | None:
     if rperm != list(range(rr)):
         b = g.transpose(b, perm=rperm)
     if tuple(a.shape) != tuple(lhs_shape):
-        a = g.reshape(a, new_shape=_dims_attr(lhs_shape))
+        a = g.reshape(a, new_shape=lhs_attr)
     if tuple(b.shape) != tuple(rhs_shape):
-        b = g.reshape(b, new_shape=_dims_attr(rhs_shape))
+        b = g.reshape(b, new_shape=rhs_attr)
     out = g.matmul(a, b)
     if tuple(out.shape) != tuple(node.shape):
-        out = g.reshape(out, new_shape=_dims_attr(list(node.shape)))
+        out = g.reshape(out, new_shape=out_attr)
     if out.dtype != node.dtype:
         out = g.cast(out, to=node.dtype)
     rb.stamp(start, [node], name=node.name, last=out.id)

@@ -92,7 +92,8 @@ def fold_conv_affine(g: Graph) -> PassResult:
 def _emit_folded(out: Graph, g: Graph, conv: Node, chain: list[tuple[str, int]], env: dict[int, int]) -> int:
     """conv(x, W · S) + T in ``out``; S and T accumulated over the chain as [C] vectors."""
     channels = conv.shape[1]
-    scale = shift = None
+    scale: int | None = None
+    shift: int | None = None
     for op, k in chain:
         kk = out.append("reshape", [env[k]], {"new_shape": [channels]}).id
         if op == "mul":
@@ -102,6 +103,7 @@ def _emit_folded(out: Graph, g: Graph, conv: Node, chain: list[tuple[str, int]],
             shift = kk if op == "add" else out.append("activation", [kk], {"kind": "neg"}).id
         else:
             shift = out.append("binary", [shift, kk], {"op": op}).id
+    assert scale is not None  # _chains keeps only chains with a multiply
     x, w = (env[i] for i in conv.inputs)
     s4 = out.append("reshape", [scale], {"new_shape": [channels, 1, 1, 1]}).id
     w2 = out.append("binary", [w, s4], {"op": "mul"}).id

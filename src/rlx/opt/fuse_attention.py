@@ -22,6 +22,7 @@ import numpy as np
 
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Graph, Node
+from rlx.ir.shape import TensorType
 from rlx.opt.fusion import Match, _Ctx, apply_matches, infers
 from rlx.opt.manager import Pass, PassResult
 from rlx.opt.rebuild import Rebuilder
@@ -52,7 +53,7 @@ def _scalar(node: Node) -> float | None:
 def _scaled(cx: _Ctx, nid: int) -> tuple[int, float, list[int]]:
     """Peel single-use multiplies / divides by scalar constants off ``nid``: (core id, factor, peeled ids).
     A multiply with other uses stays (its result is the operand then)."""
-    factor, peeled = 1.0, []
+    factor, peeled = 1.0, list[int]()
     while True:
         node = cx.nodes[nid]
         if node.op != "binary" or node.attrs["op"] not in ("mul", "div") or not cx.single_use(nid):
@@ -123,7 +124,7 @@ def find_decomposed_attention(g: Graph) -> list[Match]:
             continue
         q = nodes[m.q]
         k_type = nodes[m.k].type if m.k is not None else infers("transpose", [nodes[m.kt].type], {"perm": list(_SWAP_LAST)})
-        if k_type is None or len(q.shape) != 4:
+        if not isinstance(k_type, TensorType) or len(q.shape) != 4:
             continue
         attrs = {"num_heads": int(q.shape[1]), "head_dim": int(q.shape[3]), "layout": "bhsd",
                  "mask_kind": "none" if m.mask is None else "bias", "score_scale": m.scale}

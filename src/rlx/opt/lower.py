@@ -151,8 +151,8 @@ class _ControlFlowLowering:
             lowered = {k: self.body(v) for k, v in bodies.items()}
             new = self.lower(rb, node, bodies, lowered)
             if new is not None:
-                for r, v in enumerate(new):
-                    rb.alias(node.id + r, v)
+                for r, nid in enumerate(new):
+                    rb.alias(node.id + r, nid)
                 changed = True
             elif any(lowered[k] is not bodies[k] for k in bodies):
                 attrs = {**node.attrs, **lowered}

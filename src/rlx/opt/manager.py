@@ -49,7 +49,7 @@ class PassResult:
         return any(self.stats.values())
 
 
-PassFn = Callable[[Graph], PassResult]
+PassFn = Callable[..., PassResult]  # fn(graph, **options)
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ def _eligible(node: Node, nodes: list[Node]) -> bool:
         return False
     out = node.shape.numel or 0
     for i in node.inputs:
-        t = nodes[i].shape
-        if not t.is_static or t.numel == 0 or out % t.numel:
+        n = nodes[i].shape.numel  # None unless static
+        if not n or out % n:
             return False
     return True
 

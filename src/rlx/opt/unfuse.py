@@ -31,6 +31,7 @@ def fused_ops() -> list[str]:
 def unfuse(g: Graph, select: Callable[[Node], bool] | Iterable[str] | None = None, pass_name: str = "unfuse") -> PassResult:
     """Decompose every fused node chosen by ``select`` (op names or a predicate; default:
     every op of level ``fused``)."""
+    pick: Callable[[Node], bool]
     if select is None:
         def pick(node: Node) -> bool:
             return has_op(node.op) and get_op(node.op).level == "fused"

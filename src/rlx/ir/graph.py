@@ -405,8 +405,9 @@ class Graph(GraphBuilders, metaclass=_GraphType):
             self.node(i)
         self._outputs = ids
 
-    def apply(self, op_name: str, /, *args: Any, name: str | None = None, **attrs: Any) -> Value:
-        """Build op ``op``: operands positionally, then attributes positionally or by keyword."""
+    def apply(self, op_name: str, /, *args: Any, name: str | None = None, **attrs: Any) -> Any:
+        """Build op ``op``: operands positionally, then attributes positionally or by keyword. The
+        result is a Value, or a tuple of them for a multi-result op (typed per op in _builders.pyi)."""
         return self._build(get_op(op_name), {}, args, attrs, name)
 
     def append(
@@ -477,7 +478,7 @@ class Graph(GraphBuilders, metaclass=_GraphType):
         if op == RESULT:
             return self._result_of(node)
         if op in ("input", "param"):
-            leaf = node.attrs.get("name")
+            leaf: str = node.attrs["name"]
             if leaf in self._leaves:
                 raise RlxError(f"graph {self.name!r} already has an input or param named {leaf!r}")
             self._leaves[leaf] = node.id
@@ -517,7 +518,8 @@ class Graph(GraphBuilders, metaclass=_GraphType):
                 raise AttributeSchemaError(f"{where}: operands are passed as one list, e.g. g.{opdef.name}([a, b], ...)")
             operands, extra = list(args[0]), list(args[1:])
         else:
-            n = opdef.expected_arity(opdef.check_attrs(given, where)) if callable(opdef.arity) else int(opdef.arity)  # type: ignore[arg-type]
+            arity = opdef.arity
+            n = arity(opdef.check_attrs(given, where)) if callable(arity) else int(arity)
             operands, extra = list(args[:n]), list(args[n:])
             if len(operands) < n:
                 raise ShapeError(f"{where}: expects {n} operands ({', '.join(opdef.operands)}), got {len(operands)}")
@@ -584,7 +586,7 @@ class Graph(GraphBuilders, metaclass=_GraphType):
 
 
 def _make_builder(method: str) -> Any:
-    def build(self: Graph, *args: Any, name: str | None = None, **attrs: Any) -> Value:
+    def build(self: Graph, *args: Any, name: str | None = None, **attrs: Any) -> Any:
         found = builder_method(method)
         if found is None:
             raise AttributeError(f"op builder {method!r} is no longer registered")
@@ -595,7 +597,7 @@ def _make_builder(method: str) -> Any:
 
     build.__name__ = method
     build.__doc__ = builder_doc(method)
-    build.__signature__ = builder_signature(method)  # type: ignore[attr-defined]  (help(g.matmul), IDE tooltips)
+    build.__signature__ = builder_signature(method)  # type: ignore[attr-defined]  # help(g.matmul), IDE tooltips
     return build
 
 

@@ -160,7 +160,7 @@ def _const_key(sha: str, dtype: str, shape: tuple[int, ...]) -> str:
 
 
 def _raw(arr: np.ndarray) -> memoryview:
-    return memoryview(arr.reshape(-1).view(np.uint8))
+    return arr.reshape(-1).view(np.uint8).data
 
 
 class Encoder:
@@ -211,8 +211,9 @@ class Encoder:
         nodes = []
         ops: dict[str, OpDef | None] = {}
         for n in g.nodes:
-            opdef = ops.get(n.op, False)
-            if opdef is False:
+            if n.op in ops:
+                opdef = ops[n.op]
+            else:
                 try:
                     opdef = ops[n.op] = get_op(n.op)
                 except UnknownOpError:
@@ -233,7 +234,7 @@ class Encoder:
             if n.prov is not None:
                 d["prov"] = {"hir": n.prov.hir, "label": n.prov.label, "passes": list(n.prov.passes)}
             nodes.append(d)
-        out = {"name": g.name, "stage": g.stage.value, "nodes": nodes, "outputs": list(g.output_ids)}
+        out: dict[str, Any] = {"name": g.name, "stage": g.stage.value, "nodes": nodes, "outputs": list(g.output_ids)}
         if g.symbol_ranges:  # absent when no symbol is narrowed: such documents read as before
             out["symbols"] = encode_ranges(g.symbol_ranges)
         return out
@@ -420,7 +421,8 @@ def _write_safetensors(f: BinaryIO, tensors: dict[str, np.ndarray], metadata: di
     hjson += b" " * (-len(hjson) % 8)
     digest = hashlib.sha256()
     size = 0
-    for chunk in (struct.pack("<Q", len(hjson)), hjson, *(_raw(tensors[k]) for k in order)):
+    chunks: list[bytes | memoryview] = [struct.pack("<Q", len(hjson)), hjson, *(_raw(tensors[k]) for k in order)]
+    for chunk in chunks:
         digest.update(chunk)
         f.write(chunk)
         size += len(chunk) if isinstance(chunk, bytes) else chunk.nbytes
@@ -533,6 +535,7 @@ class LoadedParams(dict):
     """
 
     __slots__ = ("_owner",)
+    _owner: Any  # the object the params are attached to (its class's own params method)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         method = getattr(type(self._owner), "params", None)
@@ -545,7 +548,7 @@ def _declared_params(obj: Any) -> dict[str, TensorType]:
     g = obj if isinstance(obj, Graph) else getattr(obj, "graph", None)
     if not isinstance(g, Graph):
         return {}
-    return {n.attrs.get("name"): n.type for n in g.nodes if n.op == "param"}
+    return {n.attrs["name"]: n.type for n in g.nodes if n.op == "param"}
 
 
 def _check_param(name: str, arr: np.ndarray, declared: dict[str, TensorType]) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -32,6 +32,7 @@ def bind_attrs(op: str, attrs: Mapping[str, Any], binding: Mapping[str, int]) ->
         spec = specs.get(key)
         if spec is None or value is None or spec.kind not in _SIZE_KINDS:
             continue
+        bound: Any
         if spec.kind == "size":
             bound = substitute(value, binding)
             changed = bound is not value
@@ -50,7 +51,7 @@ _SIZE_KINDS = ("dims", "sizes", "size")
 def feed_maps(g: Graph, inputs: Any, params: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """``inputs`` and ``params`` as dicts name -> array; a :class:`FeedError` for anything else
     (a list of arrays, a bare array, non-string keys), before any backend indexes them."""
-    out = []
+    out: list[dict[str, Any]] = []
     for kind, given, declared in (("input", inputs, g.inputs), ("param", params, g.params)):
         if given is None:
             out.append({})
@@ -139,7 +140,8 @@ def kernel_of(opdef: OpDef, evaluate: Callable[[Graph, Sequence[np.ndarray]], li
     """The op's reference kernel, with ``evaluate=`` bound for ops that evaluate subgraphs
     (the reference interpreter by default; the arena executor passes its own)."""
     if opdef.kernel is not None and SUBGRAPHS in opdef.flags:
-        return functools.partial(opdef.kernel, evaluate=evaluate)
+        with_bodies: Callable[..., Any] = opdef.kernel  # subgraph kernels take evaluate=
+        return functools.partial(with_bodies, evaluate=evaluate)
     return opdef.kernel
 
 
@@ -158,7 +160,7 @@ def eval_node(node: Node, args: list[np.ndarray], out_type: TensorType | tuple[T
         if not isinstance(result, (tuple, list)) or len(result) != len(out_type):
             raise RlxError(f"kernel of {node.op!r} (node %{node.id}) must return {len(out_type)} results")
         return tuple(_checked(node, np.asarray(a), t) for a, t in zip(result, out_type))
-    return _checked(node, np.asarray(result), out_type)
+    return _checked(node, np.asarray(result), cast(TensorType, out_type))
 
 
 def _checked(node: Node, result: np.ndarray, out_type: TensorType) -> np.ndarray:

@@ -54,6 +54,13 @@ def infers(op: str, in_types: Sequence[TensorType], attrs: Mapping[str, Any],
     return t
 
 
+def infers_one(op: str, in_types: Sequence[TensorType], attrs: Mapping[str, Any],
+               expect: TensorType | None = None) -> TensorType | None:
+    """:func:`infers` for a single-result op (what the patterns build); None for anything else."""
+    t = infers(op, in_types, attrs, expect)
+    return t if isinstance(t, TensorType) else None
+
+
 def apply_matches(g: Graph, matches: Sequence[Match], pass_name: str) -> PassResult:
     """Rebuild ``g`` applying non-overlapping matches (earlier ones win)."""
     if not matches:
@@ -65,9 +72,9 @@ def apply_matches(g: Graph, matches: Sequence[Match], pass_name: str) -> PassRes
         at[mt.anchor] = mt
     rb = Rebuilder(g, pass_name)
     for node in g.nodes:
-        mt = at.get(node.id)
-        if mt is not None:
-            for old, new in mt.build(rb).items():
+        here = at.get(node.id)
+        if here is not None:
+            for old, new in here.build(rb).items():
                 rb.alias(old, new)
             continue
         if node.id in skip or node.id in rb.map:  # consumed, or a leaf hoisted by a build
@@ -172,11 +179,12 @@ def _first_reason(cx: _Ctx, parts: Sequence[tuple[int, str]]) -> str | None:
     return next((r for i, what in parts if (r := _single_use_reason(cx, i, what))), None)
 
 
-def _claim_site(cx: _Ctx, node: Node, ids: Sequence[int], match: Callable[[frozenset[int]], Match], **text: str) -> Site:
-    """The site's rewrite when none of ``ids`` belongs to an earlier rewrite of this pass."""
+def _claim_site(cx: _Ctx, node: Node, ids: Sequence[int], anchor: int, build: Callable[[Rebuilder], Mapping[int, int]],
+                pattern: str, *, note: str = "", hint: str = "") -> Site:
+    """The site's rewrite (``build`` at ``anchor``) when none of ``ids`` belongs to an earlier rewrite of this pass."""
     if not cx.free(ids):
-        return Site(node, reason="overlaps another fusion of the same pattern", **text)
-    return Site(node, match=match(cx.claim(ids)), **text)
+        return Site(node, reason="overlaps another fusion of the same pattern", note=note, hint=hint)
+    return Site(node, match=Match(anchor, cx.claim(ids), build, pattern), note=note, hint=hint)
 
 
 # --------------------------------------------------------------- matmul + bias + act
@@ -227,8 +235,7 @@ def matmul_bias_act_sites(g: Graph) -> list[Site]:
                 return {tail.id: new}
 
             ids = [mm.id, add.id] + ([tail.id] if act else [])
-            out.append(_claim_site(cx, mm, ids, lambda claimed, tail=tail, build=build: Match(
-                tail.id, claimed, build, "matmul_bias_act"), hint=hint))
+            out.append(_claim_site(cx, mm, ids, tail.id, build, "matmul_bias_act", hint=hint))
     return out
 
 
@@ -329,8 +336,7 @@ def conv_bias_act_sites(g: Graph) -> list[Site]:
                 new = rb.emit("reshape", [new], dict(view.attrs), like=(view,), name=tail.name, type=tail.type)
             return {tail.id: new}
 
-        out.append(_claim_site(cx, conv, [p.id for p in parts], lambda claimed, tail=tail, build=build: Match(
-            tail.id, claimed, build, "conv_bias_act")))
+        out.append(_claim_site(cx, conv, [p.id for p in parts], tail.id, build, "conv_bias_act"))
     return out
 
 
@@ -377,8 +383,7 @@ def _residual_norm_sites(g: Graph, norm: str, fused: str) -> list[Site]:
             total = rb.emit(fused, ins, attrs, like=(add, n), name=add.name, type=(add.type, n.type))
             return {add.id: total, n.id: rb.dst.append(RESULT, [total], {"index": 1}, name=n.name).id}
 
-        out.append(_claim_site(cx, n, [add.id, n.id], lambda claimed, anchor=anchor, build=build: Match(
-            anchor, claimed, build, fused), note=late))
+        out.append(_claim_site(cx, n, [add.id, n.id], anchor, build, fused, note=late))
     return out
 
 
@@ -408,7 +413,7 @@ def rms_norm_reshape_sites(g: Graph) -> list[Site]:
         if r is None or r.op != "reshape" or len(r.shape) != 2 or r.shape[-1] != n.shape[-1]:
             continue
         x, gamma, beta = (nodes[i] for i in n.inputs)
-        flat = infers("reshape", [x.type], {"new_shape": list(r.attrs["new_shape"])})
+        flat = infers_one("reshape", [x.type], {"new_shape": list(r.attrs["new_shape"])})
         if flat is None or flat.shape != r.shape:
             continue
         attrs = {"axis": -1, "eps": n.attrs["eps"]}
@@ -420,8 +425,7 @@ def rms_norm_reshape_sites(g: Graph) -> list[Site]:
             new = rb.emit("rms_norm", [flat_id, rb.map[gamma.id], rb.map[beta.id]], attrs, like=(n, r), name=r.name or n.name, type=r.type)
             return {r.id: new}
 
-        out.append(_claim_site(cx, n, [n.id, r.id], lambda claimed, r=r, build=build: Match(
-            r.id, claimed, build, "rms_norm_reshape")))
+        out.append(_claim_site(cx, n, [n.id, r.id], r.id, build, "rms_norm_reshape"))
     return out
 
 
@@ -463,8 +467,8 @@ def swiglu_dual_matmul_sites(g: Graph) -> list[Site]:
             mm_t = None
             same_weights = _static2(w_up.type) and _static2(w_gate.type) and (w_up.shape, w_up.dtype) == (w_gate.shape, w_gate.dtype)
             if reason is None and same_weights:
-                cat_t = infers("concat", [w_up.type, w_gate.type], {"axis": 1})
-                mm_t = cat_t and infers("matmul", [x.type, cat_t], {})
+                cat_t = infers_one("concat", [w_up.type, w_gate.type], {"axis": 1})
+                mm_t = cat_t and infers_one("matmul", [x.type, cat_t], {})
             if reason is None and not (mm_t and infers("fused_swiglu", [mm_t], {"gate_first": False}, mul.type)):
                 reason = "up and gate weights differ in shape or dtype"
             if reason is not None:
@@ -476,8 +480,7 @@ def swiglu_dual_matmul_sites(g: Graph) -> list[Site]:
                 mm = rb.emit("matmul", [rb.map[x.id], cat], {}, like=parts[::2])
                 return {mul.id: rb.emit("fused_swiglu", [mm], {"gate_first": False}, like=parts, name=mul.name, type=mul.type)}
 
-            out.append(_claim_site(cx, mul, [up.id, s.id, gate.id, mul.id], lambda claimed, mul=mul, build=build: Match(
-                mul.id, claimed, build, "swiglu_dual_matmul")))
+            out.append(_claim_site(cx, mul, [up.id, s.id, gate.id, mul.id], mul.id, build, "swiglu_dual_matmul"))
     return out
 
 
@@ -515,8 +518,8 @@ def shared_input_matmul_sites(g: Graph) -> list[Site]:
                                 hint="declare the weights before their first use"))
             continue
         ws = [nodes[m.inputs[1]] for m in members]
-        cat_t = infers("concat", [w.type for w in ws], {"axis": 1})
-        mm_t = cat_t and infers("matmul", [nodes[lhs].type, cat_t], {})
+        cat_t = infers_one("concat", [w.type for w in ws], {"axis": 1})
+        mm_t = cat_t and infers_one("matmul", [nodes[lhs].type, cat_t], {})
         if not mm_t:
             out.append(Site(group[0], reason="the packed weights do not type-check as one matmul"))
             continue
@@ -572,8 +575,7 @@ def swiglu_sites(g: Graph) -> list[Site]:
             def build(rb: Rebuilder, src=src, gf=gate_first, parts=(up, s, gate, mul), mul=mul) -> dict[int, int]:
                 return {mul.id: rb.emit("fused_swiglu", [rb.map[src.id]], {"gate_first": gf}, like=parts, name=mul.name, type=mul.type)}
 
-            out.append(_claim_site(cx, mul, [up.id, s.id, gate.id, mul.id], lambda claimed, mul=mul, build=build: Match(
-                mul.id, claimed, build, "swiglu")))
+            out.append(_claim_site(cx, mul, [up.id, s.id, gate.id, mul.id], mul.id, build, "swiglu"))
     return out
 
 

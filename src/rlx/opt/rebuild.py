@@ -130,7 +130,7 @@ class Rebuilder:
         *,
         like: Sequence[Node] = (),
         name: str | None = None,
-        type: TensorType | None = None,
+        type: TensorType | tuple[TensorType, ...] | None = None,
     ) -> int:
         """Append a new node built by this pass; provenance merged from ``like`` (old nodes)."""
         prov = merge_prov(like, self.pass_name)

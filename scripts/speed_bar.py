@@ -14,7 +14,8 @@ the same count for both), alternating which goes first every round, so both vers
 machine state. It reports per contender the medians and the ratio now / base (> 1.03: a regression)
 and the geomean.
 
-Run: PYTHONPATH=src python scripts/speed_bar.py [--base 54f45eb] [--rounds 15] [--threads 1] [--only SUBSTR]
+Run: PYTHONPATH=src python scripts/speed_bar.py [--base 54f45eb] [--now REV] [--rounds 15] [--threads 1] [--only SUBSTR]
+(``--now 54f45eb`` times the base against itself: the spread of those ratios is the run's noise.)
 Shared machines give noisy absolute times; the interleaved ratio is the figure to read (say the load).
 """
 
@@ -167,12 +168,13 @@ class _Child:
 
 
 def _extract(rev: str, into: Path) -> Path:
-    tar = into / "base.tar"
+    into.mkdir(parents=True, exist_ok=True)
+    tar = into / f"{rev}.tar"
     with open(tar, "wb") as f:
         subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src", "benchmarks"], stdout=f, check=True)
     with tarfile.open(tar) as t:
-        t.extractall(into / "base", filter="data")
-    return into / "base"
+        t.extractall(into / rev, filter="data")
+    return into / rev
 
 
 def main() -> None:
@@ -183,14 +185,16 @@ def main() -> None:
     ap.add_argument("--base", default=BASE)
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--now", default="", help="a revision to compare instead of this checkout (--now = --base: the noise)")
     ap.add_argument("--only", default="", help="only contenders whose name contains this")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = _extract(args.base, Path(tmp))
-        print(f"load {os.getloadavg()[0]:.1f}; base {args.base} vs {ROOT}; {args.threads} thread(s); "
+        now = _extract(args.now, Path(tmp) / "now") if args.now else ROOT
+        print(f"load {os.getloadavg()[0]:.1f}; base {args.base} vs {args.now or ROOT}; {args.threads} thread(s); "
               f"{args.rounds} interleaved rounds", flush=True)
         old = _Child(base / "src", base / "benchmarks", args.threads, args.only)
-        new = _Child(ROOT / "src", ROOT / "benchmarks", args.threads, args.only)
+        new = _Child(now / "src", now / "benchmarks", args.threads, args.only)
         names = [c for c in new.ready["ready"] if c in old.ready["ready"]]
         counts = {c: new.time(c, 0)["n"] for c in names}
         times: dict[str, dict[str, list[float]]] = {c: {"base": [], "now": []} for c in names}

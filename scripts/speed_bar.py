@@ -120,7 +120,7 @@ def child(src: str, bench: str, threads: int, only: str) -> None:
     out = os.fdopen(os.dup(1), "w")  # the protocol's channel; anything a library prints goes to stderr
     os.dup2(2, 1)
     torch.set_num_threads(threads)
-    specs = {**_kernels(bench), **(_models() if not only or "model" in only else {})}
+    specs = {**_kernels(bench), **({} if only.startswith("kernel") else _models())}
     exes = {}
     for name, (g, params, inputs, backend) in specs.items():
         if only and only not in name:

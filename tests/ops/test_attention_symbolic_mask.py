@@ -84,3 +84,23 @@ def test_the_row_builds_the_symbolic_mask(monkeypatch):
     monkeypatch.setattr(rows, "position_keep", spy)
     rlx.grad(_graph({"mask_kind": "sliding_window", "window": 2}), ["q"])
     assert seen and all(kind == "sliding_window" and (sq, sk) == ("sq", "sk") for _, kind, sq, sk in seen), seen
+
+
+@pytest.mark.parametrize("kind, window", [("causal", None), ("sliding_window", 0), ("sliding_window", 2)])
+@pytest.mark.parametrize("sq, sk", [(3, 5), (4, 4), (5, 3)])
+def test_the_mask_row_on_every_namespace(kind, window, sq, sk):
+    """The row's positions-from-end form equals the bottom-right rule written out, on NumPy, torch and the
+    graph namespace (static: a host constant, what the attention_backward decomposition embeds)."""
+    from rlx.ops import rows
+    from rlx.ops.kinds import NUMPY, GraphNamespace
+
+    i = np.arange(sq)[:, None] + (sk - sq)
+    j = np.arange(sk)[None, :]
+    want = (j <= i) & ((j >= i - window) if kind == "sliding_window" else True)
+    got_np = rows.position_keep(NUMPY, kind, sq, sk, window)
+    got_graph = rows.position_keep(GraphNamespace(rlx.Graph("m")), kind, sq, sk, window)
+    from rlx.backends.torch_backend.lowering import TORCH
+
+    got_torch = rows.position_keep(TORCH, kind, sq, sk, window, torch.zeros(1)).numpy()
+    for got in (got_np, got_graph, got_torch):
+        np.testing.assert_array_equal(got, want)

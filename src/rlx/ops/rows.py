@@ -289,8 +289,10 @@ def attention_scale(attrs: Mapping[str, Any]) -> float:
 
 def positions_from_end(xp: Any, n: Any, like: Any, axis: int) -> Any:
     """n-1, ..., 0: positions along ``axis`` of ``like`` (length ``n`` there) counted from the end. A
-    namespace may name ``positions_from_end(n, like, axis)`` (the graph one does, for symbolic lengths);
-    the others count ``arange_like`` down."""
+    namespace may name ``positions_from_end(n, like, axis)`` returning graph values, compared through
+    its ``greater_equal`` / ``logical_and`` (the autodiff mask namespace, for symbolic lengths); the
+    others count ``arange_like`` down and compare arrays with operators (a static mask stays a host
+    constant on the graph namespace)."""
     own = getattr(xp, "positions_from_end", None)
     return own(n, like, axis) if own is not None else (n - 1) - xp.arange_like(n, like)
 
@@ -305,6 +307,9 @@ def position_keep(xp: Any, kind: str, sq: Any, sk: Any, window: int | None, like
         return None
     ri = xp.reshape(positions_from_end(xp, sq, like, -2), (sq, 1))
     rj = xp.reshape(positions_from_end(xp, sk, like, -1), (1, sk))
+    if not hasattr(xp, "positions_from_end"):  # arrays
+        keep = rj >= ri
+        return keep & (ri + window >= rj) if kind == "sliding_window" else keep
     keep = xp.greater_equal(rj, ri)
     return xp.logical_and(keep, xp.greater_equal(ri + window, rj)) if kind == "sliding_window" else keep
 

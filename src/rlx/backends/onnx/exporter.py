@@ -42,12 +42,12 @@ import numpy as np
 
 from rlx.backends.onnx.export_fusable import drop_unread, fuse_hard_activations
 from rlx.backends.onnx.export_shapes import dim_value, has_symbolic, reshape_target, shape_value
-from rlx.backends.onnx.export_shapes import position_keep as symbolic_keep
-from rlx.backends.onnx.namespace import OnnxNamespace
+from rlx.backends.onnx.namespace import MaskNamespace, OnnxNamespace
 from rlx.frontends.common import MULTIPLIED_DTYPES
 from rlx.frontends.onnx.common import SINCE_OPSET, OnnxError, OnnxUnsupported, onnx_dtype
 from rlx.ir.dtype import DType
 from rlx.ir.graph import RESULT, Graph, Node
+from rlx.ops import rows
 from rlx.ops.attention import KEEP_AT, MASK_FILL, attention_scale, position_keep
 from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, UNARY_MATH_KINDS
 from rlx.ops.splat import SPLAT_OPS
@@ -816,9 +816,9 @@ def _attention(ex, node, ins):
     kind = a["mask_kind"]
     fill = ex.scalar(MASK_FILL, dt)
     static = isinstance(sq, int) and isinstance(sk, int)
-    keep = position_keep(kind, sq, sk, a["window"]) if static else symbolic_keep(ex, kind, sq, sk, a["window"])
+    keep = position_keep(kind, sq, sk, a["window"]) if static else rows.position_keep(MaskNamespace(ex), kind, sq, sk, a["window"])
     if keep is not None:
-        s = ex.node("Where", [ex.const(keep) if static else keep, s, fill])
+        s = ex.node("Where", [ex.const(keep) if static else keep.name, s, fill])
     elif kind == "custom":
         m = ex.cast(ins[3], _in_dtype(ex, node, 3), dt)
         mshape = list(_in_shape(ex, node, 3))

@@ -93,3 +93,28 @@ class OnnxNamespace:
 
     def where(self, c: Any, a: Any, b: Any) -> OnnxTensor:
         return self.emit("Where", self.operand(c), self.operand(a), self.operand(b))
+
+
+class MaskNamespace(OnnxNamespace):
+    """The attention mask row (:func:`rlx.ops.rows.position_keep`) on int64 ONNX positions: what the
+    export builds for symbolic sequence lengths (static ones embed the row's NumPy constant)."""
+
+    def __init__(self, ex: Any):
+        super().__init__(ex, DType.I64)
+
+    def positions_from_end(self, n: Any, like: Any, axis: int) -> OnnxTensor:
+        from rlx.backends.onnx.export_shapes import scalar_dim
+
+        last = self.ex.node("Sub", [scalar_dim(self.ex, n), self.operand(1)])
+        return self.emit("Range", last, self.operand(-1), self.operand(-1))
+
+    def reshape(self, x: OnnxTensor, shape: Any) -> OnnxTensor:
+        from rlx.backends.onnx.export_shapes import reshape_target
+
+        return self.emit("Reshape", x.name, reshape_target(self.ex, list(shape), list(shape)))
+
+    def greater_equal(self, a: Any, b: Any) -> OnnxTensor:
+        return self.emit("GreaterOrEqual", self.operand(a), self.operand(b))
+
+    def logical_and(self, a: OnnxTensor, b: OnnxTensor) -> OnnxTensor:
+        return self.emit("And", a.name, b.name)

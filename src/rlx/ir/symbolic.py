@@ -131,8 +131,8 @@ def _atom_key(atom: _Atom) -> tuple[int, str]:
 
 
 def _atom_text(atom: _Atom) -> str:
-    if atom.__class__ is str:
-        return atom  # type: ignore[return-value]
+    if isinstance(atom, str):
+        return atom
     op, a, b = atom
     return f"{op}({a}, {b})"
 
@@ -261,7 +261,7 @@ def floordiv(a: Dim, b: Dim) -> Dim:
         for m, c in a._terms:  # type: ignore[union-attr]
             whole[m], rest[m] = c // b, c % b
         q, r = _make(whole), _make(rest)
-        if r.__class__ is int:
+        if isinstance(r, int):
             return _add(q, r // b, 1)
         if _within(r, b):  # 0 <= r < b over the symbols' ranges
             return q
@@ -287,7 +287,7 @@ def mod(a: Dim, b: Dim) -> Dim:
         if b < 0:
             return _add(a, _mul(b, floordiv(a, b)), -1)
         r = _make({m: c % b for m, c in a._terms})  # type: ignore[union-attr]
-        if r.__class__ is int:
+        if isinstance(r, int):
             return r % b
         return r if _within(r, b) else _atom_dim("mod", r, b)
     if a == b or a == 0 or _exact_quotient(a, b) is not None:  # type: ignore[arg-type]
@@ -339,7 +339,7 @@ def _interval_mul(a: tuple, b: tuple) -> tuple:
 
 
 def _atom_bounds(atom: _Atom) -> tuple:
-    if atom.__class__ is str:
+    if isinstance(atom, str):
         return _RANGES.get().get(atom, DEFAULT_RANGE)
     op, a, b = atom
     (alo, ahi), (blo, bhi) = bounds(a), bounds(b)
@@ -386,7 +386,8 @@ def bounds(d: Dim) -> tuple:
     """(lo, hi) such that lo <= d <= hi for every size of every symbol in its range (inf allowed)."""
     if d.__class__ is int:
         return (d, d)
-    lo = hi = 0
+    lo: float = 0
+    hi: float = 0
     for mono, coeff in d._terms:  # type: ignore[union-attr]
         mlo, mhi = 1, 1
         for atom, power in mono:
@@ -526,7 +527,7 @@ def substitute(d: Any, binding: Mapping[str, Any]) -> Dim:
 def evaluate(d: Any, binding: Mapping[str, int]) -> int:
     """The size of ``d`` under ``binding``; ShapeError naming the unbound symbols otherwise."""
     out = substitute(d, binding)
-    if out.__class__ is not int:
+    if not isinstance(out, int):
         missing = sorted(out.symbols - binding.keys())
         raise ShapeError(f"dim {d} needs a size for symbol(s) {missing}")
     return out
@@ -601,7 +602,7 @@ def bind_symbols(shapes: Iterable[tuple[str, Iterable[Any], Iterable[int]]],
             break
     for what, axis, dim, size in compound:
         value = substitute(dim, binding)
-        if value.__class__ is not int:
+        if not isinstance(value, int):
             problems.append(f"{what}: axis {axis} is {dim}, which the other sizes do not determine "
                             f"(unbound: {sorted(value.symbols)})")
         elif value != size:

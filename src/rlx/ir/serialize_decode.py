@@ -11,7 +11,7 @@ import binascii
 import math
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -52,6 +52,13 @@ _GRAPH_KEYS = ("name", "nodes", "outputs", "stage")
 _TENSOR_KEYS = frozenset({"dtype", "shape"})
 
 
+#: the builtins under names the Decoder's annotations can use (its methods str / int / float / list shadow them there)
+_Str: TypeAlias = str
+_Int: TypeAlias = int
+_Float: TypeAlias = float
+_List: TypeAlias = list
+
+
 class Decoder:
     """Reads JSON values back into objects, validating every field against ``limits``."""
 
@@ -62,9 +69,9 @@ class Decoder:
         self.node_count = 0
         self.bytes_read = 0
         self._types: dict[tuple[Any, ...], TensorType] = {}
-        self._ops: dict[str, OpDef] = {}
-        self._attr_memo: dict[tuple[Any, ...], Mapping[str, Any]] = {}
-        self._kinds: dict[str, Callable[[Any, str], Any]] = {
+        self._ops: dict[_Str, OpDef] = {}
+        self._attr_memo: dict[tuple[Any, ...], Mapping[_Str, Any]] = {}
+        self._kinds: dict[_Str, Callable[[Any, str], Any]] = {
             "int": self._d_int, "float": self._d_float, "bool": self._d_bool, "str": self._d_str,
             "dtype": self._d_dtype, "ints": self._d_ints, "floats": self._d_floats, "dims": self._d_dims,
             "size": self._d_size, "sizes": self._d_sizes,
@@ -72,10 +79,10 @@ class Decoder:
         }
 
     # ----------------------------------------------------------- helpers for codecs
-    def error(self, path: str, message: str) -> FormatError:
+    def error(self, path: _Str, message: _Str) -> FormatError:
         return FormatError(f"{path or '<document>'}: {message}")
 
-    def keys(self, doc: Any, path: str, required: tuple[str, ...] | frozenset[str] = (), optional: tuple[str, ...] = ()) -> dict:
+    def keys(self, doc: Any, path: _Str, required: tuple[_Str, ...] | frozenset[_Str] = (), optional: tuple[_Str, ...] = ()) -> dict:
         """``doc`` must be an object with every ``required`` key and no key outside both lists."""
         if type(doc) is not dict:
             raise self.error(path, f"expected object, got {_tname(doc)}")
@@ -88,7 +95,7 @@ class Decoder:
             raise self.error(_join(path, extra[0][:80]), "unknown field")
         return doc
 
-    def get(self, doc: dict, key: str, types: type | tuple[type, ...], path: str, default: Any = _MISSING) -> Any:
+    def get(self, doc: dict, key: _Str, types: type | tuple[type, ...], path: _Str, default: Any = _MISSING) -> Any:
         """``doc[key]`` checked against ``types`` (``int`` never accepts bool; ``None`` for null)."""
         where = _join(path, key)
         if type(doc) is not dict:
@@ -109,7 +116,7 @@ class Decoder:
             raise self.error(where, f"{len(value)} entries exceed max_items={self.limits.max_items}")
         return value
 
-    def int(self, doc: dict, key: str, path: str, *, lo: int | None = None, hi: int | None = None, default: Any = _MISSING) -> int:
+    def int(self, doc: dict, key: _Str, path: _Str, *, lo: _Int | None = None, hi: _Int | None = None, default: Any = _MISSING) -> _Int:
         value = self.get(doc, key, int, path, default)
         if value is default and default is not _MISSING:
             return value
@@ -119,19 +126,19 @@ class Decoder:
             raise self.error(_join(path, key), f"{value if abs(value) < 10**30 else 'huge int'} is outside [{lo}, {hi}]")
         return value
 
-    def str(self, doc: dict, key: str, path: str, default: Any = _MISSING) -> str:
+    def str(self, doc: dict, key: _Str, path: _Str, default: Any = _MISSING) -> _Str:
         return self.get(doc, key, str, path, default)
 
-    def list(self, doc: dict, key: str, path: str, default: Any = _MISSING) -> list:
+    def list(self, doc: dict, key: _Str, path: _Str, default: Any = _MISSING) -> _List:
         return self.get(doc, key, list, path, default)
 
-    def float(self, value: Any, path: str) -> float:
+    def float(self, value: Any, path: _Str) -> _Float:
         try:
             return self._d_float(value, path)
         except _Bad as bad:
             raise self.error(path + bad.suffix, bad.msg) from None
 
-    def tensor(self, doc: Any, path: str) -> np.ndarray:
+    def tensor(self, doc: Any, path: _Str) -> np.ndarray:
         """A tensor object (inline ``data`` or payload ``sha256``) as a read-only array."""
         try:
             return self._tensor(doc)
@@ -139,7 +146,7 @@ class Decoder:
             raise self.error(path + bad.suffix, bad.msg) from None
 
     # ----------------------------------------------------------- graphs
-    def graph(self, doc: Any, path: str = "", verify: bool = True) -> Graph:
+    def graph(self, doc: Any, path: _Str = "", verify: bool = True) -> Graph:
         """Decode a graph object; ``verify`` runs :func:`rlx.verify` (nested graphs included)."""
         lim = self.limits
         self.keys(doc, path, _GRAPH_KEYS, ("symbols",))
@@ -183,7 +190,7 @@ class Decoder:
             _verify(g)
         return g
 
-    def _node(self, nd: Any, i: int, path: str) -> Node:
+    def _node(self, nd: Any, i: _Int, path: _Str) -> Node:
         if type(nd) is not dict:
             raise _Bad(f"expected object, got {_tname(nd)}")
         try:
@@ -209,7 +216,7 @@ class Decoder:
         try:  # identical attribute objects are common (every "gelu"): decode each distinct one once
             types = tuple(map(type, raw.values()))
             memo_key = (op, tuple(raw.items()), types) if float not in types else None  # 0.0 == -0.0
-            attrs = self._attr_memo.get(memo_key)
+            attrs = self._attr_memo.get(memo_key) if memo_key is not None else None
         except TypeError:  # list values: not hashable, decode every time
             memo_key = attrs = None
         if attrs is None:
@@ -245,7 +252,7 @@ class Decoder:
                 raise _Bad(bad.msg, f".results[{j}]{bad.suffix}") from None
         return tuple(out)
 
-    def _attrs(self, op: str, opdef: OpDef, raw: dict, i: int, path: str) -> dict[str, Any]:
+    def _attrs(self, op: _Str, opdef: OpDef, raw: dict, i: _Int, path: _Str) -> dict[_Str, Any]:
         specs = opdef.attrs
         attrs: dict[str, Any] = {}
         for key, value in raw.items():
@@ -281,7 +288,7 @@ class Decoder:
         return opdef
 
     @staticmethod
-    def _defaults(attrs: dict[str, Any], specs: Mapping[str, AttrSpec], op: str) -> None:
+    def _defaults(attrs: dict[_Str, Any], specs: Mapping[_Str, AttrSpec], op: _Str) -> None:
         """Fill attributes a file omits (e.g. added to the op after the file was written)."""
         from rlx.ir.attrs import normalize_attr
 
@@ -318,7 +325,7 @@ class Decoder:
         self._types[(dtype, *dims)] = ttype
         return ttype
 
-    def _dims(self, v: Any, suffix: str = "") -> tuple[Any, ...]:
+    def _dims(self, v: Any, suffix: _Str = "") -> tuple[Any, ...]:
         lim = self.limits
         if type(v) is not list:
             raise _Bad(f"expected list, got {_tname(v)}", suffix)
@@ -359,14 +366,14 @@ class Decoder:
         return Provenance(hir, label, tuple(passes))
 
     # ----------------------------------------------------------- attribute kinds
-    def _d_int(self, v: Any, path: str) -> int:
+    def _d_int(self, v: Any, path: _Str) -> _Int:
         if type(v) is not int:
             raise _Bad(f"expected int, got {_tname(v)}")
         if not _INT_MIN <= v <= _INT_MAX:
             raise _Bad("int outside the 64-bit range")
         return v
 
-    def _d_float(self, v: Any, path: str) -> float:
+    def _d_float(self, v: Any, path: _Str) -> _Float:
         t = type(v)
         if t is float:
             return v
@@ -378,37 +385,37 @@ class Decoder:
             return _NONFINITE_IN[v]
         raise _Bad(f"expected float (or \"NaN\", \"Infinity\", \"-Infinity\"), got {_tname(v)}")
 
-    def _d_bool(self, v: Any, path: str) -> bool:
+    def _d_bool(self, v: Any, path: _Str) -> bool:
         if type(v) is not bool:
             raise _Bad(f"expected bool, got {_tname(v)}")
         return v
 
-    def _d_str(self, v: Any, path: str) -> str:
+    def _d_str(self, v: Any, path: _Str) -> _Str:
         if type(v) is not str:
             raise _Bad(f"expected str, got {_tname(v)}")
         if len(v) > self.limits.max_string:
             raise _Bad(f"string of {len(v)} characters exceeds max_string={self.limits.max_string}")
         return v
 
-    def _d_dtype(self, v: Any, path: str) -> DType:
+    def _d_dtype(self, v: Any, path: _Str) -> DType:
         if type(v) is not str or v not in _DTYPES:
             raise _Bad(f"expected a dtype name, got {_short(v)}")
         return _DTYPES[v]
 
-    def _list(self, v: Any) -> list:
+    def _list(self, v: Any) -> _List:
         if type(v) is not list:
             raise _Bad(f"expected list, got {_tname(v)}")
         if len(v) > self.limits.max_items:
             raise _Bad(f"{len(v)} entries exceed max_items={self.limits.max_items}")
         return v
 
-    def _d_ints(self, v: Any, path: str) -> tuple[int, ...]:
+    def _d_ints(self, v: Any, path: _Str) -> tuple[_Int, ...]:
         for j, x in enumerate(self._list(v)):
             if type(x) is not int or not _INT_MIN <= x <= _INT_MAX:
                 raise _Bad(f"expected int, got {_tname(x)}", f"[{j}]")
         return tuple(v)
 
-    def _d_floats(self, v: Any, path: str) -> tuple[float, ...]:
+    def _d_floats(self, v: Any, path: _Str) -> tuple[_Float, ...]:
         out = []
         for j, x in enumerate(self._list(v)):
             try:
@@ -417,10 +424,10 @@ class Decoder:
                 raise _Bad(bad.msg, f"[{j}]") from None
         return tuple(out)
 
-    def _d_dims(self, v: Any, path: str) -> tuple[Any, ...]:
+    def _d_dims(self, v: Any, path: _Str) -> tuple[Any, ...]:
         return self._dims(v)
 
-    def _d_size(self, v: Any, path: str) -> Any:
+    def _d_size(self, v: Any, path: _Str) -> Any:
         """An int of any sign (version 1) or a symbolic dim (version 2)."""
         if type(v) is str:
             return self._dims([v])[0]
@@ -428,16 +435,16 @@ class Decoder:
             raise _Bad(f"expected int or symbolic dim, got {_tname(v)}", "")
         return v
 
-    def _d_sizes(self, v: Any, path: str) -> tuple[Any, ...]:
+    def _d_sizes(self, v: Any, path: _Str) -> tuple[Any, ...]:
         return tuple(self._d_size(x, f"{path}[{j}]") for j, x in enumerate(self._list(v)))
 
-    def _d_tensor(self, v: Any, path: str) -> FrozenArray:
+    def _d_tensor(self, v: Any, path: _Str) -> FrozenArray:
         return FrozenArray(self._tensor(v))
 
-    def _d_graph(self, v: Any, path: str) -> Graph:
+    def _d_graph(self, v: Any, path: _Str) -> Graph:
         return self.graph(v, path, verify=False)  # the enclosing graph's verify recurses
 
-    def _d_data(self, v: Any, path: str, depth: int = 0) -> Any:
+    def _d_data(self, v: Any, path: _Str, depth: _Int = 0) -> Any:
         if depth > self.limits.max_depth:
             raise _Bad(f"data nested deeper than max_depth={self.limits.max_depth}")
         t = type(v)

@@ -30,11 +30,11 @@ from rlx.ir.errors import RlxError
 try:
     import ml_dtypes
 except ImportError:  # a core dependency; without it rlx still imports and only bf16 / fp8 storage is missing
-    ml_dtypes = None
+    ml_dtypes = None  # type: ignore[assignment]
 
 #: A dtype name NumPy may read (``float32``, ``<f4``); anything else is refused before NumPy parses it.
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_<>=|]{1,40}")
-_NUMPY = {
+_NUMPY: dict[str, np.dtype] = {
     "f32": np.dtype(np.float32),
     "f16": np.dtype(np.float16),
     "f64": np.dtype(np.float64),

@@ -25,5 +25,6 @@ from rlx.ops import (  # noqa: F401
     sequence,
     shape,
     sources,
+    special,
     splat,
 )

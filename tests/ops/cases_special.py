@@ -64,8 +64,20 @@ CASES += [
            lambda a, x: np.array([1.0, np.nan, 0.0, 0.0, 1.0, np.nan]), differentiable=()),
 ]
 
+LSE = np.array([[-1000.0, 0.0, -np.inf, 3.0, 1.0], [0.5, -2.0, 1.0, 40.0, -3.0]])
+CASES += [
+    OpCase("logcumsumexp", "axis1", lambda g, x: g.logcumsumexp(x, axis=1), {"x": X},
+           lambda x: torch.logcumsumexp(T(x), 1), rtol=1e-12),
+    OpCase("logcumsumexp", "reverse_axis0", lambda g, x: g.logcumsumexp(x, axis=0, reverse=True), {"x": X},
+           lambda x: torch.logcumsumexp(T(x).flip(0), 0).flip(0), rtol=1e-12),
+    OpCase("logcumsumexp", "far_apart_and_minus_inf", lambda g, x: g.logcumsumexp(x, axis=-1), {"x": LSE},
+           lambda x: torch.logcumsumexp(T(x), 1), rtol=1e-12, differentiable=()),
+]
+
 SHAPE_ERRORS = [
     ShapeErrorCase("special", "bessel_on_int", lambda g: g.special(g.input("x", (2,), "i32"), kind="bessel_j0")),
     ShapeErrorCase("special", "gcd_on_float", lambda g: g.special(g.input("a", (2,)), g.input("b", (2,)), kind="gcd")),
+    ShapeErrorCase("logcumsumexp", "on_int", lambda g: g.logcumsumexp(g.input("x", (2,), "i32"))),
+    ShapeErrorCase("logcumsumexp", "scalar", lambda g: g.logcumsumexp(g.input("x", (), "f32"))),
     ShapeErrorCase("special", "no_broadcast", lambda g: g.special(g.input("a", (2,)), g.input("b", (3,)), kind="zeta")),
 ]

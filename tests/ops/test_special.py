@@ -165,3 +165,17 @@ def test_missing_scipy_names_the_extra(monkeypatch):
     g = _graph("bessel_j0", [np.zeros(2)])
     with pytest.raises(rlx.RlxError, match=r"rlx\[special\]"):
         rlx.run(g, {"a0": np.array([0.5, 0.2])})
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_logcumsumexp_on_backends_matches_torch(backend):
+    pytest.importorskip(backend)
+    x = np.array([[-1000.0, 0.0, -np.inf, 3.0, np.inf, 1.0], [np.nan, 1, 2, 3, 4, 5], [-np.inf] * 6], np.float32)
+    g = rlx.Graph("lse")
+    v = g.input("x", x.shape, "f32")
+    g.set_outputs([g.logcumsumexp(v, axis=1), g.logcumsumexp(v, axis=0, reverse=True)])
+    t = torch.from_numpy(x)
+    want = [torch.logcumsumexp(t, 1).numpy(), torch.logcumsumexp(t.flip(0), 0).flip(0).numpy()]
+    for outs in (rlx.run(g, {"x": x}), rlx.compile(g, backend=backend).run(inputs={"x": x})):
+        for got, w in zip(outs, want):
+            np.testing.assert_allclose(got, w, rtol=1e-6, equal_nan=True)

@@ -275,6 +275,9 @@ class GraphBuilders:
     def log(self, x: Operand, /, name: str | None = None) -> Value:
         """activation(kind='log'): Unary elementwise function (one row per kind: rlx.ops.kinds)."""
 
+    def logcumsumexp(self, x: Operand, /, axis: int = ..., reverse: bool = ..., name: str | None = None) -> Value:
+        """Running log(sum(exp(x))) along `axis` (torch.logcumsumexp), a scan of logaddexp: exact per step, -inf terms add nothing, +inf saturates, NaN propagates; reverse runs from the end."""
+
     def lora_matmul(self, x: Operand, w: Operand, a: Operand, b: Operand, /, scale: float = ..., name: str | None = None) -> Value:
         """x @ w + scale·((x @ a) @ b): x [..., M, K], w [K, N], a [K, R], b [R, N] (matmul rules, so batched x works)."""
 

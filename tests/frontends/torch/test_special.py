@@ -49,3 +49,8 @@ def test_gcd_lcm_and_frexp():
     a = torch.tensor([12, -18, 0, 7, 0, -5])
     b = torch.tensor([8, 6, 0, 0, 9, -15])
     check(Fn(lambda a, b, x: (torch.gcd(a, b), torch.lcm(a, b), *torch.frexp(x))), a, b, EDGES)
+
+
+def test_logcumsumexp_far_apart_values_and_infinities():
+    x = torch.tensor([[-1000.0, 0.0, float("-inf"), 3.0, float("inf"), 1.0], [0.5, -80.0, 2.0, 30.0, -3.0, float("nan")]])
+    check(Fn(lambda x: (torch.logcumsumexp(x, 1), torch.logcumsumexp(x, 0), torch.logcumsumexp(x[0, 0], 0))), x, rtol=1e-6)

@@ -1,7 +1,9 @@
-"""The JAX lowering of :mod:`rlx.ops.special`: kinds ``jax.scipy.special`` / ``jax.numpy`` compute with the
-reference's edge values run on device; the rest (Bessel J / Y / K, Airy, zeta, incomplete gamma, the
-polynomials, gcd / lcm) run the NumPy kernel on the host (:func:`host_lowering`): XLA has no kernels
-for them, and jax's zeta / gammainc edge values differ from torch's."""
+"""The JAX lowering of :mod:`rlx.ops.special` and ``logcumsumexp`` (``lax.cumlogsumexp``).
+
+Kinds that ``jax.scipy.special`` / ``jax.numpy`` compute with the reference's edge values run on
+device; the rest (Bessel J / Y / K, Airy, zeta, incomplete gamma, the polynomials, gcd / lcm) run
+the NumPy kernel on the host (:func:`host_lowering`): XLA has no kernels for most of them, and the
+NumPy kernels carry torch's special cases (igamma's corners, zeta at q = inf, gcd's wrap-around)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 import jax.numpy as jnp
 import jax.scipy.special as jss
+from jax import lax
 
 from rlx.backends.jax.lowering_ext import host_lowering
 from rlx.backends.jax.table import cast_all, lowering
@@ -37,3 +40,9 @@ def _special(args, attrs, out):
     if attrs["kind"].startswith("frexp"):
         return fn(args[0])
     return fn(*cast_all(args, out))
+
+
+@lowering("logcumsumexp")
+def _logcumsumexp(args, attrs, out):
+    x = args[0]
+    return lax.cumlogsumexp(x, axis=attrs["axis"] % x.ndim, reverse=attrs["reverse"])

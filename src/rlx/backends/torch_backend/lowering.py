@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from rlx.backends.lowering_table import LoweringTable
+from rlx.backends.torch_backend.lowering_special import logcumsumexp as logcumsumexp_lowering
 from rlx.backends.torch_backend.lowering_special import special as special_lowering
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
@@ -414,3 +415,4 @@ def _pool2d(args, attrs, out):
 
 
 lowering("special")(special_lowering)  # torch.special calls (rlx.backends.torch_backend.lowering_special)
+lowering("logcumsumexp")(logcumsumexp_lowering)

@@ -34,3 +34,11 @@ def special(args: list[Any], attrs: Any, out: Any) -> Any:
     common = functools.reduce(torch.promote_types, (a.dtype for a in args))
     operands = [a.to(common) for a in args]
     return _function(kind.torch_fn)(*operands)
+
+
+def logcumsumexp(args: list[Any], attrs: Any, out: Any) -> Any:
+    """``logcumsumexp`` (registered by :mod:`.lowering`): torch's scan, flipped for ``reverse``."""
+    x, axis = args[0], attrs["axis"] % args[0].ndim
+    if attrs["reverse"]:
+        return torch.logcumsumexp(x.flip(axis), axis).flip(axis)
+    return torch.logcumsumexp(x, axis)

@@ -1,6 +1,7 @@
 """torch converters for the special functions: every aten packet a :mod:`rlx.ops.special` row names maps
 to the ``special`` op (operands cast to the node's result dtype first, so integer and bool inputs are
-promoted as torch promotes them); ``frexp`` gives its two results from the mantissa and exponent kinds."""
+promoted as torch promotes them); ``frexp`` gives its two results from the mantissa and exponent kinds;
+``logcumsumexp`` maps to the op of that name."""
 
 from __future__ import annotations
 
@@ -30,3 +31,12 @@ def _frexp(cx: _Ctx, node, x) -> tuple[Value, Value]:
 
 
 _conv(*(name for name in OVERLOADS if not name.startswith("aten.frexp")))(_special)
+
+
+@_conv("aten.logcumsumexp.default")
+def _logcumsumexp(cx: _Ctx, node, x, dim) -> Value:
+    dtype = cx.out_dtype()
+    x = cx.cast(x, dtype)
+    if len(x.shape) == 0:  # torch allows dim 0 / -1 on a scalar: the value itself
+        return x
+    return cx.g.logcumsumexp(x, axis=int(dim) % len(x.shape))

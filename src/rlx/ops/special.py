@@ -81,7 +81,7 @@ def _igamma(upper: bool) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
         sc = _scipy_special()
         r = sc.gammaincc(a, x) if upper else sc.gammainc(a, x)
         lo, hi = (1.0, 0.0) if upper else (0.0, 1.0)  # the value at x = 0 / at x = inf
-        cases = [
+        cases: list[tuple[np.ndarray, Any]] = [
             (np.isinf(x), hi),
             (np.isinf(a), np.where(np.isinf(x), np.nan, lo)),
             (x == 0, lo),

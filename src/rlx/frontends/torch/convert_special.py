@@ -19,7 +19,7 @@ def _special(cx: _Ctx, node, *args) -> Value:
     kind = OVERLOADS[_target_name(node.target)]
     dtype = cx.out_dtype()
     operands = [cx.cast(cx.tensor(a, dtype), dtype) for a in args[:KINDS[kind].arity]]
-    return cx.g.special(*operands, kind=kind)
+    return cx.g.append("special", operands, {"kind": kind})
 
 
 @_conv("aten.frexp.Tensor")

@@ -44,7 +44,7 @@ def _differentiable(name: str) -> tuple[str, ...]:
         return ()
     if name in POLYNOMIALS:
         return ("x",)
-    return ("y",) if name == "zeta" else ("x",)
+    return ("y",) if name in ("zeta", "igamma", "igammac") else ("x",)
 
 
 CASES = [

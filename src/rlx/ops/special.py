@@ -73,6 +73,11 @@ def _zeta(x: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.where(np.isposinf(q) & (x > 1), np.nan, _scipy_special().zeta(x, q))
 
 
+def _lgamma(x: np.ndarray) -> np.ndarray:
+    """log|Gamma(x)|; +inf at -inf (torch's and C's; scipy gives -inf)."""
+    return np.where(np.isneginf(x), np.inf, _scipy_special().gammaln(x))
+
+
 def _igamma(upper: bool) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """P(a, x) (``upper``: Q = 1 - P) with torch's special cases, checked in its order: NaN for a < 0 or
     x < 0; a = 0: P = 1 for x > 0, else NaN; x = 0: P = 0; a = inf: NaN if x = inf, else P = 0;
@@ -278,6 +283,8 @@ PARTIALS: dict[str, Partials] = {
     "modified_bessel_k1": lambda g, a, y: [-_g(g, "modified_bessel_k0", a[0]) - y / a[0]],
     "scaled_modified_bessel_k0": lambda g, a, y: [y - _g(g, "scaled_modified_bessel_k1", a[0])],
     "scaled_modified_bessel_k1": lambda g, a, y: [y - _g(g, "scaled_modified_bessel_k0", a[0]) - y / a[0]],
+    "igamma": lambda g, a, y: [None, _gamma_density(g, a[0], a[1])],
+    "igammac": lambda g, a, y: [None, -_gamma_density(g, a[0], a[1])],
     "spherical_bessel_j0": lambda g, a, y: [_over_x(g, a[0], g.activation(a[0], kind="cos") - y, 0.0)],
     "zeta": lambda g, a, y: [None, -(a[0] * _g(g, "zeta", a[0] + 1.0, a[1]))],
     "hermite_polynomial_h": lambda g, a, y: [_lowered(g, "hermite_polynomial_h", a, y) * 2.0, ZERO],
@@ -285,6 +292,11 @@ PARTIALS: dict[str, Partials] = {
     "frexp_mantissa": lambda g, a, y: [g.binary(g.scalar(2.0, a[0].dtype), -g.cast(_g(g, "frexp_exponent", a[0]),
                                                                                       to=a[0].dtype), op="pow")],
 }
+
+
+def _gamma_density(g: Any, a: Any, x: Any) -> Any:
+    """dP(a, x)/dx = x^(a-1) e^(-x) / Gamma(a), as exp((a - 1) log x - x - lgamma(a)) (torch's formula)."""
+    return _exp(g, (a - 1.0) * g.activation(x, kind="log") - x - _g(g, "lgamma", a))
 
 
 def _lowered(g: Any, kind: str, a: list[Any], y: Any) -> Any:
@@ -342,6 +354,8 @@ KINDS: dict[str, SpecialKind] = {k.name: k for k in (
     _unary("erfcx", _sc("erfcx"), "special.erfcx", doc="exp(x^2) erfc(x)"),
     _unary("log_ndtr", _sc("log_ndtr"), "special.log_ndtr", doc="log of the standard normal CDF"),
     _unary("ndtri", _sc("ndtri"), "special.ndtri", doc="inverse standard normal CDF; +-inf at 1 / 0"),
+    SpecialKind("lgamma", 1, _lgamma, "lgamma", (), doc="log|Gamma(x)| (igamma's derivative; torch's "
+                "aten.lgamma is composed by the torch reader)"),
     _unary("erfinv", _sc("erfinv"), "erfinv", "erfinv", doc="+-inf at +-1, NaN outside [-1, 1]"),
     SpecialKind("frexp_mantissa", 1, _frexp_mantissa, "frexp", _aten("frexp"),
                 doc="mantissa of frexp, |m| in [0.5, 1) (0, inf and NaN unchanged)"),
@@ -433,7 +447,7 @@ def _doc() -> str:
             "broadcast and promoted; the result has the promoted dtype (frexp_exponent: i32). Kinds: " + rows
             + "; and the polynomials " + ", ".join(POLYNOMIALS) + " of (x, n): n is truncated to an integer, n < 0 "
             "gives 0. Derivatives where a closed form exists (Bessel, erfinv, ndtri, log_ndtr, erfcx, zeta in q, "
-            "Hermite in x, frexp's mantissa); the other kinds raise AutodiffError.")
+            "Hermite in x, frexp's mantissa, igamma / igammac in x); the other kinds raise AutodiffError.")
 
 
 if not all(k.arity in (1, 2) for k in KINDS.values()):  # pragma: no cover - a malformed row

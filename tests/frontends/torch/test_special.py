@@ -54,3 +54,11 @@ def test_gcd_lcm_and_frexp():
 def test_logcumsumexp_far_apart_values_and_infinities():
     x = torch.tensor([[-1000.0, 0.0, float("-inf"), 3.0, float("inf"), 1.0], [0.5, -80.0, 2.0, 30.0, -3.0, float("nan")]])
     check(Fn(lambda x: (torch.logcumsumexp(x, 1), torch.logcumsumexp(x, 0), torch.logcumsumexp(x[0, 0], 0))), x, rtol=1e-6)
+
+
+def test_every_registered_overload_exists_in_torch():
+    from rlx.frontends.torch.convert_special import OVERLOADS
+
+    missing = [name for name in OVERLOADS
+               if name.split(".")[2] not in getattr(torch.ops.aten, name.split(".")[1]).overloads()]
+    assert not missing

@@ -25,7 +25,7 @@ def _spherical_j0(x: Any) -> Any:
 
 #: kind -> jax function (the others run on the host)
 DEVICE: dict[str, Callable[..., Any]] = {
-    "i0": jss.i0, "i0e": jss.i0e, "i1": jss.i1, "i1e": jss.i1e, "erfinv": jss.erfinv, "ndtri": jss.ndtri,
+    "i0": jss.i0, "i0e": jss.i0e, "i1": jss.i1, "i1e": jss.i1e, "erfinv": jss.erfinv, "ndtri": jss.ndtri, "erfcx": jss.erfcx,
     "log_ndtr": jss.log_ndtr, "spherical_bessel_j0": _spherical_j0, "nextafter": jnp.nextafter,
     "frexp_mantissa": lambda x: jnp.frexp(x)[0], "frexp_exponent": lambda x: jnp.frexp(x)[1],
 }

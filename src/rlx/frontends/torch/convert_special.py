@@ -7,12 +7,19 @@ from __future__ import annotations
 
 from rlx.frontends.torch.context import _conv, _Ctx, _rlx_dtype, _target_name
 from rlx.ir.graph import Value
-from rlx.ops.special import KINDS
+from rlx.ops.special import KINDS, POLYNOMIALS
 
-#: aten overload -> special kind (the Tensor overloads and the scalar-operand ones of binary kinds)
+
+def _overloads(kind: str) -> tuple[str, ...]:
+    """The aten overloads of a kind's packets: Tensor-Tensor, plus the Python-scalar ones torch has."""
+    if kind in POLYNOMIALS:
+        return ("default", "x_scalar", "n_scalar")
+    return ("default", "self_scalar", "other_scalar") if kind == "zeta" else ("default",)
+
+
+#: aten overload -> special kind
 OVERLOADS = {f"{packet}.{overload}": kind.name for kind in KINDS.values() for packet in kind.aten
-             for overload in (("default", "Tensor") if kind.arity == 1 else ("default", "self_scalar", "other_scalar",
-                                                                               "x_scalar", "n_scalar"))}
+             for overload in _overloads(kind.name) if packet != "aten.frexp"}
 
 
 def _special(cx: _Ctx, node, *args) -> Value:
@@ -22,7 +29,7 @@ def _special(cx: _Ctx, node, *args) -> Value:
     return cx.g.append("special", operands, {"kind": kind})
 
 
-@_conv("aten.frexp.Tensor")
+@_conv("aten.frexp.Tensor", "aten.frexp.default")
 def _frexp(cx: _Ctx, node, x) -> tuple[Value, Value]:
     mantissa, exponent = cx.meta()
     x = cx.cast(x, _rlx_dtype(mantissa.dtype))
@@ -30,7 +37,7 @@ def _frexp(cx: _Ctx, node, x) -> tuple[Value, Value]:
             cx.cast(cx.g.special(x, kind="frexp_exponent"), _rlx_dtype(exponent.dtype)))
 
 
-_conv(*(name for name in OVERLOADS if not name.startswith("aten.frexp")))(_special)
+_conv(*OVERLOADS)(_special)
 
 
 @_conv("aten.logcumsumexp.default")

@@ -10,8 +10,9 @@ the torch backend calls, and its partial derivatives where a closed form exists.
 The transcendental kernels call ``scipy.special`` (the ``special`` extra: both scipy and torch port
 Cephes, so the numbers agree); the polynomials follow torch's own algorithm (the integer degree
 ``n`` is truncated from a float tensor, ``n < 0`` gives 0, the special values at ``|x| = 1`` and
-the trigonometric form for large ``n`` inside ``(-1, 1)``), so edge cases match torch exactly. Bessel J / Y and Airy Ai agree with torch's ports to about 1e-9
-relative in float64 (torch computes float32 inputs in float32, these kernels in float64).
+the trigonometric form for large ``n`` inside ``(-1, 1)``), so edge cases match torch exactly.
+Bessel J / Y and Airy Ai agree with torch's ports to about 1e-9 relative in float64 (torch
+computes float32 inputs in float32, these kernels in float64).
 """
 
 from __future__ import annotations
@@ -447,8 +448,9 @@ def _doc() -> str:
     return ("Special functions with torch's semantics (rlx.ops.special). Float operands (gcd / lcm: integers), "
             "broadcast and promoted; the result has the promoted dtype (frexp_exponent: i32). Kinds: " + rows
             + "; and the polynomials " + ", ".join(POLYNOMIALS) + " of (x, n): n is truncated to an integer, n < 0 "
-            "gives 0, NaN x gives NaN (torch's CPU kernels return unrelated finite values there). Derivatives where a closed form exists (Bessel, erfinv, ndtri, log_ndtr, erfcx, zeta in q, "
-            "Hermite in x, frexp's mantissa, igamma / igammac in x); the other kinds raise AutodiffError.")
+            "gives 0, NaN x gives NaN (torch's CPU kernels return unrelated finite values there). Derivatives "
+            "where a closed form exists (Bessel, erfinv, ndtri, log_ndtr, erfcx, zeta in q, Hermite in x, "
+            "frexp's mantissa, igamma / igammac in x); the other kinds raise AutodiffError.")
 
 
 if not all(k.arity in (1, 2) for k in KINDS.values()):  # pragma: no cover - a malformed row

@@ -275,6 +275,9 @@ class GraphBuilders:
     def log(self, x: Operand, /, name: str | None = None) -> Value:
         """activation(kind='log'): Unary elementwise function (one row per kind: rlx.ops.kinds)."""
 
+    def logcumsumexp(self, x: Operand, /, axis: int = ..., reverse: bool = ..., name: str | None = None) -> Value:
+        """Running log(sum(exp(x))) along `axis` (torch.logcumsumexp), a scan of logaddexp: exact per step, -inf terms add nothing, +inf saturates, NaN propagates; reverse runs from the end."""
+
     def lora_matmul(self, x: Operand, w: Operand, a: Operand, b: Operand, /, scale: float = ..., name: str | None = None) -> Value:
         """x @ w + scale·((x @ a) @ b): x [..., M, K], w [K, N], a [K, R], b [R, N] (matmul rules, so batched x works)."""
 
@@ -424,6 +427,9 @@ class GraphBuilders:
 
     def softmax_cross_entropy_backward(self, logits: Operand, labels: Operand, d_loss: Operand, /, name: str | None = None) -> Value:
         """Gradient of softmax_cross_entropy w.r.t."""
+
+    def special(self, x: Operand, y: Operand = ..., /, kind: Literal['bessel_j0', 'bessel_j1', 'bessel_y0', 'bessel_y1', 'i0', 'i1', 'i0e', 'i1e', 'modified_bessel_k0', 'modified_bessel_k1', 'scaled_modified_bessel_k0', 'scaled_modified_bessel_k1', 'spherical_bessel_j0', 'airy_ai', 'erfcx', 'log_ndtr', 'ndtri', 'lgamma', 'erfinv', 'frexp_mantissa', 'frexp_exponent', 'zeta', 'igamma', 'igammac', 'nextafter', 'gcd', 'lcm', 'chebyshev_polynomial_t', 'chebyshev_polynomial_u', 'chebyshev_polynomial_v', 'chebyshev_polynomial_w', 'shifted_chebyshev_polynomial_t', 'shifted_chebyshev_polynomial_u', 'shifted_chebyshev_polynomial_v', 'shifted_chebyshev_polynomial_w', 'hermite_polynomial_h', 'hermite_polynomial_he', 'laguerre_polynomial_l', 'legendre_polynomial_p'] = ..., name: str | None = None) -> Value:
+        """Special functions with torch's semantics (rlx.ops.special)."""
 
     def split(self, x: Operand, /, axis: int = ..., sizes: Sequence[Dim] = ..., name: str | None = None) -> tuple[Value, ...]:
         """Cut x along `axis` into len(sizes) pieces of those lengths (they must add up to the axis size): one node with one result per piece (ONNX Split, torch.split with a list)."""

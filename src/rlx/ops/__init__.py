@@ -15,6 +15,7 @@ from rlx.ops import (  # noqa: F401
     hir_qwen35,
     indexing,
     linalg,
+    logcumsumexp,
     math_ext,
     moe,
     normalization,
@@ -25,5 +26,6 @@ from rlx.ops import (  # noqa: F401
     sequence,
     shape,
     sources,
+    special,
     splat,
 )

@@ -708,6 +708,7 @@ from rlx.backends.jax import (  # noqa: E402  (each module registers its lowerin
     lowering_index,  # noqa: F401  (registers advanced_index / advanced_index_put)
     lowering_moe,  # noqa: F401  (registers grouped_matmul / dequant_grouped_matmul / dequant_moe_weights)
     lowering_sequence,  # noqa: F401  (registers selective_scan / gated_delta_net / axial_rope2d)
+    lowering_special,  # noqa: F401  (registers the special-function lowering)
     lowering_splat,  # noqa: F401  (registers gaussian_splat_render and its derivatives)
 )
 from rlx.backends.jax.lowering_ext import HOST  # noqa: E402  (registers the quant / numerics lowerings)

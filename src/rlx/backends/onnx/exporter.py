@@ -100,6 +100,8 @@ REFUSED: dict[str, str] = {
     "grouped_matmul": "per-token expert matmul: Gather(w, ids) + batched MatMul mapping not written yet",
     "dequant_grouped_matmul": "GGUF K-quant / NVFP4 packed expert blocks have no ONNX equivalent",
     "dequant_moe_weights": "GGUF K-quant / NVFP4 packed expert blocks have no ONNX equivalent",
+    "logcumsumexp": "no ONNX scan of logaddexp (a CumSum of exp underflows where torch's scan does not)",
+    "special": "Bessel / Airy / zeta / incomplete-gamma functions, torch's orthogonal polynomials, gcd and frexp have no ONNX operator",
     **dict.fromkeys(
         SPLAT_OPS,
         "Gaussian splatting (data-dependent tile lists and depth sorts) has no ONNX operator"),

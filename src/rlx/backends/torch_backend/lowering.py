@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 
 from rlx.backends.lowering_table import LoweringTable
+from rlx.backends.torch_backend.lowering_special import logcumsumexp as logcumsumexp_lowering
+from rlx.backends.torch_backend.lowering_special import special as special_lowering
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
@@ -410,3 +412,7 @@ def _pool2d(args, attrs, out):
         return total / (k[0] * k[1])
     ones = torch.ones((1, 1, *x.shape[2:]), dtype=total.dtype, device=x.device)
     return total / torch.sum(_windows(ones, k, s, p, 0), dim=-1)
+
+
+lowering("special")(special_lowering)  # torch.special calls (rlx.backends.torch_backend.lowering_special)
+lowering("logcumsumexp")(logcumsumexp_lowering)

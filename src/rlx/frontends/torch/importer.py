@@ -59,6 +59,7 @@ from rlx.frontends.torch import (  # each registers its converters on import
     convert_reduce,
     convert_resize,  # noqa: F401  (upsample_* / interpolate in every mode)
     convert_shape,  # noqa: F401  (views, slices, concatenation, embedding)
+    convert_special,  # noqa: F401  (torch.special: Bessel, erfinv, zeta, igamma, polynomials, gcd, frexp)
 )
 from rlx.frontends.torch.context import (
     _CONVERTERS,

@@ -341,6 +341,8 @@ RLX_ONLY = {
     "arg_reduce": "upstream 0.2.1 has no argmax / argmin op (ArgMax / ArgMin came later)",
     "binary_ext": "mod / fmod / bitwise / shift ops are rlx extensions (ONNX import)",
     "unary_math": "erf / floor / ceil / sign / round_even / inverse trig / hyperbolic ops are rlx extensions",
+    "logcumsumexp": "the running log-sum-exp (torch.logcumsumexp) is an rlx extension",
+    "special": "torch.special functions (Bessel, zeta, incomplete gamma, polynomials, gcd, frexp) are rlx extensions",
     "gather_elements": "element-wise gather (ONNX GatherElements) is an rlx extension",
     "advanced_index": "NumPy advanced indexing (torch aten.index) is an rlx extension",
     "advanced_index_put": "NumPy indexed assignment (torch index_put) is an rlx extension",

@@ -15,6 +15,7 @@ from rlx.frontends.torch.context import _axis, _conv, _Ctx, _reshape
 from rlx.frontends.torch.convert_shape import _position, _slice_bounds
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
+from rlx.ops import index_writes
 
 
 def _key(cx: _Ctx, indices: list[Any]) -> tuple[str, list[Value]]:
@@ -39,21 +40,12 @@ def _index(cx, node, x, indices):
     return cx.g.advanced_index([x, *tensors], pattern=pattern)
 
 
-def _masked_put(cx: _Ctx, x: Value, mask: Value, values: Value, accumulate: bool) -> Value:
-    """x[mask] = v with a bool mask over x's leading dims and one value: a where (no data-dependent size)."""
-    if values.shape and any(d != 1 for d in values.shape):
-        raise cx.fail("index_put with a boolean mask is only supported with a single value (x[mask] = v)")
-    v = _reshape(cx, values, [])
-    m = _reshape(cx, mask, [*mask.shape, *([1] * (len(x.shape) - len(mask.shape)))])
-    return cx.g.where(m, x + v if accumulate else v, x)
-
-
 @_conv("aten.index_put.default", "aten._unsafe_index_put.default")
 def _index_put(cx, node, x, indices, values, accumulate=False):
     values = cx.cast(values, x.dtype) if isinstance(values, Value) else cx.scalar(values, x.dtype)
     given = [t for t in indices if t is not None]
     if len(given) == 1 and isinstance(given[0], Value) and given[0].dtype.is_bool and indices[0] is given[0]:
-        return _masked_put(cx, x, given[0], values, bool(accumulate))
+        return index_writes.masked_put(cx.g, x, given[0], values, bool(accumulate))
     pattern, tensors = _key(cx, list(indices))
     return cx.g.advanced_index_put([x, values, *tensors], pattern=pattern, accumulate=bool(accumulate))
 

@@ -43,16 +43,14 @@ def masked_rows(g: Graph, x: Value, mask: Value, rows: Value, accumulate: bool =
 
 
 def masked_scatter(g: Graph, x: Value, mask: Value, source: Value) -> Value:
-    """torch.masked_scatter: the True positions of ``mask`` (broadcast with x, C order) take source's
+    """torch.masked_scatter: x and mask broadcast together; the True positions (C order) take source's
     elements in order (source read flat)."""
-    shape = broadcast_shapes(x.shape, mask.shape)
-    if tuple(shape) != tuple(x.shape):
-        raise ShapeError(f"masked_scatter: mask {mask.shape!r} must broadcast to x {x.shape!r}")
+    shape = list(broadcast_shapes(x.shape, mask.shape))
     if source.dtype != x.dtype:
         source = g.cast(source, to=x.dtype)
-    m = _flat(g, mask if tuple(mask.shape) == tuple(x.shape) else g.expand(mask, target_shape=list(x.shape)))
-    out = masked_rows(g, g.reshape(x, new_shape=[-1, 1]), m, g.reshape(source, new_shape=[-1, 1]))
-    return g.reshape(out, new_shape=list(x.shape))
+    x, mask = (v if list(v.shape) == shape else g.expand(v, target_shape=shape) for v in (x, mask))
+    out = masked_rows(g, g.reshape(x, new_shape=[-1, 1]), _flat(g, mask), g.reshape(source, new_shape=[-1, 1]))
+    return g.reshape(out, new_shape=shape)
 
 
 def masked_put(g: Graph, x: Value, mask: Value, values: Value, accumulate: bool = False) -> Value:

@@ -111,38 +111,42 @@ def index_reduce(g: Graph, x: Value, axis: int, index: Value, source: Value, red
 
 
 def group_ids(g: Graph, starts: Value, n: int) -> Value:
-    """For positions 0..n-1 the number of ``starts`` (1-D, ascending) at or below each position, minus one:
-    the group each position falls in when group k begins at starts[k]. n x len(starts) compares."""
+    """For positions 0..n-1 the number of ``starts`` (ascending along the last axis) at or below each position,
+    minus one: the group each position falls in when group k begins at starts[..., k]. [..., S] -> [..., n]
+    (n x S compares per row)."""
+    lead = list(starts.shape[:-1])
     pos = g.constant(np.arange(n, dtype=np.int64).reshape(n, 1))
     starts = g.cast(starts, to=DType.I64) if starts.dtype != DType.I64 else starts
-    hits = g.cast(g.ge(pos, g.reshape(starts, new_shape=[1, -1])), to=DType.I64)
-    return g.reduce(hits, op="sum", axes=[1], keep_dim=False) - full(g, (), 1, DType.I64)
+    hits = g.cast(g.ge(pos, g.reshape(starts, new_shape=[*lead, 1, -1])), to=DType.I64)
+    return g.reduce(hits, op="sum", axes=[len(lead) + 1], keep_dim=False) - full(g, (), 1, DType.I64)
 
 
 def segment_reduce(g: Graph, data: Value, reduce: str, lengths: Value, axis: int = 0,
                    initial: float | None = None) -> Value:
-    """torch.segment_reduce with 1-D ``lengths``: consecutive runs of data along ``axis`` reduced
-    (sum / prod / mean / max / min). ``initial`` takes part in every segment (torch) and is what an
-    empty one gives; without it an empty segment gives the identity (mean: NaN)."""
+    """torch.segment_reduce: consecutive runs of data along ``axis`` reduced (sum / prod / mean / max / min);
+    ``lengths`` is [*data.shape[:axis], S] (one set of runs per leading index). ``initial`` takes part in
+    every segment (torch) and is what an empty one gives; without it an empty segment gives the identity
+    (mean: NaN)."""
     red = {"max": "amax", "min": "amin"}.get(reduce, reduce)
     if red not in REDUCTIONS:
         raise ShapeError(f"segment_reduce: reduce must be sum, prod, mean, max or min, got {reduce!r}")
-    if len(lengths.shape) != 1:
-        raise ShapeError(f"segment_reduce: only 1-D lengths are supported, got {lengths.shape!r}")
-    n, s = data.shape[axis], lengths.shape[0]
+    if len(lengths.shape) != axis + 1 or tuple(lengths.shape[:axis]) != tuple(data.shape[:axis]):
+        raise ShapeError(f"segment_reduce: lengths {lengths.shape!r} must be data's dims before axis {axis} "
+                         f"(data {data.shape!r}) and the segment count")
+    n, s = data.shape[axis], lengths.shape[-1]
     if not isinstance(n, int) or not isinstance(s, int):
         raise ShapeError("segment_reduce needs a static data length and segment count")
     lengths = g.cast(lengths, to=DType.I64) if lengths.dtype != DType.I64 else lengths
-    starts = g.cumulative(lengths, op="sum", axis=0, exclusive=True)
-    ids = along(g, group_ids(g, starts, n), data.shape, axis)
+    starts = g.cumulative(lengths, op="sum", axis=axis, exclusive=True)
+    trailing = [1] * (len(data.shape) - axis - 1)
+    ids = g.expand(g.reshape(group_ids(g, starts, n), new_shape=[*data.shape[:axis], n, *trailing]),
+                   target_shape=list(data.shape))
     out_shape = [s if i == axis else d for i, d in enumerate(data.shape)]
     start = identity("sum" if red == "mean" else red, data.dtype) if initial is None else initial
     out = g.scatter_elements(full(g, out_shape, start, data.dtype), ids, data, axis=axis, reduction=_SCATTER_KIND[red])
     if red != "mean":
         return out
-    lay = [1] * len(out_shape)
-    lay[axis] = s
-    count = g.reshape(g.cast(lengths, to=data.dtype), new_shape=lay)
+    count = g.reshape(g.cast(lengths, to=data.dtype), new_shape=[*lengths.shape, *trailing])
     empty = g.eq(count, full(g, (), 0, data.dtype))
     mean = g.binary(out, g.where(empty, full(g, (), 1, data.dtype), count), op="div")
     return g.where(empty, full(g, (), np.nan if initial is None else initial, data.dtype), mean)
@@ -186,3 +190,21 @@ def embedding_bag(g: Graph, weight: Value, indices: Value, offsets: Value, mode:
     if mode == "max":
         return g.where(empty, full(g, (), 0, dtype), out)
     return g.binary(out, g.where(empty, full(g, (), 1, dtype), count), op="div")
+
+
+def embedding_renorm(g: Graph, weight: Value, indices: Value, max_norm: float, norm_type: float = 2.0) -> Value:
+    """torch.embedding_renorm_ functionally: the rows of weight that indices name and whose p-norm exceeds
+    max_norm, scaled by max_norm / (norm + 1e-7) (torch's epsilon); other rows unchanged."""
+    rows, dtype = weight.shape[0], weight.dtype
+    flat = g.reshape(g.cast(indices, to=DType.I64) if indices.dtype != DType.I64 else indices, new_shape=[-1])
+    used = g.scatter_elements(full(g, [rows], 0, dtype), flat, full(g, flat.shape, 1, dtype), axis=0, reduction="none")
+    if norm_type == 2.0:
+        norm = g.activation(g.reduce(weight * weight, op="sum", axes=[1], keep_dim=True), kind="sqrt")
+    else:
+        p = full(g, (), norm_type, dtype)
+        total = g.reduce(g.binary(g.activation(weight, kind="abs"), p, op="pow"), op="sum", axes=[1], keep_dim=True)
+        norm = g.binary(total, full(g, (), 1.0 / norm_type, dtype), op="pow")
+    limit = full(g, (), max_norm, dtype)
+    over = g.binary(g.gt(norm, limit), g.gt(g.reshape(used, new_shape=[rows, 1]), full(g, (), 0, dtype)), op="mul")
+    scale = g.binary(limit, norm + full(g, (), 1e-7, dtype), op="div")
+    return weight * g.where(over, scale, full(g, (), 1, dtype))

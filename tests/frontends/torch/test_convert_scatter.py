@@ -70,7 +70,9 @@ def test_segment_reduce_lengths_and_offsets_with_empty_segments(reduce):
     offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
 
     def fn(d, n, o):
-        return torch.segment_reduce(d, reduce, lengths=n), torch.segment_reduce(d, reduce, offsets=o, initial=1.5)
+        rows = torch.stack([n, n.flip(0)])  # axis 1: one set of segments per row
+        return (torch.segment_reduce(d, reduce, lengths=n), torch.segment_reduce(d, reduce, offsets=o, initial=1.5),
+                torch.segment_reduce(torch.stack([d, -d]), reduce, lengths=rows, axis=1, initial=-2.0))
 
     check(Fn(fn), data, lengths, offsets, rtol=1e-5, atol=1e-5)
 
@@ -107,7 +109,7 @@ def test_masked_scatter_broadcast_mask_and_too_short_source():
     mask = torch.tensor([True, False, True, True, False])
 
     def fn(x, m, s, m2):
-        return x.masked_scatter(m, s), x.masked_scatter(m2, s)
+        return x.masked_scatter(m, s), x.masked_scatter(m2, s), x[0].masked_scatter(m2, s)  # the last: x broadcast
 
     check(Fn(fn), _x(4, 5), mask, _x(30, seed=1), _x(4, 5, seed=2) > 0)
     g, params = rlx.torch.import_module(Fn(lambda x, m, s: x.masked_scatter(m, s)), (_x(4), mask[:4], _x(3)))
@@ -140,3 +142,9 @@ def test_diagonal_and_as_strided_scatter():
 def test_data_dependent_sizes_are_refused_with_the_reason():
     with pytest.raises(rlx.torch.TorchImportError, match="output size depends on the input's values"):
         rlx.torch.import_module(Fn(torch.nonzero), (_x(4),))
+
+
+def test_embedding_renorm_scales_only_named_rows_over_the_norm():
+    weight, idx = _x(6, 3), torch.tensor([[0, 2], [2, 5]])
+    fn = Fn(lambda w, i: (torch.ops.aten.embedding_renorm(w, i, 2.5, 2.0), torch.ops.aten.embedding_renorm(w, i, 3.0, 1.0)))
+    check(fn, weight, idx, rtol=1e-5, atol=1e-6)

@@ -57,21 +57,24 @@ def _index_reduce(cx, node, x, dim, index, source, reduce, include_self=True):
 @_conv("aten.segment_reduce.default")
 def _segment_reduce(cx, node, data, reduce, lengths=None, indices=None, offsets=None, axis=0, unsafe=False,
                     initial=None):
-    """segment_reduce with 1-D lengths or offsets (offsets become lengths by a difference)."""
+    """segment_reduce with lengths or offsets (offsets become lengths by a difference along their last axis)."""
     if indices is not None:
         raise cx.fail("segment_reduce with indices is not supported (torch implements lengths and offsets only)")
     if lengths is None:
         if offsets is None:
             raise cx.fail("segment_reduce needs lengths or offsets")
-        count = cx.static(offsets.shape[0], "segment_reduce offsets size") - 1
-        lengths = cx.g.narrow(offsets, axis=0, start=1, length=count) - cx.g.narrow(offsets, axis=0, start=0, length=count)
+        last = len(offsets.shape) - 1
+        count = cx.static(offsets.shape[last], "segment_reduce offsets size") - 1
+        lengths = cx.g.narrow(offsets, axis=last, start=1, length=count) - cx.g.narrow(offsets, axis=last, start=0,
+                                                                                        length=count)
     return scatter_reduce.segment_reduce(cx.g, data, reduce, lengths, _axis(axis, len(data.shape)), initial)
 
 
 _BAG_MODES = {0: "sum", 1: "mean", 2: "max"}
 
 
-@_conv("aten._embedding_bag_forward_only.default", "aten._embedding_bag.default")
+@_conv("aten._embedding_bag_forward_only.default", "aten._embedding_bag.default", "aten.embedding_bag.padding_idx",
+       "aten.embedding_bag.default")
 def _embedding_bag(cx, node, weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
                    per_sample_weights=None, include_last_offset=False, padding_idx=-1):
     """The bag sums / means / maxima (output 0); torch's bookkeeping outputs (offset2bag, bag sizes, argmax
@@ -81,6 +84,12 @@ def _embedding_bag(cx, node, weight, indices, offsets, scale_grad_by_freq=False,
     out = scatter_reduce.embedding_bag(cx.g, weight, indices, offsets, _BAG_MODES[int(mode)], per_sample_weights,
                                        bool(include_last_offset), None if padding_idx is None else int(padding_idx))
     return (out,)
+
+
+@_conv("aten.embedding_renorm.default")
+def _embedding_renorm(cx, node, weight, indices, max_norm, norm_type):
+    """embedding(max_norm=...)'s in-place renorm of the named rows, as a new tensor."""
+    return scatter_reduce.embedding_renorm(cx.g, weight, indices, float(max_norm), float(norm_type))
 
 
 def _getitem_target():

@@ -148,3 +148,11 @@ def test_embedding_renorm_scales_only_named_rows_over_the_norm():
     weight, idx = _x(6, 3), torch.tensor([[0, 2], [2, 5]])
     fn = Fn(lambda w, i: (torch.ops.aten.embedding_renorm(w, i, 2.5, 2.0), torch.ops.aten.embedding_renorm(w, i, 3.0, 1.0)))
     check(fn, weight, idx, rtol=1e-5, atol=1e-6)
+
+
+def test_take_gather_0d_and_empty_index():
+    def fn(x, i, x0):
+        return (torch.take(x, i), torch.gather(x0, 0, torch.tensor([0, 0])),
+                torch.gather(x[0], 0, torch.zeros(2, 0, dtype=torch.long)))
+
+    check(Fn(fn), _x(3, 4), torch.tensor([[0, -1], [11, 5]]), torch.tensor(1.5))

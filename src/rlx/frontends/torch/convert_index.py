@@ -1,6 +1,6 @@
 """torch converters for indexing and functionalised in-place writes: ``aten.index`` (any number of
 index tensors, NumPy layout) and ``index_put`` onto :mod:`rlx.ops.advanced_index`; ``gather``;
-``slice_scatter`` / ``select_scatter`` (what ``x[a:b] = y`` / ``x[i] = y`` become) and ``copy``.
+``take``; ``slice_scatter`` / ``select_scatter`` (what ``x[a:b] = y`` / ``x[i] = y`` become) and ``copy``.
 
 Registered into :data:`rlx.frontends.torch.context._CONVERTERS` when that module is imported.
 """
@@ -52,10 +52,21 @@ def _index_put(cx, node, x, indices, values, accumulate=False):
 
 @_conv("aten.gather.default")
 def _gather(cx, node, x, dim, index, sparse_grad=False):
-    """torch.gather is np.take_along_axis (index may be smaller than x off the axis)."""
+    """torch.gather is np.take_along_axis (index may be smaller than x off the axis); an empty index gives an
+    empty result of its shape (torch accepts any rank then), a 0-d x reads its one element."""
+    if any(d == 0 for d in index.shape):
+        return cx.g.constant(np.zeros(tuple(index.shape), x.dtype.numpy))
     if len(x.shape) == 0:
-        return x
+        flat = cx.g.gather_elements(_reshape(cx, x, [1]), _reshape(cx, index, [-1]), axis=0)
+        return _reshape(cx, flat, list(index.shape))
     return cx.g.gather_elements(x, index, axis=_axis(dim, len(x.shape)))
+
+
+@_conv("aten.take.default")
+def _take(cx, node, x, index):
+    """torch.take: x read as flat at index (negative indices wrap); the result has index's shape."""
+    flat = _reshape(cx, x, [-1]) if len(x.shape) != 1 else x
+    return cx.g.gather(flat, cx.cast(index, DType.I64), axis=0)
 
 
 def _splice(cx: _Ctx, x: Value, src: Value, axis: int, lo: int, hi: int) -> Value:

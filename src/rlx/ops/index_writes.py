@@ -53,9 +53,21 @@ def masked_scatter(g: Graph, x: Value, mask: Value, source: Value) -> Value:
     return g.reshape(out, new_shape=shape)
 
 
-def masked_put(g: Graph, x: Value, mask: Value, values: Value, accumulate: bool = False) -> Value:
-    """torch's x[mask] = values (index_put with one bool mask over x's leading dims): values broadcast to
-    [number of True, *x.shape[mask rank:]], one row per selected position or one row for all."""
+def masked_put(g: Graph, x: Value, mask: Value, values: Value, accumulate: bool = False, at: int = 0) -> Value:
+    """torch's x[mask] = values (index_put with one bool mask over x's dims from ``at`` on, full slices before):
+    values broadcast to x.shape[:at] + [number of True] + the dims after the mask, one row per selected position
+    or one row for all. A mask not at the front is moved there (a transpose each way)."""
+    if at:
+        m = len(mask.shape)
+        perm = [*range(at, at + m), *range(at), *range(at + m, len(x.shape))]
+        vrank = len(x.shape) - m + 1
+        if len(values.shape) > vrank:
+            raise ShapeError(f"index_put: values {values.shape!r} have more dims than the indexed shape ({vrank})")
+        v = g.reshape(values, new_shape=[1] * (vrank - len(values.shape)) + list(values.shape)) \
+            if len(values.shape) < vrank else values
+        v = g.transpose(v, perm=[at, *range(at), *range(at + 1, vrank)])
+        out = masked_put(g, g.transpose(x, perm=perm), mask, v, accumulate)
+        return g.transpose(out, perm=[perm.index(i) for i in range(len(perm))])
     lead, rest = len(mask.shape), list(x.shape[len(mask.shape):])
     if tuple(x.shape[:lead]) != tuple(mask.shape):
         raise ShapeError(f"index_put: mask {mask.shape!r} must match x's leading dims {x.shape!r}")

@@ -121,14 +121,17 @@ def test_masked_scatter_broadcast_mask_and_too_short_source():
 def test_index_put_bool_mask_row_values_broadcast_and_accumulate():
     mask = torch.tensor([True, True, False, True, False])
 
-    def fn(x, rows, row, m):
-        a, b, c = x.clone(), x.clone(), x.clone()
+    def fn(x, rows, row, m, y, m2):
+        a, b, c, d, e = x.clone(), x.clone(), x.clone(), y.clone(), y.clone()
         a[m] = rows
         b[m] = row
         c.index_put_((m,), rows, accumulate=True)
-        return a, b, c
+        d[:, m2] = rows[:2, :3].reshape(2, 3, 1)  # a mask after a full slice: values [2, K=3, 1]
+        e[:, m2] = 0.5
+        return a, b, c, d, e
 
-    check(Fn(fn), _x(5, 4), _x(3, 4, seed=1), _x(4, seed=2), mask)
+    m2 = torch.tensor([[True, False], [False, True], [True, False]])
+    check(Fn(fn), _x(5, 4), _x(3, 4, seed=1), _x(4, seed=2), mask, _x(2, 3, 2, 4, seed=3), m2)
 
 
 def test_diagonal_and_as_strided_scatter():

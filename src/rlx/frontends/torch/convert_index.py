@@ -44,8 +44,9 @@ def _index(cx, node, x, indices):
 def _index_put(cx, node, x, indices, values, accumulate=False):
     values = cx.cast(values, x.dtype) if isinstance(values, Value) else cx.scalar(values, x.dtype)
     given = [t for t in indices if t is not None]
-    if len(given) == 1 and isinstance(given[0], Value) and given[0].dtype.is_bool and indices[0] is given[0]:
-        return index_writes.masked_put(cx.g, x, given[0], values, bool(accumulate))
+    if len(given) == 1 and isinstance(given[0], Value) and given[0].dtype.is_bool:  # x[..., mask] = v
+        at = next(i for i, t in enumerate(indices) if t is not None)
+        return index_writes.masked_put(cx.g, x, given[0], values, bool(accumulate), at)
     pattern, tensors = _key(cx, list(indices))
     return cx.g.advanced_index_put([x, values, *tensors], pattern=pattern, accumulate=bool(accumulate))
 

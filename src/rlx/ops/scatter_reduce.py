@@ -16,6 +16,7 @@ exporter writes them as ScatterElements. The rules (torch's, checked against it 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -24,7 +25,8 @@ from rlx.ir.errors import ShapeError
 from rlx.ir.graph import Graph, Value
 
 REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
-_SCATTER_KIND = {"sum": "add", "mean": "add", "prod": "mul", "amax": "max", "amin": "min"}
+_Kind = Literal["none", "add", "mul", "max", "min"]
+_SCATTER_KIND: dict[str, _Kind] = {"sum": "add", "mean": "add", "prod": "mul", "amax": "max", "amin": "min"}
 
 
 def identity(reduce: str, dtype: DType) -> np.ndarray:

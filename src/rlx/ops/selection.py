@@ -4,7 +4,9 @@
 Their rules, as torch's CPU kernels define them (checked against torch in tests/ops):
 
 * ``mode``: the most frequent value along the axis, the smallest of tied ones, and the index of its
-  last occurrence. Counted by an n x n comparison along the axis (n^2 work per row).
+  last occurrence. Counted by an n x n comparison along the axis (n^2 work per row). torch's index is its
+  sort's pick on long rows (any occurrence) and its NaN handling follows its sort's order; here NaN never
+  counts as equal, so it is the mode only of an all-NaN row.
 * ``nonzero_static``: the coordinates of the first ``size`` nonzero elements (C order), rows past the
   count filled with ``fill_value``. The k-th nonzero element lands in row k by a scatter of its flat
   position to its exclusive running count.

@@ -62,17 +62,23 @@ def test_item_and_resize():
 
 
 class Composed(torch.nn.Module):
-    """One of each composition (scatter, mask, mode, nonzero_static, hash) for the backends below."""
+    """One of each composition (scatter / index / segment / bag reductions, mask writes, put, diagonal scatter,
+    mode, nonzero_static, histogram) for the backends below."""
 
-    def forward(self, x, idx, src, mask):
+    def forward(self, x, idx, src, mask, lengths, bag_idx, offsets):
         values, indices = torch.mode(torch.round(x), 1)
         return (x.scatter_reduce(0, idx, src, "mean", include_self=False), x.scatter_reduce(0, idx, src, "amax"),
                 x.masked_scatter(mask, src), values, indices, torch.nonzero_static(mask, size=5),
-                x.index_reduce(0, idx[:, 0], src, "prod", include_self=False))
+                x.index_reduce(0, idx[:, 0], src, "prod", include_self=False),
+                torch.segment_reduce(src.reshape(9), "max", lengths=lengths, initial=0.5),
+                torch.nn.functional.embedding_bag(bag_idx, x, offsets, mode="mean"),
+                x.put(idx[0], src[0], accumulate=True), torch.diagonal_scatter(x, src[1, :2], -2),
+                *torch.histogram(src, 4))
 
 
 def _composed():
-    args = (_x(4, 3), torch.tensor([[0, 1, 0], [3, 1, 0], [0, 0, 2]]), _x(3, 3, seed=1), _x(4, 3, seed=2) > 0)
+    args = (_x(4, 3), torch.tensor([[0, 1, 0], [3, 1, 0], [0, 0, 2]]), _x(3, 3, seed=1), _x(4, 3, seed=2) > 0,
+            torch.tensor([2, 0, 4, 3]), torch.tensor([3, 1, 1, 0, 2]), torch.tensor([0, 2, 2]))
     with torch.no_grad():
         want = [t.numpy() for t in Composed()(*args)]
     g, params = rlx.torch.import_module(Composed(), args)
@@ -84,6 +90,7 @@ def test_compositions_run_on_other_backends(backend):
     pytest.importorskip(backend)
     g, params, feed, want = _composed()
     got = rlx.compile(g, backend=backend).run(feed, params)
+    assert len(got) == len(want)
     for a, b in zip(got, want):
         np.testing.assert_allclose(np.asarray(a), b, rtol=1e-5, atol=1e-5)
 
@@ -98,5 +105,7 @@ def test_compositions_export_to_onnx():
     onnx.checker.check_model(proto)
     sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [i.name for i in sess.get_inputs()]
-    for a, b in zip(sess.run(None, {n: feed[n] for n in names}), want):
+    got = sess.run(None, {n: feed[n] for n in names})
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)

@@ -10,7 +10,7 @@ Their rules, as torch's CPU kernels define them (checked against torch in tests/
 * ``nonzero_static``: the coordinates of the first ``size`` nonzero elements (C order), rows past the
   count filled with ``fill_value``. The k-th nonzero element lands in row k by a scatter of its flat
   position to its exclusive running count.
-* ``histogram``: bins over [min, max] of the data (widened by 0.5 on each side when they are equal) or
+* ``histogram`` / ``histogramdd``: bins over [min, max] of the data (widened by 0.5 on each side when they are equal) or
   over given edges; the last bin is closed; values outside (and NaN) are dropped; ``weight`` and
   ``density`` as numpy.histogram.
 * ``hash_tensor``: the XOR of the elements' 64-bit patterns (floats widened to f64, integers as
@@ -91,43 +91,81 @@ def _bin_of(g: Graph, flat: Value, edges: Value, bins: int) -> Value:
     return g.where(inside, pos, full(g, (), -1, DType.I64))
 
 
-def histogram(g: Graph, x: Value, bins: int | Value, value_range: Sequence[float] | None = None,
-              weight: Value | None = None, density: bool = False) -> tuple[Value, Value]:
-    """(hist, bin_edges) of torch.histogram: ``bins`` equal bins (an int) or the given edges (a 1-D tensor)."""
+def _equal_edges(g: Graph, column: Value, count: int, value_range: Sequence[float] | None) -> Value:
+    """``count`` + 1 equally spaced edges over value_range or the column's [min, max] (widened by 0.5 each side
+    when equal), as torch's linspace computes them (the first half up from lo, the rest down from hi)."""
+    dtype = column.dtype
+    if count < 1:
+        raise ShapeError(f"histogram needs at least one bin, got {count}")
+    if value_range is not None:
+        lo, hi = full(g, (), value_range[0], dtype), full(g, (), value_range[1], dtype)
+    else:
+        lo = g.reduce(column, op="min", axes=[0], keep_dim=False)
+        hi = g.reduce(column, op="max", axes=[0], keep_dim=False)
+    same = g.eq(lo, hi)
+    half = full(g, (), 0.5, dtype)
+    lo, hi = g.where(same, lo - half, lo), g.where(same, hi + half, hi)
+    steps = np.arange(count + 1, dtype=dtype.numpy)
+    step = g.binary(hi - lo, full(g, (), count, dtype), op="div")
+    up = lo + g.constant(steps) * step
+    down = hi - g.constant(steps[::-1].copy()) * step
+    return g.where(g.constant(steps < (count + 1) // 2), up, down)
+
+
+def histogramdd(g: Graph, x: Value, bins: Sequence[int | Value], ranges: Sequence[float] | None = None,
+                weight: Value | None = None, density: bool = False) -> tuple[Value, list[Value]]:
+    """(hist, per-dim bin edges) of torch.histogramdd: x [..., D] holds points; ``bins`` per dim is a bin count
+    (equal bins over ``ranges[2d:2d+2]`` or the data's range) or a 1-D edges tensor. A point outside any dim's
+    edges (or NaN) is dropped; weight and density as numpy.histogramdd."""
     dtype = x.dtype
     if not dtype.is_float:
         raise ShapeError(f"histogram is defined on floating tensors, got {dtype}")
-    flat = g.reshape(x, new_shape=[-1])
-    if isinstance(bins, Value):
-        edges = g.cast(bins, to=dtype) if bins.dtype != dtype else bins
-        count = edges.shape[0] - 1
-    else:
-        count = int(bins)
-        if count < 1:
-            raise ShapeError(f"histogram needs at least one bin, got {count}")
-        if value_range is not None:
-            lo, hi = full(g, (), value_range[0], dtype), full(g, (), value_range[1], dtype)
+    dims = x.shape[-1] if len(x.shape) else 1
+    if len(bins) != dims:
+        raise ShapeError(f"histogramdd: {len(bins)} bin specs for points of {dims} dims")
+    points = g.reshape(x, new_shape=[-1, dims])
+    edges, counts, flat = [], [], None
+    for d, spec in enumerate(bins):
+        column = g.reshape(g.narrow(points, axis=1, start=d, length=1), new_shape=[-1])
+        if isinstance(spec, Value):
+            e = g.cast(spec, to=dtype) if spec.dtype != dtype else spec
+            count = e.shape[0] - 1
         else:
-            lo = g.reduce(flat, op="min", axes=[0], keep_dim=False)
-            hi = g.reduce(flat, op="max", axes=[0], keep_dim=False)
-        same = g.eq(lo, hi)
-        half = full(g, (), 0.5, dtype)
-        lo, hi = g.where(same, lo - half, lo), g.where(same, hi + half, hi)
-        steps = np.arange(count + 1, dtype=dtype.numpy)
-        step = g.binary(hi - lo, full(g, (), count, dtype), op="div")
-        up = lo + g.constant(steps) * step  # linspace: the first half counts up from lo, the rest down from hi
-        down = hi - g.constant(steps[::-1].copy()) * step
-        edges = g.where(g.constant(steps < (count + 1) // 2), up, down)
-    pos = _bin_of(g, flat, edges, count)
-    onehot = g.cast(g.eq(g.reshape(pos, new_shape=[-1, 1]), g.constant(np.arange(count, dtype=np.int64))), to=dtype)
+            count = int(spec)
+            e = _equal_edges(g, column, count, None if ranges is None else ranges[2 * d:2 * d + 2])
+        pos = _bin_of(g, column, e, count)
+        edges.append(e)
+        counts.append(count)
+        if flat is None:
+            flat, valid = pos, g.ge(pos, full(g, (), 0, DType.I64))
+        else:
+            flat = flat * full(g, (), count, DType.I64) + pos
+            valid = g.binary(valid, g.ge(pos, full(g, (), 0, DType.I64)), op="mul")
+    flat = g.where(valid, flat, full(g, (), -1, DType.I64))
+    total_bins = math.prod(counts)
+    onehot = g.cast(g.eq(g.reshape(flat, new_shape=[-1, 1]), g.constant(np.arange(total_bins, dtype=np.int64))), to=dtype)
     if weight is not None:
         onehot = onehot * g.reshape(g.cast(weight, to=dtype), new_shape=[-1, 1])
-    hist = g.reduce(onehot, op="sum", axes=[0], keep_dim=False)
+    hist = g.reshape(g.reduce(onehot, op="sum", axes=[0], keep_dim=False), new_shape=counts)
     if density:
-        widths = g.narrow(edges, axis=0, start=1, length=count) - g.narrow(edges, axis=0, start=0, length=count)
-        total = g.reduce(hist, op="sum", axes=[0], keep_dim=True)
-        hist = g.binary(hist, total * widths, op="div")
+        volume = None
+        for d, (e, count) in enumerate(zip(edges, counts)):
+            width = g.narrow(e, axis=0, start=1, length=count) - g.narrow(e, axis=0, start=0, length=count)
+            lay = [1] * len(counts)
+            lay[d] = count
+            width = g.reshape(width, new_shape=lay)
+            volume = width if volume is None else volume * width
+        total = g.reduce(hist, op="sum", axes=list(range(len(counts))), keep_dim=True)
+        hist = g.binary(hist, total * volume, op="div")
     return hist, edges
+
+
+def histogram(g: Graph, x: Value, bins: int | Value, value_range: Sequence[float] | None = None,
+              weight: Value | None = None, density: bool = False) -> tuple[Value, Value]:
+    """(hist, bin_edges) of torch.histogram: ``bins`` equal bins (an int) or the given edges (a 1-D tensor)."""
+    hist, edges = histogramdd(g, g.reshape(x, new_shape=[-1, 1]), [bins], value_range,
+                              None if weight is None else g.reshape(weight, new_shape=[-1]), density)
+    return hist, edges[0]
 
 
 def _xor_fold(g: Graph, v: Value) -> Value:

@@ -46,6 +46,20 @@ def test_histogram_bins_range_weight_density_and_edges_tensor():
     check(Fn(fn), x, w, edges, rtol=1e-5, atol=1e-5)
 
 
+def test_histogramdd_counts_ranges_weights_density_and_edge_tensors():
+    pts = torch.cat([_x(60, 3), torch.tensor([[0.0, 0.0, 0.5], [9.0, 0.0, 0.0]])])
+    w = _x(62, seed=1).abs()
+    e0, e1 = torch.tensor([-5.0, 0.0, 1.0, 6.0]), torch.tensor([-3.0, 3.0])
+
+    def fn(p, wt, a, b):
+        hist, edges = torch.histogramdd(p, [3, 2, 4])
+        return (hist, *edges, torch.histogramdd(p, [2, 2, 2], range=[-2, 2, -1, 1, 0, 3], weight=wt,
+                                                                    density=True).hist,
+                torch.histogramdd(p[:, :2], [a, b]).hist)
+
+    check(Fn(fn), pts, w, e0, e1, rtol=1e-5, atol=1e-5)
+
+
 def test_hash_tensor_xor_of_bit_patterns_over_dims():
     def fn(f, i, b):
         return (torch.hash_tensor(f), torch.hash_tensor(f, dim=1), torch.hash_tensor(f, dim=(0, 2), keepdim=True),

@@ -1,7 +1,7 @@
 """torch converters for the scatter / reduce-by-index family and static-size selections: ``scatter_reduce``
 (every reduction, ``include_self`` both ways), ``index_reduce``, ``segment_reduce``, ``embedding_bag``,
 ``put``, ``masked_scatter``, ``diagonal_scatter``, ``as_strided_scatter``, ``mode``, ``nonzero_static``,
-``histogram``, ``hash_tensor``, ``item`` and ``resize``. The rules live in :mod:`rlx.ops.scatter_reduce`,
+``histogram``, ``histogramdd``, ``hash_tensor``, ``item`` and ``resize``. The rules live in :mod:`rlx.ops.scatter_reduce`,
 :mod:`rlx.ops.index_writes` and :mod:`rlx.ops.selection`; these functions only read torch's arguments.
 
 Ops whose output *size* depends on input values (``nonzero``, ``masked_select``, ``unique``, ``bincount``:
@@ -136,6 +136,18 @@ def _histogram(cx, node, x, bins=100, range=None, weight=None, density=False):
     if not isinstance(bins, Value):
         bins = cx.static(bins, "histogram bins")
     return selection.histogram(cx.g, x, bins, range, weight, bool(density))
+
+
+@_conv("aten._histogramdd_bin_edges.default")
+def _histogramdd_bin_edges(cx, node, x, bins, range=None, weight=None, density=False):
+    counts = [cx.static(b, "histogramdd bins") for b in bins]
+    return selection.histogramdd(cx.g, x, counts, range)[1]
+
+
+@_conv("aten._histogramdd_from_bin_cts.default", "aten._histogramdd_from_bin_tensors.default")
+def _histogramdd(cx, node, x, bins, range=None, weight=None, density=False):
+    specs = [b if isinstance(b, Value) else cx.static(b, "histogramdd bins") for b in bins]
+    return selection.histogramdd(cx.g, x, specs, range, weight, bool(density))[0]
 
 
 @_conv("aten.hash_tensor.default")

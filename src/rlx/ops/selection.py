@@ -124,7 +124,9 @@ def histogramdd(g: Graph, x: Value, bins: Sequence[int | Value], ranges: Sequenc
     if len(bins) != dims:
         raise ShapeError(f"histogramdd: {len(bins)} bin specs for points of {dims} dims")
     points = g.reshape(x, new_shape=[-1, dims])
-    edges, counts, flat = [], [], None
+    edges: list[Value] = []
+    counts: list[int] = []
+    flat = valid = full(g, (), 0, DType.I64)  # the running flat bin; valid: every dim inside so far
     for d, spec in enumerate(bins):
         column = g.reshape(g.narrow(points, axis=1, start=d, length=1), new_shape=[-1])
         if isinstance(spec, Value):
@@ -136,11 +138,9 @@ def histogramdd(g: Graph, x: Value, bins: Sequence[int | Value], ranges: Sequenc
         pos = _bin_of(g, column, e, count)
         edges.append(e)
         counts.append(count)
-        if flat is None:
-            flat, valid = pos, g.ge(pos, full(g, (), 0, DType.I64))
-        else:
-            flat = flat * full(g, (), count, DType.I64) + pos
-            valid = g.binary(valid, g.ge(pos, full(g, (), 0, DType.I64)), op="mul")
+        inside = g.ge(pos, full(g, (), 0, DType.I64))
+        flat = pos if d == 0 else flat * full(g, (), count, DType.I64) + pos
+        valid = inside if d == 0 else g.binary(valid, inside, op="mul")
     flat = g.where(valid, flat, full(g, (), -1, DType.I64))
     total_bins = math.prod(counts)
     onehot = g.cast(g.eq(g.reshape(flat, new_shape=[-1, 1]), g.constant(np.arange(total_bins, dtype=np.int64))), to=dtype)

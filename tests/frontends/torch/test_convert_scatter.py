@@ -86,7 +86,8 @@ def test_embedding_bag_modes_weights_padding_and_empty_bags():
     def fn(w, i, o, p):
         out = tuple(F.embedding_bag(i, w, o, mode=m) for m in ("sum", "mean", "max"))
         out += (F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p),)
-        out += (F.embedding_bag(i, w, o, mode="mean", padding_idx=5), F.embedding_bag(i, w, o, mode="max", padding_idx=6))
+        out += (F.embedding_bag(i, w, o, mode="mean", padding_idx=5), F.embedding_bag(i, w, o, mode="max", padding_idx=6),
+                F.embedding_bag(i, w, o, mode="sum", padding_idx=-1))  # -1: the last row (9)
         return (*out, F.embedding_bag(i, w, o, mode="sum", include_last_offset=True))
 
     check(Fn(fn), weight, idx, offsets, psw, rtol=1e-5, atol=1e-5)

@@ -78,11 +78,16 @@ _BAG_MODES = {0: "sum", 1: "mean", 2: "max"}
 def _embedding_bag(cx, node, weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
                    per_sample_weights=None, include_last_offset=False, padding_idx=-1):
     """The bag sums / means / maxima (output 0); torch's bookkeeping outputs (offset2bag, bag sizes, argmax
-    rows) are not produced."""
+    rows) are not produced. padding_idx: the public op wraps a negative one (None: no padding row), the
+    internal ``_embedding_bag`` ops take -1 as none."""
     if any(u.target is not _getitem_target() or u.args[1] != 0 for u in node.users):
         raise cx.fail("only the first output (the bags) of embedding_bag is supported")
+    if padding_idx is not None and _target_name(node.target).startswith("aten.embedding_bag"):
+        padding_idx = int(padding_idx) % cx.static(weight.shape[0], "embedding rows")  # public op: -1 is the last row
+    elif padding_idx is not None and padding_idx < 0:  # the internal _embedding_bag ops: -1 is none
+        padding_idx = None
     out = scatter_reduce.embedding_bag(cx.g, weight, indices, offsets, _BAG_MODES[int(mode)], per_sample_weights,
-                                       bool(include_last_offset), None if padding_idx is None else int(padding_idx))
+                                       bool(include_last_offset), padding_idx)
     return (out,)
 
 

@@ -371,9 +371,11 @@ class ScatterMean(nn.Module):
         return x.scatter_reduce(0, idx, src, reduce="mean")
 
 
-def test_scatter_reduce_mean_is_refused():
-    with pytest.raises(TorchImportError, match="mean"):
-        rlx.torch.import_module(ScatterMean(), (torch.randn(3, 4), torch.tensor([[0, 1], [2, 0]]), torch.randn(2, 2)))
+def test_scatter_reduce_mean_matches_torch():  # rlx.ops.scatter_reduce; every reduction: tests/frontends/torch
+    args = (torch.randn(3, 4), torch.tensor([[0, 1], [2, 0]]), torch.randn(2, 2))
+    g, params = rlx.torch.import_module(ScatterMean(), args)
+    got = rlx.run(g, dict(zip(g.inputs(), [a.numpy() for a in args])), params)[0]
+    np.testing.assert_allclose(got, ScatterMean()(*args).numpy(), rtol=1e-6, atol=1e-6)
 
 
 def test_bad_input_errors_are_typed():

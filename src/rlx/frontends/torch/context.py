@@ -68,6 +68,8 @@ def _target_name(target: Any) -> str:
     name = str(target)
     if module == "math" or name.startswith("<built-in function"):
         return f"{module}.{getattr(target, '__name__', name)}"
+    if module == "torch" and name.startswith("<function"):  # torch.sym_ite ...: a stable name, not the address
+        return f"torch.{target.__name__}"
     return name
 
 

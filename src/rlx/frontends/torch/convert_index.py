@@ -1,6 +1,6 @@
 """torch converters for indexing and functionalised in-place writes: ``aten.index`` (any number of
 index tensors, NumPy layout) and ``index_put`` onto :mod:`rlx.ops.advanced_index`; ``gather``;
-``slice_scatter`` / ``select_scatter`` (what ``x[a:b] = y`` / ``x[i] = y`` become) and ``copy``.
+``take``; ``slice_scatter`` / ``select_scatter`` (what ``x[a:b] = y`` / ``x[i] = y`` become) and ``copy``.
 
 Registered into :data:`rlx.frontends.torch.context._CONVERTERS` when that module is imported.
 """
@@ -15,6 +15,7 @@ from rlx.frontends.torch.context import _axis, _conv, _Ctx, _reshape
 from rlx.frontends.torch.convert_shape import _position, _slice_bounds
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
+from rlx.ops import index_writes
 
 
 def _key(cx: _Ctx, indices: list[Any]) -> tuple[str, list[Value]]:
@@ -39,31 +40,34 @@ def _index(cx, node, x, indices):
     return cx.g.advanced_index([x, *tensors], pattern=pattern)
 
 
-def _masked_put(cx: _Ctx, x: Value, mask: Value, values: Value, accumulate: bool) -> Value:
-    """x[mask] = v with a bool mask over x's leading dims and one value: a where (no data-dependent size)."""
-    if values.shape and any(d != 1 for d in values.shape):
-        raise cx.fail("index_put with a boolean mask is only supported with a single value (x[mask] = v)")
-    v = _reshape(cx, values, [])
-    m = _reshape(cx, mask, [*mask.shape, *([1] * (len(x.shape) - len(mask.shape)))])
-    return cx.g.where(m, x + v if accumulate else v, x)
-
-
 @_conv("aten.index_put.default", "aten._unsafe_index_put.default")
 def _index_put(cx, node, x, indices, values, accumulate=False):
     values = cx.cast(values, x.dtype) if isinstance(values, Value) else cx.scalar(values, x.dtype)
     given = [t for t in indices if t is not None]
-    if len(given) == 1 and isinstance(given[0], Value) and given[0].dtype.is_bool and indices[0] is given[0]:
-        return _masked_put(cx, x, given[0], values, bool(accumulate))
+    if len(given) == 1 and isinstance(given[0], Value) and given[0].dtype.is_bool:  # x[..., mask] = v
+        at = next(i for i, t in enumerate(indices) if t is not None)
+        return index_writes.masked_put(cx.g, x, given[0], values, bool(accumulate), at)
     pattern, tensors = _key(cx, list(indices))
     return cx.g.advanced_index_put([x, values, *tensors], pattern=pattern, accumulate=bool(accumulate))
 
 
 @_conv("aten.gather.default")
 def _gather(cx, node, x, dim, index, sparse_grad=False):
-    """torch.gather is np.take_along_axis (index may be smaller than x off the axis)."""
+    """torch.gather is np.take_along_axis (index may be smaller than x off the axis); an empty index gives an
+    empty result of its shape (torch accepts any rank then), a 0-d x reads its one element."""
+    if any(d == 0 for d in index.shape):
+        return cx.g.constant(np.zeros(tuple(index.shape), x.dtype.numpy))
     if len(x.shape) == 0:
-        return x
+        flat = cx.g.gather_elements(_reshape(cx, x, [1]), _reshape(cx, index, [-1]), axis=0)
+        return _reshape(cx, flat, list(index.shape))
     return cx.g.gather_elements(x, index, axis=_axis(dim, len(x.shape)))
+
+
+@_conv("aten.take.default")
+def _take(cx, node, x, index):
+    """torch.take: x read as flat at index (negative indices wrap); the result has index's shape."""
+    flat = _reshape(cx, x, [-1]) if len(x.shape) != 1 else x
+    return cx.g.gather(flat, cx.cast(index, DType.I64), axis=0)
 
 
 def _splice(cx: _Ctx, x: Value, src: Value, axis: int, lo: int, hi: int) -> Value:

@@ -224,6 +224,8 @@ def _embedding(cx, node, weight, indices, padding_idx=-1, scale_grad_by_freq=Fal
 
 @_conv("aten.index_select.default")
 def _index_select(cx, node, x, dim, index):
+    if len(x.shape) == 0:  # a 0-d x is a one-element vector; the result stays 0-d (torch)
+        return _reshape(cx, cx.g.gather(_reshape(cx, x, [1]), _reshape(cx, index, [1]), axis=0), [])
     return cx.g.gather(x, index, axis=_axis(dim, len(x.shape)))
 
 

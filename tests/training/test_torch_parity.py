@@ -78,14 +78,19 @@ def test_buffer_mutations_become_named_outputs():
         np.testing.assert_allclose(outs[pos], dict(module.named_buffers())[name].numpy(), rtol=1e-5, atol=1e-7)
 
 
-def test_other_state_mutations_are_refused():
+def test_input_mutations_become_named_outputs():
     class Inplace(torch.nn.Module):
         def forward(self, x):
             x.mul_(2.0)
             return x.sum()
 
-    with pytest.raises(rlx.RlxError, match="USER_INPUT_MUTATION"):
-        rlx.torch.import_module(Inplace(), (torch.ones(3),))
+    from rlx.frontends.torch.state import input_updates
+
+    g, params = rlx.torch.import_module(Inplace(), (torch.ones(3),))
+    (name, pos), = input_updates(g).items()
+    out = rlx.run(g, inputs={name: np.arange(3, dtype=np.float32)}, params=params)
+    np.testing.assert_array_equal(out[pos], [0.0, 2.0, 4.0])  # what torch leaves in x
+    assert float(out[0]) == 6.0
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from rlx.frontends.torch.context import (
     _conv,
     _Ctx,
     _reshape,
+    _rlx_dtype,
     _target_name,
 )
 from rlx.ir.dtype import DType
@@ -73,7 +74,25 @@ def _layer_norm(cx, node, x, normalized_shape, weight=None, bias=None, eps=1e-5,
         flat = _reshape(cx, x, [*lead, n])
         y = cx.g.layer_norm(flat, _reshape(cx, w, [n]), _reshape(cx, b, [n]), axis=-1, eps=float(eps))
         y = _reshape(cx, y, x.shape)
-    return (y, None, None) if native else y
+    return (y, *_moments(cx, node, x, len(x.shape) - k, float(eps))) if native else y
+
+
+def _moments(cx: _Ctx, node: Any, x: Value, lead: int, eps: float, groups: int | None = None) -> tuple[Any, Any]:
+    """Outputs 1 and 2 of native_layer_norm / native_group_norm: the mean and 1/sqrt(biased var + eps)
+    over the trailing axes from ``lead`` (per group of channels), shaped as torch recorded; None when unused."""
+    used = {u.args[1] for u in node.users if _target_name(u.target) == "operator.getitem"}
+    if not used & {1, 2}:
+        return None, None
+    if groups is None:
+        rows = _reshape(cx, x, [*x.shape[:lead], -1])
+    else:
+        rows = _reshape(cx, x, [x.shape[0], groups, -1])
+    mu = cx.g.mean(rows, axes=[len(rows.shape) - 1], keep_dim=True)
+    centered = rows - mu
+    var = cx.g.mean(centered * centered, axes=[len(rows.shape) - 1], keep_dim=True)
+    rstd = cx.g.rsqrt(var + cx.scalar(eps, var.dtype))
+    metas = cx.meta()[1:3]
+    return tuple(_reshape(cx, v, cx.shape(m)) for v, m in zip((mu, rstd), metas))  # type: ignore[return-value]
 
 
 def _channel(cx: _Ctx, v: Value, rank: int) -> Value:
@@ -93,22 +112,38 @@ def _batch_norm_eval(cx: _Ctx, x: Value, weight, bias, mean, var, eps: float) ->
     return y if bias is None else y + _channel(cx, bias, rank)
 
 
+def _saved_stats(cx: _Ctx) -> tuple[Value, Value]:
+    """Outputs 1 and 2 (saved mean / inverse std) of an eval-mode batch norm: torch returns empty tensors."""
+    metas = cx.meta()[1:3]
+    return tuple(cx.g.constant(np.zeros(cx.shape(m), dtype=_rlx_dtype(m.dtype).numpy)) for m in metas)  # type: ignore[return-value]
+
+
 @_conv("aten._native_batch_norm_legit_no_training.default")
 def _bn_no_training(cx, node, x, weight, bias, mean, var, momentum, eps):
-    return (_batch_norm_eval(cx, x, weight, bias, mean, var, float(eps)), None, None)
+    return (_batch_norm_eval(cx, x, weight, bias, mean, var, float(eps)), *_saved_stats(cx))
 
 
 @_conv("aten.batch_norm.default", "aten._native_batch_norm_legit.default", "aten.native_batch_norm.default",
        "aten._native_batch_norm_legit_functional.default")
 def _batch_norm(cx, node, x, weight, bias, mean, var, training, momentum, eps, *args):
+    target = _target_name(node.target)
     if training:
-        if _target_name(node.target) == "aten._native_batch_norm_legit_functional.default":
-            from rlx.frontends.torch.state import batch_norm_train  # running stats become buffer updates
+        if target == "aten._native_batch_norm_legit_functional.default" or (mean is None and var is None):
+            from rlx.frontends.torch.state import batch_norm_train  # running stats become state updates
 
-            return batch_norm_train(cx, x, weight, bias, mean, var, momentum, float(eps))
-        raise cx.fail("batch norm in training mode is not supported (call module.eval() before importing)")
+            out = batch_norm_train(cx, x, weight, bias, mean, var, momentum, float(eps))
+            return out[0] if target == "aten.batch_norm.default" else out if "functional" in target else out[:3]
+        raise cx.fail("batch norm in training mode that updates its running statistics in place is not supported "
+                      "(torch.export functionalizes it; call module.eval() or import the exported program)")
     y = _batch_norm_eval(cx, x, weight, bias, mean, var, float(eps))
-    return y if _target_name(node.target) == "aten.batch_norm.default" else (y, None, None)
+    if target == "aten.batch_norm.default":
+        return y
+    return (y, *_saved_stats(cx), mean, var) if "functional" in target else (y, *_saved_stats(cx))
+
+
+@_conv("aten._native_batch_norm_legit.no_stats")
+def _batch_norm_no_stats(cx, node, x, weight, bias, training, momentum, eps):
+    return _batch_norm(cx, node, x, weight, bias, None, None, training, momentum, eps)
 
 
 def _group_norm_values(cx: _Ctx, x: Value, num_groups: int, weight, bias, eps: float) -> Value:
@@ -125,7 +160,8 @@ def _group_norm(cx, node, x, num_groups, weight=None, bias=None, eps=1e-5, cudnn
 
 @_conv("aten.native_group_norm.default")
 def _native_group_norm(cx, node, x, weight, bias, n, c, hw, num_groups, eps):
-    return (_group_norm_values(cx, x, num_groups, weight, bias, eps), None, None)
+    y = _group_norm_values(cx, x, num_groups, weight, bias, eps)
+    return (y, *_moments(cx, node, x, 2, float(eps), int(num_groups)))
 
 
 # ------------------------------------------------------------------------------ conv

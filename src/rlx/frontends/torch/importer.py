@@ -237,7 +237,7 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
     if missing:
         raise UnsupportedOpError(missing, where)
 
-    out_plan = output_plan(ep, TorchImportError)  # buffer mutations become extra outputs (state.py)
+    out_plan = output_plan(ep, TorchImportError)  # buffer / input mutations become extra outputs (state.py)
 
     specs = {s.arg.name: s for s in ep.graph_signature.input_specs}
     state = dict(ep.state_dict)
@@ -280,7 +280,7 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
                     raise cx.fail(f"graph output {item!r} is not a tensor")
             g.set_outputs(out_plan.reorder(outs))
     _drop_unused_params(g, params)
-    return remember_buffers(out_plan.mark(_named(g, modules, _output_names(ep) + [None] * len(out_plan.updates))), ep), params
+    return remember_buffers(out_plan.mark(_named(g, modules, _output_names(ep) + [None] * out_plan.extra)), ep), params
 
 
 def _symbol_ranges(ep: Any, names: Mapping[str, str]) -> dict[str, tuple[int, int | None]]:

@@ -180,6 +180,10 @@ def _unbatched(cx: _Ctx, x: Value, spatial: int) -> tuple[Value, bool]:
 
 
 def _conv_nd(cx: _Ctx, x: Value, w: Value, b, stride, padding, dilation, groups, transposed=False, output_padding=0):
+    if len(w.shape) == 5:
+        from rlx.frontends.torch.convert_conv3d import conv_nd  # depth handled with gathers around 2-D ops
+
+        return conv_nd(cx, x, w, b, stride, padding, dilation, groups, transposed, output_padding)
     if not x.dtype.is_float:  # integer convolution (torch has it): exact in f64 at these magnitudes
         b = None if b is None else cx.cast(b, DType.F64)
         y = _conv_nd(cx, cx.cast(x, DType.F64), cx.cast(w, DType.F64), b, stride, padding, dilation, groups, transposed,
@@ -365,6 +369,10 @@ def _adaptive_avg_pool2d(cx, node, x, output_size):
 
 @_conv("aten.adaptive_max_pool2d.default")
 def _adaptive_max_pool2d(cx, node, x, output_size):
+    from rlx.frontends.torch.convert_conv3d import adaptive_max_with_indices, wants_indices
+
+    if wants_indices(node):
+        return adaptive_max_with_indices(cx, x, output_size, 2)
     return (_adaptive_pool(cx, x, output_size, "max"), None)
 
 

@@ -49,6 +49,7 @@ import numpy as np
 
 from rlx.frontends.torch import (  # each registers its converters on import
     convert_basic,
+    convert_conv3d,  # noqa: F401  (3-D conv / pool, adaptive max pool indices: gathers around the 2-D ops)
     convert_fft,  # noqa: F401  (torch.fft: r2c / c2c / c2r)
     convert_grid,  # noqa: F401  (grid_sampler 2-D / 3-D)
     convert_index,  # noqa: F401  (index / index_put / gather / slice_scatter / select_scatter / copy)

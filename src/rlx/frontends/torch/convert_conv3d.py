@@ -1,0 +1,231 @@
+"""torch converters for 3-D convolution and pooling, and adaptive max pooling with its indices (1-D to 3-D).
+
+rlx's window ops are 2-D (conv2d, conv_transpose2d, pool2d), so the depth axis is handled here with constant
+gathers: conv3d gathers each output depth's kernel taps into the channels of one conv2d; conv_transpose3d runs
+one conv_transpose2d per input depth and sums each output depth's contributions; average pooling is
+separable (depth, then height x width). Every backend, autodiff and the ONNX exporter run the result as is.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+
+from rlx.frontends.torch.context import _conv, _Ctx, _reshape, _target_name
+from rlx.frontends.torch.convert_nn import _adaptive_windows, _pair, _unbatched
+from rlx.ir.dtype import DType
+from rlx.ir.graph import Value
+
+
+def _zeros(cx: _Ctx, like: Value, axis: int, n: int) -> Value:
+    shape = list(like.shape)
+    shape[axis] = n
+    return cx.g.expand(cx.scalar(0, like.dtype), target_shape=shape)
+
+
+def _pad(cx: _Ctx, x: Value, axis: int, lo: int, hi: int) -> Value:
+    """``x`` with ``lo`` / ``hi`` zero rows before / after on ``axis``."""
+    parts = ([_zeros(cx, x, axis, lo)] if lo > 0 else []) + [x] + ([_zeros(cx, x, axis, hi)] if hi > 0 else [])
+    return x if len(parts) == 1 else cx.g.concat(parts, axis=axis)
+
+
+def _index(cx: _Ctx, idx: np.ndarray) -> Value:
+    return cx.g.constant(np.ascontiguousarray(idx, dtype=np.int64).reshape(-1))
+
+
+def _conv3d_pads(padding: Any, k: list[int], d: list[int]) -> list[tuple[int, int]]:
+    if padding == "valid":
+        return [(0, 0)] * 3
+    if padding == "same":  # stride 1; torch puts the odd extra element at the end
+        total = [di * (ki - 1) for di, ki in zip(d, k)]
+        return [(t // 2, t - t // 2) for t in total]
+    return [(p, p) for p in _pair(padding, 3)]
+
+
+def conv3d(cx: _Ctx, x: Value, w: Value, stride: Any, padding: Any, dilation: Any, groups: int) -> Value:
+    """NCDHW cross-correlation (no bias): output depth z reads input depths z*s + t*d (t < kD), gathered
+    into the channels of one conv2d over [N*Dout, G*kD*C/G, H, W] whose weight is [O, kD*C/G, kH, kW]."""
+    s, d = _pair(stride, 3), _pair(dilation, 3)
+    k = [cx.static(v, "kernel size") for v in w.shape[2:]]
+    pads = _conv3d_pads(padding, k, d)
+    x = _pad(cx, x, 2, *pads[0])
+    hw = [pads[1][0], pads[2][0]]
+    if any(lo != hi for lo, hi in pads[1:]):  # asymmetric ('same' with an even kernel): explicit zeros
+        x = _pad(cx, _pad(cx, x, 3, *pads[1]), 4, *pads[2])
+        hw = [0, 0]
+    n, c, depth, h, wd = x.shape
+    c, depth = cx.static(c, "channels"), cx.static(depth, "depth")
+    g = int(groups)
+    dout = (depth - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    if dout < 1:
+        raise cx.fail(f"conv3d: the kernel (depth {k[0]}, dilation {d[0]}) is larger than the padded depth {depth}")
+    taps = np.arange(dout)[:, None] * s[0] + np.arange(k[0])[None, :] * d[0]
+    cols = cx.g.gather(x, _index(cx, taps), axis=2)  # [N, C, Dout*kD, H, W]
+    cols = _reshape(cx, cols, [n, g, c // g, dout, k[0], h, wd])
+    cols = _reshape(cx, cx.g.transpose(cols, perm=[0, 3, 1, 4, 2, 5, 6]), [-1, c * k[0], h, wd])
+    o = w.shape[0]
+    w2 = _reshape(cx, cx.g.transpose(w, perm=[0, 2, 1, 3, 4]), [o, k[0] * w.shape[1], k[1], k[2]])
+    y = cx.g.conv2d(cols, w2, stride=s[1:], padding=hw, dilation=d[1:], groups=g)  # [N*Dout, O, Ho, Wo]
+    y = _reshape(cx, y, [n, dout, o, *y.shape[2:]])
+    return cx.g.transpose(y, perm=[0, 2, 1, 3, 4])
+
+
+def conv_transpose3d(cx: _Ctx, x: Value, w: Value, stride: Any, padding: Any, dilation: Any, groups: int,
+                     output_padding: Any) -> Value:
+    """Transposed NCDHW convolution (no bias): input depth i through kernel tap t lands on output depth
+    i*s + t*d - p. One conv_transpose2d over [N*D, Cin, H, W] gives every (i, t) plane; each output depth sums
+    its planes (a constant gather with a zero plane for padding, then a sum)."""
+    s, d, p, op = (_pair(v, 3) for v in (stride, dilation, padding, output_padding))
+    n, cin, depth, h, wd = x.shape
+    depth = cx.static(depth, "depth")
+    kd, og, g = cx.static(w.shape[2], "kernel depth"), w.shape[1], int(groups)
+    xs = _reshape(cx, cx.g.transpose(x, perm=[0, 2, 1, 3, 4]), [-1, cin, h, wd])
+    w2 = _reshape(cx, cx.g.transpose(w, perm=[0, 2, 1, 3, 4]), [w.shape[0], kd * og, *w.shape[3:]])
+    planes = cx.g.conv_transpose2d(xs, w2, stride=s[1:], padding=p[1:], dilation=d[1:], groups=g,
+                                   output_padding=op[1:])  # [N*D, G*kD*O/G, Ho, Wo]
+    ho, wo = planes.shape[2:]
+    planes = _reshape(cx, planes, [n, depth, g, kd, og, ho, wo])
+    planes = _reshape(cx, cx.g.transpose(planes, perm=[0, 2, 4, 1, 3, 5, 6]), [n, g * og, depth * kd, ho, wo])
+    dout = (depth - 1) * s[0] - 2 * p[0] + d[0] * (kd - 1) + op[0] + 1
+    if dout < 1:
+        raise cx.fail(f"conv_transpose3d: padding {p[0]} leaves no output depth")
+    sources: list[list[int]] = [[] for _ in range(dout)]
+    for i in range(depth):
+        for t in range(kd):
+            z = i * s[0] + t * d[0] - p[0]
+            if 0 <= z < dout:
+                sources[z].append(i * kd + t)
+    width = max(1, max(len(src) for src in sources))
+    zero = depth * kd  # the zero plane appended below
+    table = np.array([src + [zero] * (width - len(src)) for src in sources])
+    planes = _pad(cx, planes, 2, 0, 1)
+    y = cx.g.gather(planes, _index(cx, table), axis=2)  # [N, O, Dout*M, Ho, Wo]
+    if width == 1:
+        return y
+    return cx.g.reduce(_reshape(cx, y, [n, g * og, dout, width, ho, wo]), op="sum", axes=[3], keep_dim=False)
+
+
+def conv_nd(cx: _Ctx, x: Value, w: Value, b: Value | None, stride: Any, padding: Any, dilation: Any, groups: int,
+            transposed: bool, output_padding: Any) -> Value:
+    """3-D convolution (batched or not, any dtype torch allows) with its bias."""
+    if not x.dtype.is_float:  # integer convolution: exact in f64 at these magnitudes
+        b = None if b is None else cx.cast(b, DType.F64)
+        y = conv_nd(cx, cx.cast(x, DType.F64), cx.cast(w, DType.F64), b, stride, padding, dilation, groups, transposed,
+                    output_padding)
+        return cx.cast(y, x.dtype)
+    x, added = _unbatched(cx, x, 3)
+    if transposed:
+        y = conv_transpose3d(cx, x, w, stride, padding, dilation, groups, output_padding)
+    else:
+        y = conv3d(cx, x, w, stride, padding, dilation, groups)
+    if b is not None:
+        y = y + _reshape(cx, b, [b.shape[0], 1, 1, 1])
+    return _reshape(cx, y, cx.out_shape()) if added else y
+
+
+@_conv("aten.conv3d.default", "aten.conv3d.padding")
+def _conv3d(cx, node, x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    return conv_nd(cx, x, w, b, stride, padding, dilation, groups, False, 0)
+
+
+@_conv("aten.conv_transpose3d.input")
+def _conv_transpose3d(cx, node, x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return conv_nd(cx, x, w, b, stride, padding, dilation, groups, True, output_padding)
+
+
+# ---------------------------------------------------------------------------------- pooling
+@_conv("aten.avg_pool3d.default")
+def _avg_pool3d(cx, node, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+                divisor_override=None):
+    """Separable: a [kD, 1] pool over [N, C, D, H*W], then a [kH, kW] pool over [N, C*Dout, H, W]. The in-bounds
+    count of a box is the product of its per-axis counts, so count_include_pad=False divides the same way."""
+    if not x.dtype.is_float:  # torch truncates integer averages: exact in f64 at these sizes
+        y = _avg_pool3d(cx, node, cx.cast(x, DType.F64), kernel_size, stride, padding, ceil_mode, count_include_pad,
+                        divisor_override)
+        return cx.cast(cx.g.unary_math(y, kind="trunc"), x.dtype)
+    x, added = _unbatched(cx, x, 3)
+    k = _pair(kernel_size, 3)
+    s = _pair(stride, 3) if stride else k
+    p = _pair(padding, 3)
+    n, c, depth, h, w = x.shape
+    c = cx.static(c, "channels")
+    floor = [(cx.static(size, "pooled size") + 2 * p[i] - k[i]) // s[i] + 1 for i, size in enumerate((depth, h, w))]
+    if list(cx.out_shape()[-3:]) != floor:
+        raise cx.fail(f"avg_pool3d with ceil_mode where it adds a window (torch {list(cx.out_shape()[-3:])}, "
+                      f"floor {floor}) is not supported")
+    kind = "mean" if divisor_override is None else "sum"
+    extra = {"count_include_pad": bool(count_include_pad)} if kind == "mean" else {}
+    y = cx.g.pool2d(_reshape(cx, x, [n, c, depth, h * w]), kind=kind, kernel_size=[k[0], 1], stride=[s[0], 1],
+                    padding=[p[0], 0], **extra)
+    y = cx.g.pool2d(_reshape(cx, y, [n, c * floor[0], h, w]), kind=kind, kernel_size=k[1:], stride=s[1:], padding=p[1:],
+                    **extra)
+    y = _reshape(cx, y, [n, c, *floor])
+    if divisor_override is not None:
+        y = y * cx.scalar(1.0 / divisor_override, y.dtype)
+    return _reshape(cx, y, cx.out_shape()) if added else y
+
+
+def adaptive_sizes(cx: _Ctx, x: Value, output_size: Any, spatial: int) -> tuple[list[int], list[int]]:
+    """(input sizes, output sizes) of the last ``spatial`` axes; None in ``output_size`` keeps the input size."""
+    sizes = [cx.static(v, "spatial dim") for v in x.shape[-spatial:]]
+    out = list(output_size) if isinstance(output_size, (list, tuple)) else [output_size] * spatial
+    out = out * spatial if len(out) == 1 else out
+    return sizes, [size if o is None else int(o) for size, o in zip(sizes, out)]
+
+
+@_conv("aten._adaptive_avg_pool3d.default", "aten.adaptive_avg_pool3d.default")
+def _adaptive_avg_pool3d(cx, node, x, output_size):
+    """A box mean is the mean over each axis in turn: torch's adaptive windows axis by axis."""
+    sizes, out = adaptive_sizes(cx, x, output_size, 3)
+    rank = len(x.shape)
+    y = x
+    for i, (size, o) in enumerate(zip(sizes, out)):
+        axis = rank - 3 + i
+        if size == o:
+            continue
+        parts = [cx.g.mean(cx.g.narrow(y, axis, lo, hi - lo), axes=[axis], keep_dim=True)
+                 for lo, hi in _adaptive_windows(size, o)]
+        y = parts[0] if len(parts) == 1 else cx.g.concat(parts, axis=axis)
+    return y
+
+
+def adaptive_max_with_indices(cx: _Ctx, x: Value, output_size: Any, spatial: int) -> tuple[Value, Value]:
+    """torch's adaptive max pooling (values, i64 indices into the flattened spatial plane). Each output cell's
+    window is gathered into a row of taps (short rows repeat their last tap); the value is the row's max, its
+    index the first tap equal to it, or the last NaN tap when the window holds a NaN (torch's CPU kernel)."""
+    x, added = _unbatched(cx, x, spatial)
+    sizes, out = adaptive_sizes(cx, x, output_size, spatial)
+    lead = list(x.shape[:2])
+    flat = _reshape(cx, x, [*lead, math.prod(sizes)])
+    windows = [_adaptive_windows(size, o) for size, o in zip(sizes, out)]
+    cells = []  # per output cell (row-major), its window's flat plane positions in row-major window order
+    for cell in np.ndindex(*out):
+        ranges = [range(*axis[i]) for axis, i in zip(windows, cell)]
+        cells.append([int(np.ravel_multi_index(pos, sizes)) for pos in itertools.product(*ranges)])
+    width = max(len(row) for row in cells)
+    table = np.array([row + [row[-1]] * (width - len(row)) for row in cells], dtype=np.int64)
+    q = len(cells)
+    taps = _reshape(cx, cx.g.gather(flat, _index(cx, table), axis=2), [*lead, q, width])
+    values = cx.g.max(taps, axes=[3], keep_dim=False)
+    local = cx.g.arg_reduce(taps, op="argmax", axis=3, keep_dim=True)
+    if x.dtype.is_float:
+        nan = cx.g.ne(taps, taps)
+        last_nan = cx.g.arg_reduce(cx.cast(nan, DType.I32), op="argmax", axis=3, keep_dim=True, select_last=True)
+        local = cx.g.where(cx.g.max(cx.cast(nan, DType.I32), axes=[3], keep_dim=True), last_nan, local)
+    rows = cx.g.expand(cx.g.constant(table), target_shape=[*lead, q, width])
+    index = cx.g.gather_elements(rows, local, axis=3)
+    shape = [*(x.shape[1:2] if added else lead), *out]
+    return _reshape(cx, values, shape), _reshape(cx, index, shape)
+
+
+@_conv("aten.adaptive_max_pool3d.default")
+def _adaptive_max_pool3d(cx, node, x, output_size):
+    return adaptive_max_with_indices(cx, x, output_size, 3)
+
+
+def wants_indices(node: Any) -> bool:
+    """Whether a (values, indices) node's indices are read."""
+    return any(_target_name(u.target) == "operator.getitem" and u.args[1] == 1 for u in node.users)

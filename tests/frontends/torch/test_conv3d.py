@@ -46,6 +46,8 @@ def test_unbatched_and_integer_conv3d():
     {"kernel_size": (2, 3, 2), "stride": (1, 2, 2), "padding": (1, 1, 0), "count_include_pad": False},
     {"kernel_size": 3, "stride": 2, "padding": 1},
     {"kernel_size": 2, "stride": 1, "padding": 1, "divisor_override": 3},
+    {"kernel_size": (2, 3, 4), "stride": (1, 2, 2), "padding": (0, 1, 2), "ceil_mode": True},
+    {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False},
 ])
 def test_avg_pool3d(kw):
     check(Fn(lambda x: F.avg_pool3d(x, **kw)), _x(2, 3, 5, 6, 7), **TOL)

@@ -140,8 +140,10 @@ def _conv_transpose3d(cx, node, x, w, b=None, stride=1, padding=0, output_paddin
 @_conv("aten.avg_pool3d.default")
 def _avg_pool3d(cx, node, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
                 divisor_override=None):
-    """Separable: a [kD, 1] pool over [N, C, D, H*W], then a [kH, kW] pool over [N, C*Dout, H, W]. The in-bounds
-    count of a box is the product of its per-axis counts, so count_include_pad=False divides the same way."""
+    """Window sums, separable (a [kD, 1] sum pool over [N, C, D, H*W], then [kH, kW] over [N, C*Dout, H, W]),
+    divided by torch's count: the product of the per-axis counts (windows clipped to the padded extent, or to
+    the input without count_include_pad), or divisor_override. ceil_mode's extra windows read zeros appended
+    at the end of each axis."""
     if not x.dtype.is_float:  # torch truncates integer averages: exact in f64 at these sizes
         y = _avg_pool3d(cx, node, cx.cast(x, DType.F64), kernel_size, stride, padding, ceil_mode, count_include_pad,
                         divisor_override)
@@ -150,21 +152,25 @@ def _avg_pool3d(cx, node, x, kernel_size, stride=(), padding=0, ceil_mode=False,
     k = _pair(kernel_size, 3)
     s = _pair(stride, 3) if stride else k
     p = _pair(padding, 3)
+    out = [int(v) for v in cx.out_shape()[-3:]]
+    counts = []
+    for i in range(3):
+        size = cx.static(x.shape[2 + i], "pooled size")
+        start = np.arange(out[i]) * s[i] - p[i]
+        end = np.minimum(start + k[i], size + p[i])
+        counts.append(end - start if count_include_pad else np.minimum(end, size) - np.maximum(start, 0))
+        x = _pad(cx, x, 2 + i, 0, (out[i] - 1) * s[i] + k[i] - (size + 2 * p[i]))
     n, c, depth, h, w = x.shape
     c = cx.static(c, "channels")
-    floor = [(cx.static(size, "pooled size") + 2 * p[i] - k[i]) // s[i] + 1 for i, size in enumerate((depth, h, w))]
-    if list(cx.out_shape()[-3:]) != floor:
-        raise cx.fail(f"avg_pool3d with ceil_mode where it adds a window (torch {list(cx.out_shape()[-3:])}, "
-                      f"floor {floor}) is not supported")
-    kind = "mean" if divisor_override is None else "sum"
-    extra = {"count_include_pad": bool(count_include_pad)} if kind == "mean" else {}
-    y = cx.g.pool2d(_reshape(cx, x, [n, c, depth, h * w]), kind=kind, kernel_size=[k[0], 1], stride=[s[0], 1],
-                    padding=[p[0], 0], **extra)
-    y = cx.g.pool2d(_reshape(cx, y, [n, c * floor[0], h, w]), kind=kind, kernel_size=k[1:], stride=s[1:], padding=p[1:],
-                    **extra)
-    y = _reshape(cx, y, [n, c, *floor])
+    y = cx.g.pool2d(_reshape(cx, x, [n, c, depth, h * w]), kind="sum", kernel_size=[k[0], 1], stride=[s[0], 1],
+                    padding=[p[0], 0])
+    y = cx.g.pool2d(_reshape(cx, y, [n, c * out[0], h, w]), kind="sum", kernel_size=k[1:], stride=s[1:], padding=p[1:])
+    y = _reshape(cx, y, [n, c, *out])
     if divisor_override is not None:
-        y = y * cx.scalar(1.0 / divisor_override, y.dtype)
+        count = np.full(out, divisor_override)
+    else:
+        count = counts[0][:, None, None] * counts[1][None, :, None] * counts[2][None, None, :]
+    y = cx.g.binary(y, cx.g.constant(count.astype(x.dtype.numpy)), op="div")
     return _reshape(cx, y, cx.out_shape()) if added else y
 
 

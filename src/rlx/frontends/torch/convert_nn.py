@@ -44,6 +44,20 @@ def _linear(cx, node, x, w, b=None):
     return y if b is None else y + b
 
 
+@_conv("aten._trilinear.default")
+def _trilinear(cx, node, i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    """Each operand gets unit axes at its ``expand`` positions, the three broadcast-multiply and ``sumdim`` is
+    summed away (``F.bilinear``: x1ᵀ W x2 per output feature)."""
+    def spread(v: Value, dims: Any) -> Value:
+        shape = list(v.shape)
+        for d in sorted(dims):
+            shape.insert(d, 1)
+        return _reshape(cx, v, shape)
+
+    y = spread(i1, expand1) * spread(i2, expand2) * spread(i3, expand3)
+    return cx.g.reduce(y, op="sum", axes=sorted(sumdim), keep_dim=False) if sumdim else y
+
+
 @_conv("aten.addmm.default")
 def _addmm(cx, node, bias, a, b, beta=1, alpha=1):
     y = _matmul_any(cx, a, b)
@@ -83,10 +97,11 @@ def _moments(cx: _Ctx, node: Any, x: Value, lead: int, eps: float, groups: int |
     used = {u.args[1] for u in node.users if _target_name(u.target) == "operator.getitem"}
     if not used & {1, 2}:
         return None, None
+    tail = math.prod(cx.static(d, "normalized dim") for d in x.shape[lead if groups is None else 1:])
     if groups is None:
-        rows = _reshape(cx, x, [*x.shape[:lead], -1])
+        rows = _reshape(cx, x, [*x.shape[:lead], tail])
     else:
-        rows = _reshape(cx, x, [x.shape[0], groups, -1])
+        rows = _reshape(cx, x, [x.shape[0], groups, tail // groups])
     mu = cx.g.mean(rows, axes=[len(rows.shape) - 1], keep_dim=True)
     centered = rows - mu
     var = cx.g.mean(centered * centered, axes=[len(rows.shape) - 1], keep_dim=True)
@@ -155,11 +170,15 @@ def _group_norm_values(cx: _Ctx, x: Value, num_groups: int, weight, bias, eps: f
 
 @_conv("aten.group_norm.default")
 def _group_norm(cx, node, x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
+    if 0 in x.shape:  # an empty batch: an empty result (the group_norm kernel cannot view it in groups)
+        return cx.g.constant(np.zeros(cx.static_out_shape(), dtype=cx.out_dtype().numpy))
     return _group_norm_values(cx, x, num_groups, weight, bias, eps)
 
 
 @_conv("aten.native_group_norm.default")
 def _native_group_norm(cx, node, x, weight, bias, n, c, hw, num_groups, eps):
+    if 0 in x.shape:  # nothing to normalize: the (empty) results do not depend on any value
+        return tuple(cx.g.constant(np.zeros(cx.shape(m), dtype=_rlx_dtype(m.dtype).numpy)) for m in cx.meta())
     y = _group_norm_values(cx, x, num_groups, weight, bias, eps)
     return (y, *_moments(cx, node, x, 2, float(eps), int(num_groups)))
 

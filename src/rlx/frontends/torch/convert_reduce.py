@@ -169,3 +169,45 @@ def _log_softmax(cx, node, x, dim, *args, **kwargs):
     axis = _axis(dim, len(x.shape))
     shifted = x - cx.g.reduce(x, op="max", axes=[axis], keep_dim=True)
     return shifted - cx.g.log(cx.g.reduce(cx.g.exp(shifted), op="sum", axes=[axis], keep_dim=True))
+
+
+# ------------------------------------------------------------------------------ distances
+def _p_norm_last(cx: _Ctx, diff: Value, p: float) -> Value:
+    from rlx.frontends.torch.convert_pad import _norm  # one p-norm (0, 1, 2, inf special cases)
+
+    return _norm(cx, diff, p, [len(diff.shape) - 1], False)
+
+
+def _euclid_mm(cx: _Ctx, x1: Value, x2: Value) -> Value:
+    """torch's matrix-product Euclidean distance: [-2·x1, |x1|², 1] @ [x2, 1, |x2|²]ᵀ, clamped at 0, square root
+    (what ``cdist`` computes for p=2 in its ``use_mm`` modes; it differs from the direct form near 0)."""
+    g = cx.g
+    n1, n2 = (g.reduce(x * x, op="sum", axes=[len(x.shape) - 1], keep_dim=True) for x in (x1, x2))
+    one1, one2 = (g.expand(cx.scalar(1, n.dtype), target_shape=list(n.shape)) for n in (n1, n2))
+    a = g.concat([x1 * cx.scalar(-2, x1.dtype), n1, one1], axis=len(x1.shape) - 1)
+    b = g.concat([x2, one2, n2], axis=len(x2.shape) - 1)
+    rank = len(b.shape)
+    prod = g.matmul(a, g.transpose(b, perm=[*range(rank - 2), rank - 1, rank - 2]))
+    return g.sqrt(g.binary(prod, cx.scalar(0, prod.dtype), op="max"))
+
+
+@_conv("aten._cdist_forward.default")
+def _cdist(cx, node, x1, x2, p, compute_mode=None):
+    """torch.cdist: the p-norm of every row difference; for p=2 the matrix-product form where torch uses it
+    (compute_mode 1, or the default mode with more than 25 rows on either side)."""
+    p = float(p)
+    rows = [cx.static(x.shape[-2], "cdist rows") for x in (x1, x2)]
+    if p == 2 and (compute_mode == 1 or (compute_mode in (None, 0) and max(rows) > 25)):
+        return _euclid_mm(cx, x1, x2)
+    a = _reshape(cx, x1, [*x1.shape[:-1], 1, x1.shape[-1]])
+    b = _reshape(cx, x2, [*x2.shape[:-2], 1, *x2.shape[-2:]])
+    return _p_norm_last(cx, a - b, p)
+
+
+@_conv("aten._pdist_forward.default")
+def _pdist(cx, node, x, p=2.0):
+    """torch.pdist: the p-norm of x[i] - x[j] for every row pair i < j, in row-major pair order."""
+    n = cx.static(x.shape[0], "pdist rows")
+    i, j = np.triu_indices(n, 1)
+    rows = [cx.g.gather(x, cx.g.constant(idx.astype(np.int64)), axis=0) for idx in (i, j)]
+    return _p_norm_last(cx, rows[0] - rows[1], float(p))

@@ -124,13 +124,16 @@ def _fallback_decomposition(op: Any) -> Any:
 def _decompose_unconverted(ep: Any) -> Any:
     """Ops left without a converter after the core-ATen pass, decomposed once more where torch knows
     how (``upsample_bilinear2d``, ``logaddexp`` ...). Ops it cannot decompose stay (and are reported)."""
+    from rlx.frontends.torch.custom_decomp import custom_decomposition
+
     left = _unconverted(ep)
     for op in sorted(left, key=str):
-        fn = _fallback_decomposition(op)
+        custom = custom_decomposition(op, ep)  # torch-level bodies: decomposed on to core ATen in the same pass
+        fn = custom or _fallback_decomposition(op)
         if fn is None:
             continue
         try:
-            tried = ep.run_decompositions({op: fn})
+            tried = ep.run_decompositions({**_decomposition_table(), op: fn} if custom else {op: fn})
         except Exception:  # a decomposition that cannot trace (data-dependent): report the op itself
             continue
         now = _unconverted(tried)

@@ -1,9 +1,8 @@
 """torch converters for 3-D convolution and pooling, and adaptive max pooling with its indices (1-D to 3-D).
 
-rlx's window ops are 2-D (conv2d, conv_transpose2d, pool2d), so the depth axis is handled here with constant
-gathers: conv3d gathers each output depth's kernel taps into the channels of one conv2d; conv_transpose3d runs
-one conv_transpose2d per input depth and sums each output depth's contributions; average pooling is
-separable (depth, then height x width). Every backend, autodiff and the ONNX exporter run the result as is.
+rlx's window ops are 2-D (conv2d, conv_transpose2d, pool2d): convolutions go through :mod:`rlx.frontends.conv3d`
+(constant gathers around one 2-D conv); average pooling is separable (depth, then height x width); adaptive
+max pooling gathers each window into a row. Every backend, autodiff and the ONNX exporter run the result as is.
 """
 
 from __future__ import annotations
@@ -14,22 +13,15 @@ from typing import Any
 
 import numpy as np
 
+from rlx.frontends.conv3d import conv3d, conv_transpose3d, pad_zeros
 from rlx.frontends.torch.context import _conv, _Ctx, _reshape, _target_name
 from rlx.frontends.torch.convert_nn import _adaptive_windows, _pair, _unbatched
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 
 
-def _zeros(cx: _Ctx, like: Value, axis: int, n: int) -> Value:
-    shape = list(like.shape)
-    shape[axis] = n
-    return cx.g.expand(cx.scalar(0, like.dtype), target_shape=shape)
-
-
 def _pad(cx: _Ctx, x: Value, axis: int, lo: int, hi: int) -> Value:
-    """``x`` with ``lo`` / ``hi`` zero rows before / after on ``axis``."""
-    parts = ([_zeros(cx, x, axis, lo)] if lo > 0 else []) + [x] + ([_zeros(cx, x, axis, hi)] if hi > 0 else [])
-    return x if len(parts) == 1 else cx.g.concat(parts, axis=axis)
+    return pad_zeros(cx.g, x, axis, lo, hi)
 
 
 def _index(cx: _Ctx, idx: np.ndarray) -> Value:
@@ -45,69 +37,6 @@ def _conv3d_pads(padding: Any, k: list[int], d: list[int]) -> list[tuple[int, in
     return [(p, p) for p in _pair(padding, 3)]
 
 
-def conv3d(cx: _Ctx, x: Value, w: Value, stride: Any, padding: Any, dilation: Any, groups: int) -> Value:
-    """NCDHW cross-correlation (no bias): output depth z reads input depths z*s + t*d (t < kD), gathered
-    into the channels of one conv2d over [N*Dout, G*kD*C/G, H, W] whose weight is [O, kD*C/G, kH, kW]."""
-    s, d = _pair(stride, 3), _pair(dilation, 3)
-    k = [cx.static(v, "kernel size") for v in w.shape[2:]]
-    pads = _conv3d_pads(padding, k, d)
-    x = _pad(cx, x, 2, *pads[0])
-    hw = [pads[1][0], pads[2][0]]
-    if any(lo != hi for lo, hi in pads[1:]):  # asymmetric ('same' with an even kernel): explicit zeros
-        x = _pad(cx, _pad(cx, x, 3, *pads[1]), 4, *pads[2])
-        hw = [0, 0]
-    n, c, depth, h, wd = x.shape
-    c, depth = cx.static(c, "channels"), cx.static(depth, "depth")
-    g = int(groups)
-    dout = (depth - d[0] * (k[0] - 1) - 1) // s[0] + 1
-    if dout < 1:
-        raise cx.fail(f"conv3d: the kernel (depth {k[0]}, dilation {d[0]}) is larger than the padded depth {depth}")
-    taps = np.arange(dout)[:, None] * s[0] + np.arange(k[0])[None, :] * d[0]
-    cols = cx.g.gather(x, _index(cx, taps), axis=2)  # [N, C, Dout*kD, H, W]
-    cols = _reshape(cx, cols, [n, g, c // g, dout, k[0], h, wd])
-    cols = _reshape(cx, cx.g.transpose(cols, perm=[0, 3, 1, 4, 2, 5, 6]), [-1, c * k[0], h, wd])
-    o = w.shape[0]
-    w2 = _reshape(cx, cx.g.transpose(w, perm=[0, 2, 1, 3, 4]), [o, k[0] * w.shape[1], k[1], k[2]])
-    y = cx.g.conv2d(cols, w2, stride=s[1:], padding=hw, dilation=d[1:], groups=g)  # [N*Dout, O, Ho, Wo]
-    y = _reshape(cx, y, [n, dout, o, *y.shape[2:]])
-    return cx.g.transpose(y, perm=[0, 2, 1, 3, 4])
-
-
-def conv_transpose3d(cx: _Ctx, x: Value, w: Value, stride: Any, padding: Any, dilation: Any, groups: int,
-                     output_padding: Any) -> Value:
-    """Transposed NCDHW convolution (no bias): input depth i through kernel tap t lands on output depth
-    i*s + t*d - p. One conv_transpose2d over [N*D, Cin, H, W] gives every (i, t) plane; each output depth sums
-    its planes (a constant gather with a zero plane for padding, then a sum)."""
-    s, d, p, op = (_pair(v, 3) for v in (stride, dilation, padding, output_padding))
-    n, cin, depth, h, wd = x.shape
-    depth = cx.static(depth, "depth")
-    kd, og, g = cx.static(w.shape[2], "kernel depth"), w.shape[1], int(groups)
-    xs = _reshape(cx, cx.g.transpose(x, perm=[0, 2, 1, 3, 4]), [-1, cin, h, wd])
-    w2 = _reshape(cx, cx.g.transpose(w, perm=[0, 2, 1, 3, 4]), [w.shape[0], kd * og, *w.shape[3:]])
-    planes = cx.g.conv_transpose2d(xs, w2, stride=s[1:], padding=p[1:], dilation=d[1:], groups=g,
-                                   output_padding=op[1:])  # [N*D, G*kD*O/G, Ho, Wo]
-    ho, wo = planes.shape[2:]
-    planes = _reshape(cx, planes, [n, depth, g, kd, og, ho, wo])
-    planes = _reshape(cx, cx.g.transpose(planes, perm=[0, 2, 4, 1, 3, 5, 6]), [n, g * og, depth * kd, ho, wo])
-    dout = (depth - 1) * s[0] - 2 * p[0] + d[0] * (kd - 1) + op[0] + 1
-    if dout < 1:
-        raise cx.fail(f"conv_transpose3d: padding {p[0]} leaves no output depth")
-    sources: list[list[int]] = [[] for _ in range(dout)]
-    for i in range(depth):
-        for t in range(kd):
-            z = i * s[0] + t * d[0] - p[0]
-            if 0 <= z < dout:
-                sources[z].append(i * kd + t)
-    width = max(1, max(len(src) for src in sources))
-    zero = depth * kd  # the zero plane appended below
-    table = np.array([src + [zero] * (width - len(src)) for src in sources])
-    planes = _pad(cx, planes, 2, 0, 1)
-    y = cx.g.gather(planes, _index(cx, table), axis=2)  # [N, O, Dout*M, Ho, Wo]
-    if width == 1:
-        return y
-    return cx.g.reduce(_reshape(cx, y, [n, g * og, dout, width, ho, wo]), op="sum", axes=[3], keep_dim=False)
-
-
 def conv_nd(cx: _Ctx, x: Value, w: Value, b: Value | None, stride: Any, padding: Any, dilation: Any, groups: int,
             transposed: bool, output_padding: Any) -> Value:
     """3-D convolution (batched or not, any dtype torch allows) with its bias."""
@@ -117,10 +46,12 @@ def conv_nd(cx: _Ctx, x: Value, w: Value, b: Value | None, stride: Any, padding:
                     output_padding)
         return cx.cast(y, x.dtype)
     x, added = _unbatched(cx, x, 3)
+    s, d = _pair(stride, 3), _pair(dilation, 3)
     if transposed:
-        y = conv_transpose3d(cx, x, w, stride, padding, dilation, groups, output_padding)
+        y = conv_transpose3d(cx.g, x, w, s, _pair(padding, 3), d, int(groups), _pair(output_padding, 3))
     else:
-        y = conv3d(cx, x, w, stride, padding, dilation, groups)
+        k = [cx.static(v, "kernel size") for v in w.shape[2:]]
+        y = conv3d(cx.g, x, w, s, _conv3d_pads(padding, k, d), d, int(groups))
     if b is not None:
         y = y + _reshape(cx, b, [b.shape[0], 1, 1, 1])
     return _reshape(cx, y, cx.out_shape()) if added else y

@@ -70,3 +70,7 @@ def test_training_batch_norm_updates_its_input_statistics(call):
 def test_training_batch_norm_without_running_statistics():
     check(Fn(lambda x: F.batch_norm(x, None, None, training=True)), _x(4, 3, 5), rtol=1e-5, atol=1e-5)
     check(Fn(lambda x: torch._native_batch_norm_legit(x, None, None, True, 0.1, 1e-5)), _x(4, 3, 5), rtol=1e-5, atol=1e-5)
+
+
+def test_rrelu_in_eval_mode_is_a_leaky_relu():
+    check(Fn(lambda x: F.rrelu(x, 0.1, 0.3, training=False)), _x(3, 4))

@@ -183,6 +183,16 @@ def _native_group_norm(cx, node, x, weight, bias, n, c, hw, num_groups, eps):
     return (y, *_moments(cx, node, x, 2, float(eps), int(num_groups)))
 
 
+@_conv("aten.rrelu_with_noise_functional.default")
+def _rrelu_eval(cx, node, x, noise, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
+    """rrelu in eval mode: a leaky relu with slope (lower + upper) / 2, the noise passed through. Training mode
+    draws each slope from torch's generator: refused (nothing here reproduces torch's random stream)."""
+    if training:
+        raise cx.fail("rrelu in training mode draws random slopes (call module.eval() or pass training=False)")
+    slope = cx.scalar((float(lower) + float(upper)) / 2, x.dtype)
+    return cx.g.where(cx.g.compare(x, cx.scalar(0, x.dtype), op="ge"), x, x * slope), noise
+
+
 # ------------------------------------------------------------------------------ conv
 def _pair(v: Any, n: int = 2) -> list[int]:
     if isinstance(v, int):

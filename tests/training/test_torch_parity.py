@@ -135,6 +135,30 @@ def test_in_place_buffer_rescale_is_applied_after_every_step():
     np.testing.assert_allclose(trainer.params["lin.weight"], module.lin.weight.detach().numpy(), rtol=1e-5)
 
 
+def test_input_mutation_is_left_out_of_training():
+    """A forward that rescales its input in place trains like torch: the loss reads the new value, the
+    input's update output is not a loss."""
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 1)
+
+        def forward(self, x):
+            x.mul_(2.0)
+            return (self.lin(x) ** 2).mean()
+
+    torch.manual_seed(0)
+    module, x = Scaled(), torch.randn(5, 3)
+    graph, params = rlx.torch.import_module(__import__("copy").deepcopy(module), (x.clone(),))
+    trainer = rlx.compile_training(graph, optimizer="sgd", lr=0.1, params=params, backend="numpy")
+    loss = module(x.clone())
+    loss.backward()
+    assert trainer.step({"x": x.numpy()}) == pytest.approx(loss.item(), rel=1e-5)
+    want = module.lin.weight.detach().numpy() - 0.1 * module.lin.weight.grad.numpy()
+    np.testing.assert_allclose(trainer.params["lin.weight"], want, rtol=1e-5)
+
+
 def test_float_buffers_are_not_trained():
     """A float buffer the forward reads (a rotary ``inv_freq``, a fixed scale) is not an
     nn.Parameter: torch's optimizer never touches it, nor does the trainer (AdamW decays all it trains)."""

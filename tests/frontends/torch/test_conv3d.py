@@ -87,3 +87,15 @@ def test_other_backends(backend):
         want = module(*args)
     for a, b in zip(got, want):
         np.testing.assert_allclose(np.asarray(a), b.numpy(), **TOL)
+
+
+@pytest.mark.parametrize("fn, shape, k, out", [
+    (F.fractional_max_pool2d, (2, 3, 9, 11), (3, 2), (4, 5)),
+    (F.fractional_max_pool3d, (1, 2, 7, 6, 8), (2, 3, 2), (3, 2, 4)),
+    (F.fractional_max_pool2d, (3, 9, 9), 3, (2, 1)),  # unbatched; one window on an axis
+])
+def test_fractional_max_pool_with_given_samples(fn, shape, k, out):
+    spatial = 3 if fn is F.fractional_max_pool3d else 2
+    batch = shape[0] if len(shape) == spatial + 2 else 1
+    samples = torch.rand(batch, shape[-spatial - 1], spatial, generator=torch.Generator().manual_seed(0))
+    check(Fn(lambda x, s: fn(x, k, output_size=out, return_indices=True, _random_samples=s)), _x(*shape), samples)

@@ -146,14 +146,67 @@ def adaptive_max_with_indices(cx: _Ctx, x: Value, output_size: Any, spatial: int
     table = np.array([row + [row[-1]] * (width - len(row)) for row in cells], dtype=np.int64)
     q = len(cells)
     taps = _reshape(cx, cx.g.gather(flat, _index(cx, table), axis=2), [*lead, q, width])
+    rows = cx.g.expand(cx.g.constant(table), target_shape=[*lead, q, width])
+    values, index = _window_max(cx, taps, rows)
+    shape = [*(x.shape[1:2] if added else lead), *out]
+    return _reshape(cx, values, shape), _reshape(cx, index, shape)
+
+
+def _window_max(cx: _Ctx, taps: Value, where: Value) -> tuple[Value, Value]:
+    """(max, index) over the last axis of ``taps`` [N, C, Q, K], the index read from ``where`` (same shape) at
+    the first maximal tap, or at the last NaN tap of a window holding a NaN (torch's CPU max-pool kernels:
+    ``val > max || isnan(val)`` replaces the running maximum)."""
     values = cx.g.max(taps, axes=[3], keep_dim=False)
     local = cx.g.arg_reduce(taps, op="argmax", axis=3, keep_dim=True)
-    if x.dtype.is_float:
+    if taps.dtype.is_float:
         nan = cx.g.ne(taps, taps)
         last_nan = cx.g.arg_reduce(cx.cast(nan, DType.I32), op="argmax", axis=3, keep_dim=True, select_last=True)
         local = cx.g.where(cx.g.max(cx.cast(nan, DType.I32), axes=[3], keep_dim=True), last_nan, local)
-    rows = cx.g.expand(cx.g.constant(table), target_shape=[*lead, q, width])
-    index = cx.g.gather_elements(rows, local, axis=3)
+    index = cx.g.gather_elements(where, local, axis=3)
+    return values, _reshape(cx, index, values.shape)
+
+
+@_conv("aten.fractional_max_pool2d.default", "aten.fractional_max_pool3d.default")
+def _fractional_max_pool(cx, node, x, kernel_size, output_size, random_samples):
+    """Fractional max pooling with its ``random_samples`` given (torch draws them with aten.rand when the caller
+    does not; that form stays random). Per plane and axis, window i starts at
+    trunc((i + u) * alpha) - trunc(u * alpha), alpha = (size - k) / (out - 1), the last at size - k (torch's
+    interval rule, in the input's float type); 2-D reads u for the width from sample 0, 3-D in axis order."""
+    spatial = len(kernel_size)
+    x, added = _unbatched(cx, x, spatial)
+    if len(random_samples.shape) == 2:
+        random_samples = _reshape(cx, random_samples, [1, *random_samples.shape])
+    k = [int(v) for v in kernel_size]
+    sizes = [cx.static(v, "spatial dim") for v in x.shape[2:]]
+    out = [int(v) for v in output_size]
+    lead = list(x.shape[:2])
+    dtype = x.dtype
+    flat_index = None
+    stride = 1
+    for axis in reversed(range(spatial)):
+        sample_slot = (spatial - 1 - axis) if spatial == 2 else axis
+        u = cx.g.narrow(cx.cast(random_samples, dtype), axis=2, start=sample_slot, length=1)  # [N, C, 1]
+        last = cx.g.constant(np.full([1, 1, 1], sizes[axis] - k[axis], dtype=np.int64))
+        if out[axis] > 1:
+            alpha = cx.scalar((sizes[axis] - k[axis]) / (out[axis] - 1), dtype)
+            steps = cx.g.constant(np.arange(out[axis] - 1, dtype=dtype.numpy).reshape(1, 1, -1))
+            first = cx.g.unary_math((steps + u) * alpha, kind="trunc") - cx.g.unary_math(u * alpha, kind="trunc")
+            starts = cx.g.concat([cx.cast(first, DType.I64), cx.g.expand(last, target_shape=[*lead, 1])], axis=2)
+        else:
+            starts = cx.g.expand(last, target_shape=[*lead, 1])
+        # position of tap (cell, offset) on this axis, laid out [N, C, cells..., offsets...] over all axes
+        shape = [*lead] + [out[a] if a == axis else 1 for a in range(spatial)] + [1] * spatial
+        pos = _reshape(cx, starts, shape) + cx.g.constant(
+            np.arange(k[axis], dtype=np.int64).reshape([1, 1] + [1] * spatial + [k[axis] if a == axis else 1
+                                                                                 for a in range(spatial)]))
+        term = pos * cx.scalar(stride, DType.I64)
+        flat_index = term if flat_index is None else flat_index + term
+        stride *= sizes[axis]
+    q, kk = math.prod(out), math.prod(k)
+    where = _reshape(cx, cx.g.expand(flat_index, target_shape=[*lead, *out, *k]), [*lead, q, kk])
+    flat = _reshape(cx, x, [*lead, math.prod(sizes)])
+    taps = _reshape(cx, cx.g.gather_elements(flat, _reshape(cx, where, [*lead, q * kk]), axis=2), [*lead, q, kk])
+    values, index = _window_max(cx, taps, where)
     shape = [*(x.shape[1:2] if added else lead), *out]
     return _reshape(cx, values, shape), _reshape(cx, index, shape)
 

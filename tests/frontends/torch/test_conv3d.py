@@ -99,3 +99,26 @@ def test_fractional_max_pool_with_given_samples(fn, shape, k, out):
     batch = shape[0] if len(shape) == spatial + 2 else 1
     samples = torch.rand(batch, shape[-spatial - 1], spatial, generator=torch.Generator().manual_seed(0))
     check(Fn(lambda x, s: fn(x, k, output_size=out, return_indices=True, _random_samples=s)), _x(*shape), samples)
+
+
+def test_symbolic_batch():
+    from torch.export import Dim
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv3d(2, 4, 3, padding=1, stride=(2, 1, 1))
+            self.up = torch.nn.ConvTranspose3d(4, 2, 2, stride=2)
+
+        def forward(self, x):
+            return F.avg_pool3d(self.up(self.conv(x)), 2), F.adaptive_max_pool2d(x[:, :, 0], (2, 3), return_indices=True)[1]
+
+    torch.manual_seed(0)
+    module = Net().eval()
+    g, params = rlx.torch.import_module(module, (_x(2, 2, 4, 5, 6),), dynamic_shapes=({0: Dim("batch")},))
+    x = _x(3, 2, 4, 5, 6, seed=1)
+    got = rlx.run(g, inputs={"x": x.numpy()}, params=params)
+    with torch.no_grad():
+        want = module(x)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b.numpy(), **TOL)

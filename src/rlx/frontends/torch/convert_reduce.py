@@ -80,6 +80,35 @@ def _cumulative(cx, node, x, dim, dtype=None):
     return cx.g.cumulative(cx.cast(x, cx.out_dtype()), op=op, axis=_axis(dim, len(x.shape)))
 
 
+@_conv("aten.logcumsumexp.default")
+def _logcumsumexp(cx, node, x, dim):
+    """log(cumsum(exp(x))) without overflow: output i is the logsumexp of x[..., :i+1], each prefix shifted by
+    its own max (a [n, n] lower-triangular mask; one shift for the whole axis would underflow early prefixes).
+    A prefix whose max is infinite gives that max (torch: -inf for all -inf, inf once an inf is seen)."""
+    x = cx.cast(x, cx.out_dtype())
+    rank = len(x.shape)
+    if rank == 0:
+        return x
+    axis = _axis(dim, rank)
+    n = cx.static(x.shape[axis], "scanned axis size")
+    g = cx.g
+    moved = g.transpose(x, perm=[*[a for a in range(rank) if a != axis], axis]) if axis != rank - 1 else x
+    lead = list(moved.shape[:-1])
+    rows = g.expand(_reshape(cx, moved, [*lead, 1, n]), target_shape=[*lead, n, n])  # [..., i, j] = x[..., j]
+    keep = g.constant(np.tril(np.ones((n, n), dtype=bool)))
+    masked = g.where(keep, rows, cx.scalar(-np.inf, x.dtype))
+    top = g.reduce(masked, op="max", axes=[rank], keep_dim=True)
+    finite = g.compare(g.abs(top), cx.scalar(np.inf, x.dtype), op="lt")
+    shift = g.where(finite, top, cx.scalar(0, x.dtype))
+    total = g.log(g.reduce(g.exp(masked - shift), op="sum", axes=[rank], keep_dim=True)) + shift
+    y = _reshape(cx, g.where(finite, total, top), [*lead, n])
+    if axis == rank - 1:
+        return y
+    back = list(range(rank - 1))
+    back.insert(axis, rank - 1)
+    return g.transpose(y, perm=back)
+
+
 @_conv("aten.argmax.default", "aten.argmin.default")
 def _argmax(cx, node, x, dim=None, keepdim=False):
     """First index of the extreme (torch and np.argmax agree, NaN included); dim=None: over the flattened x."""

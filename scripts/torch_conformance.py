@@ -226,9 +226,10 @@ def _with_updates(g: Any, got: list[np.ndarray], want: list[np.ndarray], after: 
 
 
 def _tie_order(op: Any, sample: Any, got: list[np.ndarray], want: list[np.ndarray]) -> list[np.ndarray]:
-    """Sort / top-k indices of tied values are unspecified in torch (unstable sort): our indices count as torch's
-    when they pick the same values (the values output, or the input read through the indices)."""
-    if op.name not in ("sort", "argsort", "topk", "kthvalue") or sample.kwargs.get("stable"):
+    """Sort / top-k / kthvalue / mode indices of tied values are unspecified in torch (unstable sort; mode's index
+    is one of the mode's positions): our indices count as torch's when they pick the same values (the values
+    output, or the input read through the indices)."""
+    if op.name not in ("sort", "argsort", "topk", "kthvalue", "mode") or sample.kwargs.get("stable"):
         return got
     x = sample.input.detach().numpy()
     if x.ndim == 0:

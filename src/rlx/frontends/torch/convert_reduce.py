@@ -92,7 +92,7 @@ def _logcumsumexp(cx, node, x, dim):
     axis = _axis(dim, rank)
     n = cx.static(x.shape[axis], "scanned axis size")
     g = cx.g
-    moved = g.transpose(x, perm=[*[a for a in range(rank) if a != axis], axis]) if axis != rank - 1 else x
+    moved = _to_last(cx, x, axis)
     lead = list(moved.shape[:-1])
     rows = g.expand(_reshape(cx, moved, [*lead, 1, n]), target_shape=[*lead, n, n])  # [..., i, j] = x[..., j]
     keep = g.constant(np.tril(np.ones((n, n), dtype=bool)))
@@ -101,12 +101,53 @@ def _logcumsumexp(cx, node, x, dim):
     finite = g.compare(g.abs(top), cx.scalar(np.inf, x.dtype), op="lt")
     shift = g.where(finite, top, cx.scalar(0, x.dtype))
     total = g.log(g.reduce(g.exp(masked - shift), op="sum", axes=[rank], keep_dim=True)) + shift
-    y = _reshape(cx, g.where(finite, total, top), [*lead, n])
+    return _from_last(cx, _reshape(cx, g.where(finite, total, top), [*lead, n]), axis)
+
+
+def _to_last(cx: _Ctx, x: Value, axis: int) -> Value:
+    rank = len(x.shape)
+    return x if axis == rank - 1 else cx.g.transpose(x, perm=[*[a for a in range(rank) if a != axis], axis])
+
+
+def _from_last(cx: _Ctx, y: Value, axis: int) -> Value:
+    """Inverse of :func:`_to_last` (``y`` has the moved axis last, any size)."""
+    rank = len(y.shape)
     if axis == rank - 1:
         return y
     back = list(range(rank - 1))
     back.insert(axis, rank - 1)
-    return g.transpose(y, perm=back)
+    return cx.g.transpose(y, perm=back)
+
+
+@_conv("aten.mode.default")
+def _mode(cx, node, x, dim=-1, keepdim=False):
+    """torch.mode: along ``dim`` the smallest of the most frequent values and the LAST index holding it (torch's
+    CPU kernel); counts by pairwise equality ([n, n] per row). NaN equals nothing, so it is the mode only of an
+    all-NaN row, where torch gives index 0."""
+    rank = len(x.shape)
+    if rank == 0:
+        return x, cx.g.constant(np.zeros((), dtype=np.int64))
+    axis = _axis(dim, rank)
+    n = cx.static(x.shape[axis], "mode axis size")
+    g = cx.g
+    work = cx.cast(x, DType.I64) if x.dtype.is_bool else x
+    row = _to_last(cx, work, axis)
+    lead = list(row.shape[:-1])
+    same = g.eq(_reshape(cx, row, [*lead, n, 1]), _reshape(cx, row, [*lead, 1, n]))
+    count = g.reduce(cx.cast(same, DType.I64), op="sum", axes=[rank], keep_dim=False)  # [..., n]
+    best = g.reduce(count, op="max", axes=[rank - 1], keep_dim=True)
+    top = np.inf if work.dtype.is_float else np.iinfo(work.dtype.numpy).max
+    value = g.reduce(g.where(g.eq(count, best), row, cx.scalar(top, work.dtype)), op="min", axes=[rank - 1],
+                     keep_dim=True)
+    hit = cx.cast(g.eq(row, value), DType.I32)
+    index = g.arg_reduce(hit, op="argmax", axis=rank - 1, keep_dim=True, select_last=True)
+    if work.dtype.is_float:
+        index = g.where(g.ne(value, value), cx.scalar(0, DType.I64), index)
+    value, index = (_from_last(cx, v, axis) for v in (cx.cast(value, x.dtype), index))
+    if not keepdim:
+        shape = [d for a, d in enumerate(x.shape) if a != axis]
+        value, index = _reshape(cx, value, shape), _reshape(cx, index, shape)
+    return value, index
 
 
 @_conv("aten.argmax.default", "aten.argmin.default")

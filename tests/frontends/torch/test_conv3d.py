@@ -75,7 +75,7 @@ def test_adaptive_max_pool_nan_takes_the_last_nan():
     check(Fn(lambda x: F.adaptive_max_pool2d(x, (3, 4), return_indices=True)), x)
 
 
-@pytest.mark.parametrize("backend", ["jax", "torch", "onnxruntime"])
+@pytest.mark.parametrize("backend", [pytest.param("jax", marks=pytest.mark.slow), "torch", "onnxruntime"])
 def test_other_backends(backend):
     module = Fn(lambda x, w, v: (F.conv3d(x, w, stride=(1, 2, 1), padding=1), F.conv_transpose3d(x, v, stride=2),
                                  F.avg_pool3d(x, 2), F.adaptive_max_pool3d(x, (2, 3, 2), return_indices=True)[1]))

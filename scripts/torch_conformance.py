@@ -10,7 +10,11 @@ float tolerance scaled by the output's magnitude, integers and bools exact).
 A sample is ``pass`` / ``refused`` (a clear ``rlx.RlxError``) / ``crash`` (any other exception: a bug) /
 ``wrong`` (numbers, shape or dtype differ with no error) / ``timeout``. Samples torch.export cannot export
 are ``not exported`` and ops whose torch outputs are random or uninitialised are listed with the reason; neither
-counts as covered.
+counts as covered. A sample is random when its exported program calls an op that draws from torch's generator
+(ATen's ``nondeterministic_seeded`` tag): OpInfo reseeds torch before such calls, so eager repeats itself, but
+the numbers are torch's stream, not a function of the inputs. An op that updates an input in place (training-mode
+batch norm's running statistics) is compared on those inputs too: the graph's ``input_update:`` outputs
+against what torch left in them.
 
     python scripts/torch_conformance.py --ops abs,sort --limit 4        # a subset, printed
     python scripts/torch_conformance.py --progress /tmp/tc.jsonl --write docs/torch_conformance.md
@@ -151,7 +155,8 @@ def run_sample(op: Any, sample: Any) -> tuple[str, str]:
     module, tensors = _module(op, sample)
     with torch.no_grad():
         try:
-            want = _outputs(module(*[t.clone() for t in tensors]))
+            mutated = [t.clone() for t in tensors]  # the op may update its inputs in place (running statistics)
+            want = _outputs(module(*mutated))
             again = _outputs(module(*[t.clone() for t in tensors]))
         except Exception as exc:
             return "not exported", f"eager: {_first_line(exc)}"
@@ -163,18 +168,23 @@ def run_sample(op: Any, sample: Any) -> tuple[str, str]:
         ep = torch.export.export(module, tuple(tensors), strict=False)
     except Exception as exc:
         return "not exported", _first_line(exc)
+    drawn = _random_draws(ep)
+    if drawn:  # OpInfo seeds torch's generator before each call, so eager repeats itself; rlx has no such stream
+        return "random", f"draws from torch's random generator ({', '.join(drawn)})"
     feeds = [_as_numpy(t) for t in tensors]
+    after = [_as_numpy(t) for t in mutated]
     try:
         g, params = rlx.torch.import_program(ep, name=op.name)
         inputs = dict(zip(g.inputs(), feeds))
         got = rlx.run(g, inputs=inputs, params=params)
         where = "rlx.run"
-        problem = _mismatch(_tie_order(op, sample, got, want), want)
+        problem = _mismatch(*_with_updates(g, _tie_order(op, sample, got, want), want, after))
         if problem is None:
             where = "compiled numpy"
             opt, _ = rlx.optimize(g)
             exe = rlx.compile(rlx.plan(opt), backend="numpy")
-            problem = _mismatch(_tie_order(op, sample, exe.run(inputs=inputs, params=params), want), want)
+            got = _tie_order(op, sample, exe.run(inputs=inputs, params=params), want)
+            problem = _mismatch(*_with_updates(g, got, want, after))  # same output order
     except _Timeout:
         raise
     except RlxError as exc:
@@ -184,10 +194,42 @@ def run_sample(op: Any, sample: Any) -> tuple[str, str]:
     return ("pass", "") if problem is None else ("wrong", f"{where}: {problem}")
 
 
+def _random_draws(ep: Any) -> list[str]:
+    """The ops of an exported program that draw from torch's random generator (ATen's
+    ``nondeterministic_seeded`` tag: rand, bernoulli, native_dropout, rrelu_with_noise ...)."""
+    import torch
+
+    found = set()
+    for n in ep.graph.nodes:
+        if n.op != "call_function" or torch.Tag.nondeterministic_seeded not in getattr(n.target, "tags", ()):
+            continue
+        args = {a.name: v for a, v in zip(n.target._schema.arguments, n.args)} | dict(n.kwargs)
+        if args.get("train", args.get("training", True)) is False or args.get("p") == 0:
+            continue  # dropout / rrelu in eval mode, or dropping nothing: a function of the inputs
+        found.add(str(n.target))
+    return sorted(found)
+
+
+def _with_updates(g: Any, got: list[np.ndarray], want: list[np.ndarray], after: list[np.ndarray]
+                  ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(got, want) extended by the inputs the op mutates in place: the graph's ``input_update:`` outputs
+    against the values torch left in those inputs."""
+    from rlx.frontends.torch.state import input_updates
+
+    updates = input_updates(g)
+    if not updates:
+        return got, want
+    names = list(g.inputs())
+    positions = set(updates.values())
+    user = [v for i, v in enumerate(got) if i not in positions]
+    return user + [got[pos] for pos in updates.values()], want + [after[names.index(name)] for name in updates]
+
+
 def _tie_order(op: Any, sample: Any, got: list[np.ndarray], want: list[np.ndarray]) -> list[np.ndarray]:
-    """Sort / top-k indices of tied values are unspecified in torch (unstable sort): our indices count as torch's
-    when they pick the same values (the values output, or the input read through the indices)."""
-    if op.name not in ("sort", "argsort", "topk", "kthvalue") or sample.kwargs.get("stable"):
+    """Sort / top-k / kthvalue / mode indices of tied values are unspecified in torch (unstable sort; mode's index
+    is one of the mode's positions): our indices count as torch's when they pick the same values (the values
+    output, or the input read through the indices)."""
+    if op.name not in ("sort", "argsort", "topk", "kthvalue", "mode") or sample.kwargs.get("stable"):
         return got
     x = sample.input.detach().numpy()
     if x.ndim == 0:
@@ -281,10 +323,15 @@ def render(records: list[dict[str, Any]], torch_version: str, pending: list[str]
         reason = f"{bad[0]['dtype']}: {bad[0]['detail']}".replace("|", "\\|").replace("\n", " ")
         lines.append(f"| {r['op']} | {c['pass']} | {c['refused']} | {c['crash']} | {c['wrong'] + c['timeout']} | {reason} |")
     lines += ["", f"## Ops with every sample passed ({len(clean)})", "", ", ".join(clean) or "(none)", ""]
-    undefined = sorted((r["op"], r["undefined"]) for r in records if r.get("undefined"))
+    undefined = [(r["op"], r["undefined"]) for r in records if r.get("undefined")]
+    drawn = [r for r in records if any(s["status"] == "random" for s in r["samples"])]
+    for r in drawn:  # samples that draw random numbers; the op's other samples (if any) are counted above
+        n_random = sum(s["status"] == "random" for s in r["samples"])
+        detail = next(s["detail"] for s in r["samples"] if s["status"] == "random")
+        undefined.append((r["op"], f"{n_random} of {len(r['samples'])} samples: {detail}"))
     lines += ["## Not counted: random or uninitialised outputs", "", "| op | reason |", "|---|---|"]
-    lines += [f"| {op} | {why} |" for op, why in undefined]
-    rest = [r for r in records if not r.get("undefined") and r not in covered]
+    lines += [f"| {op} | {why} |" for op, why in sorted(undefined)]
+    rest = [r for r in records if not r.get("undefined") and r not in covered and r not in drawn]
     lines += ["", f"## Not counted: not exported by torch.export ({len(rest)} ops)", "", "| op | reason |", "|---|---|"]
     for r in sorted(rest, key=lambda r: r["op"]):
         why = r["samples"][0]["detail"] if r["samples"] else "no float32 / int64 / bool sample"

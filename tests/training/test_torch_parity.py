@@ -78,14 +78,19 @@ def test_buffer_mutations_become_named_outputs():
         np.testing.assert_allclose(outs[pos], dict(module.named_buffers())[name].numpy(), rtol=1e-5, atol=1e-7)
 
 
-def test_other_state_mutations_are_refused():
+def test_input_mutations_become_named_outputs():
     class Inplace(torch.nn.Module):
         def forward(self, x):
             x.mul_(2.0)
             return x.sum()
 
-    with pytest.raises(rlx.RlxError, match="USER_INPUT_MUTATION"):
-        rlx.torch.import_module(Inplace(), (torch.ones(3),))
+    from rlx.frontends.torch.state import input_updates
+
+    g, params = rlx.torch.import_module(Inplace(), (torch.ones(3),))
+    (name, pos), = input_updates(g).items()
+    out = rlx.run(g, inputs={name: np.arange(3, dtype=np.float32)}, params=params)
+    np.testing.assert_array_equal(out[pos], [0.0, 2.0, 4.0])  # what torch leaves in x
+    assert float(out[0]) == 6.0
 
 
 @pytest.mark.slow
@@ -128,6 +133,30 @@ def test_in_place_buffer_rescale_is_applied_after_every_step():
         assert trainer.step({"x": x.numpy(), "y": y.numpy()}) == pytest.approx(tl.item(), rel=1e-5)
         np.testing.assert_allclose(trainer.params["ema"], module.ema.numpy(), rtol=1e-6)
     np.testing.assert_allclose(trainer.params["lin.weight"], module.lin.weight.detach().numpy(), rtol=1e-5)
+
+
+def test_input_mutation_is_left_out_of_training():
+    """A forward that rescales its input in place trains like torch: the loss reads the new value, the
+    input's update output is not a loss."""
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 1)
+
+        def forward(self, x):
+            x.mul_(2.0)
+            return (self.lin(x) ** 2).mean()
+
+    torch.manual_seed(0)
+    module, x = Scaled(), torch.randn(5, 3)
+    graph, params = rlx.torch.import_module(__import__("copy").deepcopy(module), (x.clone(),))
+    trainer = rlx.compile_training(graph, optimizer="sgd", lr=0.1, params=params, backend="numpy")
+    loss = module(x.clone())
+    loss.backward()
+    assert trainer.step({"x": x.numpy()}) == pytest.approx(loss.item(), rel=1e-5)
+    want = module.lin.weight.detach().numpy() - 0.1 * module.lin.weight.grad.numpy()
+    np.testing.assert_allclose(trainer.params["lin.weight"], want, rtol=1e-5)
 
 
 def test_float_buffers_are_not_trained():

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from rlx.autodiff import grad_with_loss
-from rlx.frontends.torch.state import buffer_updates, buffers_of, user_graph
+from rlx.frontends.torch.state import buffer_updates, buffers_of, input_updates, user_graph
 from rlx.hir import FusionPolicy
 from rlx.ir.errors import AutodiffError, FeedError
 from rlx.ir.graph import Graph, GraphStage
@@ -148,7 +148,7 @@ def compile_training(
         raise TrainingError(f"compile_training: clip_grad_norm must be > 0, got {clip_grad_norm!r}")
     full = _as_training_mir(model)
     update_pos = buffer_updates(full)
-    mir = user_graph(full) if update_pos else full
+    mir = user_graph(full) if update_pos or input_updates(full) else full  # an input's in-place update is not trained
     state_graph = user_graph(full, list(update_pos.values())) if update_pos else None
     updates = list(update_pos)
     _check_loss(mir)

@@ -54,3 +54,23 @@ def test_report_regenerates_and_the_committed_one_is_current(tmp_path):
     summary = SUMMARY.search(committed)
     assert summary, "docs/torch_conformance.md lacks the summary line the script writes"
     assert int(summary[4]) == 0, "a sample gives a wrong number without an error"
+
+
+def test_mutated_inputs_are_compared_and_seeded_draws_are_random():
+    from types import SimpleNamespace
+
+    import torch
+
+    tc = _script()
+    F = torch.nn.functional
+    gen = torch.Generator().manual_seed(0)
+    x, mean, var = torch.randn(4, 3, 5, generator=gen), torch.randn(3, generator=gen), torch.rand(3, generator=gen) + 0.5
+    bn = SimpleNamespace(name="bn", op=lambda x, m, v: F.batch_norm(x, m, v, training=True, momentum=0.3))
+    assert tc.run_sample(bn, SimpleNamespace(input=x, args=[mean, var], kwargs={})) == ("pass", "")
+
+    def seeded_dropout(x):  # as OpInfo's wrapper_set_seed: eager repeats itself, the numbers are torch's stream
+        torch.manual_seed(42)
+        return F.dropout(x, 0.5, training=True)
+
+    status, detail = tc.run_sample(SimpleNamespace(name="drop", op=seeded_dropout), SimpleNamespace(input=x, args=[], kwargs={}))
+    assert status == "random" and "dropout" in detail

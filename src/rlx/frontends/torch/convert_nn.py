@@ -11,6 +11,7 @@ from rlx.frontends.torch.context import (
     _conv,
     _Ctx,
     _reshape,
+    _rlx_dtype,
     _target_name,
 )
 from rlx.ir.dtype import DType
@@ -43,6 +44,20 @@ def _linear(cx, node, x, w, b=None):
     return y if b is None else y + b
 
 
+@_conv("aten._trilinear.default")
+def _trilinear(cx, node, i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    """Each operand gets unit axes at its ``expand`` positions, the three broadcast-multiply and ``sumdim`` is
+    summed away (``F.bilinear``: x1ᵀ W x2 per output feature)."""
+    def spread(v: Value, dims: Any) -> Value:
+        shape = list(v.shape)
+        for d in sorted(dims):
+            shape.insert(d, 1)
+        return _reshape(cx, v, shape)
+
+    y = spread(i1, expand1) * spread(i2, expand2) * spread(i3, expand3)
+    return cx.g.reduce(y, op="sum", axes=sorted(sumdim), keep_dim=False) if sumdim else y
+
+
 @_conv("aten.addmm.default")
 def _addmm(cx, node, bias, a, b, beta=1, alpha=1):
     y = _matmul_any(cx, a, b)
@@ -73,7 +88,26 @@ def _layer_norm(cx, node, x, normalized_shape, weight=None, bias=None, eps=1e-5,
         flat = _reshape(cx, x, [*lead, n])
         y = cx.g.layer_norm(flat, _reshape(cx, w, [n]), _reshape(cx, b, [n]), axis=-1, eps=float(eps))
         y = _reshape(cx, y, x.shape)
-    return (y, None, None) if native else y
+    return (y, *_moments(cx, node, x, len(x.shape) - k, float(eps))) if native else y
+
+
+def _moments(cx: _Ctx, node: Any, x: Value, lead: int, eps: float, groups: int | None = None) -> tuple[Any, Any]:
+    """Outputs 1 and 2 of native_layer_norm / native_group_norm: the mean and 1/sqrt(biased var + eps)
+    over the trailing axes from ``lead`` (per group of channels), shaped as torch recorded; None when unused."""
+    used = {u.args[1] for u in node.users if _target_name(u.target) == "operator.getitem"}
+    if not used & {1, 2}:
+        return None, None
+    tail = math.prod(cx.static(d, "normalized dim") for d in x.shape[lead if groups is None else 1:])
+    if groups is None:
+        rows = _reshape(cx, x, [*x.shape[:lead], tail])
+    else:
+        rows = _reshape(cx, x, [x.shape[0], groups, tail // groups])
+    mu = cx.g.mean(rows, axes=[len(rows.shape) - 1], keep_dim=True)
+    centered = rows - mu
+    var = cx.g.mean(centered * centered, axes=[len(rows.shape) - 1], keep_dim=True)
+    rstd = cx.g.rsqrt(var + cx.scalar(eps, var.dtype))
+    metas = cx.meta()[1:3]
+    return tuple(_reshape(cx, v, cx.shape(m)) for v, m in zip((mu, rstd), metas))  # type: ignore[return-value]
 
 
 def _channel(cx: _Ctx, v: Value, rank: int) -> Value:
@@ -93,22 +127,38 @@ def _batch_norm_eval(cx: _Ctx, x: Value, weight, bias, mean, var, eps: float) ->
     return y if bias is None else y + _channel(cx, bias, rank)
 
 
+def _saved_stats(cx: _Ctx) -> tuple[Value, Value]:
+    """Outputs 1 and 2 (saved mean / inverse std) of an eval-mode batch norm: torch returns empty tensors."""
+    metas = cx.meta()[1:3]
+    return tuple(cx.g.constant(np.zeros(cx.shape(m), dtype=_rlx_dtype(m.dtype).numpy)) for m in metas)  # type: ignore[return-value]
+
+
 @_conv("aten._native_batch_norm_legit_no_training.default")
 def _bn_no_training(cx, node, x, weight, bias, mean, var, momentum, eps):
-    return (_batch_norm_eval(cx, x, weight, bias, mean, var, float(eps)), None, None)
+    return (_batch_norm_eval(cx, x, weight, bias, mean, var, float(eps)), *_saved_stats(cx))
 
 
 @_conv("aten.batch_norm.default", "aten._native_batch_norm_legit.default", "aten.native_batch_norm.default",
        "aten._native_batch_norm_legit_functional.default")
 def _batch_norm(cx, node, x, weight, bias, mean, var, training, momentum, eps, *args):
+    target = _target_name(node.target)
     if training:
-        if _target_name(node.target) == "aten._native_batch_norm_legit_functional.default":
-            from rlx.frontends.torch.state import batch_norm_train  # running stats become buffer updates
+        if target == "aten._native_batch_norm_legit_functional.default" or (mean is None and var is None):
+            from rlx.frontends.torch.state import batch_norm_train  # running stats become state updates
 
-            return batch_norm_train(cx, x, weight, bias, mean, var, momentum, float(eps))
-        raise cx.fail("batch norm in training mode is not supported (call module.eval() before importing)")
+            out = batch_norm_train(cx, x, weight, bias, mean, var, momentum, float(eps))
+            return out[0] if target == "aten.batch_norm.default" else out if "functional" in target else out[:3]
+        raise cx.fail("batch norm in training mode that updates its running statistics in place is not supported "
+                      "(torch.export functionalizes it; call module.eval() or import the exported program)")
     y = _batch_norm_eval(cx, x, weight, bias, mean, var, float(eps))
-    return y if _target_name(node.target) == "aten.batch_norm.default" else (y, None, None)
+    if target == "aten.batch_norm.default":
+        return y
+    return (y, *_saved_stats(cx), mean, var) if "functional" in target else (y, *_saved_stats(cx))
+
+
+@_conv("aten._native_batch_norm_legit.no_stats")
+def _batch_norm_no_stats(cx, node, x, weight, bias, training, momentum, eps):
+    return _batch_norm(cx, node, x, weight, bias, None, None, training, momentum, eps)
 
 
 def _group_norm_values(cx: _Ctx, x: Value, num_groups: int, weight, bias, eps: float) -> Value:
@@ -120,12 +170,27 @@ def _group_norm_values(cx: _Ctx, x: Value, num_groups: int, weight, bias, eps: f
 
 @_conv("aten.group_norm.default")
 def _group_norm(cx, node, x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
+    if 0 in x.shape:  # an empty batch: an empty result (the group_norm kernel cannot view it in groups)
+        return cx.g.constant(np.zeros(cx.static_out_shape(), dtype=cx.out_dtype().numpy))
     return _group_norm_values(cx, x, num_groups, weight, bias, eps)
 
 
 @_conv("aten.native_group_norm.default")
 def _native_group_norm(cx, node, x, weight, bias, n, c, hw, num_groups, eps):
-    return (_group_norm_values(cx, x, num_groups, weight, bias, eps), None, None)
+    if 0 in x.shape:  # nothing to normalize: the (empty) results do not depend on any value
+        return tuple(cx.g.constant(np.zeros(cx.shape(m), dtype=_rlx_dtype(m.dtype).numpy)) for m in cx.meta())
+    y = _group_norm_values(cx, x, num_groups, weight, bias, eps)
+    return (y, *_moments(cx, node, x, 2, float(eps), int(num_groups)))
+
+
+@_conv("aten.rrelu_with_noise_functional.default")
+def _rrelu_eval(cx, node, x, noise, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
+    """rrelu in eval mode: a leaky relu with slope (lower + upper) / 2, the noise passed through. Training mode
+    draws each slope from torch's generator: refused (nothing here reproduces torch's random stream)."""
+    if training:
+        raise cx.fail("rrelu in training mode draws random slopes (call module.eval() or pass training=False)")
+    slope = cx.scalar((float(lower) + float(upper)) / 2, x.dtype)
+    return cx.g.where(cx.g.compare(x, cx.scalar(0, x.dtype), op="ge"), x, x * slope), noise
 
 
 # ------------------------------------------------------------------------------ conv
@@ -144,6 +209,10 @@ def _unbatched(cx: _Ctx, x: Value, spatial: int) -> tuple[Value, bool]:
 
 
 def _conv_nd(cx: _Ctx, x: Value, w: Value, b, stride, padding, dilation, groups, transposed=False, output_padding=0):
+    if len(w.shape) == 5:
+        from rlx.frontends.torch.convert_conv3d import conv_nd  # depth handled with gathers around 2-D ops
+
+        return conv_nd(cx, x, w, b, stride, padding, dilation, groups, transposed, output_padding)
     if not x.dtype.is_float:  # integer convolution (torch has it): exact in f64 at these magnitudes
         b = None if b is None else cx.cast(b, DType.F64)
         y = _conv_nd(cx, cx.cast(x, DType.F64), cx.cast(w, DType.F64), b, stride, padding, dilation, groups, transposed,
@@ -329,6 +398,10 @@ def _adaptive_avg_pool2d(cx, node, x, output_size):
 
 @_conv("aten.adaptive_max_pool2d.default")
 def _adaptive_max_pool2d(cx, node, x, output_size):
+    from rlx.frontends.torch.convert_conv3d import adaptive_max_with_indices, wants_indices
+
+    if wants_indices(node):
+        return adaptive_max_with_indices(cx, x, output_size, 2)
     return (_adaptive_pool(cx, x, output_size, "max"), None)
 
 

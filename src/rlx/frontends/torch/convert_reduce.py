@@ -80,6 +80,76 @@ def _cumulative(cx, node, x, dim, dtype=None):
     return cx.g.cumulative(cx.cast(x, cx.out_dtype()), op=op, axis=_axis(dim, len(x.shape)))
 
 
+@_conv("aten.logcumsumexp.default")
+def _logcumsumexp(cx, node, x, dim):
+    """log(cumsum(exp(x))) without overflow: output i is the logsumexp of x[..., :i+1], each prefix shifted by
+    its own max (a [n, n] lower-triangular mask; one shift for the whole axis would underflow early prefixes).
+    A prefix whose max is infinite gives that max (torch: -inf for all -inf, inf once an inf is seen)."""
+    x = cx.cast(x, cx.out_dtype())
+    rank = len(x.shape)
+    if rank == 0:
+        return x
+    axis = _axis(dim, rank)
+    n = cx.static(x.shape[axis], "scanned axis size")
+    g = cx.g
+    moved = _to_last(cx, x, axis)
+    lead = list(moved.shape[:-1])
+    rows = g.expand(_reshape(cx, moved, [*lead, 1, n]), target_shape=[*lead, n, n])  # [..., i, j] = x[..., j]
+    keep = g.constant(np.tril(np.ones((n, n), dtype=bool)))
+    masked = g.where(keep, rows, cx.scalar(-np.inf, x.dtype))
+    top = g.reduce(masked, op="max", axes=[rank], keep_dim=True)
+    finite = g.compare(g.abs(top), cx.scalar(np.inf, x.dtype), op="lt")
+    shift = g.where(finite, top, cx.scalar(0, x.dtype))
+    total = g.log(g.reduce(g.exp(masked - shift), op="sum", axes=[rank], keep_dim=True)) + shift
+    return _from_last(cx, _reshape(cx, g.where(finite, total, top), [*lead, n]), axis)
+
+
+def _to_last(cx: _Ctx, x: Value, axis: int) -> Value:
+    rank = len(x.shape)
+    return x if axis == rank - 1 else cx.g.transpose(x, perm=[*[a for a in range(rank) if a != axis], axis])
+
+
+def _from_last(cx: _Ctx, y: Value, axis: int) -> Value:
+    """Inverse of :func:`_to_last` (``y`` has the moved axis last, any size)."""
+    rank = len(y.shape)
+    if axis == rank - 1:
+        return y
+    back = list(range(rank - 1))
+    back.insert(axis, rank - 1)
+    return cx.g.transpose(y, perm=back)
+
+
+@_conv("aten.mode.default")
+def _mode(cx, node, x, dim=-1, keepdim=False):
+    """torch.mode: along ``dim`` the smallest of the most frequent values and the LAST index holding it (torch's
+    CPU kernel); counts by pairwise equality ([n, n] per row). NaN equals nothing, so it is the mode only of an
+    all-NaN row, where torch gives index 0."""
+    rank = len(x.shape)
+    if rank == 0:
+        return x, cx.g.constant(np.zeros((), dtype=np.int64))
+    axis = _axis(dim, rank)
+    n = cx.static(x.shape[axis], "mode axis size")
+    g = cx.g
+    work = cx.cast(x, DType.I64) if x.dtype.is_bool else x
+    row = _to_last(cx, work, axis)
+    lead = list(row.shape[:-1])
+    same = g.eq(_reshape(cx, row, [*lead, n, 1]), _reshape(cx, row, [*lead, 1, n]))
+    count = g.reduce(cx.cast(same, DType.I64), op="sum", axes=[rank], keep_dim=False)  # [..., n]
+    best = g.reduce(count, op="max", axes=[rank - 1], keep_dim=True)
+    top = np.inf if work.dtype.is_float else np.iinfo(work.dtype.numpy).max
+    value = g.reduce(g.where(g.eq(count, best), row, cx.scalar(top, work.dtype)), op="min", axes=[rank - 1],
+                     keep_dim=True)
+    hit = cx.cast(g.eq(row, value), DType.I32)
+    index = g.arg_reduce(hit, op="argmax", axis=rank - 1, keep_dim=True, select_last=True)
+    if work.dtype.is_float:
+        index = g.where(g.ne(value, value), cx.scalar(0, DType.I64), index)
+    value, index = (_from_last(cx, v, axis) for v in (cx.cast(value, x.dtype), index))
+    if not keepdim:
+        shape = [d for a, d in enumerate(x.shape) if a != axis]
+        value, index = _reshape(cx, value, shape), _reshape(cx, index, shape)
+    return value, index
+
+
 @_conv("aten.argmax.default", "aten.argmin.default")
 def _argmax(cx, node, x, dim=None, keepdim=False):
     """First index of the extreme (torch and np.argmax agree, NaN included); dim=None: over the flattened x."""
@@ -169,3 +239,45 @@ def _log_softmax(cx, node, x, dim, *args, **kwargs):
     axis = _axis(dim, len(x.shape))
     shifted = x - cx.g.reduce(x, op="max", axes=[axis], keep_dim=True)
     return shifted - cx.g.log(cx.g.reduce(cx.g.exp(shifted), op="sum", axes=[axis], keep_dim=True))
+
+
+# ------------------------------------------------------------------------------ distances
+def _p_norm_last(cx: _Ctx, diff: Value, p: float) -> Value:
+    from rlx.frontends.torch.convert_pad import _norm  # one p-norm (0, 1, 2, inf special cases)
+
+    return _norm(cx, diff, p, [len(diff.shape) - 1], False)
+
+
+def _euclid_mm(cx: _Ctx, x1: Value, x2: Value) -> Value:
+    """torch's matrix-product Euclidean distance: [-2·x1, |x1|², 1] @ [x2, 1, |x2|²]ᵀ, clamped at 0, square root
+    (what ``cdist`` computes for p=2 in its ``use_mm`` modes; it differs from the direct form near 0)."""
+    g = cx.g
+    n1, n2 = (g.reduce(x * x, op="sum", axes=[len(x.shape) - 1], keep_dim=True) for x in (x1, x2))
+    one1, one2 = (g.expand(cx.scalar(1, n.dtype), target_shape=list(n.shape)) for n in (n1, n2))
+    a = g.concat([x1 * cx.scalar(-2, x1.dtype), n1, one1], axis=len(x1.shape) - 1)
+    b = g.concat([x2, one2, n2], axis=len(x2.shape) - 1)
+    rank = len(b.shape)
+    prod = g.matmul(a, g.transpose(b, perm=[*range(rank - 2), rank - 1, rank - 2]))
+    return g.sqrt(g.binary(prod, cx.scalar(0, prod.dtype), op="max"))
+
+
+@_conv("aten._cdist_forward.default")
+def _cdist(cx, node, x1, x2, p, compute_mode=None):
+    """torch.cdist: the p-norm of every row difference; for p=2 the matrix-product form where torch uses it
+    (compute_mode 1, or the default mode with more than 25 rows on either side)."""
+    p = float(p)
+    rows = [cx.static(x.shape[-2], "cdist rows") for x in (x1, x2)]
+    if p == 2 and (compute_mode == 1 or (compute_mode in (None, 0) and max(rows) > 25)):
+        return _euclid_mm(cx, x1, x2)
+    a = _reshape(cx, x1, [*x1.shape[:-1], 1, x1.shape[-1]])
+    b = _reshape(cx, x2, [*x2.shape[:-2], 1, *x2.shape[-2:]])
+    return _p_norm_last(cx, a - b, p)
+
+
+@_conv("aten._pdist_forward.default")
+def _pdist(cx, node, x, p=2.0):
+    """torch.pdist: the p-norm of x[i] - x[j] for every row pair i < j, in row-major pair order."""
+    n = cx.static(x.shape[0], "pdist rows")
+    i, j = np.triu_indices(n, 1)
+    rows = [cx.g.gather(x, cx.g.constant(idx.astype(np.int64)), axis=0) for idx in (i, j)]
+    return _p_norm_last(cx, rows[0] - rows[1], float(p))

@@ -49,6 +49,7 @@ import numpy as np
 
 from rlx.frontends.torch import (  # each registers its converters on import
     convert_basic,
+    convert_conv3d,  # noqa: F401  (3-D conv / pool, adaptive max pool indices: gathers around the 2-D ops)
     convert_fft,  # noqa: F401  (torch.fft: r2c / c2c / c2r)
     convert_grid,  # noqa: F401  (grid_sampler 2-D / 3-D)
     convert_index,  # noqa: F401  (index / index_put / gather / slice_scatter / select_scatter / copy)
@@ -125,13 +126,16 @@ def _fallback_decomposition(op: Any) -> Any:
 def _decompose_unconverted(ep: Any) -> Any:
     """Ops left without a converter after the core-ATen pass, decomposed once more where torch knows
     how (``upsample_bilinear2d``, ``logaddexp`` ...). Ops it cannot decompose stay (and are reported)."""
+    from rlx.frontends.torch.custom_decomp import custom_decomposition
+
     left = _unconverted(ep)
     for op in sorted(left, key=str):
-        fn = _fallback_decomposition(op)
+        custom = custom_decomposition(op, ep)  # torch-level bodies: decomposed on to core ATen in the same pass
+        fn = custom or _fallback_decomposition(op)
         if fn is None:
             continue
         try:
-            tried = ep.run_decompositions({op: fn})
+            tried = ep.run_decompositions({**_decomposition_table(), op: fn} if custom else {op: fn})
         except Exception:  # a decomposition that cannot trace (data-dependent): report the op itself
             continue
         now = _unconverted(tried)
@@ -239,7 +243,7 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
     if missing:
         raise UnsupportedOpError(missing, where)
 
-    out_plan = output_plan(ep, TorchImportError)  # buffer mutations become extra outputs (state.py)
+    out_plan = output_plan(ep, TorchImportError)  # buffer / input mutations become extra outputs (state.py)
 
     specs = {s.arg.name: s for s in ep.graph_signature.input_specs}
     state = dict(ep.state_dict)
@@ -282,7 +286,7 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
                     raise cx.fail(f"graph output {item!r} is not a tensor")
             g.set_outputs(out_plan.reorder(outs))
     _drop_unused_params(g, params)
-    return remember_buffers(out_plan.mark(_named(g, modules, _output_names(ep) + [None] * len(out_plan.updates))), ep), params
+    return remember_buffers(out_plan.mark(_named(g, modules, _output_names(ep) + [None] * out_plan.extra)), ep), params
 
 
 def _symbol_ranges(ep: Any, names: Mapping[str, str]) -> dict[str, tuple[int, int | None]]:

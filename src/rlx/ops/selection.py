@@ -49,6 +49,8 @@ def mode(g: Graph, x: Value, axis: int = -1, keep_dim: bool = False) -> tuple[Va
     value = g.reduce(g.where(best, work, big), op="min", axes=[axis], keep_dim=True)
     index = g.arg_reduce(g.cast(g.eq(work, value), to=DType.I64), op="argmax", axis=axis, keep_dim=True,
                          select_last=True)
+    if work.dtype.is_float:  # NaN equals nothing: it is the mode only of an all-NaN row, where torch gives index 0
+        index = g.where(g.ne(value, value), full(g, (), 0, DType.I64), index)
     value = g.cast(value, to=x.dtype) if value.dtype != x.dtype else value
     if not keep_dim:
         kept = [d for i, d in enumerate(x.shape) if i != axis]

@@ -50,8 +50,14 @@ _IGNORED = frozenset({
 
 
 def _conv(*names: str) -> Callable[[Converter], Converter]:
+    """Register ``fn`` for torch targets ``names``; one converter per target (no silent "last wins")."""
+
     def register(fn: Converter) -> Converter:
         for name in names:
+            if name in _CONVERTERS:
+                taken = _CONVERTERS[name]
+                raise RuntimeError(f"two torch converters for {name}: {taken.__module__}.{taken.__qualname__} and "
+                                   f"{fn.__module__}.{fn.__qualname__}")
             _CONVERTERS[name] = fn
         return fn
 

@@ -1,10 +1,9 @@
-"""torch converters: reductions, unary math, scans, arg / top-k selection, scatter, variance, softmax."""
+"""torch converters: reductions, unary math, scans, arg / top-k selection, variance, softmax."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -61,7 +60,7 @@ def _max_dim(cx, node, x, dim, keepdim=False):
     return values, index
 
 
-# ------------------------------------------------------- unary math, scans, selection, scatter
+# ------------------------------------------------------- unary math, scans, selection
 def _unary_math(kind: str) -> Converter:
     def convert(cx, node, x):
         return cx.g.unary_math(cx.cast(x, cx.out_dtype()), kind=kind)  # erf of an int promotes first (torch)
@@ -78,76 +77,6 @@ def _cumulative(cx, node, x, dim, dtype=None):
     if len(x.shape) == 0:  # torch scans a scalar as itself
         return cx.cast(x, cx.out_dtype())
     return cx.g.cumulative(cx.cast(x, cx.out_dtype()), op=op, axis=_axis(dim, len(x.shape)))
-
-
-@_conv("aten.logcumsumexp.default")
-def _logcumsumexp(cx, node, x, dim):
-    """log(cumsum(exp(x))) without overflow: output i is the logsumexp of x[..., :i+1], each prefix shifted by
-    its own max (a [n, n] lower-triangular mask; one shift for the whole axis would underflow early prefixes).
-    A prefix whose max is infinite gives that max (torch: -inf for all -inf, inf once an inf is seen)."""
-    x = cx.cast(x, cx.out_dtype())
-    rank = len(x.shape)
-    if rank == 0:
-        return x
-    axis = _axis(dim, rank)
-    n = cx.static(x.shape[axis], "scanned axis size")
-    g = cx.g
-    moved = _to_last(cx, x, axis)
-    lead = list(moved.shape[:-1])
-    rows = g.expand(_reshape(cx, moved, [*lead, 1, n]), target_shape=[*lead, n, n])  # [..., i, j] = x[..., j]
-    keep = g.constant(np.tril(np.ones((n, n), dtype=bool)))
-    masked = g.where(keep, rows, cx.scalar(-np.inf, x.dtype))
-    top = g.reduce(masked, op="max", axes=[rank], keep_dim=True)
-    finite = g.compare(g.abs(top), cx.scalar(np.inf, x.dtype), op="lt")
-    shift = g.where(finite, top, cx.scalar(0, x.dtype))
-    total = g.log(g.reduce(g.exp(masked - shift), op="sum", axes=[rank], keep_dim=True)) + shift
-    return _from_last(cx, _reshape(cx, g.where(finite, total, top), [*lead, n]), axis)
-
-
-def _to_last(cx: _Ctx, x: Value, axis: int) -> Value:
-    rank = len(x.shape)
-    return x if axis == rank - 1 else cx.g.transpose(x, perm=[*[a for a in range(rank) if a != axis], axis])
-
-
-def _from_last(cx: _Ctx, y: Value, axis: int) -> Value:
-    """Inverse of :func:`_to_last` (``y`` has the moved axis last, any size)."""
-    rank = len(y.shape)
-    if axis == rank - 1:
-        return y
-    back = list(range(rank - 1))
-    back.insert(axis, rank - 1)
-    return cx.g.transpose(y, perm=back)
-
-
-@_conv("aten.mode.default")
-def _mode(cx, node, x, dim=-1, keepdim=False):
-    """torch.mode: along ``dim`` the smallest of the most frequent values and the LAST index holding it (torch's
-    CPU kernel); counts by pairwise equality ([n, n] per row). NaN equals nothing, so it is the mode only of an
-    all-NaN row, where torch gives index 0."""
-    rank = len(x.shape)
-    if rank == 0:
-        return x, cx.g.constant(np.zeros((), dtype=np.int64))
-    axis = _axis(dim, rank)
-    n = cx.static(x.shape[axis], "mode axis size")
-    g = cx.g
-    work = cx.cast(x, DType.I64) if x.dtype.is_bool else x
-    row = _to_last(cx, work, axis)
-    lead = list(row.shape[:-1])
-    same = g.eq(_reshape(cx, row, [*lead, n, 1]), _reshape(cx, row, [*lead, 1, n]))
-    count = g.reduce(cx.cast(same, DType.I64), op="sum", axes=[rank], keep_dim=False)  # [..., n]
-    best = g.reduce(count, op="max", axes=[rank - 1], keep_dim=True)
-    top = np.inf if work.dtype.is_float else np.iinfo(work.dtype.numpy).max
-    value = g.reduce(g.where(g.eq(count, best), row, cx.scalar(top, work.dtype)), op="min", axes=[rank - 1],
-                     keep_dim=True)
-    hit = cx.cast(g.eq(row, value), DType.I32)
-    index = g.arg_reduce(hit, op="argmax", axis=rank - 1, keep_dim=True, select_last=True)
-    if work.dtype.is_float:
-        index = g.where(g.ne(value, value), cx.scalar(0, DType.I64), index)
-    value, index = (_from_last(cx, v, axis) for v in (cx.cast(value, x.dtype), index))
-    if not keepdim:
-        shape = [d for a, d in enumerate(x.shape) if a != axis]
-        value, index = _reshape(cx, value, shape), _reshape(cx, index, shape)
-    return value, index
 
 
 @_conv("aten.argmax.default", "aten.argmin.default")
@@ -168,37 +97,6 @@ def _topk(cx, node, x, k, dim=-1, largest=True, sorted=True):
     if len(x.shape) == 0:
         raise cx.fail("topk of a 0-d tensor is not supported")
     return cx.g.top_k(x, k=cx.static(k, "topk k"), axis=_axis(dim, len(x.shape)), largest=bool(largest), output="both")
-
-
-_SCATTER_REDUCE = {"sum": "add", "add": "add", "prod": "mul", "multiply": "mul", "amax": "max", "amin": "min"}
-
-
-def _scatter_src(cx: _Ctx, x: Value, index: Value, src: Any) -> Value:
-    """The updates shaped like ``index``: a scalar expanded, or src narrowed (torch reads src[:index.shape])."""
-    if not isinstance(src, Value):
-        return cx.g.expand(cx.scalar(src, x.dtype), target_shape=list(index.shape))
-    src = cx.cast(src, x.dtype)
-    for axis, (n, m) in enumerate(zip(src.shape, index.shape)):
-        if n != m:
-            src = cx.g.narrow(src, axis, 0, cx.static(m, "scatter index size"))
-    return src
-
-
-@_conv("aten.scatter.src", "aten.scatter.value", "aten.scatter_add.default", "aten.scatter.reduce",
-       "aten.scatter.value_reduce", "aten.scatter_reduce.two")
-def _scatter(cx, node, x, dim, index, src, reduce=None, include_self=True):
-    """scatter_elements. Without a reduction torch leaves the winner among duplicate indices unspecified
-    (rlx: the last); add / mul / max / min combine exactly. scatter_reduce 'mean' and include_self=False
-    have no rlx form."""
-    name = _target_name(node.target)
-    red = "add" if name == "aten.scatter_add.default" else "none" if reduce is None else _SCATTER_REDUCE.get(reduce)
-    if red is None or not include_self:
-        raise cx.fail(f"scatter reduce={reduce!r} include_self={include_self} is not supported (sum, prod, amax, amin with "
-                      "include_self=True are)")
-    if len(x.shape) == 0:
-        raise cx.fail("scatter into a 0-d tensor is not supported")
-    index = cx.cast(index, DType.I64)
-    return cx.g.scatter_elements(x, index, _scatter_src(cx, x, index, src), axis=_axis(dim, len(x.shape)), reduction=red)
 
 
 @_conv("aten.var.correction", "aten.var.dim", "aten.var_mean.correction")

@@ -8,16 +8,16 @@ Ops whose output *size* depends on input values (``nonzero``, ``masked_select``,
 torch.export gives them an unbacked dim ``u0``) are refused here with that reason: an rlx graph's sizes
 depend on its input sizes only (docs/shapes.md).
 
-Registered into :data:`rlx.frontends.torch.context._CONVERTERS` when imported; this module is imported after
-``convert_reduce``, so its ``scatter_reduce`` converter (a superset of the one there) is the one used.
+Registered into :data:`rlx.frontends.torch.context._CONVERTERS` when imported; every
+``aten.scatter*`` overload has its one converter here.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from rlx.frontends.torch.context import _axis, _conv, _reshape, _target_name
-from rlx.frontends.torch.convert_reduce import _scatter_src
+from rlx.frontends.torch.context import _axis, _conv, _Ctx, _reshape, _target_name
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 from rlx.ops import index_writes, scatter_reduce, selection
@@ -25,6 +25,17 @@ from rlx.ops import index_writes, scatter_reduce, selection
 
 def _index_dim(cx, x: Value, dim: int) -> int:
     return _axis(dim, len(x.shape))
+
+
+def _scatter_src(cx: _Ctx, x: Value, index: Value, src: Any) -> Value:
+    """The updates shaped like ``index``: a scalar expanded, or src narrowed (torch reads src[:index.shape])."""
+    if not isinstance(src, Value):
+        return cx.g.expand(cx.scalar(src, x.dtype), target_shape=list(index.shape))
+    src = cx.cast(src, x.dtype)
+    for axis, (n, m) in enumerate(zip(src.shape, index.shape)):
+        if n != m:
+            src = cx.g.narrow(src, axis, 0, cx.static(m, "scatter index size"))
+    return src
 
 
 @_conv("aten.scatter.src", "aten.scatter.value", "aten.scatter_add.default", "aten.scatter.reduce",

@@ -59,7 +59,7 @@ from rlx.frontends.torch import (  # each registers its converters on import
     convert_pad,  # noqa: F401  (every pad mode, vector norms)
     convert_reduce,
     convert_resize,  # noqa: F401  (upsample_* / interpolate in every mode)
-    convert_scatter,  # noqa: F401  (scatter_reduce / index_reduce / put / masked_scatter / mode ...; after convert_reduce)
+    convert_scatter,  # noqa: F401  (scatter / scatter_reduce / index_reduce / put / masked_scatter / mode ...)
     convert_shape,  # noqa: F401  (views, slices, concatenation, embedding)
     convert_special,  # noqa: F401  (torch.special: Bessel, erfinv, zeta, igamma, polynomials, gcd, frexp)
 )

@@ -109,7 +109,7 @@ def test_complex_builders_and_complex128():
 
 def test_singular_and_indefinite_matrices_raise_at_run_time():
     g, params = rlx.torch.import_module(Fn(torch.linalg.inv), (A,))
-    with pytest.raises(rlx.RlxError, match="(?i)singular"):
+    with pytest.raises(rlx.RlxError, match=r"(?i)singular"):
         rlx.run(g, inputs=dict(zip(g.inputs(), [np.zeros((2, 4, 4), np.float32)])), params=params)
     g, params = rlx.torch.import_module(Fn(torch.linalg.cholesky), (_spd(seed=15),))
     with pytest.raises(rlx.RlxError, match="positive definite"):

@@ -410,3 +410,5 @@ def _pool2d(args, attrs, out):
         return total / (k[0] * k[1])
     ones = torch.ones((1, 1, *x.shape[2:]), dtype=total.dtype, device=x.device)
     return total / torch.sum(_windows(ones, k, s, p, 0), dim=-1)
+
+from rlx.backends.torch_backend import lowering_linalg  # noqa: E402,F401  (registers the linalg family and complex parts)

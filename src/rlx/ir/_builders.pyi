@@ -137,10 +137,16 @@ class GraphBuilders:
     def dot_general(self, lhs: Operand, rhs: Operand, /, lhs_contracting: Sequence[int] = ..., rhs_contracting: Sequence[int] = ..., lhs_batch: Sequence[int] = ..., rhs_batch: Sequence[int] = ..., name: str | None = None) -> Value:
         """XLA DotGeneral."""
 
-    def eig(self, a: Operand, /, output: Literal['both', 'values'] = ..., name: str | None = None) -> Value:
+    @overload
+    def eig(self, a: Operand, /, *, output: Literal['both'], name: str | None = None) -> tuple[Value, Value]: ...
+    @overload
+    def eig(self, a: Operand, /, *, output: Literal['values'] = ..., name: str | None = None) -> Value:
         """Eigen-decomposition of each square real matrix of A [..., N, N] (LAPACK geev): complex eigenvalues [..., N] (c64 for f32, c128 for f64; in LAPACK's order, conjugate pairs adjacent) and (output=both) unit-norm right eigenvectors as columns."""
 
-    def eigh(self, a: Operand, /, lower: bool = ..., output: Literal['both', 'values'] = ..., name: str | None = None) -> Value:
+    @overload
+    def eigh(self, a: Operand, /, lower: bool = ..., *, output: Literal['both'], name: str | None = None) -> tuple[Value, Value]: ...
+    @overload
+    def eigh(self, a: Operand, /, lower: bool = ..., *, output: Literal['values'] = ..., name: str | None = None) -> Value:
         """Eigen-decomposition of each symmetric matrix of A [..., N, N] (reads the lower triangle, or the upper with lower=False; LAPACK syevd): eigenvalues [..., N] ascending, and (output=both) orthonormal eigenvectors as the columns of [..., N, N]."""
 
     def elementwise_region(self, inputs: Operand, /, chain: Any = ..., num_inputs: int = ..., name: str | None = None) -> Value:
@@ -242,7 +248,7 @@ class GraphBuilders:
     def gelu_approx(self, x: Operand, /, name: str | None = None) -> Value:
         """activation(kind='gelu_approx'): Unary elementwise function (one row per kind: rlx.ops.kinds)."""
 
-    def geqrf(self, a: Operand, /, name: str | None = None) -> Value:
+    def geqrf(self, a: Operand, /, name: str | None = None) -> tuple[Value, Value]:
         """LAPACK geqrf of each matrix of A [..., M, N]: R on and above the diagonal, the Householder vectors (unit leading entry implied) below it, and their scales tau [..., min(M, N)]; Q = H_1···H_k with H_i = I - tau_i·v_i·v_iᵀ (householder_product rebuilds it, ormqr applies it)."""
 
     def group_norm(self, x: Operand, gamma: Operand, beta: Operand, /, num_groups: int = ..., eps: float = ..., name: str | None = None) -> Value:
@@ -281,7 +287,7 @@ class GraphBuilders:
     def layer_norm_backward_input(self, x: Operand, gamma: Operand, dy: Operand, /, axis: int = ..., eps: float = ..., name: str | None = None) -> Value:
         """LayerNorm gradient w.r.t."""
 
-    def ldl_factor(self, a: Operand, /, name: str | None = None) -> Value:
+    def ldl_factor(self, a: Operand, /, name: str | None = None) -> tuple[Value, Value]:
         """Bunch-Kaufman LDLᵀ factorization of each symmetric matrix of A [..., N, N] (LAPACK sytrf, lower triangle): L (unit diagonal, below) and the 1x1 / 2x2 blocks of D packed in LD [..., N, N] (upper triangle zero), and LAPACK's 1-based pivots [..., N] i32 (negative pairs mark 2x2 blocks)."""
 
     def ldl_solve(self, ld: Operand, pivots: Operand, b: Operand, /, name: str | None = None) -> Value:
@@ -308,13 +314,13 @@ class GraphBuilders:
     def lt(self, lhs: Operand, rhs: Operand, /, name: str | None = None) -> Value:
         """compare(op='lt'): Broadcasting comparison in the promoted dtype; the result is bool."""
 
-    def lu_factor(self, a: Operand, /, name: str | None = None) -> Value:
+    def lu_factor(self, a: Operand, /, name: str | None = None) -> tuple[Value, Value]:
         """LU factorization with partial pivoting (LAPACK getrf) of each matrix of A [..., M, N]: L (unit diagonal, below) and U (on and above) packed in one [..., M, N], and the 1-based row interchanges pivots [..., min(M, N)] i32 (row i was swapped with row pivots[i] - 1, in order)."""
 
     def lu_solve(self, lu: Operand, pivots: Operand, b: Operand, /, left: bool = ..., adjoint: bool = ..., name: str | None = None) -> Value:
         """Solve A·X = B (left) or X·A = B with A = P·L·U given by lu_factor's (LU [..., N, N], pivots [..., N]); adjoint solves with Aᵀ."""
 
-    def lu_unpack(self, lu: Operand, pivots: Operand, /, name: str | None = None) -> Value:
+    def lu_unpack(self, lu: Operand, pivots: Operand, /, name: str | None = None) -> tuple[Value, Value, Value]:
         """lu_factor's packed result unpacked: P [..., M, M] (the permutation of the pivots' row interchanges), L [..., M, K] (unit diagonal) and U [..., K, N], K = min(M, N), with A = P·L·U."""
 
     def matmul(self, a: Operand, b: Operand, /, name: str | None = None) -> Value:
@@ -380,7 +386,7 @@ class GraphBuilders:
     def q_matmul(self, x: Operand, w: Operand, bias: Operand, /, x_zp: int = ..., w_zp: int = ..., out_zp: int = ..., mult: float = ..., batch_dims: int = ..., name: str | None = None) -> Value:
         """Integer matmul: x i8 [M, K], w i8 [K, N], bias i32 [N] -> i8 [M, N]; acc = bias[n] + Σ_k (x - x_zp)(w - w_zp) accumulated in int32 (wrapping), then out = clip(round(acc·mult) + out_zp, -128, 127) with acc·mult in f32 and round half away from zero (docs/semantics.md#quantisation)."""
 
-    def qr(self, a: Operand, /, mode: Literal['reduced', 'complete'] = ..., name: str | None = None) -> Value:
+    def qr(self, a: Operand, /, mode: Literal['reduced', 'complete'] = ..., name: str | None = None) -> tuple[Value, Value]:
         """QR decomposition A = Q·R of each matrix of A [..., M, N] by Householder reflections (LAPACK geqrf + orgqr, R's diagonal may be negative, as LAPACK and torch leave it): mode=reduced gives Q [..., M, K], R [..., K, N] (K = min(M, N)), complete Q [..., M, M], R [..., M, N]."""
 
     def quantize(self, x: Operand, /, axis: int | None = ..., scales: Sequence[float] = ..., zero_points: Sequence[int] | None = ..., name: str | None = None) -> Value:
@@ -464,7 +470,7 @@ class GraphBuilders:
     def sin(self, x: Operand, /, name: str | None = None) -> Value:
         """activation(kind='sin'): Unary elementwise function (one row per kind: rlx.ops.kinds)."""
 
-    def slogdet(self, a: Operand, /, name: str | None = None) -> Value:
+    def slogdet(self, a: Operand, /, name: str | None = None) -> tuple[Value, Value]:
         """(sign, log|det|) of each square matrix of A [..., N, N], both [...]: sign is -1, 0 or 1 (log|det| = -inf for a singular matrix)."""
 
     def softmax(self, x: Operand, /, axis: int = ..., name: str | None = None) -> Value:
@@ -491,7 +497,10 @@ class GraphBuilders:
     def sum(self, x: Operand, /, axes: Sequence[int] | None = ..., keep_dim: bool = ..., name: str | None = None) -> Value:
         """reduce(op='sum'): Reduce x over `axes` with sum / mean / max / min / prod (builder methods g.sum, g.mean, g.max, g.min, g.prod)."""
 
-    def svd(self, a: Operand, /, full_matrices: bool = ..., output: Literal['both', 'values'] = ..., name: str | None = None) -> Value:
+    @overload
+    def svd(self, a: Operand, /, full_matrices: bool = ..., *, output: Literal['both'], name: str | None = None) -> tuple[Value, Value, Value]: ...
+    @overload
+    def svd(self, a: Operand, /, full_matrices: bool = ..., *, output: Literal['values'] = ..., name: str | None = None) -> Value:
         """Singular value decomposition A = U·diag(S)·Vh of each matrix of A [..., M, N] (LAPACK gesdd): S [..., K] descending (K = min(M, N)); with output=both also U [..., M, K] and Vh [..., K, N] (M and N columns / rows with full_matrices)."""
 
     def swiglu(self, x: Operand, up_w: Operand, gate_w: Operand, down_w: Operand, /, name: str | None = None) -> Value:

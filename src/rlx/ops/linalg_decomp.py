@@ -52,7 +52,7 @@ def _same_dtype(*pairs: tuple[TensorType, str]) -> None:
 def _static_batch(*ts: TensorType) -> tuple:
     """Broadcast of the batch dims (all but the last two) of several stacks, as torch does."""
     try:
-        return tuple(broadcast_shapes(*[tuple(t.shape[:-2]) for t in ts]))
+        return tuple(broadcast_shapes(*[Shape(tuple(t.shape[:-2])) for t in ts]))
     except ShapeError as exc:
         raise ShapeError(f"batch dims {[list(t.shape[:-2]) for t in ts]} do not broadcast ({exc})") from None
 
@@ -310,7 +310,7 @@ def _eigh_kernel(args, attrs, out):
     return w, v
 
 
-_OUTPUT = AttrSpec("str", default="both", choices=("both", "values"),
+_OUTPUT = AttrSpec("str", default="values", choices=("both", "values"),
                    doc="both: one node with every result; values: the eigen- / singular values only")
 
 _op("eigh", ("a",), _eigh_type, _eigh_kernel,

@@ -43,7 +43,7 @@ _checked("svd", lambda args, attrs, out: torch.linalg.svdvals(args[0]) if attrs[
 _checked("qr", lambda args, attrs, out: tuple(torch.linalg.qr(args[0], mode=attrs["mode"])))
 _checked("geqrf", lambda args, attrs, out: tuple(torch.geqrf(args[0])))
 _checked("householder_product", lambda args, attrs, out: torch.linalg.householder_product(*args))
-_checked("ormqr", lambda args, attrs, out: torch.ormqr(*args, left=attrs["left"], transpose=attrs["transpose"]))
+_checked("ormqr", lambda args, attrs, out: torch.ormqr(args[0], args[1], args[2], left=attrs["left"], transpose=attrs["transpose"]))
 _checked("lu_factor", lambda args, attrs, out: tuple(torch.linalg.lu_factor(args[0])))
 _checked("lu_unpack", lambda args, attrs, out: tuple(torch.lu_unpack(args[0], args[1].to(torch.int32))))
 _checked("lu_solve", lambda args, attrs, out: torch.linalg.lu_solve(args[0], args[1].to(torch.int32), args[2],

@@ -79,22 +79,22 @@ def _slogdet(cx, node, a):
 def _eigh(cx, node, a, UPLO="L", compute_v=True):
     lower = str(UPLO).upper() == "L"
     if not compute_v:
-        return cx.g.eigh(a, lower=lower, output="values"), None
-    w, v = cx.g.eigh(a, lower=lower)
+        return cx.g.eigh(a, lower=lower), None
+    w, v = cx.g.eigh(a, lower=lower, output="both")
     return w, v
 
 
 @_conv("aten.linalg_eig.default")
 def _eig(cx, node, a):
-    w, v = cx.g.eig(a)
+    w, v = cx.g.eig(a, output="both")
     return w, v
 
 
 @_conv("aten._linalg_svd.default")
 def _svd(cx, node, a, full_matrices=False, compute_uv=True, driver=None):
     if not compute_uv:
-        return None, cx.g.svd(a, output="values"), None
-    u, s, vh = cx.g.svd(a, full_matrices=bool(full_matrices))
+        return None, cx.g.svd(a), None
+    u, s, vh = cx.g.svd(a, full_matrices=bool(full_matrices), output="both")
     return u, s, vh
 
 
@@ -211,12 +211,12 @@ def _pinv(cx, node, a, atol=None, rtol=None, hermitian=False):
     if rtol is None:
         rtol = float(np.finfo(dt.numpy).eps) * max(m, n) if atol is None else 0.0
     if hermitian:
-        w, v = g.eigh(a)
+        w, v = g.eigh(a, output="both")
         mag = g.abs(w)
         largest = g.reduce(mag, op="max", axes=[-1], keep_dim=True)
         left, right = v, _mT(cx, v)
     else:
-        u, w, vh = g.svd(a)
+        u, w, vh = g.svd(a, output="both")
         mag = w
         largest = g.narrow(w, axis=-1, start=0, length=1)
         left, right = _mT(cx, vh), _mT(cx, u)

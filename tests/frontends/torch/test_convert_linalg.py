@@ -119,3 +119,26 @@ def test_singular_and_indefinite_matrices_raise_at_run_time():
 def test_lu_without_pivoting_is_refused_by_name():
     with pytest.raises(rlx.RlxError, match="pivot=False"):
         rlx.torch.import_module(Fn(lambda a: torch.linalg.lu_factor_ex(a, pivot=False)[0]), (A,))
+
+
+def test_gradients_of_inverse_det_slogdet_cholesky_and_solve_match_torch_autograd():
+    s, b = _spd(2, seed=16).double(), _x(2, 4, 3, scale=1.0, seed=17).double()
+    a = A.double()
+
+    def loss(a, s, b):
+        return (torch.linalg.inv(a).sin().sum() + torch.linalg.det(a).sum() + torch.linalg.slogdet(a)[1].sum()
+                + torch.linalg.cholesky(s).cos().sum() + torch.linalg.solve(a, b).pow(2).sum()
+                + torch.linalg.solve(a, b.mT, left=False).sum() + torch.linalg.solve(a, b[..., 0]).sum())
+
+    g, params = rlx.torch.import_module(Fn(loss), (a, s, b))
+    names = list(g.inputs())
+    bwd = rlx.grad_with_loss(g, wrt=names)
+    got = rlx.run(bwd, {**dict(zip(names, [a.numpy(), s.numpy(), b.numpy()])), "d_output": np.array(1.0)}, params)
+    leaves = [t.clone().requires_grad_(True) for t in (a, s, b)]
+    want = torch.autograd.grad(loss(*leaves), leaves)
+    want[1].tril_()  # rlx's cholesky reads the lower triangle only: an entry below the diagonal stands for two
+    want = [w.numpy() for w in want]
+    want[1] = want[1] + np.tril(want[1], -1)
+    np.testing.assert_allclose(got[0], loss(a, s, b).item(), rtol=1e-12)
+    for gr, w in zip(got[1:], want):
+        np.testing.assert_allclose(gr, w, rtol=1e-8, atol=1e-10)

@@ -158,15 +158,23 @@ def _lu_solve(cx, node, lu, pivots, b, left=True, adjoint=False):
 
 @_conv("aten._linalg_solve_ex.default")
 def _solve_ex(cx, node, a, b, left=True, check_errors=False):
-    """torch's rule: B is a vector (or a batch of them) when it is 1-D or A's shape without its last dim."""
+    """torch's rule: B is a vector (or a batch of them) when it is 1-D or A's shape without its last dim.
+    Batch dims broadcast; X·A = B is Aᵀ·Xᵀ = Bᵀ. rlx's dense solves (differentiable) compute it."""
     g = cx.g
     vector = len(b.shape) == 1 or (len(b.shape) == len(a.shape) - 1 and tuple(b.shape) == tuple(a.shape[:-1]))
-    rhs = cx.g.reshape(b, new_shape=[*b.shape, 1] if left else [*b.shape[:-1], 1, b.shape[-1]]) if vector else b
-    lu, piv = g.lu_factor(a)
-    x = g.lu_solve(lu, piv, rhs, left=bool(left))
-    if vector:
-        x = g.reshape(x, new_shape=list(x.shape[:-1]) if left else [*x.shape[:-2], x.shape[-1]])
-    return x, None, None, _info(cx, a.shape[:-2])
+    if not left:
+        a = _mT(cx, a)
+        b = b if vector else _mT(cx, b)
+    core_b = 1 if vector else 2
+    lead = [cx.static(d, "batch dim") for d in np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[: len(b.shape) - core_b]))]
+    if list(a.shape[:-2]) != lead:
+        a = g.expand(a, target_shape=[*lead, *a.shape[-2:]])
+    if list(b.shape[: len(b.shape) - core_b]) != lead:
+        b = g.expand(b, target_shape=[*lead, *b.shape[len(b.shape) - core_b:]])
+    x = g.batched_dense_solve(a, b) if lead else g.dense_solve(a, b)
+    if not left and not vector:
+        x = _mT(cx, x)
+    return x, None, None, _info(cx, lead)
 
 
 @_conv("aten.linalg_solve_triangular.default")

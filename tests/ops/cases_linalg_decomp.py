@@ -135,6 +135,9 @@ CASES = [
                                                                                              unitriangular=True),
            {"a": AB, "b": randn(2, 5, 3, seed=14)},
            lambda a, b: torch.linalg.solve_triangular(T(a), T(b), upper=False, left=False, unitriangular=True), rtol=1e-10),
+    OpCase("solve_triangular", "a_broadcast_over_b_batch", lambda g, a, b: g.solve_triangular(a, b, upper=True),
+           {"a": AB[0], "b": randn(2, 3, 2, seed=25)}, lambda a, b: torch.linalg.solve_triangular(T(a), T(b), upper=True),
+           rtol=1e-10),
     # ---------------------------------------------------------------------------- LDLᵀ
     OpCase("ldl_factor", "symmetric_indefinite", lambda g, a: g.ldl_factor(a), {"a": SYM},
            lambda a: tuple(torch.linalg.ldl_factor(T(a))), rtol=1e-10, atol=1e-12),

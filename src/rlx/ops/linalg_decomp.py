@@ -592,12 +592,50 @@ def _tri_kernel(args, attrs, out):
     return x[0].astype(out.dtype.numpy)
 
 
+def _tri_mask(ctx, node, a):
+    """A's entries the solve reads: its upper / lower triangle, without the diagonal when unitriangular."""
+    n = a.shape[-1]
+    if not isinstance(n, int):
+        raise AutodiffError("solve_triangular derivative needs a static matrix size")
+    unit = node.attrs["unitriangular"]
+    mask = np.triu(np.ones((n, n)), 1 if unit else 0) if node.attrs["upper"] else np.tril(np.ones((n, n)), -1 if unit else 0)
+    return a * ctx.graph.constant(mask.astype(a.dtype.numpy))
+
+
+def _tri_vjp(ctx, node, ct):
+    """left: A·X = B gives dB = A⁻ᵀ·ct, dA = -dB·Xᵀ; right: X·A = B gives dB = ct·A⁻ᵀ, dA = -Xᵀ·dB; dA
+    keeps the triangle read."""
+    g = ctx.graph
+    a, b = ctx.operands(node)
+    x = ctx.output(node)
+    attrs = dict(node.attrs)
+    db = g.solve_triangular(_mT(ctx, a), ct, **{**attrs, "upper": not attrs["upper"]})
+    da = None
+    if ctx.wants(node, 0):
+        da = -(g.matmul(db, _mT(ctx, x)) if attrs["left"] else g.matmul(_mT(ctx, x), db))
+        da = ctx.unbroadcast(_tri_mask(ctx, node, da), a)
+    return [da, ctx.unbroadcast(db, b) if ctx.wants(node, 1) else None]
+
+
+def _tri_jvp(ctx, node, tangents):
+    g = ctx.graph
+    a, _ = ctx.operands(node)
+    ta, tb = tangents
+    rhs = tb
+    if ta is not None:
+        x = ctx.output(node)
+        ax = g.matmul(_tri_mask(ctx, node, ta), x) if node.attrs["left"] else g.matmul(x, _tri_mask(ctx, node, ta))
+        rhs = -ax if rhs is None else rhs - ax
+    return g.solve_triangular(a, rhs, **dict(node.attrs))
+
+
 _op("solve_triangular", ("a", "b"), _tri_type, _tri_kernel,
     "Solve A·X = B (left) or X·A = B for triangular A [..., N, N] (upper or lower triangle read, the other "
     "ignored; unitriangular assumes ones on the diagonal) by substitution (LAPACK trtrs). B [..., N, K] (left) "
-    "or [..., K, N]; batch dims broadcast.",
+    "or [..., K, N]; batch dims broadcast. Gradient (left): dB = A⁻ᵀ·ct, dA = -dB·Xᵀ on the triangle read "
+    "(right: dB = ct·A⁻ᵀ, dA = -Xᵀ·dB); tangent A⁻¹·(tB - tA·X).",
     attrs={"upper": AttrSpec("bool"), "left": AttrSpec("bool", default=True),
-           "unitriangular": AttrSpec("bool", default=False)})
+           "unitriangular": AttrSpec("bool", default=False)}, vjp=_tri_vjp, jvp=_tri_jvp)
 
 
 # ------------------------------------------------------------------------------------ LDLᵀ

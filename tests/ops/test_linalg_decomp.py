@@ -63,3 +63,15 @@ def test_singular_matrix_raises_rlx_error_on_numpy_and_torch(backend):
         return
     with pytest.raises(rlx.RlxError, match=r"(?i)singular"):
         exe.run({"x0": singular})
+
+
+@pytest.mark.parametrize("backend", ["torch", "jax"])
+def test_c128_results_keep_their_width_on_every_backend(backend):
+    pytest.importorskip(backend)
+    g = _graph(lambda g, x: (g.cast(x, "c128"), g.view_as_real(g.complex(x, x))), (3,))
+    x = np.array([1.0, -2.0, 3.5], np.float32)
+    got = rlx.compile(g, backend=backend).run({"x0": x})
+    want = rlx.run(g, {"x0": x})
+    assert [o.dtype for o in got] == [np.complex128, np.float32] == [o.dtype for o in want]
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)

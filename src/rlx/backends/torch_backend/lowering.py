@@ -411,4 +411,6 @@ def _pool2d(args, attrs, out):
     ones = torch.ones((1, 1, *x.shape[2:]), dtype=total.dtype, device=x.device)
     return total / torch.sum(_windows(ones, k, s, p, 0), dim=-1)
 
-from rlx.backends.torch_backend import lowering_linalg  # noqa: E402,F401  (registers the linalg family and complex parts)
+from rlx.backends.torch_backend.lowering_linalg import register as _register_linalg  # noqa: E402  (linalg family, complex parts)
+
+_register_linalg(lowering)

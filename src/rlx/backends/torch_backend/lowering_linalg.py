@@ -14,19 +14,26 @@ from typing import Any
 
 import torch
 
-from rlx.backends.torch_backend.lowering import lowering
 from rlx.ir.errors import RlxError
 
+Lowering = Callable[[list[Any], Any, Any], Any]
+LOWERINGS: dict[str, Lowering] = {}
 
-def _checked(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+
+def register(lowering: Callable[[str], Callable[[Lowering], Lowering]]) -> None:
+    """Add these lowerings to the torch table (called by :mod:`.lowering`, which owns it: no import cycle)."""
+    for name, fn in LOWERINGS.items():
+        lowering(name)(fn)
+
+
+def _checked(name: str, fn: Lowering) -> None:
     def lower(args, attrs, out):
         try:
             return fn(args, attrs, out)
         except torch.linalg.LinAlgError as exc:
             raise RlxError(f"{name}: {str(exc).splitlines()[0]}") from None
 
-    lowering(name)(lower)
-    return fn
+    LOWERINGS[name] = lower
 
 
 _checked("matrix_inverse", lambda args, attrs, out: torch.linalg.inv(args[0]))

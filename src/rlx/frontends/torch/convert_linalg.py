@@ -22,6 +22,13 @@ def _info(cx: _Ctx, batch) -> Value:
     return cx.g.constant(np.zeros(tuple(cx.static(d, "batch dim") for d in batch), np.int32))
 
 
+def _only_values(node, index: int) -> bool:
+    """Every user of the multi-output ``node`` reads output ``index`` (the values): vectors need not be computed."""
+    import operator
+
+    return bool(node.users) and all(u.target is operator.getitem and u.args[1] == index for u in node.users)
+
+
 @_conv("aten._linalg_check_errors.default")
 def _check_errors(cx, node, *args, **kwargs):
     return None
@@ -78,7 +85,7 @@ def _slogdet(cx, node, a):
 @_conv("aten._linalg_eigh.default")
 def _eigh(cx, node, a, UPLO="L", compute_v=True):
     lower = str(UPLO).upper() == "L"
-    if not compute_v:
+    if not compute_v or _only_values(node, 0):
         return cx.g.eigh(a, lower=lower), None
     w, v = cx.g.eigh(a, lower=lower, output="both")
     return w, v
@@ -86,13 +93,15 @@ def _eigh(cx, node, a, UPLO="L", compute_v=True):
 
 @_conv("aten.linalg_eig.default")
 def _eig(cx, node, a):
+    if _only_values(node, 0):
+        return cx.g.eig(a), None
     w, v = cx.g.eig(a, output="both")
     return w, v
 
 
 @_conv("aten._linalg_svd.default")
 def _svd(cx, node, a, full_matrices=False, compute_uv=True, driver=None):
-    if not compute_uv:
+    if not compute_uv or _only_values(node, 1):
         return None, cx.g.svd(a), None
     u, s, vh = cx.g.svd(a, full_matrices=bool(full_matrices), output="both")
     return u, s, vh

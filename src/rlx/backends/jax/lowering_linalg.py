@@ -189,20 +189,34 @@ def _view_as_complex(args, attrs, out):
     return lax.complex(x[..., 0], x[..., 1])
 
 
+_WIDE = (np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.uint64))
+
+
 def _host(name: str):
-    """The op's NumPy kernel on the host (several results allowed)."""
+    """The op's NumPy kernel on the host (several results allowed). 64-bit values cross the callback as
+    uint32 pairs: jax runs callbacks on a thread where the executable's scoped x64 mode is off (as
+    :func:`rlx.backends.jax.lowering_ext.host_lowering` does)."""
     op = get_op(name)
 
     def lower(args, attrs, out):
         many = isinstance(out, tuple)
         outs = out if many else (out,)
-        shapes = tuple(jax.ShapeDtypeStruct(tuple(t.shape), jnp_dtype(t.dtype)) for t in outs)
+        wide = [np.dtype(a.dtype) in _WIDE for a in args]
+        kinds = [np.dtype(a.dtype) for a in args]
+        sent = [lax.bitcast_convert_type(a, jnp.uint32) if w else a for a, w in zip(args, wide)]
+        out_wide = [t.dtype.numpy in _WIDE for t in outs]
+        shapes = tuple(jax.ShapeDtypeStruct((*t.shape, 2), jnp.uint32) if w else jax.ShapeDtypeStruct(tuple(t.shape), jnp_dtype(t.dtype))
+                       for t, w in zip(outs, out_wide))
 
         def kernel(*arrays):
-            r = op.kernel([np.asarray(a) for a in arrays], attrs, out)
-            return tuple(np.asarray(x, t.dtype.numpy) for x, t in zip(r if many else (r,), outs))
+            vals = [np.ascontiguousarray(a).view(k).reshape(a.shape[:-1]) if w else np.asarray(a)
+                    for a, w, k in zip(arrays, wide, kinds)]
+            r = op.kernel(vals, attrs, out)
+            rs = [np.ascontiguousarray(np.asarray(x, t.dtype.numpy)) for x, t in zip(r if many else (r,), outs)]
+            return tuple(x.view(np.uint32).reshape(sh.shape) if w else x for x, w, sh in zip(rs, out_wide, shapes))
 
-        res = jax.pure_callback(kernel, shapes, *args)
+        res = jax.pure_callback(kernel, shapes, *sent)
+        res = [lax.bitcast_convert_type(x, t.dtype.numpy) if w else x for x, t, w in zip(res, outs, out_wide)]
         return tuple(res) if many else res[0]
 
     return lower

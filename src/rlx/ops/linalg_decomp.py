@@ -311,7 +311,7 @@ def _eigh_kernel(args, attrs, out):
 
 
 _OUTPUT = AttrSpec("str", default="values", choices=("both", "values"),
-                   doc="both: one node with every result; values: the eigen- / singular values only")
+                   doc="values (default): the eigen- / singular values only; both: one node with every result")
 
 _op("eigh", ("a",), _eigh_type, _eigh_kernel,
     "Eigen-decomposition of each symmetric matrix of A [..., N, N] (reads the lower triangle, or the upper "

@@ -62,8 +62,14 @@ class GraphBuilders:
     def cast(self, x: Operand, /, to: DTypeLike = ..., name: str | None = None) -> Value:
         """Convert the element type (x.astype(to)); float to int truncates toward zero, anything to bool is x != 0, c64 to a real type keeps the real part."""
 
+    def cholesky(self, a: Operand, /, upper: bool = ..., name: str | None = None) -> Value:
+        """Cholesky factor of each symmetric positive-definite matrix of A [..., N, N]: lower L with A = L·Lᵀ, or (upper) U = Lᵀ with A = Uᵀ·U."""
+
     def compare(self, lhs: Operand, rhs: Operand, /, op: Literal['eq', 'ne', 'lt', 'le', 'gt', 'ge'] = ..., name: str | None = None) -> Value:
         """Broadcasting comparison in the promoted dtype; the result is bool."""
+
+    def complex(self, re: Operand, im: Operand, /, name: str | None = None) -> Value:
+        """re + i·im elementwise (NumPy broadcasting) as a complex tensor: f32 parts give c64, f64 parts c128 (torch.complex)."""
 
     def complex_norm_sq(self, z: Operand, /, name: str | None = None) -> Value:
         """|z|² = re² + im² of a c64 tensor, as f32 of the same dims (computed in f32)."""
@@ -122,11 +128,26 @@ class GraphBuilders:
     def dequantize(self, q: Operand, /, axis: int | None = ..., scales: Sequence[float] = ..., zero_points: Sequence[int] | None = ..., to: DTypeLike = ..., name: str | None = None) -> Value:
         """Inverse of quantize: x = (q - zp[c]) · scale[c], computed in f32 (f64 when to=f64) from any integer q (i8 from quantize)."""
 
+    def det(self, a: Operand, /, name: str | None = None) -> Value:
+        """Determinant of each square matrix of A [..., N, N] -> [...] (LU with partial pivoting; 1 for N = 0)."""
+
     def div(self, lhs: Operand, rhs: Operand, /, name: str | None = None) -> Value:
         """binary(op='div'): Broadcasting binary arithmetic in the promoted dtype."""
 
     def dot_general(self, lhs: Operand, rhs: Operand, /, lhs_contracting: Sequence[int] = ..., rhs_contracting: Sequence[int] = ..., lhs_batch: Sequence[int] = ..., rhs_batch: Sequence[int] = ..., name: str | None = None) -> Value:
         """XLA DotGeneral."""
+
+    @overload
+    def eig(self, a: Operand, /, *, output: Literal['both'], name: str | None = None) -> tuple[Value, Value]: ...
+    @overload
+    def eig(self, a: Operand, /, *, output: Literal['values'] = ..., name: str | None = None) -> Value:
+        """Eigen-decomposition of each square real matrix of A [..., N, N] (LAPACK geev): complex eigenvalues [..., N] (c64 for f32, c128 for f64; in LAPACK's order, conjugate pairs adjacent) and (output=both) unit-norm right eigenvectors as columns."""
+
+    @overload
+    def eigh(self, a: Operand, /, lower: bool = ..., *, output: Literal['both'], name: str | None = None) -> tuple[Value, Value]: ...
+    @overload
+    def eigh(self, a: Operand, /, lower: bool = ..., *, output: Literal['values'] = ..., name: str | None = None) -> Value:
+        """Eigen-decomposition of each symmetric matrix of A [..., N, N] (reads the lower triangle, or the upper with lower=False; LAPACK syevd): eigenvalues [..., N] ascending, and (output=both) orthonormal eigenvectors as the columns of [..., N, N]."""
 
     def elementwise_region(self, inputs: Operand, /, chain: Any = ..., num_inputs: int = ..., name: str | None = None) -> Value:
         """A fused chain of elementwise steps over num_inputs operands."""
@@ -227,6 +248,9 @@ class GraphBuilders:
     def gelu_approx(self, x: Operand, /, name: str | None = None) -> Value:
         """activation(kind='gelu_approx'): Unary elementwise function (one row per kind: rlx.ops.kinds)."""
 
+    def geqrf(self, a: Operand, /, name: str | None = None) -> tuple[Value, Value]:
+        """LAPACK geqrf of each matrix of A [..., M, N]: R on and above the diagonal, the Householder vectors (unit leading entry implied) below it, and their scales tau [..., min(M, N)]; Q = H_1···H_k with H_i = I - tau_i·v_i·v_iᵀ (householder_product rebuilds it, ormqr applies it)."""
+
     def group_norm(self, x: Operand, gamma: Operand, beta: Operand, /, num_groups: int = ..., eps: float = ..., name: str | None = None) -> Value:
         """Group normalization of x [N, C, *spatial] (upstream: rank 4 NCHW only; rlx accepts any spatial rank, as torch does)."""
 
@@ -245,6 +269,9 @@ class GraphBuilders:
     def gt(self, lhs: Operand, rhs: Operand, /, name: str | None = None) -> Value:
         """compare(op='gt'): Broadcasting comparison in the promoted dtype; the result is bool."""
 
+    def householder_product(self, a: Operand, tau: Operand, /, name: str | None = None) -> Value:
+        """The first N columns of H_1···H_k (LAPACK orgqr), H_i = I - tau_i·v_i·v_iᵀ with v_i column i of A [..., M, N] below the diagonal and a unit entry on it; tau [..., K], K <= N <= M."""
+
     def if_(self, pred: Sequence[Operand], /, then_branch: Graph = ..., else_branch: Graph = ..., name: str | None = None) -> Value:
         """Structured conditional: operands [pred, *captures]; pred is a one-element bool or numeric tensor (true when != 0); each branch takes one input per capture (bound positionally, same types) and returns one output, the same type for both."""
 
@@ -259,6 +286,12 @@ class GraphBuilders:
 
     def layer_norm_backward_input(self, x: Operand, gamma: Operand, dy: Operand, /, axis: int = ..., eps: float = ..., name: str | None = None) -> Value:
         """LayerNorm gradient w.r.t."""
+
+    def ldl_factor(self, a: Operand, /, name: str | None = None) -> tuple[Value, Value]:
+        """Bunch-Kaufman LDLᵀ factorization of each symmetric matrix of A [..., N, N] (LAPACK sytrf, lower triangle): L (unit diagonal, below) and the 1x1 / 2x2 blocks of D packed in LD [..., N, N] (upper triangle zero), and LAPACK's 1-based pivots [..., N] i32 (negative pairs mark 2x2 blocks)."""
+
+    def ldl_solve(self, ld: Operand, pivots: Operand, b: Operand, /, name: str | None = None) -> Value:
+        """Solve A·X = B with ldl_factor's (LD [..., N, N], pivots [..., N]) of a symmetric A (LAPACK sytrs); B [..., N, K], batch dims broadcast."""
 
     def le(self, lhs: Operand, rhs: Operand, /, name: str | None = None) -> Value:
         """compare(op='le'): Broadcasting comparison in the promoted dtype; the result is bool."""
@@ -284,8 +317,23 @@ class GraphBuilders:
     def lt(self, lhs: Operand, rhs: Operand, /, name: str | None = None) -> Value:
         """compare(op='lt'): Broadcasting comparison in the promoted dtype; the result is bool."""
 
+    def lu_factor(self, a: Operand, /, name: str | None = None) -> tuple[Value, Value]:
+        """LU factorization with partial pivoting (LAPACK getrf) of each matrix of A [..., M, N]: L (unit diagonal, below) and U (on and above) packed in one [..., M, N], and the 1-based row interchanges pivots [..., min(M, N)] i32 (row i was swapped with row pivots[i] - 1, in order)."""
+
+    def lu_solve(self, lu: Operand, pivots: Operand, b: Operand, /, left: bool = ..., adjoint: bool = ..., name: str | None = None) -> Value:
+        """Solve A·X = B (left) or X·A = B with A = P·L·U given by lu_factor's (LU [..., N, N], pivots [..., N]); adjoint solves with Aᵀ."""
+
+    def lu_unpack(self, lu: Operand, pivots: Operand, /, name: str | None = None) -> tuple[Value, Value, Value]:
+        """lu_factor's packed result unpacked: P [..., M, M] (the permutation of the pivots' row interchanges), L [..., M, K] (unit diagonal) and U [..., K, N], K = min(M, N), with A = P·L·U."""
+
     def matmul(self, a: Operand, b: Operand, /, name: str | None = None) -> Value:
         """Batched matrix product a [..., M, K] @ b [..., K, N] -> [..., M, N] (np.matmul)."""
+
+    def matrix_exp(self, a: Operand, /, name: str | None = None) -> Value:
+        """exp(A) = Σ Aᵏ/k! of each square matrix of A [..., N, N] (scaling and squaring with a Padé approximant, scipy.linalg.expm; computed in A's precision)."""
+
+    def matrix_inverse(self, a: Operand, /, name: str | None = None) -> Value:
+        """A⁻¹ of each square matrix of A [..., N, N] (LAPACK getrf + getri through np.linalg.inv); a singular matrix raises RlxError at run time."""
 
     def max(self, x: Operand, /, axes: Sequence[int] | None = ..., keep_dim: bool = ..., name: str | None = None) -> Value:
         """reduce(op='max'): Reduce x over `axes` with sum / mean / max / min / prod (builder methods g.sum, g.mean, g.max, g.min, g.prod)."""
@@ -323,6 +371,9 @@ class GraphBuilders:
     def observer_update(self, x: Operand, state: Operand = ..., /, bits: Literal[2, 4, 8] = ..., axis: int | None = ..., batch_dims: int = ..., scale_mode: Literal['per_batch', 'ema', 'fixed'] = ..., decay: float = ..., name: str | None = None) -> Value:
         """The scale fake_quantize with the same attributes uses, as a tensor [C] (C = x.shape[axis], [1] per tensor): with scale_mode='ema' it is the new observer state (decay·state + (1 - decay)·max|x_c|/q_max, or the batch scale while state <= 0)."""
 
+    def ormqr(self, a: Operand, tau: Operand, c: Operand, /, left: bool = ..., transpose: bool = ..., name: str | None = None) -> Value:
+        """op(Q)·C (left) or C·op(Q) with Q = H_1···H_k the M x M product of geqrf's reflectors in A [..., M, N] and tau [..., K], op = transpose or identity (LAPACK ormqr's result, formed as orgqr's Q times C)."""
+
     def pool2d(self, x: Operand, /, kind: Literal['max', 'mean', 'sum', 'min', 'prod', 'fmax', 'fmin'] = ..., kernel_size: Sequence[int] = ..., stride: Sequence[int] | None = ..., padding: Sequence[int] = ..., count_include_pad: bool = ..., name: str | None = None) -> Value:
         """NCHW pooling (no dilation): windows start at ho*s - p; Hout = (H + 2p - k) // s + 1."""
 
@@ -337,6 +388,9 @@ class GraphBuilders:
 
     def q_matmul(self, x: Operand, w: Operand, bias: Operand, /, x_zp: int = ..., w_zp: int = ..., out_zp: int = ..., mult: float = ..., batch_dims: int = ..., name: str | None = None) -> Value:
         """Integer matmul: x i8 [M, K], w i8 [K, N], bias i32 [N] -> i8 [M, N]; acc = bias[n] + Σ_k (x - x_zp)(w - w_zp) accumulated in int32 (wrapping), then out = clip(round(acc·mult) + out_zp, -128, 127) with acc·mult in f32 and round half away from zero (docs/semantics.md#quantisation)."""
+
+    def qr(self, a: Operand, /, mode: Literal['reduced', 'complete'] = ..., name: str | None = None) -> tuple[Value, Value]:
+        """QR decomposition A = Q·R of each matrix of A [..., M, N] by Householder reflections (LAPACK geqrf + orgqr, R's diagonal may be negative, as LAPACK and torch leave it): mode=reduced gives Q [..., M, K], R [..., K, N] (K = min(M, N)), complete Q [..., M, M], R [..., M, N]."""
 
     def quantize(self, x: Operand, /, axis: int | None = ..., scales: Sequence[float] = ..., zero_points: Sequence[int] | None = ..., name: str | None = None) -> Value:
         """Affine int8 quantization: q = clip(round(x · (1/scale[c])) + zp[c], -128, 127) -> i8, same dims (docs/semantics.md#quantisation: multiply by the reciprocal, round half away from zero, add the zero point, saturate; NaN -> 0 as Rust's saturating cast)."""
@@ -419,6 +473,9 @@ class GraphBuilders:
     def sin(self, x: Operand, /, name: str | None = None) -> Value:
         """activation(kind='sin'): Unary elementwise function (one row per kind: rlx.ops.kinds)."""
 
+    def slogdet(self, a: Operand, /, name: str | None = None) -> tuple[Value, Value]:
+        """(sign, log|det|) of each square matrix of A [..., N, N], both [...]: sign is -1, 0 or 1 (log|det| = -inf for a singular matrix)."""
+
     def softmax(self, x: Operand, /, axis: int = ..., name: str | None = None) -> Value:
         """Numerically stable softmax exp(x - max) / sum along `axis` (default -1; any axis, upstream's kernel is right only for the last one; stored non-negative)."""
 
@@ -427,6 +484,9 @@ class GraphBuilders:
 
     def softmax_cross_entropy_backward(self, logits: Operand, labels: Operand, d_loss: Operand, /, name: str | None = None) -> Value:
         """Gradient of softmax_cross_entropy w.r.t."""
+
+    def solve_triangular(self, a: Operand, b: Operand, /, upper: bool = ..., left: bool = ..., unitriangular: bool = ..., name: str | None = None) -> Value:
+        """Solve A·X = B (left) or X·A = B for triangular A [..., N, N] (upper or lower triangle read, the other ignored; unitriangular assumes ones on the diagonal) by substitution (LAPACK trtrs)."""
 
     def special(self, x: Operand, y: Operand = ..., /, kind: Literal['bessel_j0', 'bessel_j1', 'bessel_y0', 'bessel_y1', 'i0', 'i1', 'i0e', 'i1e', 'modified_bessel_k0', 'modified_bessel_k1', 'scaled_modified_bessel_k0', 'scaled_modified_bessel_k1', 'spherical_bessel_j0', 'airy_ai', 'erfcx', 'log_ndtr', 'ndtri', 'lgamma', 'erfinv', 'frexp_mantissa', 'frexp_exponent', 'zeta', 'igamma', 'igammac', 'nextafter', 'gcd', 'lcm', 'chebyshev_polynomial_t', 'chebyshev_polynomial_u', 'chebyshev_polynomial_v', 'chebyshev_polynomial_w', 'shifted_chebyshev_polynomial_t', 'shifted_chebyshev_polynomial_u', 'shifted_chebyshev_polynomial_v', 'shifted_chebyshev_polynomial_w', 'hermite_polynomial_h', 'hermite_polynomial_he', 'laguerre_polynomial_l', 'legendre_polynomial_p'] = ..., name: str | None = None) -> Value:
         """Special functions with torch's semantics (rlx.ops.special)."""
@@ -442,6 +502,12 @@ class GraphBuilders:
 
     def sum(self, x: Operand, /, axes: Sequence[int] | None = ..., keep_dim: bool = ..., name: str | None = None) -> Value:
         """reduce(op='sum'): Reduce x over `axes` with sum / mean / max / min / prod (builder methods g.sum, g.mean, g.max, g.min, g.prod)."""
+
+    @overload
+    def svd(self, a: Operand, /, full_matrices: bool = ..., *, output: Literal['both'], name: str | None = None) -> tuple[Value, Value, Value]: ...
+    @overload
+    def svd(self, a: Operand, /, full_matrices: bool = ..., *, output: Literal['values'] = ..., name: str | None = None) -> Value:
+        """Singular value decomposition A = U·diag(S)·Vh of each matrix of A [..., M, N] (LAPACK gesdd): S [..., K] descending (K = min(M, N)); with output=both also U [..., M, K] and Vh [..., K, N] (M and N columns / rows with full_matrices)."""
 
     def swiglu(self, x: Operand, up_w: Operand, gate_w: Operand, down_w: Operand, /, name: str | None = None) -> Value:
         """SwiGLU feed-forward: ((x @ up_w) * silu(x @ gate_w)) @ down_w, up_w/gate_w [D, F], down_w [F, D']."""
@@ -466,6 +532,12 @@ class GraphBuilders:
 
     def unary_math(self, x: Operand, /, kind: Literal['erf', 'floor', 'ceil', 'sign', 'round_even', 'trunc', 'asin', 'acos', 'sinh', 'cosh', 'asinh', 'acosh', 'atanh'] = ..., name: str | None = None) -> Value:
         """Unary elementwise function, NumPy semantics: erf, floor, ceil, sign (0 at 0, NaN stays NaN), round_even (half to even, np.round: ONNX Round; activation 'round' is half away from zero), trunc, asin, acos, sinh, cosh, asinh, acosh, atanh (NaN outside the domain)."""
+
+    def view_as_complex(self, x: Operand, /, name: str | None = None) -> Value:
+        """A real [..., 2] (real, imaginary) read as a complex tensor [...]: f32 gives c64, f64 c128 (torch.view_as_complex; a copy here)."""
+
+    def view_as_real(self, z: Operand, /, name: str | None = None) -> Value:
+        """The parts of a complex tensor [...] as a real [..., 2] (real, imaginary): c64 gives f32, c128 f64 (torch.view_as_real; a copy here, values only)."""
 
     def where(self, cond: Operand, on_true: Operand, on_false: Operand, /, name: str | None = None) -> Value:
         """np.where(cond != 0, on_true, on_false) with three-way broadcasting; the branches are promoted to a common dtype."""

@@ -56,6 +56,10 @@ MULTI_RESULT: dict[str, tuple[str | None, Any, str, bool]] = {
     "while_": ("output", None, "tuple[Value, ...]", True),
     "fused_residual_layer_norm": ("with_sum", True, "tuple[Value, Value]", True),
     "fused_residual_rms_norm": ("with_sum", True, "tuple[Value, Value]", True),
+    **{op: (None, None, "tuple[Value, Value]", True) for op in ("slogdet", "qr", "geqrf", "lu_factor", "ldl_factor")},  # linalg_decomp
+    **{op: ("output", "both", "tuple[Value, Value]", True) for op in ("eigh", "eig")},
+    "svd": ("output", "both", "tuple[Value, Value, Value]", True),
+    "lu_unpack": (None, None, "tuple[Value, Value, Value]", True),
 }
 
 

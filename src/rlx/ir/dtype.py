@@ -7,11 +7,12 @@ result is the least type that every operand type converts into:
     bool -> u2 -> u4 -> u8 -> i16 -> i32 -> i64 -> f* ;  bool -> i2 -> i4 -> i8 -> i16
     u2 -> i4 ;  u4 -> i8 ;  u8 -> u16 -> u32 -> u64 -> f64 ;  u16 -> i32 ;  u32 -> i64
     f* -> f16 -> f32 ;  f* -> f8e4m3 / f8e5m2 / f8e4m3fnuz / f8e5m2fnuz / f8e8m0 / f4e2m1 -> bf16
-    bf16 -> f32 -> f64 -> c64 ;  f32 -> c64
+    bf16 -> f32 -> f64 -> c64 ;  f32 -> c64 -> c128
 
 ``f*`` is JAX's weak float: integers meet floats at the float (``i32 + f16 = f16``,
 ``i64 + f32 = f32``), as in ``jax.numpy``; u64 meets signed ints and
-floats at f64 (no narrower type holds both), as in NumPy. Two of the 8- and 4-bit float kinds
+floats at f64 (no narrower type holds both), as in NumPy. c128 sits above c64 only: f64 meets c64 at
+c64 (rlx's rule since before c128 existed; NumPy would give c128), so c128 appears only where asked for. Two of the 8- and 4-bit float kinds
 meet at bf16 (which holds every value of each), one of them and f16 at f32. The sub-byte
 integers (i4 u4 i2 u2) and f4e2m1 are stored one element per byte (ml_dtypes' layout: the
 value's low bits); ONNX packs them, its importer and exporter convert.
@@ -48,6 +49,7 @@ _NUMPY: dict[str, np.dtype] = {
     "u64": np.dtype(np.uint64),
     "bool": np.dtype(np.bool_),
     "c64": np.dtype(np.complex64),
+    "c128": np.dtype(np.complex128),
 }
 if ml_dtypes is not None:
     _NUMPY.update(
@@ -88,7 +90,8 @@ _EDGES = {
     "bf16": ("f32",),
     "f32": ("f64", "c64"),
     "f64": ("c64",),
-    "c64": (),
+    "c64": ("c128",),
+    "c128": (),
 }
 
 
@@ -109,6 +112,7 @@ class DType(enum.Enum):
     U64 = "u64"
     BOOL = "bool"
     C64 = "c64"
+    C128 = "c128"
     F8E4M3 = "f8e4m3"
     F8E5M2 = "f8e5m2"
     F8E4M3FNUZ = "f8e4m3fnuz"
@@ -154,7 +158,7 @@ class DType(enum.Enum):
 
     @property
     def is_complex(self) -> bool:
-        return self is DType.C64
+        return self is DType.C64 or self is DType.C128
 
     @property
     def is_bool(self) -> bool:
@@ -240,7 +244,7 @@ def promote_all(dtypes: list[DType]) -> DType:
 f32, f16, bf16, f64 = DType.F32, DType.F16, DType.BF16, DType.F64
 i8, i16, i32, i64 = DType.I8, DType.I16, DType.I32, DType.I64
 u8, u16, u32, u64 = DType.U8, DType.U16, DType.U32, DType.U64
-bool_, c64 = DType.BOOL, DType.C64
+bool_, c64, c128 = DType.BOOL, DType.C64, DType.C128
 f8e4m3, f8e5m2 = DType.F8E4M3, DType.F8E5M2
 f8e4m3fnuz, f8e5m2fnuz, f8e8m0, f4e2m1 = DType.F8E4M3FNUZ, DType.F8E5M2FNUZ, DType.F8E8M0, DType.F4E2M1
 i4, u4, i2, u2 = DType.I4, DType.U4, DType.I2, DType.U2

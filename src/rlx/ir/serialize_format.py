@@ -27,7 +27,7 @@ _ST_DTYPE = {
     "f8e4m3": "F8_E4M3", "f8e5m2": "F8_E5M2", "f8e8m0": "F8_E8M0",
     # rlx's own names (one byte per element; stock safetensors readers do not know them)
     "f8e4m3fnuz": "F8_E4M3FNUZ", "f8e5m2fnuz": "F8_E5M2FNUZ", "f4e2m1": "F4_E2M1_BYTE",
-    "i4": "I4_BYTE", "u4": "U4_BYTE", "i2": "I2_BYTE", "u2": "U2_BYTE",
+    "c128": "C128", "i4": "I4_BYTE", "u4": "U4_BYTE", "i2": "I2_BYTE", "u2": "U2_BYTE",
 }
 _ST_DTYPE_IN = {v: DType(k) for k, v in _ST_DTYPE.items()}
 

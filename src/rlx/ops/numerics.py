@@ -44,7 +44,7 @@ def _elementwise_batch(ctx, node, operands, batched):
 
 def _require_c64(t: TensorType, what: str = "z") -> None:
     if not t.dtype.is_complex:
-        raise ShapeError(f"{what} must be c64, got {t.dtype}")
+        raise ShapeError(f"{what} must be complex (c64 / c128), got {t.dtype}")
 
 
 # ----------------------------------------------------------------------------------- fft
@@ -61,8 +61,8 @@ def _fft_kernel(args, attrs, out):
     x = args[0].astype(np.complex128)
     fn = np.fft.ifft if attrs["inverse"] else np.fft.fft
     if x.shape[attrs["axis"]] == 0:
-        return x.astype(np.complex64)
-    return fn(x, axis=attrs["axis"], norm=attrs["norm"]).astype(np.complex64)
+        return x.astype(out.dtype.numpy)
+    return fn(x, axis=attrs["axis"], norm=attrs["norm"]).astype(out.dtype.numpy)
 
 
 def _same_fft(ctx, node, v):

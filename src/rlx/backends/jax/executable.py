@@ -13,7 +13,7 @@ for that call (and binds them for later calls) without affecting a concurrent ca
 Params are placed on the device (or sharded over the mesh) once, by ``compile(params=...)``,
 :meth:`JaxExecutable.set_params` or ``run(params=...)``, and stay there between calls.
 
-64-bit types: JAX computes in 32 bits unless x64 is enabled. A graph that holds an ``f64`` or
+64-bit types: JAX computes in 32 bits unless x64 is enabled. A graph that holds an ``f64``, ``c128`` or
 ``i64`` tensor is traced and run inside ``jax.enable_x64(True)`` (a scoped, thread-local
 switch), so its dtypes are kept exactly; other graphs run in the process's default mode and
 are not affected. Every other dtype (bf16, f16, fp8, i8 …) is kept as declared.
@@ -45,7 +45,7 @@ from rlx.ir.symbolic import bind_symbols
 from rlx.lir.specialize import bind_attrs
 from rlx.runtime.executable import ExecutableBase, Feed
 
-_X64_TYPES = (DType.F64, DType.I64)
+_X64_TYPES = (DType.F64, DType.I64, DType.C128)
 _PRECISIONS = {"highest": lax.Precision.HIGHEST, "high": lax.Precision.HIGH, "default": lax.Precision.DEFAULT, None: None}
 
 _CACHE: dict[tuple, Any] = {}

@@ -706,6 +706,7 @@ from rlx.backends.jax import (  # noqa: E402  (each module registers its lowerin
     lowering_control_flow,  # noqa: F401  (registers if_ / while_ / scan)
     lowering_custom,  # noqa: F401  (registers custom_fn and rlx.custom_op(jax=...) lowerings)
     lowering_index,  # noqa: F401  (registers advanced_index / advanced_index_put)
+    lowering_linalg,  # noqa: F401  (registers the factorizations / solvers and the complex parts)
     lowering_moe,  # noqa: F401  (registers grouped_matmul / dequant_grouped_matmul / dequant_moe_weights)
     lowering_sequence,  # noqa: F401  (registers selective_scan / gated_delta_net / axial_rope2d)
     lowering_special,  # noqa: F401  (registers the special-function lowering)

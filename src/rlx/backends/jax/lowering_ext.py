@@ -204,7 +204,7 @@ def _fft(args, attrs, out):
         return x
     fn = jnp.fft.ifft if attrs["inverse"] else jnp.fft.fft
     wide = jax.dtypes.canonicalize_dtype(jnp.complex128)  # the reference computes in c128: do so when x64 is on
-    return fn(x.astype(wide), axis=axis, norm=attrs["norm"]).astype(jnp.complex64)
+    return fn(x.astype(wide), axis=axis, norm=attrs["norm"]).astype(jnp_dtype(out.dtype))
 
 
 def _solve(args, attrs, out):

@@ -88,6 +88,8 @@ REFUSED: dict[str, str] = {
     "fft": "c64 tensors (ONNX DFT works on a real [..., 2] layout; not mapped yet)",
     "dense_solve": "no ONNX linear-solve operator",
     "batched_dense_solve": "no ONNX linear-solve operator",
+    **dict.fromkeys(("cholesky", "matrix_inverse", "slogdet", "eigh", "eig", "svd", "qr", "geqrf", "householder_product", "ormqr", "lu_factor", "lu_unpack", "lu_solve", "solve_triangular", "ldl_factor", "ldl_solve", "matrix_exp"), "no ONNX operator for this factorization / solver (ONNX has Det only)"),  # noqa: E501
+    **dict.fromkeys(("complex", "view_as_real", "view_as_complex"), "complex tensors: onnxruntime has no complex kernels"),
     "sample": "random sampling: ONNX Multinomial has another random stream, results cannot match",
     "quantize": "rounds half away from zero; ONNX QuantizeLinear rounds half to even (not exact)",
     "dequantize": "paired with quantize's rounding; DequantizeLinear mapping not written yet",

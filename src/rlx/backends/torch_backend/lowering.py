@@ -39,7 +39,7 @@ Lowering = Callable[[list[Any], Mapping[str, Any], TensorType], Any]
 _TORCH_DTYPES = {
     "f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
     "i64": torch.int64, "i32": torch.int32, "i16": torch.int16, "i8": torch.int8, "u8": torch.uint8, "bool": torch.bool,
-    "u16": torch.uint16, "u32": torch.uint32, "u64": torch.uint64, "c64": torch.complex64,
+    "u16": torch.uint16, "u32": torch.uint32, "u64": torch.uint64, "c64": torch.complex64, "c128": torch.complex128,
     "f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2,
     "f8e4m3fnuz": torch.float8_e4m3fnuz, "f8e5m2fnuz": torch.float8_e5m2fnuz, "f8e8m0": torch.float8_e8m0fnu,
 }
@@ -416,3 +416,6 @@ def _pool2d(args, attrs, out):
 
 lowering("special")(special_lowering)  # torch.special calls (rlx.backends.torch_backend.lowering_special)
 lowering("logcumsumexp")(logcumsumexp_lowering)
+from rlx.backends.torch_backend.lowering_linalg import register as _register_linalg  # noqa: E402  (linalg family, complex parts)
+
+_register_linalg(lowering)

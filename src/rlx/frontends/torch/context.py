@@ -105,6 +105,7 @@ def _dtype_table() -> dict[Any, DType]:
         torch.float32: DType.F32, torch.float16: DType.F16, torch.bfloat16: DType.BF16, torch.float64: DType.F64,
         torch.int8: DType.I8, torch.int16: DType.I16, torch.int32: DType.I32, torch.int64: DType.I64,
         torch.uint8: DType.U8, torch.bool: DType.BOOL, torch.complex64: DType.C64,
+        torch.complex128: DType.C128,
     }
     for name, rlx_dtype in (("uint32", DType.U32), ("float8_e4m3fn", DType.F8E4M3), ("float8_e5m2", DType.F8E5M2),
                             ("float8_e4m3fnuz", DType.F8E4M3FNUZ), ("float8_e5m2fnuz", DType.F8E5M2FNUZ),

@@ -49,10 +49,12 @@ import numpy as np
 
 from rlx.frontends.torch import (  # each registers its converters on import
     convert_basic,
+    convert_complex,  # noqa: F401  (complex / polar / view_as_real / view_as_complex)
     convert_conv3d,  # noqa: F401  (3-D conv / pool, adaptive max pool indices: gathers around the 2-D ops)
     convert_fft,  # noqa: F401  (torch.fft: r2c / c2c / c2r)
     convert_grid,  # noqa: F401  (grid_sampler 2-D / 3-D)
     convert_index,  # noqa: F401  (index / index_put / gather / slice_scatter / select_scatter / copy)
+    convert_linalg,  # noqa: F401  (torch.linalg factorizations and solvers)
     convert_math,  # (log1p, atan2, round, any / all, sort, histc, empty)
     convert_moe,  # noqa: F401  (grouped expert matmuls, transformers' grouped_mm_fallback)
     convert_nn,  # noqa: F401  (linear algebra, normalization, conv / pool, attention)
@@ -225,6 +227,7 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
         except Exception as exc:
             raise TorchImportError(f"run_decompositions failed: {type(exc).__name__}: {exc}") from exc
         ep = _decompose_unconverted(ep)
+    ep = _without_effect_tokens(ep)
     gm = ep.graph_module
     nodes = list(gm.graph.nodes)
 
@@ -287,6 +290,16 @@ def import_program(ep: Any, *, name: str = "torch_module", symbols: Mapping[str,
             g.set_outputs(out_plan.reorder(outs))
     _drop_unused_params(g, params)
     return remember_buffers(out_plan.mark(_named(g, modules, _output_names(ep) + [None] * out_plan.extra)), ep), params
+
+
+def _without_effect_tokens(ep: Any) -> Any:
+    """torch.export threads ops with side effects (the error checks after linalg's ``_ex`` ops) through
+    ``with_effects`` and token inputs / outputs, which carry no data: the program is read unwrapped."""
+    if not any(n.op == "call_function" and _target_name(n.target) == "with_effects" for n in ep.graph.nodes):
+        return ep
+    from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
+
+    return _remove_effect_tokens(ep)
 
 
 def _symbol_ranges(ep: Any, names: Mapping[str, str]) -> dict[str, tuple[int, int | None]]:

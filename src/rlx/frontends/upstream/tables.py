@@ -335,6 +335,7 @@ REFUSED_HIR = {
 
 #: Registered rlx ops (non-HIR) that no upstream 0.2.1 variant maps to, with the reason.
 RLX_ONLY = {
+    **dict.fromkeys(("cholesky", "matrix_inverse", "det", "slogdet", "eigh", "eig", "svd", "qr", "geqrf", "householder_product", "ormqr", "lu_factor", "lu_unpack", "lu_solve", "solve_triangular", "ldl_factor", "ldl_solve", "matrix_exp", "complex", "view_as_real", "view_as_complex"), "torch.linalg factorizations / complex parts (rlx.ops.linalg_decomp, complex_parts): upstream 0.2.1 has no such op"),  # noqa: E501
     "result": "upstream nodes have one output; rlx's multi-result nodes hold results 1.. in result nodes",
     "split": "a multi-result node (upstream has one output per node)",
     "max_pool2d_with_indices": "a multi-result node (values, indices); upstream's MaxPool has one output",

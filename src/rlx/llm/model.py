@@ -12,7 +12,7 @@ import numpy as np
 from rlx.frontends.gguf import GgufError, GgufFile
 from rlx.ir.errors import RlxError
 from rlx.llm.config import LlmConfig
-from rlx.llm.graphs import NEG, Weights, build_decode, build_prefill
+from rlx.llm.graphs import NEG, Weights, build_decode, build_prefill, rope_rows
 from rlx.llm.weights import to_f32
 from rlx.ops.numerics import philox_f32, sample_rows
 
@@ -82,7 +82,8 @@ class LlmModel:
 
     def _tables(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         if self._cos.shape[0] < n:
-            self._cos, self._sin = rope_tables(self.config, max(n, 2 * self._cos.shape[0], 256), self._freq_factors)
+            cos, sin = rope_tables(self.config, max(n, 2 * self._cos.shape[0], 256), self._freq_factors)
+            self._cos, self._sin = rope_rows(self.config, cos, sin)
         return self._cos, self._sin
 
     def _check_ids(self, ids: Iterable[int]) -> np.ndarray:

@@ -172,8 +172,15 @@ class _Builder:
         return g.reshape(y, new_shape=[-1, heads * hd])
 
     def qkv(self, h: Value, i: int, cos: Value, sin: Value) -> tuple[Value, Value, Value]:
-        c, b = self.c, f"blk.{i}."
-        q, k, v = self.linears(h, (b + "attn_q", b + "attn_k", b + "attn_v"))
+        c, b, g = self.c, f"blk.{i}.", self.g
+        stems = (b + "attn_q", b + "attn_k", b + "attn_v")
+        merged = self.w.merged_name(tuple(s + ".weight" for s in stems))
+        if merged is not None and not c.qk_norm:  # q and k heads side by side in one matmul: one rope for both
+            y = self.linear(h, merged, b + "attn_qkv.bias")
+            wq, wk, wv = self.w.merged[merged][1]
+            qk = self.rope(g.narrow(y, 1, 0, wq + wk), c.n_heads + c.n_kv_heads, cos, sin)
+            return g.narrow(qk, 1, 0, wq), g.narrow(qk, 1, wq, wk), g.narrow(y, 1, wq + wk, wv)
+        q, k, v = self.linears(h, stems)
         if c.qk_norm:
             q, k = self.head_norm(q, b + "attn_q_norm.weight", c.n_heads), self.head_norm(k, b + "attn_k_norm.weight", c.n_kv_heads)
         return self.rope(q, c.n_heads, cos, sin), self.rope(k, c.n_kv_heads, cos, sin), v

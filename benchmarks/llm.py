@@ -66,7 +66,7 @@ def bench_rlx(path: Path, threads: int, prompt: list[int], new: int, backend: st
     st = model.last_stats
     return {"setup_s": setup, "prefill_tok_s": len(prompt) / (st["prefill_ms"] / 1e3), "decode_tok_s": st["decode_tokens_per_s"],
             "decode_ms_per_token": 1e3 / st["decode_tokens_per_s"], "weight_bytes": weight_bytes(model),
-            "python_us_per_token": st["decode_overhead_us_per_token"],
+            "python_us_per_token": st["decode_overhead_us_per_token"], "fastest_ms": st["decode_ms_fastest_token"],
             # CPU seconds of the process (all its threads): on a loaded machine closer to the work done than wall time
             "cpu_prefill_ms": 1e3 * (c1 - c0), "cpu_decode_ms_per_token": 1e3 * max(c2 - c1 - (c1 - c0), 0.0) / (new - 1)}
 
@@ -88,13 +88,16 @@ def bench_transformers(path: Path, threads: int, prompt: list[int], new: int) ->
         out = model(ids, use_cache=True)
         prefill, c1 = time.perf_counter() - t, time.process_time()
         past, tok = out.past_key_values, out.logits[:, -1:].argmax(-1)
-        t = time.perf_counter()
+        t = fastest = time.perf_counter()
+        steps = []
         for _ in range(new - 1):
             out = model(tok, past_key_values=past, use_cache=True)
             past, tok = out.past_key_values, out.logits[:, -1:].argmax(-1)
+            steps.append(time.perf_counter() - fastest)
+            fastest = time.perf_counter()
         dec, c2 = time.perf_counter() - t, time.process_time()
     return {"prefill_tok_s": len(prompt) / prefill, "decode_tok_s": (new - 1) / dec, "decode_ms_per_token": 1e3 * dec / (new - 1),
-            "cpu_prefill_ms": 1e3 * (c1 - c0), "cpu_decode_ms_per_token": 1e3 * (c2 - c1) / (new - 1)}
+            "cpu_prefill_ms": 1e3 * (c1 - c0), "cpu_decode_ms_per_token": 1e3 * (c2 - c1) / (new - 1), "fastest_ms": 1e3 * min(steps)}
 
 
 def bench_llamacpp(path: Path, threads: int, prompt: list[int], new: int) -> dict:
@@ -116,18 +119,20 @@ def bench_llamacpp(path: Path, threads: int, prompt: list[int], new: int) -> dic
     llm.eval(prompt)
     tok = int(np.argmax(last_logits()))
     prefill, c1 = time.perf_counter() - t, time.process_time()
-    toks = [tok]
-    t = time.perf_counter()
+    toks, steps = [tok], []
+    t = mark = time.perf_counter()
     for _ in range(new - 1):
         llm.eval([tok])
         tok = int(np.argmax(last_logits()))
         toks.append(tok)
+        steps.append(time.perf_counter() - mark)
+        mark = time.perf_counter()
     dec, c2 = time.perf_counter() - t, time.process_time()
     perf = llama_cpp.llama_perf_context(ctx)
     llm.close()
     return {"prefill_tok_s": len(prompt) / prefill, "decode_tok_s": (new - 1) / dec, "decode_ms_per_token": 1e3 * dec / (new - 1),
             "cpu_prefill_ms": 1e3 * (c1 - c0), "cpu_decode_ms_per_token": 1e3 * (c2 - c1) / (new - 1),
-            "perf_eval_ms_per_token": perf.t_eval_ms / max(perf.n_eval, 1), "tokens": toks}
+            "perf_eval_ms_per_token": perf.t_eval_ms / max(perf.n_eval, 1), "tokens": toks, "fastest_ms": 1e3 * min(steps)}
 
 
 def best(rounds: int, fn, *args) -> dict:
@@ -135,6 +140,7 @@ def best(rounds: int, fn, *args) -> dict:
     rows = [fn(*args) for _ in range(max(rounds, 1))]
     out = min(rows, key=lambda r: r["decode_ms_per_token"])
     out["prefill_tok_s"] = max(r["prefill_tok_s"] for r in rows)
+    out["fastest_ms"] = min(r["fastest_ms"] for r in rows)
     return out
 
 
@@ -144,17 +150,20 @@ def tables(rows: list[dict], bw: float) -> str:
     out = []
     for threads in sorted({r["threads"] for r in rows}):
         out += [f"\nthreads={threads} (memory bandwidth {bw / 1e9:.1f} GB/s)\n",
-                "| type | engine | prefill tok/s | decode tok/s | ms / token | CPU ms / token | x bound | decode / llama.cpp "
-                "| prefill / transformers |", "|---|---|---|---|---|---|---|---|---|"]
+                "| type | engine | prefill tok/s | decode tok/s | ms / token | fastest token ms | CPU ms / token | x bound "
+                "| decode / llama.cpp | fastest / llama.cpp's | prefill / transformers |",
+                "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in (r for r in rows if r["threads"] == threads):
             peers = {p["engine"]: p for p in rows if p["threads"] == threads and p["type"] == r["type"]}
             lc, hf = peers.get("llama.cpp"), peers.get("transformers-eager")
             bound = r.get("bound_ms_per_token")
+            nan = float("nan")
             out.append(f"| {r['type']} | {r['engine']} | {r['prefill_tok_s']:.0f} | {r['decode_tok_s']:.1f} | "
-                       f"{r['decode_ms_per_token']:.2f} | {r['cpu_decode_ms_per_token']:.2f} | "
-                       f"{r['decode_ms_per_token'] / bound if bound else float('nan'):.2f} | "
-                       f"{r['decode_tok_s'] / lc['decode_tok_s'] if lc else float('nan'):.2f} | "
-                       f"{r['prefill_tok_s'] / hf['prefill_tok_s'] if hf else float('nan'):.2f} |")
+                       f"{r['decode_ms_per_token']:.2f} | {r['fastest_ms']:.2f} | {r['cpu_decode_ms_per_token']:.2f} | "
+                       f"{r['decode_ms_per_token'] / bound if bound else nan:.2f} | "
+                       f"{r['decode_tok_s'] / lc['decode_tok_s'] if lc else nan:.2f} | "
+                       f"{lc['fastest_ms'] / r['fastest_ms'] if lc else nan:.2f} | "
+                       f"{r['prefill_tok_s'] / hf['prefill_tok_s'] if hf else nan:.2f} |")
     return "\n".join(out)
 
 
@@ -201,7 +210,8 @@ def main() -> None:
                     extra = f", bound {r['bound_ms_per_token']:.2f} ms" if "bound_ms_per_token" in r else ""
                     print(f"  {engine:24s} threads={threads}: prefill {r['prefill_tok_s']:7.1f} tok/s, decode "
                           f"{r['decode_tok_s']:6.1f} tok/s ({r['decode_ms_per_token']:.2f} ms/token; CPU "
-                          f"{r['cpu_decode_ms_per_token']:.2f} ms/token{extra}); load {os.getloadavg()[0]:.1f}", flush=True)
+                          f"{r['cpu_decode_ms_per_token']:.2f} ms/token{extra}, fastest token {r['fastest_ms']:.2f} ms); "
+                          f"load {os.getloadavg()[0]:.1f}", flush=True)
 
                 if have_llamacpp:
                     add("llama.cpp", best(args.rounds, bench_llamacpp, *run))

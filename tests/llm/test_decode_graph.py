@@ -40,9 +40,9 @@ def test_rope_rows_equal_the_rope_op(small, interleaved, n_rot):
                head_dim=16, n_rot=n_rot, interleaved=interleaved)
     g.set_outputs([y])
     want = np.asarray(rlx.compile(g, backend="numpy").run(inputs={"x": x, "c": np.pad(cos, pad), "s": np.pad(sin, pad)})[0])
-    cr, sr = rope_rows(c, cos, sin)
-    x3 = x.reshape(s, heads, 16)
-    got = (x3 * cr[:, None] + x3[..., rope_pairs(c)] * sr[:, None]).reshape(s, -1)
+    cr, sr = rope_rows(c, cos, sin, heads)  # tiled over the heads, as the graphs take them
+    pairs = (rope_pairs(c)[None, :] + 16 * np.arange(heads)[:, None]).reshape(-1)
+    got = x * cr + x[:, pairs] * sr
     np.testing.assert_array_equal(got, want)
 
 

@@ -38,6 +38,11 @@ class LlmConfig:
     def group(self) -> int:
         return self.n_heads // self.n_kv_heads
 
+    @property
+    def rope_width(self) -> int:
+        """Width of the graphs' rope rows: the q and k heads side by side."""
+        return (self.n_heads + self.n_kv_heads) * self.head_dim
+
 
 def _int(f: GgufFile, key: str, default: int | None = None, lo: int = 1, hi: int = MAX_WIDTH) -> int:
     v = f.get(key, default)

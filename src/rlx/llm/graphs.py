@@ -99,23 +99,23 @@ def rope_pairs(c: LlmConfig) -> np.ndarray:
     return lanes.astype(np.int64)
 
 
-def rope_rows(c: LlmConfig, cos: np.ndarray, sin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """cos / sin [n, n_rot/2] -> the [n, hd] rows of ``y = x·cos_rows + x[pair]·sin_rows``: each angle's cos on both
-    lanes of its pair, -sin on the first (a·c - b·s) and +sin on the second (b·c + a·s); 1 and 0 past n_rot."""
+def rope_rows(c: LlmConfig, cos: np.ndarray, sin: np.ndarray, heads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """cos / sin [n, n_rot/2] -> the [n, heads·hd] rows of ``y = x·cos_rows + x[pair]·sin_rows``: each angle's cos on
+    both lanes of its pair, -sin on the first (a·c - b·s) and +sin on the second (b·c + a·s); 1 and 0 past n_rot."""
     n, half = cos.shape[0], c.n_rot // 2
     cr = np.ones((n, c.head_dim), np.float32)
     sr = np.zeros((n, c.head_dim), np.float32)
     first, second = (slice(0, c.n_rot, 2), slice(1, c.n_rot, 2)) if c.rope_interleaved else (slice(0, half), slice(half, c.n_rot))
     cr[:, first], cr[:, second] = cos, cos
     sr[:, first], sr[:, second] = -sin, sin
-    return cr, sr
+    return np.tile(cr, (1, heads)), np.tile(sr, (1, heads))
 
 
 class _Builder:
     def __init__(self, c: LlmConfig, w: Weights, name: str):
         self.c, self.w, self.g = c, w, Graph(name)
         self.params: dict[str, Value] = {}
-        self._pair: Value | None = None
+        self._pairs: dict[int, Value] = {}
 
     def param(self, name: str) -> Value:
         if name not in self.params:
@@ -161,15 +161,15 @@ class _Builder:
 
     def rope(self, t: Value, heads: int, cos: Value, sin: Value) -> Value:
         """The rope op's rotation of t [S, heads·hd] written as ``t·cos + t[pair]·sin`` over the rows of
-        :func:`rope_rows`: the same products and sums (a·c - b·s, b·c + a·s), in four ONNX nodes instead of the
-        rope exporter's slices and concats (what the decode step's node count is made of)."""
-        g, hd = self.g, self.c.head_dim
-        if self._pair is None:
-            self._pair = g.constant(rope_pairs(self.c))
-        x3 = g.reshape(t, new_shape=[-1, heads, hd])
-        c3, s3 = g.reshape(cos, new_shape=[-1, 1, hd]), g.reshape(sin, new_shape=[-1, 1, hd])
-        y = x3 * c3 + g.gather(x3, self._pair, axis=2) * s3
-        return g.reshape(y, new_shape=[-1, heads * hd])
+        :func:`rope_rows` (tiled over the heads): the same products and sums (a·c - b·s, b·c + a·s), in four ONNX
+        nodes instead of the rope exporter's slices and concats (what the decode step's node count is made of)."""
+        g, width = self.g, heads * self.c.head_dim
+        if heads not in self._pairs:
+            self._pairs[heads] = g.constant(np.tile(rope_pairs(self.c), heads) + np.repeat(np.arange(heads) * self.c.head_dim,
+                                                                                            self.c.head_dim))
+        if width != cos.shape[1]:  # the tables are tiled for q and k heads together: every head's rows are the same
+            cos, sin = g.narrow(cos, 1, 0, width), g.narrow(sin, 1, 0, width)
+        return t * cos + g.gather(t, self._pairs[heads], axis=1) * sin
 
     def qkv(self, h: Value, i: int, cos: Value, sin: Value) -> tuple[Value, Value, Value]:
         c, b, g = self.c, f"blk.{i}.", self.g
@@ -203,8 +203,8 @@ def build_prefill(c: LlmConfig, w: Weights, length: int | None = None) -> Graph:
     g, kv, hd, rep = bld.g, c.n_kv_heads, c.head_dim, c.group
     s = "seq" if length is None else length
     x = g.input("x", (s, c.d_model), "f32")
-    cos = g.input("cos", (s, c.head_dim), "f32")
-    sin = g.input("sin", (s, c.head_dim), "f32")
+    cos = g.input("cos", (s, c.rope_width), "f32")
+    sin = g.input("sin", (s, c.rope_width), "f32")
     last = g.input("last", (1,), "i64")
     caches: list[Value] = []
     for i in range(c.n_layers):
@@ -231,8 +231,8 @@ def build_decode(c: LlmConfig, w: Weights, capacity: int) -> Graph:
     bld = _Builder(c, w, f"llm_decode_{capacity}")
     g, kv, hd, rep = bld.g, c.n_kv_heads, c.head_dim, c.group
     x = g.input("x", (1, c.d_model), "f32")
-    cos = g.input("cos", (1, c.head_dim), "f32")
-    sin = g.input("sin", (1, c.head_dim), "f32")
+    cos = g.input("cos", (1, c.rope_width), "f32")
+    sin = g.input("sin", (1, c.rope_width), "f32")
     bias = g.input("bias", (1, capacity), "f32")
     scale = float(hd) ** -0.5
     news: list[Value] = []
@@ -241,9 +241,9 @@ def build_decode(c: LlmConfig, w: Weights, capacity: int) -> Graph:
         vc = g.input(f"v{i}", (kv, capacity, hd), "f32")
         q, k, v = bld.qkv(bld.norm(x, f"blk.{i}.attn_norm.weight"), i, cos, sin)
         q3 = g.reshape(q, new_shape=[kv, rep, hd]) * scale
-        k3, v3 = g.reshape(k, new_shape=[kv, 1, hd]), g.reshape(v, new_shape=[kv, 1, hd])
+        v3 = g.reshape(v, new_shape=[kv, 1, hd])
         s_cache = g.matmul(q3, kc) + bias  # [KV, rep, C]
-        s_self = g.sum(q3 * k3, axes=[-1], keep_dim=True)  # [KV, rep, 1]
+        s_self = g.matmul(q3, g.reshape(k, new_shape=[kv, hd, 1]))  # [KV, rep, 1]
         p = g.softmax(g.concat([s_cache, s_self], axis=-1), axis=-1)
         att = g.matmul(g.narrow(p, 2, 0, capacity), vc) + g.narrow(p, 2, capacity, 1) * v3
         x = x + bld.linear(g.reshape(att, new_shape=[1, c.n_heads * hd]), f"blk.{i}.attn_output.weight")

@@ -83,7 +83,7 @@ class LlmModel:
     def _tables(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         if self._cos.shape[0] < n:
             cos, sin = rope_tables(self.config, max(n, 2 * self._cos.shape[0], 256), self._freq_factors)
-            self._cos, self._sin = rope_rows(self.config, cos, sin)
+            self._cos, self._sin = rope_rows(self.config, cos, sin, self.config.n_heads + self.config.n_kv_heads)
         return self._cos, self._sin
 
     def _check_ids(self, ids: Iterable[int]) -> np.ndarray:

@@ -147,7 +147,7 @@ class LlmModel:
             if tok in stops or step == max_new_tokens - 1:
                 break
             assert exe is not None  # compiled whenever a second token is wanted
-            feed["x"] = self._embed[tok:tok + 1]
+            feed["x"] = np.array(self._embed[tok:tok + 1])  # a copy: engines that share input memory want it writable
             feed["cos"], feed["sin"] = cos[pos:pos + 1], sin[pos:pos + 1]
             r0 = time.perf_counter()
             outs = exe.run(inputs=feed)

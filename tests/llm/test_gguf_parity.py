@@ -74,6 +74,21 @@ def test_parity_onnxruntime(tmp_path, arch, qtype):
 
 
 @SLOW
+def test_openvino(tmp_path):
+    """OpenVINO reads the same ONNX (MatMulNBits included): Q8_0 exact (f32 MatMul) against transformers, and
+    Q4_0, where OpenVINO quantizes the activations to int8 blocks whatever the accuracy level, against onnxruntime's
+    int8-activation path (llama.cpp's scheme)."""
+    pytest.importorskip("openvino")
+    pytest.importorskip("onnxruntime")
+    _case(tmp_path, "llama", "Q8_0", backend="openvino")
+    path = write_model(tmp_path / "q4.gguf", qtype="Q4_0")
+    ov, ort = load_gguf(path, backend="openvino"), load_gguf(path, backend="onnxruntime", int8_activations=True)
+    a, b = ov.logits(PROMPT), ort.logits(PROMPT)
+    assert np.abs(a - b).max() <= 1e-5 * np.abs(b).max()
+    assert ov.generate(PROMPT, max_new_tokens=NEW, stop=[]) == ort.generate(PROMPT, max_new_tokens=NEW, stop=[])
+
+
+@SLOW
 def test_tied_embeddings_and_mha(tmp_path):
     """No output.weight (the head reads token_embd) and as many KV heads as query heads."""
     _case(tmp_path, "llama", "Q8_0", tie=True, kv_heads=4)

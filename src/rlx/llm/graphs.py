@@ -5,7 +5,7 @@ tensor, stays out of the compiled sessions (onnxruntime models must serialize be
 
 * prefill: token embeddings [S, D] (S symbolic) -> the last position's logits [1, V] and every layer's rotated keys and values
   [KV, S, hd] (keys stored transposed, [KV, hd, S], ready for the decode step's score matmul).
-* decode: one token at position p -> logits [1, V] and the new key / value of every layer; the cache (capacity C,
+* decode: one token at position p -> logits [1, V] and the new keys / values of all layers; the cache (capacity C,
   keys [KV, hd, C], values [KV, C, hd]) is an input read in place: slots >= p are masked by the ``bias`` input, and
   the current token's own key and value join through a separate score column, so the cache is never copied. The
   caller writes the returned entries into slot p (an in-place update of its own buffers).
@@ -227,7 +227,8 @@ def build_prefill(c: LlmConfig, w: Weights, length: int | None = None) -> Graph:
 
 def build_decode(c: LlmConfig, w: Weights, capacity: int) -> Graph:
     """One token: its embedding x [1, D], cos / sin rows [1, hd], bias [1, C] (0 for filled slots, -1e30 else), per layer
-    keys [KV, hd, C] and values [KV, C, hd] -> (logits [1, V], then per layer new key / value [KV, hd] each)."""
+    keys [KV, hd, C] and values [KV, C, hd] -> (logits [1, V], every layer's new key [L, KV, hd], new value [L, KV, hd]):
+    two stacked outputs rather than 2·L, so the caller's per-token cache update is two array writes."""
     bld = _Builder(c, w, f"llm_decode_{capacity}")
     g, kv, hd, rep = bld.g, c.n_kv_heads, c.head_dim, c.group
     x = g.input("x", (1, c.d_model), "f32")
@@ -248,6 +249,7 @@ def build_decode(c: LlmConfig, w: Weights, capacity: int) -> Graph:
         att = g.matmul(g.narrow(p, 2, 0, capacity), vc) + g.narrow(p, 2, capacity, 1) * v3
         x = x + bld.linear(g.reshape(att, new_shape=[1, c.n_heads * hd]), f"blk.{i}.attn_output.weight")
         x = bld.ffn(x, i)
-        news += [g.reshape(k, new_shape=[kv, hd]), g.reshape(v, new_shape=[kv, hd])]
-    g.set_outputs([bld.head(x), *news])
+        news += [g.reshape(k, new_shape=[1, kv, hd]), g.reshape(v, new_shape=[1, kv, hd])]
+    stacked = [g.concat(news[j::2], axis=0) if c.n_layers > 1 else news[j] for j in (0, 1)]
+    g.set_outputs([bld.head(x), *stacked])
     return g

@@ -135,8 +135,9 @@ class LlmModel:
         cos, sin = self._tables(total)
         exe = self.decode_executable(cap) if max_new_tokens > 1 else None
         feed: dict[str, np.ndarray] = {"bias": bias}
-        for i in range(c.n_layers):
-            feed[f"k{i}"], feed[f"v{i}"] = cache[2 * i], cache[2 * i + 1]
+        keys, values = cache
+        for i in range(c.n_layers):  # each layer's slab of the stacked cache: a contiguous view, fed without a copy
+            feed[f"k{i}"], feed[f"v{i}"] = keys[i], values[i]
         in_graph = 0.0  # seconds inside the compiled decode graph: the rest of the decode time is per-token Python
         fastest, mark = float("inf"), t1  # the fastest whole decode step (a figure a busy machine distorts least)
         for step in range(max_new_tokens):
@@ -153,9 +154,8 @@ class LlmModel:
             outs = exe.run(inputs=feed)
             in_graph += time.perf_counter() - r0
             logits = np.asarray(outs[0])[0]
-            for j in range(c.n_layers):
-                cache[2 * j][:, :, pos] = outs[1 + 2 * j]
-                cache[2 * j + 1][:, pos, :] = outs[2 + 2 * j]
+            keys[:, :, :, pos] = outs[1]  # the in-place cache update: slot pos of every layer
+            values[:, :, pos, :] = outs[2]
             bias[0, pos] = 0.0
             pos += 1
             now = time.perf_counter()
@@ -169,16 +169,15 @@ class LlmModel:
                            "decode_ms_fastest_token": 1e3 * fastest if n_dec else 0.0}
         return out
 
-    def _new_cache(self, cap: int, kvs: list[np.ndarray], n: int) -> list[np.ndarray]:
+    def _new_cache(self, cap: int, kvs: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Keys [L, KV, hd, C] and values [L, KV, C, hd] holding the prefill's first ``n`` slots."""
         c = self.config
-        cache: list[np.ndarray] = []
+        keys = np.zeros((c.n_layers, c.n_kv_heads, c.head_dim, cap), np.float32)
+        values = np.zeros((c.n_layers, c.n_kv_heads, cap, c.head_dim), np.float32)
         for i in range(c.n_layers):
-            k = np.zeros((c.n_kv_heads, c.head_dim, cap), np.float32)
-            v = np.zeros((c.n_kv_heads, cap, c.head_dim), np.float32)
-            k[:, :, :n] = kvs[2 * i]
-            v[:, :n, :] = kvs[2 * i + 1]
-            cache += [k, v]
-        return cache
+            keys[i, :, :, :n] = kvs[2 * i]
+            values[i, :, :n, :] = kvs[2 * i + 1]
+        return keys, values
 
     @staticmethod
     def _pick(logits: np.ndarray, temperature: float, top_k: int, top_p: float, draws: np.ndarray | None, step: int) -> int:

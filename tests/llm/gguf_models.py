@@ -50,7 +50,7 @@ def _quantized(rng: np.random.Generator, w: np.ndarray, qtype: str) -> np.ndarra
 def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: int = 300, d: int = 64, layers: int = 2,
                 heads: int = 4, kv_heads: int = 2, ff: int = 96, seed: int = 0, qk_norm: bool | None = None,
                 tie: bool = False, extra: dict | None = None, tensors: dict[str, np.ndarray] | None = None,
-                tokenizer: str = "llama") -> Path:
+                tokenizer: str = "llama", embed_std: float = 1.0) -> Path:
     """Write a random-weight model; matmul weights in ``qtype`` (norms, biases, embedding F32)."""
     from gguf import GGMLQuantizationType, GGUFWriter
 
@@ -98,7 +98,7 @@ def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: i
         else:
             w.add_tensor(name, _quantized(rng, a, qtype), raw_dtype=GGMLQuantizationType[qtype])
 
-    f32("token_embd.weight", (vocab, d), 1.0)
+    f32("token_embd.weight", (vocab, d), embed_std)
     for i in range(layers):
         b = f"blk.{i}."
         f32(b + "attn_norm.weight", (d,), 0.1, 1.0)
@@ -113,6 +113,9 @@ def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: i
             f32(b + "attn_q_norm.weight", (hd,), 0.1, 1.0)
             f32(b + "attn_k_norm.weight", (hd,), 0.1, 1.0)
         mat(b + "attn_output.weight", d, heads * hd)
+        if arch == "gemma2":  # norms after attention and FFN as well
+            f32(b + "post_attention_norm.weight", (d,), 0.1, 1.0)
+            f32(b + "post_ffw_norm.weight", (d,), 0.1, 1.0)
         f32(b + "ffn_norm.weight", (d,), 0.1, 1.0)
         mat(b + "ffn_gate.weight", ff, d)
         mat(b + "ffn_up.weight", ff, d)

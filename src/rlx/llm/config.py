@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from rlx.frontends.gguf import GgufError, GgufFile
 
 #: architectures rlx builds -> whether llama.cpp rotates adjacent pairs (its converter permutes q / k rows of
 #: llama-family checkpoints for this "normal" rope) rather than NeoX halves
-ROPE_INTERLEAVED = {"llama": True, "mistral": True, "qwen2": False, "qwen3": False}
+ROPE_INTERLEAVED = {"llama": True, "mistral": True, "qwen2": False, "qwen3": False, "gemma2": False}
+#: llama.cpp's gemma2 defaults where the file has no key (also transformers' Gemma2Config defaults)
+GEMMA2_SOFTCAP = (50.0, 30.0)
 MAX_LAYERS = 1024
 MAX_WIDTH = 1 << 17
 
@@ -33,6 +37,15 @@ class LlmConfig:
     qk_norm: bool
     bos: int | None
     eos: int | None
+    #: gemma2: embeddings times sqrt(d), RMSNorm after attention and FFN too, GELU (tanh) gating, tanh soft-capping
+    #: of attention scores and logits (0: none), the query scale, local layers' sliding window (0: none)
+    embed_scale: float = 1.0
+    post_norms: bool = False
+    ffn_act: str = "silu"
+    attn_softcap: float = 0.0
+    final_softcap: float = 0.0
+    query_scale: float | None = None
+    sliding_window: int = 0
 
     @property
     def group(self) -> int:
@@ -88,13 +101,22 @@ def config_from_gguf(f: GgufFile) -> LlmConfig:
         raise GgufError(f"{f.path}: rope.scaling.factor must be > 0")
     eps = _float(f, f"{a}.attention.layer_norm_rms_epsilon", 1e-5)
     bos, eos = f.get("tokenizer.ggml.bos_token_id"), f.get("tokenizer.ggml.eos_token_id")
+    extra: dict = {}
+    if arch == "gemma2":
+        layers = _int(f, f"{a}.block_count", hi=MAX_LAYERS)
+        # llama.cpp scales q by 1/sqrt(head dim), except for the 46-layer (27B) model: 1/sqrt(d / heads)
+        extra = {"embed_scale": float(np.float32(d ** 0.5)), "post_norms": True, "ffn_act": "gelu_tanh",
+                 "attn_softcap": _float(f, f"{a}.attn_logit_softcapping", GEMMA2_SOFTCAP[0]),
+                 "final_softcap": _float(f, f"{a}.final_logit_softcapping", GEMMA2_SOFTCAP[1]),
+                 "query_scale": (d / heads if layers == 46 else head_dim) ** -0.5,
+                 "sliding_window": _int(f, f"{a}.attention.sliding_window", 4096, hi=1 << 24)}
     return LlmConfig(
         arch=arch, n_layers=_int(f, f"{a}.block_count", hi=MAX_LAYERS), d_model=d, n_heads=heads, n_kv_heads=kv,
         head_dim=head_dim, n_rot=n_rot, d_ff=_int(f, f"{a}.feed_forward_length", hi=1 << 20), vocab=emb.shape[0],
         context=_int(f, f"{a}.context_length", 4096, hi=1 << 24), eps=eps,
         rope_base=_float(f, f"{a}.rope.freq_base", 10000.0), rope_interleaved=ROPE_INTERLEAVED[arch],
         rope_linear_factor=factor, qkv_bias="blk.0.attn_q.bias" in f.tensors, qk_norm="blk.0.attn_q_norm.weight" in f.tensors,
-        bos=bos if isinstance(bos, int) else None, eos=eos if isinstance(eos, int) else None,
+        bos=bos if isinstance(bos, int) else None, eos=eos if isinstance(eos, int) else None, **extra,
     )
 
 
@@ -114,6 +136,8 @@ def expected_shapes(c: LlmConfig) -> dict[str, tuple[int, ...]]:
             shapes.update({b + "attn_q.bias": (c.n_heads * hd,), b + "attn_k.bias": (kvw,), b + "attn_v.bias": (kvw,)})
         if c.qk_norm:
             shapes.update({b + "attn_q_norm.weight": (hd,), b + "attn_k_norm.weight": (hd,)})
+        if c.post_norms:
+            shapes.update({b + "post_attention_norm.weight": (d,), b + "post_ffw_norm.weight": (d,)})
     return shapes
 
 

@@ -189,10 +189,25 @@ class _Builder:
         b = f"blk.{i}."
         h = self.norm(x, b + "ffn_norm.weight")
         gate, up = self.linears(h, (b + "ffn_gate", b + "ffn_up"))
-        return x + self.linear(self.g.silu(gate) * up, b + "ffn_down.weight")
+        act = self.g.gelu_approx(gate) if self.c.ffn_act == "gelu_tanh" else self.g.silu(gate)
+        return x + self.post_norm(self.linear(act * up, b + "ffn_down.weight"), b + "post_ffw_norm.weight")
+
+    def post_norm(self, y: Value, name: str) -> Value:
+        """gemma2's RMSNorm of a block's output before the residual add (identity for the other architectures)."""
+        return self.norm(y, name) if self.c.post_norms else y
+
+    def softcap(self, s: Value, cap: float) -> Value:
+        """gemma2's tanh soft-capping, cap·tanh(s / cap) (none when cap is 0)."""
+        return self.g.tanh(s / cap) * cap if cap else s
+
+    def embed(self, x: Value) -> Value:
+        return x * self.c.embed_scale if self.c.embed_scale != 1.0 else x
+
+    def scale(self) -> float:
+        return self.c.query_scale if self.c.query_scale is not None else float(self.c.head_dim) ** -0.5
 
     def head(self, x: Value) -> Value:
-        return self.linear(self.norm(x, "output_norm.weight"), "output.weight")
+        return self.softcap(self.linear(self.norm(x, "output_norm.weight"), "output.weight"), self.c.final_softcap)
 
 
 def build_prefill(c: LlmConfig, w: Weights, length: int | None = None) -> Graph:
@@ -206,6 +221,7 @@ def build_prefill(c: LlmConfig, w: Weights, length: int | None = None) -> Graph:
     cos = g.input("cos", (s, c.rope_width), "f32")
     sin = g.input("sin", (s, c.rope_width), "f32")
     last = g.input("last", (1,), "i64")
+    x = bld.embed(x)
     caches: list[Value] = []
     for i in range(c.n_layers):
         q, k, v = bld.qkv(bld.norm(x, f"blk.{i}.attn_norm.weight"), i, cos, sin)
@@ -216,8 +232,9 @@ def build_prefill(c: LlmConfig, w: Weights, length: int | None = None) -> Graph:
             v4 = g.expand(v4, target_shape=[-1, -1, -1, rep, -1])
         att = g.attention(g.reshape(q, new_shape=[1, -1, c.n_heads, hd]), g.reshape(k4, new_shape=[1, -1, c.n_heads, hd]),
                           g.reshape(v4, new_shape=[1, -1, c.n_heads, hd]), num_heads=c.n_heads, head_dim=hd,
-                          mask_kind="causal", layout="bshd")
-        x = x + bld.linear(g.reshape(att, new_shape=[-1, c.n_heads * hd]), f"blk.{i}.attn_output.weight")
+                          score_scale=bld.scale(), attn_logit_softcap=c.attn_softcap or None, mask_kind="causal", layout="bshd")
+        att = g.reshape(att, new_shape=[-1, c.n_heads * hd])
+        x = x + bld.post_norm(bld.linear(att, f"blk.{i}.attn_output.weight"), f"blk.{i}.post_attention_norm.weight")
         x = bld.ffn(x, i)
         kh = g.reshape(k, new_shape=[-1, kv, hd])
         caches += [g.transpose(kh, perm=[1, 2, 0]), g.transpose(g.reshape(v, new_shape=[-1, kv, hd]), perm=[1, 0, 2])]
@@ -235,7 +252,8 @@ def build_decode(c: LlmConfig, w: Weights, capacity: int) -> Graph:
     cos = g.input("cos", (1, c.rope_width), "f32")
     sin = g.input("sin", (1, c.rope_width), "f32")
     bias = g.input("bias", (1, capacity), "f32")
-    scale = float(hd) ** -0.5
+    scale = bld.scale()
+    x = bld.embed(x)
     news: list[Value] = []
     for i in range(c.n_layers):
         kc = g.input(f"k{i}", (kv, hd, capacity), "f32")
@@ -243,11 +261,12 @@ def build_decode(c: LlmConfig, w: Weights, capacity: int) -> Graph:
         q, k, v = bld.qkv(bld.norm(x, f"blk.{i}.attn_norm.weight"), i, cos, sin)
         q3 = g.reshape(q, new_shape=[kv, rep, hd]) * scale
         v3 = g.reshape(v, new_shape=[kv, 1, hd])
-        s_cache = g.matmul(q3, kc) + bias  # [KV, rep, C]
-        s_self = g.matmul(q3, g.reshape(k, new_shape=[kv, hd, 1]))  # [KV, rep, 1]
+        s_cache = bld.softcap(g.matmul(q3, kc), c.attn_softcap) + bias  # [KV, rep, C]
+        s_self = bld.softcap(g.matmul(q3, g.reshape(k, new_shape=[kv, hd, 1])), c.attn_softcap)  # [KV, rep, 1]
         p = g.softmax(g.concat([s_cache, s_self], axis=-1), axis=-1)
         att = g.matmul(g.narrow(p, 2, 0, capacity), vc) + g.narrow(p, 2, capacity, 1) * v3
-        x = x + bld.linear(g.reshape(att, new_shape=[1, c.n_heads * hd]), f"blk.{i}.attn_output.weight")
+        x = x + bld.post_norm(bld.linear(g.reshape(att, new_shape=[1, c.n_heads * hd]), f"blk.{i}.attn_output.weight"),
+                              f"blk.{i}.post_attention_norm.weight")
         x = bld.ffn(x, i)
         news += [g.reshape(k, new_shape=[1, kv, hd]), g.reshape(v, new_shape=[1, kv, hd])]
     stacked = [g.concat(news[j::2], axis=0) if c.n_layers > 1 else news[j] for j in (0, 1)]

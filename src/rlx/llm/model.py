@@ -94,8 +94,16 @@ class LlmModel:
             raise RlxError(f"token ids must be integers in [0, {self.config.vocab}), got {arr[:8].tolist()}...")
         return arr.astype(np.int64)
 
+    def _check_window(self, n: int) -> None:
+        """gemma2's local layers attend to the last ``sliding_window`` positions only; rlx builds no windowed cache
+        mask, so it refuses longer sequences rather than attend too far."""
+        w = self.config.sliding_window
+        if w and n > w:
+            raise RlxError(f"{n} tokens exceed {self.config.arch}'s sliding window of {w} (longer sequences are not supported)")
+
     def _run_prefill(self, ids: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         n = ids.shape[0]
+        self._check_window(n)
         exe, length = self.prefill_executable(n)
         s = n if length is None else length
         cos, sin = self._tables(s)
@@ -120,6 +128,7 @@ class LlmModel:
             raise RlxError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
         stops = set(stop) if stop is not None else ({c.eos} if c.eos is not None else set())
         total = ids.shape[0] + max_new_tokens
+        self._check_window(total)
         if total > CAPACITY_BUCKETS[-1]:
             raise RlxError(f"{total} tokens exceed the largest cache capacity {CAPACITY_BUCKETS[-1]}")
         draws = philox_f32(seed or 0xDEADBEEF, max(max_new_tokens, 1)) if temperature > 0 else None

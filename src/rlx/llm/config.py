@@ -51,6 +51,10 @@ class LlmConfig:
     def group(self) -> int:
         return self.n_heads // self.n_kv_heads
 
+    def is_local(self, layer: int) -> bool:
+        """gemma2's local (sliding-window) layers: the even ones, as in llama.cpp and transformers."""
+        return self.sliding_window > 0 and layer % 2 == 0
+
     @property
     def rope_width(self) -> int:
         """Width of the graphs' rope rows: the q and k heads side by side."""

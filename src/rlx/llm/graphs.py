@@ -232,7 +232,9 @@ def build_prefill(c: LlmConfig, w: Weights, length: int | None = None) -> Graph:
             v4 = g.expand(v4, target_shape=[-1, -1, -1, rep, -1])
         att = g.attention(g.reshape(q, new_shape=[1, -1, c.n_heads, hd]), g.reshape(k4, new_shape=[1, -1, c.n_heads, hd]),
                           g.reshape(v4, new_shape=[1, -1, c.n_heads, hd]), num_heads=c.n_heads, head_dim=hd,
-                          score_scale=bld.scale(), attn_logit_softcap=c.attn_softcap or None, mask_kind="causal", layout="bshd")
+                          score_scale=bld.scale(), attn_logit_softcap=c.attn_softcap or None, layout="bshd",
+                          # a local layer's query i sees keys i - window + 1 .. i (the op's window counts those before i)
+                          **({"mask_kind": "sliding_window", "window": c.sliding_window - 1} if c.is_local(i) else {"mask_kind": "causal"}))
         att = g.reshape(att, new_shape=[-1, c.n_heads * hd])
         x = x + bld.post_norm(bld.linear(att, f"blk.{i}.attn_output.weight"), f"blk.{i}.post_attention_norm.weight")
         x = bld.ffn(x, i)
@@ -252,6 +254,8 @@ def build_decode(c: LlmConfig, w: Weights, capacity: int) -> Graph:
     cos = g.input("cos", (1, c.rope_width), "f32")
     sin = g.input("sin", (1, c.rope_width), "f32")
     bias = g.input("bias", (1, capacity), "f32")
+    # local layers' mask: also -1e30 for the slots that left the sliding window
+    bias_local = g.input("bias_local", (1, capacity), "f32") if c.sliding_window else bias
     scale = bld.scale()
     x = bld.embed(x)
     news: list[Value] = []
@@ -261,7 +265,7 @@ def build_decode(c: LlmConfig, w: Weights, capacity: int) -> Graph:
         q, k, v = bld.qkv(bld.norm(x, f"blk.{i}.attn_norm.weight"), i, cos, sin)
         q3 = g.reshape(q, new_shape=[kv, rep, hd]) * scale
         v3 = g.reshape(v, new_shape=[kv, 1, hd])
-        s_cache = bld.softcap(g.matmul(q3, kc), c.attn_softcap) + bias  # [KV, rep, C]
+        s_cache = bld.softcap(g.matmul(q3, kc), c.attn_softcap) + (bias_local if c.is_local(i) else bias)  # [KV, rep, C]
         s_self = bld.softcap(g.matmul(q3, g.reshape(k, new_shape=[kv, hd, 1])), c.attn_softcap)  # [KV, rep, 1]
         p = g.softmax(g.concat([s_cache, s_self], axis=-1), axis=-1)
         att = g.matmul(g.narrow(p, 2, 0, capacity), vc) + g.narrow(p, 2, capacity, 1) * v3

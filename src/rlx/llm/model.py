@@ -94,16 +94,8 @@ class LlmModel:
             raise RlxError(f"token ids must be integers in [0, {self.config.vocab}), got {arr[:8].tolist()}...")
         return arr.astype(np.int64)
 
-    def _check_window(self, n: int) -> None:
-        """gemma2's local layers attend to the last ``sliding_window`` positions only; rlx builds no windowed cache
-        mask, so it refuses longer sequences rather than attend too far."""
-        w = self.config.sliding_window
-        if w and n > w:
-            raise RlxError(f"{n} tokens exceed {self.config.arch}'s sliding window of {w} (longer sequences are not supported)")
-
     def _run_prefill(self, ids: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         n = ids.shape[0]
-        self._check_window(n)
         exe, length = self.prefill_executable(n)
         s = n if length is None else length
         cos, sin = self._tables(s)
@@ -128,7 +120,6 @@ class LlmModel:
             raise RlxError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
         stops = set(stop) if stop is not None else ({c.eos} if c.eos is not None else set())
         total = ids.shape[0] + max_new_tokens
-        self._check_window(total)
         if total > CAPACITY_BUCKETS[-1]:
             raise RlxError(f"{total} tokens exceed the largest cache capacity {CAPACITY_BUCKETS[-1]}")
         draws = philox_f32(seed or 0xDEADBEEF, max(max_new_tokens, 1)) if temperature > 0 else None
@@ -144,6 +135,10 @@ class LlmModel:
         cos, sin = self._tables(total)
         exe = self.decode_executable(cap) if max_new_tokens > 1 else None
         feed: dict[str, np.ndarray] = {"bias": bias}
+        window = c.sliding_window
+        if window:  # gemma2's local layers: the query at pos sees slots pos - window + 1 .. pos
+            feed["bias_local"] = local = bias.copy()
+            local[0, :max(pos - window + 1, 0)] = NEG
         keys, values = cache
         for i in range(c.n_layers):  # each layer's slab of the stacked cache: a contiguous view, fed without a copy
             feed[f"k{i}"], feed[f"v{i}"] = keys[i], values[i]
@@ -166,6 +161,10 @@ class LlmModel:
             keys[:, :, :, pos] = outs[1]  # the in-place cache update: slot pos of every layer
             values[:, :, pos, :] = outs[2]
             bias[0, pos] = 0.0
+            if window:
+                local[0, pos] = 0.0
+                if pos + 1 - window >= 0:
+                    local[0, pos + 1 - window] = NEG  # out of the next query's window
             pos += 1
             now = time.perf_counter()
             fastest, mark = min(fastest, now - mark), now

@@ -64,7 +64,8 @@ def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: i
     w.add_head_count(heads)
     w.add_head_count_kv(kv_heads)
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_freq_base(10000.0)
+    if "add_rope_freq_base" not in (extra or {}):
+        w.add_rope_freq_base(10000.0)
     w.add_rope_dimension_count(hd)
     w.add_key_length(hd)
     w.add_value_length(hd)
@@ -109,11 +110,11 @@ def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: i
             f32(b + "attn_q.bias", (heads * hd,), 0.1)
             f32(b + "attn_k.bias", (kv_heads * hd,), 0.1)
             f32(b + "attn_v.bias", (kv_heads * hd,), 0.1)
-        if qk_norm or (qk_norm is None and arch == "qwen3"):
+        if qk_norm or (qk_norm is None and arch in ("qwen3", "gemma3")):
             f32(b + "attn_q_norm.weight", (hd,), 0.1, 1.0)
             f32(b + "attn_k_norm.weight", (hd,), 0.1, 1.0)
         mat(b + "attn_output.weight", d, heads * hd)
-        if arch == "gemma2":  # norms after attention and FFN as well
+        if arch in ("gemma2", "gemma3"):  # norms after attention and FFN as well
             f32(b + "post_attention_norm.weight", (d,), 0.1, 1.0)
             f32(b + "post_ffw_norm.weight", (d,), 0.1, 1.0)
         f32(b + "ffn_norm.weight", (d,), 0.1, 1.0)

@@ -96,6 +96,20 @@ def test_gemma2(tmp_path, qtype, backend):
     assert np.abs(ref_logits).max() <= 2.0  # the final cap binds
 
 
+@pytest.mark.parametrize("backend", ["onnxruntime", pytest.param("numpy", marks=SLOW)])
+def test_gemma3(tmp_path, backend):
+    """gemma3: gemma2's block with per-head q / k RMSNorm and no soft-caps, five local layers in six (window 4,
+    shorter than the prompt) rotating with their own base (10000) while the global ones use the file's (1e6)."""
+    prompt = [*PROMPT, 44, 51]
+    path = write_model(tmp_path / "g3.gguf", arch="gemma3", qtype="Q4_0", layers=7, tie=True, embed_std=0.05,
+                       extra={"add_sliding_window": 4, "add_rope_freq_base": 1e6})
+    model = load_gguf(path, backend=backend)
+    logits, tokens = model.logits(prompt), model.generate(prompt, max_new_tokens=NEW, stop=[])
+    ref_logits, ref_tokens = hf_run(path, prompt, NEW, head_dim=16, query_pre_attn_scalar=16)
+    assert np.abs(logits - ref_logits).max() <= 1e-3 * np.abs(ref_logits).max()
+    assert tokens == ref_tokens
+
+
 @SLOW
 def test_openvino(tmp_path):
     """OpenVINO reads the same ONNX (MatMulNBits included): Q8_0 exact (f32 MatMul) against transformers, and

@@ -10,7 +10,7 @@ from rlx.frontends.gguf import GgufError, GgufFile
 
 #: architectures rlx builds -> whether llama.cpp rotates adjacent pairs (its converter permutes q / k rows of
 #: llama-family checkpoints for this "normal" rope) rather than NeoX halves
-ROPE_INTERLEAVED = {"llama": True, "mistral": True, "qwen2": False, "qwen3": False, "gemma2": False}
+ROPE_INTERLEAVED = {"llama": True, "mistral": True, "qwen2": False, "qwen3": False, "gemma2": False, "gemma3": False}
 #: llama.cpp's gemma2 defaults where the file has no key (also transformers' Gemma2Config defaults)
 GEMMA2_SOFTCAP = (50.0, 30.0)
 MAX_LAYERS = 1024
@@ -46,14 +46,18 @@ class LlmConfig:
     final_softcap: float = 0.0
     query_scale: float | None = None
     sliding_window: int = 0
+    #: layer i is local (sliding window) unless (i + 1) % local_pattern == 0 (gemma2: 2, gemma3: 6)
+    local_pattern: int = 2
+    #: gemma3's local layers rotate with their own base (0: the global tables), unscaled
+    rope_base_local: float = 0.0
 
     @property
     def group(self) -> int:
         return self.n_heads // self.n_kv_heads
 
     def is_local(self, layer: int) -> bool:
-        """gemma2's local (sliding-window) layers: the even ones, as in llama.cpp and transformers."""
-        return self.sliding_window > 0 and layer % 2 == 0
+        """gemma2 / gemma3's local (sliding-window) layers, as in llama.cpp and transformers (gemma2: the even ones)."""
+        return self.sliding_window > 0 and (layer + 1) % self.local_pattern != 0
 
     @property
     def rope_width(self) -> int:
@@ -106,14 +110,17 @@ def config_from_gguf(f: GgufFile) -> LlmConfig:
     eps = _float(f, f"{a}.attention.layer_norm_rms_epsilon", 1e-5)
     bos, eos = f.get("tokenizer.ggml.bos_token_id"), f.get("tokenizer.ggml.eos_token_id")
     extra: dict = {}
-    if arch == "gemma2":
+    if arch in ("gemma2", "gemma3"):
         layers = _int(f, f"{a}.block_count", hi=MAX_LAYERS)
-        # llama.cpp scales q by 1/sqrt(head dim), except for the 46-layer (27B) model: 1/sqrt(d / heads)
+        # llama.cpp scales q by 1/sqrt(head dim), except for the 27B models (46 / 62 layers): 1/sqrt(d / heads)
+        big = layers == (46 if arch == "gemma2" else 62)
+        caps = GEMMA2_SOFTCAP if arch == "gemma2" else (0.0, 0.0)  # gemma3 has no soft-capping unless the file says so
         extra = {"embed_scale": float(np.float32(d ** 0.5)), "post_norms": True, "ffn_act": "gelu_tanh",
-                 "attn_softcap": _float(f, f"{a}.attn_logit_softcapping", GEMMA2_SOFTCAP[0]),
-                 "final_softcap": _float(f, f"{a}.final_logit_softcapping", GEMMA2_SOFTCAP[1]),
-                 "query_scale": (d / heads if layers == 46 else head_dim) ** -0.5,
-                 "sliding_window": _int(f, f"{a}.attention.sliding_window", 4096, hi=1 << 24)}
+                 "attn_softcap": _float(f, f"{a}.attn_logit_softcapping", caps[0]),
+                 "final_softcap": _float(f, f"{a}.final_logit_softcapping", caps[1]),
+                 "query_scale": (d / heads if big else head_dim) ** -0.5,
+                 "sliding_window": _int(f, f"{a}.attention.sliding_window", 4096, hi=1 << 24),
+                 **({"local_pattern": 6, "rope_base_local": 10000.0} if arch == "gemma3" else {})}
     return LlmConfig(
         arch=arch, n_layers=_int(f, f"{a}.block_count", hi=MAX_LAYERS), d_model=d, n_heads=heads, n_kv_heads=kv,
         head_dim=head_dim, n_rot=n_rot, d_ff=_int(f, f"{a}.feed_forward_length", hi=1 << 20), vocab=emb.shape[0],

@@ -111,6 +111,15 @@ def rope_rows(c: LlmConfig, cos: np.ndarray, sin: np.ndarray, heads: int = 1) ->
     return np.tile(cr, (1, heads)), np.tile(sr, (1, heads))
 
 
+def rope_inputs(g: Graph, c: LlmConfig, s: int | str) -> tuple[tuple[Value, Value], tuple[Value, Value]]:
+    """The graph's rope rows: (cos, sin) for every layer, then gemma3's local layers' own (cos_local, sin_local) (the
+    same pair when the model has one rope)."""
+    glob = (g.input("cos", (s, c.rope_width), "f32"), g.input("sin", (s, c.rope_width), "f32"))
+    if not c.rope_base_local:
+        return glob, glob
+    return glob, (g.input("cos_local", (s, c.rope_width), "f32"), g.input("sin_local", (s, c.rope_width), "f32"))
+
+
 class _Builder:
     def __init__(self, c: LlmConfig, w: Weights, name: str):
         self.c, self.w, self.g = c, w, Graph(name)
@@ -218,13 +227,12 @@ def build_prefill(c: LlmConfig, w: Weights, length: int | None = None) -> Graph:
     g, kv, hd, rep = bld.g, c.n_kv_heads, c.head_dim, c.group
     s = "seq" if length is None else length
     x = g.input("x", (s, c.d_model), "f32")
-    cos = g.input("cos", (s, c.rope_width), "f32")
-    sin = g.input("sin", (s, c.rope_width), "f32")
+    tables = rope_inputs(g, c, s)
     last = g.input("last", (1,), "i64")
     x = bld.embed(x)
     caches: list[Value] = []
     for i in range(c.n_layers):
-        q, k, v = bld.qkv(bld.norm(x, f"blk.{i}.attn_norm.weight"), i, cos, sin)
+        q, k, v = bld.qkv(bld.norm(x, f"blk.{i}.attn_norm.weight"), i, *tables[c.is_local(i) and c.rope_base_local > 0])
         k4 = g.reshape(k, new_shape=[1, -1, kv, 1, hd])
         v4 = g.reshape(v, new_shape=[1, -1, kv, 1, hd])
         if rep > 1:
@@ -251,8 +259,7 @@ def build_decode(c: LlmConfig, w: Weights, capacity: int) -> Graph:
     bld = _Builder(c, w, f"llm_decode_{capacity}")
     g, kv, hd, rep = bld.g, c.n_kv_heads, c.head_dim, c.group
     x = g.input("x", (1, c.d_model), "f32")
-    cos = g.input("cos", (1, c.rope_width), "f32")
-    sin = g.input("sin", (1, c.rope_width), "f32")
+    tables = rope_inputs(g, c, 1)
     bias = g.input("bias", (1, capacity), "f32")
     # local layers' mask: also -1e30 for the slots that left the sliding window
     bias_local = g.input("bias_local", (1, capacity), "f32") if c.sliding_window else bias
@@ -262,7 +269,7 @@ def build_decode(c: LlmConfig, w: Weights, capacity: int) -> Graph:
     for i in range(c.n_layers):
         kc = g.input(f"k{i}", (kv, hd, capacity), "f32")
         vc = g.input(f"v{i}", (kv, capacity, hd), "f32")
-        q, k, v = bld.qkv(bld.norm(x, f"blk.{i}.attn_norm.weight"), i, cos, sin)
+        q, k, v = bld.qkv(bld.norm(x, f"blk.{i}.attn_norm.weight"), i, *tables[c.is_local(i) and c.rope_base_local > 0])
         q3 = g.reshape(q, new_shape=[kv, rep, hd]) * scale
         v3 = g.reshape(v, new_shape=[kv, 1, hd])
         s_cache = bld.softcap(g.matmul(q3, kc), c.attn_softcap) + (bias_local if c.is_local(i) else bias)  # [KV, rep, C]

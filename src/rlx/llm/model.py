@@ -23,12 +23,14 @@ SYMBOLIC_PREFILL = frozenset({"numpy"})
 PREFILL_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
 
 
-def rope_tables(c: LlmConfig, n: int, freq_factors: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """cos, sin [n, n_rot/2] for positions 0..n-1: theta_i = base^(-2i/n_rot) / factor_i, position / linear factor."""
-    inv = 1.0 / (c.rope_base ** (np.arange(0, c.n_rot, 2, dtype=np.float64) / c.n_rot))
-    if freq_factors is not None:
+def rope_tables(c: LlmConfig, n: int, freq_factors: np.ndarray | None = None, local: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """cos, sin [n, n_rot/2] for positions 0..n-1: theta_i = base^(-2i/n_rot) / factor_i, position / linear factor
+    (``local``: gemma3's local layers, their own base, unscaled)."""
+    base, factor = (c.rope_base_local, 1.0) if local else (c.rope_base, c.rope_linear_factor)
+    inv = 1.0 / (base ** (np.arange(0, c.n_rot, 2, dtype=np.float64) / c.n_rot))
+    if freq_factors is not None and not local:
         inv = inv / freq_factors.astype(np.float64)
-    ang = np.outer(np.arange(n, dtype=np.float64) / c.rope_linear_factor, inv)
+    ang = np.outer(np.arange(n, dtype=np.float64) / factor, inv)
     return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
 
 
@@ -45,7 +47,7 @@ class LlmModel:
         self._freq_factors = to_f32(ff).reshape(-1) if ff is not None else None
         self._prefill: dict[int | None, Any] = {}
         self._decode: dict[int, Any] = {}
-        self._cos, self._sin = rope_tables(config, 0)
+        self._rope: dict[str, np.ndarray] = {"cos": np.zeros((0, 0), np.float32)}
         self.last_stats: dict[str, float] = {}
 
     # ----------------------------------------------------------------- compiled graphs
@@ -80,11 +82,15 @@ class LlmModel:
             self._decode[capacity] = self._compile(build_decode(self.config, self.weights, capacity))
         return self._decode[capacity]
 
-    def _tables(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        if self._cos.shape[0] < n:
-            cos, sin = rope_tables(self.config, max(n, 2 * self._cos.shape[0], 256), self._freq_factors)
-            self._cos, self._sin = rope_rows(self.config, cos, sin, self.config.n_heads + self.config.n_kv_heads)
-        return self._cos, self._sin
+    def _tables(self, n: int) -> dict[str, np.ndarray]:
+        """The graphs' rope row inputs for positions 0 .. >= n-1 (cos, sin; gemma3 also cos_local, sin_local)."""
+        if self._rope["cos"].shape[0] < n:
+            c, rows = self.config, max(n, 2 * self._rope["cos"].shape[0], 256)
+            heads = c.n_heads + c.n_kv_heads
+            self._rope = dict(zip(("cos", "sin"), rope_rows(c, *rope_tables(c, rows, self._freq_factors), heads)))
+            if c.rope_base_local:
+                self._rope.update(zip(("cos_local", "sin_local"), rope_rows(c, *rope_tables(c, rows, local=True), heads)))
+        return self._rope
 
     def _check_ids(self, ids: Iterable[int]) -> np.ndarray:
         arr = np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids).reshape(-1)
@@ -98,9 +104,9 @@ class LlmModel:
         n = ids.shape[0]
         exe, length = self.prefill_executable(n)
         s = n if length is None else length
-        cos, sin = self._tables(s)
+        rope = {k: t[:s] for k, t in self._tables(s).items()}
         padded = ids if s == n else np.concatenate([ids, np.zeros(s - n, np.int64)])
-        outs = exe.run(inputs={"x": self._embed[padded], "cos": cos[:s], "sin": sin[:s], "last": np.array([n - 1])})
+        outs = exe.run(inputs={"x": self._embed[padded], **rope, "last": np.array([n - 1])})
         return np.asarray(outs[0])[0], [np.asarray(o)[..., :n] if i % 2 == 0 else np.asarray(o)[:, :n] for i, o in enumerate(outs[1:])]
 
     # ----------------------------------------------------------------------- public API
@@ -132,7 +138,7 @@ class LlmModel:
         cache = self._new_cache(cap, kvs, pos)
         bias = np.full((1, cap), NEG, np.float32)
         bias[0, :pos] = 0.0
-        cos, sin = self._tables(total)
+        rope = self._tables(total)
         exe = self.decode_executable(cap) if max_new_tokens > 1 else None
         feed: dict[str, np.ndarray] = {"bias": bias}
         window = c.sliding_window
@@ -153,7 +159,8 @@ class LlmModel:
                 break
             assert exe is not None  # compiled whenever a second token is wanted
             feed["x"] = np.array(self._embed[tok:tok + 1])  # a copy: engines that share input memory want it writable
-            feed["cos"], feed["sin"] = cos[pos:pos + 1], sin[pos:pos + 1]
+            for name, t in rope.items():
+                feed[name] = t[pos:pos + 1]
             r0 = time.perf_counter()
             outs = exe.run(inputs=feed)
             in_graph += time.perf_counter() - r0

@@ -10,7 +10,7 @@ from rlx.frontends.gguf import GgufError, GgufFile
 
 #: architectures rlx builds -> whether llama.cpp rotates adjacent pairs (its converter permutes q / k rows of
 #: llama-family checkpoints for this "normal" rope) rather than NeoX halves
-ROPE_INTERLEAVED = {"llama": True, "mistral": True, "qwen2": False, "qwen3": False, "gemma2": False, "gemma3": False}
+ROPE_INTERLEAVED = {"llama": True, "mistral": True, "qwen2": False, "qwen3": False, "gemma": False, "gemma2": False, "gemma3": False}
 #: llama.cpp's gemma2 defaults where the file has no key (also transformers' Gemma2Config defaults)
 GEMMA2_SOFTCAP = (50.0, 30.0)
 MAX_LAYERS = 1024
@@ -110,6 +110,8 @@ def config_from_gguf(f: GgufFile) -> LlmConfig:
     eps = _float(f, f"{a}.attention.layer_norm_rms_epsilon", 1e-5)
     bos, eos = f.get("tokenizer.ggml.bos_token_id"), f.get("tokenizer.ggml.eos_token_id")
     extra: dict = {}
+    if arch == "gemma":  # embeddings times sqrt(d), GELU-tanh gating, q scaled by 1/sqrt(head dim): no post norms
+        extra = {"embed_scale": float(np.float32(d ** 0.5)), "ffn_act": "gelu_tanh", "query_scale": head_dim ** -0.5}
     if arch in ("gemma2", "gemma3"):
         layers = _int(f, f"{a}.block_count", hi=MAX_LAYERS)
         # llama.cpp scales q by 1/sqrt(head dim), except for the 27B models (46 / 62 layers): 1/sqrt(d / heads)

@@ -123,6 +123,8 @@ def config_from_gguf(f: GgufFile) -> LlmConfig:
                  "query_scale": (d / heads if big else head_dim) ** -0.5,
                  "sliding_window": _int(f, f"{a}.attention.sliding_window", 4096, hi=1 << 24),
                  **({"local_pattern": 6, "rope_base_local": 10000.0} if arch == "gemma3" else {})}
+        if extra["attn_softcap"] < 0 or extra["final_softcap"] < 0:
+            raise GgufError(f"{f.path}: soft-capping values must be >= 0 (0: none)")
     return LlmConfig(
         arch=arch, n_layers=_int(f, f"{a}.block_count", hi=MAX_LAYERS), d_model=d, n_heads=heads, n_kv_heads=kv,
         head_dim=head_dim, n_rot=n_rot, d_ff=_int(f, f"{a}.feed_forward_length", hi=1 << 20), vocab=emb.shape[0],

@@ -80,3 +80,16 @@ def test_onnxruntime_decode_step_node_count(small, tmp_path):
     assert ops.count("MatMulNBits") == 4 * layers + 1  # qkv, output, gate-up, down; the lm head
     assert ops.count("SimplifiedLayerNormalization") == 2 * layers + 1
     assert len(ops) <= 45 * layers + 10, len(ops)
+
+
+def test_auto_backend_for_int8_activations(small):
+    """backend="auto" takes openvino for the int8-activation path when it is installed (faster there), onnxruntime
+    (or numpy) otherwise and for the exact path."""
+    import importlib.util
+
+    from rlx.llm import default_backend
+
+    have = {name: importlib.util.find_spec(name) is not None for name in ("openvino", "onnxruntime")}
+    exact = "onnxruntime" if have["onnxruntime"] else "numpy"
+    assert load_gguf(small).backend == default_backend() == exact
+    assert load_gguf(small, int8_activations=True).backend == ("openvino" if have["openvino"] else exact)

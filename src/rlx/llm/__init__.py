@@ -14,8 +14,13 @@ from rlx.llm.model import LlmModel, check_vocab
 __all__ = ["GgufError", "LlmConfig", "LlmModel", "default_backend", "load_gguf"]
 
 
-def default_backend() -> str:
-    """onnxruntime when installed (packed Q4_0 / Q8_0 kernels, low per-call overhead), else the numpy executor."""
+def default_backend(int8_activations: bool = False) -> str:
+    """onnxruntime when installed (packed Q4_0 / Q8_0 kernels, low per-call overhead), else the numpy executor; with
+    ``int8_activations``, openvino first when installed: it runs the same graphs' int8-activation matmuls in ~30%
+    less CPU time per decoded token and prefills ~2x faster (docs/llm.md), and its 4-bit kernels always quantize
+    activations, which is that path's semantics but not the exact one's."""
+    if int8_activations and importlib.util.find_spec("openvino") is not None:
+        return "openvino"
     return "onnxruntime" if importlib.util.find_spec("onnxruntime") is not None else "numpy"
 
 
@@ -34,7 +39,10 @@ def load_gguf(path: str | os.PathLike[str], backend: str = "auto", *, int8_activ
     check_vocab(f, c)
     auto = backend == "auto"
     if auto:
-        backend = default_backend()
+        backend = default_backend(int8_activations)
     w = load_weights(f, c)
     w.x_quant = "q8_block" if int8_activations else "none"
-    return LlmModel(f, c, w, backend=backend, options=options, fallback="numpy" if auto else None)
+    fallback = None
+    if auto:  # openvino -> onnxruntime -> numpy, for graphs an engine cannot compile
+        fallback = "onnxruntime" if backend == "openvino" and default_backend() == "onnxruntime" else "numpy"
+    return LlmModel(f, c, w, backend=backend, options=options, fallback=fallback)

@@ -14,6 +14,7 @@ temp dir that is removed at the end (or ``--dir``, kept, to reuse between runs).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -173,7 +174,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--types", default="F16,Q8_0,Q4_0")
     ap.add_argument("--threads", default=f"1,{os.cpu_count()}")
-    ap.add_argument("--backends", default="onnxruntime")
+    ap.add_argument("--backends", default="onnxruntime,openvino" if importlib.util.find_spec("openvino") else "onnxruntime")
     ap.add_argument("--modes", default="exact,int8x", help="rlx paths for Q4_0 / Q8_0: exact, int8x")
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--new", type=int, default=64)

@@ -1,16 +1,20 @@
 """LLM generation speed: a ~100M-parameter random llama written to GGUF (F16, Q8_0, Q4_0) in a temp dir.
 
-For each weight type and thread count: rlx (each backend given) vs transformers eager on the same file (and
-llama-cpp-python only if it is importable), prefill and decode tokens/s, and decode time per token against the
-memory-bandwidth bound (matmul weight bytes read per token / a STREAM-like NumPy copy's bandwidth, measured in
-the same run). Not run by CI; files go to a temp dir that is removed at the end.
+For each weight type and thread count: rlx (each backend given) vs llama.cpp (``llama-cpp-python``, when importable:
+it is built from source and stays out of rlx's extras) and transformers eager on the same file, prefill and decode
+tokens/s, and decode time per token against the memory-bandwidth bound (matmul weight bytes read per token / a
+STREAM-like NumPy copy's bandwidth, measured in the same run). Engines are interleaved per type and thread count;
+``--rounds R`` repeats each measurement and keeps the best (a shared machine's noise only ever slows a run down).
+Prints one table per thread count with the ratios the issue's "Done when" asks for. Not run by CI; files go to a
+temp dir that is removed at the end (or ``--dir``, kept, to reuse between runs).
 
-    PYTHONPATH=src python benchmarks/llm.py [--types F16,Q8_0,Q4_0] [--threads 1,2] [--prompt 128] [--new 64]
+    PYTHONPATH=src python benchmarks/llm.py [--types F16,Q8_0,Q4_0] [--threads 1,2] [--prompt 128] [--new 64] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -42,13 +46,14 @@ def bandwidth(nbytes: int = 256 << 20, rounds: int = 5) -> float:
 def weight_bytes(model) -> int:
     """Bytes of the weights one decode step reads as the GGUF file stores them (packed bytes for block types; F16
     counted at 2 bytes although rlx widens F16 matmul weights to f32 at load)."""
-    return sum(int(model.file.tensors[k].nbytes) for k in model.weights.schemes if k in model.file.tensors)
+    names = [n for k in model.weights.schemes for n in model.weights.merged.get(k, ((k,), ()))[0]]
+    return sum(int(model.file.tensors[n].nbytes) for n in names if n in model.file.tensors)
 
 
-def bench_rlx(path: Path, backend: str, threads: int, prompt: list[int], new: int, int8: bool) -> dict:
+def bench_rlx(path: Path, threads: int, prompt: list[int], new: int, backend: str, int8: bool) -> dict:
     from rlx.llm import load_gguf
 
-    opts = {"threads": threads} if backend == "onnxruntime" else {}
+    opts = {"threads": threads} if backend in ("onnxruntime", "openvino") else {}
     t = time.perf_counter()
     model = load_gguf(path, backend=backend, int8_activations=int8, **opts)
     model.generate(prompt[:8], max_new_tokens=2, stop=[])  # compile the graphs (prefill bucket 16, decode)
@@ -62,7 +67,7 @@ def bench_rlx(path: Path, backend: str, threads: int, prompt: list[int], new: in
     st = model.last_stats
     return {"setup_s": setup, "prefill_tok_s": len(prompt) / (st["prefill_ms"] / 1e3), "decode_tok_s": st["decode_tokens_per_s"],
             "decode_ms_per_token": 1e3 / st["decode_tokens_per_s"], "weight_bytes": weight_bytes(model),
-            "python_us_per_token": st["decode_overhead_us_per_token"],
+            "python_us_per_token": st["decode_overhead_us_per_token"], "fastest_ms": st["decode_ms_fastest_token"],
             # CPU seconds of the process (all its threads): on a loaded machine closer to the work done than wall time
             "cpu_prefill_ms": 1e3 * (c1 - c0), "cpu_decode_ms_per_token": 1e3 * max(c2 - c1 - (c1 - c0), 0.0) / (new - 1)}
 
@@ -84,58 +89,144 @@ def bench_transformers(path: Path, threads: int, prompt: list[int], new: int) ->
         out = model(ids, use_cache=True)
         prefill, c1 = time.perf_counter() - t, time.process_time()
         past, tok = out.past_key_values, out.logits[:, -1:].argmax(-1)
-        t = time.perf_counter()
+        t = fastest = time.perf_counter()
+        steps = []
         for _ in range(new - 1):
             out = model(tok, past_key_values=past, use_cache=True)
             past, tok = out.past_key_values, out.logits[:, -1:].argmax(-1)
+            steps.append(time.perf_counter() - fastest)
+            fastest = time.perf_counter()
         dec, c2 = time.perf_counter() - t, time.process_time()
     return {"prefill_tok_s": len(prompt) / prefill, "decode_tok_s": (new - 1) / dec, "decode_ms_per_token": 1e3 * dec / (new - 1),
-            "cpu_prefill_ms": 1e3 * (c1 - c0), "cpu_decode_ms_per_token": 1e3 * (c2 - c1) / (new - 1)}
+            "cpu_prefill_ms": 1e3 * (c1 - c0), "cpu_decode_ms_per_token": 1e3 * (c2 - c1) / (new - 1), "fastest_ms": 1e3 * min(steps)}
+
+
+def bench_llamacpp(path: Path, threads: int, prompt: list[int], new: int) -> dict:
+    """llama.cpp on the same file: prefill = one ``eval`` of the prompt, decode = one ``eval`` per token with a
+    greedy argmax of the last logits row (as rlx's loop does); wall time and llama.cpp's own perf counters."""
+    import llama_cpp
+
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=max(256, len(prompt) + new), n_threads=threads,
+                          n_threads_batch=threads, n_batch=max(512, len(prompt)), logits_all=False, verbose=False)
+    ctx, vocab = llm._ctx.ctx, llm.n_vocab()
+
+    def last_logits() -> np.ndarray:
+        return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(vocab,))
+
+    llm.eval(prompt[:8])  # warm-up
+    llm.reset()
+    llama_cpp.llama_perf_context_reset(ctx)
+    t, c0 = time.perf_counter(), time.process_time()
+    llm.eval(prompt)
+    tok = int(np.argmax(last_logits()))
+    prefill, c1 = time.perf_counter() - t, time.process_time()
+    toks, steps = [tok], []
+    t = mark = time.perf_counter()
+    for _ in range(new - 1):
+        llm.eval([tok])
+        tok = int(np.argmax(last_logits()))
+        toks.append(tok)
+        steps.append(time.perf_counter() - mark)
+        mark = time.perf_counter()
+    dec, c2 = time.perf_counter() - t, time.process_time()
+    perf = llama_cpp.llama_perf_context(ctx)
+    llm.close()
+    return {"prefill_tok_s": len(prompt) / prefill, "decode_tok_s": (new - 1) / dec, "decode_ms_per_token": 1e3 * dec / (new - 1),
+            "cpu_prefill_ms": 1e3 * (c1 - c0), "cpu_decode_ms_per_token": 1e3 * (c2 - c1) / (new - 1),
+            "perf_eval_ms_per_token": perf.t_eval_ms / max(perf.n_eval, 1), "tokens": toks, "fastest_ms": 1e3 * min(steps)}
+
+
+def best(rounds: int, fn, *args) -> dict:
+    """The fastest of ``rounds`` runs of ``fn(*args)`` (by decode time), with the best prefill of them."""
+    rows = [fn(*args) for _ in range(max(rounds, 1))]
+    out = min(rows, key=lambda r: r["decode_ms_per_token"])
+    out["prefill_tok_s"] = max(r["prefill_tok_s"] for r in rows)
+    out["fastest_ms"] = min(r["fastest_ms"] for r in rows)
+    return out
+
+
+def tables(rows: list[dict], bw: float) -> str:
+    """One markdown table per thread count: rlx against llama.cpp (decode ratios: wall tokens/s, fastest token, and
+    CPU time per token, the figure a shared machine distorts least), the bandwidth bound and transformers eager
+    (prefill ratio)."""
+    out = []
+    for threads in sorted({r["threads"] for r in rows}):
+        out += [f"\nthreads={threads} (memory bandwidth {bw / 1e9:.1f} GB/s)\n",
+                "| type | engine | prefill tok/s | decode tok/s | ms / token | fastest token ms | CPU ms / token | x bound "
+                "| decode / llama.cpp | fastest / llama.cpp's | CPU: llama.cpp's / this | prefill / transformers |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in (r for r in rows if r["threads"] == threads):
+            peers = {p["engine"]: p for p in rows if p["threads"] == threads and p["type"] == r["type"]}
+            lc, hf = peers.get("llama.cpp"), peers.get("transformers-eager")
+            bound = r.get("bound_ms_per_token")
+            nan = float("nan")
+            out.append(f"| {r['type']} | {r['engine']} | {r['prefill_tok_s']:.0f} | {r['decode_tok_s']:.1f} | "
+                       f"{r['decode_ms_per_token']:.2f} | {r['fastest_ms']:.2f} | {r['cpu_decode_ms_per_token']:.2f} | "
+                       f"{r['decode_ms_per_token'] / bound if bound else nan:.2f} | "
+                       f"{r['decode_tok_s'] / lc['decode_tok_s'] if lc else nan:.2f} | "
+                       f"{lc['fastest_ms'] / r['fastest_ms'] if lc else nan:.2f} | "
+                       f"{lc['cpu_decode_ms_per_token'] / r['cpu_decode_ms_per_token'] if lc else nan:.2f} | "
+                       f"{r['prefill_tok_s'] / hf['prefill_tok_s'] if hf else nan:.2f} |")
+    return "\n".join(out)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--types", default="F16,Q8_0,Q4_0")
     ap.add_argument("--threads", default=f"1,{os.cpu_count()}")
-    ap.add_argument("--backends", default="onnxruntime")
+    ap.add_argument("--backends", default="onnxruntime,openvino" if importlib.util.find_spec("openvino") else "onnxruntime")
+    ap.add_argument("--modes", default="exact,int8x", help="rlx paths for Q4_0 / Q8_0: exact, int8x")
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--new", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--no-transformers", action="store_true")
+    ap.add_argument("--no-llamacpp", action="store_true")
+    ap.add_argument("--dir", default=None, help="keep the GGUF files here (reused when present)")
     ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = ap.parse_args()
     from gguf_models import write_model
 
+    try:
+        import llama_cpp  # noqa: F401
+        have_llamacpp = not args.no_llamacpp
+    except ImportError:
+        print("llama-cpp-python: not installed (build it from source to compare)")
+        have_llamacpp = False
     bw = bandwidth()
-    print(f"memory bandwidth (NumPy copy, read + write): {bw / 1e9:.1f} GB/s")
-    prompt = list(np.random.default_rng(0).integers(3, SHAPE["vocab"], args.prompt))
+    print(f"memory bandwidth (NumPy copy, read + write): {bw / 1e9:.1f} GB/s; load average {os.getloadavg()[0]:.1f}")
+    prompt = [int(t) for t in np.random.default_rng(0).integers(3, SHAPE["vocab"], args.prompt)]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(args.dir or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
         for qtype in args.types.split(","):
-            t = time.perf_counter()
-            path = write_model(Path(tmp) / f"llama100m_{qtype}.gguf", qtype=qtype, **SHAPE)
-            print(f"\n{qtype}: wrote {path.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t:.0f} s")
+            path = folder / f"llama100m_{qtype}.gguf"
+            if not path.exists():
+                t = time.perf_counter()
+                write_model(path, qtype=qtype, **SHAPE)
+                print(f"\n{qtype}: wrote {path.stat().st_size / 1e6:.0f} MB in {time.perf_counter() - t:.0f} s")
             for threads in map(int, args.threads.split(",")):
+                run = (path, threads, prompt, args.new)
+
+                def add(engine: str, r: dict, qtype: str = qtype, threads: int = threads) -> None:
+                    rows.append({"type": qtype, "threads": threads, "engine": engine, **r})
+                    extra = f", bound {r['bound_ms_per_token']:.2f} ms" if "bound_ms_per_token" in r else ""
+                    print(f"  {engine:24s} threads={threads}: prefill {r['prefill_tok_s']:7.1f} tok/s, decode "
+                          f"{r['decode_tok_s']:6.1f} tok/s ({r['decode_ms_per_token']:.2f} ms/token; CPU "
+                          f"{r['cpu_decode_ms_per_token']:.2f} ms/token{extra}, fastest token {r['fastest_ms']:.2f} ms); "
+                          f"load {os.getloadavg()[0]:.1f}", flush=True)
+
+                if have_llamacpp:
+                    add("llama.cpp", best(args.rounds, bench_llamacpp, *run))
                 for backend in args.backends.split(","):
-                    for int8 in (False, True) if qtype in ("Q8_0", "Q4_0") else (False,):
-                        r = bench_rlx(path, backend, threads, prompt, args.new, int8)
+                    modes = args.modes.split(",") if qtype in ("Q8_0", "Q4_0") else ["exact"]
+                    for mode in modes:
+                        r = best(args.rounds, bench_rlx, *run, backend, mode == "int8x")
                         r["bound_ms_per_token"] = 1e3 * r["weight_bytes"] / bw
-                        engine = f"rlx-{backend}" + ("-int8x" if int8 else "")
-                        rows.append({"type": qtype, "threads": threads, "engine": engine, **r})
-                        print(f"  {engine:22s} threads={threads}: prefill {r['prefill_tok_s']:7.1f} tok/s, decode "
-                              f"{r['decode_tok_s']:6.1f} tok/s ({r['decode_ms_per_token']:.1f} ms/token, Python "
-                              f"{r['python_us_per_token']:.0f} us; CPU {r['cpu_decode_ms_per_token']:.1f} ms/token, prefill "
-                              f"{r['cpu_prefill_ms']:.0f} ms; bandwidth bound {r['bound_ms_per_token']:.1f} ms = "
-                              f"{r['weight_bytes'] / 1e6:.0f} MB / {bw / 1e9:.1f} GB/s)")
+                        add(f"rlx-{backend}" + ("-int8x" if mode == "int8x" else ""), r)
                 if not args.no_transformers:
-                    r = bench_transformers(path, threads, prompt, args.new)
-                    rows.append({"type": qtype, "threads": threads, "engine": "transformers-eager", **r})
-                    print(f"  {'transformers-eager':22s} threads={threads}: prefill {r['prefill_tok_s']:8.1f} tok/s, decode "
-                          f"{r['decode_tok_s']:6.1f} tok/s ({r['decode_ms_per_token']:.1f} ms/token; CPU "
-                          f"{r['cpu_decode_ms_per_token']:.1f} ms/token, prefill {r['cpu_prefill_ms']:.0f} ms)")
-            try:
-                import llama_cpp  # noqa: F401
-            except ImportError:
-                print("  llama-cpp-python: not installed (not built here)")
+                    add("transformers-eager", best(args.rounds, bench_transformers, *run))
+    print(tables(rows, bw))
     if args.json:
         Path(args.json).write_text(json.dumps({"bandwidth_Bps": bw, "rows": rows}, indent=1))
 

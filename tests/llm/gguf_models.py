@@ -50,7 +50,7 @@ def _quantized(rng: np.random.Generator, w: np.ndarray, qtype: str) -> np.ndarra
 def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: int = 300, d: int = 64, layers: int = 2,
                 heads: int = 4, kv_heads: int = 2, ff: int = 96, seed: int = 0, qk_norm: bool | None = None,
                 tie: bool = False, extra: dict | None = None, tensors: dict[str, np.ndarray] | None = None,
-                tokenizer: str = "llama") -> Path:
+                tokenizer: str = "llama", embed_std: float = 1.0) -> Path:
     """Write a random-weight model; matmul weights in ``qtype`` (norms, biases, embedding F32)."""
     from gguf import GGMLQuantizationType, GGUFWriter
 
@@ -64,7 +64,8 @@ def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: i
     w.add_head_count(heads)
     w.add_head_count_kv(kv_heads)
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_freq_base(10000.0)
+    if "add_rope_freq_base" not in (extra or {}):
+        w.add_rope_freq_base(10000.0)
     w.add_rope_dimension_count(hd)
     w.add_key_length(hd)
     w.add_value_length(hd)
@@ -98,7 +99,7 @@ def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: i
         else:
             w.add_tensor(name, _quantized(rng, a, qtype), raw_dtype=GGMLQuantizationType[qtype])
 
-    f32("token_embd.weight", (vocab, d), 1.0)
+    f32("token_embd.weight", (vocab, d), embed_std)
     for i in range(layers):
         b = f"blk.{i}."
         f32(b + "attn_norm.weight", (d,), 0.1, 1.0)
@@ -109,10 +110,13 @@ def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: i
             f32(b + "attn_q.bias", (heads * hd,), 0.1)
             f32(b + "attn_k.bias", (kv_heads * hd,), 0.1)
             f32(b + "attn_v.bias", (kv_heads * hd,), 0.1)
-        if qk_norm or (qk_norm is None and arch == "qwen3"):
+        if qk_norm or (qk_norm is None and arch in ("qwen3", "gemma3")):
             f32(b + "attn_q_norm.weight", (hd,), 0.1, 1.0)
             f32(b + "attn_k_norm.weight", (hd,), 0.1, 1.0)
         mat(b + "attn_output.weight", d, heads * hd)
+        if arch in ("gemma2", "gemma3"):  # norms after attention and FFN as well
+            f32(b + "post_attention_norm.weight", (d,), 0.1, 1.0)
+            f32(b + "post_ffw_norm.weight", (d,), 0.1, 1.0)
         f32(b + "ffn_norm.weight", (d,), 0.1, 1.0)
         mat(b + "ffn_gate.weight", ff, d)
         mat(b + "ffn_up.weight", ff, d)

@@ -73,6 +73,58 @@ def test_parity_onnxruntime(tmp_path, arch, qtype):
     _case(tmp_path, arch, qtype, backend="onnxruntime")
 
 
+GEMMA2_CAPS = {"add_attn_logit_softcapping": 0.5, "add_final_logit_softcapping": 2.0, "add_sliding_window": 4}
+
+
+@pytest.mark.parametrize(("qtype", "backend"), [("Q8_0", "onnxruntime"), pytest.param("F32", "numpy", marks=SLOW),
+                                                pytest.param("Q4_K", "onnxruntime", marks=SLOW)])
+def test_gemma2(tmp_path, qtype, backend):
+    """gemma2: embeddings times sqrt(d), post-attention / post-FFN norms, GELU-tanh gating, tied head, soft-capped
+    scores and logits (caps small enough to bind: 0.5 and 2.0), a sliding window of 4 on the even layers (shorter
+    than the prompt: prefill and decode masks both bind); transformers' GGUF reader takes neither cap nor the query
+    scale from the file, so its config gets them. Embeddings at std 0.05 so the tied head does not just repeat
+    the last token."""
+    d = 256 if qtype.endswith("_K") else 64
+    path = write_model(tmp_path / "g.gguf", arch="gemma2", qtype=qtype, d=d, ff=2 * d if d == 256 else 96, tie=True,
+                       extra=GEMMA2_CAPS, embed_std=0.05)
+    model = load_gguf(path, backend=backend)
+    logits, tokens = model.logits(PROMPT), model.generate(PROMPT, max_new_tokens=NEW, stop=[])
+    ref_logits, ref_tokens = hf_run(path, PROMPT, NEW, head_dim=d // 4, query_pre_attn_scalar=d // 4,
+                                    attn_logit_softcapping=0.5, final_logit_softcapping=2.0)
+    assert np.abs(logits - ref_logits).max() <= 1e-3 * np.abs(ref_logits).max()
+    assert tokens == ref_tokens
+    assert np.abs(ref_logits).max() <= 2.0  # the final cap binds
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", pytest.param("numpy", marks=SLOW)])
+def test_gemma3(tmp_path, backend):
+    """gemma3: gemma2's block with per-head q / k RMSNorm and no soft-caps, five local layers in six (window 4,
+    shorter than the prompt) rotating with their own base (10000) while the global ones use the file's (1e6)."""
+    prompt = [*PROMPT, 44, 51]
+    path = write_model(tmp_path / "g3.gguf", arch="gemma3", qtype="Q4_0", layers=7, tie=True, embed_std=0.05,
+                       extra={"add_sliding_window": 4, "add_rope_freq_base": 1e6})
+    model = load_gguf(path, backend=backend)
+    logits, tokens = model.logits(prompt), model.generate(prompt, max_new_tokens=NEW, stop=[])
+    ref_logits, ref_tokens = hf_run(path, prompt, NEW, head_dim=16, query_pre_attn_scalar=16)
+    assert np.abs(logits - ref_logits).max() <= 1e-3 * np.abs(ref_logits).max()
+    assert tokens == ref_tokens
+
+
+@SLOW
+def test_openvino(tmp_path):
+    """OpenVINO reads the same ONNX (MatMulNBits included): Q8_0 exact (f32 MatMul) against transformers, and
+    Q4_0, where OpenVINO quantizes the activations to int8 blocks whatever the accuracy level, against onnxruntime's
+    int8-activation path (llama.cpp's scheme)."""
+    pytest.importorskip("openvino")
+    pytest.importorskip("onnxruntime")
+    _case(tmp_path, "llama", "Q8_0", backend="openvino")
+    path = write_model(tmp_path / "q4.gguf", qtype="Q4_0")
+    ov, ort = load_gguf(path, backend="openvino"), load_gguf(path, backend="onnxruntime", int8_activations=True)
+    a, b = ov.logits(PROMPT), ort.logits(PROMPT)
+    assert np.abs(a - b).max() <= 1e-5 * np.abs(b).max()
+    assert ov.generate(PROMPT, max_new_tokens=NEW, stop=[]) == ort.generate(PROMPT, max_new_tokens=NEW, stop=[])
+
+
 @SLOW
 def test_tied_embeddings_and_mha(tmp_path):
     """No output.weight (the head reads token_embd) and as many KV heads as query heads."""

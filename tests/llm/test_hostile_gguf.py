@@ -58,6 +58,10 @@ def test_hostile_files_raise_gguf_error(good, tmp_path):
     cases["wrong_shape"] = (str(write_model(tmp_path / "shape.gguf", extra={"add_feed_forward_length": 80})), "ffn_gate")
     cases["unsupported_arch"] = (str(write_model(tmp_path / "arch.gguf", arch="gpt2")), "architecture 'gpt2'")
     cases["bad_heads"] = (str(write_model(tmp_path / "heads.gguf", extra={"add_head_count_kv": 3})), "head_count_kv")
+    cases["bad_softcap"] = (str(write_model(tmp_path / "cap.gguf", arch="gemma2", tie=True,
+                                            extra={"add_attn_logit_softcapping": -1.0})), "soft-capping")
+    cases["bad_window"] = (str(write_model(tmp_path / "win.gguf", arch="gemma3", tie=True, extra={"add_sliding_window": 0})),
+                           "sliding_window")
     labels = list(cases)
     outcomes = run_cases(CHILDREN, "load_and_run", [[cases[k][0]] for k in labels], wall=60)
     wrong = [(label, out) for label, out in zip(labels, outcomes)

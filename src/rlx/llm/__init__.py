@@ -14,13 +14,18 @@ from rlx.llm.model import LlmModel, check_vocab
 __all__ = ["GgufError", "LlmConfig", "LlmModel", "default_backend", "load_gguf"]
 
 
-def default_backend() -> str:
-    """onnxruntime when installed (packed Q4_0 / Q8_0 kernels, low per-call overhead), else the numpy executor."""
+def default_backend(int8_activations: bool = False) -> str:
+    """onnxruntime when installed (packed Q4_0 / Q8_0 kernels, low per-call overhead), else the numpy executor; with
+    ``int8_activations``, openvino first when installed: it runs the same graphs' int8-activation matmuls in ~30%
+    less CPU time per decoded token and prefills ~2x faster (docs/llm.md), and its 4-bit kernels always quantize
+    activations, which is that path's semantics but not the exact one's."""
+    if int8_activations and importlib.util.find_spec("openvino") is not None:
+        return "openvino"
     return "onnxruntime" if importlib.util.find_spec("onnxruntime") is not None else "numpy"
 
 
 def load_gguf(path: str | os.PathLike[str], backend: str = "auto", *, int8_activations: bool = False, **options: Any) -> LlmModel:
-    """Read, validate and build the model in a GGUF file (llama / mistral / qwen2 / qwen3).
+    """Read, validate and build the model in a GGUF file (llama / mistral / qwen2 / qwen3 / gemma / gemma2 / gemma3).
 
     ``backend`` (``"auto"``: :func:`default_backend`, falling back to numpy for graphs it cannot compile) and
     ``options`` (e.g. ``threads=1`` for onnxruntime) go to :func:`rlx.compile` for the prefill and decode graphs;
@@ -34,7 +39,10 @@ def load_gguf(path: str | os.PathLike[str], backend: str = "auto", *, int8_activ
     check_vocab(f, c)
     auto = backend == "auto"
     if auto:
-        backend = default_backend()
+        backend = default_backend(int8_activations)
     w = load_weights(f, c)
     w.x_quant = "q8_block" if int8_activations else "none"
-    return LlmModel(f, c, w, backend=backend, options=options, fallback="numpy" if auto else None)
+    fallback = None
+    if auto:  # openvino -> onnxruntime -> numpy, for graphs an engine cannot compile
+        fallback = "onnxruntime" if backend == "openvino" and default_backend() == "onnxruntime" else "numpy"
+    return LlmModel(f, c, w, backend=backend, options=options, fallback=fallback)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from rlx.frontends.gguf import GgufError, GgufFile
 
 #: architectures rlx builds -> whether llama.cpp rotates adjacent pairs (its converter permutes q / k rows of
 #: llama-family checkpoints for this "normal" rope) rather than NeoX halves
-ROPE_INTERLEAVED = {"llama": True, "mistral": True, "qwen2": False, "qwen3": False}
+ROPE_INTERLEAVED = {"llama": True, "mistral": True, "qwen2": False, "qwen3": False, "gemma": False, "gemma2": False, "gemma3": False}
+#: llama.cpp's gemma2 defaults where the file has no key (also transformers' Gemma2Config defaults)
+GEMMA2_SOFTCAP = (50.0, 30.0)
 MAX_LAYERS = 1024
 MAX_WIDTH = 1 << 17
 
@@ -33,10 +37,32 @@ class LlmConfig:
     qk_norm: bool
     bos: int | None
     eos: int | None
+    #: gemma2: embeddings times sqrt(d), RMSNorm after attention and FFN too, GELU (tanh) gating, tanh soft-capping
+    #: of attention scores and logits (0: none), the query scale, local layers' sliding window (0: none)
+    embed_scale: float = 1.0
+    post_norms: bool = False
+    ffn_act: str = "silu"
+    attn_softcap: float = 0.0
+    final_softcap: float = 0.0
+    query_scale: float | None = None
+    sliding_window: int = 0
+    #: layer i is local (sliding window) unless (i + 1) % local_pattern == 0 (gemma2: 2, gemma3: 6)
+    local_pattern: int = 2
+    #: gemma3's local layers rotate with their own base (0: the global tables), unscaled
+    rope_base_local: float = 0.0
 
     @property
     def group(self) -> int:
         return self.n_heads // self.n_kv_heads
+
+    def is_local(self, layer: int) -> bool:
+        """gemma2 / gemma3's local (sliding-window) layers, as in llama.cpp and transformers (gemma2: the even ones)."""
+        return self.sliding_window > 0 and (layer + 1) % self.local_pattern != 0
+
+    @property
+    def rope_width(self) -> int:
+        """Width of the graphs' rope rows: the q and k heads side by side."""
+        return (self.n_heads + self.n_kv_heads) * self.head_dim
 
 
 def _int(f: GgufFile, key: str, default: int | None = None, lo: int = 1, hi: int = MAX_WIDTH) -> int:
@@ -83,13 +109,29 @@ def config_from_gguf(f: GgufFile) -> LlmConfig:
         raise GgufError(f"{f.path}: rope.scaling.factor must be > 0")
     eps = _float(f, f"{a}.attention.layer_norm_rms_epsilon", 1e-5)
     bos, eos = f.get("tokenizer.ggml.bos_token_id"), f.get("tokenizer.ggml.eos_token_id")
+    extra: dict = {}
+    if arch == "gemma":  # embeddings times sqrt(d), GELU-tanh gating, q scaled by 1/sqrt(head dim): no post norms
+        extra = {"embed_scale": float(np.float32(d ** 0.5)), "ffn_act": "gelu_tanh", "query_scale": head_dim ** -0.5}
+    if arch in ("gemma2", "gemma3"):
+        layers = _int(f, f"{a}.block_count", hi=MAX_LAYERS)
+        # llama.cpp scales q by 1/sqrt(head dim), except for the 27B models (46 / 62 layers): 1/sqrt(d / heads)
+        big = layers == (46 if arch == "gemma2" else 62)
+        caps = GEMMA2_SOFTCAP if arch == "gemma2" else (0.0, 0.0)  # gemma3 has no soft-capping unless the file says so
+        extra = {"embed_scale": float(np.float32(d ** 0.5)), "post_norms": True, "ffn_act": "gelu_tanh",
+                 "attn_softcap": _float(f, f"{a}.attn_logit_softcapping", caps[0]),
+                 "final_softcap": _float(f, f"{a}.final_logit_softcapping", caps[1]),
+                 "query_scale": (d / heads if big else head_dim) ** -0.5,
+                 "sliding_window": _int(f, f"{a}.attention.sliding_window", 4096, hi=1 << 24),
+                 **({"local_pattern": 6, "rope_base_local": 10000.0} if arch == "gemma3" else {})}
+        if extra["attn_softcap"] < 0 or extra["final_softcap"] < 0:
+            raise GgufError(f"{f.path}: soft-capping values must be >= 0 (0: none)")
     return LlmConfig(
         arch=arch, n_layers=_int(f, f"{a}.block_count", hi=MAX_LAYERS), d_model=d, n_heads=heads, n_kv_heads=kv,
         head_dim=head_dim, n_rot=n_rot, d_ff=_int(f, f"{a}.feed_forward_length", hi=1 << 20), vocab=emb.shape[0],
         context=_int(f, f"{a}.context_length", 4096, hi=1 << 24), eps=eps,
         rope_base=_float(f, f"{a}.rope.freq_base", 10000.0), rope_interleaved=ROPE_INTERLEAVED[arch],
         rope_linear_factor=factor, qkv_bias="blk.0.attn_q.bias" in f.tensors, qk_norm="blk.0.attn_q_norm.weight" in f.tensors,
-        bos=bos if isinstance(bos, int) else None, eos=eos if isinstance(eos, int) else None,
+        bos=bos if isinstance(bos, int) else None, eos=eos if isinstance(eos, int) else None, **extra,
     )
 
 
@@ -109,6 +151,8 @@ def expected_shapes(c: LlmConfig) -> dict[str, tuple[int, ...]]:
             shapes.update({b + "attn_q.bias": (c.n_heads * hd,), b + "attn_k.bias": (kvw,), b + "attn_v.bias": (kvw,)})
         if c.qk_norm:
             shapes.update({b + "attn_q_norm.weight": (hd,), b + "attn_k_norm.weight": (hd,)})
+        if c.post_norms:
+            shapes.update({b + "post_attention_norm.weight": (d,), b + "post_ffw_norm.weight": (d,)})
     return shapes
 
 

@@ -5,7 +5,7 @@ tensor, stays out of the compiled sessions (onnxruntime models must serialize be
 
 * prefill: token embeddings [S, D] (S symbolic) -> the last position's logits [1, V] and every layer's rotated keys and values
   [KV, S, hd] (keys stored transposed, [KV, hd, S], ready for the decode step's score matmul).
-* decode: one token at position p -> logits [1, V] and the new key / value of every layer; the cache (capacity C,
+* decode: one token at position p -> logits [1, V] and the new keys / values of all layers; the cache (capacity C,
   keys [KV, hd, C], values [KV, C, hd]) is an input read in place: slots >= p are masked by the ``bias`` input, and
   the current token's own key and value join through a separate score column, so the cache is never copied. The
   caller writes the returned entries into slot p (an in-place update of its own buffers).
@@ -35,15 +35,27 @@ class Weights:
     schemes: dict[str, str | None] = field(default_factory=dict)
     #: dequant_matmul's x_quant for the schemes in INT8_X_SCHEMES ("q8_block": llama.cpp-style int8 activations)
     x_quant: str = "none"
+    #: merged weight name -> (the file's tensor names it holds, their output widths), see :data:`MERGED`
+    merged: dict[str, tuple[tuple[str, ...], tuple[int, ...]]] = field(default_factory=dict)
+
+    def merged_name(self, names: tuple[str, ...]) -> str | None:
+        return next((m for m, (parts, _) in self.merged.items() if parts == names), None)
 
 
 #: schemes whose matmuls take int8 activation blocks when asked (onnxruntime runs them as integer MatMulNBits)
 INT8_X_SCHEMES = frozenset({"gguf_q4_0", "gguf_q8_0"})
 
 
-def load_weights(f: GgufFile, c: LlmConfig) -> Weights:
+#: matmuls of one layer that read the same input -> the merged weight that replaces them when they share a weight
+#: type: one kernel call instead of three (two), and fewer nodes per decode step (rows of a packed weight are
+#: independent, so stacking them computes the same columns)
+MERGED = {"attn_qkv": ("attn_q", "attn_k", "attn_v"), "ffn_gate_up": ("ffn_gate", "ffn_up")}
+
+
+def load_weights(f: GgufFile, c: LlmConfig, merge: bool = True) -> Weights:
     """The operands the architecture reads (other tensors in the file are ignored): 2-D weights as matmul operands
-    (packed or f32 [K, N]), the embedding, norms and biases as f32."""
+    (packed or f32 [K, N]), the embedding, norms and biases as f32; with ``merge``, the groups of :data:`MERGED`
+    stacked into one operand each (and their biases into one bias)."""
     w = Weights()
     for name in expected_shapes(c):
         t = f.tensors.get(name)
@@ -55,13 +67,64 @@ def load_weights(f: GgufFile, c: LlmConfig) -> Weights:
             w.arrays[name] = np.ascontiguousarray(to_f32(t))
     if "output.weight" not in w.arrays:  # tied embeddings: the lm head reads token_embd's (packed) rows
         w.schemes["output.weight"], w.arrays["output.weight"] = matmul_operand(f.tensors["token_embd.weight"])
+    for i in range(c.n_layers) if merge else ():
+        for merged, parts in MERGED.items():
+            _merge(w, f"blk.{i}.{merged}", tuple(f"blk.{i}.{p}" for p in parts))
     return w
+
+
+def _merge(w: Weights, merged: str, stems: tuple[str, ...]) -> None:
+    names = tuple(s + ".weight" for s in stems)
+    if len({w.schemes[n] for n in names}) != 1:
+        return  # mixed weight types (e.g. a Q4_K_M file's Q6_K attn_v): separate matmuls
+    packed = w.schemes[names[0]] is not None
+    arrays = [w.arrays.pop(n) for n in names]
+    widths = tuple(a.shape[0] if packed else a.shape[1] for a in arrays)
+    w.arrays[merged + ".weight"] = np.concatenate(arrays, axis=0 if packed else 1)
+    w.schemes[merged + ".weight"] = w.schemes[names[0]]
+    for n in names:
+        del w.schemes[n]
+    w.merged[merged + ".weight"] = (names, widths)
+    if all(s + ".bias" in w.arrays for s in stems):
+        w.arrays[merged + ".bias"] = np.concatenate([w.arrays.pop(s + ".bias") for s in stems])
+
+
+def rope_pairs(c: LlmConfig) -> np.ndarray:
+    """For each of a head's hd lanes, the lane it rotates with: adjacent pairs (llama.cpp's normal rope) or the
+    other half of the first n_rot lanes (NeoX); lanes past n_rot pair with themselves (their sin rows are 0)."""
+    lanes = np.arange(c.head_dim)
+    half = c.n_rot // 2
+    rot = lanes[: c.n_rot]
+    lanes[: c.n_rot] = rot ^ 1 if c.rope_interleaved else np.where(rot < half, rot + half, rot - half)
+    return lanes.astype(np.int64)
+
+
+def rope_rows(c: LlmConfig, cos: np.ndarray, sin: np.ndarray, heads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """cos / sin [n, n_rot/2] -> the [n, heads·hd] rows of ``y = x·cos_rows + x[pair]·sin_rows``: each angle's cos on
+    both lanes of its pair, -sin on the first (a·c - b·s) and +sin on the second (b·c + a·s); 1 and 0 past n_rot."""
+    n, half = cos.shape[0], c.n_rot // 2
+    cr = np.ones((n, c.head_dim), np.float32)
+    sr = np.zeros((n, c.head_dim), np.float32)
+    first, second = (slice(0, c.n_rot, 2), slice(1, c.n_rot, 2)) if c.rope_interleaved else (slice(0, half), slice(half, c.n_rot))
+    cr[:, first], cr[:, second] = cos, cos
+    sr[:, first], sr[:, second] = -sin, sin
+    return np.tile(cr, (1, heads)), np.tile(sr, (1, heads))
+
+
+def rope_inputs(g: Graph, c: LlmConfig, s: int | str) -> tuple[tuple[Value, Value], tuple[Value, Value]]:
+    """The graph's rope rows: (cos, sin) for every layer, then gemma3's local layers' own (cos_local, sin_local) (the
+    same pair when the model has one rope)."""
+    glob = (g.input("cos", (s, c.rope_width), "f32"), g.input("sin", (s, c.rope_width), "f32"))
+    if not c.rope_base_local:
+        return glob, glob
+    return glob, (g.input("cos_local", (s, c.rope_width), "f32"), g.input("sin_local", (s, c.rope_width), "f32"))
 
 
 class _Builder:
     def __init__(self, c: LlmConfig, w: Weights, name: str):
         self.c, self.w, self.g = c, w, Graph(name)
         self.params: dict[str, Value] = {}
+        self._pairs: dict[int, Value] = {}
 
     def param(self, name: str) -> Value:
         if name not in self.params:
@@ -80,10 +143,24 @@ class _Builder:
             y = y + self.param(bias)
         return y
 
+    def linears(self, x: Value, stems: tuple[str, ...]) -> list[Value]:
+        """``x @ Wᵀ (+ b)`` for the weights ``stem.weight`` (biases ``stem.bias`` where present): one merged matmul
+        whose columns are split, or one matmul each."""
+        merged = self.w.merged_name(tuple(s + ".weight" for s in stems))
+        if merged is None:
+            return [self.linear(x, s + ".weight", s + ".bias") for s in stems]
+        y = self.linear(x, merged, merged[: -len(".weight")] + ".bias")
+        out, start = [], 0
+        for width in self.w.merged[merged][1]:
+            out.append(self.g.narrow(y, 1, start, width))
+            start += width
+        return out
+
     def norm(self, x: Value, name: str) -> Value:
-        gamma = self.param(name)
-        beta = self.g.constant(np.zeros(gamma.shape, np.float32))
-        return self.g.rms_norm(x, gamma, beta, axis=-1, eps=self.c.eps)
+        """RMSNorm over the last axis, x / sqrt(mean(x²) + eps) · gamma (the rms_norm op's formula, without its beta),
+        written in the elementwise ops onnxruntime fuses into one SimplifiedLayerNormalization kernel."""
+        g = self.g
+        return x / g.sqrt(g.mean(x * x, axes=[-1], keep_dim=True) + self.c.eps) * self.param(name)
 
     def head_norm(self, x: Value, name: str, heads: int) -> Value:
         """qwen3's per-head RMSNorm of q / k [S, heads·hd]."""
@@ -91,26 +168,55 @@ class _Builder:
         y = self.norm(self.g.reshape(x, new_shape=[-1, heads, hd]), name)
         return self.g.reshape(y, new_shape=[-1, heads * hd])
 
+    def rope(self, t: Value, heads: int, cos: Value, sin: Value) -> Value:
+        """The rope op's rotation of t [S, heads·hd] written as ``t·cos + t[pair]·sin`` over the rows of
+        :func:`rope_rows` (tiled over the heads): the same products and sums (a·c - b·s, b·c + a·s), in four ONNX
+        nodes instead of the rope exporter's slices and concats (what the decode step's node count is made of)."""
+        g, width = self.g, heads * self.c.head_dim
+        if heads not in self._pairs:
+            self._pairs[heads] = g.constant(np.tile(rope_pairs(self.c), heads) + np.repeat(np.arange(heads) * self.c.head_dim,
+                                                                                            self.c.head_dim))
+        if width != cos.shape[1]:  # the tables are tiled for q and k heads together: every head's rows are the same
+            cos, sin = g.narrow(cos, 1, 0, width), g.narrow(sin, 1, 0, width)
+        return t * cos + g.gather(t, self._pairs[heads], axis=1) * sin
+
     def qkv(self, h: Value, i: int, cos: Value, sin: Value) -> tuple[Value, Value, Value]:
-        c, b = self.c, f"blk.{i}."
-        q = self.linear(h, b + "attn_q.weight", b + "attn_q.bias")
-        k = self.linear(h, b + "attn_k.weight", b + "attn_k.bias")
-        v = self.linear(h, b + "attn_v.weight", b + "attn_v.bias")
+        c, b, g = self.c, f"blk.{i}.", self.g
+        stems = (b + "attn_q", b + "attn_k", b + "attn_v")
+        merged = self.w.merged_name(tuple(s + ".weight" for s in stems))
+        if merged is not None and not c.qk_norm:  # q and k heads side by side in one matmul: one rope for both
+            y = self.linear(h, merged, b + "attn_qkv.bias")
+            wq, wk, wv = self.w.merged[merged][1]
+            qk = self.rope(g.narrow(y, 1, 0, wq + wk), c.n_heads + c.n_kv_heads, cos, sin)
+            return g.narrow(qk, 1, 0, wq), g.narrow(qk, 1, wq, wk), g.narrow(y, 1, wq + wk, wv)
+        q, k, v = self.linears(h, stems)
         if c.qk_norm:
             q, k = self.head_norm(q, b + "attn_q_norm.weight", c.n_heads), self.head_norm(k, b + "attn_k_norm.weight", c.n_kv_heads)
-        def rope(t: Value) -> Value:
-            return self.g.rope(t, cos, sin, head_dim=c.head_dim, n_rot=c.n_rot, interleaved=c.rope_interleaved)
-
-        return rope(q), rope(k), v
+        return self.rope(q, c.n_heads, cos, sin), self.rope(k, c.n_kv_heads, cos, sin), v
 
     def ffn(self, x: Value, i: int) -> Value:
         b = f"blk.{i}."
         h = self.norm(x, b + "ffn_norm.weight")
-        gate = self.g.silu(self.linear(h, b + "ffn_gate.weight"))
-        return x + self.linear(gate * self.linear(h, b + "ffn_up.weight"), b + "ffn_down.weight")
+        gate, up = self.linears(h, (b + "ffn_gate", b + "ffn_up"))
+        act = self.g.gelu_approx(gate) if self.c.ffn_act == "gelu_tanh" else self.g.silu(gate)
+        return x + self.post_norm(self.linear(act * up, b + "ffn_down.weight"), b + "post_ffw_norm.weight")
+
+    def post_norm(self, y: Value, name: str) -> Value:
+        """gemma2's RMSNorm of a block's output before the residual add (identity for the other architectures)."""
+        return self.norm(y, name) if self.c.post_norms else y
+
+    def softcap(self, s: Value, cap: float) -> Value:
+        """gemma2's tanh soft-capping, cap·tanh(s / cap) (none when cap is 0)."""
+        return self.g.tanh(s / cap) * cap if cap else s
+
+    def embed(self, x: Value) -> Value:
+        return x * self.c.embed_scale if self.c.embed_scale != 1.0 else x
+
+    def scale(self) -> float:
+        return self.c.query_scale if self.c.query_scale is not None else float(self.c.head_dim) ** -0.5
 
     def head(self, x: Value) -> Value:
-        return self.linear(self.norm(x, "output_norm.weight"), "output.weight")
+        return self.softcap(self.linear(self.norm(x, "output_norm.weight"), "output.weight"), self.c.final_softcap)
 
 
 def build_prefill(c: LlmConfig, w: Weights, length: int | None = None) -> Graph:
@@ -121,12 +227,12 @@ def build_prefill(c: LlmConfig, w: Weights, length: int | None = None) -> Graph:
     g, kv, hd, rep = bld.g, c.n_kv_heads, c.head_dim, c.group
     s = "seq" if length is None else length
     x = g.input("x", (s, c.d_model), "f32")
-    cos = g.input("cos", (s, c.n_rot // 2), "f32")
-    sin = g.input("sin", (s, c.n_rot // 2), "f32")
+    tables = rope_inputs(g, c, s)
     last = g.input("last", (1,), "i64")
+    x = bld.embed(x)
     caches: list[Value] = []
     for i in range(c.n_layers):
-        q, k, v = bld.qkv(bld.norm(x, f"blk.{i}.attn_norm.weight"), i, cos, sin)
+        q, k, v = bld.qkv(bld.norm(x, f"blk.{i}.attn_norm.weight"), i, *tables[c.is_local(i) and c.rope_base_local > 0])
         k4 = g.reshape(k, new_shape=[1, -1, kv, 1, hd])
         v4 = g.reshape(v, new_shape=[1, -1, kv, 1, hd])
         if rep > 1:
@@ -134,8 +240,11 @@ def build_prefill(c: LlmConfig, w: Weights, length: int | None = None) -> Graph:
             v4 = g.expand(v4, target_shape=[-1, -1, -1, rep, -1])
         att = g.attention(g.reshape(q, new_shape=[1, -1, c.n_heads, hd]), g.reshape(k4, new_shape=[1, -1, c.n_heads, hd]),
                           g.reshape(v4, new_shape=[1, -1, c.n_heads, hd]), num_heads=c.n_heads, head_dim=hd,
-                          mask_kind="causal", layout="bshd")
-        x = x + bld.linear(g.reshape(att, new_shape=[-1, c.n_heads * hd]), f"blk.{i}.attn_output.weight")
+                          score_scale=bld.scale(), attn_logit_softcap=c.attn_softcap or None, layout="bshd",
+                          # a local layer's query i sees keys i - window + 1 .. i (the op's window counts those before i)
+                          **({"mask_kind": "sliding_window", "window": c.sliding_window - 1} if c.is_local(i) else {"mask_kind": "causal"}))
+        att = g.reshape(att, new_shape=[-1, c.n_heads * hd])
+        x = x + bld.post_norm(bld.linear(att, f"blk.{i}.attn_output.weight"), f"blk.{i}.post_attention_norm.weight")
         x = bld.ffn(x, i)
         kh = g.reshape(k, new_shape=[-1, kv, hd])
         caches += [g.transpose(kh, perm=[1, 2, 0]), g.transpose(g.reshape(v, new_shape=[-1, kv, hd]), perm=[1, 0, 2])]
@@ -144,28 +253,33 @@ def build_prefill(c: LlmConfig, w: Weights, length: int | None = None) -> Graph:
 
 
 def build_decode(c: LlmConfig, w: Weights, capacity: int) -> Graph:
-    """One token: its embedding x [1, D], cos / sin [1, n_rot/2], bias [1, C] (0 for filled slots, -1e30 else), per layer
-    keys [KV, hd, C] and values [KV, C, hd] -> (logits [1, V], then per layer new key / value [KV, hd] each)."""
+    """One token: its embedding x [1, D], cos / sin rows [1, hd], bias [1, C] (0 for filled slots, -1e30 else), per layer
+    keys [KV, hd, C] and values [KV, C, hd] -> (logits [1, V], every layer's new key [L, KV, hd], new value [L, KV, hd]):
+    two stacked outputs rather than 2·L, so the caller's per-token cache update is two array writes."""
     bld = _Builder(c, w, f"llm_decode_{capacity}")
     g, kv, hd, rep = bld.g, c.n_kv_heads, c.head_dim, c.group
     x = g.input("x", (1, c.d_model), "f32")
-    cos = g.input("cos", (1, c.n_rot // 2), "f32")
-    sin = g.input("sin", (1, c.n_rot // 2), "f32")
+    tables = rope_inputs(g, c, 1)
     bias = g.input("bias", (1, capacity), "f32")
-    scale = float(hd) ** -0.5
+    # local layers' mask: also -1e30 for the slots that left the sliding window
+    bias_local = g.input("bias_local", (1, capacity), "f32") if c.sliding_window else bias
+    scale = bld.scale()
+    x = bld.embed(x)
     news: list[Value] = []
     for i in range(c.n_layers):
         kc = g.input(f"k{i}", (kv, hd, capacity), "f32")
         vc = g.input(f"v{i}", (kv, capacity, hd), "f32")
-        q, k, v = bld.qkv(bld.norm(x, f"blk.{i}.attn_norm.weight"), i, cos, sin)
+        q, k, v = bld.qkv(bld.norm(x, f"blk.{i}.attn_norm.weight"), i, *tables[c.is_local(i) and c.rope_base_local > 0])
         q3 = g.reshape(q, new_shape=[kv, rep, hd]) * scale
-        k3, v3 = g.reshape(k, new_shape=[kv, 1, hd]), g.reshape(v, new_shape=[kv, 1, hd])
-        s_cache = g.matmul(q3, kc) + bias  # [KV, rep, C]
-        s_self = g.sum(q3 * k3, axes=[-1], keep_dim=True)  # [KV, rep, 1]
+        v3 = g.reshape(v, new_shape=[kv, 1, hd])
+        s_cache = bld.softcap(g.matmul(q3, kc), c.attn_softcap) + (bias_local if c.is_local(i) else bias)  # [KV, rep, C]
+        s_self = bld.softcap(g.matmul(q3, g.reshape(k, new_shape=[kv, hd, 1])), c.attn_softcap)  # [KV, rep, 1]
         p = g.softmax(g.concat([s_cache, s_self], axis=-1), axis=-1)
         att = g.matmul(g.narrow(p, 2, 0, capacity), vc) + g.narrow(p, 2, capacity, 1) * v3
-        x = x + bld.linear(g.reshape(att, new_shape=[1, c.n_heads * hd]), f"blk.{i}.attn_output.weight")
+        x = x + bld.post_norm(bld.linear(g.reshape(att, new_shape=[1, c.n_heads * hd]), f"blk.{i}.attn_output.weight"),
+                              f"blk.{i}.post_attention_norm.weight")
         x = bld.ffn(x, i)
-        news += [g.reshape(k, new_shape=[kv, hd]), g.reshape(v, new_shape=[kv, hd])]
-    g.set_outputs([bld.head(x), *news])
+        news += [g.reshape(k, new_shape=[1, kv, hd]), g.reshape(v, new_shape=[1, kv, hd])]
+    stacked = [g.concat(news[j::2], axis=0) if c.n_layers > 1 else news[j] for j in (0, 1)]
+    g.set_outputs([bld.head(x), *stacked])
     return g

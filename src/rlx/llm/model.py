@@ -12,7 +12,7 @@ import numpy as np
 from rlx.frontends.gguf import GgufError, GgufFile
 from rlx.ir.errors import RlxError
 from rlx.llm.config import LlmConfig
-from rlx.llm.graphs import NEG, Weights, build_decode, build_prefill
+from rlx.llm.graphs import NEG, Weights, build_decode, build_prefill, rope_rows
 from rlx.llm.weights import to_f32
 from rlx.ops.numerics import philox_f32, sample_rows
 
@@ -23,12 +23,14 @@ SYMBOLIC_PREFILL = frozenset({"numpy"})
 PREFILL_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
 
 
-def rope_tables(c: LlmConfig, n: int, freq_factors: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """cos, sin [n, n_rot/2] for positions 0..n-1: theta_i = base^(-2i/n_rot) / factor_i, position / linear factor."""
-    inv = 1.0 / (c.rope_base ** (np.arange(0, c.n_rot, 2, dtype=np.float64) / c.n_rot))
-    if freq_factors is not None:
+def rope_tables(c: LlmConfig, n: int, freq_factors: np.ndarray | None = None, local: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """cos, sin [n, n_rot/2] for positions 0..n-1: theta_i = base^(-2i/n_rot) / factor_i, position / linear factor
+    (``local``: gemma3's local layers, their own base, unscaled)."""
+    base, factor = (c.rope_base_local, 1.0) if local else (c.rope_base, c.rope_linear_factor)
+    inv = 1.0 / (base ** (np.arange(0, c.n_rot, 2, dtype=np.float64) / c.n_rot))
+    if freq_factors is not None and not local:
         inv = inv / freq_factors.astype(np.float64)
-    ang = np.outer(np.arange(n, dtype=np.float64) / c.rope_linear_factor, inv)
+    ang = np.outer(np.arange(n, dtype=np.float64) / factor, inv)
     return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
 
 
@@ -45,7 +47,7 @@ class LlmModel:
         self._freq_factors = to_f32(ff).reshape(-1) if ff is not None else None
         self._prefill: dict[int | None, Any] = {}
         self._decode: dict[int, Any] = {}
-        self._cos, self._sin = rope_tables(config, 0)
+        self._rope: dict[str, np.ndarray] = {"cos": np.zeros((0, 0), np.float32)}
         self.last_stats: dict[str, float] = {}
 
     # ----------------------------------------------------------------- compiled graphs
@@ -80,10 +82,15 @@ class LlmModel:
             self._decode[capacity] = self._compile(build_decode(self.config, self.weights, capacity))
         return self._decode[capacity]
 
-    def _tables(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        if self._cos.shape[0] < n:
-            self._cos, self._sin = rope_tables(self.config, max(n, 2 * self._cos.shape[0], 256), self._freq_factors)
-        return self._cos, self._sin
+    def _tables(self, n: int) -> dict[str, np.ndarray]:
+        """The graphs' rope row inputs for positions 0 .. >= n-1 (cos, sin; gemma3 also cos_local, sin_local)."""
+        if self._rope["cos"].shape[0] < n:
+            c, rows = self.config, max(n, 2 * self._rope["cos"].shape[0], 256)
+            heads = c.n_heads + c.n_kv_heads
+            self._rope = dict(zip(("cos", "sin"), rope_rows(c, *rope_tables(c, rows, self._freq_factors), heads)))
+            if c.rope_base_local:
+                self._rope.update(zip(("cos_local", "sin_local"), rope_rows(c, *rope_tables(c, rows, local=True), heads)))
+        return self._rope
 
     def _check_ids(self, ids: Iterable[int]) -> np.ndarray:
         arr = np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids).reshape(-1)
@@ -97,9 +104,9 @@ class LlmModel:
         n = ids.shape[0]
         exe, length = self.prefill_executable(n)
         s = n if length is None else length
-        cos, sin = self._tables(s)
+        rope = {k: t[:s] for k, t in self._tables(s).items()}
         padded = ids if s == n else np.concatenate([ids, np.zeros(s - n, np.int64)])
-        outs = exe.run(inputs={"x": self._embed[padded], "cos": cos[:s], "sin": sin[:s], "last": np.array([n - 1])})
+        outs = exe.run(inputs={"x": self._embed[padded], **rope, "last": np.array([n - 1])})
         return np.asarray(outs[0])[0], [np.asarray(o)[..., :n] if i % 2 == 0 else np.asarray(o)[:, :n] for i, o in enumerate(outs[1:])]
 
     # ----------------------------------------------------------------------- public API
@@ -131,12 +138,18 @@ class LlmModel:
         cache = self._new_cache(cap, kvs, pos)
         bias = np.full((1, cap), NEG, np.float32)
         bias[0, :pos] = 0.0
-        cos, sin = self._tables(total)
+        rope = self._tables(total)
         exe = self.decode_executable(cap) if max_new_tokens > 1 else None
         feed: dict[str, np.ndarray] = {"bias": bias}
-        for i in range(c.n_layers):
-            feed[f"k{i}"], feed[f"v{i}"] = cache[2 * i], cache[2 * i + 1]
+        window = c.sliding_window
+        if window:  # gemma2's local layers: the query at pos sees slots pos - window + 1 .. pos
+            feed["bias_local"] = local = bias.copy()
+            local[0, :max(pos - window + 1, 0)] = NEG
+        keys, values = cache
+        for i in range(c.n_layers):  # each layer's slab of the stacked cache: a contiguous view, fed without a copy
+            feed[f"k{i}"], feed[f"v{i}"] = keys[i], values[i]
         in_graph = 0.0  # seconds inside the compiled decode graph: the rest of the decode time is per-token Python
+        fastest, mark = float("inf"), t1  # the fastest whole decode step (a figure a busy machine distorts least)
         for step in range(max_new_tokens):
             tok = self._pick(logits, temperature, top_k, top_p, draws, step)
             out.append(tok)
@@ -145,35 +158,41 @@ class LlmModel:
             if tok in stops or step == max_new_tokens - 1:
                 break
             assert exe is not None  # compiled whenever a second token is wanted
-            feed["x"] = self._embed[tok:tok + 1]
-            feed["cos"], feed["sin"] = cos[pos:pos + 1], sin[pos:pos + 1]
+            feed["x"] = np.array(self._embed[tok:tok + 1])  # a copy: engines that share input memory want it writable
+            for name, t in rope.items():
+                feed[name] = t[pos:pos + 1]
             r0 = time.perf_counter()
             outs = exe.run(inputs=feed)
             in_graph += time.perf_counter() - r0
             logits = np.asarray(outs[0])[0]
-            for j in range(c.n_layers):
-                cache[2 * j][:, :, pos] = outs[1 + 2 * j]
-                cache[2 * j + 1][:, pos, :] = outs[2 + 2 * j]
+            keys[:, :, :, pos] = outs[1]  # the in-place cache update: slot pos of every layer
+            values[:, :, pos, :] = outs[2]
             bias[0, pos] = 0.0
+            if window:
+                local[0, pos] = 0.0
+                if pos + 1 - window >= 0:
+                    local[0, pos + 1 - window] = NEG  # out of the next query's window
             pos += 1
+            now = time.perf_counter()
+            fastest, mark = min(fastest, now - mark), now
         t2 = time.perf_counter()
         n_dec = max(len(out) - 1, 0)
         self.last_stats = {"prefill_ms": (t1 - t0) * 1e3, "decode_s": t2 - t1, "decode_tokens": n_dec,
                            "decode_tokens_per_s": n_dec / (t2 - t1) if n_dec and t2 > t1 else 0.0,
                            "prompt_tokens": int(ids.shape[0]),
-                           "decode_overhead_us_per_token": 1e6 * (t2 - t1 - in_graph) / n_dec if n_dec else 0.0}
+                           "decode_overhead_us_per_token": 1e6 * (t2 - t1 - in_graph) / n_dec if n_dec else 0.0,
+                           "decode_ms_fastest_token": 1e3 * fastest if n_dec else 0.0}
         return out
 
-    def _new_cache(self, cap: int, kvs: list[np.ndarray], n: int) -> list[np.ndarray]:
+    def _new_cache(self, cap: int, kvs: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Keys [L, KV, hd, C] and values [L, KV, C, hd] holding the prefill's first ``n`` slots."""
         c = self.config
-        cache: list[np.ndarray] = []
+        keys = np.zeros((c.n_layers, c.n_kv_heads, c.head_dim, cap), np.float32)
+        values = np.zeros((c.n_layers, c.n_kv_heads, cap, c.head_dim), np.float32)
         for i in range(c.n_layers):
-            k = np.zeros((c.n_kv_heads, c.head_dim, cap), np.float32)
-            v = np.zeros((c.n_kv_heads, cap, c.head_dim), np.float32)
-            k[:, :, :n] = kvs[2 * i]
-            v[:, :n, :] = kvs[2 * i + 1]
-            cache += [k, v]
-        return cache
+            keys[i, :, :, :n] = kvs[2 * i]
+            values[i, :, :n, :] = kvs[2 * i + 1]
+        return keys, values
 
     @staticmethod
     def _pick(logits: np.ndarray, temperature: float, top_k: int, top_p: float, draws: np.ndarray | None, step: int) -> int:

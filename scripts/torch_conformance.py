@@ -178,12 +178,12 @@ def run_sample(op: Any, sample: Any) -> tuple[str, str]:
         inputs = dict(zip(g.inputs(), feeds))
         got = rlx.run(g, inputs=inputs, params=params)
         where = "rlx.run"
-        problem = _mismatch(*_with_updates(g, _tie_order(op, sample, got, want), want, after))
+        problem = _mismatch(*_with_updates(g, _unit_phases(op, _tie_order(op, sample, got, want), want), want, after))
         if problem is None:
             where = "compiled numpy"
             opt, _ = rlx.optimize(g)
             exe = rlx.compile(rlx.plan(opt), backend="numpy")
-            got = _tie_order(op, sample, exe.run(inputs=inputs, params=params), want)
+            got = _unit_phases(op, _tie_order(op, sample, exe.run(inputs=inputs, params=params), want), want)
             problem = _mismatch(*_with_updates(g, got, want, after))  # same output order
     except _Timeout:
         raise
@@ -243,6 +243,23 @@ def _tie_order(op: Any, sample: Any, got: list[np.ndarray], want: list[np.ndarra
                                                         np.take_along_axis(x, picked[1], dim), equal_nan=x.dtype.kind == "f"):
         got = [*got[:i], want[i]]
     return got
+
+
+_EIGENVECTORS = {"linalg.eig": 1, "linalg.eigh": 1}  # output index of the eigenvectors
+
+
+def _unit_phases(op: Any, got: list[np.ndarray], want: list[np.ndarray]) -> list[np.ndarray]:
+    """Eigenvectors are unique up to a unit factor per column (a sign for real ones), which LAPACK builds choose
+    differently: where each of our columns is torch's column times a unit factor, take torch's phase. Anything
+    else (another vector, a scaled one) is compared as it is."""
+    i = _EIGENVECTORS.get(op.name)
+    if i is None or len(got) != len(want) or got[i].shape != want[i].shape or not got[i].size:
+        return got
+    dot = np.sum(np.conj(got[i].astype(complex)) * want[i], axis=-2, keepdims=True)
+    if not np.allclose(np.abs(dot), 1, rtol=1e-3):
+        return got
+    fixed = got[i] * dot / np.abs(dot)
+    return [*got[:i], (fixed if got[i].dtype.kind == "c" else fixed.real).astype(got[i].dtype), *got[i + 1:]]
 
 
 def _mismatch(got: list[np.ndarray], want: list[np.ndarray]) -> str | None:

@@ -1,8 +1,10 @@
 """The model zoo through torch.export → rlx (tests/models/zoo.py lists the models, zoo_check.py the checks).
 
+Every row runs every check against torch eager: ``rlx.run``, optimize → plan → compiled numpy, the jax
+and torch backends, rlx's own ONNX export run by onnxruntime, and gradients on the rows marked ``grad``.
 The rows marked ``fast`` run in CI; the rest are ``slow``: ``pytest -m slow tests/models`` runs them
-(``-m "slow or not slow"`` runs all). The summary table (import time, relative errors of rlx.run and
-of the compiled plan, gradient error) is printed at the end of the session.
+(``-m "slow or not slow"`` runs all). The summary table (import time, relative error of each check,
+gradient error) and the count of rows passing every check are printed at the end of the session.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from models.zoo import VOCAB, ZOO
 
 pytest.importorskip("transformers")
 pytest.importorskip("timm")
-from models.zoo_check import check_forward, check_gradients, import_entry
+from models.zoo_check import check_backends, check_forward, check_gradients, import_entry
 
 REPORTS: dict[str, dict] = {}
 
@@ -31,8 +33,10 @@ def test_model_matches_torch(entry):
     m.report["import_s"] = m.seconds
     REPORTS[entry.name] = m.report
     check_forward(m, VOCAB)
+    check_backends(m)
     if entry.grad:
         check_gradients(m)
+    m.report["every_check"] = True
 
 
 def test_zoo_covers_the_required_architectures():

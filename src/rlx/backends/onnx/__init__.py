@@ -7,6 +7,7 @@ conformance runner) lives in :mod:`rlx.frontends.onnx`; both are public as :mod:
 from rlx.backends.onnx import (  # each registers its exporters on import, after the table they extend
     export_control_flow,  # noqa: F401  (if_ / while_ / scan)
     export_index,  # noqa: F401  (advanced_index / advanced_index_put)
+    export_moe,  # noqa: F401  (grouped_matmul)
     export_quant,  # noqa: F401  (dequant_matmul: GGUF weights, MatMulNBits)
 )
 from rlx.backends.onnx.exporter import export

@@ -10,6 +10,7 @@ runtime, such as constant folding in ``opt``, evaluate nodes with the very same 
 from __future__ import annotations
 
 import functools
+import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -32,7 +33,7 @@ def bind_attrs(op: str, attrs: Mapping[str, Any], binding: Mapping[str, int]) ->
     out: dict[str, Any] | None = None
     for key, value in attrs.items():
         spec = specs.get(key)
-        if spec is None or value is None or spec.kind not in _SIZE_KINDS:
+        if spec is None or value is None or spec.kind not in _BOUND_KINDS:
             continue
         if spec.kind == "graph":
             bound = bind_subgraph(value, binding)
@@ -49,7 +50,7 @@ def bind_attrs(op: str, attrs: Mapping[str, Any], binding: Mapping[str, int]) ->
     return attrs if out is None else out
 
 
-_SIZE_KINDS = ("dims", "sizes", "size", "graph")
+_BOUND_KINDS = ("dims", "sizes", "size", "graph")
 
 
 def bind_graph(g: Graph, binding: Mapping[str, int]) -> Graph:
@@ -63,6 +64,7 @@ def bind_graph(g: Graph, binding: Mapping[str, int]) -> Graph:
 
 
 _BOUND_SUBGRAPHS: dict[tuple[int, tuple], tuple[weakref.ref, Graph]] = {}  # (id(sub), binding) -> (sub, bound)
+_BOUND_LOCK = threading.Lock()  # executables run from several threads
 
 
 def bind_subgraph(sub: Graph, binding: Mapping[str, int]) -> Graph:
@@ -74,12 +76,14 @@ def bind_subgraph(sub: Graph, binding: Mapping[str, int]) -> Graph:
         return sub
     pairs = tuple((s, binding[s]) for s in used)
     key = (id(sub), pairs)
-    hit = _BOUND_SUBGRAPHS.pop(key, None)
+    with _BOUND_LOCK:
+        hit = _BOUND_SUBGRAPHS.pop(key, None)
     if hit is None or hit[0]() is not sub:  # an id reused by a new graph is a miss
         hit = (weakref.ref(sub), bind_graph(sub, dict(pairs)))
-    _BOUND_SUBGRAPHS[key] = hit  # most recent last
-    while len(_BOUND_SUBGRAPHS) > 64:
-        _BOUND_SUBGRAPHS.pop(next(iter(_BOUND_SUBGRAPHS)))
+    with _BOUND_LOCK:
+        _BOUND_SUBGRAPHS[key] = hit  # most recent last
+        while len(_BOUND_SUBGRAPHS) > 64:
+            _BOUND_SUBGRAPHS.pop(next(iter(_BOUND_SUBGRAPHS)))
     return hit[1]
 
 

@@ -59,3 +59,32 @@ def test_custom_fn_inside_an_if_branch_and_nested():
     feeds = {"a": _f32(2, 4, seed=3), "s": _f32(4, seed=4)}
     proto = _check(g, [{"p": np.array(v), **feeds} for v in (True, False)], expect=["If", "Tanh"])
     _assert_no_derivative_ops(proto)
+
+
+def test_custom_fn_and_while_on_symbolic_sizes_on_every_backend():
+    """A custom_fn and a while_ whose bodies are typed [n, 4] (n symbolic): one graph runs at two sizes on
+    the reference, compiled numpy, jax, torch and (exported) onnxruntime, against NumPy."""
+    sig = [("a", ("n", 4), "f32"), ("s", (4,), "f32")]
+    body = sub("soft_clip", sig, lambda h, a, s: h.tanh(a) * s + h.scalar(0.5, rlx.f32))
+    g = rlx.Graph("symbolic_bodies")
+    x, s = g.input("x", ("n", 4)), g.input("s", (4,))
+    y = g.custom_fn([x, s], body=body)
+    cond = sub("cond", [("v", ("n", 4), "f32")],
+               lambda h, v: h.lt(h.reduce(h.abs(v), op="max", axes=[0, 1], keep_dim=False), h.scalar(8.0, rlx.f32)))
+    grow = sub("grow", [("v", ("n", 4), "f32")], lambda h, v: v * 2.0 + 1.0)
+    g.set_outputs([y, g.while_([y], cond=cond, body=grow, max_iterations=20)])
+    exes = {b: rlx.compile(g, backend=b) for b in ("numpy", "jax", "torch", "onnxruntime")}
+    proto = rlx.onnx.export(g, {})
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    for n in (2, 5):
+        feed = {"x": _f32(n, 4, seed=n), "s": _f32(4, seed=9)}
+        want = np.tanh(feed["x"]) * feed["s"] + 0.5
+        grown = want.copy()
+        while np.abs(grown).max() < 8.0:
+            grown = grown * 2.0 + 1.0
+        runs = {"run": rlx.run(g, feed), "onnx": sess.run(None, feed), **{b: e.run(inputs=feed) for b, e in exes.items()}}
+        for how, got in runs.items():
+            np.testing.assert_allclose(np.asarray(got[0]), want, rtol=1e-5, atol=1e-6, err_msg=how)
+            np.testing.assert_allclose(np.asarray(got[1]), grown, rtol=1e-5, atol=1e-5, err_msg=how)

@@ -21,16 +21,9 @@ from rlx.ir.symbolic import symbol
 ALL = collect()
 BACKENDS = ("numpy", "torch", "onnxruntime", "jax")
 
-_NUMPY_SUBGRAPH = "the numpy backend plans control-flow / custom_fn bodies with the symbolic shapes unbound"
 _CUMPROD = "a cumulative product along a symbolic axis needs ONNX CumProd (opset 26)"
 #: (case id, backend) -> why the symbolic case does not run there (kept exact: a listed case that passes fails)
 KNOWN: dict[tuple[str, str], str] = {
-    ("if_-then_taken", "numpy"): _NUMPY_SUBGRAPH,
-    ("if_-else_taken", "numpy"): _NUMPY_SUBGRAPH,
-    ("if_-int_pred", "numpy"): _NUMPY_SUBGRAPH,
-    ("while_-bounded", "numpy"): _NUMPY_SUBGRAPH,
-    ("while_-unbounded_counter", "numpy"): _NUMPY_SUBGRAPH,
-    ("custom_fn-body_only", "numpy"): _NUMPY_SUBGRAPH,
     ("cumulative-prod_exclusive_reverse", "onnxruntime"): _CUMPROD,
 }
 
@@ -108,7 +101,11 @@ def test_symbolic_leading_dim_sample(case):
     assert not _walk_case(case, ("numpy", "onnxruntime"))
 
 
-@pytest.mark.parametrize("case", [c for c in ALL.cases if any(c.id == k[0] for k in KNOWN)] +
+_BODIES = ("if_-then_taken", "if_-else_taken", "if_-int_pred", "while_-bounded", "while_-unbounded_counter",
+           "custom_fn-body_only")  # bodies typed with the outer symbols: planned once the symbols are bound
+
+
+@pytest.mark.parametrize("case", [c for c in ALL.cases if any(c.id == k[0] for k in KNOWN) or c.id in _BODIES] +
                          [c for c in ALL.cases if c.op in ("attention", "rope", "max_pool2d_with_indices",
                                                              "advanced_index_put")][:6],
                          ids=lambda c: c.id)

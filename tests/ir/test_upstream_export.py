@@ -131,7 +131,7 @@ def test_refusals_are_typed_and_name_an_op_of_the_graph(exported):
     for case_id, ops, message in refused:
         assert " node %" in message and any(f"({op})" in message for op in ops), (case_id, message)
     refused_ops = {op for _, ops, _ in refused for op in ops}
-    assert {"split", "unary_math", "binary_ext", "fft"} <= refused_ops
+    assert {"split", "unary_math", "binary_ext"} <= refused_ops
 
 
 @pytest.mark.parametrize("op", sorted(up.RLX_ONLY))

@@ -17,11 +17,14 @@ def _torch_summary(terminalreporter):
     if not REPORTS:
         return
     terminalreporter.write_sep("-", "model zoo")
-    terminalreporter.write_line(f"{'model':<16}{'import s':>10}{'run rel':>12}{'compiled rel':>14}{'grad rel':>12}")
+    checks = ("run", "compiled", "jax", "torch", "onnx")
+    terminalreporter.write_line(f"{'model':<16}{'import s':>10}" + "".join(f"{k:>10}" for k in checks) + f"{'grad':>10}")
     for name, r in REPORTS.items():
         grad = f"{r['grad']:.1e}" if "grad" in r else "-"
-        cells = [f"{r[k]:.1e}" if k in r else "fail" for k in ("run", "compiled")]
-        terminalreporter.write_line(f"{name:<16}{r['import_s']:>10.1f}{cells[0]:>12}{cells[1]:>14}{grad:>12}")
+        cells = "".join(f"{r[k]:>10.1e}" if k in r else f"{'fail':>10}" for k in checks)
+        terminalreporter.write_line(f"{name:<16}{r['import_s']:>10.1f}{cells}{grad:>10}")
+    passing = sum(bool(r.get("every_check")) for r in REPORTS.values())
+    terminalreporter.write_line(f"{passing} of {len(REPORTS)} rows pass every check")
 
 
 def _onnx_summary(terminalreporter):

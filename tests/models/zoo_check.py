@@ -126,3 +126,41 @@ def check_gradients(m: Imported) -> None:
     m.report["grad_params"] = len(names)
     worst = sorted(errors.items(), key=lambda kv: -kv[1])[:3]
     assert m.report["grad"] <= GRAD_TOL, worst
+
+
+#: the backends every row runs on besides rlx.run / compiled numpy (each compiles the imported graph)
+BACKENDS = ("jax", "torch")
+
+
+def check_backends(m: Imported) -> None:
+    """The imported graph on the jax and torch backends, and exported by rlx to ONNX (checker, then
+    run by onnxruntime), each against torch eager."""
+    want = torch_outputs(m)
+    for backend in BACKENDS:
+        got = rlx.compile(m.graph, backend=backend).run(inputs=m.feed, params=m.params)
+        m.report[backend] = _compare(got, want, backend)
+    m.report["onnx"] = _compare(onnx_outputs(m), want, "onnx")
+
+
+def onnx_outputs(m: Imported) -> list[np.ndarray]:
+    """rlx.onnx.export of the imported graph, checked (full_check) and run by onnxruntime."""
+    import onnx
+    import onnxruntime as ort
+
+    import rlx.onnx
+
+    proto = rlx.onnx.export(m.graph, m.params)
+    onnx.checker.check_model(proto, full_check=True)
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    fed = {i.name for i in sess.get_inputs()}
+    return sess.run(None, {n: a for n, a in m.feed.items() if n in fed})
+
+
+def _compare(got: list, want: list[np.ndarray], how: str) -> float:
+    assert len(got) == len(want), f"{how}: {len(got)} outputs, torch gives {len(want)}"
+    for o, w in zip(got, want):
+        o = np.asarray(o)
+        assert o.shape == w.shape and o.dtype == w.dtype, (how, o.shape, o.dtype, w.shape, w.dtype)
+    err = max(rel_error(o, w) for o, w in zip(got, want))
+    assert err <= RUN_TOL, f"{how}: rel error {err:.2e}"
+    return err

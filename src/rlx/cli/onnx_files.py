@@ -30,7 +30,7 @@ def read_onnx(path: str) -> Any:
 
 def onnx_inputs(proto: Any) -> dict[str, list[int | str | None]]:
     """The fed inputs of an ONNX model (not initializers): dims as sizes, ``dim_param`` names or
-    ``None`` (anonymous / unknown); a tensor without a declared shape has ``[]`` here."""
+    ``None`` (anonymous, ``0`` or ``-1``: unknown, as the importer reads them); a tensor without a declared shape has ``[]`` here."""
     inits = {t.name for t in proto.graph.initializer}
     out: dict[str, list[int | str | None]] = {}
     for vi in proto.graph.input:
@@ -40,7 +40,7 @@ def onnx_inputs(proto: Any) -> dict[str, list[int | str | None]]:
         dims: list[int | str | None] = []
         if tt is not None and tt.HasField("shape"):
             for d in tt.shape.dim:
-                dims.append(int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None))
+                dims.append(int(d.dim_value) if d.dim_value > 0 else (d.dim_param or None))  # 0 / -1: unknown
         out[vi.name] = dims
     return out
 

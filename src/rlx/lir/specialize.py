@@ -13,6 +13,9 @@ from typing import Any
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph
 from rlx.ops.evaluate import bind_attrs
+from rlx.ops.evaluate import bind_graph as bind_nodes
+
+__all__ = ["bind_attrs", "bind_graph", "specialize"]  # bind_attrs: re-exported for the backends
 
 
 def bind_graph(g: Graph, binding: Mapping[str, int]) -> Graph:
@@ -20,11 +23,7 @@ def bind_graph(g: Graph, binding: Mapping[str, int]) -> Graph:
     for sym, size in binding.items():
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
             raise RlxError(f"specialize: symbol {sym!r} must be bound to an int >= 0, got {size!r}")
-    out = Graph(g.name, g.stage, g.symbol_ranges)
-    for node in g.nodes:
-        out.append(node.op, node.inputs, bind_attrs(node.op, node.attrs, binding), name=node.name, prov=node.prov)
-    out.set_outputs(g.output_ids)
-    return out
+    return bind_nodes(g, binding)
 
 
 def specialize(lir: Any, binding: Mapping[str, int], **plan_options: Any):

@@ -10,6 +10,8 @@ runtime, such as constant folding in ``opt``, evaluate nodes with the very same 
 from __future__ import annotations
 
 import functools
+import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
@@ -25,15 +27,19 @@ from rlx.ir.symbolic import bind_symbols, substitute
 
 def bind_attrs(op: str, attrs: Mapping[str, Any], binding: Mapping[str, int]) -> Mapping[str, Any]:
     """``attrs`` of an ``op`` node with the bound symbols substituted in its size attributes
-    (kinds ``dims``, ``sizes``, ``size``); the same mapping when nothing changes."""
+    (kinds ``dims``, ``sizes``, ``size``) and in its subgraphs (kind ``graph``: an ``if_`` branch or a
+    loop body typed with the outer graph's symbols); the same mapping when nothing changes."""
     specs = get_op(op).attrs
     out: dict[str, Any] | None = None
     for key, value in attrs.items():
         spec = specs.get(key)
-        if spec is None or value is None or spec.kind not in _SIZE_KINDS:
+        if spec is None or value is None or spec.kind not in _BOUND_KINDS:
             continue
         bound: Any
-        if spec.kind == "size":
+        if spec.kind == "graph":
+            bound = bind_subgraph(value, binding)
+            changed = bound is not value
+        elif spec.kind == "size":
             bound = substitute(value, binding)
             changed = bound is not value
         else:
@@ -45,7 +51,52 @@ def bind_attrs(op: str, attrs: Mapping[str, Any], binding: Mapping[str, int]) ->
     return attrs if out is None else out
 
 
-_SIZE_KINDS = ("dims", "sizes", "size")
+_BOUND_KINDS = ("dims", "sizes", "size", "graph")
+
+
+def bind_graph(g: Graph, binding: Mapping[str, int]) -> Graph:
+    """A copy of ``g`` with the given symbols replaced by sizes, node by node (ids, names and
+    provenance kept; each node's type re-inferred by its op rule)."""
+    out = Graph(g.name, g.stage, g.symbol_ranges)
+    for node in g.nodes:
+        out.append(node.op, node.inputs, bind_attrs(node.op, node.attrs, binding), name=node.name, prov=node.prov)
+    out.set_outputs(g.output_ids)
+    return out
+
+
+_BOUND_SUBGRAPHS: dict[tuple[int, tuple], tuple[weakref.ref, Graph]] = {}  # (id(sub), binding) -> (sub, bound)
+_BOUND_LOCK = threading.Lock()  # executables run from several threads
+
+
+def bind_subgraph(sub: Graph, binding: Mapping[str, int]) -> Graph:
+    """:func:`bind_graph` of a subgraph attribute, ``sub`` itself when it names none of the bound
+    symbols; remembered per subgraph and binding (a loop body is bound once per size, not per run)."""
+    keys = set(binding)
+    used = tuple(sorted(s for s in _symbols_of(sub) if s in keys))
+    if not used:
+        return sub
+    pairs = tuple((s, binding[s]) for s in used)
+    key = (id(sub), pairs)
+    with _BOUND_LOCK:
+        hit = _BOUND_SUBGRAPHS.pop(key, None)
+    if hit is None or hit[0]() is not sub:  # an id reused by a new graph is a miss
+        hit = (weakref.ref(sub), bind_graph(sub, dict(pairs)))
+    with _BOUND_LOCK:
+        _BOUND_SUBGRAPHS[key] = hit  # most recent last
+        while len(_BOUND_SUBGRAPHS) > 64:
+            _BOUND_SUBGRAPHS.pop(next(iter(_BOUND_SUBGRAPHS)))
+    return hit[1]
+
+
+def _symbols_of(g: Graph) -> set[str]:
+    """The symbols of ``g``'s node types and of its nested subgraphs."""
+    out: set[str] = set()
+    for node in g.nodes:
+        out.update(node.type.shape.symbols)
+        for value in node.attrs.values():
+            if isinstance(value, Graph):
+                out |= _symbols_of(value)
+    return out
 
 
 def feed_maps(g: Graph, inputs: Any, params: Any) -> tuple[dict[str, Any], dict[str, Any]]:

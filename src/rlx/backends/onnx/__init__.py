@@ -8,6 +8,7 @@ from rlx.backends.onnx import (  # each registers its exporters on import, after
     export_control_flow,  # noqa: F401  (if_ / while_ / scan)
     export_index,  # noqa: F401  (advanced_index / advanced_index_put)
     export_linalg,  # noqa: F401  (det)
+    export_moe,  # noqa: F401  (grouped_matmul)
     export_quant,  # noqa: F401  (dequant_matmul: GGUF weights, MatMulNBits)
 )
 from rlx.backends.onnx.exporter import export

@@ -376,10 +376,12 @@ class Importer:
         dtype = rlx_dtype(tt.elem_type, f"input {vi.name!r}: ")
         if vi.name in self.input_shapes:
             shape = list(self.input_shapes[vi.name])
+        elif not tt.HasField("shape"):  # rank unknown: no graph can be typed before the input is seen
+            raise NeedsShapes(f"input {vi.name!r} declares no shape (its rank is unknown): import it with input_shapes")
         else:
             shape = []
             for i, d in enumerate(tt.shape.dim):
-                if d.HasField("dim_value") and d.dim_value >= 0:  # 0 stays an empty axis (symbols are >= 1)
+                if d.HasField("dim_value") and d.dim_value > 0:
                     if d.dim_value > self.limits.max_dim:
                         raise OnnxFormatError(f"input {vi.name!r}: dim {i} = {d.dim_value} exceeds "
                                               f"LoadLimits.max_dim={self.limits.max_dim}")
@@ -388,8 +390,8 @@ class Importer:
                     shape.append(_dim_name(d.dim_param, i))
                 elif d.HasField("dim_value") and d.dim_value < -1:
                     raise OnnxFormatError(f"input {vi.name!r}: dim {i} = {d.dim_value} is negative (-1 means unknown)")
-                else:  # anonymous or -1 (as some exporters write "unknown"): a fresh symbol named from the
-                    # input and axis, distinct from every named dim
+                else:  # anonymous, 0 or -1 (as some exporters write "unknown"; an empty input is imported
+                    # with input_shapes): a fresh symbol named from the input and axis, distinct from every named dim
                     sym = fresh_symbol(vi.name, i, self._symbol_names())
                     self._symbols.add(str(sym))
                     shape.append(sym)

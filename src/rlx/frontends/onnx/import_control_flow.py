@@ -75,17 +75,20 @@ def _scan(cx, node, ins, attrs):
     in_dirs = list(attrs.get("scan_input_directions", [0] * m))
     out_dirs = list(attrs.get("scan_output_directions", [0] * k))
     lengths = {x.shape[a] for x, a in zip(xs, in_axes)}
-    if any(not isinstance(d, int) for d in lengths):
-        raise NeedsShapes(f"Scan needs one static sequence length, got {sorted(map(str, lengths))}")
+    symbolic = any(not isinstance(d, int) for d in lengths)
     if len(lengths) != 1:
-        raise OnnxUnsupported(f"Scan needs one static sequence length, got {sorted(map(str, lengths))}")
+        error = NeedsShapes if symbolic else OnnxUnsupported
+        raise error(f"Scan needs one sequence length, got {sorted(map(str, lengths))}")
     steps = next(iter(lengths))
     reverse = _scan_fits(body, n, m, k, in_axes, in_dirs, out_dirs, attrs.get("scan_output_axes", [0] * k), steps)
     if reverse is not None:
         try:
             return _scan_structured(cx, node, body, states[0], xs, k, reverse)
-        except (OnnxError, RlxError):
-            pass  # e.g. a state whose type changes across steps: unroll
+        except (OnnxError, RlxError) as exc:  # e.g. a state whose type changes across steps: unroll
+            if symbolic:
+                raise NeedsShapes(f"a Scan of symbolic length {steps} is not one rlx scan ({exc})") from exc
+    if symbolic:  # only the one-state prefix form is an rlx scan of any length; the rest unrolls per length
+        raise NeedsShapes(f"a Scan of symbolic length {steps} with {n} state(s) and {k} scan output(s) unrolls")
     deps = frozenset().union(*(cx.deps.get(nm, frozenset()) for nm in node.input if nm))
     cx.unroll(steps * _body_cost(body), f"a Scan of {steps} steps")
     per_step: list[list[Value]] = []
@@ -130,7 +133,7 @@ def _scan_fits(body, n, m, k, in_axes, in_dirs, out_dirs, out_axes, steps) -> bo
     row length-1-i: row t is the state after the step reading x[t], as in rlx). Several
     states, other per-step outputs, mixed directions or non-leading axes are unrolled.
     (Identity chains in the body are looked through.)"""
-    if n != 1 or m < 1 or steps < 1:
+    if n != 1 or m < 1 or (isinstance(steps, int) and steps < 1):  # a symbolic length is >= 1
         return None
     dirs = {bool(d) for d in [*in_dirs, *out_dirs]}
     if any(in_axes) or any(out_axes) or len(dirs) != 1:
@@ -161,7 +164,7 @@ def _scan_structured(cx, node, body, init: Value, xs: list[Value], k: int, rever
 
     sub = cf.convert_body(cx, body, f"{node.name or 'scan'}_body", slots, finish)
     ops = [init, *[cx.env[c] for c in caps], *xs]
-    common = dict(body=sub, length=int(xs[0].shape[0]), num_bcast=len(caps), num_xs=len(xs), reverse=reverse)
+    common = dict(body=sub, length=xs[0].shape[0], num_bcast=len(caps), num_xs=len(xs), reverse=reverse)
     results: list[Value | None] = [cx.g.scan(*ops, **common) if node.output[0] else None]
     traj = None
     for j in range(k):

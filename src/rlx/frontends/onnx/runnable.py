@@ -102,7 +102,7 @@ class OnnxRunnable:
                 continue
             dims = vi.type.tensor_type.shape.dim
             shape = np.shape(inputs[vi.name])
-            if len(shape) == len(dims) and any(n == 0 and not d.HasField("dim_value") for n, d in zip(shape, dims)):
+            if len(shape) == len(dims) and any(n == 0 and d.dim_value <= 0 for n, d in zip(shape, dims)):
                 return True
         return False
 

@@ -51,6 +51,7 @@ from rlx.frontends.upstream.tables import (
     BINARY_OPS,
     BLOCK_SCHEMES,
     COMPARE_OPS,
+    FFT_NORMS,
     FUSION_POLICIES,
     HIR_OPS,
     MASK_KINDS,
@@ -108,6 +109,7 @@ class _Importer:
             "compare": unit(COMPARE_OPS, "CmpOp"), "reduce": unit(REDUCE_OPS, "ReduceOp"), "ste": unit(STE_KINDS, "SteKind"),
             "wrt": unit(ATTENTION_WRT, "AttentionBwdWrt"), "rope_style": unit({"NeoX": False, "GptJ": True}, "RopeStyle"),
             "prologue": unit({"None": None, "ResizeNearest2x": "ResizeNearest2x"}, "RegionPrologue"),
+            "fft_norm": unit({n: n for n in FFT_NORMS}, "FftNorm"),
             "mask": self._mask_kind, "scale_mode": self._scale_mode, "scheme": self._scheme,
             "graph": lambda v, p: self.graph(v, p, GraphStage.MIR), "chain": self._chain,
         }

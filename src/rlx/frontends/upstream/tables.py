@@ -170,6 +170,33 @@ def _scale_mode(f: dict[str, Any]) -> dict[str, Any]:
     return {**f, "scale_mode": mode} if decay is None else {**f, "scale_mode": mode, "decay": decay}
 
 
+#: Upstream 0.2.2's ``FftNorm`` (rlx-ir ``fft.rs``): ``Backward`` leaves both directions unscaled
+#: (``ifft(fft(x)) = N·x``), ``Forward`` scales the inverse by 1/N, ``Ortho`` both by 1/√N. NumPy's
+#: names mean other things (its ``backward`` is upstream's ``Forward``), so the rlx ``norm`` depends on
+#: the direction: (upstream norm, inverse) -> NumPy norm.
+FFT_NORMS = ("Backward", "Forward", "Ortho")
+_FFT_TO_NUMPY = {
+    ("Backward", False): "backward", ("Backward", True): "forward",  # NumPy's ifft(norm="forward") is unscaled
+    ("Forward", False): "backward", ("Forward", True): "backward",
+    ("Ortho", False): "ortho", ("Ortho", True): "ortho",
+}
+#: rlx (NumPy norm, inverse) -> upstream FftNorm; a forward transform scaled by 1/N (NumPy's
+#: ``fft(norm="forward")``) has no upstream form.
+FFT_FROM_NUMPY = {
+    ("backward", False): "Backward", ("forward", True): "Backward", ("backward", True): "Forward",
+    ("ortho", False): "Ortho", ("ortho", True): "Ortho",
+}
+
+
+def _fft(f: dict[str, Any], c: _Ctx) -> dict[str, Any]:
+    """Upstream's Fft on C64 (interleaved [re, im] per element, the last axis): rlx's fft on that axis."""
+    if c.ins and not c.ins[0].dtype.is_complex:
+        raise c.fail(f"Fft on {c.ins[0].dtype} uses upstream's real block layout [re_0..re_(N-1), im_0..im_(N-1)]; "
+                     "rlx imports the C64 (interleaved complex) form only")
+    norm = f.get("norm") or "Backward"  # 0.2.1 documents carry no norm: unscaled both ways
+    return {"inverse": f["inverse"], "norm": _FFT_TO_NUMPY[(norm, bool(f["inverse"]))], "axis": -1}
+
+
 def _custom_fn(f: dict[str, Any], c: _Ctx) -> dict[str, Any]:
     if f["num_inputs"] != len(c.ins):
         raise c.fail(f"num_inputs is {f['num_inputs']} but the node has {len(c.ins)} inputs")
@@ -186,7 +213,7 @@ def _table(*ops: UpstreamOp) -> dict[str, UpstreamOp]:
     return {o.variant: o for o in ops}
 
 
-#: Upstream ``Op`` variants (rlx-ir 0.2.1, docs/semantics.md#vocabulary) and the rlx op each becomes.
+#: Upstream ``Op`` variants (rlx-ir 0.2.1, docs/semantics.md#vocabulary, and 0.2.2's Fft) and the rlx op each becomes.
 MIR_OPS = _table(
     _op("Input", "input", "name:str", build="leaf"),
     _op("Param", "param", "name:str", build="leaf"),
@@ -275,6 +302,8 @@ MIR_OPS = _table(
     _op("ComplexNormSq", "complex_norm_sq"),
     _op("ComplexNormSqBackward", "complex_norm_sq_backward"),
     _op("Conjugate", "conjugate"),
+    _op("Fft", "fft", "inverse:bool norm?:fft_norm", attrs=_fft,
+        note="0.2.2: C64 operands (interleaved complex) along the last axis; norm names mapped (FFT_NORMS)"),
     _op("Custom", None, "name:str num_inputs:u32 attrs:bytes", build="custom",
         note="a custom op registered with rlx.custom_op under the same name, taking no attribute bytes"),
     _op("CustomFn", "custom_fn", "fwd_body:graph vjp_body:opt_graph jvp_body:opt_graph num_inputs:u32", attrs=_custom_fn),
@@ -297,8 +326,6 @@ _LATER = "added to upstream after 0.2.1, the release rlx reads"
 REFUSED_MIR = {
     "ScanBackward": "rlx differentiates scan with a reverse scan of the body's VJP; it has no dedicated scan backward op",
     "ScanBackwardXs": "rlx differentiates scan with a reverse scan of the body's VJP; it has no dedicated scan backward op",
-    "Fft": "upstream 0.2.1's Fft transforms a real [re..., im...] block layout; rlx's fft takes c64 tensors and "
-           "has no exact real/imaginary split to rebuild that layout",
     **{name: _LATER for name in (
         "StopGradient", "Fma", "TransformRegion", "BatchElementwiseRegion", "BatchNormInference", "Reverse", "ArgMax",
         "ArgMin", "RngNormal", "RngUniform", "Im2Col", "BatchNormInferenceBackwardInput", "BatchNormInferenceBackwardGamma",
@@ -349,7 +376,6 @@ RLX_ONLY = {
     "advanced_index_put": "NumPy indexed assignment (torch index_put) is an rlx extension",
     "scatter_elements": "element-wise scatter (ONNX ScatterElements) is an rlx extension",
     "observer_update": "upstream updates the EMA state of FakeQuantize in place; rlx returns it from this op",
-    "fft": "upstream 0.2.1's Fft uses a real block layout (see REFUSED_MIR['Fft'])",
     "bitcast": "upstream 0.2.1 has no bit reinterpretation op (ONNX BitCast, torch Tensor.view(dtype))",
     "gaussian_splat_render_jvp": "upstream's splat render has no forward-mode derivative op (autodiff treats it as constant)",
     "fused_conv2d_bias_act": "upstream has no fused conv: its Conv takes no bias, which a separate Add applies",

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from rlx.frontends.upstream import reader as up
+from rlx.frontends.upstream.tables import FFT_FROM_NUMPY, FFT_NORMS
 from rlx.ir.attrs import FrozenArray
 from rlx.ir.dtype import DType
 from rlx.ir.errors import ExportError, RlxError
@@ -49,7 +50,7 @@ _DTYPES = _inverse(up._DTYPES)
 _UNIT_ENUMS: dict[str, dict[Any, str]] = {
     "activation": _inverse(up.ACTIVATIONS), "binary": _inverse(up.BINARY_OPS), "compare": _inverse(up.COMPARE_OPS),
     "reduce": _inverse(up.REDUCE_OPS), "ste": _inverse(up.STE_KINDS), "wrt": _inverse(up.ATTENTION_WRT),
-    "rope_style": {False: "NeoX", True: "GptJ"},
+    "rope_style": {False: "NeoX", True: "GptJ"}, "fft_norm": {n: n for n in FFT_NORMS},
 }
 _MASKS = _inverse(up.MASK_KINDS)
 _SCALE_MODES = _inverse(up.SCALE_MODES)
@@ -272,7 +273,19 @@ _COMPOSITE: dict[str, Callable[[Node], Any]] = {
     "mask": lambda n: (n.attrs["mask_kind"], n.attrs.get("window")),
     "scale_mode": lambda n: (n.attrs["scale_mode"], n.attrs.get("decay") if n.attrs["scale_mode"] == "ema" else None),
     "scheme": lambda n: (n.attrs["scheme"], n.attrs.get("block_size") if n.attrs["scheme"] in _BLOCK_SCHEMES else None),
+    "fft_norm": lambda n: _fft_norm(n),
 }
+
+
+def _fft_norm(n: Node) -> str:
+    """Upstream's FftNorm for an rlx fft (which must transform the last axis, as upstream's does)."""
+    rank = len(n.type.shape)
+    if n.attrs["axis"] % rank != rank - 1:  # rank >= 1 (fft's rule)
+        raise _Fail(f"upstream's Fft transforms the last axis; this fft transforms axis {n.attrs['axis']} (transpose first)")
+    norm = FFT_FROM_NUMPY.get((n.attrs["norm"], bool(n.attrs["inverse"])))
+    if norm is None:
+        raise _Fail("norm='forward' on a forward fft (1/N on the forward transform) has no upstream FftNorm")
+    return norm
 #: Fields named differently in the rlx op, or kernel hints the importer checks and drops.
 _FIELD_FROM = {
     "fwd_body": lambda n: n.attrs["body"], "num_inputs": lambda n: n.attrs.get("num_inputs", len(n.inputs)),

@@ -169,7 +169,7 @@ def test_average_pool_symmetric_pads_keep_the_in_bounds_count():
 def test_torch_mobilenet_block_reexport_optimizes_no_larger_than_the_original(tmp_path):
     """A MobileNetV3-style block (conv-BN-hardswish, squeeze-excite with a hard-sigmoid gate, padded max
     pool) through torch.onnx.export: rlx's re-export optimizes in onnxruntime to no more nodes of any
-    type than the file torch wrote, with fewer layout reorders, and computes the same values."""
+    type than the file torch wrote (but the max pool's NaN term), with fewer layout reorders, and computes the same values."""
     torch = pytest.importorskip("torch")
     from torch import nn
 
@@ -196,7 +196,8 @@ def test_torch_mobilenet_block_reexport_optimizes_no_larger_than_the_original(tm
     same = {"ReduceMean": "GlobalAveragePool", "Flatten": "Reshape"}  # the spatial mean as GAP; Flatten imports as Reshape
     a = Counter(same.get(n.op_type, n.op_type) for n in onnx.load(str(tmp_path / "orig.opt.onnx")).graph.node)
     b = Counter(same.get(n.op_type, n.op_type) for n in onnx.load(str(tmp_path / "re.opt.onnx")).graph.node)
-    assert all(b[op] <= a[op] for op in b), (a, b)
+    nan_term = Counter({"Tanh": 1, "Conv": 1})  # the max pool's NaN propagation (docs/semantics.md), torch's file has none
+    assert all(b[op] <= a[op] + nan_term[op] for op in b), (a, b)
     assert b["ReorderInput"] < a["ReorderInput"], (a, b)  # the squeeze-excite mean stays in the blocked layout
     with torch.inference_mode():
         want = net(x).numpy()

@@ -22,10 +22,7 @@ from models.zoo_check import check_backends, check_forward, check_gradients, imp
 REPORTS: dict[str, dict] = {}
 #: rows whose gradient check fails for a cause outside the zoo, with it (kept exact: a listed row whose
 #: gradients match fails, so the entry is dropped when the cause is fixed)
-_PADDING = ("aten.embedding(padding_idx=...): torch gives the padding row no gradient in any mode; rlx's converter "
-            "(frontends/torch/convert_shape.py) applies that rule only to modules imported in training mode, and the "
-            "zoo imports eval-mode modules")
-GRAD_KNOWN = dict.fromkeys(("olmo", "mpnet", "xlm_roberta", "bart"), _PADDING)
+GRAD_KNOWN: dict[str, str] = {}
 
 
 def _param(entry):

@@ -81,11 +81,11 @@ defop(
     },
     canonicalize=_canon_axis, infer=_fft_type, kernel=_fft_kernel, flags={"complex_ad"}, batch=_shift_axis,
     vjp=lambda ctx, node, ct: [_same_fft(ctx, node, ct)], jvp=lambda ctx, node, tangents: _same_fft(ctx, node, tangents[0]),
-    doc="1-D discrete Fourier transform of a c64 tensor along `axis` (default the last; other axes are batch): "
-    "X[k] = Σ x[n]·exp(-2πi·nk/N), inverse with +, scaled as np.fft.fft / np.fft.ifft with `norm` "
-    "(computed in complex128, stored c64; any length). Upstream 0.2.1 instead takes a real f32/f64 tensor whose "
-    "last axis (2N) holds [re_0..re_{N-1}, im_0..im_{N-1}] and is always unnormalised (its inverse gives N·x, i.e. "
-    "norm='forward' for the inverse here); convert with cast/narrow/concat. Linear with a symmetric matrix, so "
+    doc="1-D discrete Fourier transform of a c64 or c128 tensor along `axis` (default the last; other axes are "
+    "batch): X[k] = Σ x[n]·exp(-2πi·nk/N), inverse with +, scaled as np.fft.fft / np.fft.ifft with `norm` "
+    "(computed in complex128, stored in the operand's width; any length). Upstream 0.2.2's `Fft` on C64 maps to it "
+    "(its `norm` names are not NumPy's: docs/upstream.md); upstream's real block layout (last axis 2N holding "
+    "[re.., im..]) is refused on import. Linear with a symmetric matrix, so "
     "in JAX's cotangent convention its VJP is the same fft (same direction and norm; the conjugate-transpose "
     "convention would flip them).",
 )

@@ -258,8 +258,22 @@ def _cast(ex, node, ins):
     return ex.node("Cast", [ins[0]], to=onnx_dtype(dst))
 
 
+def _bitcast_round_trip(ex: Exporter, node: Node) -> bool:
+    """Whether ``node`` is the outer half of ``bitcast(bitcast(x, T), x.dtype)`` (the value is ``x``: the torch
+    reader writes it to stop a gradient), or an inner half read only by such outer halves."""
+    inner = ex.g.node(node.inputs[0])
+    if inner.op == "bitcast" and ex.g.node(inner.inputs[0]).dtype == node.dtype:
+        return True
+    readers = [ex.g.node(u) for u in ex.g.users()[node.id]]
+    source = ex.g.node(node.inputs[0]).dtype
+    return (node.id not in ex.g.output_ids and bool(readers)
+            and all(r.op == "bitcast" and r.dtype == source for r in readers))
+
+
 @exporter("bitcast")
 def _bitcast(ex, node, ins):
+    if ex.opset < 26 and _bitcast_round_trip(ex, node):  # exported as the value it round-trips
+        return ex.node("Identity", [ins[0]])
     if ex.opset < 26:
         raise OnnxUnsupported(f"node %{node.id} (bitcast): ONNX BitCast needs opset 26, exporting at {ex.opset} (pass opset=)")
     return ex.node("BitCast", [ins[0]], to=onnx_dtype(node.attrs["to"]))

@@ -199,13 +199,13 @@ def _no_grad(cx: _Ctx, v: Value) -> Value:
 
 @_conv("aten.embedding.default")
 def _embedding(cx, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
-    """A row gather, with torch's gradient rules: the ``padding_idx`` row gets no gradient, and with
-    ``scale_grad_by_freq`` each row's gradient is divided by how often its index occurs in ``indices``
-    (both forward-exact: only the derivative changes, so an inference import — a module in eval mode —
-    keeps the plain gather). ``sparse`` only picks torch's gradient layout."""
+    """A row gather, with torch's gradient rules in either module mode (torch applies them in eval mode
+    too): the ``padding_idx`` row gets no gradient, and with ``scale_grad_by_freq`` each row's gradient is
+    divided by how often its index occurs in ``indices``. Both are forward-exact (only the derivative
+    changes). ``sparse`` only picks torch's gradient layout."""
     g = cx.g
     rows = g.gather(weight, indices, axis=0)
-    if not cx.training or not weight.dtype.is_float or (padding_idx < 0 and not scale_grad_by_freq):
+    if not weight.dtype.is_float or (padding_idx < 0 and not scale_grad_by_freq):
         return rows
     trailing = [*indices.shape, *([1] * (len(weight.shape) - 1))]
     fixed = _no_grad(cx, rows)

@@ -285,7 +285,7 @@ _BIN = {k: row.onnx for k, row in BINARY_KINDS.items()}
 def _power_of(ex: Exporter, node: Node) -> tuple[int, float] | None:
     """``(x, 2.0)`` for ``mul(x, x)`` and ``(x, 3.0)`` for ``mul(mul(x, x), x)`` (either order) in f32 / f64:
     the products onnxruntime's ``Pow`` computes for those exponents, bit for bit
-    (:data:`rlx.backends.common.MULTIPLIED_EXPONENTS`; the importers write them for ``Pow`` and torch's
+    (:data:`rlx.frontends.common.MULTIPLIED_EXPONENTS`; the importers write them for ``Pow`` and torch's
     ``pow``). Exported as ``Pow``, the fusions that look for it (FastGelu's cube, RMSNorm's square) fire."""
     if node.attrs["op"] != "mul" or node.dtype not in MULTIPLIED_DTYPES:
         return None
@@ -479,14 +479,20 @@ def _dot_general(ex, node, ins):
 
 
 # ================================================================ normalization
+def _square(ex, x: str, dt: DType) -> str:
+    """``x * x``; as ``Pow(x, 2)`` where onnxruntime computes that product bit for bit, so its
+    (Simplified)LayerNormalization fusions, which look for ``Pow``, fire."""
+    return ex.node("Pow", [x, ex.scalar(2.0, dt)]) if dt in MULTIPLIED_DTYPES else ex.node("Mul", [x, x])
+
+
 def _normalize(ex, x: str, axes: list[int], eps: float, dt: DType, rms: bool = False) -> str:
     ax = ex.ints(axes)
     if rms:
-        ms = ex.node("ReduceMean", [ex.node("Mul", [x, x]), ax], keepdims=1)
+        ms = ex.node("ReduceMean", [_square(ex, x, dt), ax], keepdims=1)
         return ex.node("Div", [x, ex.node("Sqrt", [ex.node("Add", [ms, ex.scalar(eps, dt)])])])
     mu = ex.node("ReduceMean", [x, ax], keepdims=1)
     d = ex.node("Sub", [x, mu])
-    var = ex.node("ReduceMean", [ex.node("Mul", [d, d]), ax], keepdims=1)
+    var = ex.node("ReduceMean", [_square(ex, d, dt), ax], keepdims=1)
     return ex.node("Div", [d, ex.node("Sqrt", [ex.node("Add", [var, ex.scalar(eps, dt)])])])
 
 

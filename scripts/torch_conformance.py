@@ -204,7 +204,7 @@ def _random_draws(ep: Any) -> list[str]:
         if n.op != "call_function" or torch.Tag.nondeterministic_seeded not in getattr(n.target, "tags", ()):
             continue
         args = {a.name: v for a, v in zip(n.target._schema.arguments, n.args)} | dict(n.kwargs)
-        if args.get("train", args.get("training", True)) is False or args.get("p") == 0:
+        if args.get("train", args.get("training", True)) is False or args.get("p", args.get("dropout_p")) == 0:
             continue  # dropout / rrelu in eval mode, or dropping nothing: a function of the inputs
         found.add(str(n.target))
     return sorted(found)

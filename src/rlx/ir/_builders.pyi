@@ -177,7 +177,7 @@ class GraphBuilders:
         """LSQ gradient in x: dy·(|x/s| <= q_max), s = max(scale[c], 1e-12)."""
 
     def fft(self, x: Operand, /, inverse: bool = ..., norm: Literal['backward', 'ortho', 'forward'] = ..., axis: int = ..., name: str | None = None) -> Value:
-        """1-D discrete Fourier transform of a c64 tensor along `axis` (default the last; other axes are batch): X[k] = Σ x[n]·exp(-2πi·nk/N), inverse with +, scaled as np.fft.fft / np.fft.ifft with `norm` (computed in complex128, stored c64; any length)."""
+        """1-D discrete Fourier transform of a c64 or c128 tensor along `axis` (default the last; other axes are batch): X[k] = Σ x[n]·exp(-2πi·nk/N), inverse with +, scaled as np.fft.fft / np.fft.ifft with `norm` (computed in complex128, stored in the operand's width; any length)."""
 
     def fmax(self, lhs: Operand, rhs: Operand, /, name: str | None = None) -> Value:
         """binary(op='fmax'): Broadcasting binary arithmetic in the promoted dtype."""

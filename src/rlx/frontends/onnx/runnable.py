@@ -74,6 +74,8 @@ class OnnxRunnable:
 
     @property
     def value_inputs(self) -> tuple[str, ...]:
+        if self._shapes_always:  # the children imported per shape specialise on values themselves
+            return tuple(sorted({name for child in self._by_shapes.values() for name in child.value_inputs}))
         return () if self._specialized is None else self._specialized.value_inputs
 
     def _build(self, values: Mapping[str, np.ndarray]) -> Graph:

@@ -122,14 +122,15 @@ class OrtExecutable(EngineExecutable):
 def export_for_session(graph: Graph, params: Mapping[str, np.ndarray]) -> Any:
     """``graph`` with ``params`` bound as the ONNX model a session runs: inference BatchNorm chains
     folded into their convolutions (:func:`rlx.opt.fold_affine.fold_conv_affine`; onnxruntime folds
-    a conv's Mul / Add but not the Sub of the mean, so the chain would stay four passes) and every
+    a conv's Mul / Add but not the Sub of the mean, so the chain would stay four passes; after any other
+    activation the chain becomes a 1x1 depthwise conv, one onnxruntime Conv) and every
     weight-only subgraph computed once (:func:`rlx.opt.fold_weights.fold_weights`)."""
     from rlx.backends.onnx import export
     from rlx.ir.verify import verify
     from rlx.opt.fold_affine import fold_conv_affine
     from rlx.opt.fold_weights import fold_weights
 
-    folded = fold_conv_affine(graph)
+    folded = fold_conv_affine(graph, depthwise=True)
     g = verify(folded.graph) if folded.changed else graph
     g2, bound = fold_weights(g, params)
     return export(verify(g2) if g2 is not g else g2, bound)

@@ -34,8 +34,9 @@ def _per_channel(node: Node, channels: int) -> bool:
     return shape in ((channels, 1, 1), (1, channels, 1, 1)) and node.shape.is_static
 
 
-def _chains(g: Graph) -> dict[int, list[tuple[str, int]]]:
-    """conv id -> [(op, weight-only operand id), ...] of its foldable chain (containing a mul)."""
+def _chains(g: Graph, depthwise: bool = False) -> dict[int, list[tuple[str, int]]]:
+    """conv id -> [(op, weight-only operand id), ...] of its foldable chain (containing a mul); with
+    ``depthwise``, also the chains after any other rank-4 float activation (not weight-only)."""
     weights, uses = _weight_only(g), use_counts(g)
     consumers: dict[int, list[int]] = {}
     for node in g.nodes:
@@ -43,8 +44,12 @@ def _chains(g: Graph) -> dict[int, list[tuple[str, int]]]:
             consumers.setdefault(i, []).append(node.id)
     outputs = set(g.output_ids)
     found: dict[int, list[tuple[str, int]]] = {}
+    taken: set[int] = set()
     for conv in g.nodes:
-        if conv.op != "conv2d" or conv.inputs[1] not in weights or conv.dtype.is_low_precision_float or len(conv.shape) != 4:
+        if conv.id in taken or conv.dtype.is_low_precision_float or not conv.dtype.is_float or len(conv.shape) != 4:
+            continue
+        if (conv.inputs[1] not in weights if conv.op == "conv2d" else not depthwise or conv.id in weights
+                or not conv.shape.is_static):
             continue
         channels, chain, cur = conv.shape[1], [], conv.id
         while uses[cur] == 1 and cur not in outputs:
@@ -61,11 +66,19 @@ def _chains(g: Graph) -> dict[int, list[tuple[str, int]]]:
             cur = nxt.id
         if any(op == "mul" for op, _ in chain):
             found[conv.id] = chain
+            cur = conv.id
+            for _ in chain:
+                cur = consumers[cur][0]
+                taken.add(cur)
     return found
 
 
-def fold_conv_affine(g: Graph) -> PassResult:
-    chains = _chains(g)
+def fold_conv_affine(g: Graph, depthwise: bool = False) -> PassResult:
+    """The pass; ``depthwise=True`` (the engine backends' export) also turns a chain after any other
+    activation (an eval BatchNorm after a Concat or ReLU, as in DenseNet) into one 1x1 depthwise
+    ``conv2d`` plus a bias add, which onnxruntime runs as one Conv (activation fused, NCHWc layout kept)
+    instead of three elementwise passes."""
+    chains = _chains(g, depthwise)
     if not chains:
         return PassResult(g, None, {"folded": 0})
     skip: set[int] = set()
@@ -73,7 +86,8 @@ def fold_conv_affine(g: Graph) -> PassResult:
     for conv_id, chain in chains.items():
         cur = conv_id
         for _ in chain:
-            skip.add(cur)
+            if cur != conv_id or g.node(conv_id).op == "conv2d":  # another producer stays: the depthwise conv reads it
+                skip.add(cur)
             cur = next(n.id for n in g.nodes if cur in n.inputs)
         end_of[cur] = conv_id
     out = Graph(g.name, g.stage, g.symbol_ranges)
@@ -104,10 +118,14 @@ def _emit_folded(out: Graph, g: Graph, conv: Node, chain: list[tuple[str, int]],
         else:
             shift = out.append("binary", [shift, kk], {"op": op}).id
     assert scale is not None  # _chains keeps only chains with a multiply
-    x, w = (env[i] for i in conv.inputs)
     s4 = out.append("reshape", [scale], {"new_shape": [channels, 1, 1, 1]}).id
-    w2 = out.append("binary", [w, s4], {"op": "mul"}).id
-    y = out.append("conv2d", [x, w2, *(env[i] for i in conv.inputs[2:])], dict(conv.attrs), name=conv.name, prov=conv.prov).id
+    if conv.op != "conv2d":  # the depthwise form: y = conv(x, S[C, 1, 1, 1], groups=C) + T
+        y = out.append("conv2d", [env[conv.id], s4], {"kernel_size": [1, 1], "stride": [1, 1], "padding": [0, 0],
+                                                      "dilation": [1, 1], "groups": int(channels)}).id
+    else:
+        x, w = (env[i] for i in conv.inputs)
+        w2 = out.append("binary", [w, s4], {"op": "mul"}).id
+        y = out.append("conv2d", [x, w2, *(env[i] for i in conv.inputs[2:])], dict(conv.attrs), name=conv.name, prov=conv.prov).id
     if shift is None:
         return y
     t3 = out.append("reshape", [shift], {"new_shape": [channels, 1, 1]}).id

@@ -304,6 +304,8 @@ class TorchExecutable(ExecutableBase):
         self._modules: dict[tuple[tuple[str, int], ...], Any] = {}
         self._static = all(v.node.shape.is_static for v in [*self._inputs.values(), *self._param_decl.values()])
         self._plain = self.feed.plain
+        self._input_dtypes = [(name, v.node.dtype) for name, v in self._inputs.items()]
+        self._wrap_plain = self.device.type == "cpu" and not any(d in _BIT_VIEWS for _, d in self._input_dtypes)
         self.module: fx.GraphModule | None = None
         self._static_checks = _ALWAYS
         if self._static:
@@ -402,7 +404,10 @@ class TorchExecutable(ExecutableBase):
 
     def _plain_tensors(self, inputs: Mapping[str, np.ndarray]) -> list[torch.Tensor]:
         """A plain feed (``PlainFeed`` said yes) as tensors in declaration order, wrapped where possible."""
-        return [_tensor(inputs[name], v.node.dtype, self.device) for name, v in self._inputs.items()]
+        if self._wrap_plain:  # on the host, no bit-view dtype: a C-contiguous writable array is wrapped as it is
+            return [torch.from_numpy(a) if (f := (a := inputs[name]).flags).c_contiguous and f.writeable
+                    else to_torch(a, dtype, self.device) for name, dtype in self._input_dtypes]
+        return [_tensor(inputs[name], dtype, self.device) for name, dtype in self._input_dtypes]
 
     def _resident(self, inputs: Any) -> list[torch.Tensor] | None:
         """The inputs in declaration order when every one is a torch tensor on the device of the declared

@@ -57,8 +57,14 @@ def torch_dtype(dtype: DType) -> torch.dtype:
     return found
 
 
+_COMPUTE_DTYPES: dict[DType, torch.dtype] = {}  # memo: compute_dtype runs in every lowering call of every run
+
+
 def compute_dtype(dtype: DType) -> torch.dtype:
-    return torch.float32 if dtype.is_low_precision_float else torch_dtype(dtype)
+    found = _COMPUTE_DTYPES.get(dtype)
+    if found is None:
+        found = _COMPUTE_DTYPES[dtype] = torch.float32 if dtype.is_low_precision_float else torch_dtype(dtype)
+    return found
 
 
 def _cast_all(args: list[Any], out: TensorType) -> list[Any]:
@@ -318,6 +324,10 @@ def _gather(args, attrs, out):
 @lowering("layer_norm")
 def _layer_norm(args, attrs, out):
     """torch.layer_norm (the C binding: no Python wrapper per call) over the last axis; the row otherwise."""
+    x, gamma, beta = args
+    dt = compute_dtype(out.dtype)
+    if x.dtype is dt and gamma.dtype is dt and beta.dtype is dt and dt.is_floating_point and attrs["axis"] in (-1, x.ndim - 1):
+        return torch.layer_norm(x, (x.shape[-1],), gamma, beta, attrs["eps"])  # the common case, nothing to cast first
     x, gamma, beta = _cast_all(args, out)
     axis = attrs["axis"] % x.ndim
     if axis == x.ndim - 1 and _is_float(x):

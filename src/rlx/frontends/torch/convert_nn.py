@@ -16,6 +16,7 @@ from rlx.frontends.torch.context import (
 )
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
+from rlx.ops.rows import MASK_FILL
 
 
 # ------------------------------------------------------------------------------ linalg
@@ -438,15 +439,21 @@ def _sdpa(cx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, sca
         raise cx.fail("attn_mask together with is_causal is not supported (torch rejects it too)")
     if attn_mask is not None:
         bias = attn_mask
-        if bias.dtype.is_bool:
-            bias = cx.g.where(bias, cx.scalar(0.0, dtype), cx.scalar(-np.inf, dtype))
+        if bias.dtype.is_bool:  # a dropped key's bias is finite (MASK_FILL, as the attention op's own masks): no
+            # NaN on a fully masked row for an engine to spread past the Where below (OpenVINO did)
+            fill = max(MASK_FILL, float(np.finfo(dtype.numpy).min))
+            keep = cx.cast(bias, dtype)
+            bias = cx.g.where(bias, cx.scalar(0.0, dtype), cx.scalar(fill, dtype))
+            seen = cx.g.reduce(keep, op="max", axes=[len(keep.shape) - 1], keep_dim=True)
+            blocked = cx.g.eq(seen, cx.scalar(0.0, dtype))
         else:
             bias = cx.cast(bias, dtype)
+            blocked = cx.g.eq(cx.g.reduce(bias, op="max", axes=[len(bias.shape) - 1], keep_dim=True),
+                              cx.scalar(-np.inf, dtype))
         if rank == 3 and len(bias.shape) == 3:  # [B, Sq, Sk] -> [B, 1, Sq, Sk] (one head)
             bias = _reshape(cx, bias, [bias.shape[0], 1, *bias.shape[1:]])
         out = cx.g.attention(q, k, v, bias, mask_kind="bias", **attrs)
         # torch (2.5+) gives 0, not NaN, for a query whose every key is masked (padding rows)
-        blocked = cx.g.eq(cx.g.reduce(bias, op="max", axes=[len(bias.shape) - 1], keep_dim=True), cx.scalar(-np.inf, dtype))
         if len(blocked.shape) > rank:
             blocked = _reshape(cx, blocked, [blocked.shape[0], *blocked.shape[2:]])
         return cx.g.where(blocked, cx.scalar(0.0, dtype), out)

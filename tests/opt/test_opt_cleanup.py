@@ -174,6 +174,27 @@ def test_simplify_keeps_type_changing_identities():
     assert_same_outputs(g, r.graph)
 
 
+def test_simplify_where_with_a_constant_condition():
+    """where(all true, a, b) = a, where(all false, a, b) = b; a mixed condition, or a branch that the
+    condition broadcasts, stays (checked against NumPy's where)."""
+    g = rlx.Graph()
+    a, b = g.input("a", (2, 3)), g.input("b", (2, 3))
+    ones, zeros = np.ones((2, 1), bool), np.zeros((1, 3), bool)
+    picked_a = g.where(g.constant(ones), a, b)
+    picked_b = g.where(g.constant(zeros), a, b)
+    mixed = g.where(g.constant(np.array([[True], [False]])), a, b)
+    widened = g.where(g.constant(np.ones((4, 2, 3), bool)), a, b)  # [4, 2, 3]: not a's type
+    g.set_outputs([picked_a, picked_b, mixed, widened])
+    r = run_passes(g, [SIMPLIFY, DCE])
+    assert r.graph.output_ids[:2] == (0, 1)
+    assert op_counts(r.graph)["where"] == 2
+    feed = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": -np.ones((2, 3), np.float32)}
+    got = rlx.run(r.graph, inputs=feed)
+    want = [np.where(c, feed["a"], feed["b"]) for c in (ones, zeros, np.array([[True], [False]]), np.ones((4, 2, 3), bool))]
+    for x, y in zip(got, want):
+        np.testing.assert_array_equal(x, y)
+
+
 def test_simplify_double_transpose_and_reshape():
     g = rlx.Graph()
     x = g.input("x", (2, 3, 4))

@@ -391,11 +391,22 @@ def _where_jvp(ctx, node, tangents):
     return g.where(c, zero if ta is None else ta, zero if tb is None else tb)
 
 
+def _where_identity(attrs, ins, out, consts) -> int | None:
+    """A constant condition that picks one branch everywhere (the torch reader's fully-masked-row guard
+    under a constant mask) leaves that branch, when it already has the result type."""
+    cond = consts[0]
+    if cond is None or cond.size == 0 or cond.size > 1 << 20:
+        return None
+    branch = 1 if np.all(cond != 0) else 2 if not np.any(cond) else None
+    return branch if branch is not None and ins[branch] == out else None
+
+
 defop(
     name="where", precision="elementwise", family="elementwise", arity=3, operands=("cond", "on_true", "on_false"),
     infer=_where_type,
     kernel=lambda args, attrs, out: np.where(args[0] != 0, *promote_args(args[1:], out.dtype)),
     flags={"elementwise", "complex_ad", "broadcasts"}, vjp=_where_vjp, jvp=_where_jvp, batch=_broadcasting_batch,
+    identity=_where_identity,
     doc="np.where(cond != 0, on_true, on_false) with three-way broadcasting; the branches "
     "are promoted to a common dtype.",
 )

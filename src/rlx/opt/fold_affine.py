@@ -34,6 +34,11 @@ def _per_channel(node: Node, channels: int) -> bool:
     return shape in ((channels, 1, 1), (1, channels, 1, 1)) and node.shape.is_static
 
 
+def _is_conv(node: Node) -> bool:
+    """A chain's head is a conv2d (its weight takes the scale) or, in the depthwise form, any activation."""
+    return node.op == "conv2d"
+
+
 def _chains(g: Graph, depthwise: bool = False) -> dict[int, list[tuple[str, int]]]:
     """conv id -> [(op, weight-only operand id), ...] of its foldable chain (containing a mul); with
     ``depthwise``, also the chains after any other rank-4 float activation (not weight-only)."""
@@ -48,7 +53,7 @@ def _chains(g: Graph, depthwise: bool = False) -> dict[int, list[tuple[str, int]
     for conv in g.nodes:
         if conv.id in taken or conv.dtype.is_low_precision_float or not conv.dtype.is_float or len(conv.shape) != 4:
             continue
-        if (conv.inputs[1] not in weights if conv.op == "conv2d" else not depthwise or conv.id in weights
+        if (conv.inputs[1] not in weights if _is_conv(conv) else not depthwise or conv.id in weights
                 or not conv.shape.is_static):
             continue
         channels, chain, cur = conv.shape[1], [], conv.id
@@ -86,7 +91,7 @@ def fold_conv_affine(g: Graph, depthwise: bool = False) -> PassResult:
     for conv_id, chain in chains.items():
         cur = conv_id
         for _ in chain:
-            if cur != conv_id or g.node(conv_id).op == "conv2d":  # another producer stays: the depthwise conv reads it
+            if cur != conv_id or _is_conv(g.node(conv_id)):  # another producer stays: the depthwise conv reads it
                 skip.add(cur)
             cur = next(n.id for n in g.nodes if cur in n.inputs)
         end_of[cur] = conv_id
@@ -119,7 +124,7 @@ def _emit_folded(out: Graph, g: Graph, conv: Node, chain: list[tuple[str, int]],
             shift = out.append("binary", [shift, kk], {"op": op}).id
     assert scale is not None  # _chains keeps only chains with a multiply
     s4 = out.append("reshape", [scale], {"new_shape": [channels, 1, 1, 1]}).id
-    if conv.op != "conv2d":  # the depthwise form: y = conv(x, S[C, 1, 1, 1], groups=C) + T
+    if not _is_conv(conv):  # the depthwise form: y = conv(x, S[C, 1, 1, 1], groups=C) + T
         y = out.append("conv2d", [env[conv.id], s4], {"kernel_size": [1, 1], "stride": [1, 1], "padding": [0, 0],
                                                       "dilation": [1, 1], "groups": int(channels)}).id
     else:

@@ -123,6 +123,21 @@ def test_float64_and_int64_kept_under_scoped_x64():
     assert not jax.config.jax_enable_x64, "x64 is scoped to the executable"
 
 
+def test_uint64_kept_under_scoped_x64():
+    """u64 needs 64-bit mode like i64 (without it jax computes in u32: 2**64-1 // 3 came out 1431655765)."""
+    g = rlx.Graph("u64")
+    a, b = g.input("a", (4,), "u64"), g.input("b", (4,), "u64")
+    g.set_outputs([g.binary(a, b, op="div"), a + b])
+    feed = {"a": np.array([7, 0, 2**64 - 1, 2**40], np.uint64), "b": np.array([2, 5, 3, 7], np.uint64)}
+    exe = compile_(g, backend="jax")
+    assert exe.x64
+    got = exe.run(inputs=feed)
+    want = [feed["a"] // feed["b"], feed["a"] + feed["b"]]
+    for x, y in zip(got, want):
+        assert x.dtype == np.uint64
+        np.testing.assert_array_equal(x, y)
+
+
 def test_accepts_hir_module_lir_and_symbolic_batch():
     m = rlx.define("layer", lambda h: h.linear(h.input("x", (2, 16)), h.param("w", (16, 8)), bias=h.param("b", (8,)), activation="gelu"))
     r = np.random.default_rng(0)

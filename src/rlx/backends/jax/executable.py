@@ -45,7 +45,7 @@ from rlx.ir.symbolic import bind_symbols
 from rlx.lir.specialize import bind_attrs
 from rlx.runtime.executable import ExecutableBase, Feed
 
-_X64_TYPES = (DType.F64, DType.I64, DType.C128)
+_X64_TYPES = (DType.F64, DType.I64, DType.U64, DType.C128)
 _PRECISIONS = {"highest": lax.Precision.HIGHEST, "high": lax.Precision.HIGH, "default": lax.Precision.DEFAULT, None: None}
 
 _CACHE: dict[tuple, Any] = {}

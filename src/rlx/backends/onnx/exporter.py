@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx.backends.onnx.export_fusable import drop_unread, fuse_hard_activations
+from rlx.backends.onnx.export_fusable import clamps_as_clip, drop_unread, fuse_hard_activations
 from rlx.backends.onnx.export_shapes import dim_value, has_symbolic, reshape_target, shape_value
 from rlx.backends.onnx.namespace import MaskNamespace, OnnxNamespace
 from rlx.frontends.common import MULTIPLIED_DTYPES
@@ -961,7 +961,7 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
         ex.nodes.append(onnx.helper.make_node("Identity", [src], [out_name]))
         outputs.append(ex.value_info(out_name, graph.node(oid).type))
     names = [o.name for o in outputs]
-    nodes, inits = drop_unread(fuse_hard_activations(ex.nodes, ex.inits, names), ex.inits, names)
+    nodes, inits = drop_unread(clamps_as_clip(fuse_hard_activations(ex.nodes, ex.inits, names), ex.inits, names), ex.inits, names)
     g = onnx.helper.make_graph(nodes, name or graph.name, ex.inputs, outputs, initializer=inits)
     contrib = [onnx.helper.make_opsetid(d, 1) for d in sorted({nd.domain for nd in nodes if nd.domain})]  # export_quant
     model = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", opset), *contrib], producer_name="rlx")

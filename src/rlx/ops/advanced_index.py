@@ -15,6 +15,8 @@ lowerings all read it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from rlx.ir.attrs import AttrSpec
@@ -92,7 +94,8 @@ def _index_type(ins, attrs):
 
 def checked_key(x: np.ndarray, idx: list[np.ndarray], pattern: str, op: str) -> tuple:
     """The NumPy index tuple, every index checked against its axis (negative ones wrapped)."""
-    key, it = [], iter(idx)
+    key: list[Any] = []
+    it = iter(idx)
     axis = 0
     for c in full_pattern(pattern, x.ndim):
         if c == "n":

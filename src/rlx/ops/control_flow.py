@@ -301,7 +301,7 @@ defop(
 
 
 # ---------------------------------------------------------------------------------- while_
-def _while_type(ins: list[TensorType], attrs) -> TensorType:
+def _while_type(ins: list[TensorType], attrs) -> TensorType | tuple[TensorType, ...]:
     c = _check_sub(attrs["cond"], "cond", ins)[0]
     if c.dtype.is_complex:
         raise ShapeError(f"cond must return a bool or real numeric tensor, got {c}")

@@ -47,6 +47,12 @@ def _require_c64(t: TensorType, what: str = "z") -> None:
         raise ShapeError(f"{what} must be complex (c64 / c128), got {t.dtype}")
 
 
+def _complex_type(t: TensorType) -> TensorType:
+    """The type of an elementwise complex op: its operand's, which must be complex."""
+    _require_c64(t)
+    return t
+
+
 # ----------------------------------------------------------------------------------- fft
 def _fft_type(ins, attrs):
     t = ins[0]
@@ -113,6 +119,12 @@ def _solve_check(a: TensorType, b: TensorType, batched: bool) -> None:
         raise ShapeError(f"b {b.shape!r} must have N = {a.shape[-1]} rows")
 
 
+def _solve_type(ins: list[TensorType], batched: bool) -> TensorType:
+    """x is shaped like b."""
+    _solve_check(ins[0], ins[1], batched)
+    return ins[1]
+
+
 def _solve_kernel(args, attrs, out):
     a, b = args
     vector = b.ndim == a.ndim - 1
@@ -162,7 +174,7 @@ _SOLVE_DOC = ("Singular A raises RlxError at run time. Gradient: db = solve(Aᵀ
 
 defop(
     name="dense_solve", family="numerics", arity=2, operands=("a", "b"),
-    infer=lambda ins, attrs: (_solve_check(ins[0], ins[1], False), ins[1])[1], kernel=_solve_kernel,
+    infer=lambda ins, attrs: _solve_type(ins, False), kernel=_solve_kernel,
     vjp=_solve_vjp, jvp=_solve_jvp, batch=_solve_batch, flags={"blas", "eager_unsafe"},
     doc="Solve A x = b: A [N, N], b [N] or [N, K] -> x shaped like b (np.linalg.solve: LU with partial pivoting). "
     "A and b share one real float dtype. " + _SOLVE_DOC,
@@ -170,7 +182,7 @@ defop(
 
 defop(
     name="batched_dense_solve", family="numerics", arity=2, operands=("a", "b"),
-    infer=lambda ins, attrs: (_solve_check(ins[0], ins[1], True), ins[1])[1], kernel=_solve_kernel,
+    infer=lambda ins, attrs: _solve_type(ins, True), kernel=_solve_kernel,
     vjp=_solve_vjp, jvp=_solve_jvp, batch=_solve_batch, flags={"blas", "eager_unsafe"},
     doc="dense_solve per batch slice: A [..., N, N] (rank >= 3), b [..., N] (rank of A minus 1: vectors) or "
     "[..., N, K]; the batch dims must be equal (no broadcasting). Upstream allows one batch dim; rlx any "
@@ -491,7 +503,7 @@ defop(
 
 defop(
     name="conjugate", precision="elementwise", family="numerics", arity=1, operands=("z",),
-    infer=lambda ins, attrs: (_require_c64(ins[0]), ins[0])[1], kernel=lambda args, attrs, out: np.conj(args[0]),
+    infer=lambda ins, attrs: _complex_type(ins[0]), kernel=lambda args, attrs, out: np.conj(args[0]),
     flags={"elementwise", "complex_ad"}, batch=_elementwise_batch,
     vjp=lambda ctx, node, ct: [ctx.graph.conjugate(ct)], jvp=lambda ctx, node, tangents: ctx.graph.conjugate(tangents[0]),
     doc="Complex conjugate re - i·im of a c64 tensor. Real-linear, not holomorphic: its VJP (JAX's convention) "

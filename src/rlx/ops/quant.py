@@ -254,11 +254,13 @@ def _fq_scale(x: np.ndarray, state: np.ndarray | None, attrs) -> np.ndarray:
     core_rank = x.ndim - nb
     ct = x.dtype.type
     if mode == "fixed":
+        assert state is not None  # the fixed and running modes carry a state operand (checked at build time)
         return np.maximum(_bcast_param(state.astype(x.dtype), nb, core_rank, axis), ct(SCALE_FLOOR))
     amax = np.fmax.reduce(np.abs(x), axis=_reduce_axes(x.ndim, nb, axis), keepdims=True, initial=0.0)
     cur = np.maximum(amax / ct(QMAX[attrs["bits"]]), ct(SCALE_FLOOR))
     if mode == "per_batch":
         return cur
+    assert state is not None
     st = _bcast_param(state.astype(x.dtype), nb, core_rank, axis)
     decay = ct(attrs["decay"])
     return np.where(st <= 0, cur, decay * st + (ct(1.0) - decay) * cur)

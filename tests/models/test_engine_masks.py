@@ -10,8 +10,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from models.zoo import ZOO  # noqa: E402
-from models.zoo_check import import_entry, torch_outputs  # noqa: E402
+from models.zoo import ZOO
+from models.zoo_check import import_entry, torch_outputs
 
 
 @pytest.mark.parametrize("backend", ["onnxruntime", "openvino"])

@@ -6,8 +6,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import numpy as np
+
 import rlx
-from rlx.ir.builder_stubs import is_generated, render_builder_stubs
+from rlx.ir.builder_stubs import builder_signature, is_generated, operand_counts, render_builder_stubs
 from rlx.ir.opdef import VARIADIC, builder_methods, get_op
 
 STUB = Path(rlx.__file__).resolve().parent / "ir" / "_builders.pyi"
@@ -38,6 +40,8 @@ def test_every_builder_is_declared_with_its_operands():
         operands = [a.arg for a in fn.args.posonlyargs][1:]
         if op.arity == VARIADIC:
             assert len(operands) == 1, method
+        elif operand_counts(op, preset)[1] is None:  # groups sized by attributes: *operands
+            assert not operands and fn.args.vararg is not None, method
         elif not callable(op.arity):
             assert len(operands) == op.arity, (method, operands)
         keywords = {a.arg for a in [*fn.args.args, *fn.args.kwonlyargs]}
@@ -96,3 +100,36 @@ def test_the_class_knows_the_builders_too():
 
     assert "matmul" in dir(rlx.Graph) and inspect.signature(rlx.Graph.matmul).return_annotation == "Value"
     assert not hasattr(rlx.Graph, "matmull") and not hasattr(rlx.Graph("g"), "matmull")
+
+
+def test_operand_counts_follow_the_attributes():
+    """Optional operands (attention's mask, a scheme without scales) and groups sized by attributes
+    (scan's inits / bcasts / xs) are stated as such: the counts the op docs give."""
+    expected = {"attention": (3, 4), "gated_delta_net": (5, 6), "fused_transformer_layer": (10, 14),
+                "dequant_matmul": (2, 4), "fused_attention_block": (4, 8), "matmul": (2, 2),
+                "scan": (0, None), "elementwise_region": (0, None), "concat": (1, None)}
+    for op, counts in expected.items():
+        assert operand_counts(get_op(op)) == counts, op
+    sig = builder_signature("scan")
+    assert [p.kind.name for p in sig.parameters.values()][:2] == ["POSITIONAL_ONLY", "VAR_POSITIONAL"]
+    assert sig.parameters["body"].kind.name == "KEYWORD_ONLY"
+    stub = STUB.read_text(encoding="utf-8")
+    assert "def scan(self, /, *operands: Operand, body: Graph" in stub
+    assert "def dequant_matmul(self, x: Operand, w_q: Operand, scale: Operand = ..., zp: Operand = ..., /" in stub
+
+
+def test_a_scan_with_several_xs_builds_as_its_stub_says():
+    """The builder takes what the stub states: any number of operands for scan's groups."""
+    g = rlx.Graph("g")
+    body = rlx.Graph("body")
+    c, a, b = body.input("c", (3,)), body.input("a", (3,)), body.input("b", (3,))
+    body.set_outputs([c * a + b])
+    xs = [g.input("xa", (4, 3)), g.input("xb", (4, 3))]
+    init = g.input("c0", (3,))
+    out = g.scan(init, *xs, body=body, length=4, num_xs=2)
+    g.set_outputs([out])
+    feeds = {"c0": np.ones(3, np.float32), "xa": np.full((4, 3), 2, np.float32), "xb": np.arange(12, dtype=np.float32).reshape(4, 3)}
+    want = feeds["c0"]
+    for t in range(4):
+        want = want * feeds["xa"][t] + feeds["xb"][t]
+    np.testing.assert_allclose(rlx.run(g, feeds)[0], want)

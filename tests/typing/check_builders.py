@@ -29,3 +29,14 @@ def multi() -> rlx.Value:
 
 def run() -> list[np.ndarray]:
     return rlx.run(block(), {"x": np.zeros((2, 8), np.float32)})
+
+
+def groups(xs: list[rlx.Value], body: rlx.Graph) -> rlx.Value:
+    """Operand groups sized by attributes (scan's carries / bcasts / xs) take any count; a scheme
+    that needs fewer operands (GGUF dequant_matmul: no scale / zero point) may leave them out."""
+    g = rlx.Graph("groups")
+    init = g.input("c", (6,))
+    last = g.scan(init, *xs, body=body, length=4, num_xs=len(xs))
+    both = g.scan(init, init, *xs, body=body, length=4, num_carries=2, num_xs=len(xs))
+    w = g.dequant_matmul(init, g.input("wq", (8, 144)), scheme="gguf_q4_k")
+    return last + both[0] + w

@@ -26,10 +26,10 @@ class GraphBuilders:
     def add(self, lhs: Operand, rhs: Operand, /, name: str | None = None) -> Value:
         """binary(op='add'): Broadcasting binary arithmetic in the promoted dtype."""
 
-    def advanced_index(self, x: Sequence[Operand], /, pattern: str = ..., name: str | None = None) -> Value:
+    def advanced_index(self, operands: Sequence[Operand], /, pattern: str = ..., name: str | None = None) -> Value:
         """x[key] with NumPy advanced-indexing semantics (torch aten.index): `pattern` has one char per key position, 'i' an integer index tensor (the operands after x, in order), ':' a full slice, 'n' a new axis; missing trailing positions are full slices."""
 
-    def advanced_index_put(self, x: Sequence[Operand], /, pattern: str = ..., accumulate: bool = ..., name: str | None = None) -> Value:
+    def advanced_index_put(self, operands: Sequence[Operand], /, pattern: str = ..., accumulate: bool = ..., name: str | None = None) -> Value:
         """A copy of x with x[key] = values (NumPy assignment; torch index_put), or x[key] += values with duplicate indices accumulating (accumulate, np.add.at)."""
 
     def arg_reduce(self, x: Operand, /, op: Literal['argmax', 'argmin'] = ..., axis: int = ..., keep_dim: bool = ..., select_last: bool = ..., name: str | None = None) -> Value:
@@ -119,7 +119,7 @@ class GraphBuilders:
     def dequant_grouped_matmul(self, x: Operand, w_packed: Operand, expert_idx: Operand, scale: Operand = ..., global_: Operand = ..., /, scheme: Literal['gguf_q4_k', 'gguf_q5_k', 'gguf_q6_k', 'gguf_q8_k', 'gguf_q2_k', 'gguf_q3_k', 'gguf_q4_0', 'gguf_q8_0', 'nvfp4_block'] = ..., n: int = ..., batch_dims: int = ..., name: str | None = None) -> Value:
         """grouped_matmul with packed expert weights (docs/semantics.md#packed-weights): x [M, K] (float), w_packed u8 holding E expert slabs back to back (any shape; E = bytes / slab bytes), expert_idx [M] -> [M, N], out[i] = x[i] @ W[expert_idx[i]]."""
 
-    def dequant_matmul(self, x: Operand, w_q: Operand, scale: Operand, zp: Operand, /, scheme: Literal['int8_block', 'int8_block_asym', 'int4_block', 'fp8_e4m3', 'fp8_e5m2', 'gguf_q4_k', 'gguf_q5_k', 'gguf_q6_k', 'gguf_q8_k', 'gguf_q2_k', 'gguf_q3_k', 'gguf_q4_0', 'gguf_q8_0', 'nvfp4_block', 'gguf_q4_1', 'gguf_q5_0', 'gguf_q5_1'] = ..., block_size: int = ..., x_quant: Literal['none', 'q8_block'] = ..., batch_dims: int = ..., name: str | None = None) -> Value:
+    def dequant_matmul(self, x: Operand, w_q: Operand, scale: Operand = ..., zp: Operand = ..., /, scheme: Literal['int8_block', 'int8_block_asym', 'int4_block', 'fp8_e4m3', 'fp8_e5m2', 'gguf_q4_k', 'gguf_q5_k', 'gguf_q6_k', 'gguf_q8_k', 'gguf_q2_k', 'gguf_q3_k', 'gguf_q4_0', 'gguf_q8_0', 'nvfp4_block', 'gguf_q4_1', 'gguf_q5_0', 'gguf_q5_1'] = ..., block_size: int = ..., x_quant: Literal['none', 'q8_block'] = ..., batch_dims: int = ..., name: str | None = None) -> Value:
         """x [M, K] (float) @ W -> [M, N] with W [K, N] decoded from packed operands (docs/semantics.md#packed-weights, W row-major, flat index p·N + j, scale block p // block_size along K)."""
 
     def dequant_moe_weights(self, w_packed: Operand, scale: Operand = ..., global_: Operand = ..., /, scheme: Literal['gguf_q4_k', 'gguf_q5_k', 'gguf_q6_k', 'gguf_q8_k', 'gguf_q2_k', 'gguf_q3_k', 'gguf_q4_0', 'gguf_q8_0', 'nvfp4_block'] = ..., k: int = ..., n: int = ..., batch_dims: int = ..., name: str | None = None) -> Value:
@@ -149,7 +149,7 @@ class GraphBuilders:
     def eigh(self, a: Operand, /, lower: bool = ..., *, output: Literal['values'] = ..., name: str | None = None) -> Value:
         """Eigen-decomposition of each symmetric matrix of A [..., N, N] (reads the lower triangle, or the upper with lower=False; LAPACK syevd): eigenvalues [..., N] ascending, and (output=both) orthonormal eigenvectors as the columns of [..., N, N]."""
 
-    def elementwise_region(self, inputs: Operand, /, chain: Any = ..., num_inputs: int = ..., name: str | None = None) -> Value:
+    def elementwise_region(self, /, *inputs: Operand, chain: Any = ..., num_inputs: int = ..., name: str | None = None) -> Value:
         """A fused chain of elementwise steps over num_inputs operands."""
 
     def eq(self, lhs: Operand, rhs: Operand, /, name: str | None = None) -> Value:
@@ -188,7 +188,7 @@ class GraphBuilders:
     def fused_attention_block(self, hidden: Operand, qkv_w: Operand, out_w: Operand, mask: Operand, qkv_b: Operand = ..., out_b: Operand = ..., cos: Operand = ..., sin: Operand = ..., /, num_heads: int = ..., head_dim: int = ..., has_bias: bool = ..., has_rope: bool = ..., name: str | None = None) -> Value:
         """Self-attention block: operands hidden [B, S, Hd], qkv_w [Hd, 3·H·D], out_w [H·D, Hd], mask [B, S] (1 = keep), then qkv_b [3·H·D], out_b [Hd] if has_bias, then cos, sin [T, D/2] if has_rope."""
 
-    def fused_conv2d_bias_act(self, x: Operand, w: Operand, b: Operand, /, kernel_size: Sequence[int] | None = ..., stride: Sequence[int] = ..., padding: Sequence[int] = ..., dilation: Sequence[int] = ..., groups: int = ..., has_bias: bool = ..., activation: Literal[None, 'gelu', 'gelu_approx', 'silu', 'relu', 'sigmoid', 'tanh', 'exp', 'log', 'sqrt', 'rsqrt', 'neg', 'abs', 'sin', 'cos', 'tan', 'atan', 'round'] | None = ..., name: str | None = None) -> Value:
+    def fused_conv2d_bias_act(self, x: Operand, w: Operand, b: Operand = ..., /, kernel_size: Sequence[int] | None = ..., stride: Sequence[int] = ..., padding: Sequence[int] = ..., dilation: Sequence[int] = ..., groups: int = ..., has_bias: bool = ..., activation: Literal[None, 'gelu', 'gelu_approx', 'silu', 'relu', 'sigmoid', 'tanh', 'exp', 'log', 'sqrt', 'rsqrt', 'neg', 'abs', 'sin', 'cos', 'tan', 'atan', 'round'] | None = ..., name: str | None = None) -> Value:
         """act(conv2d(x, w) + b): x [N, Cin, H, W], w [Cout, Cin/groups, kH, kW] with conv2d's geometry attributes and rules, b [Cout] of the conv's dtype added per output channel iff has_bias; activation None = identity."""
 
     def fused_matmul_bias_act(self, x: Operand, w: Operand, b: Operand, /, activation: Literal[None, 'gelu', 'gelu_approx', 'silu', 'relu', 'sigmoid', 'tanh', 'exp', 'log', 'sqrt', 'rsqrt', 'neg', 'abs', 'sin', 'cos', 'tan', 'atan', 'round'] | None = ..., name: str | None = None) -> Value:
@@ -209,7 +209,7 @@ class GraphBuilders:
     def fused_swiglu(self, x: Operand, /, cast_to: DTypeLike | None = ..., gate_first: bool = ..., name: str | None = None) -> Value:
         """SwiGLU of x [..., 2N] → [..., N]: up = x[..., :N], gate = x[..., N:] (swapped with gate_first), y = silu(gate)·up, then cast to cast_to if given."""
 
-    def fused_transformer_layer(self, hidden: Operand, qkv_w: Operand, qkv_b: Operand, out_w: Operand, out_b: Operand, ln1_g: Operand, ln1_b: Operand, fc1_w: Operand, fc1_b: Operand, fc2_w: Operand, fc2_b: Operand, ln2_g: Operand, ln2_b: Operand, mask: Operand, /, num_heads: int = ..., head_dim: int = ..., intermediate_size: int = ..., eps1: float = ..., eps2: float = ..., activation: Literal[None, 'gelu', 'gelu_approx', 'silu', 'relu', 'sigmoid', 'tanh', 'exp', 'log', 'sqrt', 'rsqrt', 'neg', 'abs', 'sin', 'cos', 'tan', 'atan', 'round'] = ..., has_bias: bool = ..., name: str | None = None) -> Value:
+    def fused_transformer_layer(self, hidden: Operand, qkv_w: Operand, qkv_b: Operand, out_w: Operand, out_b: Operand, ln1_g: Operand, ln1_b: Operand, fc1_w: Operand, fc1_b: Operand, fc2_w: Operand, fc2_b: Operand = ..., ln2_g: Operand = ..., ln2_b: Operand = ..., mask: Operand = ..., /, num_heads: int = ..., head_dim: int = ..., intermediate_size: int = ..., eps1: float = ..., eps2: float = ..., activation: Literal[None, 'gelu', 'gelu_approx', 'silu', 'relu', 'sigmoid', 'tanh', 'exp', 'log', 'sqrt', 'rsqrt', 'neg', 'abs', 'sin', 'cos', 'tan', 'atan', 'round'] = ..., has_bias: bool = ..., name: str | None = None) -> Value:
         """BERT post-norm encoder layer: h1 = layer_norm(attn_block(hidden) + hidden; ln1_g, ln1_b, eps1); y = layer_norm(act(h1 @ fc1_w + fc1_b) @ fc2_w + fc2_b + h1; ln2_g, ln2_b, eps2); the attention block is fused_attention_block's (custom key-padding mask [B, S], no rope)."""
 
     def gated_delta_net(self, q: Operand, k: Operand, v: Operand, g: Operand, beta: Operand, state: Operand = ..., /, state_size: int = ..., carry_state: bool = ..., output: Literal['y', 'state'] = ..., name: str | None = None) -> Value:
@@ -272,7 +272,7 @@ class GraphBuilders:
     def householder_product(self, a: Operand, tau: Operand, /, name: str | None = None) -> Value:
         """The first N columns of H_1···H_k (LAPACK orgqr), H_i = I - tau_i·v_i·v_iᵀ with v_i column i of A [..., M, N] below the diagonal and a unit entry on it; tau [..., K], K <= N <= M."""
 
-    def if_(self, pred: Sequence[Operand], /, then_branch: Graph = ..., else_branch: Graph = ..., name: str | None = None) -> Value:
+    def if_(self, operands: Sequence[Operand], /, then_branch: Graph = ..., else_branch: Graph = ..., name: str | None = None) -> Value:
         """Structured conditional: operands [pred, *captures]; pred is a one-element bool or numeric tensor (true when != 0); each branch takes one input per capture (bound positionally, same types) and returns one output, the same type for both."""
 
     def layer_norm(self, x: Operand, gamma: Operand, beta: Operand, /, axis: int = ..., eps: float = ..., name: str | None = None) -> Value:
@@ -447,9 +447,9 @@ class GraphBuilders:
         """Sample one token id (i64) per row of logits [..., vocab] -> [...] (upstream: float-encoded ids, rank <= 2; rlx: every leading axis is a row, C order)."""
 
     @overload
-    def scan(self, inits: Operand, bcasts: Operand = ..., xs: Operand = ..., /, body: Graph = ..., length: Dim = ..., save_trajectory: bool = ..., num_bcast: int = ..., num_xs: int = ..., num_checkpoints: int = ..., reverse: bool = ..., *, num_carries: Literal[1] = ..., name: str | None = None) -> Value: ...  # type: ignore[overload-overlap]  # int excludes 1 here
+    def scan(self, /, *operands: Operand, body: Graph = ..., length: Dim = ..., save_trajectory: bool = ..., num_bcast: int = ..., num_xs: int = ..., num_checkpoints: int = ..., reverse: bool = ..., num_carries: Literal[1] = ..., name: str | None = None) -> Value: ...  # type: ignore[overload-overlap]  # int excludes 1 here
     @overload
-    def scan(self, inits: Operand, bcasts: Operand = ..., xs: Operand = ..., /, body: Graph = ..., length: Dim = ..., save_trajectory: bool = ..., num_bcast: int = ..., num_xs: int = ..., num_checkpoints: int = ..., reverse: bool = ..., *, num_carries: int, name: str | None = None) -> tuple[Value, ...]:
+    def scan(self, /, *operands: Operand, body: Graph = ..., length: Dim = ..., save_trajectory: bool = ..., num_bcast: int = ..., num_xs: int = ..., num_checkpoints: int = ..., reverse: bool = ..., num_carries: int, name: str | None = None) -> tuple[Value, ...]:
         """Loop over a leading axis: operands [*inits, *bcasts, *xs] (num_carries inits, default 1); c = inits; for t in range(length): c = body(*c, *bcasts, *[x[t] for x in xs])."""
 
     def scatter_add(self, updates: Operand, indices: Operand, /, num_rows: int = ..., batch_dims: int = ..., name: str | None = None) -> Value:

@@ -13,8 +13,10 @@ information gives each builder its ``__signature__`` and ``__doc__`` (:func:`bui
 from __future__ import annotations
 
 import inspect
+import itertools
 import keyword
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from rlx.ir.attrs import REQUIRED, AttrSpec
@@ -84,19 +86,67 @@ def _returns(op: OpDef, preset: Mapping[str, Any]) -> tuple[str, str | None, Any
     return tuple_type, attr, value
 
 
-def _operands(op: OpDef) -> list[str]:
+def _domain(spec: AttrSpec) -> tuple[Any, ...]:
+    """The values tried for an attribute when finding how many operands a builder takes."""
+    if spec.kind == "bool":
+        return (False, True)
+    if spec.choices:
+        return (*spec.choices, *((None,) if spec.optional else ()))
+    if spec.required:
+        return (1,) if spec.kind == "int" else (None,)
+    return (spec.default,)
+
+
+def _count(op: OpDef, attrs: Mapping[str, Any]) -> int | None:
+    try:
+        return int(op.arity(attrs))  # type: ignore[operator]
+    except Exception:  # the arity needs an attribute value not tried here
+        return None
+
+
+#: most attribute combinations tried per builder (the largest registry op needs a few hundred)
+_MAX_TRIES = 4096
+
+
+def operand_counts(op: OpDef, preset: Mapping[str, Any] = MappingProxyType({})) -> tuple[int, int | None]:
+    """The fewest and the most operands a builder takes, over its attributes' values (bools, choices;
+    ``preset`` fixed). The most is None for an operand group sized by an int attribute (scan's
+    ``num_xs``, elementwise_region's ``num_inputs``) and for list-taking (variadic) ops."""
     if op.arity == VARIADIC:
-        return [f"{_ident(op.operands[0] if op.operands else 'operands')}: Sequence[Operand]"]
+        return op.min_arity, None
+    if not callable(op.arity):
+        return int(op.arity), int(op.arity)  # type: ignore[arg-type]
+    domains = {k: (preset[k],) if k in preset else _domain(s) for k, s in op.attrs.items()}
+    base = {k: d[0] for k, d in domains.items()}
+    for k, spec in op.attrs.items():  # a count attribute: the operand count follows its value
+        if k not in preset and spec.kind == "int" and not spec.choices:
+            v = base[k] if isinstance(base[k], int) else 1
+            a, b = _count(op, {**base, k: v}), _count(op, {**base, k: v + 1})
+            if a is not None and b is not None and a != b:
+                return 0, None
+    varied = [k for k, d in domains.items() if len(d) > 1]
+    counts = set()
+    for values in itertools.islice(itertools.product(*(domains[k] for k in varied)), _MAX_TRIES):
+        n = _count(op, {**base, **dict(zip(varied, values))})
+        if n is not None:
+            counts.add(n)
+    if not counts:  # no tried value decides it: only the first operand is sure
+        return 1, max(len(op.operands), 1)
+    return min(counts), max(counts)
+
+
+def _operands(op: OpDef, preset: Mapping[str, Any]) -> list[str]:
+    """The stub's operand parameters: a list for a variadic op, ``*operands`` for groups sized by
+    attributes (scan), else one per operand, those past the fewest count optional."""
+    group = _ident(op.operands[0]) if len(op.operands) == 1 else "operands"
+    least, most = operand_counts(op, preset)
+    if op.arity == VARIADIC:
+        return [f"{group}: Sequence[Operand]"]
+    if most is None:
+        return [f"*{group}: Operand"]
     names = [_ident(n) for n in op.operands]
-    if callable(op.arity):  # the count depends on the attributes: operands past the default count are optional
-        try:
-            least = op.arity({k: s.default for k, s in op.attrs.items() if not s.required})
-        except Exception:  # a required attribute decides: only the first operand is sure
-            least = 1
-        return [f"{n}: Operand" if i < least else f"{n}: Operand = ..." for i, n in enumerate(names)]
-    count = int(op.arity)  # type: ignore[arg-type]
-    names = (names + [f"a{i}" for i in range(len(names), count)])[:count]
-    return [f"{n}: Operand" for n in names]
+    names = (names + [f"a{i}" for i in range(len(names), most)])[:most]
+    return [f"{n}: Operand" if i < least else f"{n}: Operand = ..." for i, n in enumerate(names)]
 
 
 def _summary(op: OpDef, preset: Mapping[str, Any]) -> str:
@@ -107,9 +157,12 @@ def _summary(op: OpDef, preset: Mapping[str, Any]) -> str:
 
 
 def _method(method: str, op: OpDef, preset: Mapping[str, Any]) -> list[str]:
-    params = ["self", *_operands(op)]
-    if len(params) > 1:
-        params.append("/")  # operands are positional only (keywords are attributes)
+    operands = _operands(op, preset)
+    starred = bool(operands) and operands[-1].startswith("*")
+    if starred:  # operands are positional only (keywords are attributes); attributes by keyword
+        params = ["self", "/", *operands]
+    else:
+        params = ["self", *operands, *(["/"] if operands else [])]
     free = {k: s for k, s in op.attrs.items() if k not in preset}
     attrs = [f"{_ident(k)}: {_attr_type(s)} = ..." for k, s in free.items()]
     doc = f'        """{_summary(op, preset)}."""'
@@ -131,11 +184,12 @@ def _method(method: str, op: OpDef, preset: Mapping[str, Any]) -> list[str]:
     else:  # the value (the default) means one result; anything else several
         first = (f"{_ident(attr)}: {_literal(value)} = ...", "Value")
         second = (f"{_ident(attr)}: {other}", returns)
+    star = [] if starred else ["*"]
     return ["    @overload",
-            f"    def {method}({', '.join([*params, *others, '*', first[0], 'name: str | None = None'])}) -> {first[1]}: ..."
+            f"    def {method}({', '.join([*params, *others, *star, first[0], 'name: str | None = None'])}) -> {first[1]}: ..."
             + ("" if MULTI_RESULT[op.name][3] else "  # type: ignore[overload-overlap]  # int excludes 1 here"),
             "    @overload",
-            f"    def {method}({', '.join([*params, *others, '*', second[0], 'name: str | None = None'])}) -> {second[1]}:",
+            f"    def {method}({', '.join([*params, *others, *star, second[0], 'name: str | None = None'])}) -> {second[1]}:",
             doc, ""]
 
 
@@ -152,19 +206,20 @@ def builder_signature(method: str) -> inspect.Signature:
     op, preset = found
     P = inspect.Parameter
     params = [P("self", P.POSITIONAL_ONLY)]
-    if op.arity == VARIADIC:
-        params.append(P(_ident(op.operands[0] if op.operands else "operands"), P.POSITIONAL_ONLY, annotation="Sequence[Operand]"))
-    else:
-        for text in _operands(op):
-            name, _, rest = text.partition(": ")
-            optional = rest.endswith("= ...")
-            params.append(P(name, P.POSITIONAL_ONLY, annotation=rest.removesuffix(" = ...").strip(),
-                            default=None if optional else P.empty))
-    kind: inspect._ParameterKind = P.POSITIONAL_OR_KEYWORD  # attributes may follow the operands positionally, as the builder takes them
+    # attributes may follow the operands positionally, as the builder takes them (not after *operands)
+    kind: inspect._ParameterKind = P.POSITIONAL_OR_KEYWORD
+    for text in _operands(op, preset):
+        name, _, rest = text.partition(": ")
+        annotation = rest.removesuffix(" = ...").strip()
+        if name.startswith("*"):
+            params.append(P(name[1:], P.VAR_POSITIONAL, annotation=annotation))
+            kind = P.KEYWORD_ONLY
+        else:
+            params.append(P(name, P.POSITIONAL_ONLY, annotation=annotation, default=None if rest.endswith("= ...") else P.empty))
     for k, spec in op.attrs.items():
         if k not in preset:
             required = spec.default is REQUIRED
-            if required and params[-1].default is not P.empty:
+            if required and kind is P.POSITIONAL_OR_KEYWORD and params[-1].default is not P.empty:
                 kind = P.KEYWORD_ONLY  # a required one after a defaulted one: by keyword from here on
             params.append(P(_ident(k), kind, annotation=_attr_type(spec), default=P.empty if required else spec.default))
     params.append(P("name", P.KEYWORD_ONLY, annotation="str | None", default=None))

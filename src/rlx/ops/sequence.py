@@ -30,11 +30,13 @@ Design choices:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from rlx.ir.attrs import AttrSpec
+from rlx.ir.dtype import DType
 from rlx.ir.errors import ShapeError
 from rlx.ir.graph import Graph, Value
 from rlx.ir.opdef import defop
@@ -50,7 +52,7 @@ def _require(cond: bool, msg: str) -> None:
         raise ShapeError(msg)
 
 
-def _same_float(ins: list[TensorType], names: tuple[str, ...]) -> Any:
+def _same_float(ins: list[TensorType], names: tuple[str, ...]) -> DType:
     dt = ins[0].dtype
     for t, n in zip(ins, names):
         _require(t.dtype.is_float, f"operand {n} must be a float tensor, got {t.dtype}")
@@ -67,18 +69,18 @@ def _dim(actual: Any, expected: Any, what: str) -> None:
     _require(actual == expected, f"{what}: expected {expected}, got {actual}")
 
 
-def _compute_dtype(dtype) -> np.dtype:
+def _compute_dtype(dtype: DType) -> np.dtype:
     return np.dtype(np.float32) if dtype.is_low_precision_float else np.dtype(dtype.numpy)
 
 
-def _dims(shape) -> list[int]:
+def _dims(shape: Sequence[Any]) -> list[int]:
     """Dims as a reshape attribute: one symbolic dim becomes -1 (more is an error)."""
     syms = [d for d in shape if isinstance(d, str)]
     _require(len(syms) <= 1, f"cannot reshape to {Shape(shape)!r}: more than one symbolic dim")
     return [-1 if isinstance(d, str) else int(d) for d in shape]
 
 
-def _reshape(g: Graph, v: Value, shape) -> Value:
+def _reshape(g: Graph, v: Value, shape: Sequence[Any]) -> Value:
     return v if tuple(v.shape) == tuple(shape) else g.reshape(v, new_shape=_dims(shape))
 
 
@@ -87,7 +89,7 @@ def _static_len(s: Any, op: str) -> int:
     return s
 
 
-def _zeros(g: Graph, shape, dtype, template) -> Value:
+def _zeros(g: Graph, shape: Sequence[Any], dtype: DType, template: Callable[[], Value]) -> Value:
     """Zeros of ``shape``: a constant when static, else ``where``-broadcast over ``template()``
     (a value of that shape; never ``x * 0``, which is NaN for inf)."""
     if Shape(shape).is_static:
@@ -95,7 +97,7 @@ def _zeros(g: Graph, shape, dtype, template) -> Value:
     return zeros_like(g, template())
 
 
-def _sub(name: str, sig: list[tuple[str, TensorType]], body) -> Graph:
+def _sub(name: str, sig: list[tuple[str, TensorType]], body: Callable[[Graph, list[Value]], list[Value]]) -> Graph:
     from rlx.ops.control_flow import make_graph
 
     return make_graph(name, sig, body)
@@ -110,7 +112,7 @@ def _step_type(v: Value) -> TensorType:
 _SS_OPERANDS = ("x", "delta", "A", "B", "C")
 
 
-def _ss_type(ins: list[TensorType], attrs) -> TensorType:
+def _ss_type(ins: list[TensorType], attrs: Mapping[str, Any]) -> TensorType:
     x, delta, a, b, c = ins
     _ranks(ins, _SS_OPERANDS, (3, 3, 2, 3, 3))
     dt = _same_float(ins, _SS_OPERANDS)
@@ -124,7 +126,7 @@ def _ss_type(ins: list[TensorType], attrs) -> TensorType:
     return TensorType(x.shape, dt)
 
 
-def _ss_kernel(args, attrs, out):
+def _ss_kernel(args: list[np.ndarray], attrs: Mapping[str, Any], out: TensorType) -> np.ndarray:
     dt = _compute_dtype(out.dtype)
     x, delta, a, b, c = (np.asarray(v, dtype=dt) for v in args)
     bs, s, h = x.shape
@@ -138,7 +140,7 @@ def _ss_kernel(args, attrs, out):
     return y
 
 
-def _ss_decompose(g: Graph, operands, attrs) -> Value:
+def _ss_decompose(g: Graph, operands: Sequence[Any], attrs: Mapping[str, Any]) -> Value:
     x, delta, a, b, c = (g.value(o) for o in operands)
     bs, s, h = x.shape
     n = attrs["state_size"]
@@ -174,11 +176,11 @@ defop(
 _GDN_OPERANDS = ("q", "k", "v", "g", "beta", "state")
 
 
-def _gdn_arity(attrs) -> int:
+def _gdn_arity(attrs: Mapping[str, Any]) -> int:
     return 6 if attrs["carry_state"] else 5
 
 
-def _gdn_type(ins: list[TensorType], attrs) -> TensorType:
+def _gdn_type(ins: list[TensorType], attrs: Mapping[str, Any]) -> TensorType:
     names = _GDN_OPERANDS[: len(ins)]
     _ranks(ins, names, (4, 4, 4, 3, 3, 4))
     dt = _same_float(ins, names)
@@ -196,7 +198,7 @@ def _gdn_type(ins: list[TensorType], attrs) -> TensorType:
     return TensorType(q.shape, dt)
 
 
-def _gdn_kernel(args, attrs, out):
+def _gdn_kernel(args: list[np.ndarray], attrs: Mapping[str, Any], out: TensorType) -> np.ndarray:
     dt = _compute_dtype(out.dtype)
     q, k, v, gg, beta = (np.asarray(a, dtype=dt) for a in args[:5])
     bs, s, h, n = q.shape
@@ -213,7 +215,7 @@ def _gdn_kernel(args, attrs, out):
     return st if attrs["output"] == "state" else o
 
 
-def _gdn_decompose(g: Graph, operands, attrs) -> Value:
+def _gdn_decompose(g: Graph, operands: Sequence[Any], attrs: Mapping[str, Any]) -> Value:
     vals = [g.value(o) for o in operands]
     q, k, v, gg, beta = vals[:5]
     bs, s, h, n = q.shape
@@ -271,11 +273,11 @@ defop(
 
 
 # --------------------------------------------------------------------------- axial_rope2d
-def _rope2d_seq(attrs) -> int:
+def _rope2d_seq(attrs: Mapping[str, Any]) -> int:
     return attrs["end_x"] * attrs["end_y"] * max(attrs["repeat_factor"], 1)
 
 
-def axial_rope2d_tables(attrs) -> tuple[np.ndarray, np.ndarray]:
+def axial_rope2d_tables(attrs: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """cos / sin tables [S, head_dim/2] in f32: column p < head_dim/4 is x-angle ``tx·f_p``, the
     next head_dim/4 columns the y-angles ``ty·f_i`` (pair p covers dims 2p, 2p+1)."""
     d, q = attrs["head_dim"], attrs["head_dim"] // 4
@@ -287,7 +289,7 @@ def axial_rope2d_tables(attrs) -> tuple[np.ndarray, np.ndarray]:
     return np.cos(ang), np.sin(ang)
 
 
-def _rope2d_type(ins: list[TensorType], attrs) -> TensorType:
+def _rope2d_type(ins: list[TensorType], attrs: Mapping[str, Any]) -> TensorType:
     (x,) = ins
     d, heads = attrs["head_dim"], attrs["num_heads"]
     _require(d >= 4 and d % 4 == 0, f"head_dim must be a positive multiple of 4, got {d}")
@@ -299,7 +301,7 @@ def _rope2d_type(ins: list[TensorType], attrs) -> TensorType:
     return x
 
 
-def _rope2d_kernel(args, attrs, out):
+def _rope2d_kernel(args: list[np.ndarray], attrs: Mapping[str, Any], out: TensorType) -> np.ndarray:
     dt = _compute_dtype(out.dtype)
     x = np.asarray(args[0], dtype=dt)
     b, s, _ = x.shape
@@ -310,7 +312,7 @@ def _rope2d_kernel(args, attrs, out):
     return res.reshape(x.shape)
 
 
-def _rope2d_decompose(g: Graph, operands, attrs) -> Value:
+def _rope2d_decompose(g: Graph, operands: Sequence[Any], attrs: Mapping[str, Any]) -> Value:
     (x,) = (g.value(o) for o in operands)
     bs, s, width = x.shape
     heads, half = attrs["num_heads"], attrs["head_dim"] // 2

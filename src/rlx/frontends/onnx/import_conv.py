@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from rlx.frontends.conv3d import conv3d, conv_transpose3d
 from rlx.frontends.onnx.common import (
     OnnxError,
     OnnxFormatError,
@@ -13,7 +14,7 @@ from rlx.frontends.onnx.common import (
 )
 from rlx.frontends.onnx.import_context import NeedsShapes, converter
 from rlx.frontends.onnx.import_helpers import _cast, _reshape, _static_shape
-from rlx.frontends.onnx.import_shape import _index_along, pad_value
+from rlx.frontends.onnx.import_shape import pad_value
 from rlx.ir.dtype import DType
 from rlx.ir.errors import ShapeError
 from rlx.ir.graph import Value
@@ -72,7 +73,7 @@ def _conv(cx, node, ins, attrs):
     if auto == "VALID":
         pads = [0] * (2 * nsp)
     if nsp == 3:
-        y = _conv3d_by_depth_taps(cx, x, w, kernel, strides, dil, pads, group)
+        y = conv3d(cx.g, x, w, strides, [(pads[i], pads[i + 3]) for i in range(3)], dil, group)
     elif nsp == 1:
         y = _conv2d(cx, _to2d(cx, x), _to2d(cx, w), [1, *strides], [1, *dil], [0, pads[0], 0, pads[1]], group)
         y = _reshape(cx, y, [y.shape[0], y.shape[1], y.shape[3]])
@@ -91,29 +92,6 @@ def _conv2d(cx, x: Value, w: Value, strides, dil, pads, group: int) -> Value:
     if sym == [0, 0] and any(isinstance(p, str) or p for p in pads):
         x = pad_value(cx, x, {2: (pads[0], pads[2]), 3: (pads[1], pads[3])})
     return cx.g.conv2d(x, w, stride=strides, padding=sym, dilation=dil, groups=group)
-
-
-def _conv3d_by_depth_taps(cx, x: Value, w: Value, kernel, strides, dil, pads, group: int) -> Value:
-    """A 3-D conv as the sum, over the kernel's depth taps, of 2-D convs with the output depth folded into the batch.
-
-    Tap ``t`` reads input depths ``od * stride + t * dilation`` (after the depth pads) for every
-    output depth ``od``; rlx has 2-D convs only, so each tap is one conv2d of ``[N*Do, C, H, W]``."""
-    n, c = x.shape[0], x.shape[1]
-    if pads[0] or pads[3]:
-        x = pad_value(cx, x, {2: (pads[0], pads[3])})
-    depth, (kd, sd, dd) = x.shape[2], (kernel[0], strides[0], dil[0])
-    do = (depth - dd * (kd - 1) - 1) // sd + 1
-    if do < 1:
-        raise OnnxFormatError(f"Conv: the dilated kernel depth {dd * (kd - 1) + 1} exceeds the padded input depth {depth}")
-    total = None
-    for t in range(kd):
-        xs = _index_along(cx, x, 2, np.arange(do) * sd + t * dd)
-        xs = _reshape(cx, cx.g.transpose(xs, perm=[0, 2, 1, 3, 4]), [n * do, c, *xs.shape[3:]])
-        wt = _reshape(cx, cx.g.narrow(w, axis=2, start=t, length=1), [w.shape[0], w.shape[1], *w.shape[3:]])
-        y = _conv2d(cx, xs, wt, strides[1:], dil[1:], [pads[1], pads[2], pads[4], pads[5]], group)
-        total = y if total is None else total + y
-    o, ho, wo = total.shape[1:]
-    return cx.g.transpose(_reshape(cx, total, [n, do, o, ho, wo]), perm=[0, 2, 1, 3, 4])
 
 
 @converter("ConvTranspose")
@@ -141,15 +119,13 @@ def _conv_transpose(cx, node, ins, attrs):
             if total < 0:
                 outpad[i] += -total
                 total = 0
-            if auto == "SAME_UPPER" or (auto != "SAME_LOWER" and "output_shape" in attrs):
+            if auto == "SAME_UPPER":
                 pads[i], pads[i + nsp] = total // 2, total - total // 2
-            else:
+            else:  # SAME_LOWER, or output_shape without auto_pad: the odd one at the start (onnx's reference, onnxruntime)
                 pads[i], pads[i + nsp] = total - total // 2, total // 2
     group = attrs.get("group", 1)
-    if nsp == 3:  # the full transposed conv, cropped by the pads and extended by output_padding
-        y = _conv_transpose3d_by_depth_taps(cx, x, w, strides, dil, group)
-        if any(pads) or any(outpad):
-            y = pad_value(cx, y, {2 + i: (-pads[i], outpad[i] - pads[i + 3]) for i in range(3)})
+    if nsp == 3:
+        y = conv_transpose3d(cx.g, x, w, strides, [(pads[i], pads[i + 3]) for i in range(3)], dil, group, outpad)
         return y if b is None else y + _reshape(cx, b, [1, b.shape[0], 1, 1, 1])
     if nsp == 1:
         strides, dil, outpad, pads = [1, *strides], [1, *dil], [0, *outpad], [0, pads[0], 0, pads[1]]
@@ -163,30 +139,6 @@ def _conv_transpose(cx, node, ins, attrs):
     if nsp == 1:
         y = _reshape(cx, y, [y.shape[0], y.shape[1], y.shape[3]])
     return y
-
-
-def _conv_transpose3d_by_depth_taps(cx, x: Value, w: Value, strides, dil, group: int) -> Value:
-    """The full (unpadded) 3-D transposed conv as a sum over the kernel's depth taps of 2-D ones.
-
-    Input depth ``d`` through tap ``t`` lands on output depth ``d * stride + t * dilation``: each
-    tap is one conv_transpose2d of ``[N*D, C, H, W]``, its depths spread ``stride`` apart (zeros
-    between) and shifted by ``t * dilation``."""
-    n, c, depth = _static_shape(x)[:3]
-    kd, sd, dd = _static_shape(w)[2], strides[0], dil[0]
-    full = (depth - 1) * sd + dd * (kd - 1) + 1
-    flat = _reshape(cx, cx.g.transpose(x, perm=[0, 2, 1, 3, 4]), [n * depth, c, *x.shape[3:]])
-    total = None
-    for t in range(kd):
-        wt = _reshape(cx, cx.g.narrow(w, axis=2, start=t, length=1), [w.shape[0], w.shape[1], *w.shape[3:]])
-        y = cx.g.conv_transpose2d(flat, wt, stride=strides[1:], padding=[0, 0], dilation=dil[1:], groups=group)
-        o, ho, wo = y.shape[1:]
-        y = _reshape(cx, y, [n, depth, 1, o, ho, wo])
-        if sd > 1:  # zeros between the depths: [n, depth, sd, ...] -> [n, depth * sd, ...], cut after the last
-            y = pad_value(cx, y, {2: (0, sd - 1)})
-        y = _reshape(cx, y, [n, depth * sd, o, ho, wo])
-        y = pad_value(cx, y, {1: (t * dd, full - t * dd - depth * sd)})
-        total = y if total is None else total + y
-    return cx.g.transpose(total, perm=[0, 2, 1, 3, 4])
 
 
 def check_window(cx, nsp: int, kernel, strides, dil, pads) -> None:

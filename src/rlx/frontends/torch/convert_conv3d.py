@@ -48,7 +48,7 @@ def conv_nd(cx: _Ctx, x: Value, w: Value, b: Value | None, stride: Any, padding:
     x, added = _unbatched(cx, x, 3)
     s, d = _pair(stride, 3), _pair(dilation, 3)
     if transposed:
-        y = conv_transpose3d(cx.g, x, w, s, _pair(padding, 3), d, int(groups), _pair(output_padding, 3))
+        y = conv_transpose3d(cx.g, x, w, s, [(p, p) for p in _pair(padding, 3)], d, int(groups), _pair(output_padding, 3))
     else:
         k = [cx.static(v, "kernel size") for v in w.shape[2:]]
         y = conv3d(cx.g, x, w, s, _conv3d_pads(padding, k, d), d, int(groups))

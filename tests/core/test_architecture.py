@@ -17,6 +17,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "rlx"
 #: what only a reader does: parse a model file / an exported program
 _READER_CALLS = frozenset({"ParseFromString", "load_model", "load_model_from_string", "load_from_string"})
 _READER_NAMES = ("import_", "torch_import", "pt2", "reader", "loader")
+_READER_ENTRIES = frozenset({"import_model", "import_runnable", "import_program", "from_upstream_json"})
 
 
 def _calls(tree: ast.AST) -> set[str]:
@@ -42,9 +43,9 @@ def test_no_reader_module_under_backends():
         parsing = _calls(tree) & _READER_CALLS | {c for c in _dotted_calls(tree) if c in ("onnx.load", "torch.export.load")}
         if parsing:
             bad.append(f"{rel}: parses model files ({', '.join(sorted(parsing))})")
-        defs = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
-        if defs & {"import_model", "import_runnable", "import_program", "from_upstream_json"}:
-            bad.append(f"{rel}: defines a reader entry point ({', '.join(sorted(defs & {'import_model', 'import_runnable'}))})")
+        entry = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)} & _READER_ENTRIES
+        if entry:
+            bad.append(f"{rel}: defines a reader entry point ({', '.join(sorted(entry))})")
     assert not bad, "readers of other formats belong in rlx.frontends:\n  " + "\n  ".join(bad)
 
 

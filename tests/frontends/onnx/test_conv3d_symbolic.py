@@ -75,3 +75,9 @@ def test_conv_transpose2d_output_shape_splits_the_padding_as_onnxruntime(auto_pa
     """An odd total padding from output_shape: the extra one at the start unless SAME_UPPER."""
     model = _model("ConvTranspose", (2, 3, 3, 3), ["n", 2, 4, 5], strides=[2, 2], output_shape=[9, 10], auto_pad=auto_pad)
     _check(model, [(1, 2, 4, 5), (2, 2, 4, 5)])
+
+
+def test_a_kernel_deeper_than_the_input_is_a_clear_error():
+    model = _model("Conv", (2, 2, 5, 1, 1), [1, 2, 3, 4, 4])
+    with pytest.raises(rlx.RlxError, match=r"Conv node .*kernel \(depth 5, dilation 1\) is larger than the padded depth 3"):
+        rlx.onnx.import_model(model)

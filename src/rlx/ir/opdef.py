@@ -19,6 +19,10 @@ from rlx.ir.shape import TensorType
 LEVELS = ("source", "mir", "fused", "hir")
 #: Mixed-precision classes (``OpDef.precision``); "boundary" is the graph leaves, "f32" never lowers.
 PRECISION_CLASSES = ("compute", "reduction", "elementwise", "data_movement", "boundary", "f32")
+#: Work classes (``OpDef.work``) of the cost model (``rlx.cli.summary``) for an op without a ``macs``
+#: rule: "none" moves data without arithmetic, "input" does one FLOP per element of operand 0
+#: (reductions, norms, pooling), "output" one per result element (the default).
+WORK_CLASSES = ("none", "input", "output")
 
 InferFn = Callable[[list[TensorType], Mapping[str, Any]], TensorType]
 KernelFn = Callable[[list[np.ndarray], Mapping[str, Any], TensorType], np.ndarray]
@@ -30,6 +34,11 @@ ArityFn = Callable[[Mapping[str, Any]], int]
 IdentityFn = Callable[[Mapping[str, Any], list[TensorType], TensorType, list["np.ndarray | None"]], "int | None"]
 #: ``keeps_grid(attrs, rank, protected axes, copies_only) -> bool`` (see :class:`OpDef`)
 GridFn = Callable[[Mapping[str, Any], int, frozenset[int], bool], bool]
+Shape = tuple[Any, ...]
+#: ``macs(operand shapes, result shape, attrs) -> multiply-accumulates | None`` (None: a symbolic size)
+MacsFn = Callable[[list[Shape], Shape, Mapping[str, Any]], "int | None"]
+#: ``text(attrs) -> str``: a compact printed form replacing ``op[attr=...]`` (``linear+bias+gelu``)
+TextFn = Callable[[Mapping[str, Any]], str]
 
 VARIADIC = "variadic"
 
@@ -65,6 +74,11 @@ class OpDef:
     element is an operand element (or its image under relu / neg / abs) whose ``protected``
     coordinates (the ones choosing its scale) are unchanged, and with ``copies_only`` the op also
     keeps max|x| of every scale group (only moves, duplicates, negates or takes abs of elements).
+
+    Cost facts, read by the summary's FLOP count (``rlx.cli.summary``): ``macs`` is a contraction's
+    multiply-accumulate rule (``rlx.ops.cost`` holds the shared ones; the op then does 2 FLOPs per
+    MAC); an op without one does the FLOPs of its ``work`` class (:data:`WORK_CLASSES`). ``text``
+    is the op's compact printed form when ``op[attr=...]`` would hide what it is (an HIR block).
     """
 
     name: str
@@ -91,12 +105,17 @@ class OpDef:
     identity: IdentityFn | None = None
     commutes: Callable[[Mapping[str, Any]], bool] | None = None
     keeps_grid: GridFn | None = None
+    work: str = "output"
+    macs: MacsFn | None = None
+    text: TextFn | None = None
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
             raise RlxError(f"op {self.name!r}: level must be one of {LEVELS}, got {self.level!r}")
         if self.precision not in PRECISION_CLASSES:
             raise RlxError(f"op {self.name!r}: precision must be one of {PRECISION_CLASSES}, got {self.precision!r}")
+        if self.work not in WORK_CLASSES:
+            raise RlxError(f"op {self.name!r}: work must be one of {WORK_CLASSES}, got {self.work!r}")
         self.flags = frozenset(self.flags)
         self._attr_order = tuple(sorted(self.attrs))
         self._defaults: dict[str, Any] | None = None  # normalized defaults, filled on first use

@@ -171,7 +171,7 @@ def _cast_jvp(ctx, node, tangents):
 
 
 defop(
-    name="cast", precision="data_movement", family="elementwise", arity=1, operands=("x",),
+    name="cast", work="none", precision="data_movement", family="elementwise", arity=1, operands=("x",),
     attrs={"to": AttrSpec("dtype")},
     infer=lambda ins, attrs: TensorType(ins[0].shape, attrs["to"]),
     kernel=_cast_kernel, flags={"elementwise", "complex_ad"}, identity=same_type_identity,

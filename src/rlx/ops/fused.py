@@ -30,6 +30,7 @@ from rlx.ir.opdef import defop, get_op
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops.common import NORM_EPS, promote_args
 from rlx.ops.conv import CONV_ATTRS, conv2d_reference, kernel_size_canon
+from rlx.ops.cost import conv_macs, last_dim_macs
 from rlx.ops.elementwise import ACTIVATIONS
 
 _FAMILY = "fused"
@@ -159,7 +160,7 @@ def _matmul_bias_act(b, ops, attrs):
 
 
 _deffused(
-    "fused_matmul_bias_act", _matmul_bias_act, precision="compute", arity=3, operands=("x", "w", "b"), flags={BLAS},
+    "fused_matmul_bias_act", _matmul_bias_act, macs=last_dim_macs, precision="compute", arity=3, operands=("x", "w", "b"), flags={BLAS},
     attrs={"activation": _ACTIVATION},
     doc="act(x @ w + b): x [..., M, K], w [..., K, N] (matmul rules), b [N] added over the last "
     "axis; activation None = identity. Decomposes to matmul, binary add, activation.",
@@ -195,7 +196,7 @@ def _conv_bias_act_kernel(args, attrs, out_type, out=None):
 
 
 _deffused(
-    "fused_conv2d_bias_act", _conv_bias_act, precision="compute", arity=lambda attrs: 3 if attrs["has_bias"] else 2,
+    "fused_conv2d_bias_act", _conv_bias_act, macs=conv_macs, precision="compute", arity=lambda attrs: 3 if attrs["has_bias"] else 2,
     operands=("x", "w", "b"), flags={BLAS}, canonicalize=kernel_size_canon, kernel=_conv_bias_act_kernel,
     kernel_into=_conv_bias_act_kernel,
     attrs={**CONV_ATTRS, "has_bias": AttrSpec("bool", default=True, doc="a bias operand b [Cout] follows w"),
@@ -274,7 +275,7 @@ def _lora(b, ops, attrs):
 
 
 _deffused(
-    "lora_matmul", _lora, precision="compute", arity=4, operands=("x", "w", "a", "b"), flags={BLAS},
+    "lora_matmul", _lora, macs=last_dim_macs, precision="compute", arity=4, operands=("x", "w", "a", "b"), flags={BLAS},
     attrs={"scale": AttrSpec("float", default=1.0, doc="LoRA scale (alpha / rank)")},
     doc="x @ w + scale·((x @ a) @ b): x [..., M, K], w [K, N], a [K, R], b [R, N] (matmul "
     "rules, so batched x works). Decomposes to three matmuls, a scalar mul and an add.",

@@ -101,7 +101,7 @@ def _reduce_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="reduce", precision="reduction", family="reduction", arity=1, operands=("x",),
+    name="reduce", work="input", precision="reduction", family="reduction", arity=1, operands=("x",),
     attrs={
         "op": AttrSpec("str", choices=REDUCE_OPS),
         "axes": AttrSpec("ints", default=None, doc="axes to reduce; None = all (stored explicit, sorted, >= 0)"),
@@ -143,7 +143,7 @@ def _softmax_linearized(ctx, node, v):
 
 
 defop(
-    name="softmax", precision="reduction", family="reduction", arity=1, operands=("x",),
+    name="softmax", work="input", precision="reduction", family="reduction", arity=1, operands=("x",),
     attrs={"axis": AttrSpec("int", default=-1)},
     canonicalize=_softmax_canon, infer=_softmax_type, kernel=rows.bind(rows.softmax, NUMPY), flags={"reduction"},
     vjp=lambda ctx, node, ct: [_softmax_linearized(ctx, node, ct)],

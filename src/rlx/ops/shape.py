@@ -77,7 +77,7 @@ def _reshape_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="reshape", precision="data_movement", family="shape", arity=1, operands=("x",),
+    name="reshape", work="none", precision="data_movement", family="shape", arity=1, operands=("x",),
     attrs={"new_shape": AttrSpec("sizes", doc="target dims (ints or symbolic); at most one -1 (inferred); 0 is a literal 0")},
     flags={"complex_ad"}, infer=_reshape_type, identity=same_type_identity,
     keeps_grid=lambda attrs, rank, protected, copies_only: unmoved_axes(protected),
@@ -128,7 +128,7 @@ def _transpose_type(ins, attrs):
 
 
 defop(
-    name="transpose", precision="data_movement", family="shape", arity=1, operands=("x",),
+    name="transpose", work="none", precision="data_movement", family="shape", arity=1, operands=("x",),
     attrs={"perm": AttrSpec("ints", default=None, doc="axis permutation; None reverses the axes")},
     canonicalize=_transpose_canon, flags={"complex_ad"}, infer=_transpose_type,
     identity=_transpose_identity, keeps_grid=_transpose_keeps_grid,
@@ -187,7 +187,7 @@ def _narrow_vjp(ctx, node, ct):
 
 
 defop(
-    name="narrow", precision="data_movement", family="shape", arity=1, operands=("x",),
+    name="narrow", work="none", precision="data_movement", family="shape", arity=1, operands=("x",),
     attrs={"axis": AttrSpec("int"), "start": AttrSpec("size"), "length": AttrSpec("size")},
     aliases={"len": "length"},
     canonicalize=_canon_axis, flags={"complex_ad"}, infer=_narrow_type, kernel=_narrow_kernel, identity=same_type_identity,
@@ -245,7 +245,7 @@ def _concat_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="concat", precision="data_movement", family="shape", arity=VARIADIC, operands=("parts",),
+    name="concat", work="none", precision="data_movement", family="shape", arity=VARIADIC, operands=("parts",),
     attrs={"axis": AttrSpec("int", default=0)},
     canonicalize=_canon_axis, flags={"complex_ad"}, infer=_concat_type,
     identity=lambda attrs, ins, out, consts: 0 if len(ins) == 1 and ins[0] == out else None,
@@ -282,7 +282,7 @@ def _expand_type(ins, attrs):
 
 
 defop(
-    name="expand", precision="data_movement", family="shape", arity=1, operands=("x",),
+    name="expand", work="none", precision="data_movement", family="shape", arity=1, operands=("x",),
     attrs={"target_shape": AttrSpec("sizes", doc="result dims (ints or symbolic); -1 keeps the input dim")},
     flags={"complex_ad"}, infer=_expand_type, identity=same_type_identity,
     keeps_grid=lambda attrs, rank, protected, copies_only: unmoved_axes(protected),
@@ -348,7 +348,7 @@ def _gather_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="gather", precision="data_movement", family="shape", arity=2, operands=("table", "indices"),
+    name="gather", work="none", precision="data_movement", family="shape", arity=2, operands=("table", "indices"),
     attrs={"axis": AttrSpec("int", default=0)},
     canonicalize=_canon_axis, flags={"complex_ad", "eager_unsafe"}, infer=_gather_type, kernel=_gather_kernel,
     vjp=_gather_vjp,

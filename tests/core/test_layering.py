@@ -257,8 +257,6 @@ OP_LITERAL_ALLOWED: dict[str, tuple[int, str]] = {
     "rlx/opt/quantize.py": (2, "fake_quantize propagation"),
     "rlx/opt/lower.py": (9, "lowers control flow (if_ / while_ / scan), custom_fn and dot_general"),
     "rlx/opt/regions.py": (7, "the elementwise_region step encoding names each step's op"),
-    "rlx/opt/__init__.py": (9, "ops a fusion pass may produce (the unfuse set)"),
-    "rlx/opt/report.py": (15, "fused kinds and watched ops of the missed-fusion report"),
     "rlx/autodiff/prepare.py": (4, "splits multi-axis reduce; pairs the splat prepare / rasterize nodes"),
     "rlx/hir/inspect.py": (1, "prints an HIR linear block"),
     "rlx/backends/torch_backend/executable.py": (4, "ops torch runs as views"),

@@ -79,6 +79,9 @@ class OpDef:
     multiply-accumulate rule (``rlx.ops.cost`` holds the shared ones; the op then does 2 FLOPs per
     MAC); an op without one does the FLOPs of its ``work`` class (:data:`WORK_CLASSES`). ``text``
     is the op's compact printed form when ``op[attr=...]`` would hide what it is (an HIR block).
+    ``native_on`` names the optimizer's backends (``rlx.opt.BACKENDS``: cpu, metal, cuda, tpu …)
+    that run this fused or contraction op as one kernel: their claim sets are read from it, so
+    their pipelines create or keep it where the others get it decomposed.
     """
 
     name: str
@@ -108,6 +111,7 @@ class OpDef:
     work: str = "output"
     macs: MacsFn | None = None
     text: TextFn | None = None
+    native_on: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
@@ -117,6 +121,7 @@ class OpDef:
         if self.work not in WORK_CLASSES:
             raise RlxError(f"op {self.name!r}: work must be one of {WORK_CLASSES}, got {self.work!r}")
         self.flags = frozenset(self.flags)
+        self.native_on = frozenset(self.native_on)
         self._attr_order = tuple(sorted(self.attrs))
         self._defaults: dict[str, Any] | None = None  # normalized defaults, filled on first use
 

@@ -32,6 +32,7 @@ from rlx.ops.common import NORM_EPS, promote_args
 from rlx.ops.conv import CONV_ATTRS, conv2d_reference, kernel_size_canon
 from rlx.ops.cost import conv_macs, last_dim_macs
 from rlx.ops.elementwise import ACTIVATIONS
+from rlx.ops.facts import ALL_NATIVE, CONV_WEIGHT, CPU_METAL, CPU_ONLY, FUSED_KIND, NOT_TPU
 
 _FAMILY = "fused"
 
@@ -160,8 +161,8 @@ def _matmul_bias_act(b, ops, attrs):
 
 
 _deffused(
-    "fused_matmul_bias_act", _matmul_bias_act, macs=last_dim_macs, precision="compute", arity=3, operands=("x", "w", "b"), flags={BLAS},
-    attrs={"activation": _ACTIVATION},
+    "fused_matmul_bias_act", _matmul_bias_act, macs=last_dim_macs, precision="compute", arity=3, operands=("x", "w", "b"),
+    flags={BLAS, FUSED_KIND}, native_on=ALL_NATIVE, attrs={"activation": _ACTIVATION},
     doc="act(x @ w + b): x [..., M, K], w [..., K, N] (matmul rules), b [N] added over the last "
     "axis; activation None = identity. Decomposes to matmul, binary add, activation.",
 )
@@ -197,7 +198,8 @@ def _conv_bias_act_kernel(args, attrs, out_type, out=None):
 
 _deffused(
     "fused_conv2d_bias_act", _conv_bias_act, macs=conv_macs, precision="compute", arity=lambda attrs: 3 if attrs["has_bias"] else 2,
-    operands=("x", "w", "b"), flags={BLAS}, canonicalize=kernel_size_canon, kernel=_conv_bias_act_kernel,
+    operands=("x", "w", "b"), flags={BLAS, FUSED_KIND, CONV_WEIGHT}, native_on=NOT_TPU,
+    canonicalize=kernel_size_canon, kernel=_conv_bias_act_kernel,
     kernel_into=_conv_bias_act_kernel,
     attrs={**CONV_ATTRS, "has_bias": AttrSpec("bool", default=True, doc="a bias operand b [Cout] follows w"),
            "activation": _ACTIVATION},
@@ -232,7 +234,8 @@ _RESIDUAL_ATTRS = {
 }
 for _norm in ("layer_norm", "rms_norm"):
     _deffused(
-        f"fused_residual_{_norm}", _residual_norm(_norm), precision="reduction",
+        f"fused_residual_{_norm}", _residual_norm(_norm), precision="reduction", flags={FUSED_KIND},
+        native_on=ALL_NATIVE if _norm == "layer_norm" else NOT_TPU,
         arity=lambda attrs: 5 if attrs["has_bias"] else 4, operands=("x", "residual", "bias", "gamma", "beta"),
         attrs=_RESIDUAL_ATTRS,
         doc=f"{_norm}(x + residual [+ bias], gamma, beta, axis=-1, eps): operands x, residual "
@@ -257,7 +260,7 @@ def _swiglu(b, ops, attrs):
 
 
 _deffused(
-    "fused_swiglu", _swiglu, precision="elementwise", arity=1, operands=("x",),
+    "fused_swiglu", _swiglu, precision="elementwise", flags={FUSED_KIND}, native_on=CPU_METAL, arity=1, operands=("x",),
     attrs={"cast_to": AttrSpec("dtype", default=None, doc="result dtype; None = x's"),
            "gate_first": AttrSpec("bool", default=False, doc="the gate is the low half")},
     doc="SwiGLU of x [..., 2N] → [..., N]: up = x[..., :N], gate = x[..., N:] (swapped with "
@@ -306,7 +309,7 @@ def _attention_block_body(b, ops, attrs):
 _HEADS = {"num_heads": AttrSpec("int", doc="H"), "head_dim": AttrSpec("int", doc="D")}
 
 _deffused(
-    "fused_attention_block", _attention_block_body, flags={BLAS},
+    "fused_attention_block", _attention_block_body, flags={BLAS, FUSED_KIND}, native_on=CPU_ONLY,
     precision="data_movement", arity=lambda attrs: 4 + 2 * attrs["has_bias"] + 2 * attrs["has_rope"],
     operands=("hidden", "qkv_w", "out_w", "mask", "qkv_b", "out_b", "cos", "sin"),
     attrs={**_HEADS, "has_bias": AttrSpec("bool", default=False), "has_rope": AttrSpec("bool", default=False)},
@@ -337,7 +340,7 @@ def _transformer_layer(b, ops, attrs):
 
 
 _deffused(
-    "fused_transformer_layer", _transformer_layer, flags={BLAS},
+    "fused_transformer_layer", _transformer_layer, flags={BLAS, FUSED_KIND},
     arity=lambda attrs: len(_LAYER_OPERANDS[attrs["has_bias"]]), operands=_LAYER_OPERANDS[True],
     attrs={**_HEADS,
            "intermediate_size": AttrSpec("int", doc="I, the feed-forward width"),
@@ -389,7 +392,8 @@ def _region(b, ops, attrs):
 
 
 _deffused(
-    "elementwise_region", _region, precision="elementwise", arity=lambda attrs: attrs["num_inputs"], operands=("inputs",),
+    "elementwise_region", _region, precision="elementwise", native_on=ALL_NATIVE,
+    flags={FUSED_KIND}, arity=lambda attrs: attrs["num_inputs"], operands=("inputs",),
     attrs={"chain": AttrSpec("data", doc="the steps, in order"),
            "num_inputs": AttrSpec("int", doc="number of region operands")},
     doc="A fused chain of elementwise steps over num_inputs operands. Each step is a list: "

@@ -19,6 +19,7 @@ from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType, broadcast_shapes, normalize_axis
 from rlx.ops.common import promote_args, require_dim
 from rlx.ops.cost import dot_general_macs, last_dim_macs
+from rlx.ops.facts import ALL_NATIVE
 
 
 def _contraction_dtype(a: TensorType, b: TensorType) -> DType:
@@ -62,7 +63,7 @@ def _matmul_kernel(args, attrs, out_type, out=None):
 
 
 defop(
-    name="matmul", macs=last_dim_macs, precision="compute", family="linalg", arity=2, operands=("a", "b"),
+    name="matmul", macs=last_dim_macs, native_on=ALL_NATIVE, precision="compute", family="linalg", arity=2, operands=("a", "b"),
     infer=_matmul_type,
     kernel=_matmul_kernel, kernel_into=_matmul_kernel,
     flags={"blas", "complex_ad"},

@@ -25,6 +25,7 @@ from rlx.hir.policy import FusionPolicy
 from rlx.ir.attrs import FrozenArray
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, GraphStage, Node
+from rlx.ir.opdef import get_op, has_op
 from rlx.ir.units import format_bytes  # re-exported: rlx.hir.inspect.format_bytes
 
 _KIND_ATTR = {"activation": "kind", "binary": "op", "compare": "op"}
@@ -68,9 +69,9 @@ def op_text(node: Node) -> str:
         return f"const({node.attrs['value'].array.nbytes}B)"
     if node.op in ("input", "param"):
         return f'{node.op}("{node.attrs["name"]}")'
-    if node.op == "linear":
-        act = node.attrs.get("activation")
-        return "linear" + ("+bias" if node.attrs.get("has_bias") else "") + (f"+{act}" if act else "")
+    text = get_op(node.op).text if has_op(node.op) else None
+    if text is not None:
+        return text(node.attrs)
     kind_key = _KIND_ATTR.get(node.op)
     shown = {k: v for k, v in node.attrs.items() if k != kind_key and v is not None and v != ()}
     body = ", ".join(f"{k}={_attr_text(v)}" for k, v in shown.items())

@@ -73,7 +73,9 @@ class OpDef:
     maps values on a fake-quantize grid to the same grid (``propagate_fake_quant``): every result
     element is an operand element (or its image under relu / neg / abs) whose ``protected``
     coordinates (the ones choosing its scale) are unchanged, and with ``copies_only`` the op also
-    keeps max|x| of every scale group (only moves, duplicates, negates or takes abs of elements).
+    keeps max|x| of every scale group (only moves, duplicates, negates or takes abs of elements);
+    ``compose(inner attrs, outer attrs)`` the attributes of the one node equal to the op applied
+    twice (``simplify``: a transpose of a transpose, a reshape of a reshape).
 
     Cost facts, read by the summary's FLOP count (``rlx.cli.summary``): ``macs`` is a contraction's
     multiply-accumulate rule (``rlx.ops.cost`` holds the shared ones; the op then does 2 FLOPs per
@@ -108,6 +110,7 @@ class OpDef:
     identity: IdentityFn | None = None
     commutes: Callable[[Mapping[str, Any]], bool] | None = None
     keeps_grid: GridFn | None = None
+    compose: Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]] | None = None
     work: str = "output"
     macs: MacsFn | None = None
     text: TextFn | None = None

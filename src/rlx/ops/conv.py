@@ -19,6 +19,7 @@ from rlx.ir.shape import Shape, TensorType
 from rlx.ir.symbolic import known_ge
 from rlx.ops.common import promote_args, require_float, require_rank
 from rlx.ops.cost import conv_macs, conv_transpose_macs
+from rlx.ops.facts import CONV_WEIGHT
 from rlx.ops.kinds import REDUCE_KINDS
 
 POOL_KINDS = ("max", "mean", "sum", "min", "prod", "fmax", "fmin")
@@ -505,7 +506,7 @@ CONV_ATTRS = {
 defop(
     name="conv2d", macs=conv_macs, precision="compute", family="conv", arity=2, operands=("x", "w"),
     attrs=CONV_ATTRS,
-    canonicalize=kernel_size_canon, infer=_conv2d_type, kernel=_conv2d_kernel, kernel_into=_conv2d_kernel, flags={"blas"},
+    canonicalize=kernel_size_canon, infer=_conv2d_type, kernel=_conv2d_kernel, kernel_into=_conv2d_kernel, flags={"blas", CONV_WEIGHT},
     vjp=_conv2d_vjp, jvp=bilinear_jvp, batch=_conv2d_batch,
     doc="NCHW cross-correlation = torch.nn.functional.conv2d without bias: x [N, Cin, H, W], "
     "w [Cout, Cin/groups, kH, kW] -> [N, Cout, Hout, Wout], Hout = (H + 2pH - dH(kH-1) - 1) // sH + 1. "

@@ -179,8 +179,15 @@ def _linear_lower(g: Graph, ops: Sequence[Value], attrs: Mapping[str, Any], poli
     return _act(g, _add(g, g.apply("matmul", x, w), ops[2]), attrs["activation"])
 
 
+def _linear_text(attrs: Mapping[str, Any]) -> str:
+    """``linear+bias+gelu``: the printed form of a linear block (``rlx.hir.inspect``)."""
+    act = attrs.get("activation")
+    return "linear" + ("+bias" if attrs.get("has_bias") else "") + (f"+{act}" if act else "")
+
+
 _hir_op(
     "linear", macs=last_dim_macs, arity=lambda attrs: 3 if attrs["has_bias"] else 2, operands=("x", "w", "b"),
+    text=_linear_text,
     attrs={"activation": _ACT, "has_bias": AttrSpec("bool", default=False, doc="a third operand b [out] is added")},
     infer=_linear_type, lower=_linear_lower,
     doc="act(x @ w [+ b]) with w [in, out] and optional bias b [out] (operand 3 iff has_bias; the HIR "

@@ -15,6 +15,7 @@ from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops import rows
 from rlx.ops.common import axis_of, require_float
+from rlx.ops.facts import SPLIT_AXES
 from rlx.ops.kinds import NUMPY
 from rlx.ops.rows import reduce_axes, reduce_identity
 
@@ -108,7 +109,7 @@ defop(
         "keep_dim": AttrSpec("bool", default=False),
     },
     methods={op: {"op": op} for op in ("sum", "mean", "max", "min", "prod")},  # g.fmax is the binary op
-    canonicalize=_reduce_canon, infer=_reduce_type, kernel=_reduce_kernel, flags={"reduction", "complex_ad"},
+    canonicalize=_reduce_canon, infer=_reduce_type, kernel=_reduce_kernel, flags={"reduction", "complex_ad", SPLIT_AXES},
     vjp=_reduce_vjp, jvp=_reduce_jvp, batch=_reduce_batch,
     doc="Reduce x over `axes` with sum / mean / max / min / prod (builder methods g.sum, g.mean, g.max, g.min, "
     "g.prod). Any set of axes (upstream's kernel: contiguous runs only); negative axes are normalized; "

@@ -83,7 +83,9 @@ class OpDef:
     is the op's compact printed form when ``op[attr=...]`` would hide what it is (an HIR block).
     ``native_on`` names the optimizer's backends (``rlx.opt.BACKENDS``: cpu, metal, cuda, tpu …)
     that run this fused or contraction op as one kernel: their claim sets are read from it, so
-    their pipelines create or keep it where the others get it decomposed.
+    their pipelines create or keep it where the others get it decomposed. ``unroll`` (an
+    :class:`rlx.ops.control_flow.Unroll`) is how ``rlx.opt.lower`` replaces an op with subgraph
+    bodies by straight-line ops (inlined branches, unrolled loops).
     """
 
     name: str
@@ -115,6 +117,7 @@ class OpDef:
     macs: MacsFn | None = None
     text: TextFn | None = None
     native_on: frozenset[str] = frozenset()
+    unroll: Any = None
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:

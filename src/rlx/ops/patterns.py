@@ -21,3 +21,17 @@ class FusedPair:
 
 #: splat preparation then rasterization is one differentiable render (autodiff preparation)
 SPLAT_RENDER = FusedPair("gaussian_splat_prepare", "gaussian_splat_rasterize", "gaussian_splat_render")
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """``op`` is rewritten into ``into`` by a pass of ``rlx.opt`` (``why_kept``: when it cannot be)."""
+
+    op: str
+    into: tuple[str, ...]
+    why_kept: str = ""
+
+
+#: dot_general -> transposes, reshapes and one batched matmul (``rlx.opt.dot_general``)
+DOT_GENERAL_LOWERING = Lowering("dot_general", ("transpose", "reshape", "matmul"),
+                                "its groups are not expressible as one batched matmul (several symbolic dims)")

@@ -85,7 +85,9 @@ class OpDef:
     that run this fused or contraction op as one kernel: their claim sets are read from it, so
     their pipelines create or keep it where the others get it decomposed. ``unroll`` (an
     :class:`rlx.ops.control_flow.Unroll`) is how ``rlx.opt.lower`` replaces an op with subgraph
-    bodies by straight-line ops (inlined branches, unrolled loops).
+    bodies by straight-line ops (inlined branches, unrolled loops). ``region_key`` marks an op
+    that may join an ``elementwise_region`` (``rlx.opt.regions``): the attribute a chain step
+    records as its sub-kind (``"kind"``, ``"op"``, ``"to"``; ``""``: none), None: it never joins.
     """
 
     name: str
@@ -118,6 +120,7 @@ class OpDef:
     text: TextFn | None = None
     native_on: frozenset[str] = frozenset()
     unroll: Any = None
+    region_key: str | None = None
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:

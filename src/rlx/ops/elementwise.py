@@ -108,7 +108,7 @@ def _activation_keeps_grid(attrs, rank, protected, copies_only) -> bool:
 
 
 defop(
-    name="activation", precision="elementwise", family="elementwise", arity=1, operands=("x",),
+    name="activation", region_key="kind", precision="elementwise", family="elementwise", arity=1, operands=("x",),
     attrs={"kind": AttrSpec("str", choices=tuple(ACTIVATIONS))},
     methods={k: {"kind": k} for k in ACTIVATIONS},
     infer=_activation_type, kernel=_activation_kernel, kernel_into=_activation_kernel, flags={"elementwise", "complex_ad"},
@@ -171,7 +171,7 @@ def _cast_jvp(ctx, node, tangents):
 
 
 defop(
-    name="cast", work="none", precision="data_movement", family="elementwise", arity=1, operands=("x",),
+    name="cast", region_key="to", work="none", precision="data_movement", family="elementwise", arity=1, operands=("x",),
     attrs={"to": AttrSpec("dtype")},
     infer=lambda ins, attrs: TensorType(ins[0].shape, attrs["to"]),
     kernel=_cast_kernel, flags={"elementwise", "complex_ad"}, identity=same_type_identity,
@@ -331,7 +331,7 @@ BINARY_METHODS = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "maxim
                   "fmin": "fmin", "pow": "pow"}
 
 defop(
-    name="binary", precision="elementwise", family="elementwise", arity=2, operands=("lhs", "rhs"),
+    name="binary", region_key="op", precision="elementwise", family="elementwise", arity=2, operands=("lhs", "rhs"),
     attrs={"op": AttrSpec("str", choices=("add", "sub", "mul", "div", "max", "min", "fmax", "fmin", "pow"))},
     methods={m: {"op": k} for m, k in BINARY_METHODS.items()},
     infer=_binary_type, kernel=_binary_kernel, kernel_into=_binary_kernel, flags={"elementwise", "complex_ad", "broadcasts"},
@@ -357,7 +357,7 @@ def _compare_type(ins, attrs):
 
 
 defop(
-    name="compare", precision="elementwise", family="elementwise", arity=2, operands=("lhs", "rhs"),
+    name="compare", region_key="op", precision="elementwise", family="elementwise", arity=2, operands=("lhs", "rhs"),
     attrs={"op": AttrSpec("str", choices=tuple(_COMPARE))},
     methods={k: {"op": k} for k in _COMPARE},
     infer=_compare_type,
@@ -402,7 +402,7 @@ def _where_identity(attrs, ins, out, consts) -> int | None:
 
 
 defop(
-    name="where", precision="elementwise", family="elementwise", arity=3, operands=("cond", "on_true", "on_false"),
+    name="where", region_key="", precision="elementwise", family="elementwise", arity=3, operands=("cond", "on_true", "on_false"),
     infer=_where_type,
     kernel=lambda args, attrs, out: np.where(args[0] != 0, *promote_args(args[1:], out.dtype)),
     flags={"elementwise", "complex_ad", "broadcasts"}, vjp=_where_vjp, jvp=_where_jvp, batch=_broadcasting_batch,

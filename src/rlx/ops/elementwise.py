@@ -20,6 +20,7 @@ from rlx.ir.opdef import defop
 from rlx.ir.shape import TensorType
 from rlx.ops.common import all_equal, broadcast_promoted, promote_args, same_type_identity
 from rlx.ops.evaluate import RAW_OPERANDS
+from rlx.ops.facts import CONVERTS
 from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, NUMPY, GraphNamespace, numpy_erf, numpy_sigmoid
 
 
@@ -174,7 +175,7 @@ defop(
     name="cast", region_key="to", work="none", precision="data_movement", family="elementwise", arity=1, operands=("x",),
     attrs={"to": AttrSpec("dtype")},
     infer=lambda ins, attrs: TensorType(ins[0].shape, attrs["to"]),
-    kernel=_cast_kernel, flags={"elementwise", "complex_ad"}, identity=same_type_identity,
+    kernel=_cast_kernel, flags={"elementwise", "complex_ad", CONVERTS}, identity=same_type_identity,
     vjp=_cast_vjp, jvp=_cast_jvp, batch=_broadcasting_batch,
     doc="Convert the element type (x.astype(to)); float to int truncates toward zero, "
     "anything to bool is x != 0, c64 to a real type keeps the real part. Int to a narrower int keeps the low bits "

@@ -13,6 +13,9 @@ VIEW = "view"
 #: Operand 1 is a convolution weight [O, I/groups, kH, kW] read as a whole by the kernel: the torch
 #: backend lays it out once for its conv kernels (``rlx.backends.torch_backend.weights``).
 CONV_WEIGHT = "conv_weight"
+#: The result dtype is the op's ``to`` attribute (an explicit conversion): automatic mixed precision
+#: (``rlx.opt.precision``) never retypes it, whatever its operand becomes.
+CONVERTS = "converts"
 #: Autodiff preparation (``rlx.autodiff.prepare``) splits a multi-axis ``axes`` attribute into a
 #: chain of one-axis nodes of the same op, highest axis first (the result is the same).
 SPLIT_AXES = "split_axes"

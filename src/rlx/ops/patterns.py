@@ -35,3 +35,55 @@ class Lowering:
 #: dot_general -> transposes, reshapes and one batched matmul (``rlx.opt.dot_general``)
 DOT_GENERAL_LOWERING = Lowering("dot_general", ("transpose", "reshape", "matmul"),
                                 "its groups are not expressible as one batched matmul (several symbolic dims)")
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """A chain the fusion passes (``rlx.opt.fusion``, ``rlx.opt.fold_affine``) rewrite: a site starts
+    at an ``anchor`` node; ``step`` is the op of the arithmetic it swallows (bias add, affine scale),
+    ``view`` a shape-only op allowed inside the chain, ``act`` an activation it absorbs, ``fused``
+    the op it emits."""
+
+    anchor: str
+    fused: str
+    step: str = ""
+    view: str = ""
+    act: str = ""
+
+
+#: matmul -> add(bias) [-> activation] => fused_matmul_bias_act
+MATMUL_BIAS_ACT = Fusion("matmul", "fused_matmul_bias_act", step="binary", act="activation")
+#: conv2d [-> reshape keeping N, C] [-> add(per-channel bias)] [-> activation] => fused_conv2d_bias_act
+CONV_BIAS_ACT = Fusion("conv2d", "fused_conv2d_bias_act", step="binary", view="reshape", act="activation")
+#: conv2d -> mul / add by per-channel constants => conv2d with the affine folded into its weight and bias
+CONV_AFFINE = Fusion("conv2d", "conv2d", step="binary")
+#: rms_norm (last axis) -> reshape to 2-D => reshape first, then a 2-D rms_norm
+RMS_NORM_RESHAPE = Fusion("rms_norm", "rms_norm", view="reshape")
+#: several matmuls of one lhs => one matmul of the concatenated weights, narrowed
+SHARED_INPUT_MATMUL = Fusion("matmul", "matmul", view="narrow")
+
+
+@dataclass(frozen=True)
+class AttentionChain:
+    """Decomposed attention (``rlx.opt.fuse_attention``): ``product(normalize(scale(product(q,
+    view(k)))) [+ mask], v)`` with scales and the mask as ``step`` ops, emitted as one ``fused``."""
+
+    product: str
+    normalize: str
+    view: str
+    step: str
+    fused: str
+
+
+DECOMPOSED_ATTENTION = AttentionChain("matmul", "softmax", "transpose", "binary", "attention")
+
+
+@dataclass(frozen=True)
+class RepeatedQuantizer:
+    """A ``quantizer`` reached from an identical earlier one through ops that keep its grid is the
+    identity (``rlx.opt.quantize.propagate_fake_quant`` removes it)."""
+
+    quantizer: str
+
+
+REDUNDANT_FAKE_QUANT = RepeatedQuantizer("fake_quantize")

@@ -19,6 +19,7 @@ from rlx.ir.errors import RlxError
 from rlx.ir.graph import RESULT, Graph, Node, infer_type
 from rlx.ir.opdef import get_op, has_op
 from rlx.ir.shape import Shape, TensorType
+from rlx.ops import patterns as chains
 from rlx.opt.manager import Pass, PassResult
 from rlx.opt.rebuild import Rebuilder, uses_and_consumer
 
@@ -189,9 +190,9 @@ def _claim_site(cx: _Ctx, node: Node, ids: Sequence[int], anchor: int, build: Ca
 
 # --------------------------------------------------------------- matmul + bias + act
 def _act_kinds() -> frozenset[str]:
-    if not has_op("fused_matmul_bias_act"):
+    if not has_op(chains.MATMUL_BIAS_ACT.fused):
         return frozenset()
-    spec = get_op("fused_matmul_bias_act").attrs.get("activation")
+    spec = get_op(chains.MATMUL_BIAS_ACT.fused).attrs.get("activation")
     if spec is not None and spec.choices is not None:
         return frozenset(c for c in spec.choices if c is not None)
     act = get_op("activation").attrs["kind"].choices or ()
@@ -206,7 +207,7 @@ def matmul_bias_act_sites(g: Graph) -> list[Site]:
     users = g.users()
     out: list[Site] = []
     for mm in nodes:
-        if mm.op != "matmul":
+        if mm.op != chains.MATMUL_BIAS_ACT.anchor:
             continue
         for add in (nodes[u] for u in dict.fromkeys(users[mm.id])):
             if not _is(add, "binary", "add") or add.inputs[0] == add.inputs[1]:
@@ -220,17 +221,17 @@ def matmul_bias_act_sites(g: Graph) -> list[Site]:
             tail, act = add, None
             nxt = cx.single_consumer(add.id)
             if reason is None and nxt is not None and _is(nxt, "activation") and nxt.attrs["kind"] in kinds:
-                if infers("fused_matmul_bias_act", [x.type, w.type, bias.type], {"activation": nxt.attrs["kind"]}, nxt.type):
+                if infers(chains.MATMUL_BIAS_ACT.fused, [x.type, w.type, bias.type], {"activation": nxt.attrs["kind"]}, nxt.type):
                     tail, act = nxt, nxt.attrs["kind"]
             if reason is None and act is None and not infers(
-                    "fused_matmul_bias_act", [x.type, w.type, bias.type], {"activation": None}, add.type):
+                    chains.MATMUL_BIAS_ACT.fused, [x.type, w.type, bias.type], {"activation": None}, add.type):
                 reason = f"bias {bias.type} does not fit the fused op for output {add.type}"
             if reason is not None:
                 out.append(Site(mm, reason=reason, hint=hint))
                 continue
 
             def build(rb: Rebuilder, x=x, w=w, bias=bias, act=act, tail=tail, parts=(mm, add, tail)) -> dict[int, int]:
-                new = rb.emit("fused_matmul_bias_act", [rb.map[x.id], rb.map[w.id], rb.map[bias.id]], {"activation": act},
+                new = rb.emit(chains.MATMUL_BIAS_ACT.fused, [rb.map[x.id], rb.map[w.id], rb.map[bias.id]], {"activation": act},
                               like=parts, name=tail.name, type=tail.type)
                 return {tail.id: new}
 
@@ -242,7 +243,7 @@ def matmul_bias_act_sites(g: Graph) -> list[Site]:
 # --------------------------------------------------------------- conv + bias + act
 def _keeps_channels(r: Node, conv: Node) -> bool:
     """A reshape that keeps the conv's leading [N, C] (1-D convs run as conv2d over [N, C, 1, L])."""
-    return r.op == "reshape" and len(r.shape) >= 2 and tuple(r.shape[:2]) == tuple(conv.shape[:2])
+    return r.op == chains.CONV_BIAS_ACT.view and len(r.shape) >= 2 and tuple(r.shape[:2]) == tuple(conv.shape[:2])
 
 
 def _channel_bias(cx: _Ctx, add: Node, cur: Node, channels: int) -> Node | None:
@@ -259,7 +260,7 @@ def _channel_bias(cx: _Ctx, add: Node, cur: Node, channels: int) -> Node | None:
 
 
 def _conv_act_kinds() -> frozenset[str]:
-    spec = get_op("fused_conv2d_bias_act").attrs["activation"] if has_op("fused_conv2d_bias_act") else None
+    spec = get_op(chains.CONV_BIAS_ACT.fused).attrs["activation"] if has_op(chains.CONV_BIAS_ACT.fused) else None
     return frozenset(c for c in (spec.choices or ()) if c is not None) if spec is not None else frozenset()
 
 
@@ -305,7 +306,7 @@ def conv_bias_act_sites(g: Graph) -> list[Site]:
     users: list[list[int]] | None = None
     out: list[Site] = []
     for conv in nodes:
-        if conv.op != "conv2d":
+        if conv.op != chains.CONV_BIAS_ACT.anchor:
             continue
         parts, view, bias, act = _conv_chain(cx, conv, kinds)
         if len(parts) == 1:
@@ -319,7 +320,7 @@ def conv_bias_act_sites(g: Graph) -> list[Site]:
         attrs = {**{k: conv.attrs[k] for k in ("kernel_size", "stride", "padding", "dilation", "groups")},
                  "has_bias": bias is not None, "activation": None if act is None else act.attrs["kind"]}
         in_types = [x.type, w.type] + ([TensorType(Shape((channels,)), bias.dtype)] if bias is not None else [])
-        if not infers("fused_conv2d_bias_act", in_types, attrs, conv.type):
+        if not infers(chains.CONV_BIAS_ACT.fused, in_types, attrs, conv.type):
             out.append(Site(conv, reason="the bias does not fit the fused op (dtype)"))
             continue
         tail = parts[-1]
@@ -327,11 +328,11 @@ def conv_bias_act_sites(g: Graph) -> list[Site]:
         def build(rb: Rebuilder, x=x, w=w, bias=bias, view=view, attrs=attrs, parts=parts, tail=tail, conv=conv, cx=cx) -> dict[int, int]:
             ins = [rb.map[x.id], rb.map[w.id]]
             if bias is not None:
-                src = cx.nodes[bias.inputs[0]] if bias.op == "reshape" else bias  # [C] reshaped to [C, 1, 1]: read the [C]
+                src = cx.nodes[bias.inputs[0]] if bias.op == chains.CONV_BIAS_ACT.view else bias  # [C] reshaped to [C, 1, 1]: read the [C]
                 src = src if len(src.shape) == 1 and src.id in rb.map else bias
                 b = rb.map[src.id]
                 ins.append(b if len(src.shape) == 1 else rb.emit("reshape", [b], {"new_shape": [conv.shape[1]]}, like=parts))
-            new = rb.emit("fused_conv2d_bias_act", ins, attrs, like=parts, name=None if view else tail.name, type=conv.type)
+            new = rb.emit(chains.CONV_BIAS_ACT.fused, ins, attrs, like=parts, name=None if view else tail.name, type=conv.type)
             if view is not None:
                 new = rb.emit("reshape", [new], dict(view.attrs), like=(view,), name=tail.name, type=tail.type)
             return {tail.id: new}
@@ -407,10 +408,10 @@ def rms_norm_reshape_sites(g: Graph) -> list[Site]:
     nodes = cx.nodes
     out: list[Site] = []
     for n in nodes:
-        if n.op != "rms_norm" or len(n.shape) < 3 or not _last_axis(n, len(n.shape)):
+        if n.op != chains.RMS_NORM_RESHAPE.anchor or len(n.shape) < 3 or not _last_axis(n, len(n.shape)):
             continue
         r = cx.single_consumer(n.id)
-        if r is None or r.op != "reshape" or len(r.shape) != 2 or r.shape[-1] != n.shape[-1]:
+        if r is None or r.op != chains.RMS_NORM_RESHAPE.view or len(r.shape) != 2 or r.shape[-1] != n.shape[-1]:
             continue
         x, gamma, beta = (nodes[i] for i in n.inputs)
         flat = infers_one("reshape", [x.type], {"new_shape": list(r.attrs["new_shape"])})
@@ -490,7 +491,7 @@ def shared_matmul_groups(g: Graph) -> dict[int, list[Node]]:
     groups: dict[int, list[Node]] = {}
     nodes = g.nodes
     for mm in nodes:
-        if mm.op == "matmul" and _static2(nodes[mm.inputs[1]].type) and len(nodes[mm.inputs[0]].shape) >= 2:
+        if mm.op == chains.SHARED_INPUT_MATMUL.anchor and _static2(nodes[mm.inputs[1]].type) and len(nodes[mm.inputs[0]].shape) >= 2:
             groups.setdefault(mm.inputs[0], []).append(mm)
     return {k: v for k, v in groups.items() if len(v) >= 2}
 
@@ -579,15 +580,16 @@ def swiglu_sites(g: Graph) -> list[Site]:
     return out
 
 
-MATMUL_BIAS_ACT = Pattern("matmul_bias_act", "fuse_matmul_bias_act", matmul_bias_act_sites, frozenset({"fused_matmul_bias_act"}))
-CONV_BIAS_ACT = Pattern("conv_bias_act", "fuse_conv_bias_act", conv_bias_act_sites, frozenset({"fused_conv2d_bias_act"}))
+MATMUL_BIAS_ACT = Pattern("matmul_bias_act", "fuse_matmul_bias_act", matmul_bias_act_sites, frozenset({chains.MATMUL_BIAS_ACT.fused}))
+CONV_BIAS_ACT = Pattern("conv_bias_act", "fuse_conv_bias_act", conv_bias_act_sites, frozenset({chains.CONV_BIAS_ACT.fused}))
 RESIDUAL_LAYER_NORM = Pattern("residual_layer_norm", "fuse_residual_layer_norm", residual_layer_norm_sites,
                               frozenset({"fused_residual_layer_norm"}))
 RESIDUAL_RMS_NORM = Pattern("residual_rms_norm", "fuse_residual_rms_norm", residual_rms_norm_sites,
                             frozenset({"fused_residual_rms_norm"}))
 RMS_NORM_RESHAPE = Pattern("rms_norm_reshape", "fuse_rms_norm_reshape", rms_norm_reshape_sites, frozenset(), reported=False)
 SWIGLU_DUAL_MATMUL = Pattern("swiglu", "fuse_swiglu_dual_matmul", swiglu_dual_matmul_sites, frozenset({"fused_swiglu"}))
-SHARED_INPUT_MATMUL = Pattern("shared_input_matmul", "fuse_shared_input_matmul", shared_input_matmul_sites, frozenset({"matmul"}))
+SHARED_INPUT_MATMUL = Pattern("shared_input_matmul", "fuse_shared_input_matmul", shared_input_matmul_sites,
+                              frozenset({chains.SHARED_INPUT_MATMUL.fused}))
 SWIGLU_NARROWS = Pattern("swiglu", "fuse_swiglu", swiglu_sites, frozenset({"fused_swiglu"}))
 
 #: every pattern, in the order the pipeline runs their passes (the report scans the same list)

@@ -326,6 +326,9 @@ def test_no_op_name_literals_outside_ops_and_backend_tables():
     ("def f(n, g):\n    '''softmax'''\n    g.append('softmax', [])\n    return n.mode == 'linear'\n", []),
     ("def f(n):\n    return n.op == 'param' or n.op == 'result'\n", []),
     ("def f(n):\n    raise ValueError(f'{n.op} is not softmax')\n", []),
+    # a pattern row or an OpDef fact names the op in ops/: reading it is no literal
+    ("def f(n):\n    return n.op == CHAIN.anchor or SPLIT in get_op(n.op).flags\n", []),
+    ("def f(n):\n    return n.op in ('softmax', CHAIN.anchor)\n", [(2, "softmax")]),
 ])
 def test_the_op_literal_rule(source, expect):
     assert op_literals(source, frozenset({"softmax", "matmul", "conv2d", "reduce", "layer_norm", "linear"})) == expect

@@ -26,7 +26,7 @@ from rlx.ir.dtype import DType
 from rlx.ir.errors import ShapeError
 from rlx.ir.flags import BLAS
 from rlx.ir.graph import Graph, Value, infer_type
-from rlx.ir.opdef import defop, get_op
+from rlx.ir.opdef import all_ops, defop, get_op, has_op
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops.common import NORM_EPS, promote_args
 from rlx.ops.conv import CONV_ATTRS, conv2d_reference, kernel_size_canon
@@ -359,7 +359,9 @@ _deffused(
 
 
 # -------------------------------------------------------------------- elementwise_region
-_STEP_ARITY = {"activation": 1, "cast": 1, "binary": 2, "compare": 2, "where": 3}
+def _step_ops() -> list[str]:
+    """The ops a chain step may name: those with a ``region_key`` (the attribute its sub-kind sets)."""
+    return [o.name for o in all_ops() if o.region_key is not None and isinstance(o.arity, int)]
 
 
 def _region(b, ops, attrs):
@@ -375,18 +377,19 @@ def _region(b, ops, attrs):
     for i, step in enumerate(attrs["chain"]):
         where = f"chain step {i}"
         kind = step[0] if isinstance(step, tuple) and step else None
-        _require(kind in _STEP_ARITY, f"{where}: {step!r} does not start with one of {sorted(_STEP_ARITY)}")
-        n = _STEP_ARITY[kind]
-        has_sub = kind != "where"
+        opdef = get_op(kind) if isinstance(kind, str) and has_op(kind) else None
+        if opdef is None or opdef.region_key is None or not isinstance(opdef.arity, int):
+            raise ShapeError(f"{where}: {step!r} does not start with one of {sorted(_step_ops())}")
+        n, key = opdef.arity, opdef.region_key
+        has_sub = bool(key)
         _require(len(step) == 1 + has_sub + n, f"{where}: {kind} step takes {'a kind and ' if has_sub else ''}{n} operand(s), got {step!r}")
         args = [ref(r, where) for r in step[1 + has_sub :]]
-        if kind == "where":
-            values.append(b.apply("where", *args))
+        if not key:
+            values.append(b.apply(kind, *args))
             continue
         sub = step[1]
-        if kind == "cast":
-            _require(isinstance(sub, str) and sub in {d.value for d in DType}, f"{where}: cast target {sub!r} is not a dtype short name")
-        key = {"activation": "kind", "cast": "to"}.get(kind, "op")
+        if opdef.attrs[key].kind == "dtype":
+            _require(isinstance(sub, str) and sub in {d.value for d in DType}, f"{where}: {kind} target {sub!r} is not a dtype short name")
         values.append(b.apply(kind, *args, **{key: sub}))
     return values[-1]
 

@@ -57,6 +57,14 @@ MATMUL_BIAS_ACT = Fusion("matmul", "fused_matmul_bias_act", step="binary", act="
 CONV_BIAS_ACT = Fusion("conv2d", "fused_conv2d_bias_act", step="binary", view="reshape", act="activation")
 #: conv2d -> mul / add by per-channel constants => conv2d with the affine folded into its weight and bias
 CONV_AFFINE = Fusion("conv2d", "conv2d", step="binary")
+#: add(x, residual) -> layer_norm (last axis) => fused_residual_layer_norm (two results when the sum is read too)
+RESIDUAL_LAYER_NORM = Fusion("layer_norm", "fused_residual_layer_norm", step="binary")
+#: add(x, residual) -> rms_norm (last axis) => fused_residual_rms_norm
+RESIDUAL_RMS_NORM = Fusion("rms_norm", "fused_residual_rms_norm", step="binary")
+#: mul(x @ W_up, silu(x @ W_gate)) => matmul(x, concat(W_up, W_gate)) -> fused_swiglu
+SWIGLU_DUAL_MATMUL = Fusion("matmul", "fused_swiglu", step="binary", view="concat", act="activation")
+#: mul(narrow(h, one half), silu(narrow(h, the other half))) => fused_swiglu(h)
+SWIGLU_NARROWS = Fusion("narrow", "fused_swiglu", step="binary", act="activation")
 #: rms_norm (last axis) -> reshape to 2-D => reshape first, then a 2-D rms_norm
 RMS_NORM_RESHAPE = Fusion("rms_norm", "rms_norm", view="reshape")
 #: several matmuls of one lhs => one matmul of the concatenated weights, narrowed

@@ -195,7 +195,7 @@ def _act_kinds() -> frozenset[str]:
     spec = get_op(chains.MATMUL_BIAS_ACT.fused).attrs.get("activation")
     if spec is not None and spec.choices is not None:
         return frozenset(c for c in spec.choices if c is not None)
-    act = get_op("activation").attrs["kind"].choices or ()
+    act = get_op(chains.MATMUL_BIAS_ACT.act).attrs["kind"].choices or ()
     return frozenset(act)
 
 
@@ -210,7 +210,7 @@ def matmul_bias_act_sites(g: Graph) -> list[Site]:
         if mm.op != chains.MATMUL_BIAS_ACT.anchor:
             continue
         for add in (nodes[u] for u in dict.fromkeys(users[mm.id])):
-            if not _is(add, "binary", "add") or add.inputs[0] == add.inputs[1]:
+            if not _is(add, chains.MATMUL_BIAS_ACT.step, "add") or add.inputs[0] == add.inputs[1]:
                 continue
             bias = nodes[add.inputs[1] if add.inputs[0] == mm.id else add.inputs[0]]
             if len(bias.shape) > 1:
@@ -220,7 +220,7 @@ def matmul_bias_act_sites(g: Graph) -> list[Site]:
             reason = _single_use_reason(cx, mm.id, "the matmul")
             tail, act = add, None
             nxt = cx.single_consumer(add.id)
-            if reason is None and nxt is not None and _is(nxt, "activation") and nxt.attrs["kind"] in kinds:
+            if reason is None and nxt is not None and _is(nxt, chains.MATMUL_BIAS_ACT.act) and nxt.attrs["kind"] in kinds:
                 if infers(chains.MATMUL_BIAS_ACT.fused, [x.type, w.type, bias.type], {"activation": nxt.attrs["kind"]}, nxt.type):
                     tail, act = nxt, nxt.attrs["kind"]
             if reason is None and act is None and not infers(
@@ -249,7 +249,7 @@ def _keeps_channels(r: Node, conv: Node) -> bool:
 def _channel_bias(cx: _Ctx, add: Node, cur: Node, channels: int) -> Node | None:
     """The other operand of ``add`` when it is a per-channel bias of ``cur`` ([C, 1, …] or [1, C, 1, …],
     broadcast over everything but axis 1) and the add keeps ``cur``'s type."""
-    if not _is(add, "binary", "add") or add.inputs[0] == add.inputs[1] or add.type != cur.type:
+    if not _is(add, chains.CONV_BIAS_ACT.step, "add") or add.inputs[0] == add.inputs[1] or add.type != cur.type:
         return None
     bias = cx.nodes[add.inputs[1] if add.inputs[0] == cur.id else add.inputs[0]]
     rank, shape = len(cur.shape), tuple(bias.shape)
@@ -274,7 +274,7 @@ def _conv_chain(cx: _Ctx, conv: Node, kinds: frozenset[str]) -> tuple[list[Node]
             view = nxt
         elif add is None and (b := _channel_bias(cx, nxt, cur, channels)) is not None:
             add, bias = nxt, b
-        elif _is(nxt, "activation") and nxt.attrs["kind"] in kinds and nxt.type == cur.type:
+        elif _is(nxt, chains.CONV_BIAS_ACT.act) and nxt.attrs["kind"] in kinds and nxt.type == cur.type:
             act = nxt
         else:
             break
@@ -292,7 +292,7 @@ def _conv_missed(cx: _Ctx, conv: Node, users: list[int], kinds: frozenset[str]) 
     """Why a conv with a fusable consumer (a per-channel bias add or an activation) stays unfused."""
     for u in users:
         n = cx.nodes[u]
-        if (_is(n, "activation") and n.attrs["kind"] in kinds) or _channel_bias(cx, n, conv, conv.shape[1]) is not None:
+        if (_is(n, chains.CONV_BIAS_ACT.act) and n.attrs["kind"] in kinds) or _channel_bias(cx, n, conv, conv.shape[1]) is not None:
             return _single_use_reason(cx, conv.id, "the conv")
     return None
 
@@ -342,10 +342,11 @@ def conv_bias_act_sites(g: Graph) -> list[Site]:
 
 
 # ------------------------------------------------------------- residual + norm
-def _residual_norm_sites(g: Graph, norm: str, fused: str) -> list[Site]:
+def _residual_norm_sites(g: Graph, row: chains.Fusion) -> list[Site]:
     """Add → norm over the last axis. An add with other uses (the residual stream of a pre-norm
     transformer) fuses into the two-result form (sum, normed), emitted at the norm, or at the add
     when the add is read before the norm (gamma and beta must then exist before the add)."""
+    norm, fused = row.anchor, row.fused
     cx = _Ctx(g)
     nodes = cx.nodes
     users: list[list[int]] | None = None
@@ -354,7 +355,7 @@ def _residual_norm_sites(g: Graph, norm: str, fused: str) -> list[Site]:
         if n.op != norm:
             continue
         add = nodes[n.inputs[0]]
-        if not _is(add, "binary", "add"):
+        if not _is(add, row.step, "add"):
             continue
         if not _last_axis(n, len(n.shape)):
             out.append(Site(n, reason="the norm is not over the last axis"))
@@ -389,11 +390,11 @@ def _residual_norm_sites(g: Graph, norm: str, fused: str) -> list[Site]:
 
 
 def residual_layer_norm_sites(g: Graph) -> list[Site]:
-    return _residual_norm_sites(g, "layer_norm", "fused_residual_layer_norm")
+    return _residual_norm_sites(g, chains.RESIDUAL_LAYER_NORM)
 
 
 def residual_rms_norm_sites(g: Graph) -> list[Site]:
-    return _residual_norm_sites(g, "rms_norm", "fused_residual_rms_norm")
+    return _residual_norm_sites(g, chains.RESIDUAL_RMS_NORM)
 
 
 # ------------------------------------------------------------- rms_norm → reshape
@@ -435,17 +436,18 @@ def _static2(t: TensorType) -> bool:
     return len(t.shape) == 2 and t.shape.is_static
 
 
-def _swiglu_candidates(cx: _Ctx, mul: Node, part_op: str) -> list[tuple[Node, Node, Node]]:
+def _swiglu_candidates(cx: _Ctx, mul: Node, row: chains.Fusion) -> list[tuple[Node, Node, Node]]:
     """(up, silu, gate) triples for ``mul`` = up * silu(gate) (either operand order), where up and
-    gate are distinct ``part_op`` nodes; none unless ``mul`` multiplies two distinct operands."""
-    if not _is(mul, "binary", "mul") or mul.inputs[0] == mul.inputs[1]:
+    gate are distinct ``row.anchor`` nodes; none unless ``mul`` multiplies two distinct operands."""
+    part_op = row.anchor
+    if not _is(mul, row.step, "mul") or mul.inputs[0] == mul.inputs[1]:
         return []
     nodes = cx.nodes
     found = []
     a, b = mul.inputs
     for u_id, s_id in ((a, b), (b, a)):
         s, up = nodes[s_id], nodes[u_id]
-        if not _is(s, "activation", "silu") or up.op != part_op:
+        if not _is(s, row.act, "silu") or up.op != part_op:
             continue
         gate = nodes[s.inputs[0]]
         if gate.op == part_op and gate.id != up.id:
@@ -459,7 +461,7 @@ def swiglu_dual_matmul_sites(g: Graph) -> list[Site]:
     nodes = cx.nodes
     out: list[Site] = []
     for mul in nodes:
-        for up, s, gate in _swiglu_candidates(cx, mul, "matmul"):
+        for up, s, gate in _swiglu_candidates(cx, mul, chains.SWIGLU_DUAL_MATMUL):
             if up.inputs[0] != gate.inputs[0]:
                 out.append(Site(mul, reason="up and gate matmuls read different inputs"))
                 continue
@@ -470,7 +472,7 @@ def swiglu_dual_matmul_sites(g: Graph) -> list[Site]:
             if reason is None and same_weights:
                 cat_t = infers_one("concat", [w_up.type, w_gate.type], {"axis": 1})
                 mm_t = cat_t and infers_one("matmul", [x.type, cat_t], {})
-            if reason is None and not (mm_t and infers("fused_swiglu", [mm_t], {"gate_first": False}, mul.type)):
+            if reason is None and not (mm_t and infers(chains.SWIGLU_DUAL_MATMUL.fused, [mm_t], {"gate_first": False}, mul.type)):
                 reason = "up and gate weights differ in shape or dtype"
             if reason is not None:
                 out.append(Site(mul, reason=reason))
@@ -479,7 +481,8 @@ def swiglu_dual_matmul_sites(g: Graph) -> list[Site]:
             def build(rb: Rebuilder, x=x, w_up=w_up, w_gate=w_gate, parts=(up, s, gate, mul), mul=mul) -> dict[int, int]:
                 cat = rb.emit("concat", [rb.map[w_up.id], rb.map[w_gate.id]], {"axis": 1}, like=parts[::2])
                 mm = rb.emit("matmul", [rb.map[x.id], cat], {}, like=parts[::2])
-                return {mul.id: rb.emit("fused_swiglu", [mm], {"gate_first": False}, like=parts, name=mul.name, type=mul.type)}
+                fused = rb.emit(chains.SWIGLU_DUAL_MATMUL.fused, [mm], {"gate_first": False}, like=parts, name=mul.name, type=mul.type)
+                return {mul.id: fused}
 
             out.append(_claim_site(cx, mul, [up.id, s.id, gate.id, mul.id], mul.id, build, "swiglu_dual_matmul"))
     return out
@@ -556,7 +559,7 @@ def swiglu_sites(g: Graph) -> list[Site]:
     nodes = cx.nodes
     out: list[Site] = []
     for mul in nodes:
-        for up, s, gate in _swiglu_candidates(cx, mul, "narrow"):
+        for up, s, gate in _swiglu_candidates(cx, mul, chains.SWIGLU_NARROWS):
             src = nodes[up.inputs[0]]
             rank = len(src.shape)
             n = up.attrs["length"]
@@ -567,14 +570,15 @@ def swiglu_sites(g: Graph) -> list[Site]:
             if reason is None and not halves:
                 reason = "the narrows are not the two halves of the last axis of one tensor"
             gate_first = starts == (n, 0)
-            if reason is None and not infers("fused_swiglu", [src.type], {"gate_first": gate_first}, mul.type):
+            if reason is None and not infers(chains.SWIGLU_NARROWS.fused, [src.type], {"gate_first": gate_first}, mul.type):
                 reason = "the halves do not fit the fused op (dtype)"
             if reason is not None:
                 out.append(Site(mul, reason=reason))
                 continue
 
             def build(rb: Rebuilder, src=src, gf=gate_first, parts=(up, s, gate, mul), mul=mul) -> dict[int, int]:
-                return {mul.id: rb.emit("fused_swiglu", [rb.map[src.id]], {"gate_first": gf}, like=parts, name=mul.name, type=mul.type)}
+                fused = rb.emit(chains.SWIGLU_NARROWS.fused, [rb.map[src.id]], {"gate_first": gf}, like=parts, name=mul.name, type=mul.type)
+                return {mul.id: fused}
 
             out.append(_claim_site(cx, mul, [up.id, s.id, gate.id, mul.id], mul.id, build, "swiglu"))
     return out
@@ -583,14 +587,14 @@ def swiglu_sites(g: Graph) -> list[Site]:
 MATMUL_BIAS_ACT = Pattern("matmul_bias_act", "fuse_matmul_bias_act", matmul_bias_act_sites, frozenset({chains.MATMUL_BIAS_ACT.fused}))
 CONV_BIAS_ACT = Pattern("conv_bias_act", "fuse_conv_bias_act", conv_bias_act_sites, frozenset({chains.CONV_BIAS_ACT.fused}))
 RESIDUAL_LAYER_NORM = Pattern("residual_layer_norm", "fuse_residual_layer_norm", residual_layer_norm_sites,
-                              frozenset({"fused_residual_layer_norm"}))
+                              frozenset({chains.RESIDUAL_LAYER_NORM.fused}))
 RESIDUAL_RMS_NORM = Pattern("residual_rms_norm", "fuse_residual_rms_norm", residual_rms_norm_sites,
-                            frozenset({"fused_residual_rms_norm"}))
+                            frozenset({chains.RESIDUAL_RMS_NORM.fused}))
 RMS_NORM_RESHAPE = Pattern("rms_norm_reshape", "fuse_rms_norm_reshape", rms_norm_reshape_sites, frozenset(), reported=False)
-SWIGLU_DUAL_MATMUL = Pattern("swiglu", "fuse_swiglu_dual_matmul", swiglu_dual_matmul_sites, frozenset({"fused_swiglu"}))
+SWIGLU_DUAL_MATMUL = Pattern("swiglu", "fuse_swiglu_dual_matmul", swiglu_dual_matmul_sites, frozenset({chains.SWIGLU_DUAL_MATMUL.fused}))
 SHARED_INPUT_MATMUL = Pattern("shared_input_matmul", "fuse_shared_input_matmul", shared_input_matmul_sites,
                               frozenset({chains.SHARED_INPUT_MATMUL.fused}))
-SWIGLU_NARROWS = Pattern("swiglu", "fuse_swiglu", swiglu_sites, frozenset({"fused_swiglu"}))
+SWIGLU_NARROWS = Pattern("swiglu", "fuse_swiglu", swiglu_sites, frozenset({chains.SWIGLU_NARROWS.fused}))
 
 #: every pattern, in the order the pipeline runs their passes (the report scans the same list)
 PATTERNS = (MATMUL_BIAS_ACT, CONV_BIAS_ACT, RESIDUAL_LAYER_NORM, RESIDUAL_RMS_NORM, RMS_NORM_RESHAPE, SWIGLU_DUAL_MATMUL,

@@ -124,20 +124,20 @@ def find_decomposed_attention(g: Graph) -> list[Match]:
         if m is None:
             continue
         q = nodes[m.q]
-        k_type = nodes[m.k].type if m.k is not None else infers("transpose", [nodes[m.kt].type], {"perm": list(_SWAP_LAST)})
+        k_type = nodes[m.k].type if m.k is not None else infers(_A.view, [nodes[m.kt].type], {"perm": list(_SWAP_LAST)})
         if not isinstance(k_type, TensorType) or len(q.shape) != 4:
             continue
         attrs = {"num_heads": int(q.shape[1]), "head_dim": int(q.shape[3]), "layout": "bhsd",
                  "mask_kind": "none" if m.mask is None else "bias", "score_scale": m.scale}
         ins = [q.type, k_type, nodes[m.v].type] + ([nodes[m.mask].type] if m.mask is not None else [])
-        if not infers("attention", ins, attrs, out.type) or not cx.free([*m.parts, out.id]):
+        if not infers(_A.fused, ins, attrs, out.type) or not cx.free([*m.parts, out.id]):
             continue
 
         def build(rb: Rebuilder, m=m, out=out, attrs=attrs) -> dict[int, int]:
             like = [nodes[i] for i in m.parts] + [out]
-            k = rb.map[m.k] if m.k is not None else rb.emit("transpose", [rb.map[m.kt]], {"perm": list(_SWAP_LAST)}, like=like)
+            k = rb.map[m.k] if m.k is not None else rb.emit(_A.view, [rb.map[m.kt]], {"perm": list(_SWAP_LAST)}, like=like)
             operands = [rb.map[m.q], k, rb.map[m.v]] + ([rb.map[m.mask]] if m.mask is not None else [])
-            return {out.id: rb.emit("attention", operands, attrs, like=like, name=out.name, type=out.type)}
+            return {out.id: rb.emit(_A.fused, operands, attrs, like=like, name=out.name, type=out.type)}
 
         found.append(Match(out.id, cx.claim([*m.parts, out.id]), build, "decomposed_attention"))
     return found
@@ -148,4 +148,4 @@ def fuse_decomposed_attention(g: Graph) -> PassResult:
     return apply_matches(g, find_decomposed_attention(g), "fuse_decomposed_attention")
 
 
-FUSE_ATTENTION = Pass("fuse_decomposed_attention", fuse_decomposed_attention, produces=frozenset({"attention"}))
+FUSE_ATTENTION = Pass("fuse_decomposed_attention", fuse_decomposed_attention, produces=frozenset({_A.fused}))

@@ -134,3 +134,18 @@ def test_fusion_rows_drive_the_passes():
     feeds = {"x": RNG.standard_normal((3, 4)).astype(np.float32)}
     params = {"w": RNG.standard_normal((4, 5)).astype(np.float32), "b": RNG.standard_normal(5).astype(np.float32)}
     np.testing.assert_allclose(rlx.run(out, feeds, params)[0], rlx.run(g, feeds, params)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_shown_kinds_name_a_choice_attribute():
+    """Histograms and printers show ``binary(op="add")`` as ``add``: the attribute must exist and spell a kind."""
+    from rlx.hir.inspect import op_kind
+
+    shown = [o for o in all_ops() if o.shown_kind is not None]
+    assert {o.name for o in shown} >= {"activation", "binary", "compare"}
+    for o in shown:
+        assert o.attrs[o.shown_kind].choices, o.name
+    g = rlx.Graph("kinds")
+    a = g.input("a", (2,), "f32")
+    y = g.binary(g.activation(a, kind="relu"), a, op="add")
+    g.set_outputs([y])
+    assert [op_kind(n) for n in g.nodes] == ["input", "relu", "add"]

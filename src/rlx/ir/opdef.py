@@ -88,6 +88,8 @@ class OpDef:
     bodies by straight-line ops (inlined branches, unrolled loops). ``region_key`` marks an op
     that may join an ``elementwise_region`` (``rlx.opt.regions``): the attribute a chain step
     records as its sub-kind (``"kind"``, ``"op"``, ``"to"``; ``""``: none), None: it never joins.
+    ``shown_kind`` names the attribute whose value op histograms and printers show instead of the
+    op's name (``binary(op="add")`` counts as ``add``; ``rlx.hir.inspect.op_kind``).
     """
 
     name: str
@@ -121,6 +123,7 @@ class OpDef:
     native_on: frozenset[str] = frozenset()
     unroll: Any = None
     region_key: str | None = None
+    shown_kind: str | None = None
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:

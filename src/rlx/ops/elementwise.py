@@ -109,7 +109,7 @@ def _activation_keeps_grid(attrs, rank, protected, copies_only) -> bool:
 
 
 defop(
-    name="activation", region_key="kind", precision="elementwise", family="elementwise", arity=1, operands=("x",),
+    name="activation", region_key="kind", shown_kind="kind", precision="elementwise", family="elementwise", arity=1, operands=("x",),
     attrs={"kind": AttrSpec("str", choices=tuple(ACTIVATIONS))},
     methods={k: {"kind": k} for k in ACTIVATIONS},
     infer=_activation_type, kernel=_activation_kernel, kernel_into=_activation_kernel, flags={"elementwise", "complex_ad"},
@@ -332,7 +332,7 @@ BINARY_METHODS = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "maxim
                   "fmin": "fmin", "pow": "pow"}
 
 defop(
-    name="binary", region_key="op", precision="elementwise", family="elementwise", arity=2, operands=("lhs", "rhs"),
+    name="binary", region_key="op", shown_kind="op", precision="elementwise", family="elementwise", arity=2, operands=("lhs", "rhs"),
     attrs={"op": AttrSpec("str", choices=("add", "sub", "mul", "div", "max", "min", "fmax", "fmin", "pow"))},
     methods={m: {"op": k} for m, k in BINARY_METHODS.items()},
     infer=_binary_type, kernel=_binary_kernel, kernel_into=_binary_kernel, flags={"elementwise", "complex_ad", "broadcasts"},
@@ -358,7 +358,7 @@ def _compare_type(ins, attrs):
 
 
 defop(
-    name="compare", region_key="op", precision="elementwise", family="elementwise", arity=2, operands=("lhs", "rhs"),
+    name="compare", region_key="op", shown_kind="op", precision="elementwise", family="elementwise", arity=2, operands=("lhs", "rhs"),
     attrs={"op": AttrSpec("str", choices=tuple(_COMPARE))},
     methods={k: {"op": k} for k in _COMPARE},
     infer=_compare_type,

@@ -27,14 +27,14 @@ from rlx.ir.graph import Graph, GraphStage, Node, Value
 from rlx.ir.opdef import get_op, has_op
 from rlx.ir.shape import Shape
 from rlx.ops.facts import SPLIT_AXES
-from rlx.ops.patterns import SPLAT_RENDER
+from rlx.ops.patterns import DOT_GENERAL_LOWERING, SPLAT_RENDER
 from rlx.opt.dot_general import lower_dot_general_pass
 from rlx.opt.manager import PassResult, run_passes
 from rlx.opt.rebuild import Rebuilder
 from rlx.opt.unfuse import unfuse_fused_for_autodiff
 
 #: ops that prepare_graph_for_ad removes (so they need no autodiff / batching rules of their own)
-LOWERED_OPS = frozenset({"dot_general"})
+LOWERED_OPS = frozenset({DOT_GENERAL_LOWERING.op})
 
 
 @dataclass

@@ -128,7 +128,7 @@ def default_passes(backend: str | Backend | Iterable[str] | None = None, *, fold
         passes += [p for p in (*PATTERN_PASSES, FUSE_ATTENTION) if all(b.claims_op(op) for op in p.produces)]
         mark = MARK_REGIONS.with_options(max_steps=b.max_steps, max_inputs=b.max_inputs)
         passes.append(mark)
-        if not (b.keep_regions and b.claims_op("elementwise_region")):
+        if not (b.keep_regions and all(b.claims_op(op) for op in MARK_REGIONS.produces)):
             passes.append(UNFUSE_REGIONS)
     if b.legalize_broadcast:
         passes.append(LEGALIZE_BROADCAST)

@@ -34,9 +34,10 @@ ArityFn = Callable[[Mapping[str, Any]], int]
 IdentityFn = Callable[[Mapping[str, Any], list[TensorType], TensorType, list["np.ndarray | None"]], "int | None"]
 #: ``keeps_grid(attrs, rank, protected axes, copies_only) -> bool`` (see :class:`OpDef`)
 GridFn = Callable[[Mapping[str, Any], int, frozenset[int], bool], bool]
-Shape = tuple[Any, ...]
+#: a shape as the summary reads it: ints, or str for a symbolic dimension
+Dims = tuple[Any, ...]
 #: ``macs(operand shapes, result shape, attrs) -> multiply-accumulates | None`` (None: a symbolic size)
-MacsFn = Callable[[list[Shape], Shape, Mapping[str, Any]], "int | None"]
+MacsFn = Callable[[list[Dims], Dims, Mapping[str, Any]], "int | None"]
 #: ``text(attrs) -> str``: a compact printed form replacing ``op[attr=...]`` (``linear+bias+gelu``)
 TextFn = Callable[[Mapping[str, Any]], str]
 

@@ -11,45 +11,45 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from rlx.ir.opdef import Shape
+from rlx.ir.opdef import Dims
 
 
-def numel(shape: Shape) -> int | None:
+def numel(shape: Dims) -> int | None:
     """Element count of ``shape``; None when a dimension is symbolic."""
     return None if any(isinstance(d, str) for d in shape) else math.prod(shape)
 
 
-def last_dim_macs(ins: list[Shape], out: Shape, attrs: Mapping[str, Any]) -> int | None:
+def last_dim_macs(ins: list[Dims], out: Dims, attrs: Mapping[str, Any]) -> int | None:
     """Result elements × operand 0's last dimension (matmul and its fused / quantised forms, linear)."""
     n, k = numel(out), ins[0][-1] if ins and len(ins[0]) else 1
     return None if n is None or isinstance(k, str) else n * k
 
 
-def dot_general_macs(ins: list[Shape], out: Shape, attrs: Mapping[str, Any]) -> int | None:
+def dot_general_macs(ins: list[Dims], out: Dims, attrs: Mapping[str, Any]) -> int | None:
     """Result elements × the product of the lhs contracting dimensions."""
     n, ks = numel(out), [ins[0][a] for a in attrs["lhs_contracting"]]
     return None if n is None or any(isinstance(k, str) for k in ks) else n * math.prod(ks)
 
 
-def conv_macs(ins: list[Shape], out: Shape, attrs: Mapping[str, Any]) -> int | None:
+def conv_macs(ins: list[Dims], out: Dims, attrs: Mapping[str, Any]) -> int | None:
     """Result elements × one filter's size (weight [O, I/groups, kh, kw]: I/groups·kh·kw)."""
     n, w = numel(out), numel(ins[1][1:])
     return None if n is None or w is None else n * w
 
 
-def conv_transpose_macs(ins: list[Shape], out: Shape, attrs: Mapping[str, Any]) -> int | None:
+def conv_transpose_macs(ins: list[Dims], out: Dims, attrs: Mapping[str, Any]) -> int | None:
     """Operand 0's elements × one filter's size (each input element scatters through a filter)."""
     x, w = numel(ins[0]), numel(ins[1][1:])
     return None if x is None or w is None else x * w
 
 
-def conv_weight_grad_macs(ins: list[Shape], out: Shape, attrs: Mapping[str, Any]) -> int | None:
+def conv_weight_grad_macs(ins: list[Dims], out: Dims, attrs: Mapping[str, Any]) -> int | None:
     """The weight gradient (x, dy) -> [O, I/groups, kh, kw]: dy's elements × one filter's size."""
     dy, w = numel(ins[1]), numel(out[1:])
     return None if dy is None or w is None else dy * w
 
 
-def attention_macs(ins: list[Shape], out: Shape, attrs: Mapping[str, Any]) -> int | None:
+def attention_macs(ins: list[Dims], out: Dims, attrs: Mapping[str, Any]) -> int | None:
     """q·kᵀ and p·v: 2 × q's elements × the key length."""
     q = numel(ins[0])
     seq_axis = -2 if attrs.get("layout", "bhsd") == "bhsd" else -3
@@ -57,7 +57,7 @@ def attention_macs(ins: list[Shape], out: Shape, attrs: Mapping[str, Any]) -> in
     return None if q is None or isinstance(sk, str) else 2 * q * sk
 
 
-def swiglu_macs(ins: list[Shape], out: Shape, attrs: Mapping[str, Any]) -> int | None:
-    """Rows × (gate + up + down weights): operands (x, w_gate_up, _, w_down)."""
+def swiglu_macs(ins: list[Dims], out: Dims, attrs: Mapping[str, Any]) -> int | None:
+    """Rows × (up + gate + down weight elements): operands (x, up_w, gate_w, down_w), gate_w as large as up_w."""
     rows, up, down = numel(ins[0][:-1]), numel(ins[1]), numel(ins[3])
     return None if rows is None or up is None or down is None else rows * (2 * up + down)

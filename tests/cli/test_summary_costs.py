@@ -74,3 +74,19 @@ def test_fused_conv_counts_the_macs_of_its_conv():
     fused = run_passes(g, (fuse_conv_bias_act,)).graph
     assert "fused_conv2d_bias_act" in {n.op for n in fused.nodes}
     assert 2 * graph_summary(fused)["macs"] == counter.get_total_flops()
+
+
+def test_transposed_conv_macs_match_torch_flop_counter():
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from rlx.torch import import_module
+
+    net = torch.nn.Sequential(torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1), torch.nn.Flatten(),
+                              torch.nn.Linear(6 * 9 * 9, 3)).eval()
+    x = torch.randn(2, 4, 5, 5)
+    with FlopCounterMode(display=False) as counter:
+        net(x)
+    g, _ = import_module(net, (x,))
+    assert "conv_transpose2d" in {n.op for n in g.nodes}
+    assert 2 * graph_summary(g)["macs"] == counter.get_total_flops()

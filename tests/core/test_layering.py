@@ -247,23 +247,6 @@ OP_LITERAL_HOMES = (
 #: modules still naming ops, with how many literals and why; a ratchet: the count may only go down
 #: (a module over its count fails: a new literal; under it fails too: lower the count here).
 OP_LITERAL_ALLOWED: dict[str, tuple[int, str]] = {
-    # rewrite passes match the ops they rewrite (their patterns are the pass)
-    "rlx/opt/fusion.py": (7, "fusion patterns name the ops they fuse"),
-    "rlx/opt/fuse_attention.py": (7, "the attention pattern names matmul / softmax / transpose it matches"),
-    "rlx/opt/cleanup.py": (3, "transpose / reshape chains fold into one"),
-    "rlx/opt/dot_general.py": (2, "the dot_general rewrite"),
-    "rlx/opt/fold_affine.py": (2, "folds a per-channel affine into conv2d"),
-    "rlx/opt/precision.py": (2, "cast insertion and removal"),
-    "rlx/opt/quantize.py": (2, "fake_quantize propagation"),
-    "rlx/opt/lower.py": (9, "lowers control flow (if_ / while_ / scan), custom_fn and dot_general"),
-    "rlx/opt/regions.py": (7, "the elementwise_region step encoding names each step's op"),
-    "rlx/opt/__init__.py": (9, "ops a fusion pass may produce (the unfuse set)"),
-    "rlx/opt/report.py": (15, "fused kinds and watched ops of the missed-fusion report"),
-    "rlx/autodiff/prepare.py": (4, "splits multi-axis reduce; pairs the splat prepare / rasterize nodes"),
-    "rlx/hir/inspect.py": (1, "prints an HIR linear block"),
-    "rlx/cli/summary.py": (32, "the summary's cost model (MACs per contraction op, movement / reducing groups)"),
-    "rlx/backends/torch_backend/executable.py": (4, "ops torch runs as views"),
-    "rlx/backends/torch_backend/weights.py": (2, "conv weights pre-laid-out for torch"),
     # owned by another engineer this session (report to the lead; fix in their module later)
     "rlx/backends/engine_rewrites.py": (2, "speed: the engine rewrites match binary / matmul"),
 }
@@ -343,6 +326,9 @@ def test_no_op_name_literals_outside_ops_and_backend_tables():
     ("def f(n, g):\n    '''softmax'''\n    g.append('softmax', [])\n    return n.mode == 'linear'\n", []),
     ("def f(n):\n    return n.op == 'param' or n.op == 'result'\n", []),
     ("def f(n):\n    raise ValueError(f'{n.op} is not softmax')\n", []),
+    # a pattern row or an OpDef fact names the op in ops/: reading it is no literal
+    ("def f(n):\n    return n.op == CHAIN.anchor or SPLIT in get_op(n.op).flags\n", []),
+    ("def f(n):\n    return n.op in ('softmax', CHAIN.anchor)\n", [(2, "softmax")]),
 ])
 def test_the_op_literal_rule(source, expect):
     assert op_literals(source, frozenset({"softmax", "matmul", "conv2d", "reduce", "layer_norm", "linear"})) == expect

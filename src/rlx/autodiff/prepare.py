@@ -24,14 +24,17 @@ from typing import Any
 
 from rlx.ir.errors import AutodiffError, RlxError
 from rlx.ir.graph import Graph, GraphStage, Node, Value
+from rlx.ir.opdef import get_op, has_op
 from rlx.ir.shape import Shape
+from rlx.ops.facts import SPLIT_AXES
+from rlx.ops.patterns import DOT_GENERAL_LOWERING, SPLAT_RENDER
 from rlx.opt.dot_general import lower_dot_general_pass
 from rlx.opt.manager import PassResult, run_passes
 from rlx.opt.rebuild import Rebuilder
 from rlx.opt.unfuse import unfuse_fused_for_autodiff
 
 #: ops that prepare_graph_for_ad removes (so they need no autodiff / batching rules of their own)
-LOWERED_OPS = frozenset({"dot_general"})
+LOWERED_OPS = frozenset({DOT_GENERAL_LOWERING.op})
 
 
 @dataclass
@@ -104,22 +107,27 @@ def unfuse_pass(g: Graph) -> PassResult:
     return unfuse_fused_for_autodiff(g)
 
 
+def _split(node: Node) -> bool:
+    axes = node.attrs.get("axes")
+    return axes is not None and len(axes) > 1 and has_op(node.op) and SPLIT_AXES in get_op(node.op).flags
+
+
 def legalize_reduce_pass(g: Graph) -> PassResult:
-    """Step 3: multi-axis reduce → a chain of single-axis reduces, highest axis first (no reshape needed)."""
-    if not any(n.op == "reduce" and len(n.attrs["axes"]) > 1 for n in g.nodes):
+    """Step 3: a multi-axis reduction (an op flagged ``SPLIT_AXES``: reduce) → a chain of one-axis
+    nodes of the same op, highest axis first (no reshape needed)."""
+    if not any(_split(n) for n in g.nodes):
         return PassResult(g, None, {"split": 0})
     rb = Rebuilder(g, "legalize_multi_axis_reduce")
     count = 0
     for node in g.nodes:
-        axes = node.attrs.get("axes") if node.op == "reduce" else None
-        if axes is None or len(axes) <= 1:
+        if not _split(node):
             rb.copy(node)
             continue
         dst = rb.dst
         start = len(dst.nodes)
         v = rb.value(rb.mapped(node.inputs[0]))
-        for axis in sorted(axes, reverse=True):  # highest first: lower axis numbers stay valid
-            v = dst.reduce(v, op=node.attrs["op"], axes=[axis], keep_dim=node.attrs["keep_dim"])
+        for axis in sorted(node.attrs["axes"], reverse=True):  # highest first: lower axis numbers stay valid
+            v = dst.apply(node.op, v, **{**node.attrs, "axes": [axis]})
         rb.stamp(start, [node], name=node.name, last=v.id)
         rb.alias(node.id, v.id)
         count += 1
@@ -129,10 +137,10 @@ def legalize_reduce_pass(g: Graph) -> PassResult:
 
 def _splat_pair(g: Graph, node: Node) -> Node | None:
     """The gaussian_splat_prepare feeding rasterize ``node`` with the same raster attributes and meta, if any."""
-    if node.op != "gaussian_splat_rasterize":
+    if node.op != SPLAT_RENDER.second:
         return None
     prep = g.nodes[node.inputs[0]]
-    if prep.op != "gaussian_splat_prepare" or prep.inputs[6] != node.inputs[1]:
+    if prep.op != SPLAT_RENDER.first or prep.inputs[6] != node.inputs[1]:
         return None
     return prep if all(prep.attrs[k] == v for k, v in node.attrs.items()) else None
 
@@ -153,7 +161,7 @@ def fuse_splat_pass(g: Graph) -> PassResult:
                 rb.copy(node)
             continue
         start = len(rb.dst.nodes)
-        out = rb.dst.append("gaussian_splat_render", [rb.value(rb.mapped(i)) for i in prep.inputs], dict(prep.attrs))
+        out = rb.dst.append(SPLAT_RENDER.fused, [rb.value(rb.mapped(i)) for i in prep.inputs], dict(prep.attrs))
         rb.stamp(start, [prep, node], name=node.name, last=out.id)
         rb.alias(node.id, out.id)
     graph, id_map = rb.finish()

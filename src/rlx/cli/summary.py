@@ -2,16 +2,16 @@
 FLOPs and MACs by op kind, weight against activation memory — as table rows and as the
 plain dicts the ``--json`` output is made of (docs/cli.md documents the schema).
 
-FLOPs are an estimate with simple, stated rules: a contraction (matmul, dot_general, linear,
-conv, attention) does ``2 × MACs``, with MACs = output elements × the contracted size; an
-op without a contraction does one FLOP per output element (a reduction: per input element);
-data movement (reshape, transpose, concat, gather, cast …) and sources do none. A symbolic
+FLOPs are an estimate with simple, stated rules, read from each op's cost facts: a contraction
+(an op with an ``OpDef.macs`` rule: matmul, dot_general, linear, conv, attention) does ``2 × MACs``,
+with MACs = output elements × the contracted size; an op without one does the FLOPs of its
+``OpDef.work`` class: one per output element (``"output"``), per input element (``"input"``:
+reductions, norms, pooling) or none (``"none"``: data movement and sources). A symbolic
 shape makes the count unknown (``None``), never a guess.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,59 +19,30 @@ import numpy as np
 
 from rlx.hir.inspect import format_bytes, op_kind
 from rlx.ir.graph import Graph, Node
+from rlx.ir.opdef import get_op, has_op
+from rlx.ops.cost import numel
 
 __all__ = ["format_bytes", "graph_summary", "io_entries", "node_cost", "shape_json"]
 
-_MOVEMENT = frozenset({"reshape", "transpose", "concat", "expand", "narrow", "gather", "cast", "input", "param",
-                       "constant", "gather_elements", "scatter_elements", "resize_nearest_2x"})
-_REDUCING = frozenset({"reduce", "arg_reduce", "softmax", "cumulative", "layer_norm", "rms_norm", "group_norm",
-                       "layer_norm2d", "pool2d"})
-_LAST_DIM_CONTRACTIONS = frozenset({"matmul", "fused_matmul_bias_act", "q_matmul", "lora_matmul", "dequant_matmul"})
-
-
-def _numel(shape: Any) -> int | None:
-    return None if any(isinstance(d, str) for d in shape) else math.prod(shape)
-
-
-def _macs(g: Graph, node: Node) -> int | None:
-    """Multiply-accumulates of a contraction op; 0 for other ops; None when unknown."""
-    op, ins = node.op, [g.node(i).type.shape for i in node.inputs]
-    out = _numel(node.type.shape)
-    if op in _LAST_DIM_CONTRACTIONS or op in ("linear", "linear_fused"):
-        k = ins[0][-1] if ins and len(ins[0]) else 1
-        return None if out is None or isinstance(k, str) else out * k
-    if op == "dot_general":
-        ks = [ins[0][a] for a in node.attrs["lhs_contracting"]]
-        return None if out is None or any(isinstance(k, str) for k in ks) else out * math.prod(ks)
-    if op in ("conv2d", "q_conv2d"):
-        w = _numel(ins[1][1:])
-        return None if out is None or w is None else out * w
-    if op == "conv_transpose2d":
-        x, w = _numel(ins[0]), _numel(ins[1][1:])
-        return None if x is None or w is None else x * w
-    if op == "attention":
-        q = _numel(ins[0])
-        seq_axis = -2 if node.attrs.get("layout", "bhsd") == "bhsd" else -3
-        sk = ins[1][seq_axis] if len(ins[1]) >= 3 else ins[1][0]
-        return None if q is None or isinstance(sk, str) else 2 * q * sk  # q·kᵀ and p·v
-    if op == "swiglu":
-        rows, up, down = _numel(ins[0][:-1]), _numel(ins[1]), _numel(ins[3])
-        return None if rows is None or up is None or down is None else rows * (2 * up + down)
-    return 0
+_NO_COST = (0, 0)
 
 
 def node_cost(g: Graph, node: Node) -> tuple[int | None, int | None]:
-    """``(flops, macs)`` of one node (see the module docstring for the rules)."""
-    macs = _macs(g, node)
-    if macs is None:
-        return None, None
-    if macs:
-        return 2 * macs, macs
-    if node.op in _MOVEMENT:
-        return 0, 0
-    if node.op in _REDUCING and node.inputs:
-        return _numel(g.node(node.inputs[0]).type.shape), 0
-    return _numel(node.type.shape), 0
+    """``(flops, macs)`` of one node (see the module docstring for the rules), from the op's cost
+    facts (``OpDef.macs`` / ``OpDef.work``); an op the registry does not know counts per result element."""
+    opdef = get_op(node.op) if has_op(node.op) else None
+    if opdef is not None and opdef.macs is not None:
+        macs = opdef.macs([g.node(i).type.shape for i in node.inputs], node.type.shape, node.attrs)
+        if macs is None:
+            return None, None
+        if macs:
+            return 2 * macs, macs
+    work = opdef.work if opdef is not None else "output"
+    if work == "none":
+        return _NO_COST
+    if work == "input" and node.inputs:
+        return numel(g.node(node.inputs[0]).type.shape), 0
+    return numel(node.type.shape), 0
 
 
 def _add(a: int | None, b: int | None) -> int | None:
@@ -113,7 +84,7 @@ def graph_summary(g: Graph, plan: Any = None) -> dict[str, Any]:
         row["flops"], row["macs"] = _add(row["flops"], f), _add(row["macs"], m)
         nbytes = node.type.nbytes
         if node.op == "param":
-            parameters = _add(parameters, _numel(node.type.shape))
+            parameters = _add(parameters, numel(node.type.shape))
         if node.op in ("param", "constant"):
             weight_bytes = _add(weight_bytes, nbytes)
         else:

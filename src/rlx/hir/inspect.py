@@ -25,13 +25,17 @@ from rlx.hir.policy import FusionPolicy
 from rlx.ir.attrs import FrozenArray
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, GraphStage, Node
+from rlx.ir.opdef import get_op, has_op
 from rlx.ir.units import format_bytes  # re-exported: rlx.hir.inspect.format_bytes
 
-_KIND_ATTR = {"activation": "kind", "binary": "op", "compare": "op"}
+
+def _kind_attr(op: str) -> str | None:
+    """The attribute shown instead of the op's name (``OpDef.shown_kind``), if any."""
+    return get_op(op).shown_kind if has_op(op) else None
 
 
 def op_kind(node: Node) -> str:
-    key = _KIND_ATTR.get(node.op)
+    key = _kind_attr(node.op)
     return str(node.attrs[key]) if key is not None and key in node.attrs else node.op
 
 
@@ -68,10 +72,10 @@ def op_text(node: Node) -> str:
         return f"const({node.attrs['value'].array.nbytes}B)"
     if node.op in ("input", "param"):
         return f'{node.op}("{node.attrs["name"]}")'
-    if node.op == "linear":
-        act = node.attrs.get("activation")
-        return "linear" + ("+bias" if node.attrs.get("has_bias") else "") + (f"+{act}" if act else "")
-    kind_key = _KIND_ATTR.get(node.op)
+    text = get_op(node.op).text if has_op(node.op) else None
+    if text is not None:
+        return text(node.attrs)
+    kind_key = _kind_attr(node.op)
     shown = {k: v for k, v in node.attrs.items() if k != kind_key and v is not None and v != ()}
     body = ", ".join(f"{k}={_attr_text(v)}" for k, v in shown.items())
     return op_kind(node) + (f"[{body}]" if body else "")

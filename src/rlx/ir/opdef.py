@@ -19,6 +19,10 @@ from rlx.ir.shape import TensorType
 LEVELS = ("source", "mir", "fused", "hir")
 #: Mixed-precision classes (``OpDef.precision``); "boundary" is the graph leaves, "f32" never lowers.
 PRECISION_CLASSES = ("compute", "reduction", "elementwise", "data_movement", "boundary", "f32")
+#: Work classes (``OpDef.work``) of the cost model (``rlx.cli.summary``) for an op without a ``macs``
+#: rule: "none" moves data without arithmetic, "input" does one FLOP per element of operand 0
+#: (reductions, norms, pooling), "output" one per result element (the default).
+WORK_CLASSES = ("none", "input", "output")
 
 InferFn = Callable[[list[TensorType], Mapping[str, Any]], TensorType]
 KernelFn = Callable[[list[np.ndarray], Mapping[str, Any], TensorType], np.ndarray]
@@ -30,6 +34,12 @@ ArityFn = Callable[[Mapping[str, Any]], int]
 IdentityFn = Callable[[Mapping[str, Any], list[TensorType], TensorType, list["np.ndarray | None"]], "int | None"]
 #: ``keeps_grid(attrs, rank, protected axes, copies_only) -> bool`` (see :class:`OpDef`)
 GridFn = Callable[[Mapping[str, Any], int, frozenset[int], bool], bool]
+#: a shape as the summary reads it: ints, or str for a symbolic dimension
+Dims = tuple[Any, ...]
+#: ``macs(operand shapes, result shape, attrs) -> multiply-accumulates | None`` (None: a symbolic size)
+MacsFn = Callable[[list[Dims], Dims, Mapping[str, Any]], "int | None"]
+#: ``text(attrs) -> str``: a compact printed form replacing ``op[attr=...]`` (``linear+bias+gelu``)
+TextFn = Callable[[Mapping[str, Any]], str]
 
 VARIADIC = "variadic"
 
@@ -64,7 +74,23 @@ class OpDef:
     maps values on a fake-quantize grid to the same grid (``propagate_fake_quant``): every result
     element is an operand element (or its image under relu / neg / abs) whose ``protected``
     coordinates (the ones choosing its scale) are unchanged, and with ``copies_only`` the op also
-    keeps max|x| of every scale group (only moves, duplicates, negates or takes abs of elements).
+    keeps max|x| of every scale group (only moves, duplicates, negates or takes abs of elements);
+    ``compose(inner attrs, outer attrs)`` the attributes of the one node equal to the op applied
+    twice (``simplify``: a transpose of a transpose, a reshape of a reshape).
+
+    Cost facts, read by the summary's FLOP count (``rlx.cli.summary``): ``macs`` is a contraction's
+    multiply-accumulate rule (``rlx.ops.cost`` holds the shared ones; the op then does 2 FLOPs per
+    MAC); an op without one does the FLOPs of its ``work`` class (:data:`WORK_CLASSES`). ``text``
+    is the op's compact printed form when ``op[attr=...]`` would hide what it is (an HIR block).
+    ``native_on`` names the optimizer's backends (``rlx.opt.BACKENDS``: cpu, metal, cuda, tpu …)
+    that run this fused or contraction op as one kernel: their claim sets are read from it, so
+    their pipelines create or keep it where the others get it decomposed. ``unroll`` (an
+    :class:`rlx.ops.control_flow.Unroll`) is how ``rlx.opt.lower`` replaces an op with subgraph
+    bodies by straight-line ops (inlined branches, unrolled loops). ``region_key`` marks an op
+    that may join an ``elementwise_region`` (``rlx.opt.regions``): the attribute a chain step
+    records as its sub-kind (``"kind"``, ``"op"``, ``"to"``; ``""``: none), None: it never joins.
+    ``shown_kind`` names the attribute whose value op histograms and printers show instead of the
+    op's name (``binary(op="add")`` counts as ``add``; ``rlx.hir.inspect.op_kind``).
     """
 
     name: str
@@ -91,13 +117,24 @@ class OpDef:
     identity: IdentityFn | None = None
     commutes: Callable[[Mapping[str, Any]], bool] | None = None
     keeps_grid: GridFn | None = None
+    compose: Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]] | None = None
+    work: str = "output"
+    macs: MacsFn | None = None
+    text: TextFn | None = None
+    native_on: frozenset[str] = frozenset()
+    unroll: Any = None
+    region_key: str | None = None
+    shown_kind: str | None = None
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
             raise RlxError(f"op {self.name!r}: level must be one of {LEVELS}, got {self.level!r}")
         if self.precision not in PRECISION_CLASSES:
             raise RlxError(f"op {self.name!r}: precision must be one of {PRECISION_CLASSES}, got {self.precision!r}")
+        if self.work not in WORK_CLASSES:
+            raise RlxError(f"op {self.name!r}: work must be one of {WORK_CLASSES}, got {self.work!r}")
         self.flags = frozenset(self.flags)
+        self.native_on = frozenset(self.native_on)
         self._attr_order = tuple(sorted(self.attrs))
         self._defaults: dict[str, Any] | None = None  # normalized defaults, filled on first use
 

@@ -23,6 +23,7 @@ from rlx.ops import (  # noqa: F401
     normalization,
     numerics,
     quant,
+    quant_costs,
     reduction,
     results,
     sequence,

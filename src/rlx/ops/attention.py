@@ -22,6 +22,8 @@ from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType, broadcast_shapes
 from rlx.ops import rows
 from rlx.ops.common import promote_args, require_dim, require_float
+from rlx.ops.cost import attention_macs
+from rlx.ops.facts import NOT_TPU
 from rlx.ops.kinds import NUMPY, GraphNamespace
 from rlx.ops.rows import KEEP_AT, MASK_FILL, attention_scale
 
@@ -409,7 +411,8 @@ def _attention_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="attention", family="attention", arity=_attention_arity, operands=("q", "k", "v", "mask"), flags={BLAS},
+    name="attention", macs=attention_macs, family="attention", arity=_attention_arity, operands=("q", "k", "v", "mask"), flags={BLAS},
+    native_on=NOT_TPU,
     attrs={
         "num_heads": AttrSpec("int", doc="H; k and v have as many heads as q (no GQA)"),
         "head_dim": AttrSpec("int", doc="D"),

@@ -31,6 +31,7 @@ from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops.common import promote_args, require_dim, require_float, require_rank
 from rlx.ops.conv import Fold, col2im, conv_geo, conv_out_size, first_max_mask, fold_channelwise, patches, select_taps
+from rlx.ops.cost import conv_transpose_macs, conv_weight_grad_macs
 from rlx.ops.elementwise import ACTIVATIONS, times_derivative
 from rlx.ops.kinds import NUMPY
 
@@ -514,6 +515,7 @@ def _conv_weight_batch(ctx, node, operands, batched):
 
 defop(
     name="conv2d_backward_input", precision="compute", family=_FAMILY, arity=2, operands=("dy", "w"), flags={BLAS},
+    macs=conv_transpose_macs,
     attrs={**_CONV_ATTRS, "input_shape": AttrSpec("dims", doc="shape of the forward input x [N, Cin, H, W]")},
     canonicalize=_conv_kernel_canon(lambda ins, attrs: ins[1].shape),
     infer=_conv_backward_input_type, kernel=_conv_backward_input_kernel,
@@ -525,6 +527,7 @@ defop(
 
 defop(
     name="conv2d_backward_weight", precision="compute", family=_FAMILY, arity=2, operands=("x", "dy"), flags={BLAS},
+    macs=conv_weight_grad_macs,
     attrs={**_CONV_ATTRS, "weight_shape": AttrSpec("dims", doc="shape of the forward weight [Cout, Cin/G, kH, kW]")},
     canonicalize=_conv_kernel_canon(lambda ins, attrs: attrs["weight_shape"]),
     infer=_conv_backward_weight_type, kernel=_conv_backward_weight_kernel,

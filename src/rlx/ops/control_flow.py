@@ -37,6 +37,8 @@ branches and unrolls ``while``; rlx keeps both structured):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -91,6 +93,38 @@ def inline(dst: Graph, sub: Graph, feed: Mapping[str, Value]) -> list[Value]:
 def inline_args(dst: Graph, sub: Graph, args: Sequence[Value]) -> list[Value]:
     """:func:`inline` with ``sub``'s inputs bound positionally (node order) to ``args``."""
     return inline(dst, sub, {n.attrs["name"]: v for n, v in zip(graph_inputs(sub), args)})
+
+
+# ------------------------------------------------------------------ straight-line lowering
+@dataclass(frozen=True)
+class UnrollPolicy:
+    """The limits of ``rlx.opt.lower.lower_control_flow``: with ``only_pure`` a node whose bodies may
+    not run eagerly (``pure(*bodies)`` is False) stays; loops longer than ``max_unroll`` stay."""
+
+    only_pure: bool
+    max_unroll: int | None
+    pure: Callable[..., bool]
+
+
+#: ``run(dst, attrs, original bodies, lowered bodies, operands, policy) -> (stat, values)``: the values
+#: replacing the node's results (emitted into ``dst``) and a ``lowered_*`` stat, or None and a ``kept_*`` stat
+UnrollRun = Callable[[Graph, Mapping[str, Any], Mapping[str, Graph], Mapping[str, Graph], list[Value], UnrollPolicy],
+                     "tuple[str, list[Value] | None]"]
+
+
+def _bounded(attrs: Mapping[str, Any]) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class Unroll:
+    """``OpDef.unroll`` of an op with subgraph bodies: how ``lower_control_flow`` replaces a node by
+    straight-line ops (``run``), why a node of it stays (``why_kept(attrs of those nodes)``), and
+    whether a node may never finish (``unbounded(attrs)``: nothing evaluates it speculatively)."""
+
+    run: UnrollRun
+    why_kept: Callable[[list[Mapping[str, Any]]], str] = lambda attrs: ""
+    unbounded: Callable[[Mapping[str, Any]], bool] = _bounded
 
 
 def make_graph(name: str, in_types: Sequence[tuple[str, TensorType]], body: Callable[[Graph, list[Value]], Sequence[Value]]) -> Graph:
@@ -287,12 +321,27 @@ def _if_batch(ctx, node, operands, batched):
     return g.where(p, t, e)
 
 
+def _unroll_if(dst, attrs, orig, bodies, ins, policy):
+    """Both branches inlined and ``where(p, then, else)`` with ``p`` the predicate as a rank-0 bool."""
+    if policy.only_pure and not policy.pure(orig["then_branch"], orig["else_branch"]):
+        return "kept_if_impure", None
+    t = inline_args(dst, bodies["then_branch"], ins[1:])[0]
+    e = inline_args(dst, bodies["else_branch"], ins[1:])[0]
+    p = ins[0]
+    if not p.dtype.is_bool:
+        p = dst.cast(p, to="bool")  # true when != 0 (NaN included), like the if_ kernel
+    if len(p.shape):
+        p = dst.reshape(p, new_shape=[])  # one element: where broadcasts it
+    return "lowered_if", [dst.where(p, t, e)]
+
+
 defop(
     name="if_", precision="data_movement", family="control_flow", arity=VARIADIC, min_arity=1, operands=("pred", "captures"),
     attrs={"then_branch": AttrSpec("graph", doc="taken when pred != 0; inputs = captures"),
            "else_branch": AttrSpec("graph", doc="taken when pred == 0; inputs = captures")},
     infer=_if_type, kernel=_if_kernel, flags={SUBGRAPHS},
     vjp=_if_vjp, jvp=_if_jvp, batch=_if_batch,
+    unroll=Unroll(_unroll_if, lambda attrs: "kept by only_pure: a branch may fail or has effects when run eagerly"),
     doc="Structured conditional: operands [pred, *captures]; pred is a one-element bool or numeric tensor "
     "(true when != 0); each branch takes one input per capture (bound positionally, same types) and "
     "returns one output, the same type for both. Only the taken branch runs (upstream lowers to a "
@@ -434,6 +483,26 @@ def _while_batch(ctx, node, operands, batched):
                     max_iterations=node.attrs["max_iterations"], output=node.attrs["output"])
 
 
+def _unroll_while(dst, attrs, orig, bodies, ins, policy):
+    """``max_iterations`` copies of cond and body (:func:`unrolled_while`)."""
+    n = attrs["max_iterations"]
+    if n is None:
+        return "kept_while_unbounded", None
+    if policy.max_unroll is not None and n > policy.max_unroll:
+        return "kept_while_too_long", None
+    if policy.only_pure and not policy.pure(orig["cond"], orig["body"]):
+        return "kept_while_impure", None
+    k = attrs["output"]
+    unrolled = unrolled_while(bodies["cond"], bodies["body"], n, [v.type for v in ins], None if k is None else [k])
+    return "lowered_while", inline_args(dst, unrolled, ins)
+
+
+def _why_while_kept(attrs: list[Mapping[str, Any]]) -> str:
+    if any(a["max_iterations"] is None for a in attrs):
+        return "a loop without max_iterations cannot be unrolled"
+    return "kept by only_pure (a body may fail or has effects when run eagerly) or max_unroll"
+
+
 defop(
     name="while_", precision="data_movement", family="control_flow", arity=VARIADIC, min_arity=1, operands=("carried",),
     attrs={"cond": AttrSpec("graph", doc="carried -> one bool/numeric tensor (continue while all != 0)"),
@@ -443,6 +512,7 @@ defop(
                               doc="index of the carried value the node yields; None: one result per carried value")},
     infer=_while_type, kernel=_while_kernel, flags={SUBGRAPHS},
     vjp=_while_vjp, jvp=_while_jvp, batch=_while_batch,
+    unroll=Unroll(_unroll_while, _why_while_kept, unbounded=lambda attrs: attrs["max_iterations"] is None),
     doc="Structured loop: operands are the initial carried values (passed as one list); "
     "for _ in range(max_iterations or forever): if not all(cond(*c) != 0): break; c = body(*c). "
     "The node yields c[output], or with output=None every final carried value (one result each, "
@@ -648,6 +718,15 @@ def _scan_batch(ctx, node, operands, batched):
     return outs if node.extra_types else outs[0]
 
 
+def _unroll_scan(dst, attrs, orig, bodies, ins, policy):
+    """The unrolled evaluation the op performs (final carry, trajectory, reverse, checkpoints)."""
+    n = attrs["length"]
+    if not isinstance(n, int) or (policy.max_unroll is not None and n > policy.max_unroll):
+        return "kept_scan_too_long", None
+    unrolled = _unrolled_scan(SimpleNamespace(attrs={**attrs, **bodies}), [v.type for v in ins])
+    return "lowered_scan", inline_args(dst, unrolled, ins)
+
+
 defop(
     name="scan", family="control_flow", arity=_scan_arity, operands=("inits", "bcasts", "xs"),
     attrs={"body": AttrSpec("graph", doc="(*carries, *bcasts, *x_t) -> next carries"),
@@ -660,6 +739,7 @@ defop(
            "reverse": AttrSpec("bool", default=False, doc="run steps length-1 … 0 (rows stay in step order)")},
     infer=_scan_type, kernel=_scan_kernel, flags={SUBGRAPHS},
     vjp=_scan_vjp, jvp=_scan_jvp, batch=_scan_batch,
+    unroll=Unroll(_unroll_scan, lambda attrs: "longer than max_unroll, or of symbolic length"),
     doc="Loop over a leading axis: operands [*inits, *bcasts, *xs] (num_carries inits, default 1); c = inits; "
     "for t in range(length): c = body(*c, *bcasts, *[x[t] for x in xs]). One result per carry: its final "
     "value, or with save_trajectory its stacked values [length, *carry] (row t = carry after step t); "

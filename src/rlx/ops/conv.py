@@ -18,6 +18,8 @@ from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
 from rlx.ir.symbolic import known_ge
 from rlx.ops.common import promote_args, require_float, require_rank
+from rlx.ops.cost import conv_macs, conv_transpose_macs
+from rlx.ops.facts import CONV_WEIGHT
 from rlx.ops.kinds import REDUCE_KINDS
 
 POOL_KINDS = ("max", "mean", "sum", "min", "prod", "fmax", "fmin")
@@ -502,9 +504,9 @@ CONV_ATTRS = {
 }
 
 defop(
-    name="conv2d", precision="compute", family="conv", arity=2, operands=("x", "w"),
+    name="conv2d", macs=conv_macs, precision="compute", family="conv", arity=2, operands=("x", "w"),
     attrs=CONV_ATTRS,
-    canonicalize=kernel_size_canon, infer=_conv2d_type, kernel=_conv2d_kernel, kernel_into=_conv2d_kernel, flags={"blas"},
+    canonicalize=kernel_size_canon, infer=_conv2d_type, kernel=_conv2d_kernel, kernel_into=_conv2d_kernel, flags={"blas", CONV_WEIGHT},
     vjp=_conv2d_vjp, jvp=bilinear_jvp, batch=_conv2d_batch,
     doc="NCHW cross-correlation = torch.nn.functional.conv2d without bias: x [N, Cin, H, W], "
     "w [Cout, Cin/groups, kH, kW] -> [N, Cout, Hout, Wout], Hout = (H + 2pH - dH(kH-1) - 1) // sH + 1. "
@@ -553,7 +555,7 @@ def _conv_t_kernel(args, attrs, out):
 
 
 defop(
-    name="conv_transpose2d", precision="compute", family="conv", arity=2, operands=("x", "w"),
+    name="conv_transpose2d", macs=conv_transpose_macs, precision="compute", family="conv", arity=2, operands=("x", "w"),
     attrs={**CONV_ATTRS, "output_padding": AttrSpec("ints", default=(0, 0))},
     canonicalize=kernel_size_canon, infer=_conv_t_type, kernel=_conv_t_kernel, flags={"blas"},
     vjp=_conv_t_vjp, jvp=bilinear_jvp, batch=_conv_t_batch,
@@ -633,7 +635,7 @@ def _fold_taps(ufunc, win: np.ndarray) -> np.ndarray:
 
 
 defop(
-    name="pool2d", precision="data_movement", family="conv", arity=1, operands=("x",),
+    name="pool2d", work="input", precision="data_movement", family="conv", arity=1, operands=("x",),
     attrs={
         "kind": AttrSpec("str", choices=POOL_KINDS),
         "kernel_size": AttrSpec("ints"),
@@ -752,7 +754,7 @@ def _resize_decompose(g, operands, attrs):
 
 
 defop(
-    name="resize_nearest_2x", precision="data_movement", family="conv", arity=1, operands=("x",),
+    name="resize_nearest_2x", work="none", precision="data_movement", family="conv", arity=1, operands=("x",),
     infer=_resize_type, decompose=_resize_decompose,
     kernel=lambda args, attrs, out: args[0].repeat(2, axis=2).repeat(2, axis=3),
     vjp=_resize_vjp, jvp=lambda ctx, node, tangents: ctx.graph.resize_nearest_2x(tangents[0]), batch=fold_channelwise,

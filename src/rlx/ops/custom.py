@@ -48,7 +48,17 @@ from rlx.ir.errors import RlxError, ShapeError
 from rlx.ir.graph import Graph, Value
 from rlx.ir.opdef import VARIADIC, OpDef, defop, has_op, register_op, unregister_op
 from rlx.ir.shape import TensorType
-from rlx.ops.control_flow import SUBGRAPHS, Evaluate, graph_inputs, inline, via_graph_jvp, via_graph_vjp, vmap_graph
+from rlx.ops.control_flow import (
+    SUBGRAPHS,
+    Evaluate,
+    Unroll,
+    graph_inputs,
+    inline,
+    inline_args,
+    via_graph_jvp,
+    via_graph_vjp,
+    vmap_graph,
+)
 
 # ------------------------------------------------------------------------------ custom ops
 #: JAX lowerings given to :func:`custom_op` (``fn(args, attrs, out_type) -> jax array``); the
@@ -309,6 +319,7 @@ defop(
                                 doc="(args..., tangent_0..tangent_{n-1}[, primal_output]) -> output tangent; None: differentiate body")},
     infer=_custom_fn_type, kernel=_custom_fn_kernel, flags={SUBGRAPHS},
     vjp=_custom_fn_vjp, jvp=_custom_fn_jvp, batch=_custom_fn_batch,
+    unroll=Unroll(lambda dst, attrs, orig, bodies, ins, policy: ("inlined_custom_fn", inline_args(dst, bodies["body"], ins)[:1])),
     doc="A function given as a subgraph, with optional custom derivatives: operands (one list) are bound "
     "positionally to body's inputs (node order, same types); body has one output, the node's value. "
     "vjp_body takes the primals (inputs with other names, node order), 'd_output' (required) and optionally "

@@ -20,6 +20,7 @@ from rlx.ir.opdef import defop
 from rlx.ir.shape import TensorType
 from rlx.ops.common import all_equal, broadcast_promoted, promote_args, same_type_identity
 from rlx.ops.evaluate import RAW_OPERANDS
+from rlx.ops.facts import CONVERTS
 from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, NUMPY, GraphNamespace, numpy_erf, numpy_sigmoid
 
 
@@ -108,7 +109,7 @@ def _activation_keeps_grid(attrs, rank, protected, copies_only) -> bool:
 
 
 defop(
-    name="activation", precision="elementwise", family="elementwise", arity=1, operands=("x",),
+    name="activation", region_key="kind", shown_kind="kind", precision="elementwise", family="elementwise", arity=1, operands=("x",),
     attrs={"kind": AttrSpec("str", choices=tuple(ACTIVATIONS))},
     methods={k: {"kind": k} for k in ACTIVATIONS},
     infer=_activation_type, kernel=_activation_kernel, kernel_into=_activation_kernel, flags={"elementwise", "complex_ad"},
@@ -171,10 +172,10 @@ def _cast_jvp(ctx, node, tangents):
 
 
 defop(
-    name="cast", precision="data_movement", family="elementwise", arity=1, operands=("x",),
+    name="cast", region_key="to", work="none", precision="data_movement", family="elementwise", arity=1, operands=("x",),
     attrs={"to": AttrSpec("dtype")},
     infer=lambda ins, attrs: TensorType(ins[0].shape, attrs["to"]),
-    kernel=_cast_kernel, flags={"elementwise", "complex_ad"}, identity=same_type_identity,
+    kernel=_cast_kernel, flags={"elementwise", "complex_ad", CONVERTS}, identity=same_type_identity,
     vjp=_cast_vjp, jvp=_cast_jvp, batch=_broadcasting_batch,
     doc="Convert the element type (x.astype(to)); float to int truncates toward zero, "
     "anything to bool is x != 0, c64 to a real type keeps the real part. Int to a narrower int keeps the low bits "
@@ -331,7 +332,7 @@ BINARY_METHODS = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "maxim
                   "fmin": "fmin", "pow": "pow"}
 
 defop(
-    name="binary", precision="elementwise", family="elementwise", arity=2, operands=("lhs", "rhs"),
+    name="binary", region_key="op", shown_kind="op", precision="elementwise", family="elementwise", arity=2, operands=("lhs", "rhs"),
     attrs={"op": AttrSpec("str", choices=("add", "sub", "mul", "div", "max", "min", "fmax", "fmin", "pow"))},
     methods={m: {"op": k} for m, k in BINARY_METHODS.items()},
     infer=_binary_type, kernel=_binary_kernel, kernel_into=_binary_kernel, flags={"elementwise", "complex_ad", "broadcasts"},
@@ -357,7 +358,7 @@ def _compare_type(ins, attrs):
 
 
 defop(
-    name="compare", precision="elementwise", family="elementwise", arity=2, operands=("lhs", "rhs"),
+    name="compare", region_key="op", shown_kind="op", precision="elementwise", family="elementwise", arity=2, operands=("lhs", "rhs"),
     attrs={"op": AttrSpec("str", choices=tuple(_COMPARE))},
     methods={k: {"op": k} for k in _COMPARE},
     infer=_compare_type,
@@ -402,7 +403,7 @@ def _where_identity(attrs, ins, out, consts) -> int | None:
 
 
 defop(
-    name="where", precision="elementwise", family="elementwise", arity=3, operands=("cond", "on_true", "on_false"),
+    name="where", region_key="", precision="elementwise", family="elementwise", arity=3, operands=("cond", "on_true", "on_false"),
     infer=_where_type,
     kernel=lambda args, attrs, out: np.where(args[0] != 0, *promote_args(args[1:], out.dtype)),
     flags={"elementwise", "complex_ad", "broadcasts"}, vjp=_where_vjp, jvp=_where_jvp, batch=_broadcasting_batch,

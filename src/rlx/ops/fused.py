@@ -26,11 +26,13 @@ from rlx.ir.dtype import DType
 from rlx.ir.errors import ShapeError
 from rlx.ir.flags import BLAS
 from rlx.ir.graph import Graph, Value, infer_type
-from rlx.ir.opdef import defop, get_op
+from rlx.ir.opdef import all_ops, defop, get_op, has_op
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops.common import NORM_EPS, promote_args
 from rlx.ops.conv import CONV_ATTRS, conv2d_reference, kernel_size_canon
+from rlx.ops.cost import conv_macs, last_dim_macs
 from rlx.ops.elementwise import ACTIVATIONS
+from rlx.ops.facts import ALL_NATIVE, CONV_WEIGHT, CPU_METAL, CPU_ONLY, FUSED_KIND, NOT_TPU
 
 _FAMILY = "fused"
 
@@ -159,8 +161,8 @@ def _matmul_bias_act(b, ops, attrs):
 
 
 _deffused(
-    "fused_matmul_bias_act", _matmul_bias_act, precision="compute", arity=3, operands=("x", "w", "b"), flags={BLAS},
-    attrs={"activation": _ACTIVATION},
+    "fused_matmul_bias_act", _matmul_bias_act, macs=last_dim_macs, precision="compute", arity=3, operands=("x", "w", "b"),
+    flags={BLAS, FUSED_KIND}, native_on=ALL_NATIVE, attrs={"activation": _ACTIVATION},
     doc="act(x @ w + b): x [..., M, K], w [..., K, N] (matmul rules), b [N] added over the last "
     "axis; activation None = identity. Decomposes to matmul, binary add, activation.",
 )
@@ -195,8 +197,9 @@ def _conv_bias_act_kernel(args, attrs, out_type, out=None):
 
 
 _deffused(
-    "fused_conv2d_bias_act", _conv_bias_act, precision="compute", arity=lambda attrs: 3 if attrs["has_bias"] else 2,
-    operands=("x", "w", "b"), flags={BLAS}, canonicalize=kernel_size_canon, kernel=_conv_bias_act_kernel,
+    "fused_conv2d_bias_act", _conv_bias_act, macs=conv_macs, precision="compute", arity=lambda attrs: 3 if attrs["has_bias"] else 2,
+    operands=("x", "w", "b"), flags={BLAS, FUSED_KIND, CONV_WEIGHT}, native_on=NOT_TPU,
+    canonicalize=kernel_size_canon, kernel=_conv_bias_act_kernel,
     kernel_into=_conv_bias_act_kernel,
     attrs={**CONV_ATTRS, "has_bias": AttrSpec("bool", default=True, doc="a bias operand b [Cout] follows w"),
            "activation": _ACTIVATION},
@@ -231,7 +234,8 @@ _RESIDUAL_ATTRS = {
 }
 for _norm in ("layer_norm", "rms_norm"):
     _deffused(
-        f"fused_residual_{_norm}", _residual_norm(_norm), precision="reduction",
+        f"fused_residual_{_norm}", _residual_norm(_norm), precision="reduction", flags={FUSED_KIND},
+        native_on=ALL_NATIVE if _norm == "layer_norm" else NOT_TPU,
         arity=lambda attrs: 5 if attrs["has_bias"] else 4, operands=("x", "residual", "bias", "gamma", "beta"),
         attrs=_RESIDUAL_ATTRS,
         doc=f"{_norm}(x + residual [+ bias], gamma, beta, axis=-1, eps): operands x, residual "
@@ -256,7 +260,7 @@ def _swiglu(b, ops, attrs):
 
 
 _deffused(
-    "fused_swiglu", _swiglu, precision="elementwise", arity=1, operands=("x",),
+    "fused_swiglu", _swiglu, precision="elementwise", flags={FUSED_KIND}, native_on=CPU_METAL, arity=1, operands=("x",),
     attrs={"cast_to": AttrSpec("dtype", default=None, doc="result dtype; None = x's"),
            "gate_first": AttrSpec("bool", default=False, doc="the gate is the low half")},
     doc="SwiGLU of x [..., 2N] → [..., N]: up = x[..., :N], gate = x[..., N:] (swapped with "
@@ -274,7 +278,7 @@ def _lora(b, ops, attrs):
 
 
 _deffused(
-    "lora_matmul", _lora, precision="compute", arity=4, operands=("x", "w", "a", "b"), flags={BLAS},
+    "lora_matmul", _lora, macs=last_dim_macs, precision="compute", arity=4, operands=("x", "w", "a", "b"), flags={BLAS},
     attrs={"scale": AttrSpec("float", default=1.0, doc="LoRA scale (alpha / rank)")},
     doc="x @ w + scale·((x @ a) @ b): x [..., M, K], w [K, N], a [K, R], b [R, N] (matmul "
     "rules, so batched x works). Decomposes to three matmuls, a scalar mul and an add.",
@@ -305,7 +309,7 @@ def _attention_block_body(b, ops, attrs):
 _HEADS = {"num_heads": AttrSpec("int", doc="H"), "head_dim": AttrSpec("int", doc="D")}
 
 _deffused(
-    "fused_attention_block", _attention_block_body, flags={BLAS},
+    "fused_attention_block", _attention_block_body, flags={BLAS, FUSED_KIND}, native_on=CPU_ONLY,
     precision="data_movement", arity=lambda attrs: 4 + 2 * attrs["has_bias"] + 2 * attrs["has_rope"],
     operands=("hidden", "qkv_w", "out_w", "mask", "qkv_b", "out_b", "cos", "sin"),
     attrs={**_HEADS, "has_bias": AttrSpec("bool", default=False), "has_rope": AttrSpec("bool", default=False)},
@@ -336,7 +340,7 @@ def _transformer_layer(b, ops, attrs):
 
 
 _deffused(
-    "fused_transformer_layer", _transformer_layer, flags={BLAS},
+    "fused_transformer_layer", _transformer_layer, flags={BLAS, FUSED_KIND},
     arity=lambda attrs: len(_LAYER_OPERANDS[attrs["has_bias"]]), operands=_LAYER_OPERANDS[True],
     attrs={**_HEADS,
            "intermediate_size": AttrSpec("int", doc="I, the feed-forward width"),
@@ -355,7 +359,9 @@ _deffused(
 
 
 # -------------------------------------------------------------------- elementwise_region
-_STEP_ARITY = {"activation": 1, "cast": 1, "binary": 2, "compare": 2, "where": 3}
+def _step_ops() -> list[str]:
+    """The ops a chain step may name: those with a ``region_key`` (the attribute its sub-kind sets)."""
+    return [o.name for o in all_ops() if o.region_key is not None and isinstance(o.arity, int)]
 
 
 def _region(b, ops, attrs):
@@ -371,24 +377,26 @@ def _region(b, ops, attrs):
     for i, step in enumerate(attrs["chain"]):
         where = f"chain step {i}"
         kind = step[0] if isinstance(step, tuple) and step else None
-        _require(kind in _STEP_ARITY, f"{where}: {step!r} does not start with one of {sorted(_STEP_ARITY)}")
-        n = _STEP_ARITY[kind]
-        has_sub = kind != "where"
+        opdef = get_op(kind) if isinstance(kind, str) and has_op(kind) else None
+        if opdef is None or opdef.region_key is None or not isinstance(opdef.arity, int):
+            raise ShapeError(f"{where}: {step!r} does not start with one of {sorted(_step_ops())}")
+        n, key = opdef.arity, opdef.region_key
+        has_sub = bool(key)
         _require(len(step) == 1 + has_sub + n, f"{where}: {kind} step takes {'a kind and ' if has_sub else ''}{n} operand(s), got {step!r}")
         args = [ref(r, where) for r in step[1 + has_sub :]]
-        if kind == "where":
-            values.append(b.apply("where", *args))
+        if not key:
+            values.append(b.apply(kind, *args))
             continue
         sub = step[1]
-        if kind == "cast":
-            _require(isinstance(sub, str) and sub in {d.value for d in DType}, f"{where}: cast target {sub!r} is not a dtype short name")
-        key = {"activation": "kind", "cast": "to"}.get(kind, "op")
+        if opdef.attrs[key].kind == "dtype":
+            _require(isinstance(sub, str) and sub in {d.value for d in DType}, f"{where}: {kind} target {sub!r} is not a dtype short name")
         values.append(b.apply(kind, *args, **{key: sub}))
     return values[-1]
 
 
 _deffused(
-    "elementwise_region", _region, precision="elementwise", arity=lambda attrs: attrs["num_inputs"], operands=("inputs",),
+    "elementwise_region", _region, precision="elementwise", native_on=ALL_NATIVE,
+    flags={FUSED_KIND}, arity=lambda attrs: attrs["num_inputs"], operands=("inputs",),
     attrs={"chain": AttrSpec("data", doc="the steps, in order"),
            "num_inputs": AttrSpec("int", doc="number of region operands")},
     doc="A fused chain of elementwise steps over num_inputs operands. Each step is a list: "

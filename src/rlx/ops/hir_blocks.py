@@ -37,6 +37,7 @@ from rlx.ir.graph import Graph, Value
 from rlx.ir.opdef import OpDef, defop, get_op
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops.common import NORM_EPS, require_dim, require_float, require_rank
+from rlx.ops.cost import last_dim_macs, swiglu_macs
 from rlx.ops.elementwise import ACTIVATIONS
 
 HIR_FAMILY = "hir_blocks"
@@ -178,8 +179,15 @@ def _linear_lower(g: Graph, ops: Sequence[Value], attrs: Mapping[str, Any], poli
     return _act(g, _add(g, g.apply("matmul", x, w), ops[2]), attrs["activation"])
 
 
+def _linear_text(attrs: Mapping[str, Any]) -> str:
+    """``linear+bias+gelu``: the printed form of a linear block (``rlx.hir.inspect``)."""
+    act = attrs.get("activation")
+    return "linear" + ("+bias" if attrs.get("has_bias") else "") + (f"+{act}" if act else "")
+
+
 _hir_op(
-    "linear", arity=lambda attrs: 3 if attrs["has_bias"] else 2, operands=("x", "w", "b"),
+    "linear", macs=last_dim_macs, arity=lambda attrs: 3 if attrs["has_bias"] else 2, operands=("x", "w", "b"),
+    text=_linear_text,
     attrs={"activation": _ACT, "has_bias": AttrSpec("bool", default=False, doc="a third operand b [out] is added")},
     infer=_linear_type, lower=_linear_lower,
     doc="act(x @ w [+ b]) with w [in, out] and optional bias b [out] (operand 3 iff has_bias; the HIR "
@@ -195,7 +203,7 @@ def _linear_fused_type(ins: list[TensorType], attrs: Mapping[str, Any]) -> Tenso
 
 
 _hir_op(
-    "linear_fused", arity=3, operands=("x", "w", "b"), attrs={"activation": _ACT},
+    "linear_fused", macs=last_dim_macs, arity=3, operands=("x", "w", "b"), attrs={"activation": _ACT},
     infer=_linear_fused_type,
     lower=lambda g, ops, attrs, policy: g.apply("fused_matmul_bias_act", *ops, activation=attrs["activation"]),
     doc="act(x @ w + b); lowers to fused_matmul_bias_act under both policies.",
@@ -247,7 +255,7 @@ def _swiglu_lower(g: Graph, ops: Sequence[Value], attrs: Mapping[str, Any], poli
 
 
 _hir_op(
-    "swiglu", arity=4, operands=("x", "up_w", "gate_w", "down_w"),
+    "swiglu", macs=swiglu_macs, arity=4, operands=("x", "up_w", "gate_w", "down_w"),
     infer=_swiglu_type, lower=_swiglu_lower,
     doc="SwiGLU feed-forward: ((x @ up_w) * silu(x @ gate_w)) @ down_w, up_w/gate_w [D, F], down_w [F, D']. "
     "DIRECT: concat(up_w, gate_w; axis 1) -> matmul -> fused_swiglu(gate_first=False) -> matmul. FUSABLE: "

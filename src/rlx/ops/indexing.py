@@ -63,7 +63,7 @@ def _arg_kernel(args, attrs, out):
 
 
 defop(
-    name="arg_reduce", precision="data_movement", family="indexing", arity=1, operands=("x",),
+    name="arg_reduce", work="input", precision="data_movement", family="indexing", arity=1, operands=("x",),
     attrs={"op": AttrSpec("str", choices=("argmax", "argmin")), "axis": AttrSpec("int", default=0),
            "keep_dim": AttrSpec("bool", default=True), "select_last": AttrSpec("bool", default=False)},
     canonicalize=_canon_axis, infer=_arg_type, kernel=_arg_kernel, flags={"no_grad", "reduction"},
@@ -121,7 +121,7 @@ def _cum_jvp(ctx, node, tangents):
 
 
 defop(
-    name="cumulative", precision="reduction", family="indexing", arity=1, operands=("x",),
+    name="cumulative", work="input", precision="reduction", family="indexing", arity=1, operands=("x",),
     attrs={"op": AttrSpec("str", default="sum", choices=("sum", "prod")), "axis": AttrSpec("int", default=-1),
            "exclusive": AttrSpec("bool", default=False), "reverse": AttrSpec("bool", default=False)},
     methods={"cumsum": {"op": "sum"}, "cumprod": {"op": "prod"}},
@@ -174,6 +174,7 @@ def _gather_elements_vjp(ctx, node, ct):
 
 defop(
     name="gather_elements", flags={"eager_unsafe"}, precision="data_movement", family="indexing", arity=2, operands=("data", "indices"),
+    work="none",
     attrs={"axis": AttrSpec("int", default=0)},
     canonicalize=_canon_axis, infer=_gather_elements_type, kernel=_gather_elements_kernel,
     vjp=_gather_elements_vjp,
@@ -240,7 +241,7 @@ def _scatter_elements_jvp(ctx, node, tangents):
 
 
 defop(
-    name="scatter_elements", flags={"eager_unsafe"}, precision="data_movement", family="indexing", arity=3,
+    name="scatter_elements", work="none", flags={"eager_unsafe"}, precision="data_movement", family="indexing", arity=3,
     operands=("data", "indices", "updates"),
     attrs={"axis": AttrSpec("int", default=0),
            "reduction": AttrSpec("str", default="none", choices=("none", "add", "mul", "max", "min"))},

@@ -18,6 +18,8 @@ from rlx.ir.errors import ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType, broadcast_shapes, normalize_axis
 from rlx.ops.common import promote_args, require_dim
+from rlx.ops.cost import dot_general_macs, last_dim_macs
+from rlx.ops.facts import ALL_NATIVE
 
 
 def _contraction_dtype(a: TensorType, b: TensorType) -> DType:
@@ -61,7 +63,7 @@ def _matmul_kernel(args, attrs, out_type, out=None):
 
 
 defop(
-    name="matmul", precision="compute", family="linalg", arity=2, operands=("a", "b"),
+    name="matmul", macs=last_dim_macs, native_on=ALL_NATIVE, precision="compute", family="linalg", arity=2, operands=("a", "b"),
     infer=_matmul_type,
     kernel=_matmul_kernel, kernel_into=_matmul_kernel,
     flags={"blas", "complex_ad"},
@@ -134,7 +136,7 @@ def _dot_general_kernel(args, attrs, out):
 
 
 defop(
-    name="dot_general", precision="compute", family="linalg", arity=2, operands=("lhs", "rhs"),
+    name="dot_general", macs=dot_general_macs, precision="compute", family="linalg", arity=2, operands=("lhs", "rhs"),
     attrs={
         "lhs_contracting": AttrSpec("ints", doc="lhs axes summed over, paired positionally with rhs_contracting"),
         "rhs_contracting": AttrSpec("ints", doc="rhs axes summed over"),

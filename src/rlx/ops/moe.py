@@ -63,6 +63,7 @@ from rlx.ir.errors import AutodiffError, RlxError, ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops.common import require_float, require_rank
+from rlx.ops.cost import last_dim_macs
 from rlx.ops.quant import BATCH_DIMS, batch_lead, map_lead, split_lead, with_lead
 
 QK_K = 256
@@ -334,6 +335,7 @@ def _gmm_jvp(ctx, node, tangents):
 
 defop(
     name="grouped_matmul", precision="compute", family="moe", arity=3, operands=("x", "w", "expert_idx"), attrs={"batch_dims": BATCH_DIMS},
+    macs=last_dim_macs,
     infer=_gmm_type, kernel=_gmm_kernel, vjp=_gmm_vjp, jvp=_gmm_jvp, batch=batch_lead, flags={"blas", "eager_unsafe"},
     doc="Per-token expert matmul (docs/semantics.md#packed-weights): x [M, K], w [E, K, N] (x's dtype), expert_idx [M] -> [M, N], "
     "out[i] = x[i] @ w[expert_idx[i]]. Ids are integers (float ids are truncated toward zero, as upstream's "
@@ -412,7 +414,7 @@ def _dgmm_jvp(ctx, node, tangents):
 _SCHEME = {"scheme": AttrSpec("str", choices=MOE_SCHEMES, doc="gguf_q4_k / q5_k / q6_k / q8_k or nvfp4_block")}
 
 defop(
-    name="dequant_grouped_matmul", precision="compute", family="moe",
+    name="dequant_grouped_matmul", macs=last_dim_macs, precision="compute", family="moe",
     arity=_scheme_arity(3), operands=("x", "w_packed", "expert_idx", "scale", "global"),
     attrs={**_SCHEME, "n": AttrSpec("int", doc="output features N of every expert"), "batch_dims": BATCH_DIMS},
     infer=_dgmm_type, kernel=lambda args, attrs, out: map_lead(lambda a: _dgmm_one(a, attrs), args, attrs["batch_dims"], out),

@@ -191,7 +191,7 @@ def _layer_norm_into(args, attrs, out_type, out):
 
 
 defop(
-    name="layer_norm", precision="reduction", family="normalization", arity=3, operands=("x", "gamma", "beta"),
+    name="layer_norm", work="input", precision="reduction", family="normalization", arity=3, operands=("x", "gamma", "beta"),
     attrs={"axis": _AXIS, "eps": _EPS},
     infer=_layer_norm_type, kernel=rows.bind(rows.layer_norm, NUMPY), kernel_into=_layer_norm_into, **_NORM_RULES,
     doc="Layer normalization over one axis: mu = mean(x, axis), var = mean((x-mu)**2, axis) "
@@ -210,7 +210,7 @@ def _layer_norm2d_type(ins, attrs):
 
 
 defop(
-    name="layer_norm2d", precision="reduction", family="normalization", arity=3, operands=("x", "gamma", "beta"),
+    name="layer_norm2d", work="input", precision="reduction", family="normalization", arity=3, operands=("x", "gamma", "beta"),
     attrs={"eps": _EPS},
     infer=_layer_norm2d_type, kernel=rows.bind(rows.layer_norm2d, NUMPY), **_NORM_RULES,
     doc="Channel layer norm of an NCHW tensor (SAM / candle LayerNorm2d): statistics over C "
@@ -249,7 +249,7 @@ def _group_norm_decompose(g, operands, attrs):
 
 
 defop(
-    name="group_norm", precision="reduction", family="normalization", arity=3, operands=("x", "gamma", "beta"),
+    name="group_norm", work="input", precision="reduction", family="normalization", arity=3, operands=("x", "gamma", "beta"),
     attrs={"num_groups": AttrSpec("int", doc="number of contiguous channel groups; divides C"), "eps": _EPS},
     infer=_group_norm_type, kernel=rows.bind(rows.group_norm, NUMPY), decompose=_group_norm_decompose, **_NORM_RULES,
     doc="Group normalization of x [N, C, *spatial] (upstream: rank 4 NCHW only; rlx accepts "
@@ -264,7 +264,7 @@ defop(
 
 
 defop(
-    name="rms_norm", precision="reduction", family="normalization", arity=3, operands=("x", "gamma", "beta"),
+    name="rms_norm", work="input", precision="reduction", family="normalization", arity=3, operands=("x", "gamma", "beta"),
     attrs={"axis": _AXIS, "eps": _EPS},
     infer=_layer_norm_type, kernel=rows.bind(rows.rms_norm, NUMPY), **_NORM_RULES,
     doc="RMS normalization over one axis: y = x / sqrt(mean(x**2, axis) + eps) * gamma + beta. "

@@ -15,6 +15,7 @@ from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops import rows
 from rlx.ops.common import axis_of, require_float
+from rlx.ops.facts import SPLIT_AXES
 from rlx.ops.kinds import NUMPY
 from rlx.ops.rows import reduce_axes, reduce_identity
 
@@ -101,14 +102,14 @@ def _reduce_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="reduce", precision="reduction", family="reduction", arity=1, operands=("x",),
+    name="reduce", work="input", precision="reduction", family="reduction", arity=1, operands=("x",),
     attrs={
         "op": AttrSpec("str", choices=REDUCE_OPS),
         "axes": AttrSpec("ints", default=None, doc="axes to reduce; None = all (stored explicit, sorted, >= 0)"),
         "keep_dim": AttrSpec("bool", default=False),
     },
     methods={op: {"op": op} for op in ("sum", "mean", "max", "min", "prod")},  # g.fmax is the binary op
-    canonicalize=_reduce_canon, infer=_reduce_type, kernel=_reduce_kernel, flags={"reduction", "complex_ad"},
+    canonicalize=_reduce_canon, infer=_reduce_type, kernel=_reduce_kernel, flags={"reduction", "complex_ad", SPLIT_AXES},
     vjp=_reduce_vjp, jvp=_reduce_jvp, batch=_reduce_batch,
     doc="Reduce x over `axes` with sum / mean / max / min / prod (builder methods g.sum, g.mean, g.max, g.min, "
     "g.prod). Any set of axes (upstream's kernel: contiguous runs only); negative axes are normalized; "
@@ -143,7 +144,7 @@ def _softmax_linearized(ctx, node, v):
 
 
 defop(
-    name="softmax", precision="reduction", family="reduction", arity=1, operands=("x",),
+    name="softmax", work="input", precision="reduction", family="reduction", arity=1, operands=("x",),
     attrs={"axis": AttrSpec("int", default=-1)},
     canonicalize=_softmax_canon, infer=_softmax_type, kernel=rows.bind(rows.softmax, NUMPY), flags={"reduction"},
     vjp=lambda ctx, node, ct: [_softmax_linearized(ctx, node, ct)],

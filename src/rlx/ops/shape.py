@@ -11,6 +11,8 @@ expressions.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +24,7 @@ from rlx.ir.shape import Shape, TensorType, normalize_axis
 from rlx.ir.symbolic import floordiv, known_ge
 from rlx.ops import rows
 from rlx.ops.common import axis_of, promote_args, same_type_identity, unmoved_axes
+from rlx.ops.facts import VIEW
 from rlx.ops.kinds import NUMPY
 
 
@@ -77,9 +80,10 @@ def _reshape_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="reshape", precision="data_movement", family="shape", arity=1, operands=("x",),
+    name="reshape", work="none", precision="data_movement", family="shape", arity=1, operands=("x",),
     attrs={"new_shape": AttrSpec("sizes", doc="target dims (ints or symbolic); at most one -1 (inferred); 0 is a literal 0")},
-    flags={"complex_ad"}, infer=_reshape_type, identity=same_type_identity,
+    flags={"complex_ad", VIEW}, infer=_reshape_type, identity=same_type_identity,
+    compose=lambda inner, outer: {"new_shape": list(outer["new_shape"])},  # the outer shape alone decides
     keeps_grid=lambda attrs, rank, protected, copies_only: unmoved_axes(protected),
     vjp=lambda ctx, node, ct: [ctx.reshape(ct, ctx.operand(node, 0).shape)],
     jvp=lambda ctx, node, tangents: ctx.graph.reshape(tangents[0], new_shape=node.attrs["new_shape"]),
@@ -113,6 +117,12 @@ def _transpose_canon(ins, attrs):
         return attrs
 
 
+def _transpose_compose(inner: Mapping[str, Any], outer: Mapping[str, Any]) -> dict[str, Any]:
+    """transpose(transpose(x, p1), p2) == transpose(x, p1[p2])."""
+    p1, p2 = inner["perm"], outer["perm"]
+    return {"perm": [p1[j] for j in p2]}
+
+
 def _transpose_identity(attrs, ins, out, consts) -> int | None:
     return 0 if ins[0] == out and tuple(attrs["perm"]) == tuple(range(len(out.shape))) else None
 
@@ -128,10 +138,10 @@ def _transpose_type(ins, attrs):
 
 
 defop(
-    name="transpose", precision="data_movement", family="shape", arity=1, operands=("x",),
+    name="transpose", work="none", precision="data_movement", family="shape", arity=1, operands=("x",),
     attrs={"perm": AttrSpec("ints", default=None, doc="axis permutation; None reverses the axes")},
-    canonicalize=_transpose_canon, flags={"complex_ad"}, infer=_transpose_type,
-    identity=_transpose_identity, keeps_grid=_transpose_keeps_grid,
+    canonicalize=_transpose_canon, flags={"complex_ad", VIEW}, infer=_transpose_type,
+    identity=_transpose_identity, keeps_grid=_transpose_keeps_grid, compose=_transpose_compose,
     vjp=lambda ctx, node, ct: [ctx.graph.transpose(ct, perm=[int(i) for i in np.argsort(node.attrs["perm"])])],
     jvp=lambda ctx, node, tangents: ctx.graph.transpose(tangents[0], perm=node.attrs["perm"]),
     batch=lambda ctx, node, operands, batched: ctx.graph.transpose(operands[0], perm=[0, *(p + 1 for p in node.attrs["perm"])]),
@@ -187,10 +197,10 @@ def _narrow_vjp(ctx, node, ct):
 
 
 defop(
-    name="narrow", precision="data_movement", family="shape", arity=1, operands=("x",),
+    name="narrow", work="none", precision="data_movement", family="shape", arity=1, operands=("x",),
     attrs={"axis": AttrSpec("int"), "start": AttrSpec("size"), "length": AttrSpec("size")},
     aliases={"len": "length"},
-    canonicalize=_canon_axis, flags={"complex_ad"}, infer=_narrow_type, kernel=_narrow_kernel, identity=same_type_identity,
+    canonicalize=_canon_axis, flags={"complex_ad", VIEW}, infer=_narrow_type, kernel=_narrow_kernel, identity=same_type_identity,
     keeps_grid=lambda attrs, rank, protected, copies_only: not copies_only and attrs["axis"] % rank not in protected,
     vjp=_narrow_vjp,
     jvp=lambda ctx, node, tangents: ctx.graph.append("narrow", [tangents[0]], dict(node.attrs)),
@@ -245,7 +255,7 @@ def _concat_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="concat", precision="data_movement", family="shape", arity=VARIADIC, operands=("parts",),
+    name="concat", work="none", precision="data_movement", family="shape", arity=VARIADIC, operands=("parts",),
     attrs={"axis": AttrSpec("int", default=0)},
     canonicalize=_canon_axis, flags={"complex_ad"}, infer=_concat_type,
     identity=lambda attrs, ins, out, consts: 0 if len(ins) == 1 and ins[0] == out else None,
@@ -282,9 +292,9 @@ def _expand_type(ins, attrs):
 
 
 defop(
-    name="expand", precision="data_movement", family="shape", arity=1, operands=("x",),
+    name="expand", work="none", precision="data_movement", family="shape", arity=1, operands=("x",),
     attrs={"target_shape": AttrSpec("sizes", doc="result dims (ints or symbolic); -1 keeps the input dim")},
-    flags={"complex_ad"}, infer=_expand_type, identity=same_type_identity,
+    flags={"complex_ad", VIEW}, infer=_expand_type, identity=same_type_identity,
     keeps_grid=lambda attrs, rank, protected, copies_only: unmoved_axes(protected),
     vjp=lambda ctx, node, ct: [ctx.unbroadcast(ct, ctx.operand(node, 0))],
     jvp=lambda ctx, node, tangents: ctx.graph.expand(tangents[0], target_shape=node.attrs["target_shape"]),
@@ -348,7 +358,7 @@ def _gather_batch(ctx, node, operands, batched):
 
 
 defop(
-    name="gather", precision="data_movement", family="shape", arity=2, operands=("table", "indices"),
+    name="gather", work="none", precision="data_movement", family="shape", arity=2, operands=("table", "indices"),
     attrs={"axis": AttrSpec("int", default=0)},
     canonicalize=_canon_axis, flags={"complex_ad", "eager_unsafe"}, infer=_gather_type, kernel=_gather_kernel,
     vjp=_gather_vjp,

@@ -23,19 +23,19 @@ def _declared(ins, attrs):
 
 
 defop(
-    name="input", precision="boundary", family="sources", level="source", arity=0, attrs=_LEAF_ATTRS,
+    name="input", work="none", precision="boundary", family="sources", level="source", arity=0, attrs=_LEAF_ATTRS,
     infer=_declared, kernel=None, flags={"no_grad"},
     doc="A named runtime input with a declared shape (symbolic dims allowed) and dtype.",
 )
 
 defop(
-    name="param", precision="boundary", family="sources", level="source", arity=0, attrs=_LEAF_ATTRS,
+    name="param", work="none", precision="boundary", family="sources", level="source", arity=0, attrs=_LEAF_ATTRS,
     infer=_declared, kernel=None, flags={"no_grad"},
     doc="A named weight with a declared shape and dtype; fed by name like an input.",
 )
 
 defop(
-    name="constant", precision="boundary", family="sources", level="source", arity=0,
+    name="constant", work="none", precision="boundary", family="sources", level="source", arity=0,
     attrs={"value": AttrSpec("tensor", doc="the embedded tensor (immutable)")},
     infer=lambda ins, attrs: TensorType(Shape(attrs["value"].array.shape), DType.of(attrs["value"].array.dtype)),
     kernel=lambda args, attrs, out: attrs["value"].array, flags={"no_grad"},

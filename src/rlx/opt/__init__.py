@@ -14,7 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import rlx.ops  # noqa: F401  (registers every op: the claim sets are read from them)
 from rlx.ir.graph import Graph
+from rlx.ir.opdef import all_ops
 from rlx.opt.cleanup import CSE, DCE, FOLD, SIMPLIFY, cse, dce, fold_constants, simplify
 from rlx.opt.fold_weights import fold_weights
 from rlx.opt.fuse_attention import FUSE_ATTENTION, fuse_decomposed_attention
@@ -61,11 +63,6 @@ from rlx.opt.unfuse import (
     unfuse_unclaimed,
 )
 
-_ALL_FUSED = frozenset({
-    "matmul", "elementwise_region", "fused_swiglu", "fused_matmul_bias_act", "fused_residual_layer_norm",
-    "fused_residual_rms_norm", "fused_attention_block", "attention", "fused_conv2d_bias_act",
-})
-
 
 @dataclass(frozen=True)
 class Backend:
@@ -86,15 +83,18 @@ class Backend:
         return not self.claims or op in self.claims
 
 
-_GPU = _ALL_FUSED - {"fused_swiglu", "fused_attention_block"}
+def _native(backend: str) -> frozenset[str]:
+    """The ops ``backend`` runs as one kernel: those whose ``OpDef.native_on`` names it."""
+    return frozenset(o.name for o in all_ops() if backend in o.native_on)
+
+
 BACKENDS: dict[str, Backend] = {
-    "cpu": Backend("cpu", _ALL_FUSED),
-    "numpy": Backend("numpy", _ALL_FUSED),
-    "metal": Backend("metal", _ALL_FUSED - {"fused_attention_block"}, keep_regions=True),
-    "cuda": Backend("cuda", _GPU, keep_regions=True, max_steps=32, max_inputs=16, legalize_broadcast=True),
-    "rocm": Backend("rocm", _GPU, keep_regions=True, max_steps=32, max_inputs=16, legalize_broadcast=True),
-    "tpu": Backend("tpu", frozenset({"matmul", "elementwise_region", "fused_matmul_bias_act", "fused_residual_layer_norm"}),
-                   keep_regions=True, max_steps=32, max_inputs=16),
+    "cpu": Backend("cpu", _native("cpu")),
+    "numpy": Backend("numpy", _native("numpy")),
+    "metal": Backend("metal", _native("metal"), keep_regions=True),
+    "cuda": Backend("cuda", _native("cuda"), keep_regions=True, max_steps=32, max_inputs=16, legalize_broadcast=True),
+    "rocm": Backend("rocm", _native("rocm"), keep_regions=True, max_steps=32, max_inputs=16, legalize_broadcast=True),
+    "tpu": Backend("tpu", _native("tpu"), keep_regions=True, max_steps=32, max_inputs=16),
     "jax": Backend("jax", frozenset()),
 }
 
@@ -128,7 +128,7 @@ def default_passes(backend: str | Backend | Iterable[str] | None = None, *, fold
         passes += [p for p in (*PATTERN_PASSES, FUSE_ATTENTION) if all(b.claims_op(op) for op in p.produces)]
         mark = MARK_REGIONS.with_options(max_steps=b.max_steps, max_inputs=b.max_inputs)
         passes.append(mark)
-        if not (b.keep_regions and b.claims_op("elementwise_region")):
+        if not (b.keep_regions and all(b.claims_op(op) for op in MARK_REGIONS.produces)):
             passes.append(UNFUSE_REGIONS)
     if b.legalize_broadcast:
         passes.append(LEGALIZE_BROADCAST)

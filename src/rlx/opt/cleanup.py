@@ -187,23 +187,15 @@ def simplify(g: Graph) -> PassResult:
             rb.alias(node.id, m[src])
             removed += 1
             continue
-        if node.op in ("transpose", "reshape") and nodes[node.inputs[0]].op == node.op:
+        opdef = get_op(node.op) if has_op(node.op) else None
+        if opdef is not None and opdef.compose is not None and nodes[node.inputs[0]].op == node.op:
             inner = nodes[node.inputs[0]]
             base = nodes[inner.inputs[0]]
-            if node.op == "transpose":
-                p1, p2 = inner.attrs["perm"], node.attrs["perm"]
-                perm = tuple(p1[j] for j in p2)
-                if perm == tuple(range(len(perm))) and base.type == node.type:
-                    rb.alias(node.id, m[base.id])
-                    removed += 1
-                    continue
-                attrs: dict[str, Any] = {"perm": list(perm)}
-            else:
-                if base.type == node.type:
-                    rb.alias(node.id, m[base.id])
-                    removed += 1
-                    continue
-                attrs = {"new_shape": list(node.attrs["new_shape"])}
+            attrs = opdef.compose(inner.attrs, node.attrs)
+            if opdef.identity is not None and opdef.identity(attrs, [base.type], node.type, [None]) == 0:
+                rb.alias(node.id, m[base.id])
+                removed += 1
+                continue
             try:
                 new_id = rb.emit(node.op, [m[base.id]], attrs, like=[inner, node], name=node.name, type=node.type)
             except Exception:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rlx.ir.graph import Graph, Node
+from rlx.ops.patterns import DOT_GENERAL_LOWERING
 from rlx.opt.manager import PassResult
 from rlx.opt.rebuild import Rebuilder
 
@@ -74,12 +75,12 @@ def _lower_dot_general(rb: Rebuilder, node: Node) -> int | None:
 
 def lower_dot_general_pass(g: Graph) -> PassResult:
     """Step 2 of the autodiff preparation: every dot_general expressible with static (or single-symbol) groups becomes matmul."""
-    if not any(n.op == "dot_general" for n in g.nodes):
+    if not any(n.op == DOT_GENERAL_LOWERING.op for n in g.nodes):
         return PassResult(g, None, {"lowered": 0})
     rb = Rebuilder(g, "lower_dot_general")
     count = 0
     for node in g.nodes:
-        new = _lower_dot_general(rb, node) if node.op == "dot_general" else None
+        new = _lower_dot_general(rb, node) if node.op == DOT_GENERAL_LOWERING.op else None
         if new is None:
             rb.copy(node)
         else:

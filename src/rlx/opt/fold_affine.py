@@ -15,6 +15,7 @@ reassociated); tests compare against the unoptimized graph.
 from __future__ import annotations
 
 from rlx.ir.graph import Graph, Node
+from rlx.ops.patterns import CONV_AFFINE
 from rlx.opt.manager import Pass, PassResult
 from rlx.opt.rebuild import use_counts
 
@@ -36,7 +37,7 @@ def _per_channel(node: Node, channels: int) -> bool:
 
 def _is_conv(node: Node) -> bool:
     """A chain's head is a conv2d (its weight takes the scale) or, in the depthwise form, any activation."""
-    return node.op == "conv2d"
+    return node.op == CONV_AFFINE.anchor
 
 
 def _chains(g: Graph, depthwise: bool = False) -> dict[int, list[tuple[str, int]]]:
@@ -59,7 +60,7 @@ def _chains(g: Graph, depthwise: bool = False) -> dict[int, list[tuple[str, int]
         channels, chain, cur = conv.shape[1], [], conv.id
         while uses[cur] == 1 and cur not in outputs:
             nxt = g.node(consumers[cur][0])
-            if nxt.op != "binary" or nxt.attrs["op"] not in _AFFINE or nxt.type != conv.type:
+            if nxt.op != CONV_AFFINE.step or nxt.attrs["op"] not in _AFFINE or nxt.type != conv.type:
                 break
             a, b = nxt.inputs
             other = b if a == cur else a

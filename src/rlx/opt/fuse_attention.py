@@ -23,6 +23,7 @@ import numpy as np
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Graph, Node
 from rlx.ir.shape import TensorType
+from rlx.ops.patterns import DECOMPOSED_ATTENTION as _A
 from rlx.opt.fusion import Match, _Ctx, apply_matches, infers
 from rlx.opt.manager import Pass, PassResult
 from rlx.opt.rebuild import Rebuilder
@@ -56,7 +57,7 @@ def _scaled(cx: _Ctx, nid: int) -> tuple[int, float, list[int]]:
     factor, peeled = 1.0, list[int]()
     while True:
         node = cx.nodes[nid]
-        if node.op != "binary" or node.attrs["op"] not in ("mul", "div") or not cx.single_use(nid):
+        if node.op != _A.step or node.attrs["op"] not in ("mul", "div") or not cx.single_use(nid):
             return nid, factor, peeled
         a, b = node.inputs
         cb, ca = _scalar(cx.nodes[b]), _scalar(cx.nodes[a])
@@ -74,15 +75,15 @@ def _scaled(cx: _Ctx, nid: int) -> tuple[int, float, list[int]]:
 
 def _match(cx: _Ctx, out: Node) -> _Found | None:
     nodes = cx.nodes
-    if out.op != "matmul" or len(out.shape) != 4 or out.dtype not in _DTYPES or not out.shape.is_static:
+    if out.op != _A.product or len(out.shape) != 4 or out.dtype not in _DTYPES or not out.shape.is_static:
         return None
     sm, v = nodes[out.inputs[0]], out.inputs[1]
-    if sm.op != "softmax" or sm.attrs["axis"] % 4 != 3 or not cx.single_use(sm.id):
+    if sm.op != _A.normalize or sm.attrs["axis"] % 4 != 3 or not cx.single_use(sm.id):
         return None
     parts, mask = [sm.id], None
     s_id = sm.inputs[0]
     add = nodes[s_id]
-    if add.op == "binary" and add.attrs["op"] == "add" and cx.single_use(s_id):
+    if add.op == _A.step and add.attrs["op"] == "add" and cx.single_use(s_id):
         a, b = add.inputs
         sides = [i for i in (a, b) if nodes[i].type == add.type and _leads_to_scores(cx, i)]
         if not sides:
@@ -95,7 +96,7 @@ def _match(cx: _Ctx, out: Node) -> _Found | None:
         return None
     core, scale, peeled = _scaled(cx, s_id)
     mm = nodes[core]
-    if mm.op != "matmul" or not cx.single_use(core):
+    if mm.op != _A.product or not cx.single_use(core):
         return None
     parts += [*peeled, core]
     q, q_factor, q_peeled = _scaled(cx, mm.inputs[0])
@@ -103,7 +104,7 @@ def _match(cx: _Ctx, out: Node) -> _Found | None:
     parts += q_peeled + k_peeled
     k = None
     t = nodes[kt]
-    if t.op == "transpose" and t.attrs["perm"] is not None and tuple(t.attrs["perm"]) == _SWAP_LAST and cx.single_use(kt):
+    if t.op == _A.view and t.attrs["perm"] is not None and tuple(t.attrs["perm"]) == _SWAP_LAST and cx.single_use(kt):
         k = t.inputs[0]
         parts.append(kt)
     return _Found(q, k, kt, v, mask, scale * q_factor * k_factor, parts)
@@ -111,7 +112,7 @@ def _match(cx: _Ctx, out: Node) -> _Found | None:
 
 def _leads_to_scores(cx: _Ctx, nid: int) -> bool:
     core, _, _ = _scaled(cx, nid)
-    return cx.nodes[core].op == "matmul"
+    return cx.nodes[core].op == _A.product
 
 
 def find_decomposed_attention(g: Graph) -> list[Match]:
@@ -123,20 +124,20 @@ def find_decomposed_attention(g: Graph) -> list[Match]:
         if m is None:
             continue
         q = nodes[m.q]
-        k_type = nodes[m.k].type if m.k is not None else infers("transpose", [nodes[m.kt].type], {"perm": list(_SWAP_LAST)})
+        k_type = nodes[m.k].type if m.k is not None else infers(_A.view, [nodes[m.kt].type], {"perm": list(_SWAP_LAST)})
         if not isinstance(k_type, TensorType) or len(q.shape) != 4:
             continue
         attrs = {"num_heads": int(q.shape[1]), "head_dim": int(q.shape[3]), "layout": "bhsd",
                  "mask_kind": "none" if m.mask is None else "bias", "score_scale": m.scale}
         ins = [q.type, k_type, nodes[m.v].type] + ([nodes[m.mask].type] if m.mask is not None else [])
-        if not infers("attention", ins, attrs, out.type) or not cx.free([*m.parts, out.id]):
+        if not infers(_A.fused, ins, attrs, out.type) or not cx.free([*m.parts, out.id]):
             continue
 
         def build(rb: Rebuilder, m=m, out=out, attrs=attrs) -> dict[int, int]:
             like = [nodes[i] for i in m.parts] + [out]
-            k = rb.map[m.k] if m.k is not None else rb.emit("transpose", [rb.map[m.kt]], {"perm": list(_SWAP_LAST)}, like=like)
+            k = rb.map[m.k] if m.k is not None else rb.emit(_A.view, [rb.map[m.kt]], {"perm": list(_SWAP_LAST)}, like=like)
             operands = [rb.map[m.q], k, rb.map[m.v]] + ([rb.map[m.mask]] if m.mask is not None else [])
-            return {out.id: rb.emit("attention", operands, attrs, like=like, name=out.name, type=out.type)}
+            return {out.id: rb.emit(_A.fused, operands, attrs, like=like, name=out.name, type=out.type)}
 
         found.append(Match(out.id, cx.claim([*m.parts, out.id]), build, "decomposed_attention"))
     return found
@@ -147,4 +148,4 @@ def fuse_decomposed_attention(g: Graph) -> PassResult:
     return apply_matches(g, find_decomposed_attention(g), "fuse_decomposed_attention")
 
 
-FUSE_ATTENTION = Pass("fuse_decomposed_attention", fuse_decomposed_attention, produces=frozenset({"attention"}))
+FUSE_ATTENTION = Pass("fuse_decomposed_attention", fuse_decomposed_attention, produces=frozenset({_A.fused}))

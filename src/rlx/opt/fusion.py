@@ -19,6 +19,7 @@ from rlx.ir.errors import RlxError
 from rlx.ir.graph import RESULT, Graph, Node, infer_type
 from rlx.ir.opdef import get_op, has_op
 from rlx.ir.shape import Shape, TensorType
+from rlx.ops import patterns as chains
 from rlx.opt.manager import Pass, PassResult
 from rlx.opt.rebuild import Rebuilder, uses_and_consumer
 
@@ -189,12 +190,12 @@ def _claim_site(cx: _Ctx, node: Node, ids: Sequence[int], anchor: int, build: Ca
 
 # --------------------------------------------------------------- matmul + bias + act
 def _act_kinds() -> frozenset[str]:
-    if not has_op("fused_matmul_bias_act"):
+    if not has_op(chains.MATMUL_BIAS_ACT.fused):
         return frozenset()
-    spec = get_op("fused_matmul_bias_act").attrs.get("activation")
+    spec = get_op(chains.MATMUL_BIAS_ACT.fused).attrs.get("activation")
     if spec is not None and spec.choices is not None:
         return frozenset(c for c in spec.choices if c is not None)
-    act = get_op("activation").attrs["kind"].choices or ()
+    act = get_op(chains.MATMUL_BIAS_ACT.act).attrs["kind"].choices or ()
     return frozenset(act)
 
 
@@ -206,10 +207,10 @@ def matmul_bias_act_sites(g: Graph) -> list[Site]:
     users = g.users()
     out: list[Site] = []
     for mm in nodes:
-        if mm.op != "matmul":
+        if mm.op != chains.MATMUL_BIAS_ACT.anchor:
             continue
         for add in (nodes[u] for u in dict.fromkeys(users[mm.id])):
-            if not _is(add, "binary", "add") or add.inputs[0] == add.inputs[1]:
+            if not _is(add, chains.MATMUL_BIAS_ACT.step, "add") or add.inputs[0] == add.inputs[1]:
                 continue
             bias = nodes[add.inputs[1] if add.inputs[0] == mm.id else add.inputs[0]]
             if len(bias.shape) > 1:
@@ -219,18 +220,18 @@ def matmul_bias_act_sites(g: Graph) -> list[Site]:
             reason = _single_use_reason(cx, mm.id, "the matmul")
             tail, act = add, None
             nxt = cx.single_consumer(add.id)
-            if reason is None and nxt is not None and _is(nxt, "activation") and nxt.attrs["kind"] in kinds:
-                if infers("fused_matmul_bias_act", [x.type, w.type, bias.type], {"activation": nxt.attrs["kind"]}, nxt.type):
+            if reason is None and nxt is not None and _is(nxt, chains.MATMUL_BIAS_ACT.act) and nxt.attrs["kind"] in kinds:
+                if infers(chains.MATMUL_BIAS_ACT.fused, [x.type, w.type, bias.type], {"activation": nxt.attrs["kind"]}, nxt.type):
                     tail, act = nxt, nxt.attrs["kind"]
             if reason is None and act is None and not infers(
-                    "fused_matmul_bias_act", [x.type, w.type, bias.type], {"activation": None}, add.type):
+                    chains.MATMUL_BIAS_ACT.fused, [x.type, w.type, bias.type], {"activation": None}, add.type):
                 reason = f"bias {bias.type} does not fit the fused op for output {add.type}"
             if reason is not None:
                 out.append(Site(mm, reason=reason, hint=hint))
                 continue
 
             def build(rb: Rebuilder, x=x, w=w, bias=bias, act=act, tail=tail, parts=(mm, add, tail)) -> dict[int, int]:
-                new = rb.emit("fused_matmul_bias_act", [rb.map[x.id], rb.map[w.id], rb.map[bias.id]], {"activation": act},
+                new = rb.emit(chains.MATMUL_BIAS_ACT.fused, [rb.map[x.id], rb.map[w.id], rb.map[bias.id]], {"activation": act},
                               like=parts, name=tail.name, type=tail.type)
                 return {tail.id: new}
 
@@ -242,13 +243,13 @@ def matmul_bias_act_sites(g: Graph) -> list[Site]:
 # --------------------------------------------------------------- conv + bias + act
 def _keeps_channels(r: Node, conv: Node) -> bool:
     """A reshape that keeps the conv's leading [N, C] (1-D convs run as conv2d over [N, C, 1, L])."""
-    return r.op == "reshape" and len(r.shape) >= 2 and tuple(r.shape[:2]) == tuple(conv.shape[:2])
+    return r.op == chains.CONV_BIAS_ACT.view and len(r.shape) >= 2 and tuple(r.shape[:2]) == tuple(conv.shape[:2])
 
 
 def _channel_bias(cx: _Ctx, add: Node, cur: Node, channels: int) -> Node | None:
     """The other operand of ``add`` when it is a per-channel bias of ``cur`` ([C, 1, …] or [1, C, 1, …],
     broadcast over everything but axis 1) and the add keeps ``cur``'s type."""
-    if not _is(add, "binary", "add") or add.inputs[0] == add.inputs[1] or add.type != cur.type:
+    if not _is(add, chains.CONV_BIAS_ACT.step, "add") or add.inputs[0] == add.inputs[1] or add.type != cur.type:
         return None
     bias = cx.nodes[add.inputs[1] if add.inputs[0] == cur.id else add.inputs[0]]
     rank, shape = len(cur.shape), tuple(bias.shape)
@@ -259,7 +260,7 @@ def _channel_bias(cx: _Ctx, add: Node, cur: Node, channels: int) -> Node | None:
 
 
 def _conv_act_kinds() -> frozenset[str]:
-    spec = get_op("fused_conv2d_bias_act").attrs["activation"] if has_op("fused_conv2d_bias_act") else None
+    spec = get_op(chains.CONV_BIAS_ACT.fused).attrs["activation"] if has_op(chains.CONV_BIAS_ACT.fused) else None
     return frozenset(c for c in (spec.choices or ()) if c is not None) if spec is not None else frozenset()
 
 
@@ -273,7 +274,7 @@ def _conv_chain(cx: _Ctx, conv: Node, kinds: frozenset[str]) -> tuple[list[Node]
             view = nxt
         elif add is None and (b := _channel_bias(cx, nxt, cur, channels)) is not None:
             add, bias = nxt, b
-        elif _is(nxt, "activation") and nxt.attrs["kind"] in kinds and nxt.type == cur.type:
+        elif _is(nxt, chains.CONV_BIAS_ACT.act) and nxt.attrs["kind"] in kinds and nxt.type == cur.type:
             act = nxt
         else:
             break
@@ -291,7 +292,7 @@ def _conv_missed(cx: _Ctx, conv: Node, users: list[int], kinds: frozenset[str]) 
     """Why a conv with a fusable consumer (a per-channel bias add or an activation) stays unfused."""
     for u in users:
         n = cx.nodes[u]
-        if (_is(n, "activation") and n.attrs["kind"] in kinds) or _channel_bias(cx, n, conv, conv.shape[1]) is not None:
+        if (_is(n, chains.CONV_BIAS_ACT.act) and n.attrs["kind"] in kinds) or _channel_bias(cx, n, conv, conv.shape[1]) is not None:
             return _single_use_reason(cx, conv.id, "the conv")
     return None
 
@@ -305,7 +306,7 @@ def conv_bias_act_sites(g: Graph) -> list[Site]:
     users: list[list[int]] | None = None
     out: list[Site] = []
     for conv in nodes:
-        if conv.op != "conv2d":
+        if conv.op != chains.CONV_BIAS_ACT.anchor:
             continue
         parts, view, bias, act = _conv_chain(cx, conv, kinds)
         if len(parts) == 1:
@@ -319,7 +320,7 @@ def conv_bias_act_sites(g: Graph) -> list[Site]:
         attrs = {**{k: conv.attrs[k] for k in ("kernel_size", "stride", "padding", "dilation", "groups")},
                  "has_bias": bias is not None, "activation": None if act is None else act.attrs["kind"]}
         in_types = [x.type, w.type] + ([TensorType(Shape((channels,)), bias.dtype)] if bias is not None else [])
-        if not infers("fused_conv2d_bias_act", in_types, attrs, conv.type):
+        if not infers(chains.CONV_BIAS_ACT.fused, in_types, attrs, conv.type):
             out.append(Site(conv, reason="the bias does not fit the fused op (dtype)"))
             continue
         tail = parts[-1]
@@ -327,11 +328,11 @@ def conv_bias_act_sites(g: Graph) -> list[Site]:
         def build(rb: Rebuilder, x=x, w=w, bias=bias, view=view, attrs=attrs, parts=parts, tail=tail, conv=conv, cx=cx) -> dict[int, int]:
             ins = [rb.map[x.id], rb.map[w.id]]
             if bias is not None:
-                src = cx.nodes[bias.inputs[0]] if bias.op == "reshape" else bias  # [C] reshaped to [C, 1, 1]: read the [C]
+                src = cx.nodes[bias.inputs[0]] if bias.op == chains.CONV_BIAS_ACT.view else bias  # [C] reshaped to [C, 1, 1]: read the [C]
                 src = src if len(src.shape) == 1 and src.id in rb.map else bias
                 b = rb.map[src.id]
                 ins.append(b if len(src.shape) == 1 else rb.emit("reshape", [b], {"new_shape": [conv.shape[1]]}, like=parts))
-            new = rb.emit("fused_conv2d_bias_act", ins, attrs, like=parts, name=None if view else tail.name, type=conv.type)
+            new = rb.emit(chains.CONV_BIAS_ACT.fused, ins, attrs, like=parts, name=None if view else tail.name, type=conv.type)
             if view is not None:
                 new = rb.emit("reshape", [new], dict(view.attrs), like=(view,), name=tail.name, type=tail.type)
             return {tail.id: new}
@@ -341,10 +342,11 @@ def conv_bias_act_sites(g: Graph) -> list[Site]:
 
 
 # ------------------------------------------------------------- residual + norm
-def _residual_norm_sites(g: Graph, norm: str, fused: str) -> list[Site]:
+def _residual_norm_sites(g: Graph, row: chains.Fusion) -> list[Site]:
     """Add → norm over the last axis. An add with other uses (the residual stream of a pre-norm
     transformer) fuses into the two-result form (sum, normed), emitted at the norm, or at the add
     when the add is read before the norm (gamma and beta must then exist before the add)."""
+    norm, fused = row.anchor, row.fused
     cx = _Ctx(g)
     nodes = cx.nodes
     users: list[list[int]] | None = None
@@ -353,7 +355,7 @@ def _residual_norm_sites(g: Graph, norm: str, fused: str) -> list[Site]:
         if n.op != norm:
             continue
         add = nodes[n.inputs[0]]
-        if not _is(add, "binary", "add"):
+        if not _is(add, row.step, "add"):
             continue
         if not _last_axis(n, len(n.shape)):
             out.append(Site(n, reason="the norm is not over the last axis"))
@@ -388,11 +390,11 @@ def _residual_norm_sites(g: Graph, norm: str, fused: str) -> list[Site]:
 
 
 def residual_layer_norm_sites(g: Graph) -> list[Site]:
-    return _residual_norm_sites(g, "layer_norm", "fused_residual_layer_norm")
+    return _residual_norm_sites(g, chains.RESIDUAL_LAYER_NORM)
 
 
 def residual_rms_norm_sites(g: Graph) -> list[Site]:
-    return _residual_norm_sites(g, "rms_norm", "fused_residual_rms_norm")
+    return _residual_norm_sites(g, chains.RESIDUAL_RMS_NORM)
 
 
 # ------------------------------------------------------------- rms_norm → reshape
@@ -407,10 +409,10 @@ def rms_norm_reshape_sites(g: Graph) -> list[Site]:
     nodes = cx.nodes
     out: list[Site] = []
     for n in nodes:
-        if n.op != "rms_norm" or len(n.shape) < 3 or not _last_axis(n, len(n.shape)):
+        if n.op != chains.RMS_NORM_RESHAPE.anchor or len(n.shape) < 3 or not _last_axis(n, len(n.shape)):
             continue
         r = cx.single_consumer(n.id)
-        if r is None or r.op != "reshape" or len(r.shape) != 2 or r.shape[-1] != n.shape[-1]:
+        if r is None or r.op != chains.RMS_NORM_RESHAPE.view or len(r.shape) != 2 or r.shape[-1] != n.shape[-1]:
             continue
         x, gamma, beta = (nodes[i] for i in n.inputs)
         flat = infers_one("reshape", [x.type], {"new_shape": list(r.attrs["new_shape"])})
@@ -434,17 +436,18 @@ def _static2(t: TensorType) -> bool:
     return len(t.shape) == 2 and t.shape.is_static
 
 
-def _swiglu_candidates(cx: _Ctx, mul: Node, part_op: str) -> list[tuple[Node, Node, Node]]:
+def _swiglu_candidates(cx: _Ctx, mul: Node, row: chains.Fusion) -> list[tuple[Node, Node, Node]]:
     """(up, silu, gate) triples for ``mul`` = up * silu(gate) (either operand order), where up and
-    gate are distinct ``part_op`` nodes; none unless ``mul`` multiplies two distinct operands."""
-    if not _is(mul, "binary", "mul") or mul.inputs[0] == mul.inputs[1]:
+    gate are distinct ``row.anchor`` nodes; none unless ``mul`` multiplies two distinct operands."""
+    part_op = row.anchor
+    if not _is(mul, row.step, "mul") or mul.inputs[0] == mul.inputs[1]:
         return []
     nodes = cx.nodes
     found = []
     a, b = mul.inputs
     for u_id, s_id in ((a, b), (b, a)):
         s, up = nodes[s_id], nodes[u_id]
-        if not _is(s, "activation", "silu") or up.op != part_op:
+        if not _is(s, row.act, "silu") or up.op != part_op:
             continue
         gate = nodes[s.inputs[0]]
         if gate.op == part_op and gate.id != up.id:
@@ -458,7 +461,7 @@ def swiglu_dual_matmul_sites(g: Graph) -> list[Site]:
     nodes = cx.nodes
     out: list[Site] = []
     for mul in nodes:
-        for up, s, gate in _swiglu_candidates(cx, mul, "matmul"):
+        for up, s, gate in _swiglu_candidates(cx, mul, chains.SWIGLU_DUAL_MATMUL):
             if up.inputs[0] != gate.inputs[0]:
                 out.append(Site(mul, reason="up and gate matmuls read different inputs"))
                 continue
@@ -469,7 +472,7 @@ def swiglu_dual_matmul_sites(g: Graph) -> list[Site]:
             if reason is None and same_weights:
                 cat_t = infers_one("concat", [w_up.type, w_gate.type], {"axis": 1})
                 mm_t = cat_t and infers_one("matmul", [x.type, cat_t], {})
-            if reason is None and not (mm_t and infers("fused_swiglu", [mm_t], {"gate_first": False}, mul.type)):
+            if reason is None and not (mm_t and infers(chains.SWIGLU_DUAL_MATMUL.fused, [mm_t], {"gate_first": False}, mul.type)):
                 reason = "up and gate weights differ in shape or dtype"
             if reason is not None:
                 out.append(Site(mul, reason=reason))
@@ -478,7 +481,8 @@ def swiglu_dual_matmul_sites(g: Graph) -> list[Site]:
             def build(rb: Rebuilder, x=x, w_up=w_up, w_gate=w_gate, parts=(up, s, gate, mul), mul=mul) -> dict[int, int]:
                 cat = rb.emit("concat", [rb.map[w_up.id], rb.map[w_gate.id]], {"axis": 1}, like=parts[::2])
                 mm = rb.emit("matmul", [rb.map[x.id], cat], {}, like=parts[::2])
-                return {mul.id: rb.emit("fused_swiglu", [mm], {"gate_first": False}, like=parts, name=mul.name, type=mul.type)}
+                fused = rb.emit(chains.SWIGLU_DUAL_MATMUL.fused, [mm], {"gate_first": False}, like=parts, name=mul.name, type=mul.type)
+                return {mul.id: fused}
 
             out.append(_claim_site(cx, mul, [up.id, s.id, gate.id, mul.id], mul.id, build, "swiglu_dual_matmul"))
     return out
@@ -490,7 +494,7 @@ def shared_matmul_groups(g: Graph) -> dict[int, list[Node]]:
     groups: dict[int, list[Node]] = {}
     nodes = g.nodes
     for mm in nodes:
-        if mm.op == "matmul" and _static2(nodes[mm.inputs[1]].type) and len(nodes[mm.inputs[0]].shape) >= 2:
+        if mm.op == chains.SHARED_INPUT_MATMUL.anchor and _static2(nodes[mm.inputs[1]].type) and len(nodes[mm.inputs[0]].shape) >= 2:
             groups.setdefault(mm.inputs[0], []).append(mm)
     return {k: v for k, v in groups.items() if len(v) >= 2}
 
@@ -555,7 +559,7 @@ def swiglu_sites(g: Graph) -> list[Site]:
     nodes = cx.nodes
     out: list[Site] = []
     for mul in nodes:
-        for up, s, gate in _swiglu_candidates(cx, mul, "narrow"):
+        for up, s, gate in _swiglu_candidates(cx, mul, chains.SWIGLU_NARROWS):
             src = nodes[up.inputs[0]]
             rank = len(src.shape)
             n = up.attrs["length"]
@@ -566,29 +570,31 @@ def swiglu_sites(g: Graph) -> list[Site]:
             if reason is None and not halves:
                 reason = "the narrows are not the two halves of the last axis of one tensor"
             gate_first = starts == (n, 0)
-            if reason is None and not infers("fused_swiglu", [src.type], {"gate_first": gate_first}, mul.type):
+            if reason is None and not infers(chains.SWIGLU_NARROWS.fused, [src.type], {"gate_first": gate_first}, mul.type):
                 reason = "the halves do not fit the fused op (dtype)"
             if reason is not None:
                 out.append(Site(mul, reason=reason))
                 continue
 
             def build(rb: Rebuilder, src=src, gf=gate_first, parts=(up, s, gate, mul), mul=mul) -> dict[int, int]:
-                return {mul.id: rb.emit("fused_swiglu", [rb.map[src.id]], {"gate_first": gf}, like=parts, name=mul.name, type=mul.type)}
+                fused = rb.emit(chains.SWIGLU_NARROWS.fused, [rb.map[src.id]], {"gate_first": gf}, like=parts, name=mul.name, type=mul.type)
+                return {mul.id: fused}
 
             out.append(_claim_site(cx, mul, [up.id, s.id, gate.id, mul.id], mul.id, build, "swiglu"))
     return out
 
 
-MATMUL_BIAS_ACT = Pattern("matmul_bias_act", "fuse_matmul_bias_act", matmul_bias_act_sites, frozenset({"fused_matmul_bias_act"}))
-CONV_BIAS_ACT = Pattern("conv_bias_act", "fuse_conv_bias_act", conv_bias_act_sites, frozenset({"fused_conv2d_bias_act"}))
+MATMUL_BIAS_ACT = Pattern("matmul_bias_act", "fuse_matmul_bias_act", matmul_bias_act_sites, frozenset({chains.MATMUL_BIAS_ACT.fused}))
+CONV_BIAS_ACT = Pattern("conv_bias_act", "fuse_conv_bias_act", conv_bias_act_sites, frozenset({chains.CONV_BIAS_ACT.fused}))
 RESIDUAL_LAYER_NORM = Pattern("residual_layer_norm", "fuse_residual_layer_norm", residual_layer_norm_sites,
-                              frozenset({"fused_residual_layer_norm"}))
+                              frozenset({chains.RESIDUAL_LAYER_NORM.fused}))
 RESIDUAL_RMS_NORM = Pattern("residual_rms_norm", "fuse_residual_rms_norm", residual_rms_norm_sites,
-                            frozenset({"fused_residual_rms_norm"}))
+                            frozenset({chains.RESIDUAL_RMS_NORM.fused}))
 RMS_NORM_RESHAPE = Pattern("rms_norm_reshape", "fuse_rms_norm_reshape", rms_norm_reshape_sites, frozenset(), reported=False)
-SWIGLU_DUAL_MATMUL = Pattern("swiglu", "fuse_swiglu_dual_matmul", swiglu_dual_matmul_sites, frozenset({"fused_swiglu"}))
-SHARED_INPUT_MATMUL = Pattern("shared_input_matmul", "fuse_shared_input_matmul", shared_input_matmul_sites, frozenset({"matmul"}))
-SWIGLU_NARROWS = Pattern("swiglu", "fuse_swiglu", swiglu_sites, frozenset({"fused_swiglu"}))
+SWIGLU_DUAL_MATMUL = Pattern("swiglu", "fuse_swiglu_dual_matmul", swiglu_dual_matmul_sites, frozenset({chains.SWIGLU_DUAL_MATMUL.fused}))
+SHARED_INPUT_MATMUL = Pattern("shared_input_matmul", "fuse_shared_input_matmul", shared_input_matmul_sites,
+                              frozenset({chains.SHARED_INPUT_MATMUL.fused}))
+SWIGLU_NARROWS = Pattern("swiglu", "fuse_swiglu", swiglu_sites, frozenset({chains.SWIGLU_NARROWS.fused}))
 
 #: every pattern, in the order the pipeline runs their passes (the report scans the same list)
 PATTERNS = (MATMUL_BIAS_ACT, CONV_BIAS_ACT, RESIDUAL_LAYER_NORM, RESIDUAL_RMS_NORM, RMS_NORM_RESHAPE, SWIGLU_DUAL_MATMUL,

@@ -45,13 +45,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from types import SimpleNamespace
 from typing import Any
 
 from rlx.ir.flags import EAGER_UNSAFE
-from rlx.ir.graph import Graph, Node, Value
+from rlx.ir.graph import Graph, Node
 from rlx.ir.opdef import all_ops, get_op, has_op
-from rlx.ops import control_flow as _control_flow  # noqa: F401  (registers the family CONTROL_FLOW_OPS reads)
+from rlx.ops import custom as _custom  # noqa: F401  (registers the ops CONTROL_FLOW_OPS / UNROLLABLE_OPS read)
+from rlx.ops.control_flow import UnrollPolicy
+from rlx.ops.patterns import DOT_GENERAL_LOWERING
 from rlx.opt.dot_general import lower_dot_general_pass
 from rlx.opt.legalize import legalize_for_backend, unclaimed
 from rlx.opt.manager import Pass, PassError, PassResult, compose, graph_attrs, run_passes
@@ -60,6 +61,8 @@ from rlx.opt.unfuse import unfuse, unfuse_unclaimed
 
 #: the ops with subgraph bodies this module lowers (the registry's control_flow family)
 CONTROL_FLOW_OPS = frozenset(o.name for o in all_ops() if o.family == "control_flow")
+#: every op with a straight-line lowering (``OpDef.unroll``): control flow and ``custom_fn``
+UNROLLABLE_OPS = frozenset(o.name for o in all_ops() if o.unroll is not None)
 
 
 
@@ -100,8 +103,8 @@ def eager_unsafe_ops(g: Graph) -> list[str]:
             op = node.op
             if opaque(op) or (has_op(op) and EAGER_UNSAFE in get_op(op).flags):
                 found.add(op)
-            elif op == "while_" and node.attrs["max_iterations"] is None:
-                found.add("while_ (unbounded)")
+            elif (unroll := get_op(op).unroll if has_op(op) else None) is not None and unroll.unbounded(node.attrs):
+                found.add(f"{op} (unbounded)")
             for name in graph_attrs(op):
                 sub = node.attrs.get(name)
                 if isinstance(sub, Graph):
@@ -115,8 +118,7 @@ def eager_unsafe_ops(g: Graph) -> list[str]:
 class _ControlFlowLowering:
     def __init__(self, ops: frozenset[str], only_pure: bool, max_unroll: int | None):
         self.ops = ops
-        self.only_pure = only_pure
-        self.max_unroll = max_unroll
+        self.policy = UnrollPolicy(only_pure, max_unroll, self.pure)
         self.stats: Counter[str] = Counter()
         self.memo: dict[int, tuple[Graph, Graph]] = {}
         self.safe: dict[int, bool] = {}
@@ -166,57 +168,17 @@ class _ControlFlowLowering:
         return rb.finish()
 
     def lower(self, rb: Rebuilder, node: Node, orig: dict[str, Graph], bodies: dict[str, Graph]) -> list[int] | None:
-        """New ids of the values replacing ``node``'s results, or None to keep it."""
+        """New ids of the values replacing ``node``'s results, or None to keep it (the op's ``OpDef.unroll``)."""
         op = node.op
-        if op not in self.ops:
+        unroll = get_op(op).unroll if op in self.ops and has_op(op) else None
+        if unroll is None:
             return None
         dst = rb.dst
         ins = [rb.value(rb.map[i]) for i in node.inputs]
         start = len(dst.nodes)
-        if op == "if_":
-            if self.only_pure and not self.pure(orig["then_branch"], orig["else_branch"]):
-                self.stats["kept_if_impure"] += 1
-                return None
-            t = _call(dst, bodies["then_branch"], ins[1:])[0]
-            e = _call(dst, bodies["else_branch"], ins[1:])[0]
-            p = ins[0]
-            if not p.dtype.is_bool:
-                p = dst.cast(p, to="bool")  # true when != 0 (NaN included), like the if_ kernel
-            if len(p.shape):
-                p = dst.reshape(p, new_shape=[])  # one element: where broadcasts it
-            outs = [dst.where(p, t, e)]
-            self.stats["lowered_if"] += 1
-        elif op == "while_":
-            n = node.attrs["max_iterations"]
-            if n is None:
-                self.stats["kept_while_unbounded"] += 1
-                return None
-            if self.max_unroll is not None and n > self.max_unroll:
-                self.stats["kept_while_too_long"] += 1
-                return None
-            if self.only_pure and not self.pure(orig["cond"], orig["body"]):
-                self.stats["kept_while_impure"] += 1
-                return None
-            from rlx.ops.control_flow import unrolled_while
-
-            k = node.attrs["output"]
-            unrolled = unrolled_while(bodies["cond"], bodies["body"], n, [v.type for v in ins], None if k is None else [k])
-            outs = _call(dst, unrolled, ins)
-            self.stats["lowered_while"] += 1
-        elif op == "scan":
-            n = node.attrs["length"]
-            if not isinstance(n, int) or (self.max_unroll is not None and n > self.max_unroll):
-                self.stats["kept_scan_too_long"] += 1
-                return None
-            from rlx.ops.control_flow import _unrolled_scan
-
-            unrolled = _unrolled_scan(SimpleNamespace(attrs={**node.attrs, **bodies}), [v.type for v in ins])
-            outs = _call(dst, unrolled, ins)
-            self.stats["lowered_scan"] += 1
-        elif op == "custom_fn":
-            outs = _call(dst, bodies["body"], ins)[:1]
-            self.stats["inlined_custom_fn"] += 1
-        else:
+        stat, outs = unroll.run(dst, node.attrs, orig, bodies, ins, self.policy)
+        self.stats[stat] += 1
+        if outs is None:
             return None
         if [v.type for v in outs] != list(node.types):  # pragma: no cover - the unrollers keep types
             raise PassError(f"lower_control_flow: %{node.id} ({op}) became {[str(v.type) for v in outs]}, expected "
@@ -224,16 +186,6 @@ class _ControlFlowLowering:
         if outs[0].id >= start:
             rb.stamp(start, [node], name=node.name, last=outs[0].id)
         return [v.id for v in outs]
-
-
-def _call(dst: Graph, sub: Graph, args: list[Value]) -> list[Value]:
-    """Inline ``sub`` into ``dst`` with its ``input`` nodes bound positionally to ``args``."""
-    from rlx.ops.control_flow import graph_inputs, inline
-
-    params = graph_inputs(sub)
-    if len(params) != len(args):  # pragma: no cover - the verifier checks arity
-        raise PassError(f"subgraph {sub.name!r} takes {len(params)} inputs, got {len(args)}")
-    return inline(dst, sub, {p.attrs["name"]: v for p, v in zip(params, args)})
 
 
 def lower_control_flow(g: Graph, *, only_pure: bool = False, ops: Iterable[str] = CONTROL_FLOW_OPS,
@@ -286,10 +238,10 @@ def _decompose_unclaimed(g: Graph, claims: frozenset[str]) -> PassResult:
 
 def _rewrite_steps(claims: frozenset[str], only_pure: bool, max_unroll: int | None) -> list[Callable[[Graph], PassResult]]:
     steps: list[Callable[[Graph], PassResult]] = [lambda h: unfuse_unclaimed(h, claims)]
-    cf = (CONTROL_FLOW_OPS | {"custom_fn"}) - claims
+    cf = UNROLLABLE_OPS - claims
     if cf:
         steps.append(lambda h: lower_control_flow(h, only_pure=only_pure, ops=cf, max_unroll=max_unroll))
-    if "dot_general" not in claims:
+    if DOT_GENERAL_LOWERING.op not in claims:
         steps.append(lower_dot_general)
     steps.append(lambda h: _decompose_unclaimed(h, claims))
     return steps
@@ -346,16 +298,11 @@ def rewrite_for_backend(g: Graph, claims: Iterable[str] = (), *, strict: bool = 
 def _why(g: Graph, op: str, ids: list[int]) -> str:
     """Why lowering left ``op`` (at top-level ``ids``) in place, when it is a lowerable kind."""
     nodes = [g.nodes[i] for i in ids if g.nodes[i].op == op]
-    if op == "while_":
-        if any(n.attrs["max_iterations"] is None for n in nodes):
-            return "a loop without max_iterations cannot be unrolled"
-        return "kept by only_pure (a body may fail or has effects when run eagerly) or max_unroll"
-    if op == "if_":
-        return "kept by only_pure: a branch may fail or has effects when run eagerly"
-    if op == "scan":
-        return "longer than max_unroll, or of symbolic length"
-    if op == "dot_general":
-        return "its groups are not expressible as one batched matmul (several symbolic dims)"
+    unroll = get_op(op).unroll if has_op(op) else None
+    if unroll is not None:
+        return unroll.why_kept([n.attrs for n in nodes])
+    if op == DOT_GENERAL_LOWERING.op:
+        return DOT_GENERAL_LOWERING.why_kept
     if has_op(op) and get_op(op).level == "hir":
         return "a HIR op (lower the module to MIR first)"
     return ""

@@ -27,6 +27,7 @@ from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.opdef import get_op, has_op
 from rlx.ir.shape import TensorType
+from rlx.ops.facts import CONVERTS
 from rlx.opt.fusion import infers
 from rlx.opt.manager import Pass, PassResult
 from rlx.opt.rebuild import Rebuilder
@@ -66,10 +67,14 @@ def resolve_policy(policy: str | Mapping[str, Any]) -> dict[str, DType]:
     return out
 
 
+def _converts(op: str) -> bool:
+    return has_op(op) and CONVERTS in get_op(op).flags
+
+
 def _target(node: Node, nodes: list[Node], policy: Mapping[str, DType]) -> DType | None:
     """The dtype ``node`` should compute in, or None to keep it: only ops touching float32 change."""
     dtype = policy.get(node.op, policy.get(op_class(node.op)))
-    if dtype is None or node.op == "cast":
+    if dtype is None or _converts(node.op):
         return None
     touches_f32 = node.dtype == DType.F32 or any(nodes[i].dtype == DType.F32 for i in node.inputs)
     return dtype if touches_f32 else None
@@ -106,8 +111,8 @@ def auto_mixed_precision(g: Graph, policy: str | Mapping[str, Any] = "auto_mixed
                 rb.map[node.id] = rb.dst.append(node.op, ins, dict(node.attrs), name=node.name, prov=node.prov).id
                 retyped += 1
                 continue
-        if node.op == "cast":  # an explicit cast keeps its target whatever its operand became
-            rb.map[node.id] = rb.dst.append("cast", [rb.mapped(node.inputs[0])], dict(node.attrs), name=node.name, prov=node.prov).id
+        if _converts(node.op):  # an explicit cast keeps its target whatever its operand became
+            rb.map[node.id] = rb.dst.append(node.op, [rb.mapped(node.inputs[0])], dict(node.attrs), name=node.name, prov=node.prov).id
             continue
         ins = [as_dtype(rb.mapped(i), src[i].dtype, node) for i in node.inputs]  # operands back to their own types
         rb.map[node.id] = rb.dst.append(node.op, ins, dict(node.attrs), name=node.name, prov=node.prov).id

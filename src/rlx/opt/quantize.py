@@ -36,6 +36,7 @@ from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Graph, Node, Value
 from rlx.ir.opdef import get_op, has_op
+from rlx.ops.patterns import REDUNDANT_FAKE_QUANT
 from rlx.opt.manager import Pass, PassResult
 from rlx.opt.rebuild import Rebuilder
 
@@ -255,12 +256,12 @@ def _scale_source(fq: Node) -> str | None:
 def redundant_fake_quant(g: Graph, fq: Node) -> int | None:
     """Id of the identical earlier fake_quantize that makes ``fq`` redundant, or None."""
     nodes = g.nodes
-    source = _scale_source(fq) if fq.op == "fake_quantize" else None
+    source = _scale_source(fq) if fq.op == REDUNDANT_FAKE_QUANT.quantizer else None
     if source is None:
         return None
     cur = nodes[fq.inputs[0]]
     protected = _protected_axes(fq, len(cur.shape))
-    while cur.op != "fake_quantize":
+    while cur.op != REDUNDANT_FAKE_QUANT.quantizer:
         if not _keeps_grid(cur, nodes, protected, source == "data"):
             return None
         cur = nodes[cur.inputs[0]]

@@ -13,20 +13,23 @@ from __future__ import annotations
 
 from typing import Any
 
+import rlx.ops  # noqa: F401  (registers every op: ELIGIBLE is read from them)
+from rlx.ir.dtype import DType
 from rlx.ir.graph import Graph, Node
-from rlx.ir.opdef import has_op
+from rlx.ir.opdef import all_ops, get_op, has_op
 from rlx.opt.fusion import Match, apply_matches, infers
 from rlx.opt.manager import Pass, PassResult
 from rlx.opt.rebuild import Rebuilder, uses_and_consumer
 
-ELIGIBLE = frozenset({"activation", "binary", "compare", "where", "cast"})
+#: the ops that may join a region (``OpDef.region_key`` set)
+ELIGIBLE = frozenset(o.name for o in all_ops() if o.region_key is not None)
 
 
 def _eligible(node: Node, nodes: list[Node]) -> bool:
     if node.op not in ELIGIBLE or not node.shape.is_static:
         return False
-    if node.op == "cast" and nodes[node.inputs[0]].dtype != node.dtype:
-        return False
+    if get_op(node.op).region_key == "to" and nodes[node.inputs[0]].dtype != node.dtype:
+        return False  # a cast joins only where it changes no dtype
     out = node.shape.numel or 0
     for i in node.inputs:
         n = nodes[i].shape.numel  # None unless static
@@ -38,10 +41,11 @@ def _eligible(node: Node, nodes: list[Node]) -> bool:
 def encode_step(node: Node, operands: list[tuple[str, int]]) -> Any:
     """One chain step in the ``elementwise_region`` format: ``[op, sub, *operands]``
     (``where`` has no sub); operands are ``["in", i]`` or ``["step", j]``."""
-    if node.op == "where":
-        return ["where", *operands]
-    sub = {"activation": "kind", "binary": "op", "compare": "op"}.get(node.op)
-    return [node.op, node.attrs[sub] if sub else node.dtype.value, *operands]
+    key = get_op(node.op).region_key
+    if not key:
+        return [node.op, *operands]
+    sub = node.attrs[key]
+    return [node.op, sub.value if isinstance(sub, DType) else sub, *operands]
 
 
 def find_regions(g: Graph, max_steps: int | None = None, max_inputs: int | None = None) -> list[Match]:

@@ -22,13 +22,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from rlx.ir.graph import Graph, Node
+from rlx.ir.opdef import all_ops
+from rlx.ops.facts import FUSED_KIND
 from rlx.opt.fusion import PATTERNS
 
-FUSED_KINDS = (
-    "fused_matmul_bias_act", "fused_conv2d_bias_act", "fused_swiglu", "fused_residual_layer_norm", "fused_residual_rms_norm",
-    "fused_attention_block", "fused_transformer_layer", "elementwise_region",
-)
-WATCHED = ("attention", "rope", "narrow", "concat", "matmul", "activation", "binary")
+
+def fused_kinds() -> list[str]:
+    """The registered ops flagged :data:`rlx.ops.facts.FUSED_KIND` (the fused kernels counted here), by name."""
+    return [o.name for o in all_ops() if FUSED_KIND in o.flags]
+
 
 @dataclass(frozen=True)
 class MissedFusion:
@@ -59,12 +61,12 @@ class FusionReport:
     @property
     def fused(self) -> dict[str, int]:
         """Count of each fused op in the result (non-zero only)."""
-        return {k: self.ops_after[k] for k in FUSED_KINDS if self.ops_after.get(k)}
+        return {k: self.ops_after[k] for k in fused_kinds() if self.ops_after.get(k)}
 
     @property
     def created(self) -> dict[str, int]:
         """Fused ops created by the passes (result count minus input count, non-zero)."""
-        out = {k: self.ops_after.get(k, 0) - self.ops_before.get(k, 0) for k in FUSED_KINDS}
+        out = {k: self.ops_after.get(k, 0) - self.ops_before.get(k, 0) for k in fused_kinds()}
         return {k: v for k, v in out.items() if v}
 
     @property

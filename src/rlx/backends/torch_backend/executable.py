@@ -30,9 +30,10 @@ from rlx.backends.torch_backend.weights import CONVS, WeightSplit, inference_gra
 from rlx.ir.dtype import DType
 from rlx.ir.errors import FeedError, RlxError
 from rlx.ir.graph import RESULT, Graph, Node
-from rlx.ir.opdef import get_op
+from rlx.ir.opdef import all_ops, get_op
 from rlx.ir.shape import TensorType
 from rlx.lir.specialize import bind_attrs
+from rlx.ops.facts import VIEW
 from rlx.runtime.executable import ExecutableBase, Feed
 from rlx.runtime.reference import eval_node
 
@@ -474,7 +475,8 @@ class TorchExecutable(ExecutableBase):
         return f"<TorchExecutable {self.graph.name!r} on {self.device} ({self.mode}): {len(self.graph)} nodes>"
 
 
-_VIEWS = {"reshape", "transpose", "narrow", "expand"}
+#: ops torch may return as a view of their operand (OpDef flag VIEW)
+_VIEWS = frozenset(o.name for o in all_ops() if VIEW in o.flags)
 
 
 def _tensor(arr: np.ndarray, dtype: DType, device: torch.device) -> torch.Tensor:

@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import rlx.ops  # noqa: F401  (registers every op: CONVS is read from them)
 from rlx.ir.graph import RESULT, Graph
+from rlx.ir.opdef import all_ops
+from rlx.ops.facts import CONV_WEIGHT
 
-CONVS = frozenset({"conv2d", "fused_conv2d_bias_act"})
+#: ops whose operand 1 is a conv weight torch reads as a whole (OpDef flag CONV_WEIGHT)
+CONVS = frozenset(o.name for o in all_ops() if CONV_WEIGHT in o.flags)
 
 
 def inference_graph(graph: Graph) -> Graph:

@@ -24,7 +24,7 @@ from onnx import TensorProto, helper  # noqa: E402
 
 import rlx  # noqa: E402
 from rlx.frontends.onnx import import_context  # noqa: E402
-from rlx.frontends.onnx.common import DeclaredTypeError  # noqa: E402
+from rlx.ir.onnx_format import DeclaredTypeError  # noqa: E402
 
 RNG = np.random.default_rng(0)
 

@@ -12,6 +12,6 @@ from rlx.backends.onnx import (  # each registers its exporters on import, after
     export_quant,  # noqa: F401  (dequant_matmul: GGUF weights, MatMulNBits)
 )
 from rlx.backends.onnx.exporter import export
-from rlx.frontends.onnx.common import OnnxError, OnnxUnsupported, UnsupportedOpsError
+from rlx.ir.onnx_format import OnnxError, OnnxUnsupported, UnsupportedOpsError
 
 __all__ = ["OnnxError", "OnnxUnsupported", "UnsupportedOpsError", "export"]

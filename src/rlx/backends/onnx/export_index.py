@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from rlx.backends.onnx.export_shapes import shape_value
 from rlx.backends.onnx.exporter import _in_dtype, _in_shape, exporter
-from rlx.frontends.onnx.common import OnnxUnsupported
 from rlx.ir.dtype import DType
+from rlx.ir.onnx_format import OnnxUnsupported
 from rlx.ir.shape import Shape, broadcast_shapes
 from rlx.ops.advanced_index import full_pattern, indexed_axes, layout, result_shape
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from rlx.backends.onnx.exporter import REFUSED, _in_dtype, exporter
 from rlx.backends.onnx.namespace import OnnxNamespace
-from rlx.frontends.onnx.common import onnx_dtype
 from rlx.ir.dtype import DType
+from rlx.ir.onnx_format import onnx_dtype
 
 
 @exporter("grouped_matmul")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlx.backends.onnx.exporter import REFUSED, exporter
-from rlx.frontends.onnx.common import OnnxUnsupported
+from rlx.ir.onnx_format import OnnxUnsupported
 from rlx.ops.dequant import decode_packed, gguf_block
 
 MS_DOMAIN = "com.microsoft"

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from rlx.frontends.onnx.common import OnnxUnsupported
 from rlx.ir.dim_fold import fold_dim
+from rlx.ir.onnx_format import OnnxUnsupported
 from rlx.ir.symbolic import is_symbolic
 
 

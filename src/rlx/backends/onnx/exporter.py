@@ -43,13 +43,13 @@ import numpy as np
 from rlx.backends.onnx.export_fusable import clamps_as_clip, drop_unread, fuse_hard_activations
 from rlx.backends.onnx.export_shapes import dim_value, has_symbolic, reshape_target, shape_value
 from rlx.backends.onnx.namespace import MaskNamespace, OnnxNamespace
-from rlx.frontends.common import MULTIPLIED_DTYPES
-from rlx.frontends.onnx.common import SINCE_OPSET, OnnxError, OnnxUnsupported, onnx_dtype
 from rlx.ir.dtype import DType
 from rlx.ir.graph import RESULT, Graph, Node
+from rlx.ir.onnx_format import SINCE_OPSET, OnnxError, OnnxUnsupported, onnx_dtype
 from rlx.ops import rows
 from rlx.ops.attention import KEEP_AT, MASK_FILL, attention_scale, position_keep
 from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, UNARY_MATH_KINDS
+from rlx.ops.powers import MULTIPLIED_DTYPES
 from rlx.ops.splat import SPLAT_OPS
 
 OPSET = 18

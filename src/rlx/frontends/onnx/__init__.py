@@ -5,8 +5,8 @@ with the exporter (:mod:`rlx.backends.onnx`).
 ``onnx`` itself is imported lazily, inside the functions that need it.
 """
 
-from rlx.frontends.onnx.common import OnnxError, OnnxUnsupported, UnsupportedOpsError
 from rlx.frontends.onnx.importer import import_model
 from rlx.frontends.onnx.runnable import OnnxRunnable, import_runnable
+from rlx.ir.onnx_format import OnnxError, OnnxUnsupported, UnsupportedOpsError
 
 __all__ = ["OnnxError", "OnnxRunnable", "OnnxUnsupported", "UnsupportedOpsError", "import_model", "import_runnable"]

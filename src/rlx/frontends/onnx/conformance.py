@@ -118,7 +118,7 @@ def _array(v):
     if hasattr(v, "data_type") and hasattr(v, "dims"):
         from onnx import numpy_helper
 
-        from rlx.frontends.onnx.common import rlx_dtype
+        from rlx.ir.onnx_format import rlx_dtype
 
         rlx_dtype(v.data_type, "test data: ")
         return numpy_helper.to_array(v)
@@ -137,8 +137,8 @@ def _is_float(dtype: np.dtype) -> bool:
 
 
 def run_case(case) -> Result:
-    from rlx.frontends.onnx.common import OnnxUnsupported
     from rlx.frontends.onnx.runnable import import_runnable
+    from rlx.ir.onnx_format import OnnxUnsupported
 
     op = op_type_of(case)
     try:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rlx.frontends.onnx.common import OnnxUnsupported
 from rlx.ir.graph import Graph, Value
+from rlx.ir.onnx_format import OnnxUnsupported
 from rlx.ir.shape import TensorType
 
 #: a subgraph input: ("body", i) binds ONNX body input i, ("cap", name) an outer value, ("extra", key) anything else

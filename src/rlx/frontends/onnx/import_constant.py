@@ -6,15 +6,15 @@ import math
 
 import numpy as np
 
-from rlx.frontends.onnx.common import (
-    OnnxFormatError,
-    OnnxUnsupported,
-    rlx_dtype,
-)
 from rlx.frontends.onnx.import_context import FOLD_LIMIT, converter
 from rlx.frontends.onnx.import_helpers import _axis, _cast, _first, _reshape, _static_shape
 from rlx.frontends.onnx.import_symbolic import shape_value
 from rlx.ir.dtype import DType
+from rlx.ir.onnx_format import (
+    OnnxFormatError,
+    OnnxUnsupported,
+    rlx_dtype,
+)
 from rlx.ir.symbolic import dim_max, floordiv
 
 

@@ -14,7 +14,11 @@ from typing import Any
 import numpy as np
 
 from rlx.frontends.onnx import import_symbolic, loading
-from rlx.frontends.onnx.common import (
+from rlx.frontends.onnx.validate import check_arity
+from rlx.ir.dtype import DType
+from rlx.ir.errors import RlxError, ShapeError
+from rlx.ir.graph import Graph, Origin, Value
+from rlx.ir.onnx_format import (
     DeclaredTypeError,
     OnnxError,
     OnnxFormatError,
@@ -24,10 +28,6 @@ from rlx.frontends.onnx.common import (
     onnx_dtype,
     rlx_dtype,
 )
-from rlx.frontends.onnx.validate import check_arity
-from rlx.ir.dtype import DType
-from rlx.ir.errors import RlxError, ShapeError
-from rlx.ir.graph import Graph, Origin, Value
 from rlx.ir.serialize import DEFAULT_LIMITS, LoadLimits
 from rlx.ir.symbolic import fresh_symbol, ranges_in_effect
 from rlx.runtime.reference import eval_node

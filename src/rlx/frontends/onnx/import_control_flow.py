@@ -25,15 +25,15 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from rlx.frontends.onnx.common import (
-    OnnxError,
-    OnnxUnsupported,
-)
 from rlx.frontends.onnx.import_context import Importer, NeedsShapes, NeedsStatic, _onnx, _rename_outer, converter
 from rlx.frontends.onnx.import_helpers import _axis, _cast, _first, _reshape
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.graph import Value
+from rlx.ir.onnx_format import (
+    OnnxError,
+    OnnxUnsupported,
+)
 from rlx.ir.shape import Shape, TensorType
 
 

@@ -7,17 +7,17 @@ import math
 import numpy as np
 
 from rlx.frontends.conv3d import conv3d, conv_transpose3d
-from rlx.frontends.onnx.common import (
-    OnnxError,
-    OnnxFormatError,
-    OnnxUnsupported,
-)
 from rlx.frontends.onnx.import_context import NeedsShapes, converter
 from rlx.frontends.onnx.import_helpers import _cast, _reshape, _static_shape
 from rlx.frontends.onnx.import_shape import pad_value
 from rlx.ir.dtype import DType
 from rlx.ir.errors import ShapeError
 from rlx.ir.graph import Value
+from rlx.ir.onnx_format import (
+    OnnxError,
+    OnnxFormatError,
+    OnnxUnsupported,
+)
 from rlx.ir.symbolic import dim_max, known_ge
 
 

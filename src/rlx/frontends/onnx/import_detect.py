@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlx.frontends.onnx.common import OnnxFormatError, OnnxUnsupported
 from rlx.frontends.onnx.import_context import converter
 from rlx.frontends.onnx.import_helpers import _axis, _first
+from rlx.ir.onnx_format import OnnxFormatError, OnnxUnsupported
 
 
 def _optional_static(cx, node, i: int, what: str) -> np.ndarray | None:

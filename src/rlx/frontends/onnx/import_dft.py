@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlx.frontends.onnx.common import (
-    OnnxFormatError,
-    OnnxUnsupported,
-    rlx_dtype,
-)
 from rlx.frontends.onnx.import_context import converter
 from rlx.frontends.onnx.import_helpers import _cast, _reshape, _static_shape
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
+from rlx.ir.onnx_format import (
+    OnnxFormatError,
+    OnnxUnsupported,
+    rlx_dtype,
+)
 
 
 def _twiddles(k: np.ndarray, t: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlx.frontends.common import multiplied_power
-from rlx.frontends.onnx.common import (
-    OnnxUnsupported,
-    rlx_dtype,
-)
 from rlx.frontends.onnx.import_context import converter
 from rlx.frontends.onnx.import_helpers import _cast, _in_f32, _reshape, _static_shape
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
+from rlx.ir.onnx_format import (
+    OnnxUnsupported,
+    rlx_dtype,
+)
 from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, UNARY_MATH_KINDS
+from rlx.ops.powers import multiplied_power
 
 _ACT = {row.onnx: k for k, row in ACTIVATION_KINDS.items() if row.onnx}
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from rlx.frontends.grid_sample import grid_sample, sample_points
-from rlx.frontends.onnx.common import OnnxFormatError, OnnxUnsupported
 from rlx.frontends.onnx.import_context import converter
 from rlx.frontends.onnx.import_helpers import _cast, _reshape, _static_shape
 from rlx.ir.dtype import DType
+from rlx.ir.onnx_format import OnnxFormatError, OnnxUnsupported
 
 _MODES = {"bilinear": "linear", "bicubic": "cubic", "linear": "linear", "cubic": "cubic", "nearest": "nearest"}
 

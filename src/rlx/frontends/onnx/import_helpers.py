@@ -7,13 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from rlx.frontends.onnx.common import (
-    OnnxFormatError,
-    OnnxUnsupported,
-)
 from rlx.frontends.onnx.import_context import Importer, NeedsShapes
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
+from rlx.ir.onnx_format import (
+    OnnxFormatError,
+    OnnxUnsupported,
+)
 
 
 def _axis(a: int, rank: int) -> int:

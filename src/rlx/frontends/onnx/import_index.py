@@ -7,15 +7,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rlx.frontends.onnx.common import (
-    OnnxFormatError,
-    OnnxUnsupported,
-)
 from rlx.frontends.onnx.import_context import converter
 from rlx.frontends.onnx.import_helpers import _axis, _broadcast_to, _cast, _reshape, _static_shape
 from rlx.frontends.onnx.import_symbolic import iota
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
+from rlx.ir.onnx_format import (
+    OnnxFormatError,
+    OnnxUnsupported,
+)
 
 
 @converter("Gather")

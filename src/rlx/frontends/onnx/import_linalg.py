@@ -6,14 +6,14 @@ from collections import Counter
 
 import numpy as np
 
-from rlx.frontends.onnx.common import (
-    OnnxFormatError,
-    OnnxUnsupported,
-)
 from rlx.frontends.onnx.import_context import NeedsShapes, converter
 from rlx.frontends.onnx.import_helpers import _broadcast_to, _cast, _reshape, _static_shape
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
+from rlx.ir.onnx_format import (
+    OnnxFormatError,
+    OnnxUnsupported,
+)
 
 
 @converter("MatMul")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from rlx.frontends.onnx.common import OnnxFormatError
 from rlx.frontends.onnx.import_context import converter
 from rlx.frontends.onnx.import_helpers import _cast, _reshape, _static_shape
+from rlx.ir.onnx_format import OnnxFormatError
 
 
 @converter("ai.onnx.ml.Binarizer")

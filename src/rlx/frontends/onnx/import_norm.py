@@ -6,15 +6,15 @@ import math
 
 import numpy as np
 
-from rlx.frontends.onnx.common import (
-    OnnxFormatError,
-    OnnxUnsupported,
-)
 from rlx.frontends.onnx.import_context import NeedsShapes, converter
 from rlx.frontends.onnx.import_helpers import _axis, _cast, _reshape
 from rlx.frontends.onnx.import_shape import pad_value
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
+from rlx.ir.onnx_format import (
+    OnnxFormatError,
+    OnnxUnsupported,
+)
 
 
 def _moments(cx, x: Value, axes: list[int]):

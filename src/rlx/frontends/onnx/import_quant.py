@@ -4,11 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlx.frontends.onnx.common import (
-    OnnxFormatError,
-    OnnxUnsupported,
-    rlx_dtype,
-)
 from rlx.frontends.onnx.import_context import NeedsShapes, converter
 from rlx.frontends.onnx.import_conv import _conv
 from rlx.frontends.onnx.import_elementwise import _cast_saturating
@@ -16,6 +11,11 @@ from rlx.frontends.onnx.import_helpers import _axis, _cast, _reshape, _static_sh
 from rlx.frontends.onnx.import_linalg import _matmul
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
+from rlx.ir.onnx_format import (
+    OnnxFormatError,
+    OnnxUnsupported,
+    rlx_dtype,
+)
 
 _QUANT_INTS = (DType.U8, DType.I8, DType.U16, DType.I16, DType.U4, DType.I4, DType.U2, DType.I2)
 _QUANT_FLOATS = (DType.F8E4M3, DType.F8E5M2, DType.F8E4M3FNUZ, DType.F8E5M2FNUZ, DType.F4E2M1)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlx.frontends.onnx.common import OnnxFormatError
 from rlx.frontends.onnx.import_context import converter
 from rlx.frontends.onnx.import_conv import _pool
 from rlx.frontends.onnx.import_helpers import _cast, _reshape
@@ -17,6 +16,7 @@ from rlx.frontends.onnx.import_quant import _dequantize, _matmul_integer, _quant
 from rlx.frontends.onnx.loading import onnx_module
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
+from rlx.ir.onnx_format import OnnxFormatError
 
 MS = "com.microsoft"
 

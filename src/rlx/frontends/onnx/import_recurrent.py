@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from rlx.frontends.onnx.common import OnnxFormatError, OnnxUnsupported
 from rlx.frontends.onnx.import_context import converter
 from rlx.ir.graph import Graph, Value
+from rlx.ir.onnx_format import OnnxFormatError, OnnxUnsupported
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops.control_flow import make_graph
 

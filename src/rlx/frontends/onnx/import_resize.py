@@ -7,13 +7,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from rlx.frontends.onnx.common import OnnxError, OnnxUnsupported
 from rlx.frontends.onnx.import_context import NeedsShapes, converter
 from rlx.frontends.onnx.import_helpers import _axis, _cast, _reshape
 from rlx.frontends.onnx.import_shape import pad_value
 from rlx.frontends.onnx.import_symbolic import iota, materialize
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
+from rlx.ir.onnx_format import OnnxError, OnnxUnsupported
 from rlx.ir.symbolic import floordiv
 
 

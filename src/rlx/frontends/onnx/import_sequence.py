@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlx.frontends.onnx.common import OnnxFormatError, OnnxUnsupported, rlx_dtype
 from rlx.frontends.onnx.import_context import SeqValue, converter
 from rlx.frontends.onnx.import_helpers import _axis, _reshape
 from rlx.ir.dtype import DType
+from rlx.ir.onnx_format import OnnxFormatError, OnnxUnsupported, rlx_dtype
 
 
 def _seq(v, what: str = "input 0") -> SeqValue:

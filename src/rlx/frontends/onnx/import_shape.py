@@ -7,14 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from rlx.frontends.onnx.common import (
+from rlx.frontends.onnx.import_context import NeedsShapes, converter
+from rlx.frontends.onnx.import_helpers import _axis, _broadcast_to, _ints, _reshape, _sizes, _static_shape
+from rlx.ir.graph import Value
+from rlx.ir.onnx_format import (
     OnnxError,
     OnnxFormatError,
     OnnxUnsupported,
 )
-from rlx.frontends.onnx.import_context import NeedsShapes, converter
-from rlx.frontends.onnx.import_helpers import _axis, _broadcast_to, _ints, _reshape, _sizes, _static_shape
-from rlx.ir.graph import Value
 from rlx.ir.shape import broadcast_shapes
 from rlx.ir.symbolic import dim_max, dim_min, floordiv, is_symbolic, known_ge, ranges_in_effect
 

@@ -11,10 +11,10 @@ import itertools
 
 import numpy as np
 
-from rlx.frontends.onnx.common import OnnxFormatError, OnnxUnsupported
 from rlx.frontends.onnx.import_context import converter
 from rlx.frontends.onnx.import_helpers import _cast, _reshape, _static_shape
 from rlx.ir.dtype import DType
+from rlx.ir.onnx_format import OnnxFormatError, OnnxUnsupported
 
 
 def _pool_sections(pool: np.ndarray, starts: list[int], lo: int, hi: int) -> dict[int, tuple[int, np.ndarray]]:

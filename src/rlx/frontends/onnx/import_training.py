@@ -13,9 +13,9 @@ the first-step coefficient are ``where``s on T > 0).
 
 from __future__ import annotations
 
-from rlx.frontends.onnx.common import OnnxFormatError, OnnxUnsupported
 from rlx.frontends.onnx.import_context import Importer, SeqValue, converter
 from rlx.ir.graph import RESULT, Graph, Value
+from rlx.ir.onnx_format import OnnxFormatError, OnnxUnsupported
 
 DOMAIN = "ai.onnx.preview.training"
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlx.frontends.onnx.common import OnnxFormatError, OnnxUnsupported
 from rlx.frontends.onnx.import_context import converter
 from rlx.frontends.onnx.import_helpers import _cast, _reshape
 from rlx.ir.dtype import DType
+from rlx.ir.onnx_format import OnnxFormatError, OnnxUnsupported
 
 _COMPARE = {0: "le", 1: "lt", 2: "ge", 3: "gt", 4: "eq", 5: "ne"}
 _MEMBER = 6

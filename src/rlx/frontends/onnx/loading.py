@@ -6,7 +6,7 @@ files inside the model's folder (the folder of the path, or the ``base_dir`` the
 names for bytes / a ``ModelProto``): never the working directory, no absolute location, no
 ``..`` or symlink leaving the folder, no FIFO / device / directory, and each file region is
 checked against the tensor's declared size before anything is read. Every refusal is an
-:class:`~rlx.frontends.onnx.common.OnnxFormatError` (a :class:`rlx.FormatError`).
+:class:`~rlx.ir.onnx_format.OnnxFormatError` (a :class:`rlx.FormatError`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx.frontends.onnx.common import OnnxFormatError, OnnxUnsupported, rlx_dtype
+from rlx.ir.onnx_format import OnnxFormatError, OnnxUnsupported, rlx_dtype
 from rlx.ir.serialize import LoadLimits
 
 _EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL

@@ -11,8 +11,8 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from rlx.frontends.onnx.common import OnnxFormatError
 from rlx.frontends.onnx.loading import onnx_module
+from rlx.ir.onnx_format import OnnxFormatError
 
 _SINGLE, _OPTIONAL, _VARIADIC = 0, 1, 2
 

@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 
-from rlx.frontends.common import multiplied_power
 from rlx.frontends.torch.context import (
     _CONVERTERS,
     Converter,
@@ -21,6 +20,7 @@ from rlx.frontends.torch.context import (
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Value
 from rlx.ops.kinds import ACTIVATION_KINDS, COMPARE_KINDS
+from rlx.ops.powers import multiplied_power
 
 
 # ------------------------------------------------------------------------ pass-throughs

@@ -1,5 +1,7 @@
-"""What the ONNX and torch.export readers share (and the ONNX exporter reads back): the frameworks'
-scalar powers."""
+"""Scalar powers as the frameworks compute them: ``pow``'s semantics for exponents 2 and 3, which
+torch and onnxruntime multiply out. The ONNX and torch.export readers write them, the ONNX exporter
+reads them back; it lives in ``ops`` (pow's semantics) so that readers and exporter, which share a
+layer, both import it from below."""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""Shared ONNX helpers: element type tables and the import / export errors."""
+"""The ONNX format facts: element-type tables (numbers, names, the opset each newer type needs),
+the two dtype conversions and the ONNX error hierarchy.
+
+They live in ``ir`` (not beside the reader) because both the ONNX reader (``rlx.frontends.onnx``) and
+the ONNX exporter (``rlx.backends.onnx``) need them, and frontends and backends share a layer that
+neither may import across (docs/architecture.md, "Layering"); like the rest of ``ir`` this module
+imports no onnx."""
 
 from __future__ import annotations
 

@@ -116,8 +116,12 @@ class OrtExecutable(EngineExecutable):
         # another array object than last time; the bound one is read in place (its memory is shared), so an array
         # updated between calls, as the LLM decode loop's KV cache, costs nothing per call (0.35 ms per token of
         # the benchmark model's decode step: 24 cache wraps)
-        binding, wrapped = self._binding(sess)
+        binding, wrapped, dynamic = self._binding(sess)
         try:
+            if dynamic:  # a bound output keeps the first run's buffer (and shape) unless bound afresh
+                binding.clear_binding_outputs()
+                for name in dynamic:
+                    binding.bind_output(name)
             for name, a in feed.items():
                 if wrapped.get(name) is not a:
                     c = np.ascontiguousarray(a)
@@ -129,15 +133,18 @@ class OrtExecutable(EngineExecutable):
             wrapped.clear()
             raise RlxError(f"onnxruntime backend: running graph {self.graph.name!r} failed: {exc}") from exc
 
-    def _binding(self, sess: Any) -> tuple[Any, dict[str, np.ndarray]]:
-        """This thread's IO binding of ``sess`` (every output bound) and the arrays its inputs wrap."""
+    def _binding(self, sess: Any) -> tuple[Any, dict[str, np.ndarray], tuple[str, ...]]:
+        """This thread's IO binding of ``sess`` (every output bound), the arrays its inputs wrap, and the output
+        names to bind again before each run when some output shape is not static (else none: the outputs' buffers
+        are reused)."""
         local = self._local.__dict__.get("binding")
         if local is None or local[0] is not sess:
-            binding = sess.io_binding()
-            for out in sess.get_outputs():
+            binding, outs = sess.io_binding(), sess.get_outputs()
+            for out in outs:
                 binding.bind_output(out.name)
-            local = self._local.binding = (sess, binding, {})
-        return local[1], local[2]
+            static = all(isinstance(d, int) for out in outs for d in (out.shape or ()))
+            local = self._local.binding = (sess, binding, {}, () if static else tuple(o.name for o in outs))
+        return local[1], local[2], local[3]
 
     def __repr__(self) -> str:
         return f"<OrtExecutable {self.graph.name!r} on {self.providers}>"

@@ -8,7 +8,7 @@ STREAM-like NumPy copy's bandwidth, measured in the same run). Engines are inter
 Prints one table per thread count with the ratios the issue's "Done when" asks for. Not run by CI; files go to a
 temp dir that is removed at the end (or ``--dir``, kept, to reuse between runs).
 
-    PYTHONPATH=src python benchmarks/llm.py [--types F16,Q8_0,Q4_0] [--threads 1,2] [--prompt 128] [--new 64] [--rounds 3]
+    PYTHONPATH=src python benchmarks/llm.py [--types F16,Q8_0,Q4_0] [--threads 1,2] [--prompt 128] [--new 64] [--rounds 3] [--profile]
 """
 
 from __future__ import annotations
@@ -136,6 +136,29 @@ def bench_llamacpp(path: Path, threads: int, prompt: list[int], new: int) -> dic
             "perf_eval_ms_per_token": perf.t_eval_ms / max(perf.n_eval, 1), "tokens": toks, "fastest_ms": 1e3 * min(steps)}
 
 
+def profile_openvino(path: Path, threads: int, prompt: list[int], new: int, int8: bool, runs: int = 40) -> list[tuple[str, int, float]]:
+    """Where one OpenVINO decode step's time goes: (node type, count, us) from OpenVINO's per-node counters, each
+    node's minimum over ``runs`` runs of the step (the figure a shared machine distorts least), largest first."""
+    from rlx.llm import load_gguf
+    from rlx.llm.model import CAPACITY_BUCKETS
+
+    model = load_gguf(path, backend="openvino", int8_activations=int8, threads=threads, config={"PERF_COUNT": "YES"})
+    model.generate(prompt, max_new_tokens=new, stop=[])  # the request now holds the last step's inputs
+    capacity = next(b for b in CAPACITY_BUCKETS if b >= len(prompt) + new)
+    request = model.decode_executable(capacity).session().request()[0]
+    mins: dict[tuple[str, str], float] = {}
+    for _ in range(runs):
+        request.infer()
+        for p in request.get_profiling_info():
+            if p.status.name == "EXECUTED":
+                key = (p.node_name, p.node_type)
+                mins[key] = min(mins.get(key, float("inf")), p.real_time.total_seconds() * 1e6)
+    by: dict[str, list[float]] = {}
+    for (_, kind), us in mins.items():
+        by.setdefault(kind, []).append(us)
+    return sorted(((k, len(v), sum(v)) for k, v in by.items()), key=lambda r: -r[2])
+
+
 def best(rounds: int, fn, *args) -> dict:
     """The fastest of ``rounds`` runs of ``fn(*args)`` (by decode time), with the best prefill of them."""
     rows = [fn(*args) for _ in range(max(rounds, 1))]
@@ -183,6 +206,7 @@ def main() -> None:
     ap.add_argument("--no-llamacpp", action="store_true")
     ap.add_argument("--dir", default=None, help="keep the GGUF files here (reused when present)")
     ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    ap.add_argument("--profile", action="store_true", help="also print the openvino int8x decode step's time per node type")
     args = ap.parse_args()
     from gguf_models import write_model
 
@@ -226,6 +250,10 @@ def main() -> None:
                         add(f"rlx-{backend}" + ("-int8x" if mode == "int8x" else ""), r)
                 if not args.no_transformers:
                     add("transformers-eager", best(args.rounds, bench_transformers, *run))
+                if args.profile and qtype in ("Q8_0", "Q4_0") and importlib.util.find_spec("openvino"):
+                    table = profile_openvino(*run, int8=True)
+                    print(f"  openvino int8x decode step, threads={threads} (per-node minimum over 40 runs): "
+                          f"{sum(us for _, _, us in table):.0f} us in nodes; " + ", ".join(f"{k} x{n} {us:.0f}" for k, n, us in table))
     print(tables(rows, bw))
     if args.json:
         Path(args.json).write_text(json.dumps({"bandwidth_Bps": bw, "rows": rows}, indent=1))

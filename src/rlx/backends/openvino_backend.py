@@ -56,7 +56,8 @@ def session_count() -> int:
 
 class _Compiled:
     """A compiled model, the port of each declared input it kept (OpenVINO may drop an input no output
-    reads), and per-thread infer requests."""
+    reads), which ports take a copy into the request's own tensor (static shape, at most :data:`COPY_BYTES`),
+    and per-thread infer requests."""
 
     def __init__(self, compiled: Any, input_names: tuple[str, ...]):
         import openvino
@@ -65,14 +66,26 @@ class _Compiled:
         self.tensor = openvino.Tensor
         ports = {name: i for i, port in enumerate(compiled.inputs) for name in port.get_names()}
         self.ports = tuple((i, n) for n in input_names if (i := ports.get(n)) is not None)
+        self.copied = frozenset(i for i, _ in self.ports if _copied(compiled.inputs[i]))
         self.outputs = range(len(compiled.outputs))
         self._local = threading.local()
 
-    def request(self) -> Any:
-        req = getattr(self._local, "request", None)
-        if req is None:
-            req = self._local.request = self.compiled.create_infer_request()
-        return req
+    def request(self) -> tuple[Any, dict[int, np.ndarray]]:
+        """This thread's infer request and the arrays its shared-memory ports wrap (port -> array)."""
+        local = getattr(self._local, "request", None)
+        if local is None:
+            local = self._local.request = (self.compiled.create_infer_request(), {})
+        return local
+
+
+#: inputs of a static shape up to this size are copied into the request's own tensor (a few us) rather than
+#: wrapped (an ``ov.Tensor`` per call plus ``set_input_tensor``: ~5-10 us each, measured on the LLM decode step)
+COPY_BYTES = 1 << 16
+
+
+def _copied(port: Any) -> bool:
+    shape = port.get_partial_shape()
+    return shape.is_static and port.get_element_type().size * int(np.prod(shape.to_shape(), dtype=np.int64)) <= COPY_BYTES
 
 
 class OpenVinoExecutable(EngineExecutable):
@@ -123,17 +136,22 @@ class OpenVinoExecutable(EngineExecutable):
         return _Compiled(compiled, self.input_names)
 
     def _call(self, sess: _Compiled, feed: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-        # the cheapest path through OpenVINO's Python API (measured by benchmarks/engine_overhead.py): the
-        # caller's arrays wrapped without a copy, a bare infer, each output tensor's memory copied out once
-        # (the request reuses it on the next call)
-        req, tensor = sess.request(), sess.tensor
+        # the cheapest path through OpenVINO's Python API (measured by benchmarks/engine_overhead.py and the LLM
+        # decode loop): small static inputs copied into the request's own tensors; larger ones wrapped without a
+        # copy, and not wrapped again while the caller feeds the same array object (a KV cache it updates in
+        # place: the request reads its memory); a bare infer; each output's memory copied out once (the request
+        # reuses it on the next call)
+        req, wrapped = sess.request()
+        tensor, copied = sess.tensor, sess.copied
         try:
             for i, name in sess.ports:
                 a = feed[name]
-                if a.ndim:
-                    req.set_input_tensor(i, tensor(np.ascontiguousarray(a), shared_memory=True))
-                else:  # a wrapped 0-d array reads as shape (1,): copy it into the request's own tensor
+                if i in copied or not a.ndim:  # a wrapped 0-d array reads as shape (1,): copied too
                     req.get_input_tensor(i).data[...] = a
+                elif wrapped.get(i) is not a:
+                    c = np.ascontiguousarray(a)
+                    req.set_input_tensor(i, tensor(c, shared_memory=True))
+                    wrapped[i] = c  # held: the request reads this memory until the port is set again
             req.infer()
             return [req.get_output_tensor(i).data.copy() for i in sess.outputs]
         except Exception as exc:  # OpenVINO raises RuntimeError / its own types

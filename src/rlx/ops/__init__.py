@@ -23,7 +23,6 @@ from rlx.ops import (  # noqa: F401
     normalization,
     numerics,
     quant,
-    quant_costs,
     reduction,
     results,
     sequence,

@@ -16,6 +16,7 @@ from rlx.ir.errors import AutodiffError, ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops.common import require_float, require_rank
+from rlx.ops.cost import last_dim_macs
 from rlx.ops.elementwise import round_half_away
 from rlx.ops.quant import BATCH_DIMS, batch_lead, map_lead, require_dtype, split_lead, with_lead
 
@@ -266,6 +267,7 @@ def _dq_jvp(ctx, node, tangents):
 
 defop(
     name="dequant_matmul", precision="compute", family="quant", arity=_dq_arity, operands=("x", "w_q", "scale", "zp"),
+    macs=last_dim_macs,
     attrs={
         "scheme": AttrSpec("str", choices=DEQUANT_SCHEMES),
         "block_size": AttrSpec("int", default=32, doc="rows of K per scale block (int8 / int4 schemes)"),

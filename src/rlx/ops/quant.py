@@ -38,6 +38,7 @@ from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType, normalize_axis
 from rlx.ops.common import require_float, require_rank
 from rlx.ops.conv import conv2d_reference, conv_out_size
+from rlx.ops.cost import conv_macs, last_dim_macs
 from rlx.ops.elementwise import round_half_away
 
 QMAX = {8: 127, 4: 7, 2: 1}
@@ -665,7 +666,7 @@ def _q_matmul_one(args, attrs):
 
 
 defop(
-    name="q_matmul", family="quant", arity=3, operands=("x", "w", "bias"), attrs=_REQUANT,
+    name="q_matmul", family="quant", arity=3, operands=("x", "w", "bias"), attrs=_REQUANT, macs=last_dim_macs,
     infer=_q_matmul_type, kernel=lambda args, attrs, out: map_lead(lambda a: _q_matmul_one(a, attrs), args, attrs["batch_dims"], out),
     flags={"no_grad", "blas"}, batch=batch_lead,
     doc="Integer matmul: x i8 [M, K], w i8 [K, N], bias i32 [N] -> i8 [M, N]; acc = bias[n] + Σ_k (x - x_zp)(w - w_zp) "
@@ -725,7 +726,7 @@ def _q_conv_one(args, attrs):
 
 
 defop(
-    name="q_conv2d", family="quant", arity=3, operands=("x", "w", "bias"),
+    name="q_conv2d", family="quant", arity=3, operands=("x", "w", "bias"), macs=conv_macs,
     attrs={
         "kernel_size": AttrSpec("ints", default=None, doc="[kH, kW]; None = from w"),
         "stride": AttrSpec("ints", default=(1, 1)),

@@ -10,6 +10,7 @@ from rlx.backends.onnx import (  # each registers its exporters on import, after
     export_linalg,  # noqa: F401  (det)
     export_moe,  # noqa: F401  (grouped_matmul)
     export_quant,  # noqa: F401  (dequant_matmul: GGUF weights, MatMulNBits)
+    export_resample,  # noqa: F401  (constant-index gather as Slice / Concat, interpolation taps as Resize)
 )
 from rlx.backends.onnx.exporter import export
 from rlx.frontends.onnx.common import OnnxError, OnnxUnsupported, UnsupportedOpsError

@@ -140,3 +140,11 @@ def test_engines_run_the_resize_like_torch():
     for backend in backends:
         got = rlx.compile(g, backend=backend, params=params, threads=1).run({"x": x})[0]
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=backend)
+
+
+def test_float64_keeps_its_gathers():
+    # onnxruntime's CPU Resize has no float64 kernel: the taps stay gathers there, and run
+    x = np.random.default_rng(1).standard_normal((1, 2, 3, 4))
+    _, _, proto, want = _export(lambda t: F.interpolate(t, size=(6, 8), mode="bilinear"), x)
+    assert _ops(proto)["Resize"] == 0 and _ops(proto)["Gather"] > 0
+    np.testing.assert_allclose(_ort(proto, x), want, rtol=1e-12, atol=1e-12)

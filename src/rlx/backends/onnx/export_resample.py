@@ -118,7 +118,8 @@ def _taps(ex: Any, vid: int, dtype: DType, depth: int = 0) -> list[tuple[int, in
     """The taps of a sum of weighted gathers (nested ``add`` nodes), or None."""
     node = ex.g.node(vid)
     if node.op == "binary" and node.attrs["op"] == "add" and node.dtype == dtype and depth < 8:
-        a, b = (_taps(ex, i, dtype, depth + 1) for i in node.inputs)
+        a = _taps(ex, node.inputs[0], dtype, depth + 1)
+        b = _taps(ex, node.inputs[1], dtype, depth + 1) if a is not None else None
         return a + b if a is not None and b is not None else None
     tap = _tap(ex, vid, dtype)
     return [tap] if tap is not None else None

@@ -51,12 +51,14 @@ Contender = Callable[[], object] | tuple[Callable[[], object], Callable[[object]
 
 
 def measure(fns: dict[str, Contender], repeat: int = 5, number: int = 1, gc_off: bool = True,
-            warmup: bool = False) -> dict[str, Timing]:
+            warmup: bool = False, warm_calls: int = 0) -> dict[str, Timing]:
     """Interleaved timing of several contenders; ``repeat`` rounds, each contender once per round.
 
     A contender is ``fn`` or ``(setup, fn)``: ``setup()`` runs untimed before each sample and its
     result is passed to ``fn`` (for passes that mutate their input). ``number`` calls per sample.
     The cyclic GC is paused while a sample runs (after a collection), as the rlx loader does itself.
+    ``warm_calls`` untimed calls precede each sample (the contender before it evicted this one's
+    weights from the caches; a model's steady state is warm).
     """
     keys = list(fns)
     out = {k: Timing() for k in keys}
@@ -66,6 +68,8 @@ def measure(fns: dict[str, Contender], repeat: int = 5, number: int = 1, gc_off:
     for r in range(repeat):
         order = keys[r % len(keys):] + keys[: r % len(keys)]
         for k in order:
+            if warm_calls:
+                _sample(fns[k], warm_calls, gc_off)
             wall, cpu = _sample(fns[k], number, gc_off)
             out[k].wall.append(wall)
             out[k].cpu.append(cpu)

@@ -38,6 +38,7 @@ SCRIPTS: dict[str, tuple[list[str], list[str]]] = {
     "jax_gpu.py": (["--allow-cpu", "--skip-parity", "--repeats", "3"], ["--allow-cpu"]),
     "engine_overhead.py": (["--repeat", "5"], []),
     "engine_rewrites.py": (["--repeat", "3", "--only", "resnet"], []),
+    "ov_graph_api.py": (["--repeat", "3", "--compile", "2"], []),
 }
 RAN_WITH_MISSED_TARGET = {"exec_speed_jax.py": {1}, "jax_gpu.py": {1}}
 

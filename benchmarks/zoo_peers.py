@@ -14,8 +14,8 @@ module itself under ``torch.inference_mode()`` (``torch eager``), ``torch.compil
 out: its compilation takes most of a model's time on 2 cores), and torch's ONNX file (TorchScript exporter, float
 outputs flattened, the zoo row's keywords as inputs) in onnxruntime and in OpenVINO at f32. Timing as in
 ``models_peers.py``: medians of ``--repeat`` interleaved rounds of every contender, then the fastest rlx path, the best
-engine and ``rlx auto`` measured alone (``--trio-rounds`` rounds, ~0.1 s of calls per sample); process CPU time per
-call. ``--threads 0`` means all cores for every contender (CPU time then counts every thread).
+engine and ``rlx auto`` measured alone (``--trio-rounds`` rounds, ~0.1 s of calls per sample after one untimed call);
+process CPU time per call. ``--threads 0`` means all cores for every contender (CPU time then counts every thread).
 """
 
 from __future__ import annotations
@@ -194,7 +194,8 @@ def measure_model(entry, args) -> dict:
         # calls per sample): in the round of all contenders a sample follows a slow contender, cold caches included
         top = [*sorted(rlx_paths, key=ms.get)[:2], *sorted(engines, key=ms.get)[:2], "rlx auto"]
         trio = {k: fns[k] for k in dict.fromkeys(top) if k in fns}
-        tt = measure(trio, args.trio_rounds, number=min(calls_for(f, 0.1) for f in trio.values()), gc_off=False, warmup=True)
+        tt = measure(trio, args.trio_rounds, number=min(calls_for(f, 0.1) for f in trio.values()), gc_off=False, warmup=True,
+                     warm_calls=1)
         trio_ms = {k: v.median_cpu * 1e3 for k, v in tt.items()}
         fastest = min((k for k in trio_ms if k in RLX), key=trio_ms.get)
         best = min((k for k in trio_ms if k in ENGINES), key=trio_ms.get)

@@ -15,7 +15,15 @@ from collections.abc import Mapping
 import numpy as np
 
 from rlx.ir.graph import Graph, Node
+from rlx.ir.opdef import builder_method
 from rlx.opt.fold_weights import fresh_param_name
+
+
+def _built_by(node: Node, method: str) -> bool:
+    """Whether ``node`` is what the ``Graph`` builder method ``method`` makes: its op and preset attributes,
+    read from the op registry (``g.add`` is a ``binary`` node with ``op="add"``), not named here."""
+    found = builder_method(method)
+    return found is not None and node.op == found[0].name and all(node.attrs.get(k) == v for k, v in found[1].items())
 
 
 def _uses(g: Graph) -> dict[int, list[int]]:
@@ -41,7 +49,7 @@ def _bias(g: Graph, mm: Node, uses: dict[int, list[int]], params: Mapping[str, n
     if len(readers) != 1 or readers[0] < 0:
         return None
     add = g.node(readers[0])
-    if add.op != "binary" or add.attrs.get("op") != "add" or add.inputs[0] != mm.id or add.type != mm.type:
+    if not _built_by(add, "add") or add.inputs[0] != mm.id or add.type != mm.type:
         return None
     name = _bound_param(g, add.inputs[1], params, 1)
     return (add, name) if name is not None and params[name].shape == (mm.shape[-1],) else None
@@ -50,7 +58,7 @@ def _bias(g: Graph, mm: Node, uses: dict[int, list[int]], params: Mapping[str, n
 def _groups(g: Graph, params: Mapping[str, np.ndarray]) -> list[list[Node]]:
     by_input: dict[tuple, list[Node]] = {}
     for node in g.nodes:
-        if node.op != "matmul" or not node.shape.is_static or len(g.node(node.inputs[0]).shape) < 2:
+        if not _built_by(node, "matmul") or not node.shape.is_static or len(g.node(node.inputs[0]).shape) < 2:
             continue
         w = _bound_param(g, node.inputs[1], params, 2)
         if w is not None:

@@ -5,11 +5,13 @@ conformance runner) lives in :mod:`rlx.frontends.onnx`; both are public as :mod:
 """
 
 from rlx.backends.onnx import (  # each registers its exporters on import, after the table they extend
+    export_channel_scale,  # noqa: F401  (a depthwise 1x1 conv on a matmul's result as Mul)
     export_control_flow,  # noqa: F401  (if_ / while_ / scan)
     export_index,  # noqa: F401  (advanced_index / advanced_index_put)
     export_linalg,  # noqa: F401  (det)
     export_moe,  # noqa: F401  (grouped_matmul)
     export_quant,  # noqa: F401  (dequant_matmul: GGUF weights, MatMulNBits)
+    export_resample,  # noqa: F401  (constant-index gather as Slice / Concat, interpolation taps as Resize)
 )
 from rlx.backends.onnx.exporter import export
 from rlx.ir.onnx_format import OnnxError, OnnxUnsupported, UnsupportedOpsError

@@ -285,7 +285,7 @@ _BIN = {k: row.onnx for k, row in BINARY_KINDS.items()}
 def _power_of(ex: Exporter, node: Node) -> tuple[int, float] | None:
     """``(x, 2.0)`` for ``mul(x, x)`` and ``(x, 3.0)`` for ``mul(mul(x, x), x)`` (either order) in f32 / f64:
     the products onnxruntime's ``Pow`` computes for those exponents, bit for bit
-    (:data:`rlx.frontends.common.MULTIPLIED_EXPONENTS`; the importers write them for ``Pow`` and torch's
+    (:data:`rlx.ops.powers.MULTIPLIED_EXPONENTS`; the importers write them for ``Pow`` and torch's
     ``pow``). Exported as ``Pow``, the fusions that look for it (FastGelu's cube, RMSNorm's square) fire."""
     if node.attrs["op"] != "mul" or node.dtype not in MULTIPLIED_DTYPES:
         return None

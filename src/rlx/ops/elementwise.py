@@ -18,6 +18,7 @@ from rlx.ir.dtype import DType
 from rlx.ir.errors import ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import TensorType
+from rlx.ops import rows
 from rlx.ops.common import all_equal, broadcast_promoted, promote_args, same_type_identity
 from rlx.ops.evaluate import RAW_OPERANDS
 from rlx.ops.facts import CONVERTS
@@ -213,28 +214,6 @@ defop(
 )
 
 
-def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Integer division truncating toward zero (C / XLA semantics); x / 0 gives 0 and MIN / -1 gives MIN
-    (the negation wraps). The floor quotient moves up by one where the division is inexact and the
-    signs differ (no abs(): abs(MIN) overflows)."""
-    dt = np.result_type(a, b)
-    minus1 = b == -1 if dt.kind == "i" else np.zeros(np.shape(b), bool)
-    safe = np.where((b == 0) | minus1, 1, b).astype(dt)
-    q = np.floor_divide(a, safe)
-    q = q + ((q * safe != a) & ((a < 0) != (safe < 0))).astype(dt)
-    with np.errstate(over="ignore"):
-        neg = np.negative(np.asarray(a, dt))
-    return np.where(b == 0, 0, np.where(minus1, neg, q)).astype(dt)
-
-
-def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Integer power; a negative exponent gives the truncated reciprocal (0 unless |a| == 1)."""
-    a, b = np.broadcast_arrays(a, b)
-    pos = np.power(a, np.where(b < 0, 0, b))
-    recip = np.where(np.abs(a) == 1, np.power(a, np.abs(b) % 2 + 0 * b), 0)
-    return np.where(b < 0, recip, pos)
-
-
 _BINARY_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum, "min": np.minimum,
                   "fmax": np.fmax, "fmin": np.fmin, "pow": np.power}
 #: the selecting kinds: NaN-propagating max / min and NaN-ignoring fmax / fmin
@@ -250,7 +229,8 @@ def _binary_kernel(args, attrs, out_type, out=None):
     if kind == "b" and op in ("add", "mul"):
         return (np.logical_or if op == "add" else np.logical_and)(a, b, out=out)
     if kind in "biu" and op in ("div", "pow"):
-        res = _int_div(a, b) if op == "div" else _int_pow(a, b)
+        with np.errstate(over="ignore"):  # MIN / -1 wraps to MIN
+            res = rows.int_div(NUMPY, a, b) if op == "div" else rows.int_pow(NUMPY, a, b)
         if out is None:
             return res
         np.copyto(out, res, casting="unsafe")

@@ -15,7 +15,8 @@ and ``tests/ops/test_rows.py`` proves every override equal to the row on the reg
 keepdims=, dtype=)`` over a tuple of axes, ``full_like_shape(shape, value, like)`` (a filled
 array of ``like``'s dtype and device), ``rlx_dtype(x)`` (the tensor's rlx element type),
 ``astype(x, to)`` / ``bitcast(x, to)`` (convert / reinterpret as the rlx type ``to``),
-``arange_like(n, like)`` (0..n-1 on ``like``'s device) and optionally ``stop_gradient``.
+``arange_like(n, like)`` (0..n-1 on ``like``'s device), ``trunc_div(a, b)`` (integer division toward zero,
+never by 0 or -1), ``int_power(a, e)`` (integer power, e >= 0) and optionally ``stop_gradient``.
 A lowering-table row is ``row(xp, args, attrs, out)``; :func:`bind` gives the ``(args, attrs,
 out)`` form the tables hold. The semantics are the ops' own (registry docstrings).
 """
@@ -384,6 +385,63 @@ def attention(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> A
     return lay.from_bhsd(xp, attention_core(xp, q, k, v, attrs, args[3] if len(args) > 3 else None))
 
 
+# ------------------------------------------------------------------------------ binary
+def int_div(xp: Any, a: Any, b: Any) -> Any:
+    """Integer division truncating toward zero; x / 0 gives 0 and MIN / -1 gives MIN (the negation wraps).
+    No divisor 0 or -1 reaches ``xp.trunc_div`` (torch's kernel raises SIGFPE on both)."""
+    zero = b == 0
+    if xp.rlx_dtype(a).numpy.kind != "i":
+        q = xp.trunc_div(a, xp.where(zero, xp.ones_like(b), b))
+        return xp.where(zero, xp.zeros_like(q), q)
+    minus1 = b == -1
+    q = xp.trunc_div(a, xp.where(zero | minus1, xp.ones_like(b), b))
+    return xp.where(zero, xp.zeros_like(q), xp.where(minus1, xp.negative(q), q))
+
+
+def int_pow(xp: Any, a: Any, b: Any) -> Any:
+    """Integer power; a negative exponent gives the truncated reciprocal (0 unless |a| == 1).
+    ``xp.int_power(a, e)`` raises to exponents >= 0 (wrapping)."""
+    a, b = xp.broadcast_arrays(a, b)
+    neg = b < 0
+    pos = xp.int_power(a, xp.where(neg, xp.zeros_like(b), b))
+    recip = xp.where(xp.abs(a) == 1, xp.int_power(a, xp.abs(b) % 2), xp.zeros_like(a))
+    return xp.where(neg, recip, pos)
+
+
+def nan_ignoring(xp: Any, pick: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    """np.fmax / np.fmin from the NaN-propagating ``pick`` (maximum / minimum): NaN only where both are."""
+    return xp.where(xp.isnan(a), b, xp.where(xp.isnan(b), a, pick(a, b)))
+
+
+_BOOL_BINARY = {"add": "logical_or", "max": "logical_or", "fmax": "logical_or",
+                "mul": "logical_and", "min": "logical_and", "fmin": "logical_and"}
+
+
+def binary(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """The ``binary`` op in the result's compute dtype: on bool add / max are ``or`` and mul / min ``and``;
+    integer div and pow are :func:`int_div` / :func:`int_pow`; max / min propagate NaN, fmax / fmin ignore it."""
+    a, b = xp.cast_all(args, out)
+    op = attrs["op"]
+    dtype = xp.rlx_dtype(a)
+    if dtype.is_bool and op in _BOOL_BINARY:
+        return getattr(xp, _BOOL_BINARY[op])(a, b)
+    if op == "add":
+        return a + b
+    if op == "sub":
+        return a - b
+    if op == "mul":
+        return a * b
+    if op == "div":
+        return int_div(xp, a, b) if dtype.is_int else a / b
+    if op in ("fmax", "fmin") and dtype.is_float:
+        return xp.fmax(a, b) if op == "fmax" else xp.fmin(a, b)
+    if op in ("max", "fmax"):
+        return xp.maximum(a, b)
+    if op in ("min", "fmin"):
+        return xp.minimum(a, b)
+    return int_pow(xp, a, b) if dtype.is_int else xp.power(a, b)
+
+
 # --------------------------------------------------------------------------------- indices
 def out_of_range(xp: Any, idx: Any, n: int, wrap: bool = True) -> Any:
     """Where ``idx`` is outside ``[0, n)`` (``wrap``: ``[-n, n)``, negative ones counting from the end)."""
@@ -407,7 +465,7 @@ def checked_index(xp: Any, idx: Any, n: int, op: str, axis: int | None = None, w
 
 #: The rows a lowering table binds by default (rlx.backends.lowering_table): op name -> row.
 ROWS: dict[str, Callable[..., Any]] = {
-    **SHAPE_ROWS, "reduce": reduce, "bitcast": bitcast, "softmax": softmax, "layer_norm": layer_norm,
+    **SHAPE_ROWS, "reduce": reduce, "bitcast": bitcast, "binary": binary, "softmax": softmax, "layer_norm": layer_norm,
     "layer_norm2d": layer_norm2d, "rms_norm": rms_norm, "group_norm": group_norm, "attention": attention,
 }
 # new composite rows go here

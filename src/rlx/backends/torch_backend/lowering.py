@@ -88,13 +88,23 @@ def _prod_axes(x: Any, axis: tuple[int, ...], keepdims: bool, dtype: Any) -> Any
 
 
 #: The torch array namespace the kinds' formulas run in (rlx.ops.kinds).
+def _trunc_div(a, b):
+    """Integer division toward zero (never by 0 or -1: rlx.ops.rows.int_div); torch has no division kernel
+    for u16 / u32, so those are exact in i64."""
+    if a.dtype in (torch.uint16, torch.uint32):
+        return torch.div(a.to(torch.int64), b.to(torch.int64), rounding_mode="trunc").to(a.dtype)
+    return torch.div(a, b, rounding_mode="trunc")
+
+
 TORCH = ArrayNamespace(torch, erf=torch.special.erf, sigmoid=torch.sigmoid, permute=torch.permute, slice_axis=torch.narrow,
                        cast_all=_cast_all, concat=lambda parts, axis: torch.cat(parts, dim=axis),
                        maximum=lambda a, b: torch.maximum(a, torch.as_tensor(b, dtype=a.dtype)), prod=_prod_axes,
                        full_like_shape=lambda shape, value, like: torch.full(shape, value, dtype=like.dtype, device=like.device),
                        rlx_dtype=lambda x: _rlx_dtype(x), astype=lambda x, to: x.to(torch_dtype(to)),
                        bitcast=lambda x, to: x.view(torch_dtype(to)),
-                       arange_like=lambda n, like: torch.arange(n, device=like.device))
+                       arange_like=lambda n, like: torch.arange(n, device=like.device),
+                       trunc_div=_trunc_div, int_power=torch.pow, power=torch.pow,
+                       broadcast_arrays=torch.broadcast_tensors)
 
 _HOST_REASONS = {
     "backward": "training kernels: run by the NumPy reference kernel on the host (a torch lowering is future work)",
@@ -172,54 +182,6 @@ def _cast(args, attrs, out):
 
 
 lowering("bitcast", native_low_precision=True)(TABLE.row("bitcast"))
-
-
-def _int_div(a, b):
-    """Truncating integer division; x / 0 gives 0 and MIN / -1 gives MIN (as the reference). Neither
-    reaches torch's kernel, where both raise SIGFPE: a divisor of 0 or -1 is replaced by 1 first."""
-    if a.dtype in (torch.uint16, torch.uint32):  # torch has no division kernel for them: exact in i64
-        return _int_div(a.to(torch.int64), b.to(torch.int64)).to(a.dtype)
-    zero = b == 0
-    if not a.dtype.is_signed:
-        q = torch.div(a, torch.where(zero, torch.ones_like(b), b), rounding_mode="trunc")
-        return torch.where(zero, torch.zeros_like(q), q)
-    minus1 = b == -1
-    q = torch.div(a, torch.where(zero | minus1, torch.ones_like(b), b), rounding_mode="trunc")
-    return torch.where(zero, torch.zeros_like(q), torch.where(minus1, torch.neg(q), q))  # -MIN wraps to MIN
-
-
-def _int_pow(a, b):
-    a, b = torch.broadcast_tensors(a, b)
-    neg = b < 0
-    pos = torch.pow(a, torch.where(neg, torch.zeros_like(b), b))
-    recip = torch.where(torch.abs(a) == 1, torch.pow(a, torch.abs(b) % 2), torch.zeros_like(a))
-    return torch.where(neg, recip, pos)
-
-
-@lowering("binary")
-def _binary(args, attrs, out):
-    a, b = _cast_all(args, out)
-    op = attrs["op"]
-    is_bool = a.dtype == torch.bool
-    if op == "add":
-        return torch.logical_or(a, b) if is_bool else a + b
-    if op == "sub":
-        return a - b
-    if op == "mul":
-        return torch.logical_and(a, b) if is_bool else a * b
-    if op == "div":
-        return _int_div(a, b) if (is_bool or _is_int(a)) else a / b
-    if op in ("max", "min"):
-        if is_bool:
-            return torch.logical_or(a, b) if op == "max" else torch.logical_and(a, b)
-        return torch.maximum(a, b) if op == "max" else torch.minimum(a, b)  # NaN propagates
-    if op in ("fmax", "fmin"):
-        if is_bool:
-            return torch.logical_or(a, b) if op == "fmax" else torch.logical_and(a, b)
-        if a.dtype.is_floating_point:
-            return torch.fmax(a, b) if op == "fmax" else torch.fmin(a, b)
-        return torch.maximum(a, b) if op == "fmax" else torch.minimum(a, b)
-    return _int_pow(a, b) if _is_int(a) else torch.pow(a, b)
 
 
 _COMPARE = {"eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge}

@@ -60,6 +60,7 @@ from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
 from rlx.ops import rows
+from rlx.ops.conv import pool_count, pool_geo
 from rlx.ops.elementwise import WIDE_INTS, float_to_int
 from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS
 from rlx.ops.rows import reduce_identity
@@ -310,8 +311,7 @@ def _max_pool2d_with_indices(args, attrs, out):
 @lowering("pool2d")
 def _pool2d(args, attrs, out):
     x, kind = args[0], attrs["kind"]
-    k, p = _pair(attrs["kernel_size"]), _pair(attrs["padding"])
-    s = _pair(attrs["stride"]) if attrs["stride"] is not None else k
+    k, s, p = pool_geo(attrs)
     if kind in ("max", "min", "fmax", "fmin"):
         ident = reduce_identity(kind, x.dtype)
         fn = lax.max if kind in ("max", "fmax") else lax.min
@@ -328,10 +328,7 @@ def _pool2d(args, attrs, out):
         return total
     if attrs["count_include_pad"]:
         return total / _scalar(k[0] * k[1], total)
-    ones = np.pad(np.ones(x.shape[2:], np.float64), ((p[0], p[0]), (p[1], p[1])))
-    win = np.lib.stride_tricks.sliding_window_view(ones, k)[:: s[0], :: s[1]]
-    count = win.sum(axis=(-2, -1))[: out.shape[2], : out.shape[3]]
-    return total / jnp.asarray(count, total.dtype)
+    return total / jnp.asarray(pool_count(x.shape, attrs), total.dtype)
 
 
 @lowering("resize_nearest_2x")

@@ -30,6 +30,7 @@ from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
 from rlx.ops import rows
+from rlx.ops.conv import pool_count, pool_geo
 from rlx.ops.elementwise import WIDE_INTS, float_to_int
 from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS, ArrayNamespace
 from rlx.ops.rows import minmax_reduce, reduce_identity
@@ -362,8 +363,7 @@ def _windows(x, k, s, p, fill):
 @lowering("pool2d")
 def _pool2d(args, attrs, out):
     x, kind = args[0], attrs["kind"]
-    k, p = _pair(attrs["kernel_size"]), _pair(attrs["padding"])
-    s = _pair(attrs["stride"]) if attrs["stride"] is not None else k
+    k, s, p = pool_geo(attrs)
     if kind in ("max", "min", "fmax", "fmin"):
         ident = reduce_identity(kind, _numpy_dtype(x))
         high = kind in ("max", "fmax")
@@ -382,8 +382,7 @@ def _pool2d(args, attrs, out):
         return total
     if attrs["count_include_pad"]:
         return total / (k[0] * k[1])
-    ones = torch.ones((1, 1, *x.shape[2:]), dtype=total.dtype, device=x.device)
-    return total / torch.sum(_windows(ones, k, s, p, 0), dim=-1)
+    return total / torch.as_tensor(pool_count(x.shape, attrs), dtype=total.dtype, device=total.device)
 
 
 lowering("special")(special_lowering)  # torch.special calls (rlx.backends.torch_backend.lowering_special)

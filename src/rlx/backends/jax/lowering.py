@@ -379,28 +379,28 @@ def _max_pool2d_backward(args, attrs, out):
     return dxp[:, :, p[0] : p[0] + x.shape[2], p[1] : p[1] + x.shape[3]]
 
 
-def _conv_attrs(attrs, kernel) -> tuple:
+def _conv_adjoint(known, dy, attrs, out, precision, wrt_x: bool):
+    """The adjoint (linear transpose) of the forward conv2d in x (``known`` is w) or in w (``known`` is x)."""
+    conv = (lambda x: conv2d(x, known, *_conv_geometry(attrs), None, precision)) if wrt_x else (
+        lambda w: conv2d(known, w, *_conv_geometry(attrs), None, precision))
+    (grad,) = jax.linear_transpose(conv, jax.ShapeDtypeStruct(tuple(out.shape), known.dtype))(dy)
+    return grad
+
+
+def _conv_geometry(attrs) -> tuple:
     return attrs["stride"], attrs["padding"], attrs["dilation"], attrs["groups"]
 
 
 @lowering("conv2d_backward_input")
 def _conv2d_backward_input(args, attrs, out):
-    """The adjoint (linear transpose) of the forward conv2d in x."""
     (dy, w), _, precision = _contraction_operands(args, out)
-    stride, padding, dilation, groups = _conv_attrs(attrs, w.shape[2:])
-    x0 = jax.ShapeDtypeStruct(tuple(out.shape), w.dtype)
-    (dx,) = jax.linear_transpose(lambda x: conv2d(x, w, stride, padding, dilation, groups, None, precision), x0)(dy)
-    return dx
+    return _conv_adjoint(w, dy, attrs, out, precision, wrt_x=True)
 
 
 @lowering("conv2d_backward_weight")
 def _conv2d_backward_weight(args, attrs, out):
-    """The adjoint (linear transpose) of the forward conv2d in w."""
     (x, dy), _, precision = _contraction_operands(args, out)
-    stride, padding, dilation, groups = _conv_attrs(attrs, out.shape[2:])
-    w0 = jax.ShapeDtypeStruct(tuple(out.shape), x.dtype)
-    (dw,) = jax.linear_transpose(lambda w: conv2d(x, w, stride, padding, dilation, groups, None, precision), w0)(dy)
-    return dw
+    return _conv_adjoint(x, dy, attrs, out, precision, wrt_x=False)
 
 
 @lowering("softmax_cross_entropy")

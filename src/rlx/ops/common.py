@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from rlx.ir.dtype import DType, promote_all
-from rlx.ir.errors import ShapeError
+from rlx.ir.errors import AutodiffError, ShapeError
 from rlx.ir.shape import TensorType, broadcast_shapes, normalize_axis
 
 #: The default epsilon of every normalisation (layer, RMS, group, batch norm and their fused and
@@ -68,3 +69,11 @@ def unmoved_axes(protected: frozenset[int]) -> bool:
     """``OpDef.keeps_grid`` of ops that move elements between positions (reshape, expand): safe
     only under a single scale (no protected axis)."""
     return not protected
+
+
+def refuse_rule(message: str) -> Callable[..., Any]:
+    """A vjp / jvp rule that always raises; ``rule.refusal`` tells the registry-walk tests to expect that."""
+    def rule(ctx: Any, node: Any, *_: Any) -> Any:
+        raise AutodiffError(f"{node.op} (node %{node.id}): {message}")
+    rule.refusal = message  # type: ignore[attr-defined]
+    return rule

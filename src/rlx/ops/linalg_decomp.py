@@ -29,6 +29,7 @@ from rlx.ir.errors import AutodiffError, RlxError, ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType, broadcast_shapes
 from rlx.ir.symbolic import known_ge
+from rlx.ops.common import refuse_rule
 
 FAMILY = "linalg_decomp"
 
@@ -116,15 +117,7 @@ def _np(fn: Callable[..., Any], what: str, *args: Any, **kw: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------ autodiff helpers
-def _refuse(message: str) -> Callable[..., Any]:
-    """A rule that always raises; ``rule.refusal`` tells the registry-walk tests to expect that."""
-    def rule(ctx, node, *_):
-        raise AutodiffError(f"{node.op} (node %{node.id}): {message}")
-    rule.refusal = message  # type: ignore[attr-defined]
-    return rule
-
-
-_NO_VJP = _refuse("no gradient rule: the factorization's derivative is not implemented (differentiate "
+_NO_VJP = refuse_rule("no gradient rule: the factorization's derivative is not implemented (differentiate "
                   "matrix_inverse / det / slogdet / cholesky / solve instead)")
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,13 @@ def require_dim(actual: object, expected: object, what: str) -> None:
 
 def axis_of(axis: int, t: TensorType, what: str = "axis") -> int:
     return normalize_axis(axis, len(t.shape), what)
+
+
+def along_axis(t: TensorType, attrs: Mapping[str, Any], op: str) -> int:
+    """``attrs["axis"]`` normalised, for an op that works along one axis of a rank >= 1 operand."""
+    if len(t.shape) == 0:
+        raise ShapeError(f"{op} needs rank >= 1")
+    return axis_of(attrs["axis"], t)
 
 
 def promote_args(args: list[np.ndarray], dtype: DType) -> list[np.ndarray]:

@@ -21,7 +21,7 @@ from rlx.ir.errors import RlxError, ShapeError
 from rlx.ir.flags import EPILOGUE
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
-from rlx.ops.common import axis_of, require_float
+from rlx.ops.common import along_axis, axis_of, require_float
 from rlx.ops.quant import BATCH_DIMS, batch_lead, split_lead, with_lead
 
 
@@ -57,9 +57,7 @@ def _complex_type(t: TensorType) -> TensorType:
 def _fft_type(ins, attrs):
     t = ins[0]
     _require_c64(t, "x")
-    if len(t.shape) == 0:
-        raise ShapeError("fft needs rank >= 1")
-    axis_of(attrs["axis"], t)
+    along_axis(t, attrs, "fft")
     return t
 
 
@@ -195,9 +193,7 @@ def _top_k_type(ins, attrs):
     t = ins[0]
     if t.dtype.is_complex or t.dtype.is_bool:
         raise ShapeError(f"top_k is not defined on {t.dtype}")
-    if len(t.shape) == 0:
-        raise ShapeError("top_k needs rank >= 1")
-    axis = axis_of(attrs["axis"], t)
+    axis = along_axis(t, attrs, "top_k")
     k, n = attrs["k"], t.shape[axis]
     if k < 0 or (isinstance(n, int) and k > n):
         raise ShapeError(f"k={k} must be in [0, {n}] (the size of axis {axis})")

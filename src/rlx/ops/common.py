@@ -84,3 +84,8 @@ def refuse_rule(message: str) -> Callable[..., Any]:
         raise AutodiffError(f"{node.op} (node %{node.id}): {message}")
     rule.refusal = message  # type: ignore[attr-defined]
     return rule
+
+
+def broadcasting_batch(ctx: Any, node: Any, operands: list[Any], batched: list[bool]) -> Any:
+    """The batch (vmap) rule of every broadcasting elementwise op: the op itself on the batched operands."""
+    return ctx.apply_broadcasting(node, operands, batched)

@@ -19,7 +19,7 @@ from rlx.ir.errors import ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import TensorType
 from rlx.ops import rows
-from rlx.ops.common import all_equal, broadcast_promoted, promote_args, same_type_identity
+from rlx.ops.common import all_equal, broadcast_promoted, broadcasting_batch, promote_args, same_type_identity
 from rlx.ops.evaluate import RAW_OPERANDS
 from rlx.ops.facts import CONVERTS
 from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, NUMPY, GraphNamespace, numpy_erf, numpy_sigmoid
@@ -101,10 +101,6 @@ def _activation_jvp(ctx, node, tangents):
     return times_derivative(ctx.graph, node.attrs["kind"], ctx.operand(node, 0), ctx.output(node), tangents[0])
 
 
-def _broadcasting_batch(ctx, node, operands, batched):
-    return ctx.apply_broadcasting(node, operands, batched)
-
-
 def _activation_keeps_grid(attrs, rank, protected, copies_only) -> bool:
     return ACTIVATION_KINDS[attrs["kind"]].grid in (("keeps_magnitude",) if copies_only else ("keeps", "keeps_magnitude"))
 
@@ -114,7 +110,7 @@ defop(
     attrs={"kind": AttrSpec("str", choices=tuple(ACTIVATIONS))},
     methods={k: {"kind": k} for k in ACTIVATIONS},
     infer=_activation_type, kernel=_activation_kernel, kernel_into=_activation_kernel, flags={"elementwise", "complex_ad"},
-    vjp=_activation_vjp, jvp=_activation_jvp, batch=_broadcasting_batch, keeps_grid=_activation_keeps_grid,
+    vjp=_activation_vjp, jvp=_activation_jvp, batch=broadcasting_batch, keeps_grid=_activation_keeps_grid,
     doc="Unary elementwise function (one row per kind: rlx.ops.kinds). gelu is exact (erf); gelu_approx is the tanh form; "
     "round is half away from zero; relu/neg/abs/round also accept integers; only "
     "neg/exp/log/sqrt accept c64. Derivatives (autodiff) follow docs/semantics.md#activations: relu' = 0 at 0, "
@@ -177,7 +173,7 @@ defop(
     attrs={"to": AttrSpec("dtype")},
     infer=lambda ins, attrs: TensorType(ins[0].shape, attrs["to"]),
     kernel=_cast_kernel, flags={"elementwise", "complex_ad", CONVERTS}, identity=same_type_identity,
-    vjp=_cast_vjp, jvp=_cast_jvp, batch=_broadcasting_batch,
+    vjp=_cast_vjp, jvp=_cast_jvp, batch=broadcasting_batch,
     doc="Convert the element type (x.astype(to)); float to int truncates toward zero, "
     "anything to bool is x != 0, c64 to a real type keeps the real part. Int to a narrower int keeps the low bits "
     "(two's complement; i4 u4 i2 u2 too); float to an int out of its range is defined by float_to_int (x86-64's "
@@ -207,7 +203,7 @@ defop(
     name="bitcast", precision="data_movement", family="elementwise", arity=1, operands=("x",),
     attrs={"to": AttrSpec("dtype")},
     infer=_bitcast_type, kernel=_bitcast_kernel, flags={"elementwise", "no_grad", RAW_OPERANDS},
-    identity=same_type_identity, batch=_broadcasting_batch,
+    identity=same_type_identity, batch=broadcasting_batch,
     doc="Reinterpret each element's bits as dtype `to` of the same bit width (np.ndarray.view, ONNX BitCast, "
     "torch Tensor.view(dtype), lax.bitcast_convert_type); little-endian bytes; the sub-byte types are their low "
     "bits (i4 -1 is u4 15); to bool a nonzero byte is True. Not differentiable (docs/semantics.md#element-types).",
@@ -316,7 +312,7 @@ defop(
     attrs={"op": AttrSpec("str", choices=("add", "sub", "mul", "div", "max", "min", "fmax", "fmin", "pow"))},
     methods={m: {"op": k} for m, k in BINARY_METHODS.items()},
     infer=_binary_type, kernel=_binary_kernel, kernel_into=_binary_kernel, flags={"elementwise", "complex_ad", "broadcasts"},
-    vjp=_binary_vjp, jvp=_binary_jvp, batch=_broadcasting_batch,
+    vjp=_binary_vjp, jvp=_binary_jvp, batch=broadcasting_batch,
     identity=_binary_identity, commutes=lambda attrs: BINARY_KINDS[attrs["op"]].commutative,
     doc="Broadcasting binary arithmetic in the promoted dtype. Builder methods: add, sub, "
     "mul, div, maximum, minimum, fmax, fmin, pow (g.max / g.min are reductions). Float div is IEEE; "
@@ -343,7 +339,7 @@ defop(
     methods={k: {"op": k} for k in _COMPARE},
     infer=_compare_type,
     kernel=lambda args, attrs, out: _COMPARE[attrs["op"]](*promote_args(args, DType.promote(args[0].dtype, args[1].dtype))),
-    flags={"elementwise", "no_grad", "broadcasts"}, batch=_broadcasting_batch,
+    flags={"elementwise", "no_grad", "broadcasts"}, batch=broadcasting_batch,
     commutes=lambda attrs: COMPARE_KINDS[attrs["op"]].commutative,
     doc="Broadcasting comparison in the promoted dtype; the result is bool. Not differentiable.",
 )
@@ -386,7 +382,7 @@ defop(
     name="where", region_key="", precision="elementwise", family="elementwise", arity=3, operands=("cond", "on_true", "on_false"),
     infer=_where_type,
     kernel=lambda args, attrs, out: np.where(args[0] != 0, *promote_args(args[1:], out.dtype)),
-    flags={"elementwise", "complex_ad", "broadcasts"}, vjp=_where_vjp, jvp=_where_jvp, batch=_broadcasting_batch,
+    flags={"elementwise", "complex_ad", "broadcasts"}, vjp=_where_vjp, jvp=_where_jvp, batch=broadcasting_batch,
     identity=_where_identity,
     doc="np.where(cond != 0, on_true, on_false) with three-way broadcasting; the branches "
     "are promoted to a common dtype.",

@@ -510,7 +510,7 @@ def _conv2d_kernel(args, attrs, out_type, out=None):
 
 
 CONV_ATTRS = {
-    "kernel_size": AttrSpec("ints", default=None, doc="[kH, kW]; None = from w (stored explicit); must match w"),
+    "kernel_size": AttrSpec("ints", default=None, doc="[kH, kW]; None = from the weight (stored explicit); must match it"),
     "stride": AttrSpec("ints", default=(1, 1)),
     "padding": AttrSpec("ints", default=(0, 0), doc="symmetric zero padding [pH, pW]"),
     "dilation": AttrSpec("ints", default=(1, 1)),
@@ -581,6 +581,14 @@ defop(
 
 
 # ----------------------------------------------------------------------------- pool2d
+#: the window attributes of pool2d, max_pool2d_with_indices and the pooling backward ops
+WINDOW_ATTRS = {
+    "kernel_size": AttrSpec("ints", doc="[kH, kW]"),
+    "stride": AttrSpec("ints", default=None, doc="[sH, sW]; None = kernel_size (stored explicit)"),
+    "padding": AttrSpec("ints", default=(0, 0), doc="symmetric padding [pH, pW], smaller than kernel_size"),
+}
+
+
 def _pool_canon(ins, attrs):
     if attrs["stride"] is None:
         return {**attrs, "stride": attrs["kernel_size"]}
@@ -649,10 +657,7 @@ def _fold_taps(ufunc, win: np.ndarray) -> np.ndarray:
 defop(
     name="pool2d", work="input", precision="data_movement", family="conv", arity=1, operands=("x",),
     attrs={
-        "kind": AttrSpec("str", choices=POOL_KINDS),
-        "kernel_size": AttrSpec("ints"),
-        "stride": AttrSpec("ints", default=None, doc="None = kernel_size (stored explicit)"),
-        "padding": AttrSpec("ints", default=(0, 0)),
+        "kind": AttrSpec("str", choices=POOL_KINDS), **WINDOW_ATTRS,
         "count_include_pad": AttrSpec("bool", default=True, doc="mean divides by kH*kW (True) or by the in-bounds count"),
     },
     canonicalize=_pool_canon, infer=_pool_type, kernel=_pool_kernel, flags={"reduction"},
@@ -733,11 +738,7 @@ def _mpi_jvp(ctx, node, tangents):
 
 defop(
     name="max_pool2d_with_indices", family="conv", arity=1, operands=("x",),
-    attrs={
-        "kernel_size": AttrSpec("ints"),
-        "stride": AttrSpec("ints", default=None, doc="None = kernel_size (stored explicit)"),
-        "padding": AttrSpec("ints", default=(0, 0)),
-    },
+    attrs=WINDOW_ATTRS,
     canonicalize=_pool_canon, infer=_mpi_type, kernel=lambda args, attrs, out: max_pool_with_indices(np, args[0], attrs),
     vjp=_mpi_vjp, jvp=_mpi_jvp, batch=fold_channelwise, flags={"reduction"},
     doc="NCHW max pool as one node with two results (values, indices): values as pool2d(kind='max') (NaN "

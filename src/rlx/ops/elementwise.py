@@ -23,6 +23,7 @@ from rlx.ops.common import all_equal, broadcast_promoted, broadcasting_batch, pr
 from rlx.ops.evaluate import RAW_OPERANDS
 from rlx.ops.facts import CONVERTS
 from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, NUMPY, GraphNamespace, numpy_erf, numpy_sigmoid
+from rlx.ops.rows import WIDE_INTS, float_to_int
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -120,28 +121,6 @@ defop(
 
 
 #: the int types whose float conversion out of range is defined (float_to_int); the sub-byte ones give 0
-WIDE_INTS = frozenset({DType.I8, DType.I16, DType.I32, DType.I64, DType.U8, DType.U16, DType.U32, DType.U64})
-
-
-def float_to_int(xp, x, to: DType, astype):
-    """``cast`` of floats to the int type ``to`` in array namespace ``xp`` (``astype(a, dtype)`` converts),
-    defined for every input: truncate toward zero; a value the type holds is exact. Otherwise, for u32 /
-    u64, a value >= 0 (too large, +inf) gives 0; for the other types, and for u32 / u64 below 0 or NaN,
-    the value goes through i32 (i64 for the 64-bit types): one that fits keeps its low bits (two's
-    complement wrap: -1.0 -> u8 255, 300.0 -> i8 44), NaN, +-inf and anything beyond give that
-    type's minimum, then its low bits (NaN -> i32 INT_MIN, -> u8 0). That is what NumPy, torch and
-    onnxruntime do on x86-64; written out here so every backend and platform gives it."""
-    t = xp.trunc(x)
-    bits = to.bits
-    via = DType.I64 if bits == 64 else DType.I32
-    low, high = -(2.0 ** (via.bits - 1)), 2.0 ** (via.bits - 1)
-    if to in (DType.U32, DType.U64):  # [2**(bits-1), 2**bits) as its negative twin (exact: Sterbenz); larger: 0
-        big = t >= 2.0 ** bits
-        t = xp.where(big, 0.0, xp.where(t >= high, t - 2.0 ** bits, t))
-    fits = (t >= low) & (t < high)  # False for NaN
-    return astype(xp.where(fits, astype(xp.where(fits, t, 0.0), via), int(low)), to)
-
-
 def _cast_kernel(args, attrs, out):
     x, to = args[0], attrs["to"]
     if to.is_bool:

@@ -23,6 +23,7 @@ out)`` form the tables hold. The semantics are the ops' own (registry docstrings
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,8 +31,8 @@ import numpy as np
 
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError, ShapeError
-from rlx.ir.shape import normalize_axis
-from rlx.ops.kinds import GraphNamespace
+from rlx.ir.shape import TensorType, normalize_axis
+from rlx.ops.kinds import UNARY_MATH_KINDS, GraphNamespace
 
 #: masked attention scores are replaced by this (finite: a fully masked row averages v instead of NaN)
 MASK_FILL = -1e9
@@ -385,6 +386,72 @@ def attention(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> A
     return lay.from_bhsd(xp, attention_core(xp, q, k, v, attrs, args[3] if len(args) > 3 else None))
 
 
+# ------------------------------------------------------------------------------ elementwise
+#: the integer types a float converts to through :func:`float_to_int` (out-of-range values as the reference)
+WIDE_INTS = frozenset({DType.I8, DType.I16, DType.I32, DType.I64, DType.U8, DType.U16, DType.U32, DType.U64})
+
+
+def float_to_int(xp: Any, x: Any, to: DType, astype: Callable[[Any, DType], Any]) -> Any:
+    """``cast`` of floats to the int type ``to`` in array namespace ``xp`` (``astype(a, dtype)`` converts),
+    defined for every input: truncate toward zero; a value the type holds is exact. Otherwise, for u32 /
+    u64, a value >= 0 (too large, +inf) gives 0; for the other types, and for u32 / u64 below 0 or NaN,
+    the value goes through i32 (i64 for the 64-bit types): one that fits keeps its low bits (two's
+    complement wrap: -1.0 -> u8 255, 300.0 -> i8 44), NaN, +-inf and anything beyond give that
+    type's minimum, then its low bits (NaN -> i32 INT_MIN, -> u8 0). That is what NumPy, torch and
+    onnxruntime do on x86-64; written out here so every backend and platform gives it."""
+    t = xp.trunc(x)
+    bits = to.bits
+    via = DType.I64 if bits == 64 else DType.I32
+    low, high = -(2.0 ** (via.bits - 1)), 2.0 ** (via.bits - 1)
+    if to in (DType.U32, DType.U64):  # [2**(bits-1), 2**bits) as its negative twin (exact: Sterbenz); larger: 0
+        big = t >= 2.0 ** bits
+        t = xp.where(big, 0.0, xp.where(t >= high, t - 2.0 ** bits, t))
+    fits = (t >= low) & (t < high)  # False for NaN
+    return astype(xp.where(fits, astype(xp.where(fits, t, 0.0), via), int(low)), to)
+
+
+def cast(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """The ``cast`` op: to bool is ``x != 0``; complex to real keeps the real part; float to int truncates
+    (:func:`float_to_int` for the wide ints); the narrow floats round through f32 (no double-rounding drift)."""
+    x, to = args[0], attrs["to"]
+    src = xp.rlx_dtype(x)
+    if to.is_bool:
+        return x != 0
+    if src.is_complex and not to.is_complex:
+        x = xp.real(x)
+        src = xp.rlx_dtype(x)
+    if to in WIDE_INTS and src.is_float:
+        return float_to_int(xp, x, to, xp.astype)
+    if to.is_int and src.is_float:
+        x = xp.trunc(x)
+    if to.is_low_precision_float and src.is_float and src is not DType.F32:
+        x = xp.astype(x, DType.F32)
+    return xp.astype(x, to)
+
+
+_COMPARE = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge}
+
+
+def compare(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """The ``compare`` op: both operands in their promoted type, then the comparison (bool)."""
+    common = DType.promote(xp.rlx_dtype(args[0]), xp.rlx_dtype(args[1]))
+    a, b = xp.cast_all(args, TensorType(out.shape, common))
+    return _COMPARE[attrs["op"]](a, b)
+
+
+def where(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """The ``where`` op: a non-bool condition counts as true where != 0; the branches in the result's dtype."""
+    c = args[0] if xp.rlx_dtype(args[0]).is_bool else args[0] != 0
+    a, b = xp.cast_all(args[1:], out)
+    return xp.where(c, a, b)
+
+
+def unary_math(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """The ``unary_math`` op: its kind's formula (rlx.ops.kinds.UNARY_MATH_KINDS)."""
+    x = args[0]
+    return UNARY_MATH_KINDS[attrs["kind"]].forward(xp, x, is_int=not xp.rlx_dtype(x).is_float)
+
+
 # ------------------------------------------------------------------------------ binary
 def int_div(xp: Any, a: Any, b: Any) -> Any:
     """Integer division truncating toward zero; x / 0 gives 0 and MIN / -1 gives MIN (the negation wraps).
@@ -465,7 +532,8 @@ def checked_index(xp: Any, idx: Any, n: int, op: str, axis: int | None = None, w
 
 #: The rows a lowering table binds by default (rlx.backends.lowering_table): op name -> row.
 ROWS: dict[str, Callable[..., Any]] = {
-    **SHAPE_ROWS, "reduce": reduce, "bitcast": bitcast, "binary": binary, "softmax": softmax, "layer_norm": layer_norm,
+    **SHAPE_ROWS, "reduce": reduce, "bitcast": bitcast, "binary": binary,
+    "cast": cast, "compare": compare, "where": where, "unary_math": unary_math, "softmax": softmax, "layer_norm": layer_norm,
     "layer_norm2d": layer_norm2d, "rms_norm": rms_norm, "group_norm": group_norm, "attention": attention,
 }
 # new composite rows go here

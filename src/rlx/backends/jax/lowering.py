@@ -56,13 +56,11 @@ from rlx.backends.jax.table import (
     tracing_precision,
 )
 from rlx.backends.jax.table import cast_all as _cast_all
-from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
 from rlx.ops import rows
 from rlx.ops.conv import pool_count, pool_geo
-from rlx.ops.elementwise import WIDE_INTS, float_to_int
-from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS
+from rlx.ops.kinds import ACTIVATION_KINDS
 from rlx.ops.rows import reduce_identity
 
 __all__ = ["DECOMPOSED", "JNP", "LEAVES", "LOWERINGS", "NATIVE_LOW_PRECISION", "REFUSED", "TABLE", "Lowering", "activate",
@@ -101,44 +99,7 @@ def _activation(args, attrs, out):
     return activate(attrs["kind"], args[0])
 
 
-@lowering("cast")
-def _cast(args, attrs, out):
-    x, to = args[0], attrs["to"]
-    if to.is_bool:
-        return x != 0
-    if _is_complex(x) and not to.is_complex:
-        x = jnp.real(x)
-    if to in WIDE_INTS and _is_float(x):  # out of range as the reference (XLA would saturate)
-        return float_to_int(jnp, x, to, JNP.astype)
-    if to.is_int and (_is_float(x) or _is_complex(x)):
-        x = jnp.trunc(x)
-    if to.is_low_precision_float and x.dtype != jnp.float32 and not _is_int_or_bool(x):
-        x = x.astype(jnp.float32)  # the reference rounds through f32 (no double-rounding drift)
-    return x.astype(jnp_dtype(to))
-
-
 lowering("bitcast", native_low_precision=True)(TABLE.row("bitcast"))
-
-
-def _is_int_or_bool(a: Any) -> bool:
-    return jnp.issubdtype(a.dtype, jnp.integer) or a.dtype == jnp.bool_
-
-
-_COMPARE = {"eq": jnp.equal, "ne": jnp.not_equal, "lt": jnp.less, "le": jnp.less_equal, "gt": jnp.greater, "ge": jnp.greater_equal}
-
-
-@lowering("compare")
-def _compare(args, attrs, out):
-    common = DType.promote(DType.of(np.dtype(args[0].dtype)), DType.of(np.dtype(args[1].dtype)))
-    a, b = _cast_all(args, TensorType(out.shape, common))
-    return _COMPARE[attrs["op"]](a, b)
-
-
-@lowering("where")
-def _where(args, attrs, out):
-    c = args[0] if args[0].dtype == jnp.bool_ else args[0] != 0
-    a, b = _cast_all(args[1:], out)
-    return jnp.where(c, a, b)
 
 
 # ------------------------------------------------------------------------------- linalg
@@ -530,12 +491,6 @@ def _gather_backward(args, attrs, out):
 
 
 # ------------------------------------------------------------------------------ math_ext
-@lowering("unary_math")
-def _unary_math(args, attrs, out):
-    x = args[0]
-    return UNARY_MATH_KINDS[attrs["kind"]].forward(JNP, x, is_int=not _is_float(x))
-
-
 @lowering("binary_ext")
 def _binary_ext(args, attrs, out):
     a, b = _cast_all(args, out)

@@ -31,8 +31,7 @@ from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
 from rlx.ops import rows
 from rlx.ops.conv import pool_count, pool_geo
-from rlx.ops.elementwise import WIDE_INTS, float_to_int
-from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS, ArrayNamespace
+from rlx.ops.kinds import ACTIVATION_KINDS, ArrayNamespace
 from rlx.ops.rows import minmax_reduce, reduce_identity
 
 Lowering = Callable[[list[Any], Mapping[str, Any], TensorType], Any]
@@ -44,6 +43,7 @@ _TORCH_DTYPES = {
     "f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2,
     "f8e4m3fnuz": torch.float8_e4m3fnuz, "f8e5m2fnuz": torch.float8_e5m2fnuz, "f8e8m0": torch.float8_e8m0fnu,
 }
+_FROM_TORCH = {dt: DType(name) for name, dt in _TORCH_DTYPES.items()}
 
 
 class TorchDTypeError(RlxError, TypeError):
@@ -166,53 +166,14 @@ def _activation(args, attrs, out):
     return activate(attrs["kind"], x)
 
 
-@lowering("cast")
-def _cast(args, attrs, out):
-    x, to = args[0], attrs["to"]
-    if to.is_bool:
-        return x != 0
-    if x.dtype.is_complex and not to.is_complex:
-        x = torch.real(x)
-    if to in WIDE_INTS and _is_float(x):  # out of range as the reference, on any platform
-        return float_to_int(torch, x, to, TORCH.astype)
-    if to.is_int and (_is_float(x) or x.dtype.is_complex):
-        x = torch.trunc(x)
-    if to.is_low_precision_float and x.dtype != torch.float32 and _is_float(x):
-        x = x.to(torch.float32)  # the reference rounds through f32
-    return x.to(torch_dtype(to))
-
-
 lowering("bitcast", native_low_precision=True)(TABLE.row("bitcast"))
 
 
-_COMPARE = {"eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge}
-
-
-@lowering("compare")
-def _compare(args, attrs, out):
-    common = DType.promote(_rlx_dtype(args[0]), _rlx_dtype(args[1]))
-    a, b = _cast_all(args, TensorType(out.shape, common))
-    return _COMPARE[attrs["op"]](a, b)
-
-
 def _rlx_dtype(t: Any) -> DType:
-    for name, dt in _TORCH_DTYPES.items():
-        if dt == t.dtype:
-            return DType(name)
-    raise RlxError(f"torch backend: unsupported tensor dtype {t.dtype}")
-
-
-@lowering("where")
-def _where(args, attrs, out):
-    c = args[0] if args[0].dtype == torch.bool else args[0] != 0
-    a, b = _cast_all(args[1:], out)
-    return torch.where(c, a, b)
-
-
-@lowering("unary_math")
-def _unary_math(args, attrs, out):
-    x = args[0]
-    return UNARY_MATH_KINDS[attrs["kind"]].forward(TORCH, x, is_int=not _is_float(x))
+    found = _FROM_TORCH.get(t.dtype)
+    if found is None:
+        raise RlxError(f"torch backend: unsupported tensor dtype {t.dtype}")
+    return found
 
 
 # ------------------------------------------------------------------------------- linalg

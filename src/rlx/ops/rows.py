@@ -387,7 +387,7 @@ def attention(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> A
 
 
 # ------------------------------------------------------------------------------ elementwise
-#: the integer types a float converts to through :func:`float_to_int` (out-of-range values as the reference)
+#: the int types whose float conversion out of range is defined (float_to_int); the sub-byte ones give 0
 WIDE_INTS = frozenset({DType.I8, DType.I16, DType.I32, DType.I64, DType.U8, DType.U16, DType.U32, DType.U64})
 
 

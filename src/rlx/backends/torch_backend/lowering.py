@@ -97,11 +97,18 @@ def _trunc_div(a, b):
     return torch.div(a, b, rounding_mode="trunc")
 
 
+def _rlx_dtype(t: Any) -> DType:
+    found = _FROM_TORCH.get(t.dtype)
+    if found is None:
+        raise RlxError(f"torch backend: unsupported tensor dtype {t.dtype}")
+    return found
+
+
 TORCH = ArrayNamespace(torch, erf=torch.special.erf, sigmoid=torch.sigmoid, permute=torch.permute, slice_axis=torch.narrow,
                        cast_all=_cast_all, concat=lambda parts, axis: torch.cat(parts, dim=axis),
                        maximum=lambda a, b: torch.maximum(a, torch.as_tensor(b, dtype=a.dtype)), prod=_prod_axes,
                        full_like_shape=lambda shape, value, like: torch.full(shape, value, dtype=like.dtype, device=like.device),
-                       rlx_dtype=lambda x: _rlx_dtype(x), astype=lambda x, to: x.to(torch_dtype(to)),
+                       rlx_dtype=_rlx_dtype, astype=lambda x, to: x.to(torch_dtype(to)),
                        bitcast=lambda x, to: x.view(torch_dtype(to)),
                        arange_like=lambda n, like: torch.arange(n, device=like.device),
                        trunc_div=_trunc_div, int_power=torch.pow, power=torch.pow,
@@ -167,13 +174,6 @@ def _activation(args, attrs, out):
 
 
 lowering("bitcast", native_low_precision=True)(TABLE.row("bitcast"))
-
-
-def _rlx_dtype(t: Any) -> DType:
-    found = _FROM_TORCH.get(t.dtype)
-    if found is None:
-        raise RlxError(f"torch backend: unsupported tensor dtype {t.dtype}")
-    return found
 
 
 # ------------------------------------------------------------------------------- linalg

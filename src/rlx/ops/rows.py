@@ -32,7 +32,7 @@ import numpy as np
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError, ShapeError
 from rlx.ir.shape import TensorType, normalize_axis
-from rlx.ops.kinds import UNARY_MATH_KINDS, GraphNamespace
+from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS, GraphNamespace
 
 #: masked attention scores are replaced by this (finite: a fully masked row averages v instead of NaN)
 MASK_FILL = -1e9
@@ -410,6 +410,21 @@ def float_to_int(xp: Any, x: Any, to: DType, astype: Callable[[Any, DType], Any]
     return astype(xp.where(fits, astype(xp.where(fits, t, 0.0), via), int(low)), to)
 
 
+def activate(xp: Any, kind: str | None, x: Any) -> Any:
+    """The activation kind's formula (rlx.ops.kinds.ACTIVATION_KINDS) on ``x``; None is the identity."""
+    if kind is None:
+        return x
+    dtype = xp.rlx_dtype(x)
+    return ACTIVATION_KINDS[kind].forward(xp, x, is_int=not (dtype.is_float or dtype.is_complex))
+
+
+def activation(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """The ``activation`` op in the result's compute dtype (abs keeps its operand: |c64| is real)."""
+    kind = attrs["kind"]
+    (x,) = (args[0],) if kind == "abs" else xp.cast_all(args[:1], out)
+    return activate(xp, kind, x)
+
+
 def cast(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
     """The ``cast`` op: to bool is ``x != 0``; complex to real keeps the real part; float to int truncates
     (:func:`float_to_int` for the wide ints); the narrow floats round through f32 (no double-rounding drift)."""
@@ -532,8 +547,8 @@ def checked_index(xp: Any, idx: Any, n: int, op: str, axis: int | None = None, w
 
 #: The rows a lowering table binds by default (rlx.backends.lowering_table): op name -> row.
 ROWS: dict[str, Callable[..., Any]] = {
-    **SHAPE_ROWS, "reduce": reduce, "bitcast": bitcast, "binary": binary,
-    "cast": cast, "compare": compare, "where": where, "unary_math": unary_math, "softmax": softmax, "layer_norm": layer_norm,
+    **SHAPE_ROWS, "reduce": reduce, "bitcast": bitcast, "binary": binary, "activation": activation, "cast": cast,
+    "compare": compare, "where": where, "unary_math": unary_math, "softmax": softmax, "layer_norm": layer_norm,
     "layer_norm2d": layer_norm2d, "rms_norm": rms_norm, "group_norm": group_norm, "attention": attention,
 }
 # new composite rows go here

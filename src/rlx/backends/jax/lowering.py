@@ -76,10 +76,6 @@ def _is_float(a: Any) -> bool:
     return jnp.issubdtype(a.dtype, jnp.floating)
 
 
-def _is_complex(a: Any) -> bool:
-    return jnp.issubdtype(a.dtype, jnp.complexfloating)
-
-
 # ------------------------------------------------------------------------------ sources
 @lowering("constant")
 def _constant(args, attrs, out):
@@ -88,15 +84,8 @@ def _constant(args, attrs, out):
 
 # -------------------------------------------------------------------------- elementwise
 def activate(kind: str | None, x: Any) -> Any:
-    """The activation row's formula in jax.numpy (None: identity)."""
-    if kind is None:
-        return x
-    return ACTIVATION_KINDS[kind].forward(JNP, x, is_int=not (_is_float(x) or _is_complex(x)))
-
-
-@lowering("activation")
-def _activation(args, attrs, out):
-    return activate(attrs["kind"], args[0])
+    """The activation row in jax.numpy (None: identity)."""
+    return rows.activate(JNP, kind, x)
 
 
 lowering("bitcast", native_low_precision=True)(TABLE.row("bitcast"))

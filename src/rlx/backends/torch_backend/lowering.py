@@ -31,7 +31,7 @@ from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
 from rlx.ops import rows
 from rlx.ops.conv import pool_count, pool_geo
-from rlx.ops.kinds import ACTIVATION_KINDS, ArrayNamespace
+from rlx.ops.kinds import ArrayNamespace
 from rlx.ops.rows import minmax_reduce, reduce_identity
 
 Lowering = Callable[[list[Any], Mapping[str, Any], TensorType], Any]
@@ -156,21 +156,21 @@ _NATIVE: dict[str, Callable[[Any], Any]] = {"gelu": F.gelu, "gelu_approx": lambd
 
 
 def activate(kind: str | None, x: Any) -> Any:
-    """The activation row's formula in torch (a native kernel where torch has one); None: identity."""
-    if kind is None:
-        return x
-    native = _NATIVE.get(kind)
+    """The activation row in torch, or torch's native kernel where it has one; None: identity."""
+    native = _NATIVE.get(kind) if kind is not None else None
     if native is not None and _is_float(x):
         return native(x)
-    return ACTIVATION_KINDS[kind].forward(TORCH, x, is_int=not (_is_float(x) or x.dtype.is_complex))
+    return rows.activate(TORCH, kind, x)
 
 
 @lowering("activation")
 def _activation(args, attrs, out):
-    x = args[0]
-    if x.dtype != compute_dtype(out.dtype) and attrs["kind"] not in ("abs",):
-        x = x.to(compute_dtype(out.dtype))
-    return activate(attrs["kind"], x)
+    """The row, with torch's native gelu / silu kernels as overrides."""
+    native = _NATIVE.get(attrs["kind"])
+    if native is None:
+        return rows.activation(TORCH, args, attrs, out)
+    (x,) = _cast_all(args, out)
+    return native(x) if _is_float(x) else rows.activate(TORCH, attrs["kind"], x)
 
 
 lowering("bitcast", native_low_precision=True)(TABLE.row("bitcast"))

@@ -89,3 +89,15 @@ def refuse_rule(message: str) -> Callable[..., Any]:
 def broadcasting_batch(ctx: Any, node: Any, operands: list[Any], batched: list[bool]) -> Any:
     """The batch (vmap) rule of every broadcasting elementwise op: the op itself on the batched operands."""
     return ctx.apply_broadcasting(node, operands, batched)
+
+
+def linear_solve_jvp(ctx: Any, node: Any, tangents: list[Any], product: Callable[[Any, Any], Any],
+                     solve: Callable[[Any], Any]) -> Any:
+    """The tangent of a linear solve X = A⁻¹·B: ``solve(tB - product(tA, X))``, where ``product`` is the op's
+    A·X and ``solve`` the op itself on a new right-hand side (a missing tangent counts as zero)."""
+    ta, tb = tangents
+    rhs = tb
+    if ta is not None:
+        ax = product(ta, ctx.output(node))
+        rhs = -ax if rhs is None else rhs - ax
+    return solve(rhs)

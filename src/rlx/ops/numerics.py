@@ -21,7 +21,7 @@ from rlx.ir.errors import RlxError, ShapeError
 from rlx.ir.flags import EPILOGUE
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
-from rlx.ops.common import along_axis, axis_of, require_float
+from rlx.ops.common import along_axis, axis_of, linear_solve_jvp, require_float
 from rlx.ops.quant import BATCH_DIMS, batch_lead, split_lead, with_lead
 
 
@@ -150,16 +150,13 @@ def _solve_vjp(ctx, node, ct):
 def _solve_jvp(ctx, node, tangents):
     g = ctx.graph
     a, b = ctx.operands(node)
-    ta, tb = tangents
-    rhs = tb
-    if ta is not None:
-        x = ctx.output(node)
-        if len(b.shape) == len(a.shape) - 1:
-            ax = ctx.reshape(g.matmul(ta, ctx.reshape(x, [*x.shape, 1])), list(x.shape))
-        else:
-            ax = g.matmul(ta, x)
-        rhs = -ax if rhs is None else rhs - ax
-    return g.append(node.op, [a, rhs], {})
+
+    def product(ta, x):
+        if len(b.shape) == len(a.shape) - 1:  # a vector right-hand side
+            return ctx.reshape(g.matmul(ta, ctx.reshape(x, [*x.shape, 1])), list(x.shape))
+        return g.matmul(ta, x)
+
+    return linear_solve_jvp(ctx, node, tangents, product, lambda rhs: g.append(node.op, [a, rhs], {}))
 
 
 def _solve_batch(ctx, node, operands, batched):

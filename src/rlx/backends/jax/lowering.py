@@ -59,7 +59,7 @@ from rlx.backends.jax.table import cast_all as _cast_all
 from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
 from rlx.ops import rows
-from rlx.ops.conv import pool_count, pool_geo
+from rlx.ops.conv import max_pool_with_indices, pool_count, pool_geo
 from rlx.ops.kinds import ACTIVATION_KINDS
 from rlx.ops.rows import reduce_identity
 
@@ -253,8 +253,6 @@ def _window(x, init, fn, k, s, p):
 @lowering("max_pool2d_with_indices")
 def _max_pool2d_with_indices(args, attrs, out):
     """The op's own formula (rlx.ops.conv.max_pool_with_indices) over jax.numpy."""
-    from rlx.ops.conv import max_pool_with_indices
-
     return max_pool_with_indices(jnp, args[0], attrs)
 
 

@@ -18,18 +18,10 @@ ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
 import rlx  # noqa: E402
+from frontends.torch.helpers import Fn  # noqa: E402
 from rlx.frontends.onnx import import_model  # noqa: E402
 
 F = torch.nn.functional
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
 
 
 def exported(module, x: np.ndarray) -> bytes:

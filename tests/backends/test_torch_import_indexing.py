@@ -10,16 +10,8 @@ F = torch.nn.functional
 
 import rlx  # noqa: E402
 import rlx.torch  # noqa: E402
+from frontends.torch.helpers import Fn  # noqa: E402
 from rlx.frontends.torch.importer import TorchImportError  # noqa: E402
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
 
 
 def _parity(fn, *args, atol=1e-6, grad=False):

@@ -33,20 +33,17 @@ def svg_nodes(root: ET.Element) -> dict[str, dict]:
     return out
 
 
+def svg_group_texts(root: ET.Element, cls: str) -> list[str]:
+    """The texts of every ``<g class=cls>`` (graphviz: "cluster", "edge", "node"), in document order."""
+    return [t for g in root.iter(f"{SVG}g") if g.get("class") == cls for t in svg_texts(g)]
+
+
 def svg_clusters(root: ET.Element) -> list[str]:
-    labels = []
-    for g in root.iter(f"{SVG}g"):
-        if g.get("class") == "cluster":
-            labels += svg_texts(g)
-    return labels
+    return svg_group_texts(root, "cluster")
 
 
 def svg_edge_labels(root: ET.Element) -> list[str]:
-    out = []
-    for g in root.iter(f"{SVG}g"):
-        if g.get("class") == "edge":
-            out += svg_texts(g)
-    return out
+    return svg_group_texts(root, "edge")
 
 
 def png_size(path) -> tuple[int, int]:

@@ -138,3 +138,69 @@ def test_index_bounds_row():
         rows.checked_index(NUMPY, np.array([1, 3]), 3, "gather", axis=1)
     with pytest.raises(rlx.RlxError, match="index -1"):
         rows.checked_index(NUMPY, np.array([-1]), 3, "labels", wrap=False)
+
+
+ELEMENTWISE_ROWS = ("binary", "cast", "compare", "where", "unary_math")
+
+
+def test_jax_and_torch_bind_the_elementwise_rows():
+    """No backend keeps its own copy of these ops' formulas: both tables hold the row itself."""
+    pytest.importorskip("torch")
+    pytest.importorskip("jax")
+    from rlx.backends.jax.lowering import LOWERINGS as JAX
+    from rlx.backends.torch_backend.lowering import LOWERINGS as TORCH_LOWERINGS
+
+    for name in ELEMENTWISE_ROWS:
+        assert JAX[name].row is rows.ROWS[name] and TORCH_LOWERINGS[name].row is rows.ROWS[name], name
+
+
+def _namespace(backend):
+    """(the backend's array namespace, numpy array -> its array)."""
+    if backend == "numpy":
+        return NUMPY, np.asarray
+    if backend == "torch":
+        torch = pytest.importorskip("torch")
+        from rlx.backends.torch_backend.lowering import TORCH
+
+        return TORCH, torch.from_numpy
+    jnp = pytest.importorskip("jax.numpy")
+    from rlx.backends.jax.lowering import JNP
+
+    return JNP, jnp.asarray
+
+
+def _int_div_oracle(a: int, b: int, bits: int) -> int:
+    """Truncating division in Python integers, x / 0 = 0, wrapped to a signed ``bits``-bit int."""
+    q = 0 if b == 0 else abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+    return (q + 2 ** (bits - 1)) % 2 ** bits - 2 ** (bits - 1)
+
+
+def _int_pow_oracle(a: int, b: int, bits: int) -> int:
+    r = (1 if abs(a) == 1 and b % 2 == 0 else a if abs(a) == 1 else 0) if b < 0 else a ** b
+    return (r + 2 ** (bits - 1)) % 2 ** bits - 2 ** (bits - 1)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch", "jax"])
+def test_integer_div_and_pow_rows_against_python_ints(backend):
+    lo = np.iinfo(np.int8).min
+    a = np.array([7, -7, 7, -7, 5, lo, lo, 3, -1, 1, 2, -2, 0], np.int8)
+    b = np.array([2, 2, -2, -2, 0, -1, 1, 0, -3, -4, 7, 3, 5], np.int8)
+    xp, wrap = _namespace(backend)
+    out = TensorType(Shape(a.shape), rlx.DType.I8)
+    with np.errstate(over="ignore"):
+        div = np.asarray(rows.binary(xp, [wrap(a), wrap(b)], {"op": "div"}, out))
+        exps = np.abs(b) % 4 * np.sign(b)
+        pw = np.asarray(rows.binary(xp, [wrap(a), wrap(exps)], {"op": "pow"}, out))
+    assert div.tolist() == [_int_div_oracle(int(x), int(y), 8) for x, y in zip(a, b)]
+    assert pw.tolist() == [_int_pow_oracle(int(x), int(e), 8) for x, e in zip(a, exps)]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch", "jax"])
+def test_fmax_row_ignores_nan_as_numpy(backend):
+    a = np.array([np.nan, 1.0, np.nan, -2.0], np.float32)
+    b = np.array([3.0, np.nan, np.nan, 5.0], np.float32)
+    xp, wrap = _namespace(backend)
+    out = TensorType(Shape(a.shape), rlx.DType.F32)
+    for op, oracle in (("fmax", np.fmax), ("fmin", np.fmin), ("max", np.maximum), ("min", np.minimum)):
+        got = np.asarray(rows.binary(xp, [wrap(a), wrap(b)], {"op": op}, out))
+        np.testing.assert_array_equal(got, oracle(a, b))

@@ -248,3 +248,9 @@ bool_, c64, c128 = DType.BOOL, DType.C64, DType.C128
 f8e4m3, f8e5m2 = DType.F8E4M3, DType.F8E5M2
 f8e4m3fnuz, f8e5m2fnuz, f8e8m0, f4e2m1 = DType.F8E4M3FNUZ, DType.F8E5M2FNUZ, DType.F8E8M0, DType.F4E2M1
 i4, u4, i2, u2 = DType.I4, DType.U4, DType.I2, DType.U2
+
+
+def needs_f32_master(dtype: Any) -> bool:
+    """Whether training keeps an f32 master copy of a param of this NumPy / ml_dtypes dtype: the floats
+    narrower than f32 (f16, bf16), whose small updates would round away."""
+    return (np.dtype(dtype).itemsize < 4 and np.dtype(dtype).kind == "f") or str(dtype) == "bfloat16"

@@ -30,7 +30,18 @@ from rlx.ir.flags import BLAS
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops.common import promote_args, require_dim, require_float, require_rank
-from rlx.ops.conv import Fold, col2im, conv_geo, conv_out_size, first_max_mask, fold_channelwise, patches, select_taps
+from rlx.ops.conv import (
+    CONV_ATTRS,
+    WINDOW_ATTRS,
+    Fold,
+    col2im,
+    conv_geo,
+    conv_out_size,
+    first_max_mask,
+    fold_channelwise,
+    patches,
+    select_taps,
+)
 from rlx.ops.cost import conv_transpose_macs, conv_weight_grad_macs
 from rlx.ops.elementwise import ACTIVATIONS, times_derivative
 from rlx.ops.kinds import NUMPY
@@ -70,18 +81,6 @@ def _pair(values: tuple[int, ...] | None, what: str, minimum: int) -> tuple[int,
     return values[0], values[1]
 
 
-_WINDOW_ATTRS = {
-    "kernel_size": AttrSpec("ints", doc="[kH, kW]"),
-    "stride": AttrSpec("ints", default=None, doc="[sH, sW]; None = kernel_size (stored explicit), as pool2d"),
-    "padding": AttrSpec("ints", default=(0, 0), doc="symmetric padding [pH, pW], smaller than kernel_size"),
-}
-_CONV_ATTRS = {
-    "kernel_size": AttrSpec("ints", default=None, doc="[kH, kW]; None = from the weight (stored explicit)"),
-    "stride": AttrSpec("ints", default=(1, 1)),
-    "padding": AttrSpec("ints", default=(0, 0), doc="symmetric zero padding [pH, pW]"),
-    "dilation": AttrSpec("ints", default=(1, 1)),
-    "groups": AttrSpec("int", default=1),
-}
 
 
 def _geometry(attrs, kernel=None) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int], tuple[int, int]]:
@@ -335,7 +334,7 @@ def _max_pool_backward_jvp(ctx, node, tangents):
 
 
 defop(
-    name="max_pool2d_backward", precision="data_movement", family=_FAMILY, arity=2, operands=("x", "dy"), attrs=_WINDOW_ATTRS,
+    name="max_pool2d_backward", precision="data_movement", family=_FAMILY, arity=2, operands=("x", "dy"), attrs=WINDOW_ATTRS,
     canonicalize=_pool_canon, infer=_max_pool_backward_type, kernel=_max_pool_backward_kernel,
     vjp=_max_pool_backward_vjp, jvp=_max_pool_backward_jvp, batch=fold_channelwise,
     doc="Gradient of 2-D max pooling (x [N,C,H,W], dy [N,C,Ho,Wo] → x.shape). Each window's "
@@ -516,7 +515,7 @@ def _conv_weight_batch(ctx, node, operands, batched):
 defop(
     name="conv2d_backward_input", precision="compute", family=_FAMILY, arity=2, operands=("dy", "w"), flags={BLAS},
     macs=conv_transpose_macs,
-    attrs={**_CONV_ATTRS, "input_shape": AttrSpec("dims", doc="shape of the forward input x [N, Cin, H, W]")},
+    attrs={**CONV_ATTRS, "input_shape": AttrSpec("dims", doc="shape of the forward input x [N, Cin, H, W]")},
     canonicalize=_conv_kernel_canon(lambda ins, attrs: ins[1].shape),
     infer=_conv_backward_input_type, kernel=_conv_backward_input_kernel,
     vjp=_conv_input_vjp, jvp=_bilinear_jvp, batch=_conv_input_batch,
@@ -528,7 +527,7 @@ defop(
 defop(
     name="conv2d_backward_weight", precision="compute", family=_FAMILY, arity=2, operands=("x", "dy"), flags={BLAS},
     macs=conv_weight_grad_macs,
-    attrs={**_CONV_ATTRS, "weight_shape": AttrSpec("dims", doc="shape of the forward weight [Cout, Cin/G, kH, kW]")},
+    attrs={**CONV_ATTRS, "weight_shape": AttrSpec("dims", doc="shape of the forward weight [Cout, Cin/G, kH, kW]")},
     canonicalize=_conv_kernel_canon(lambda ins, attrs: attrs["weight_shape"]),
     infer=_conv_backward_weight_type, kernel=_conv_backward_weight_kernel,
     vjp=_conv_weight_vjp, jvp=_bilinear_jvp, batch=_conv_weight_batch,

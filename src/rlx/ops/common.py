@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from rlx.ir.dtype import DType, promote_all
-from rlx.ir.errors import ShapeError
+from rlx.ir.errors import AutodiffError, ShapeError
 from rlx.ir.shape import TensorType, broadcast_shapes, normalize_axis
 
 #: The default epsilon of every normalisation (layer, RMS, group, batch norm and their fused and
@@ -42,6 +43,13 @@ def axis_of(axis: int, t: TensorType, what: str = "axis") -> int:
     return normalize_axis(axis, len(t.shape), what)
 
 
+def along_axis(t: TensorType, attrs: Mapping[str, Any], op: str) -> int:
+    """``attrs["axis"]`` normalised, for an op that works along one axis of a rank >= 1 operand."""
+    if len(t.shape) == 0:
+        raise ShapeError(f"{op} needs rank >= 1")
+    return axis_of(attrs["axis"], t)
+
+
 def promote_args(args: list[np.ndarray], dtype: DType) -> list[np.ndarray]:
     """Cast kernel operands to the computation dtype (low-precision floats stay f32)."""
     target = np.dtype(np.float32) if dtype.is_low_precision_float else dtype.numpy
@@ -68,3 +76,28 @@ def unmoved_axes(protected: frozenset[int]) -> bool:
     """``OpDef.keeps_grid`` of ops that move elements between positions (reshape, expand): safe
     only under a single scale (no protected axis)."""
     return not protected
+
+
+def refuse_rule(message: str) -> Callable[..., Any]:
+    """A vjp / jvp rule that always raises; ``rule.refusal`` tells the registry-walk tests to expect that."""
+    def rule(ctx: Any, node: Any, *_: Any) -> Any:
+        raise AutodiffError(f"{node.op} (node %{node.id}): {message}")
+    rule.refusal = message  # type: ignore[attr-defined]
+    return rule
+
+
+def broadcasting_batch(ctx: Any, node: Any, operands: list[Any], batched: list[bool]) -> Any:
+    """The batch (vmap) rule of every broadcasting elementwise op: the op itself on the batched operands."""
+    return ctx.apply_broadcasting(node, operands, batched)
+
+
+def linear_solve_jvp(ctx: Any, node: Any, tangents: list[Any], product: Callable[[Any, Any], Any],
+                     solve: Callable[[Any], Any]) -> Any:
+    """The tangent of a linear solve X = A⁻¹·B: ``solve(tB - product(tA, X))``, where ``product`` is the op's
+    A·X and ``solve`` the op itself on a new right-hand side (a missing tangent counts as zero)."""
+    ta, tb = tangents
+    rhs = tb
+    if ta is not None:
+        ax = product(ta, ctx.output(node))
+        rhs = -ax if rhs is None else rhs - ax
+    return solve(rhs)

@@ -14,6 +14,7 @@ from rlx.ir.dtype import DType
 from rlx.ir.errors import ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType, broadcast_shapes
+from rlx.ops.common import broadcasting_batch
 
 _COMPLEX = {DType.F32: DType.C64, DType.F64: DType.C128}
 _REAL = {c: r for r, c in _COMPLEX.items()}
@@ -57,13 +58,9 @@ def _complex_jvp(ctx, node, tangents):
     return ctx.graph.complex(tr, ti)
 
 
-def _broadcasting_batch(ctx, node, operands, batched):
-    return ctx.apply_broadcasting(node, operands, batched)
-
-
 defop(
     name="complex", family="complex_parts", arity=2, operands=("re", "im"), infer=_complex_type, kernel=_complex_kernel,
-    vjp=_complex_vjp, jvp=_complex_jvp, batch=_broadcasting_batch, flags={"complex_ad"},
+    vjp=_complex_vjp, jvp=_complex_jvp, batch=broadcasting_batch, flags={"complex_ad"},
     doc="re + i·im elementwise (NumPy broadcasting) as a complex tensor: f32 parts give c64, f64 parts c128 "
     "(torch.complex). Each part is stored as given (an infinite part stays infinite, the other is untouched).",
 )

@@ -8,6 +8,8 @@ loops over pixels.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -332,6 +334,18 @@ def pool_valid(x_shape, attrs) -> np.ndarray:
     return (cols > 0.5).reshape(1, 1, *cols.shape[1:])
 
 
+def pool_count(x_shape, attrs) -> np.ndarray:
+    """float64 [Ho, Wo] (a fresh copy): how many taps of each window fall inside the image (the divisor of mean
+    with count_include_pad=False, for the kernel, the derivatives and the jax / torch lowerings)."""
+    k, s, p = pool_geo(attrs)
+    return _pool_count(tuple(int(d) for d in x_shape[2:]), tuple(map(int, k)), tuple(map(int, s)), tuple(map(int, p))).copy()
+
+
+@functools.lru_cache(maxsize=64)
+def _pool_count(hw: tuple[int, ...], k: tuple[int, ...], s: tuple[int, ...], p: tuple[int, ...]) -> np.ndarray:
+    return pool_valid((1, 1, *hw), {"kernel_size": k, "stride": s, "padding": p}).sum(axis=2, dtype=np.float64)[0, 0]
+
+
 def pool_taps(ctx, v, attrs):
     """The window taps of NCHW ``v``: [N, C, K, Ho, Wo] (zero where a tap is padding)."""
     k, s, p = pool_geo(attrs)
@@ -373,7 +387,7 @@ def _pool_mean_scale(ctx, x, u, attrs):
     k, _, _ = pool_geo(attrs)
     if attrs["count_include_pad"]:
         return u * g.scalar(1.0 / (k[0] * k[1]), u.dtype)
-    count = pool_valid(x.shape, attrs).sum(axis=2, dtype=np.float64)[0, 0]  # [Ho, Wo]
+    count = pool_count(x.shape, attrs)  # [Ho, Wo]
     return u / const_like(g, count, u.dtype)
 
 
@@ -496,7 +510,7 @@ def _conv2d_kernel(args, attrs, out_type, out=None):
 
 
 CONV_ATTRS = {
-    "kernel_size": AttrSpec("ints", default=None, doc="[kH, kW]; None = from w (stored explicit); must match w"),
+    "kernel_size": AttrSpec("ints", default=None, doc="[kH, kW]; None = from the weight (stored explicit); must match it"),
     "stride": AttrSpec("ints", default=(1, 1)),
     "padding": AttrSpec("ints", default=(0, 0), doc="symmetric zero padding [pH, pW]"),
     "dilation": AttrSpec("ints", default=(1, 1)),
@@ -567,6 +581,14 @@ defop(
 
 
 # ----------------------------------------------------------------------------- pool2d
+#: the window attributes of pool2d, max_pool2d_with_indices and the pooling backward ops
+WINDOW_ATTRS = {
+    "kernel_size": AttrSpec("ints", doc="[kH, kW]"),
+    "stride": AttrSpec("ints", default=None, doc="[sH, sW]; None = kernel_size (stored explicit)"),
+    "padding": AttrSpec("ints", default=(0, 0), doc="symmetric padding [pH, pW], smaller than kernel_size"),
+}
+
+
 def _pool_canon(ins, attrs):
     if attrs["stride"] is None:
         return {**attrs, "stride": attrs["kernel_size"]}
@@ -615,9 +637,7 @@ def _pool_kernel(args, attrs, out):
         return total
     if attrs["count_include_pad"]:
         return total / (k[0] * k[1])
-    ones = np.pad(np.ones(x.shape[2:], dtype=x.dtype), pads[2:])
-    count = np.sum(_windows(ones[None, None], k, s, (1, 1)), axis=(-2, -1))
-    return total / count
+    return total / pool_count(x.shape, attrs).astype(total.dtype)
 
 
 _POOL_UFUNCS = {"max": np.maximum, "min": np.minimum, "fmax": np.fmax, "fmin": np.fmin, "sum": np.add, "mean": np.add,
@@ -637,10 +657,7 @@ def _fold_taps(ufunc, win: np.ndarray) -> np.ndarray:
 defop(
     name="pool2d", work="input", precision="data_movement", family="conv", arity=1, operands=("x",),
     attrs={
-        "kind": AttrSpec("str", choices=POOL_KINDS),
-        "kernel_size": AttrSpec("ints"),
-        "stride": AttrSpec("ints", default=None, doc="None = kernel_size (stored explicit)"),
-        "padding": AttrSpec("ints", default=(0, 0)),
+        "kind": AttrSpec("str", choices=POOL_KINDS), **WINDOW_ATTRS,
         "count_include_pad": AttrSpec("bool", default=True, doc="mean divides by kH*kW (True) or by the in-bounds count"),
     },
     canonicalize=_pool_canon, infer=_pool_type, kernel=_pool_kernel, flags={"reduction"},
@@ -721,11 +738,7 @@ def _mpi_jvp(ctx, node, tangents):
 
 defop(
     name="max_pool2d_with_indices", family="conv", arity=1, operands=("x",),
-    attrs={
-        "kernel_size": AttrSpec("ints"),
-        "stride": AttrSpec("ints", default=None, doc="None = kernel_size (stored explicit)"),
-        "padding": AttrSpec("ints", default=(0, 0)),
-    },
+    attrs=WINDOW_ATTRS,
     canonicalize=_pool_canon, infer=_mpi_type, kernel=lambda args, attrs, out: max_pool_with_indices(np, args[0], attrs),
     vjp=_mpi_vjp, jvp=_mpi_jvp, batch=fold_channelwise, flags={"reduction"},
     doc="NCHW max pool as one node with two results (values, indices): values as pool2d(kind='max') (NaN "

@@ -48,6 +48,7 @@ from rlx.ir.errors import RlxError, ShapeError
 from rlx.ir.graph import Graph, Value
 from rlx.ir.opdef import VARIADIC, OpDef, defop, has_op, register_op, unregister_op
 from rlx.ir.shape import TensorType
+from rlx.ops.common import broadcasting_batch
 from rlx.ops.control_flow import (
     SUBGRAPHS,
     Evaluate,
@@ -68,12 +69,8 @@ _CUSTOM: set[str] = set()
 _JAX_MODULE = "rlx.backends.jax.lowering_custom"
 
 
-def _elementwise_batch(ctx: Any, node: Any, operands: list[Value], batched: list[bool]) -> Value:
-    return ctx.apply_broadcasting(node, operands, batched)
-
-
 #: Named batching rules accepted by ``custom_op(batch=...)``.
-BATCH_RULES: dict[str, Callable[..., Any]] = {"elementwise": _elementwise_batch}
+BATCH_RULES: dict[str, Callable[..., Any]] = {"elementwise": broadcasting_batch}
 
 
 def _check_name(name: str) -> None:

@@ -18,7 +18,8 @@ from rlx.ir.dtype import DType
 from rlx.ir.errors import ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import TensorType
-from rlx.ops.common import all_equal, broadcast_promoted, promote_args, same_type_identity
+from rlx.ops import rows
+from rlx.ops.common import all_equal, broadcast_promoted, broadcasting_batch, promote_args, same_type_identity
 from rlx.ops.evaluate import RAW_OPERANDS
 from rlx.ops.facts import CONVERTS
 from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, NUMPY, GraphNamespace, numpy_erf, numpy_sigmoid
@@ -100,10 +101,6 @@ def _activation_jvp(ctx, node, tangents):
     return times_derivative(ctx.graph, node.attrs["kind"], ctx.operand(node, 0), ctx.output(node), tangents[0])
 
 
-def _broadcasting_batch(ctx, node, operands, batched):
-    return ctx.apply_broadcasting(node, operands, batched)
-
-
 def _activation_keeps_grid(attrs, rank, protected, copies_only) -> bool:
     return ACTIVATION_KINDS[attrs["kind"]].grid in (("keeps_magnitude",) if copies_only else ("keeps", "keeps_magnitude"))
 
@@ -113,7 +110,7 @@ defop(
     attrs={"kind": AttrSpec("str", choices=tuple(ACTIVATIONS))},
     methods={k: {"kind": k} for k in ACTIVATIONS},
     infer=_activation_type, kernel=_activation_kernel, kernel_into=_activation_kernel, flags={"elementwise", "complex_ad"},
-    vjp=_activation_vjp, jvp=_activation_jvp, batch=_broadcasting_batch, keeps_grid=_activation_keeps_grid,
+    vjp=_activation_vjp, jvp=_activation_jvp, batch=broadcasting_batch, keeps_grid=_activation_keeps_grid,
     doc="Unary elementwise function (one row per kind: rlx.ops.kinds). gelu is exact (erf); gelu_approx is the tanh form; "
     "round is half away from zero; relu/neg/abs/round also accept integers; only "
     "neg/exp/log/sqrt accept c64. Derivatives (autodiff) follow docs/semantics.md#activations: relu' = 0 at 0, "
@@ -122,41 +119,11 @@ defop(
 )
 
 
-#: the int types whose float conversion out of range is defined (float_to_int); the sub-byte ones give 0
-WIDE_INTS = frozenset({DType.I8, DType.I16, DType.I32, DType.I64, DType.U8, DType.U16, DType.U32, DType.U64})
-
-
-def float_to_int(xp, x, to: DType, astype):
-    """``cast`` of floats to the int type ``to`` in array namespace ``xp`` (``astype(a, dtype)`` converts),
-    defined for every input: truncate toward zero; a value the type holds is exact. Otherwise, for u32 /
-    u64, a value >= 0 (too large, +inf) gives 0; for the other types, and for u32 / u64 below 0 or NaN,
-    the value goes through i32 (i64 for the 64-bit types): one that fits keeps its low bits (two's
-    complement wrap: -1.0 -> u8 255, 300.0 -> i8 44), NaN, +-inf and anything beyond give that
-    type's minimum, then its low bits (NaN -> i32 INT_MIN, -> u8 0). That is what NumPy, torch and
-    onnxruntime do on x86-64; written out here so every backend and platform gives it."""
-    t = xp.trunc(x)
-    bits = to.bits
-    via = DType.I64 if bits == 64 else DType.I32
-    low, high = -(2.0 ** (via.bits - 1)), 2.0 ** (via.bits - 1)
-    if to in (DType.U32, DType.U64):  # [2**(bits-1), 2**bits) as its negative twin (exact: Sterbenz); larger: 0
-        big = t >= 2.0 ** bits
-        t = xp.where(big, 0.0, xp.where(t >= high, t - 2.0 ** bits, t))
-    fits = (t >= low) & (t < high)  # False for NaN
-    return astype(xp.where(fits, astype(xp.where(fits, t, 0.0), via), int(low)), to)
-
-
 def _cast_kernel(args, attrs, out):
-    x, to = args[0], attrs["to"]
-    if to.is_bool:
-        return x != 0
-    if x.dtype.kind == "c" and not to.is_complex:
-        x = np.real(x)  # explicitly, which is what astype does (with a ComplexWarning)
-    if to in WIDE_INTS and x.dtype.kind == "f":
-        with np.errstate(invalid="ignore"):
-            return float_to_int(np, x, to, lambda a, d: np.asarray(a).astype(d.numpy))
-    if to.is_int and x.dtype.kind == "f":
-        x = np.trunc(x)
-    return x.astype(to.numpy if not to.is_low_precision_float else np.float32)
+    """The cast row (rlx.ops.rows.cast) on NumPy; the result never aliases the operand."""
+    with np.errstate(invalid="ignore"):
+        y = rows.cast(NUMPY, args, attrs, out)
+    return np.array(y) if y is args[0] else y
 
 
 def _cast_vjp(ctx, node, ct):
@@ -176,7 +143,7 @@ defop(
     attrs={"to": AttrSpec("dtype")},
     infer=lambda ins, attrs: TensorType(ins[0].shape, attrs["to"]),
     kernel=_cast_kernel, flags={"elementwise", "complex_ad", CONVERTS}, identity=same_type_identity,
-    vjp=_cast_vjp, jvp=_cast_jvp, batch=_broadcasting_batch,
+    vjp=_cast_vjp, jvp=_cast_jvp, batch=broadcasting_batch,
     doc="Convert the element type (x.astype(to)); float to int truncates toward zero, "
     "anything to bool is x != 0, c64 to a real type keeps the real part. Int to a narrower int keeps the low bits "
     "(two's complement; i4 u4 i2 u2 too); float to an int out of its range is defined by float_to_int (x86-64's "
@@ -206,33 +173,11 @@ defop(
     name="bitcast", precision="data_movement", family="elementwise", arity=1, operands=("x",),
     attrs={"to": AttrSpec("dtype")},
     infer=_bitcast_type, kernel=_bitcast_kernel, flags={"elementwise", "no_grad", RAW_OPERANDS},
-    identity=same_type_identity, batch=_broadcasting_batch,
+    identity=same_type_identity, batch=broadcasting_batch,
     doc="Reinterpret each element's bits as dtype `to` of the same bit width (np.ndarray.view, ONNX BitCast, "
     "torch Tensor.view(dtype), lax.bitcast_convert_type); little-endian bytes; the sub-byte types are their low "
     "bits (i4 -1 is u4 15); to bool a nonzero byte is True. Not differentiable (docs/semantics.md#element-types).",
 )
-
-
-def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Integer division truncating toward zero (C / XLA semantics); x / 0 gives 0 and MIN / -1 gives MIN
-    (the negation wraps). The floor quotient moves up by one where the division is inexact and the
-    signs differ (no abs(): abs(MIN) overflows)."""
-    dt = np.result_type(a, b)
-    minus1 = b == -1 if dt.kind == "i" else np.zeros(np.shape(b), bool)
-    safe = np.where((b == 0) | minus1, 1, b).astype(dt)
-    q = np.floor_divide(a, safe)
-    q = q + ((q * safe != a) & ((a < 0) != (safe < 0))).astype(dt)
-    with np.errstate(over="ignore"):
-        neg = np.negative(np.asarray(a, dt))
-    return np.where(b == 0, 0, np.where(minus1, neg, q)).astype(dt)
-
-
-def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Integer power; a negative exponent gives the truncated reciprocal (0 unless |a| == 1)."""
-    a, b = np.broadcast_arrays(a, b)
-    pos = np.power(a, np.where(b < 0, 0, b))
-    recip = np.where(np.abs(a) == 1, np.power(a, np.abs(b) % 2 + 0 * b), 0)
-    return np.where(b < 0, recip, pos)
 
 
 _BINARY_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum, "min": np.minimum,
@@ -250,7 +195,8 @@ def _binary_kernel(args, attrs, out_type, out=None):
     if kind == "b" and op in ("add", "mul"):
         return (np.logical_or if op == "add" else np.logical_and)(a, b, out=out)
     if kind in "biu" and op in ("div", "pow"):
-        res = _int_div(a, b) if op == "div" else _int_pow(a, b)
+        with np.errstate(over="ignore"):  # MIN / -1 wraps to MIN
+            res = rows.int_div(NUMPY, a, b) if op == "div" else rows.int_pow(NUMPY, a, b)
         if out is None:
             return res
         np.copyto(out, res, casting="unsafe")
@@ -336,7 +282,7 @@ defop(
     attrs={"op": AttrSpec("str", choices=("add", "sub", "mul", "div", "max", "min", "fmax", "fmin", "pow"))},
     methods={m: {"op": k} for m, k in BINARY_METHODS.items()},
     infer=_binary_type, kernel=_binary_kernel, kernel_into=_binary_kernel, flags={"elementwise", "complex_ad", "broadcasts"},
-    vjp=_binary_vjp, jvp=_binary_jvp, batch=_broadcasting_batch,
+    vjp=_binary_vjp, jvp=_binary_jvp, batch=broadcasting_batch,
     identity=_binary_identity, commutes=lambda attrs: BINARY_KINDS[attrs["op"]].commutative,
     doc="Broadcasting binary arithmetic in the promoted dtype. Builder methods: add, sub, "
     "mul, div, maximum, minimum, fmax, fmin, pow (g.max / g.min are reductions). Float div is IEEE; "
@@ -363,7 +309,7 @@ defop(
     methods={k: {"op": k} for k in _COMPARE},
     infer=_compare_type,
     kernel=lambda args, attrs, out: _COMPARE[attrs["op"]](*promote_args(args, DType.promote(args[0].dtype, args[1].dtype))),
-    flags={"elementwise", "no_grad", "broadcasts"}, batch=_broadcasting_batch,
+    flags={"elementwise", "no_grad", "broadcasts"}, batch=broadcasting_batch,
     commutes=lambda attrs: COMPARE_KINDS[attrs["op"]].commutative,
     doc="Broadcasting comparison in the promoted dtype; the result is bool. Not differentiable.",
 )
@@ -406,7 +352,7 @@ defop(
     name="where", region_key="", precision="elementwise", family="elementwise", arity=3, operands=("cond", "on_true", "on_false"),
     infer=_where_type,
     kernel=lambda args, attrs, out: np.where(args[0] != 0, *promote_args(args[1:], out.dtype)),
-    flags={"elementwise", "complex_ad", "broadcasts"}, vjp=_where_vjp, jvp=_where_jvp, batch=_broadcasting_batch,
+    flags={"elementwise", "complex_ad", "broadcasts"}, vjp=_where_vjp, jvp=_where_jvp, batch=broadcasting_batch,
     identity=_where_identity,
     doc="np.where(cond != 0, on_true, on_false) with three-way broadcasting; the branches "
     "are promoted to a common dtype.",

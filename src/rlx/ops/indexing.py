@@ -17,7 +17,7 @@ from rlx.ir.errors import AutodiffError, ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops import rows
-from rlx.ops.common import axis_of
+from rlx.ops.common import along_axis, axis_of
 from rlx.ops.kinds import NUMPY
 
 
@@ -40,9 +40,7 @@ def _arg_type(ins, attrs):
     t = ins[0]
     if t.dtype.is_complex:
         raise ShapeError(f"arg_reduce is not defined on {t.dtype}")
-    if len(t.shape) == 0:
-        raise ShapeError("arg_reduce needs rank >= 1")
-    axis = axis_of(attrs["axis"], t)
+    axis = along_axis(t, attrs, "arg_reduce")
     if t.shape[axis] == 0:
         raise ShapeError(f"arg_reduce over the empty axis {axis}")
     dims = [1 if i == axis else d for i, d in enumerate(t.shape)] if attrs["keep_dim"] else \
@@ -83,9 +81,7 @@ def _cum_type(ins, attrs):
     t = ins[0]
     if t.dtype.is_bool:
         raise ShapeError(f"cumulative is not defined on {t.dtype}")
-    if len(t.shape) == 0:
-        raise ShapeError("cumulative needs rank >= 1")
-    axis_of(attrs["axis"], t)
+    along_axis(t, attrs, "cumulative")
     return t
 
 

@@ -98,6 +98,13 @@ def _numpy_cast_all(args: list[np.ndarray], out: Any) -> list[np.ndarray]:
     return promote_args(args, out.dtype)
 
 
+def _numpy_trunc_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer ``a / b`` truncated toward zero (b holds no 0 / -1): the floor quotient moves up by one where
+    the division is inexact and the signs differ (no abs(): abs(MIN) overflows)."""
+    q = np.floor_divide(a, b)
+    return q + ((q * b != a) & ((a < 0) != (b < 0))).astype(q.dtype)
+
+
 def _numpy_rlx_dtype(x: np.ndarray) -> DType:
     return DType.of(np.asarray(x).dtype)
 
@@ -105,6 +112,7 @@ def _numpy_rlx_dtype(x: np.ndarray) -> DType:
 #: The NumPy namespace of the reference kernels (the extras rlx.ops.rows reads included).
 NUMPY = ArrayNamespace(np, erf=numpy_erf, sigmoid=numpy_sigmoid, cast_all=_numpy_cast_all, astype=_numpy_astype,
                        rlx_dtype=_numpy_rlx_dtype, arange_like=lambda n, like: np.arange(n), permute=np.transpose,
+                       trunc_div=_numpy_trunc_div, int_power=np.power,
                        concat=lambda parts, axis: np.concatenate(parts, axis=axis),
                        full_like_shape=lambda shape, value, like: np.full(shape, value, dtype=like.dtype))
 

@@ -29,6 +29,7 @@ from rlx.ir.errors import AutodiffError, RlxError, ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType, broadcast_shapes
 from rlx.ir.symbolic import known_ge
+from rlx.ops.common import linear_solve_jvp, refuse_rule
 
 FAMILY = "linalg_decomp"
 
@@ -116,15 +117,7 @@ def _np(fn: Callable[..., Any], what: str, *args: Any, **kw: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------ autodiff helpers
-def _refuse(message: str) -> Callable[..., Any]:
-    """A rule that always raises; ``rule.refusal`` tells the registry-walk tests to expect that."""
-    def rule(ctx, node, *_):
-        raise AutodiffError(f"{node.op} (node %{node.id}): {message}")
-    rule.refusal = message  # type: ignore[attr-defined]
-    return rule
-
-
-_NO_VJP = _refuse("no gradient rule: the factorization's derivative is not implemented (differentiate "
+_NO_VJP = refuse_rule("no gradient rule: the factorization's derivative is not implemented (differentiate "
                   "matrix_inverse / det / slogdet / cholesky / solve instead)")
 
 
@@ -620,13 +613,11 @@ def _tri_vjp(ctx, node, ct):
 def _tri_jvp(ctx, node, tangents):
     g = ctx.graph
     a, _ = ctx.operands(node)
-    ta, tb = tangents
-    rhs = tb
-    if ta is not None:
-        x = ctx.output(node)
-        ax = g.matmul(_tri_mask(ctx, node, ta), x) if node.attrs["left"] else g.matmul(x, _tri_mask(ctx, node, ta))
-        rhs = -ax if rhs is None else rhs - ax
-    return g.solve_triangular(a, rhs, **dict(node.attrs))
+
+    def product(ta, x):
+        return g.matmul(_tri_mask(ctx, node, ta), x) if node.attrs["left"] else g.matmul(x, _tri_mask(ctx, node, ta))
+
+    return linear_solve_jvp(ctx, node, tangents, product, lambda rhs: g.solve_triangular(a, rhs, **dict(node.attrs)))
 
 
 _op("solve_triangular", ("a", "b"), _tri_type, _tri_kernel,

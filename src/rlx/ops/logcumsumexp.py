@@ -12,7 +12,7 @@ import numpy as np
 from rlx.ir.attrs import AttrSpec
 from rlx.ir.errors import ShapeError
 from rlx.ir.opdef import defop
-from rlx.ops.common import axis_of
+from rlx.ops.common import along_axis
 from rlx.ops.indexing import _canon_axis, _shifted
 
 
@@ -20,9 +20,7 @@ def _type(ins, attrs):
     t = ins[0]
     if not t.dtype.is_float:
         raise ShapeError(f"logcumsumexp needs a float operand, got {t.dtype}")
-    if len(t.shape) == 0:
-        raise ShapeError("logcumsumexp needs rank >= 1")
-    axis_of(attrs["axis"], t)
+    along_axis(t, attrs, "logcumsumexp")
     return t
 
 

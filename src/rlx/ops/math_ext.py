@@ -13,7 +13,7 @@ import numpy as np
 from rlx.ir.attrs import AttrSpec
 from rlx.ir.errors import AutodiffError, ShapeError
 from rlx.ir.opdef import defop
-from rlx.ops.common import broadcast_promoted, promote_args
+from rlx.ops.common import broadcast_promoted, broadcasting_batch, promote_args
 from rlx.ops.elementwise import check_domain
 from rlx.ops.kinds import NUMPY, UNARY_MATH_KINDS, GraphNamespace
 
@@ -41,15 +41,11 @@ def _unary_jvp(ctx, node, tangents):
     return UNARY_KINDS[node.attrs["kind"]].vjp(GraphNamespace(ctx.graph), x, ctx.output(node), tangents[0])
 
 
-def _broadcasting_batch(ctx, node, operands, batched):
-    return ctx.apply_broadcasting(node, operands, batched)
-
-
 defop(
     name="unary_math", precision="elementwise", family="math_ext", arity=1, operands=("x",),
     attrs={"kind": AttrSpec("str", choices=tuple(UNARY_KINDS))},
     infer=_unary_type, kernel=_unary_kernel, flags={"elementwise"},
-    vjp=_unary_vjp, jvp=_unary_jvp, batch=_broadcasting_batch,
+    vjp=_unary_vjp, jvp=_unary_jvp, batch=broadcasting_batch,
     doc="Unary elementwise function, NumPy semantics: erf, floor, ceil, sign (0 at 0, NaN stays NaN), "
     "round_even (half to even, np.round: ONNX Round; activation 'round' is half away from zero), trunc, "
     "asin, acos, sinh, cosh, asinh, acosh, atanh (NaN outside the domain). floor / ceil / sign / "
@@ -134,7 +130,7 @@ defop(
     name="binary_ext", precision="elementwise", family="math_ext", arity=2, operands=("lhs", "rhs"),
     attrs={"op": AttrSpec("str", choices=BINARY_EXT_OPS)},
     infer=_binary_ext_type, kernel=_binary_ext_kernel, flags={"elementwise"},
-    vjp=_binary_ext_vjp, jvp=_binary_ext_jvp, batch=_broadcasting_batch,
+    vjp=_binary_ext_vjp, jvp=_binary_ext_jvp, batch=broadcasting_batch,
     doc="Broadcasting binary op in the promoted dtype. mod: floor modulo, the result has the divisor's sign "
     "(np.mod, Python %); fmod: truncated modulo, the dividend's sign (np.fmod, C fmod). Integer mod / fmod by 0 "
     "give 0. bitwise_and / or / xor on integers (and bool); shift_left / shift_right on integers: the shift count is read as "

@@ -21,7 +21,7 @@ from rlx.ir.errors import RlxError, ShapeError
 from rlx.ir.flags import EPILOGUE
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
-from rlx.ops.common import axis_of, require_float
+from rlx.ops.common import along_axis, axis_of, linear_solve_jvp, require_float
 from rlx.ops.quant import BATCH_DIMS, batch_lead, split_lead, with_lead
 
 
@@ -57,9 +57,7 @@ def _complex_type(t: TensorType) -> TensorType:
 def _fft_type(ins, attrs):
     t = ins[0]
     _require_c64(t, "x")
-    if len(t.shape) == 0:
-        raise ShapeError("fft needs rank >= 1")
-    axis_of(attrs["axis"], t)
+    along_axis(t, attrs, "fft")
     return t
 
 
@@ -152,16 +150,13 @@ def _solve_vjp(ctx, node, ct):
 def _solve_jvp(ctx, node, tangents):
     g = ctx.graph
     a, b = ctx.operands(node)
-    ta, tb = tangents
-    rhs = tb
-    if ta is not None:
-        x = ctx.output(node)
-        if len(b.shape) == len(a.shape) - 1:
-            ax = ctx.reshape(g.matmul(ta, ctx.reshape(x, [*x.shape, 1])), list(x.shape))
-        else:
-            ax = g.matmul(ta, x)
-        rhs = -ax if rhs is None else rhs - ax
-    return g.append(node.op, [a, rhs], {})
+
+    def product(ta, x):
+        if len(b.shape) == len(a.shape) - 1:  # a vector right-hand side
+            return ctx.reshape(g.matmul(ta, ctx.reshape(x, [*x.shape, 1])), list(x.shape))
+        return g.matmul(ta, x)
+
+    return linear_solve_jvp(ctx, node, tangents, product, lambda rhs: g.append(node.op, [a, rhs], {}))
 
 
 def _solve_batch(ctx, node, operands, batched):
@@ -195,9 +190,7 @@ def _top_k_type(ins, attrs):
     t = ins[0]
     if t.dtype.is_complex or t.dtype.is_bool:
         raise ShapeError(f"top_k is not defined on {t.dtype}")
-    if len(t.shape) == 0:
-        raise ShapeError("top_k needs rank >= 1")
-    axis = axis_of(attrs["axis"], t)
+    axis = along_axis(t, attrs, "top_k")
     k, n = attrs["k"], t.shape[axis]
     if k < 0 or (isinstance(n, int) and k > n):
         raise ShapeError(f"k={k} must be in [0, {n}] (the size of axis {axis})")

@@ -49,14 +49,13 @@ def _reduce_type(ins, attrs):
 
 
 def _reduce_kernel(args, attrs, out):
+    """sum / prod / mean: the reduce row on NumPy (never aliasing its operand); max / min / fmax / fmin:
+    NumPy's ufunc.reduce with the identity as ``initial``, the override of rows.minmax_reduce."""
     x, op, keep = args[0], attrs["op"], attrs["keep_dim"]
+    if op in ("sum", "prod", "mean"):
+        y = rows.reduce(NUMPY, args, attrs, out)
+        return np.array(y) if y is x else y
     axes = reduce_axes(attrs["axes"], x.ndim)
-    if op == "sum":
-        return np.sum(x, axis=axes, keepdims=keep, dtype=x.dtype)
-    if op == "prod":
-        return np.prod(x, axis=axes, keepdims=keep, dtype=x.dtype)
-    if op == "mean":
-        return np.mean(x, axis=axes, keepdims=keep)
     ufunc = {"max": np.maximum, "min": np.minimum, "fmax": np.fmax, "fmin": np.fmin}[op]
     if all(x.shape[a] for a in axes):
         return ufunc.reduce(x, axis=axes, keepdims=keep)

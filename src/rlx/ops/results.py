@@ -21,7 +21,7 @@ from rlx.ir.errors import ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
 from rlx.ir.symbolic import known_ge
-from rlx.ops.common import axis_of
+from rlx.ops.common import along_axis, axis_of
 
 
 def _result_type(ins, attrs):
@@ -48,9 +48,7 @@ def _split_canon(ins, attrs):
 
 def _split_type(ins, attrs):
     (t,) = ins
-    if len(t.shape) == 0:
-        raise ShapeError("split needs rank >= 1")
-    axis = axis_of(attrs["axis"], t)
+    axis = along_axis(t, attrs, "split")
     sizes, n = attrs["sizes"], t.shape[axis]
     if not sizes:
         raise ShapeError("split needs at least one piece (sizes is empty)")

@@ -15,13 +15,15 @@ and ``tests/ops/test_rows.py`` proves every override equal to the row on the reg
 keepdims=, dtype=)`` over a tuple of axes, ``full_like_shape(shape, value, like)`` (a filled
 array of ``like``'s dtype and device), ``rlx_dtype(x)`` (the tensor's rlx element type),
 ``astype(x, to)`` / ``bitcast(x, to)`` (convert / reinterpret as the rlx type ``to``),
-``arange_like(n, like)`` (0..n-1 on ``like``'s device) and optionally ``stop_gradient``.
+``arange_like(n, like)`` (0..n-1 on ``like``'s device), ``trunc_div(a, b)`` (integer division toward zero,
+never by 0 or -1), ``int_power(a, e)`` (integer power, e >= 0) and optionally ``stop_gradient``.
 A lowering-table row is ``row(xp, args, attrs, out)``; :func:`bind` gives the ``(args, attrs,
 out)`` form the tables hold. The semantics are the ops' own (registry docstrings).
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -29,8 +31,8 @@ import numpy as np
 
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError, ShapeError
-from rlx.ir.shape import normalize_axis
-from rlx.ops.kinds import GraphNamespace
+from rlx.ir.shape import TensorType, normalize_axis
+from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS, GraphNamespace
 
 #: masked attention scores are replaced by this (finite: a fully masked row averages v instead of NaN)
 MASK_FILL = -1e9
@@ -384,6 +386,144 @@ def attention(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> A
     return lay.from_bhsd(xp, attention_core(xp, q, k, v, attrs, args[3] if len(args) > 3 else None))
 
 
+# ------------------------------------------------------------------------------ elementwise
+#: the int types whose float conversion out of range is defined (float_to_int); the sub-byte ones give 0
+WIDE_INTS = frozenset({DType.I8, DType.I16, DType.I32, DType.I64, DType.U8, DType.U16, DType.U32, DType.U64})
+
+
+def float_to_int(xp: Any, x: Any, to: DType, astype: Callable[[Any, DType], Any]) -> Any:
+    """``cast`` of floats to the int type ``to`` in array namespace ``xp`` (``astype(a, dtype)`` converts),
+    defined for every input: truncate toward zero; a value the type holds is exact. Otherwise, for u32 /
+    u64, a value >= 0 (too large, +inf) gives 0; for the other types, and for u32 / u64 below 0 or NaN,
+    the value goes through i32 (i64 for the 64-bit types): one that fits keeps its low bits (two's
+    complement wrap: -1.0 -> u8 255, 300.0 -> i8 44), NaN, +-inf and anything beyond give that
+    type's minimum, then its low bits (NaN -> i32 INT_MIN, -> u8 0). That is what NumPy, torch and
+    onnxruntime do on x86-64; written out here so every backend and platform gives it."""
+    t = xp.trunc(x)
+    bits = to.bits
+    via = DType.I64 if bits == 64 else DType.I32
+    low, high = -(2.0 ** (via.bits - 1)), 2.0 ** (via.bits - 1)
+    if to in (DType.U32, DType.U64):  # [2**(bits-1), 2**bits) as its negative twin (exact: Sterbenz); larger: 0
+        big = t >= 2.0 ** bits
+        t = xp.where(big, 0.0, xp.where(t >= high, t - 2.0 ** bits, t))
+    fits = (t >= low) & (t < high)  # False for NaN
+    return astype(xp.where(fits, astype(xp.where(fits, t, 0.0), via), int(low)), to)
+
+
+def activate(xp: Any, kind: str | None, x: Any) -> Any:
+    """The activation kind's formula (rlx.ops.kinds.ACTIVATION_KINDS) on ``x``; None is the identity."""
+    if kind is None:
+        return x
+    dtype = xp.rlx_dtype(x)
+    return ACTIVATION_KINDS[kind].forward(xp, x, is_int=not (dtype.is_float or dtype.is_complex))
+
+
+def activation(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """The ``activation`` op in the result's compute dtype (abs keeps its operand: |c64| is real)."""
+    kind = attrs["kind"]
+    (x,) = (args[0],) if kind == "abs" else xp.cast_all(args[:1], out)
+    return activate(xp, kind, x)
+
+
+def cast(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """The ``cast`` op: to bool is ``x != 0``; complex to real keeps the real part; float to int truncates
+    (:func:`float_to_int` for the wide ints); the narrow floats round through f32 (no double-rounding drift)."""
+    x, to = args[0], attrs["to"]
+    src = xp.rlx_dtype(x)
+    if to.is_bool:
+        return x != 0
+    if src.is_complex and not to.is_complex:
+        x = xp.real(x)
+        src = xp.rlx_dtype(x)
+    if to in WIDE_INTS and src.is_float:
+        return float_to_int(xp, x, to, xp.astype)
+    if to.is_int and src.is_float:
+        x = xp.trunc(x)
+    if to.is_low_precision_float and src.is_float and src is not DType.F32:
+        x = xp.astype(x, DType.F32)
+    return xp.astype(x, to)
+
+
+_COMPARE = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge}
+
+
+def compare(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """The ``compare`` op: both operands in their promoted type, then the comparison (bool)."""
+    common = DType.promote(xp.rlx_dtype(args[0]), xp.rlx_dtype(args[1]))
+    a, b = xp.cast_all(args, TensorType(out.shape, common))
+    return _COMPARE[attrs["op"]](a, b)
+
+
+def where(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """The ``where`` op: a non-bool condition counts as true where != 0; the branches in the result's dtype."""
+    c = args[0] if xp.rlx_dtype(args[0]).is_bool else args[0] != 0
+    a, b = xp.cast_all(args[1:], out)
+    return xp.where(c, a, b)
+
+
+def unary_math(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """The ``unary_math`` op: its kind's formula (rlx.ops.kinds.UNARY_MATH_KINDS)."""
+    x = args[0]
+    return UNARY_MATH_KINDS[attrs["kind"]].forward(xp, x, is_int=not xp.rlx_dtype(x).is_float)
+
+
+# ------------------------------------------------------------------------------ binary
+def int_div(xp: Any, a: Any, b: Any) -> Any:
+    """Integer division truncating toward zero; x / 0 gives 0 and MIN / -1 gives MIN (the negation wraps).
+    No divisor 0 or -1 reaches ``xp.trunc_div`` (torch's kernel raises SIGFPE on both)."""
+    zero = b == 0
+    if xp.rlx_dtype(a).numpy.kind != "i":
+        q = xp.trunc_div(a, xp.where(zero, xp.ones_like(b), b))
+        return xp.where(zero, xp.zeros_like(q), q)
+    minus1 = b == -1
+    q = xp.trunc_div(a, xp.where(zero | minus1, xp.ones_like(b), b))
+    return xp.where(zero, xp.zeros_like(q), xp.where(minus1, xp.negative(q), q))
+
+
+def int_pow(xp: Any, a: Any, b: Any) -> Any:
+    """Integer power; a negative exponent gives the truncated reciprocal (0 unless |a| == 1).
+    ``xp.int_power(a, e)`` raises to exponents >= 0 (wrapping)."""
+    a, b = xp.broadcast_arrays(a, b)
+    neg = b < 0
+    pos = xp.int_power(a, xp.where(neg, xp.zeros_like(b), b))
+    recip = xp.where(xp.abs(a) == 1, xp.int_power(a, xp.abs(b) % 2), xp.zeros_like(a))
+    return xp.where(neg, recip, pos)
+
+
+def nan_ignoring(xp: Any, pick: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    """np.fmax / np.fmin from the NaN-propagating ``pick`` (maximum / minimum): NaN only where both are."""
+    return xp.where(xp.isnan(a), b, xp.where(xp.isnan(b), a, pick(a, b)))
+
+
+_BOOL_BINARY = {"add": "logical_or", "max": "logical_or", "fmax": "logical_or",
+                "mul": "logical_and", "min": "logical_and", "fmin": "logical_and"}
+
+
+def binary(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """The ``binary`` op in the result's compute dtype: on bool add / max are ``or`` and mul / min ``and``;
+    integer div and pow are :func:`int_div` / :func:`int_pow`; max / min propagate NaN, fmax / fmin ignore it."""
+    a, b = xp.cast_all(args, out)
+    op = attrs["op"]
+    dtype = xp.rlx_dtype(a)
+    if dtype.is_bool and op in _BOOL_BINARY:
+        return getattr(xp, _BOOL_BINARY[op])(a, b)
+    if op == "add":
+        return a + b
+    if op == "sub":
+        return a - b
+    if op == "mul":
+        return a * b
+    if op == "div":
+        return int_div(xp, a, b) if dtype.is_int else a / b
+    if op in ("fmax", "fmin") and dtype.is_float:
+        return xp.fmax(a, b) if op == "fmax" else xp.fmin(a, b)
+    if op in ("max", "fmax"):
+        return xp.maximum(a, b)
+    if op in ("min", "fmin"):
+        return xp.minimum(a, b)
+    return int_pow(xp, a, b) if dtype.is_int else xp.power(a, b)
+
+
 # --------------------------------------------------------------------------------- indices
 def out_of_range(xp: Any, idx: Any, n: int, wrap: bool = True) -> Any:
     """Where ``idx`` is outside ``[0, n)`` (``wrap``: ``[-n, n)``, negative ones counting from the end)."""
@@ -407,7 +547,8 @@ def checked_index(xp: Any, idx: Any, n: int, op: str, axis: int | None = None, w
 
 #: The rows a lowering table binds by default (rlx.backends.lowering_table): op name -> row.
 ROWS: dict[str, Callable[..., Any]] = {
-    **SHAPE_ROWS, "reduce": reduce, "bitcast": bitcast, "softmax": softmax, "layer_norm": layer_norm,
+    **SHAPE_ROWS, "reduce": reduce, "bitcast": bitcast, "binary": binary, "activation": activation, "cast": cast,
+    "compare": compare, "where": where, "unary_math": unary_math, "softmax": softmax, "layer_norm": layer_norm,
     "layer_norm2d": layer_norm2d, "rms_norm": rms_norm, "group_norm": group_norm, "attention": attention,
 }
 # new composite rows go here

@@ -29,7 +29,7 @@ from rlx.ir.dtype import DType, promote_all
 from rlx.ir.errors import AutodiffError, RlxError, ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import TensorType
-from rlx.ops.common import broadcast_promoted, promote_args
+from rlx.ops.common import broadcast_promoted, broadcasting_batch, promote_args
 from rlx.ops.elementwise import check_domain
 
 FLOAT = frozenset({"float"})
@@ -438,10 +438,6 @@ def _jvp(ctx: Any, node: Any, tangents: list[Any]) -> Any:
     return total if tuple(total.shape) == tuple(node.shape) else ctx.graph.expand(total, target_shape=list(node.shape))
 
 
-def _batch(ctx: Any, node: Any, operands: list[Any], batched: list[bool]) -> Any:
-    return ctx.apply_broadcasting(node, operands, batched)
-
-
 def _doc() -> str:
     rows = "; ".join(f"{k.name}{'(x, n)' if k.name in POLYNOMIALS else ''}" + (f" ({k.doc})" if k.doc else "")
                      for k in KINDS.values() if k.name not in POLYNOMIALS)
@@ -460,5 +456,5 @@ defop(
     name="special", precision="f32", family="special", arity=_arity, operands=("x", "y"),
     attrs={"kind": AttrSpec("str", choices=tuple(KINDS))},
     infer=_type, kernel=_kernel, flags={"elementwise"},
-    vjp=_vjp, jvp=_jvp, batch=_batch, doc=_doc(),
+    vjp=_vjp, jvp=_jvp, batch=broadcasting_batch, doc=_doc(),
 )

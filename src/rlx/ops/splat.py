@@ -24,7 +24,7 @@ from rlx.ir.errors import AutodiffError, ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops import splat_kernel as K
-from rlx.ops.common import require_float
+from rlx.ops.common import refuse_rule, require_float
 from rlx.ops.quant import BATCH_DIMS, batch_lead, map_lead, split_lead, with_lead
 from rlx.ops.splat_backward_lower import backward_decompose
 from rlx.ops.splat_lower import render_decompose
@@ -188,17 +188,9 @@ def _render_jvp(ctx, node, tangents):
     return ctx.graph.append("gaussian_splat_render_jvp", [*ops, *_tangents_or_zeros(ctx, ops[:6], tangents[:6])], dict(node.attrs))
 
 
-def _refuse(message: str):
-    """A rule that always raises; ``rule.refusal`` tells the registry-walk tests to expect that."""
-    def rule(ctx, node, *_):
-        raise AutodiffError(f"{node.op} (node %{node.id}): {message}")
-    rule.refusal = message  # type: ignore[attr-defined]
-    return rule
-
-
-_STAGE_REFUSAL = _refuse("the packed prepare buffer is not differentiable; differentiate gaussian_splat_render "
+_STAGE_REFUSAL = refuse_rule("the packed prepare buffer is not differentiable; differentiate gaussian_splat_render "
                          "(prepare_graph_for_ad fuses a prepare → rasterize pair into it)")
-_SECOND_ORDER = _refuse("second-order differentiation through the splat rasterizer is not implemented")
+_SECOND_ORDER = refuse_rule("second-order differentiation through the splat rasterizer is not implemented")
 
 
 def _jvp_op_vjp(ctx, node, ct):

@@ -455,37 +455,50 @@ def _swiglu_candidates(cx: _Ctx, mul: Node, row: chains.Fusion) -> list[tuple[No
     return found
 
 
-def swiglu_dual_matmul_sites(g: Graph) -> list[Site]:
-    """Mul(x@W_up, silu(x@W_gate)) with single-use parts (rank-2 static weights of one shape and dtype)."""
+_SwiGLUCheck = Callable[[_Ctx, Node, Node, Node, Node, str | None], tuple[str | None, Any]]
+
+
+def _swiglu_sites(g: Graph, row: Any, part: str, pattern: str, check: _SwiGLUCheck) -> list[Site]:
+    """The sites of one SwiGLU form: for each (up, silu, gate) candidate, ``check(cx, mul, up, silu, gate, reason)``
+    (``reason``: the first part that is not single-use, or None) gives why not, or None and the rewrite's build."""
     cx = _Ctx(g)
-    nodes = cx.nodes
     out: list[Site] = []
-    for mul in nodes:
-        for up, s, gate in _swiglu_candidates(cx, mul, chains.SWIGLU_DUAL_MATMUL):
-            if up.inputs[0] != gate.inputs[0]:
-                out.append(Site(mul, reason="up and gate matmuls read different inputs"))
-                continue
-            reason = _first_reason(cx, ((up.id, "the up matmul"), (gate.id, "the gate matmul"), (s.id, "the silu")))
-            x, w_up, w_gate = nodes[up.inputs[0]], nodes[up.inputs[1]], nodes[gate.inputs[1]]
-            mm_t = None
-            same_weights = _static2(w_up.type) and _static2(w_gate.type) and (w_up.shape, w_up.dtype) == (w_gate.shape, w_gate.dtype)
-            if reason is None and same_weights:
-                cat_t = infers_one("concat", [w_up.type, w_gate.type], {"axis": 1})
-                mm_t = cat_t and infers_one("matmul", [x.type, cat_t], {})
-            if reason is None and not (mm_t and infers(chains.SWIGLU_DUAL_MATMUL.fused, [mm_t], {"gate_first": False}, mul.type)):
-                reason = "up and gate weights differ in shape or dtype"
+    for mul in cx.nodes:
+        for up, s, gate in _swiglu_candidates(cx, mul, row):
+            reason = _first_reason(cx, ((up.id, f"the up {part}"), (gate.id, f"the gate {part}"), (s.id, "the silu")))
+            reason, build = check(cx, mul, up, s, gate, reason)
             if reason is not None:
                 out.append(Site(mul, reason=reason))
-                continue
-
-            def build(rb: Rebuilder, x=x, w_up=w_up, w_gate=w_gate, parts=(up, s, gate, mul), mul=mul) -> dict[int, int]:
-                cat = rb.emit("concat", [rb.map[w_up.id], rb.map[w_gate.id]], {"axis": 1}, like=parts[::2])
-                mm = rb.emit("matmul", [rb.map[x.id], cat], {}, like=parts[::2])
-                fused = rb.emit(chains.SWIGLU_DUAL_MATMUL.fused, [mm], {"gate_first": False}, like=parts, name=mul.name, type=mul.type)
-                return {mul.id: fused}
-
-            out.append(_claim_site(cx, mul, [up.id, s.id, gate.id, mul.id], mul.id, build, "swiglu_dual_matmul"))
+            else:
+                out.append(_claim_site(cx, mul, [up.id, s.id, gate.id, mul.id], mul.id, build, pattern))
     return out
+
+
+def _dual_matmul_check(cx: _Ctx, mul: Node, up: Node, s: Node, gate: Node, reason: str | None) -> tuple[str | None, Any]:
+    if up.inputs[0] != gate.inputs[0]:
+        return "up and gate matmuls read different inputs", None
+    nodes = cx.nodes
+    x, w_up, w_gate = nodes[up.inputs[0]], nodes[up.inputs[1]], nodes[gate.inputs[1]]
+    mm_t = None
+    same_weights = _static2(w_up.type) and _static2(w_gate.type) and (w_up.shape, w_up.dtype) == (w_gate.shape, w_gate.dtype)
+    if reason is None and same_weights:
+        cat_t = infers_one("concat", [w_up.type, w_gate.type], {"axis": 1})
+        mm_t = cat_t and infers_one("matmul", [x.type, cat_t], {})
+    if reason is None and not (mm_t and infers(chains.SWIGLU_DUAL_MATMUL.fused, [mm_t], {"gate_first": False}, mul.type)):
+        reason = "up and gate weights differ in shape or dtype"
+
+    def build(rb: Rebuilder, parts=(up, s, gate, mul)) -> dict[int, int]:
+        cat = rb.emit("concat", [rb.map[w_up.id], rb.map[w_gate.id]], {"axis": 1}, like=parts[::2])
+        mm = rb.emit("matmul", [rb.map[x.id], cat], {}, like=parts[::2])
+        fused = rb.emit(chains.SWIGLU_DUAL_MATMUL.fused, [mm], {"gate_first": False}, like=parts, name=mul.name, type=mul.type)
+        return {mul.id: fused}
+
+    return reason, build
+
+
+def swiglu_dual_matmul_sites(g: Graph) -> list[Site]:
+    """Mul(x@W_up, silu(x@W_gate)) with single-use parts (rank-2 static weights of one shape and dtype)."""
+    return _swiglu_sites(g, chains.SWIGLU_DUAL_MATMUL, "matmul", "swiglu_dual_matmul", _dual_matmul_check)
 
 
 # ------------------------------------------------------------ shared-input matmul
@@ -553,35 +566,30 @@ def shared_input_matmul_sites(g: Graph) -> list[Site]:
 
 
 # ------------------------------------------------------------------- SwiGLU (narrows)
+def _narrows_check(cx: _Ctx, mul: Node, up: Node, s: Node, gate: Node, reason: str | None) -> tuple[str | None, Any]:
+    src = cx.nodes[up.inputs[0]]
+    rank = len(src.shape)
+    n = up.attrs["length"]
+    starts = (up.attrs["start"], gate.attrs["start"])
+    halves = (gate.inputs[0] == up.inputs[0] and _last_axis(up, rank) and _last_axis(gate, rank)
+              and gate.attrs["length"] == n and src.shape[-1] == 2 * n and starts in ((0, n), (n, 0)))
+    if reason is None and not halves:
+        reason = "the narrows are not the two halves of the last axis of one tensor"
+    gate_first = starts == (n, 0)
+    if reason is None and not infers(chains.SWIGLU_NARROWS.fused, [src.type], {"gate_first": gate_first}, mul.type):
+        reason = "the halves do not fit the fused op (dtype)"
+
+    def build(rb: Rebuilder, parts=(up, s, gate, mul)) -> dict[int, int]:
+        fused = rb.emit(chains.SWIGLU_NARROWS.fused, [rb.map[src.id]], {"gate_first": gate_first}, like=parts, name=mul.name,
+                        type=mul.type)
+        return {mul.id: fused}
+
+    return reason, build
+
+
 def swiglu_sites(g: Graph) -> list[Site]:
     """Mul(narrow(src, one half), silu(narrow(src, the other half))) on the last axis, single-use parts."""
-    cx = _Ctx(g)
-    nodes = cx.nodes
-    out: list[Site] = []
-    for mul in nodes:
-        for up, s, gate in _swiglu_candidates(cx, mul, chains.SWIGLU_NARROWS):
-            src = nodes[up.inputs[0]]
-            rank = len(src.shape)
-            n = up.attrs["length"]
-            starts = (up.attrs["start"], gate.attrs["start"])
-            halves = (gate.inputs[0] == up.inputs[0] and _last_axis(up, rank) and _last_axis(gate, rank)
-                      and gate.attrs["length"] == n and src.shape[-1] == 2 * n and starts in ((0, n), (n, 0)))
-            reason = _first_reason(cx, ((up.id, "the up narrow"), (gate.id, "the gate narrow"), (s.id, "the silu")))
-            if reason is None and not halves:
-                reason = "the narrows are not the two halves of the last axis of one tensor"
-            gate_first = starts == (n, 0)
-            if reason is None and not infers(chains.SWIGLU_NARROWS.fused, [src.type], {"gate_first": gate_first}, mul.type):
-                reason = "the halves do not fit the fused op (dtype)"
-            if reason is not None:
-                out.append(Site(mul, reason=reason))
-                continue
-
-            def build(rb: Rebuilder, src=src, gf=gate_first, parts=(up, s, gate, mul), mul=mul) -> dict[int, int]:
-                fused = rb.emit(chains.SWIGLU_NARROWS.fused, [rb.map[src.id]], {"gate_first": gf}, like=parts, name=mul.name, type=mul.type)
-                return {mul.id: fused}
-
-            out.append(_claim_site(cx, mul, [up.id, s.id, gate.id, mul.id], mul.id, build, "swiglu"))
-    return out
+    return _swiglu_sites(g, chains.SWIGLU_NARROWS, "narrow", "swiglu", _narrows_check)
 
 
 MATMUL_BIAS_ACT = Pattern("matmul_bias_act", "fuse_matmul_bias_act", matmul_bias_act_sites, frozenset({chains.MATMUL_BIAS_ACT.fused}))

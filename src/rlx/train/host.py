@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from rlx.ir.dtype import needs_f32_master as low_precision
 from rlx.ir.graph import Graph
 from rlx.lir.plan import LirModule
 from rlx.runtime.compile import compile as _compile
@@ -17,10 +18,6 @@ from rlx.train.grads import apply_update
 from rlx.train.xp import namespace
 
 __all__ = ["HostEngine", "low_precision"]
-
-
-def low_precision(dtype: Any) -> bool:
-    return (np.dtype(dtype).itemsize < 4 and np.dtype(dtype).kind == "f") or str(dtype) == "bfloat16"
 
 
 class HostEngine:

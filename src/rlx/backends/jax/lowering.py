@@ -56,12 +56,11 @@ from rlx.backends.jax.table import (
     tracing_precision,
 )
 from rlx.backends.jax.table import cast_all as _cast_all
-from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
 from rlx.ops import rows
-from rlx.ops.elementwise import WIDE_INTS, float_to_int
-from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS
+from rlx.ops.conv import max_pool_with_indices, pool_count, pool_geo
+from rlx.ops.kinds import ACTIVATION_KINDS
 from rlx.ops.rows import reduce_identity
 
 __all__ = ["DECOMPOSED", "JNP", "LEAVES", "LOWERINGS", "NATIVE_LOW_PRECISION", "REFUSED", "TABLE", "Lowering", "activate",
@@ -77,10 +76,6 @@ def _is_float(a: Any) -> bool:
     return jnp.issubdtype(a.dtype, jnp.floating)
 
 
-def _is_complex(a: Any) -> bool:
-    return jnp.issubdtype(a.dtype, jnp.complexfloating)
-
-
 # ------------------------------------------------------------------------------ sources
 @lowering("constant")
 def _constant(args, attrs, out):
@@ -89,120 +84,11 @@ def _constant(args, attrs, out):
 
 # -------------------------------------------------------------------------- elementwise
 def activate(kind: str | None, x: Any) -> Any:
-    """The activation row's formula in jax.numpy (None: identity)."""
-    if kind is None:
-        return x
-    return ACTIVATION_KINDS[kind].forward(JNP, x, is_int=not (_is_float(x) or _is_complex(x)))
-
-
-@lowering("activation")
-def _activation(args, attrs, out):
-    return activate(attrs["kind"], args[0])
-
-
-@lowering("cast")
-def _cast(args, attrs, out):
-    x, to = args[0], attrs["to"]
-    if to.is_bool:
-        return x != 0
-    if _is_complex(x) and not to.is_complex:
-        x = jnp.real(x)
-    if to in WIDE_INTS and _is_float(x):  # out of range as the reference (XLA would saturate)
-        return float_to_int(jnp, x, to, JNP.astype)
-    if to.is_int and (_is_float(x) or _is_complex(x)):
-        x = jnp.trunc(x)
-    if to.is_low_precision_float and x.dtype != jnp.float32 and not _is_int_or_bool(x):
-        x = x.astype(jnp.float32)  # the reference rounds through f32 (no double-rounding drift)
-    return x.astype(jnp_dtype(to))
+    """The activation row in jax.numpy (None: identity)."""
+    return rows.activate(JNP, kind, x)
 
 
 lowering("bitcast", native_low_precision=True)(TABLE.row("bitcast"))
-
-
-def _is_int_or_bool(a: Any) -> bool:
-    return jnp.issubdtype(a.dtype, jnp.integer) or a.dtype == jnp.bool_
-
-
-def _fmax(a, b):
-    """np.fmax: NaN-ignoring maximum (NaN only when both are NaN)."""
-    if not _is_float(a):
-        return jnp.logical_or(a, b) if a.dtype == jnp.bool_ else jnp.maximum(a, b)
-    return jnp.where(jnp.isnan(a), b, jnp.where(jnp.isnan(b), a, jnp.maximum(a, b)))
-
-
-def _fmin(a, b):
-    if not _is_float(a):
-        return jnp.logical_and(a, b) if a.dtype == jnp.bool_ else jnp.minimum(a, b)
-    return jnp.where(jnp.isnan(a), b, jnp.where(jnp.isnan(b), a, jnp.minimum(a, b)))
-
-
-def _int_div(a, b):
-    """Truncating integer division; x / 0 gives 0 (as the reference)."""
-    zero = b == 0
-    safe = jnp.where(zero, jnp.ones((), b.dtype), b)
-    return jnp.where(zero, jnp.zeros((), a.dtype), lax.div(*jnp.broadcast_arrays(a, safe)))
-
-
-def _int_pow(a, b):
-    a, b = jnp.broadcast_arrays(a, b)
-    neg = b < 0
-    pos = _int_power(a, jnp.where(neg, jnp.zeros((), b.dtype), b))
-    recip = jnp.where(jnp.abs(a) == 1, _int_power(a, jnp.abs(b) % 2), jnp.zeros((), a.dtype))
-    return jnp.where(neg, recip, pos)
-
-
-def _int_power(a, e):
-    """a ** e for integer arrays, e >= 0 (square-and-multiply over the exponent's bits, wrapping)."""
-    bits = jnp.iinfo(e.dtype).bits
-    result = jnp.ones_like(a)
-    base = a
-    for _ in range(bits - (1 if jnp.issubdtype(e.dtype, jnp.signedinteger) else 0)):
-        result = jnp.where((e & 1) == 1, result * base, result)
-        base = base * base
-        e = e >> 1
-    return result
-
-
-@lowering("binary")
-def _binary(args, attrs, out):
-    a, b = _cast_all(args, out)
-    op = attrs["op"]
-    is_bool = a.dtype == jnp.bool_
-    is_int = is_bool or jnp.issubdtype(a.dtype, jnp.integer)
-    if op == "add":
-        return jnp.logical_or(a, b) if is_bool else a + b
-    if op == "sub":
-        return a - b
-    if op == "mul":
-        return jnp.logical_and(a, b) if is_bool else a * b
-    if op == "div":
-        return _int_div(a, b) if is_int else a / b
-    if op in ("max", "min"):  # lax.max / lax.min propagate NaN, as np.maximum
-        if is_bool:
-            return jnp.logical_or(a, b) if op == "max" else jnp.logical_and(a, b)
-        return jnp.maximum(a, b) if op == "max" else jnp.minimum(a, b)
-    if op == "fmax":
-        return _fmax(a, b)
-    if op == "fmin":
-        return _fmin(a, b)
-    return _int_pow(a, b) if is_int else jnp.power(a, b)
-
-
-_COMPARE = {"eq": jnp.equal, "ne": jnp.not_equal, "lt": jnp.less, "le": jnp.less_equal, "gt": jnp.greater, "ge": jnp.greater_equal}
-
-
-@lowering("compare")
-def _compare(args, attrs, out):
-    common = DType.promote(DType.of(np.dtype(args[0].dtype)), DType.of(np.dtype(args[1].dtype)))
-    a, b = _cast_all(args, TensorType(out.shape, common))
-    return _COMPARE[attrs["op"]](a, b)
-
-
-@lowering("where")
-def _where(args, attrs, out):
-    c = args[0] if args[0].dtype == jnp.bool_ else args[0] != 0
-    a, b = _cast_all(args[1:], out)
-    return jnp.where(c, a, b)
 
 
 # ------------------------------------------------------------------------------- linalg
@@ -367,16 +253,13 @@ def _window(x, init, fn, k, s, p):
 @lowering("max_pool2d_with_indices")
 def _max_pool2d_with_indices(args, attrs, out):
     """The op's own formula (rlx.ops.conv.max_pool_with_indices) over jax.numpy."""
-    from rlx.ops.conv import max_pool_with_indices
-
     return max_pool_with_indices(jnp, args[0], attrs)
 
 
 @lowering("pool2d")
 def _pool2d(args, attrs, out):
     x, kind = args[0], attrs["kind"]
-    k, p = _pair(attrs["kernel_size"]), _pair(attrs["padding"])
-    s = _pair(attrs["stride"]) if attrs["stride"] is not None else k
+    k, s, p = pool_geo(attrs)
     if kind in ("max", "min", "fmax", "fmin"):
         ident = reduce_identity(kind, x.dtype)
         fn = lax.max if kind in ("max", "fmax") else lax.min
@@ -393,10 +276,7 @@ def _pool2d(args, attrs, out):
         return total
     if attrs["count_include_pad"]:
         return total / _scalar(k[0] * k[1], total)
-    ones = np.pad(np.ones(x.shape[2:], np.float64), ((p[0], p[0]), (p[1], p[1])))
-    win = np.lib.stride_tricks.sliding_window_view(ones, k)[:: s[0], :: s[1]]
-    count = win.sum(axis=(-2, -1))[: out.shape[2], : out.shape[3]]
-    return total / jnp.asarray(count, total.dtype)
+    return total / jnp.asarray(pool_count(x.shape, attrs), total.dtype)
 
 
 @lowering("resize_nearest_2x")
@@ -447,28 +327,28 @@ def _max_pool2d_backward(args, attrs, out):
     return dxp[:, :, p[0] : p[0] + x.shape[2], p[1] : p[1] + x.shape[3]]
 
 
-def _conv_attrs(attrs, kernel) -> tuple:
+def _conv_adjoint(known, dy, attrs, out, precision, wrt_x: bool):
+    """The adjoint (linear transpose) of the forward conv2d in x (``known`` is w) or in w (``known`` is x)."""
+    conv = (lambda x: conv2d(x, known, *_conv_geometry(attrs), None, precision)) if wrt_x else (
+        lambda w: conv2d(known, w, *_conv_geometry(attrs), None, precision))
+    (grad,) = jax.linear_transpose(conv, jax.ShapeDtypeStruct(tuple(out.shape), known.dtype))(dy)
+    return grad
+
+
+def _conv_geometry(attrs) -> tuple:
     return attrs["stride"], attrs["padding"], attrs["dilation"], attrs["groups"]
 
 
 @lowering("conv2d_backward_input")
 def _conv2d_backward_input(args, attrs, out):
-    """The adjoint (linear transpose) of the forward conv2d in x."""
     (dy, w), _, precision = _contraction_operands(args, out)
-    stride, padding, dilation, groups = _conv_attrs(attrs, w.shape[2:])
-    x0 = jax.ShapeDtypeStruct(tuple(out.shape), w.dtype)
-    (dx,) = jax.linear_transpose(lambda x: conv2d(x, w, stride, padding, dilation, groups, None, precision), x0)(dy)
-    return dx
+    return _conv_adjoint(w, dy, attrs, out, precision, wrt_x=True)
 
 
 @lowering("conv2d_backward_weight")
 def _conv2d_backward_weight(args, attrs, out):
-    """The adjoint (linear transpose) of the forward conv2d in w."""
     (x, dy), _, precision = _contraction_operands(args, out)
-    stride, padding, dilation, groups = _conv_attrs(attrs, out.shape[2:])
-    w0 = jax.ShapeDtypeStruct(tuple(out.shape), x.dtype)
-    (dw,) = jax.linear_transpose(lambda w: conv2d(x, w, stride, padding, dilation, groups, None, precision), w0)(dy)
-    return dw
+    return _conv_adjoint(x, dy, attrs, out, precision, wrt_x=False)
 
 
 @lowering("softmax_cross_entropy")
@@ -598,12 +478,6 @@ def _gather_backward(args, attrs, out):
 
 
 # ------------------------------------------------------------------------------ math_ext
-@lowering("unary_math")
-def _unary_math(args, attrs, out):
-    x = args[0]
-    return UNARY_MATH_KINDS[attrs["kind"]].forward(JNP, x, is_int=not _is_float(x))
-
-
 @lowering("binary_ext")
 def _binary_ext(args, attrs, out):
     a, b = _cast_all(args, out)

@@ -22,6 +22,7 @@ from rlx.backends.lowering_table import LoweringTable
 from rlx.ir.dtype import DType
 from rlx.ir.shape import TensorType
 from rlx.ops.kinds import ArrayNamespace, tanh_sigmoid
+from rlx.ops.rows import nan_ignoring
 
 Lowering = Callable[[list[Any], Mapping[str, Any], TensorType], Any]
 
@@ -40,6 +41,18 @@ def cast_all(args: list[Any], out: TensorType) -> list[Any]:
     return [a.astype(dt) if a.dtype != dt else a for a in args]
 
 
+def _int_power(a, e):
+    """a ** e for integer arrays, e >= 0 (square-and-multiply over the exponent's bits, wrapping)."""
+    bits = jnp.iinfo(e.dtype).bits
+    result = jnp.ones_like(a)
+    base = a
+    for _ in range(bits - (1 if jnp.issubdtype(e.dtype, jnp.signedinteger) else 0)):
+        result = jnp.where((e & 1) == 1, result * base, result)
+        base = base * base
+        e = e >> 1
+    return result
+
+
 #: The jax.numpy array namespace the rows and the kinds' formulas run in (rlx.ops.rows, rlx.ops.kinds).
 JNP = ArrayNamespace(jnp, erf=lax.erf, sigmoid=lambda x: tanh_sigmoid(jnp, x), permute=jnp.transpose,
                      cast_all=cast_all, concat=lambda parts, axis: jnp.concatenate(parts, axis=axis),
@@ -47,7 +60,10 @@ JNP = ArrayNamespace(jnp, erf=lax.erf, sigmoid=lambda x: tanh_sigmoid(jnp, x), p
                      full_like_shape=lambda shape, value, like: jnp.full(shape, value, dtype=like.dtype),
                      rlx_dtype=lambda x: DType.of(np.dtype(x.dtype)), astype=lambda x, to: x.astype(jnp_dtype(to)),
                      bitcast=lambda x, to: lax.bitcast_convert_type(x, jnp_dtype(to)),
-                     arange_like=lambda n, like: np.arange(n), stop_gradient=lax.stop_gradient)
+                     arange_like=lambda n, like: np.arange(n), stop_gradient=lax.stop_gradient,
+                     trunc_div=lambda a, b: lax.div(*jnp.broadcast_arrays(a, b)), int_power=_int_power,
+                     fmax=lambda a, b: nan_ignoring(jnp, jnp.maximum, a, b),
+                     fmin=lambda a, b: nan_ignoring(jnp, jnp.minimum, a, b))
 
 TABLE = LoweringTable(
     "jax", JNP, decompose_families=frozenset({"fused"}),

@@ -22,14 +22,11 @@ from jax.sharding import NamedSharding, PartitionSpec
 from rlx.backends.jax import lowering as L
 from rlx.backends.jax import sharding as S
 from rlx.backends.jax.executable import evaluate, needs_x64, x64_scope
+from rlx.ir.dtype import needs_f32_master
 from rlx.ir.errors import FeedError
 from rlx.ir.graph import Graph
 
 __all__ = ["Engine"]
-
-
-def _low(dtype: Any) -> bool:
-    return (np.dtype(dtype).kind == "f" and np.dtype(dtype).itemsize < 4) or str(dtype) == "bfloat16"
 
 
 class Engine:
@@ -79,7 +76,7 @@ class Engine:
             self._pshard = dict.fromkeys(init, self._repl)
         with x64_scope(self.x64):
             self.params = {n: self._place_param(n, a) for n, a in init.items()}
-            self.master = {n: self._place_param(n, init[n].astype(np.float32)) for n in trainable if _low(init[n].dtype)}
+            self.master = {n: self._place_param(n, init[n].astype(np.float32)) for n in trainable if needs_f32_master(init[n].dtype)}
             self.states = {n: {k: self._place_param(n, np.zeros(init[n].shape, np.float32 if n in self.master else init[n].dtype))
                                for k in opt.slots} for n in trainable}
         self._jit_step = self._jit_grads = self._jit_apply = self._jit_loss = None

@@ -30,8 +30,8 @@ from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError
 from rlx.ir.shape import TensorType
 from rlx.ops import rows
-from rlx.ops.elementwise import WIDE_INTS, float_to_int
-from rlx.ops.kinds import ACTIVATION_KINDS, UNARY_MATH_KINDS, ArrayNamespace
+from rlx.ops.conv import pool_count, pool_geo
+from rlx.ops.kinds import ArrayNamespace
 from rlx.ops.rows import minmax_reduce, reduce_identity
 
 Lowering = Callable[[list[Any], Mapping[str, Any], TensorType], Any]
@@ -43,6 +43,7 @@ _TORCH_DTYPES = {
     "f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2,
     "f8e4m3fnuz": torch.float8_e4m3fnuz, "f8e5m2fnuz": torch.float8_e5m2fnuz, "f8e8m0": torch.float8_e8m0fnu,
 }
+_FROM_TORCH = {dt: DType(name) for name, dt in _TORCH_DTYPES.items()}
 
 
 class TorchDTypeError(RlxError, TypeError):
@@ -88,13 +89,30 @@ def _prod_axes(x: Any, axis: tuple[int, ...], keepdims: bool, dtype: Any) -> Any
 
 
 #: The torch array namespace the kinds' formulas run in (rlx.ops.kinds).
+def _trunc_div(a, b):
+    """Integer division toward zero (never by 0 or -1: rlx.ops.rows.int_div); torch has no division kernel
+    for u16 / u32, so those are exact in i64."""
+    if a.dtype in (torch.uint16, torch.uint32):
+        return torch.div(a.to(torch.int64), b.to(torch.int64), rounding_mode="trunc").to(a.dtype)
+    return torch.div(a, b, rounding_mode="trunc")
+
+
+def _rlx_dtype(t: Any) -> DType:
+    found = _FROM_TORCH.get(t.dtype)
+    if found is None:
+        raise RlxError(f"torch backend: unsupported tensor dtype {t.dtype}")
+    return found
+
+
 TORCH = ArrayNamespace(torch, erf=torch.special.erf, sigmoid=torch.sigmoid, permute=torch.permute, slice_axis=torch.narrow,
                        cast_all=_cast_all, concat=lambda parts, axis: torch.cat(parts, dim=axis),
                        maximum=lambda a, b: torch.maximum(a, torch.as_tensor(b, dtype=a.dtype)), prod=_prod_axes,
                        full_like_shape=lambda shape, value, like: torch.full(shape, value, dtype=like.dtype, device=like.device),
-                       rlx_dtype=lambda x: _rlx_dtype(x), astype=lambda x, to: x.to(torch_dtype(to)),
+                       rlx_dtype=_rlx_dtype, astype=lambda x, to: x.to(torch_dtype(to)),
                        bitcast=lambda x, to: x.view(torch_dtype(to)),
-                       arange_like=lambda n, like: torch.arange(n, device=like.device))
+                       arange_like=lambda n, like: torch.arange(n, device=like.device),
+                       trunc_div=_trunc_div, int_power=torch.pow, power=torch.pow,
+                       broadcast_arrays=torch.broadcast_tensors)
 
 _HOST_REASONS = {
     "backward": "training kernels: run by the NumPy reference kernel on the host (a torch lowering is future work)",
@@ -138,118 +156,24 @@ _NATIVE: dict[str, Callable[[Any], Any]] = {"gelu": F.gelu, "gelu_approx": lambd
 
 
 def activate(kind: str | None, x: Any) -> Any:
-    """The activation row's formula in torch (a native kernel where torch has one); None: identity."""
-    if kind is None:
-        return x
-    native = _NATIVE.get(kind)
+    """The activation row in torch, or torch's native kernel where it has one; None: identity."""
+    native = _NATIVE.get(kind) if kind is not None else None
     if native is not None and _is_float(x):
         return native(x)
-    return ACTIVATION_KINDS[kind].forward(TORCH, x, is_int=not (_is_float(x) or x.dtype.is_complex))
+    return rows.activate(TORCH, kind, x)
 
 
 @lowering("activation")
 def _activation(args, attrs, out):
-    x = args[0]
-    if x.dtype != compute_dtype(out.dtype) and attrs["kind"] not in ("abs",):
-        x = x.to(compute_dtype(out.dtype))
-    return activate(attrs["kind"], x)
-
-
-@lowering("cast")
-def _cast(args, attrs, out):
-    x, to = args[0], attrs["to"]
-    if to.is_bool:
-        return x != 0
-    if x.dtype.is_complex and not to.is_complex:
-        x = torch.real(x)
-    if to in WIDE_INTS and _is_float(x):  # out of range as the reference, on any platform
-        return float_to_int(torch, x, to, TORCH.astype)
-    if to.is_int and (_is_float(x) or x.dtype.is_complex):
-        x = torch.trunc(x)
-    if to.is_low_precision_float and x.dtype != torch.float32 and _is_float(x):
-        x = x.to(torch.float32)  # the reference rounds through f32
-    return x.to(torch_dtype(to))
+    """The row, with torch's native gelu / silu kernels as overrides."""
+    native = _NATIVE.get(attrs["kind"])
+    if native is None:
+        return rows.activation(TORCH, args, attrs, out)
+    (x,) = _cast_all(args, out)
+    return native(x) if _is_float(x) else rows.activate(TORCH, attrs["kind"], x)
 
 
 lowering("bitcast", native_low_precision=True)(TABLE.row("bitcast"))
-
-
-def _int_div(a, b):
-    """Truncating integer division; x / 0 gives 0 and MIN / -1 gives MIN (as the reference). Neither
-    reaches torch's kernel, where both raise SIGFPE: a divisor of 0 or -1 is replaced by 1 first."""
-    if a.dtype in (torch.uint16, torch.uint32):  # torch has no division kernel for them: exact in i64
-        return _int_div(a.to(torch.int64), b.to(torch.int64)).to(a.dtype)
-    zero = b == 0
-    if not a.dtype.is_signed:
-        q = torch.div(a, torch.where(zero, torch.ones_like(b), b), rounding_mode="trunc")
-        return torch.where(zero, torch.zeros_like(q), q)
-    minus1 = b == -1
-    q = torch.div(a, torch.where(zero | minus1, torch.ones_like(b), b), rounding_mode="trunc")
-    return torch.where(zero, torch.zeros_like(q), torch.where(minus1, torch.neg(q), q))  # -MIN wraps to MIN
-
-
-def _int_pow(a, b):
-    a, b = torch.broadcast_tensors(a, b)
-    neg = b < 0
-    pos = torch.pow(a, torch.where(neg, torch.zeros_like(b), b))
-    recip = torch.where(torch.abs(a) == 1, torch.pow(a, torch.abs(b) % 2), torch.zeros_like(a))
-    return torch.where(neg, recip, pos)
-
-
-@lowering("binary")
-def _binary(args, attrs, out):
-    a, b = _cast_all(args, out)
-    op = attrs["op"]
-    is_bool = a.dtype == torch.bool
-    if op == "add":
-        return torch.logical_or(a, b) if is_bool else a + b
-    if op == "sub":
-        return a - b
-    if op == "mul":
-        return torch.logical_and(a, b) if is_bool else a * b
-    if op == "div":
-        return _int_div(a, b) if (is_bool or _is_int(a)) else a / b
-    if op in ("max", "min"):
-        if is_bool:
-            return torch.logical_or(a, b) if op == "max" else torch.logical_and(a, b)
-        return torch.maximum(a, b) if op == "max" else torch.minimum(a, b)  # NaN propagates
-    if op in ("fmax", "fmin"):
-        if is_bool:
-            return torch.logical_or(a, b) if op == "fmax" else torch.logical_and(a, b)
-        if a.dtype.is_floating_point:
-            return torch.fmax(a, b) if op == "fmax" else torch.fmin(a, b)
-        return torch.maximum(a, b) if op == "fmax" else torch.minimum(a, b)
-    return _int_pow(a, b) if _is_int(a) else torch.pow(a, b)
-
-
-_COMPARE = {"eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge}
-
-
-@lowering("compare")
-def _compare(args, attrs, out):
-    common = DType.promote(_rlx_dtype(args[0]), _rlx_dtype(args[1]))
-    a, b = _cast_all(args, TensorType(out.shape, common))
-    return _COMPARE[attrs["op"]](a, b)
-
-
-def _rlx_dtype(t: Any) -> DType:
-    for name, dt in _TORCH_DTYPES.items():
-        if dt == t.dtype:
-            return DType(name)
-    raise RlxError(f"torch backend: unsupported tensor dtype {t.dtype}")
-
-
-@lowering("where")
-def _where(args, attrs, out):
-    c = args[0] if args[0].dtype == torch.bool else args[0] != 0
-    a, b = _cast_all(args[1:], out)
-    return torch.where(c, a, b)
-
-
-@lowering("unary_math")
-def _unary_math(args, attrs, out):
-    x = args[0]
-    return UNARY_MATH_KINDS[attrs["kind"]].forward(TORCH, x, is_int=not _is_float(x))
 
 
 # ------------------------------------------------------------------------------- linalg
@@ -400,8 +324,7 @@ def _windows(x, k, s, p, fill):
 @lowering("pool2d")
 def _pool2d(args, attrs, out):
     x, kind = args[0], attrs["kind"]
-    k, p = _pair(attrs["kernel_size"]), _pair(attrs["padding"])
-    s = _pair(attrs["stride"]) if attrs["stride"] is not None else k
+    k, s, p = pool_geo(attrs)
     if kind in ("max", "min", "fmax", "fmin"):
         ident = reduce_identity(kind, _numpy_dtype(x))
         high = kind in ("max", "fmax")
@@ -420,8 +343,7 @@ def _pool2d(args, attrs, out):
         return total
     if attrs["count_include_pad"]:
         return total / (k[0] * k[1])
-    ones = torch.ones((1, 1, *x.shape[2:]), dtype=total.dtype, device=x.device)
-    return total / torch.sum(_windows(ones, k, s, p, 0), dim=-1)
+    return total / torch.as_tensor(pool_count(x.shape, attrs), dtype=total.dtype, device=total.device)
 
 
 lowering("special")(special_lowering)  # torch.special calls (rlx.backends.torch_backend.lowering_special)

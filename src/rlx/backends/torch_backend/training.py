@@ -12,14 +12,11 @@ import numpy as np
 import torch
 
 from rlx.backends.torch_backend.executable import TorchExecutable, to_numpy, to_torch
+from rlx.ir.dtype import needs_f32_master
 from rlx.ir.errors import FeedError
 from rlx.ir.graph import Graph
 
 __all__ = ["Engine"]
-
-
-def _low(dtype: Any) -> bool:
-    return (np.dtype(dtype).kind == "f" and np.dtype(dtype).itemsize < 4) or str(dtype) == "bfloat16"
 
 
 class _Module:
@@ -59,7 +56,7 @@ class Engine:
         self._decl = {n: v for n, v in {**backward.inputs(), **(state_graph.inputs() if state_graph is not None else {})}.items()}
         self._dtypes = {n: _dtype_of(backward, state_graph, forward, n) for n in init}
         self.params = {n: to_torch(np.array(a, copy=True), self._dtypes[n], self.device) for n, a in init.items()}
-        self.master = {n: self.params[n].to(torch.float32).clone() for n in trainable if _low(init[n].dtype)}
+        self.master = {n: self.params[n].to(torch.float32).clone() for n in trainable if needs_f32_master(init[n].dtype)}
         self.states = {n: opt.init_state(self.master.get(n, self.params[n]), torch.zeros_like) for n in trainable}
 
     def _tensors(self, inputs: Mapping[str, Any], names: Mapping[str, Any]) -> dict[str, torch.Tensor]:

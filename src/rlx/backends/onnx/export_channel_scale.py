@@ -39,9 +39,27 @@ def channel_scale(ex: Any, node: Node) -> np.ndarray | None:
     return w.reshape(1, c, 1, 1).astype(node.dtype.numpy)
 
 
+_THROUGH = frozenset({"narrow", "activation", "reduce", "reshape", "binary", "transpose"})  # keep no conv layout
+_LOOK_BACK = 8
+
+
+def from_matmul(ex: Any, vid: int) -> bool:
+    """Whether value ``vid`` is a matmul's result, directly or through a few views, elementwise ops and
+    reductions (first operands): WavLM's gated relative-position bias scales a sigmoid of a narrow of a
+    linear layer's sum per head."""
+    for _ in range(_LOOK_BACK):
+        node = ex.g.node(vid)
+        if node.op in _MATMUL_RESULTS:
+            return True
+        if node.op not in _THROUGH or not node.inputs:
+            return False
+        vid = node.inputs[0]
+    return False
+
+
 @exporter("conv2d")
 def _conv2d(ex, node, ins):
-    scale = channel_scale(ex, node) if ex.g.node(node.inputs[0]).op in _MATMUL_RESULTS else None
+    scale = channel_scale(ex, node) if from_matmul(ex, node.inputs[0]) else None
     if scale is None:
         return _PLAIN_CONV(ex, node, ins)
     return ex.node("Mul", [ins[0], ex.const(scale)])

@@ -11,6 +11,9 @@ onnxruntime's error, not rlx's RlxError; overwriting with duplicate indices is u
 
 from __future__ import annotations
 
+import numpy as np
+
+from rlx.backends.onnx.export_resample import constant_of
 from rlx.backends.onnx.export_shapes import shape_value
 from rlx.backends.onnx.exporter import _in_dtype, _in_shape, exporter
 from rlx.ir.dtype import DType
@@ -49,10 +52,45 @@ def _gather_frame(ex, node, x: str, idx: list[str], first: int):
     return _transpose(ex, x, order), stacked, labels, order, nb
 
 
+def _gather_in_place(ex, node, ins) -> str | None:
+    """Adjacent indexed axes, every index constant and in range, static dims: one ``Gather`` of the linear
+    index on those axes merged into one (a Reshape), which leaves the index's dims where the axes were, the
+    NumPy layout, with no Transpose around a GatherND. ConvBERT's unfold of its span conv ([2, 32, 16, 1]
+    indexed by [9, 8, 1, 1] and [1, 1]), 1 thread: the per-layer Transpose / GatherND / Transpose becomes a
+    Gather, as in torch's file. None where the general form is needed."""
+    shape = _in_shape(ex, node, 0)
+    pattern = node.attrs["pattern"]
+    axes = indexed_axes(full_pattern(pattern, len(shape)))
+    consts = [constant_of(ex, i) for i in node.inputs[1:]]
+    if ("n" in pattern or not axes or axes != list(range(axes[0], axes[-1] + 1))
+            or any(c is None or c.dtype.kind not in "iu" for c in consts)
+            or not all(isinstance(d, int) for d in shape)):
+        return None
+    dims = [shape[a] for a in axes]
+    if any(c.size and (c.min() < -n or c.max() >= n) for c, n in zip(consts, dims)):
+        return None  # out of range: the general form keeps the engine's error
+    nb = len(np.broadcast_shapes(*(c.shape for c in consts)))
+    want = [("x", a) for a in range(axes[0])] + [("b", k) for k in range(nb)] + \
+        [("x", a) for a in range(axes[-1] + 1, len(shape))]
+    if layout(pattern, len(shape), nb) != want:
+        return None
+    lin = np.zeros((), np.int64)
+    for c, n in zip(consts, dims):
+        c = c.astype(np.int64)
+        lin = lin * n + np.where(c < 0, c + n, c)
+    x = ins[0]
+    if len(axes) > 1:
+        merged = [*shape[:axes[0]], int(np.prod(dims)), *shape[axes[-1] + 1:]]
+        x = ex.node("Reshape", [x, ex.ints(merged)])
+    return ex.node("Gather", [x, ex.const(lin)], axis=axes[0])
+
+
 @exporter("advanced_index")
 def _advanced_index(ex, node, ins):
     x, idx = ins[0], ins[1:]
     rank = len(_in_shape(ex, node, 0))
+    if idx and (y := _gather_in_place(ex, node, ins)) is not None:
+        return y
     if not idx:
         y, labels, nb = x, [("x", a) for a in range(rank)], 0
     else:

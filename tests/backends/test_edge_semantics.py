@@ -147,10 +147,8 @@ S = np.array([[INF, 1, 2], [-INF, 1, 2], [-INF, -INF, -INF], [NAN, 1, 2], [INF, 
 
 
 def _softmax_row(row: list[float]) -> list[float]:
-    if any(math.isnan(v) for v in row) or all(v == -INF for v in row):
+    if any(math.isnan(v) or v == INF for v in row) or all(v == -INF for v in row):  # torch / jax: all NaN
         return [NAN] * len(row)
-    if any(v == INF for v in row):  # exp overflows: inf / inf at the infinities, finite / inf elsewhere
-        return [NAN if v == INF else 0.0 for v in row]
     m = max(row)
     e = [math.exp(v - m) for v in row]
     return [v / sum(e) for v in e]

@@ -177,14 +177,14 @@ SHAPE_ROWS: dict[str, Callable[..., Any]] = {"reshape": reshape, "transpose": tr
 
 # ------------------------------------------------------------------------------ softmax
 def softmax_of(xp: Any, x: Any, axis: int) -> Any:
-    """exp(x - m) / sum(exp(x - m)) along ``axis``, m the row max where finite, else 0 (a row of
-    -inf gives NaN, as NumPy / torch)."""
+    """exp(x - m) / sum(exp(x - m)) along ``axis``, m the row max: a row holding NaN or +inf, or only -inf,
+    is all NaN, as torch, JAX and ONNX's ``Softmax`` (onnxruntime) compute it."""
     if len(x.shape) == 0:
         return xp.ones_like(x)
     if x.shape[axis] == 0:
         return x
     m = _detached(xp, xp.amax(x, axis=axis, keepdims=True))
-    e = xp.exp(x - xp.where(xp.isfinite(m), m, xp.zeros_like(m)))
+    e = xp.exp(x - m)
     return e / xp.sum(e, axis=axis, keepdims=True)
 
 

@@ -19,8 +19,9 @@ rlx promotes operand dtypes (``i32 + f32 = f32``) where ONNX requires equal type
 operands are cast to the node's dtype first. Where onnxruntime's kernels differ from rlx's edge
 semantics (docs/semantics.md "Edge cases") the export spells rlx's out: ``reduce`` max / min and
 ``arg_reduce`` add the NaN test onnxruntime's ReduceMax / ArgMax skip (``pool2d`` max / min a NaN term
-that keeps its conv layout), ``softmax`` is written as
-the reference's formula (a row holding +inf), the mean over an empty axis is sum / 0, integer
+that keeps its conv layout), ``softmax`` is ONNX's
+``Softmax``, whose rows holding NaN / +inf are NaN as rlx's (onnxruntime; OpenVINO's CPU plugin keeps them
+finite, docs/backends.md), the mean over an empty axis is sum / 0, integer
 div / mod never reach Div / Mod with a divisor of 0 or -1 (MIN / -1 traps). ``binary`` fmax / fmin
 (NaN-ignoring) are exported as Max / Min with the NaN operand replaced by the other; ``reduce``
 and ``pool2d`` fmax / fmin have no ONNX form and are refused.
@@ -634,11 +635,12 @@ def _any_nan(ex, x: str, axes: list[int], keep: int) -> str:
 
 @exporter("softmax")
 def _softmax(ex, node, ins):
-    """The reference's formula, exp(x - m) / sum with m the row max, or 0 where that is not finite, so
-    a row holding +inf gives NaN there and 0 elsewhere (onnxruntime's Softmax gives a row of NaN)."""
-    x, axis, dt = ins[0], node.attrs["axis"], node.dtype
+    """ONNX's ``Softmax`` (rlx's rule: a row holding NaN or +inf is all NaN, as onnxruntime computes it); the
+    formula exp(x - m) / sum, m the row max, for the types onnxruntime's Softmax lacks (bf16)."""
+    x, axis = ins[0], node.attrs["axis"]
+    if node.dtype in (DType.F32, DType.F64, DType.F16):
+        return ex.node("Softmax", [x], axis=axis)
     m = ex.node("ReduceMax", [x, ex.ints([axis])], keepdims=1)
-    m = ex.node("Where", [ex.node("IsInf", [m]), ex.scalar(0.0, dt), m])
     e = ex.node("Exp", [ex.node("Sub", [x, m])])
     return ex.node("Div", [e, ex.node("ReduceSum", [e, ex.ints([axis])], keepdims=1)])
 

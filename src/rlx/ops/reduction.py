@@ -150,8 +150,8 @@ defop(
     jvp=lambda ctx, node, tangents: _softmax_linearized(ctx, node, tangents[0]),
     batch=lambda ctx, node, operands, batched: ctx.graph.softmax(operands[0], axis=ctx.shift_axis(node.attrs["axis"])),
     doc="Numerically stable softmax exp(x - max) / sum along `axis` (default -1; any axis, upstream's kernel "
-    "is right only for the last one; stored non-negative). Needs a float input. A row whose max is not finite "
-    "is shifted by 0 instead (so a row of -inf gives NaN, like NumPy / torch).",
+    "is right only for the last one; stored non-negative). Needs a float input. A row holding NaN or +inf, "
+    "or only -inf, is all NaN (torch, JAX and ONNX's Softmax in onnxruntime agree).",
 )
 
 

@@ -92,3 +92,23 @@ def test_engines_fold_the_pad_and_match_torch(backend):
     got = next(iter(got.values())) if isinstance(got, dict) else got
     got = got[0] if isinstance(got, (list, tuple)) else got
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("hole", [False, True])
+def test_a_mask_that_is_not_a_pad_stays_a_where(hole):
+    # gather [0, 0, 1, 2, 3, 3] along W masked at both ends is a pad of (1, 1); a mask that also hides an
+    # inside position is not a pad and must keep its Where (values against NumPy)
+    idx = np.array([0, 0, 1, 2, 3, 3], np.int64)
+    mask = np.array([False, True, True, True, True, False])
+    if hole:
+        mask[2] = False
+    g = rlx.Graph("masked_gather")
+    x = g.input("x", (2, 3, 4, 4))
+    y = g.gather(x, g.constant(idx), axis=3)
+    g.set_outputs([g.where(g.constant(mask.reshape(1, 1, 1, 6)), y, g.constant(np.float32(2.5)))])
+    proto = rlx.onnx.export(g, {})
+    ops = Counter(n.op_type for n in proto.graph.node)
+    assert (ops["Pad"], ops["Where"]) == ((0, 1) if hole else (1, 0)), ops
+    xv = np.random.default_rng(4).standard_normal((2, 3, 4, 4)).astype(np.float32)
+    want = np.where(mask.reshape(1, 1, 1, 6), xv[..., idx], np.float32(2.5))
+    np.testing.assert_array_equal(_ort(proto, xv), want)

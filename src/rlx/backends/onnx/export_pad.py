@@ -17,14 +17,16 @@ import numpy as np
 
 from rlx.backends.onnx.export_resample import constant_of
 from rlx.backends.onnx.exporter import EXPORTERS, exporter
+from rlx.ir.dtype import DType
 from rlx.ir.graph import Node
 
 _PLAIN_WHERE = EXPORTERS["where"]
+_PAD_DTYPES = frozenset({DType.F16, DType.BF16, DType.F32, DType.F64})  # ONNX Pad's float types at opset 18
 
 
 def pad_step(ex: Any, node: Node) -> tuple[int, int, int, int, float] | None:
     """(source id, axis, before, after, fill) of a ``where`` that is one axis of a constant pad; else None."""
-    if node.op != "where" or not node.dtype.is_float:
+    if node.op != "where" or node.dtype not in _PAD_DTYPES:
         return None
     cond, gather, fill = (ex.g.node(i) for i in node.inputs)
     if gather.op != "gather" or gather.shape != node.shape or gather.dtype != node.dtype:
@@ -39,7 +41,7 @@ def pad_step(ex: Any, node: Node) -> tuple[int, int, int, int, float] | None:
     if mask.dtype != np.bool_ or mask.shape != tuple(m if i == axis else 1 for i in range(rank)):
         return None
     inside = mask.reshape(-1)
-    if idx.shape != (m,) or not inside.any():
+    if idx.shape != (m,) or idx.dtype.kind not in "iu" or not inside.any() or idx.min() < -n or idx.max() >= n:
         return None
     before = int(np.argmax(inside))
     after = m - before - n

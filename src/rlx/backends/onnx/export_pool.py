@@ -9,7 +9,7 @@ layout and back (GoogLeNet at the zoo's size: 6 Concat, 3 ReorderInput / Reorder
 becomes the pool's begin / end pads and the Concat goes (swept as unread by the exporter). The NaN term
 (:func:`rlx.backends.onnx.exporter._window_nan`) takes the same pads: its zero padding adds 0, as
 ``0 * tanh(-inf)`` does. ONNX pads must stay below the kernel: larger fills keep the Concat.
-GoogLeNet (zoo size, 1 thread, onnxruntime): 3.56 -> 3.29 ms a call (see docs/backends.md).
+GoogLeNet (zoo size, 1 thread, onnxruntime, load ~3): 3.76-3.80 -> 3.44-3.54 ms a call (docs/backends.md).
 """
 
 from __future__ import annotations

@@ -91,3 +91,25 @@ def test_fill_that_is_not_minus_inf_keeps_the_concat():
     with torch.no_grad():
         want = mod(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(_run(proto, x), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("engine", ["onnxruntime", "openvino"])
+def test_nan_term_in_blocked_conv_layout(engine):
+    """A conv before and after the pool puts it in onnxruntime's NCHWc layout: the NaN term's Tanh runs
+    there too and still passes NaN through, as torch (HardSigmoid, 5% cheaper on SqueezeNet / onnxruntime,
+    fails this on OpenVINO, whose HardSigmoid drops NaN)."""
+    if engine == "openvino":
+        pytest.importorskip("openvino")
+    torch.manual_seed(0)
+    mod = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.MaxPool2d(3, 2, ceil_mode=True),
+                              torch.nn.Conv2d(16, 16, 1)).eval()
+    x = _x((1, 3, 16, 13), seed=5)
+    x[0, 1, 4, 9], x[0, 2, 15, 12], x[0, 0, 0, 0] = np.nan, np.inf, -np.inf
+    g, params = rlx.torch.import_module(mod, (torch.from_numpy(x),))
+    exe = rlx.compile(g, backend=engine, params=params, threads=1)
+    with torch.no_grad():
+        want = mod(torch.from_numpy(x)).numpy()
+    got = exe.run(dict(zip(g.inputs(), [x])))[0]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.isnan(want).any() and not np.isnan(want).all()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

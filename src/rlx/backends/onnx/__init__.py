@@ -11,6 +11,7 @@ from rlx.backends.onnx import (  # each registers its exporters on import, after
     export_linalg,  # noqa: F401  (det)
     export_moe,  # noqa: F401  (grouped_matmul)
     export_pad,  # noqa: F401  (constant pads as one Pad)
+    export_pool,  # noqa: F401  (max / min pooling over a -inf / +inf concat pad as MaxPool pads)
     export_quant,  # noqa: F401  (dequant_matmul: GGUF weights, MatMulNBits)
     export_resample,  # noqa: F401  (constant-index gather as Slice / Concat, interpolation taps as Resize)
 )

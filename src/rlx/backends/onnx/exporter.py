@@ -799,8 +799,13 @@ def _window_nan(ex, x: str, dtype: DType, channels: int, geo: dict) -> str:
 def _pool2d(ex, node, ins):
     a = node.attrs
     k, s, p = list(a["kernel_size"]), list(a["stride"]), list(a["padding"])
-    geo = {"kernel_shape": k, "strides": s, "pads": [p[0], p[1], p[0], p[1]]}
-    kind, x = a["kind"], ins[0]
+    return pool_window(ex, node, ins[0], {"kernel_shape": k, "strides": s, "pads": [p[0], p[1], p[0], p[1]]})
+
+
+def pool_window(ex, node: Node, x: str, geo: dict) -> str:
+    """The pool2d node's ONNX pooling of ``x`` over the windows ``geo`` (kernel_shape, strides, pads)."""
+    a, k = node.attrs, geo["kernel_shape"]
+    kind = a["kind"]
     if kind in ("max", "min"):
         y = ex.node("MaxPool", [x if kind == "max" else ex.node("Neg", [x])], **geo)
         if node.dtype.is_float:

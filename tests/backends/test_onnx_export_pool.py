@@ -95,9 +95,9 @@ def test_fill_that_is_not_minus_inf_keeps_the_concat():
 
 @pytest.mark.parametrize("engine", ["onnxruntime", "openvino"])
 def test_nan_term_in_blocked_conv_layout(engine):
-    """A conv before and after the pool puts it in onnxruntime's NCHWc layout: the NaN term's Tanh runs
-    there too and still passes NaN through, as torch (HardSigmoid, 5% cheaper on SqueezeNet / onnxruntime,
-    fails this on OpenVINO, whose HardSigmoid drops NaN)."""
+    """A conv before and after the pool puts it in onnxruntime's NCHWc layout: the NaN term (HardSigmoid for
+    the onnxruntime backend, ~5% cheaper on SqueezeNet there; Tanh for OpenVINO, whose HardSigmoid drops NaN)
+    runs there too and still passes NaN through, as torch."""
     if engine == "openvino":
         pytest.importorskip("openvino")
     torch.manual_seed(0)
@@ -113,3 +113,15 @@ def test_nan_term_in_blocked_conv_layout(engine):
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     assert np.isnan(want).any() and not np.isnan(want).all()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_nan_term_form_follows_the_engine():
+    """The onnxruntime backend's export bounds the NaN term with HardSigmoid; a plain export (any engine) and
+    the openvino backend's keep Tanh."""
+    from rlx.backends.ort_backend import export_for_session
+
+    mod = torch.nn.Sequential(torch.nn.MaxPool2d(3, 2)).eval()
+    g, params = rlx.torch.import_module(mod, (torch.from_numpy(_x((1, 2, 9, 9))),))
+    for engine, bounded in ((None, "Tanh"), ("onnxruntime", "HardSigmoid")):
+        ops = Counter(n.op_type for n in export_for_session(g, params, engine=engine).graph.node)
+        assert ops[bounded] == 1 and ops["Tanh" if bounded == "HardSigmoid" else "HardSigmoid"] == 0

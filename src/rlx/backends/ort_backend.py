@@ -98,7 +98,7 @@ class OrtExecutable(EngineExecutable):
 
     def _build(self, params: Mapping[str, np.ndarray]) -> Any:
         ort = _ort()
-        proto = export_for_session(self.graph, params)
+        proto = export_for_session(self.graph, params, engine="onnxruntime")
         opts = ort.SessionOptions()
         opts.log_severity_level = 3  # errors only: onnxruntime's optimizer notes (unused initializers it drops) are not ours to print
         if self.threads is not None:
@@ -145,12 +145,13 @@ class OrtExecutable(EngineExecutable):
         return f"<OrtExecutable {self.graph.name!r} on {self.providers}>"
 
 
-def export_for_session(graph: Graph, params: Mapping[str, np.ndarray]) -> Any:
+def export_for_session(graph: Graph, params: Mapping[str, np.ndarray], engine: str | None = None) -> Any:
     """``graph`` with ``params`` bound as the ONNX model a session runs: inference BatchNorm chains
     folded into their convolutions (:func:`rlx.opt.fold_affine.fold_conv_affine`; onnxruntime folds
     a conv's Mul / Add but not the Sub of the mean, so the chain would stay four passes; after any other
     activation the chain becomes a 1x1 depthwise conv, one onnxruntime Conv) and every
-    weight-only subgraph computed once (:func:`rlx.opt.fold_weights.fold_weights`)."""
+    weight-only subgraph computed once (:func:`rlx.opt.fold_weights.fold_weights`); ``engine`` as for
+    :func:`rlx.backends.onnx.export`."""
     from rlx.backends.onnx import export
     from rlx.ir.verify import verify
     from rlx.opt.fold_affine import fold_conv_affine
@@ -159,7 +160,7 @@ def export_for_session(graph: Graph, params: Mapping[str, np.ndarray]) -> Any:
     folded = fold_conv_affine(graph, depthwise=True)
     g = verify(folded.graph) if folded.changed else graph
     g2, bound = fold_weights(g, params)
-    return export(verify(g2) if g2 is not g else g2, bound)
+    return export(verify(g2) if g2 is not g else g2, bound, engine=engine)
 
 
 def node_session(node: Node, in_types: list[TensorType], out: TensorType | tuple[TensorType, ...]) -> Any:

@@ -1,7 +1,7 @@
 """The engine backends' input binding (what the LLM decode loop relies on): OpenVINO copies small static inputs into
-its request's tensors; both engines wrap larger ones without a copy (onnxruntime: every input, through an IO binding)
-and do not wrap them again while the same array object comes back, so an array updated in place between calls (a KV
-cache) is read afresh, and copies of non-contiguous arrays never go stale."""
+its request's tensors; both engines wrap larger ones without a copy (onnxruntime with ``bind_inputs=True``: every
+input, through an IO binding) and do not wrap them again while the same array object comes back, so an array
+updated in place between calls (a KV cache) is read afresh, and copies of non-contiguous arrays never go stale."""
 
 from __future__ import annotations
 
@@ -21,15 +21,16 @@ def _graph():
     return g
 
 
-@pytest.mark.parametrize("backend", ["onnxruntime", "openvino"])
-def test_in_place_updates_and_views_are_read_afresh(backend):
+@pytest.mark.parametrize("backend, options", [("onnxruntime", {}), ("onnxruntime", {"bind_inputs": True}),
+                                              ("openvino", {})])
+def test_in_place_updates_and_views_are_read_afresh(backend, options):
     pytest.importorskip(backend)
     if backend == "openvino":
         from rlx.backends.openvino_backend import COPY_BYTES
 
         assert 128 * 256 * 4 > COPY_BYTES >= 256 * 4  # one input of each kind
     rng = np.random.default_rng(0)
-    exe = rlx.compile(_graph(), backend=backend, threads=1)
+    exe = rlx.compile(_graph(), backend=backend, threads=1, **options)
     big = rng.standard_normal((128, 256)).astype(np.float32)
     small = rng.standard_normal((1, 256)).astype(np.float32)
 
@@ -55,7 +56,7 @@ def test_onnxruntime_binding_per_thread():
     pytest.importorskip("onnxruntime")
     from concurrent.futures import ThreadPoolExecutor
 
-    exe = rlx.compile(_graph(), backend="onnxruntime", threads=1)
+    exe = rlx.compile(_graph(), backend="onnxruntime", threads=1, bind_inputs=True)
     rng = np.random.default_rng(1)
     feeds = [(rng.standard_normal((128, 256)).astype(np.float32), rng.standard_normal((1, 256)).astype(np.float32))
              for _ in range(4)]

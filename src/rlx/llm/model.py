@@ -61,7 +61,8 @@ class LlmModel:
         names = {n for n in graph.params()}
         params = {k: v for k, v in self.weights.arrays.items() if k in names}
         try:
-            return rlx_compile(graph, backend=self.backend, params=params, **self.options)
+            options = {"bind_inputs": True, **self.options} if self.backend == "onnxruntime" else self.options
+            return rlx_compile(graph, backend=self.backend, params=params, **options)  # the KV cache bound once
         except (RlxError, ValueError, MemoryError) as exc:  # e.g. an onnxruntime model past protobuf's 2 GB
             if self.fallback is None or self.fallback == self.backend:
                 raise

@@ -115,6 +115,8 @@ class ArenaExecutor(ExecutableBase):
         self._into: dict[int, Any] = {}  # node id -> its kernel_into (or None), decided once per executor
         self.graph = lir.graph
         self.feed = Feed(self.graph)
+        self._plain = self.feed.plain
+        self._input_ids = [(name, v.id) for name, v in self.feed.inputs.items()]
         self._params: dict[str, np.ndarray] = {}
         self._version = 0  # bumped by set_params; a frame behind it resyncs its params
         self._lock = threading.Lock()  # guards the frame pool, the bound params and the caches below
@@ -405,6 +407,14 @@ class ArenaExecutor(ExecutableBase):
 
     # ------------------------------------------------------------------ run
     def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
+        if not params and not self._dynamic and self._plain(inputs) and len(self._params) == len(self._param_ids):
+            # the per-run fast path: exactly the declared NumPy inputs, every param bound (the full check's 10 us skipped)
+            frame = self._acquire()
+            try:
+                self._sync(frame, None)
+                return self._run_frame(frame, {nid: inputs[name] for name, nid in self._input_ids})  # type: ignore[index]
+            finally:
+                self._release(frame)
         inputs, params = self.feed.maps(inputs, params)
         fed, binding = self.feed.check(inputs, {**self._params, **params})
         if self._dynamic:

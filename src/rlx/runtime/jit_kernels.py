@@ -3,10 +3,11 @@ kernels="jit")``), through numba (the ``kernels`` extra: ``pip install rlx[kerne
 
 Why: a NumPy formula makes one pass over memory per operation (layer_norm: seven), where one loop over each
 row keeps it in L1; at 1 thread the layer_norm [8, 128, 768] formula takes 0.9 ms, torch's own kernel 0.19 ms
-and this one 0.10 ms (``benchmarks/backends_peers.py``). The semantics stay the op's (``rlx.ops``): mean and
-two-pass biased variance per row, eps inside the square root; only the summation order differs (vectorised,
-with fused multiply-adds), so results equal ``rlx.run`` within float rounding, not bit for bit (the
-reference mode's promise). NaN and inf propagate as in the formula (no fast-math assumption about them).
+and this one 0.10 ms (``benchmarks/backends_peers.py``). Kernels: layer_norm and rms_norm over the last
+axis. The semantics stay the op's (``rlx.ops``): mean and two-pass biased variance (rms_norm: the mean
+square) per row, eps inside the square root; only the summation order differs (vectorised, with fused
+multiply-adds), so results equal ``rlx.run`` within float rounding, not bit for bit (the reference mode's
+promise). NaN and inf propagate as in the formula (no fast-math assumption about them).
 
 :func:`into_of` gives the ``kernel_into``-shaped kernel for a node when one applies (same float32 / float64
 dtype for every operand, the last axis, a non-empty row) and None otherwise (the node keeps the op's own
@@ -80,6 +81,23 @@ def _layer_norm_rows(numba: Any) -> Any:
     return rows
 
 
+def _rms_norm_rows(numba: Any) -> Any:
+    """The RMS row loop: per row the mean square, then ``x * rstd * gamma + beta`` in one sweep."""
+
+    @numba.njit(fastmath={"reassoc", "contract"}, error_model="numpy", nogil=True)
+    def rows(x, gamma, beta, out, eps, zero, one, inv):  # pragma: no cover (compiled by numba)
+        for r in range(x.shape[0]):
+            row, o = x[r], out[r]
+            v = zero
+            for i in range(row.shape[0]):
+                v += row[i] * row[i]
+            rstd = one / np.sqrt(v * inv + eps)
+            for i in range(row.shape[0]):
+                o[i] = row[i] * rstd * gamma[i] + beta[i]
+
+    return rows
+
+
 def _compiled(name: str, dtype: type, make: Callable[[Any], Any]) -> Any:
     """``make(numba)``'s dispatcher compiled for ``dtype`` (2-d x and out, 1-d gamma and beta, C order): once per process."""
     key = (name, dtype)
@@ -96,31 +114,37 @@ def _compiled(name: str, dtype: type, make: Callable[[Any], Any]) -> Any:
     return fn
 
 
-def _layer_norm(node: Node, in_types: list[TensorType]) -> Callable[..., Any] | None:
-    dtype = _DTYPES.get(node.dtype)
-    rank = len(node.shape)
-    if (dtype is None or any(t.dtype != node.dtype for t in in_types) or not rank
-            or node.attrs["axis"] % rank != rank - 1):
-        return None
-    n = node.shape[-1]
-    if not isinstance(n, int) or not n:  # a symbolic or empty row: the formula
-        return None
-    rows = _compiled("layer_norm", dtype, _layer_norm_rows)
-    fallback: Any = get_op("layer_norm").kernel_into  # the op's own formula, for what the loop was not compiled for
-    eps, zero, one, inv = dtype(node.attrs["eps"]), dtype(0), dtype(1), dtype(1.0 / n)
+def _norm(op: str, make: Callable[[Any], Any]) -> Callable[[Node, list[TensorType]], Callable[..., Any] | None]:
+    """The maker of ``op``'s kernel (layer_norm, rms_norm: x, gamma, beta over one axis)."""
 
-    def kernel(args: list[np.ndarray], attrs: Any, out_type: TensorType, out: np.ndarray) -> np.ndarray:
-        x, gamma, beta = args
-        if not (x.flags.c_contiguous and out.flags.c_contiguous and gamma.flags.c_contiguous and beta.flags.c_contiguous):
-            fallback(args, attrs, out_type, out)
+    def of(node: Node, in_types: list[TensorType]) -> Callable[..., Any] | None:
+        dtype = _DTYPES.get(node.dtype)
+        rank = len(node.shape)
+        if (dtype is None or any(t.dtype != node.dtype for t in in_types) or not rank
+                or node.attrs["axis"] % rank != rank - 1):
+            return None
+        n = node.shape[-1]
+        if not isinstance(n, int) or not n:  # a symbolic or empty row: the formula
+            return None
+        rows = _compiled(op, dtype, make)
+        formula: Any = get_op(op).kernel  # the op's own, for operands the loop was not compiled for
+        eps, zero, one, inv = dtype(node.attrs["eps"]), dtype(0), dtype(1), dtype(1.0 / n)
+
+        def kernel(args: list[np.ndarray], attrs: Any, out_type: TensorType, out: np.ndarray) -> np.ndarray:
+            x, gamma, beta = args
+            if not (x.flags.c_contiguous and out.flags.c_contiguous and gamma.flags.c_contiguous and beta.flags.c_contiguous):
+                np.copyto(out, formula(args, attrs, out_type))
+                return out
+            rows(x.reshape(-1, n), gamma, beta, out.reshape(-1, n), eps, zero, one, inv)
             return out
-        rows(x.reshape(-1, n), gamma, beta, out.reshape(-1, n), eps, zero, one, inv)
-        return out
 
-    return kernel
+        return kernel
+
+    return of
 
 
-_MAKERS: dict[str, Callable[[Node, list[TensorType]], Callable[..., Any] | None]] = {"layer_norm": _layer_norm}
+_MAKERS: dict[str, Callable[[Node, list[TensorType]], Callable[..., Any] | None]] = {
+    "layer_norm": _norm("layer_norm", _layer_norm_rows), "rms_norm": _norm("rms_norm", _rms_norm_rows)}
 
 
 def into_of(node: Node, in_types: list[TensorType]) -> Callable[..., Any] | None:

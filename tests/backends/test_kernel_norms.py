@@ -1,5 +1,5 @@
-"""The numpy executor's compiled layer_norm (``rlx.compile(g, backend="numpy", kernels="jit")``):
-against torch's ``F.layer_norm`` and a float64 NumPy formula, NaN / inf rows, the cases it leaves to the
+"""The numpy executor's compiled layer_norm and rms_norm (``rlx.compile(g, backend="numpy", kernels="jit")``):
+against torch's ``F.layer_norm`` / ``F.rms_norm`` and a float64 NumPy formula, NaN / inf rows, the cases it leaves to the
 op's own kernel (bit for bit ``rlx.run``), fresh output arrays, the option's errors."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from rlx.ir.shape import TensorType
 numba = pytest.importorskip("numba")
 
 
-def _graph(shape, dtype="f32", axis=-1, eps=1e-5, gdtype=None):
+def _graph(shape, dtype="f32", axis=-1, eps=1e-5, gdtype=None, op="layer_norm"):
     g = rlx.Graph("ln")
     x = g.input("x", shape, dtype)
     n = shape[axis]
-    g.set_outputs([g.layer_norm(x, g.param("g", (n,), gdtype or dtype), g.param("b", (n,), gdtype or dtype), axis=axis, eps=eps)])
+    g.set_outputs([getattr(g, op)(x, g.param("g", (n,), gdtype or dtype), g.param("b", (n,), gdtype or dtype), axis=axis, eps=eps)])
     return g
 
 
@@ -30,9 +30,9 @@ def _data(shape, dtype, n, seed=0, loc=0.0, scale=1.0):
     return x, {"g": rng.standard_normal(n).astype(dtype), "b": rng.standard_normal(n).astype(dtype)}
 
 
-def _f64(x, gamma, beta, eps, axis=-1):
+def _f64(x, gamma, beta, eps, axis=-1, rms=False):
     x = x.astype(np.float64)
-    mu = x.mean(axis=axis, keepdims=True)
+    mu = 0.0 if rms else x.mean(axis=axis, keepdims=True)
     var = ((x - mu) ** 2).mean(axis=axis, keepdims=True)
     shape = [1] * x.ndim
     shape[axis] = -1
@@ -51,11 +51,22 @@ def test_f32_matches_torch(shape):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("shape", [(8, 128, 768), (3, 5)])
+def test_rms_norm_f32_matches_torch(shape):
+    torch = pytest.importorskip("torch")
+    x, p = _data(shape, np.float32, shape[-1], seed=7)
+    exe = rlx.compile(_graph(shape, op="rms_norm", eps=1e-6), backend="numpy", params=p, kernels="jit")
+    want = torch.nn.functional.rms_norm(torch.from_numpy(x), (shape[-1],), torch.from_numpy(p["g"]), eps=1e-6) + torch.from_numpy(p["b"])
+    np.testing.assert_allclose(exe.run({"x": x})[0], want.numpy(), rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
 @pytest.mark.parametrize("loc,scale", [(0.0, 1.0), (100.0, 0.5), (0.0, 1e-3)])
-def test_f64_matches_the_formula(loc, scale):
+def test_f64_matches_the_formula(op, loc, scale):
     x, p = _data((16, 300), np.float64, 300, seed=1, loc=loc, scale=scale)
-    exe = rlx.compile(_graph((16, 300), "f64", eps=1e-6), backend="numpy", params=p, kernels="jit")
-    np.testing.assert_allclose(exe.run({"x": x})[0], _f64(x, p["g"], p["b"], 1e-6), rtol=1e-12, atol=1e-12)
+    exe = rlx.compile(_graph((16, 300), "f64", eps=1e-6, op=op), backend="numpy", params=p, kernels="jit")
+    want = _f64(x, p["g"], p["b"], 1e-6, rms=op == "rms_norm")
+    np.testing.assert_allclose(exe.run({"x": x})[0], want, rtol=1e-12, atol=1e-12)
 
 
 def test_offset_rows_are_as_accurate_as_the_formula():
@@ -81,8 +92,9 @@ def test_nan_and_inf_rows_propagate_like_the_formula():
     np.testing.assert_allclose(got[[0, 3]], want[[0, 3]], rtol=1e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
 @pytest.mark.parametrize("case", ["other_axis", "f16", "mixed_dtypes"])
-def test_cases_without_a_compiled_kernel_are_the_reference_bit_for_bit(case):
+def test_cases_without_a_compiled_kernel_are_the_reference_bit_for_bit(case, op):
     shape, dtype, axis, gdtype = (6, 10, 12), "f32", -1, None
     if case == "other_axis":
         axis = 1
@@ -90,17 +102,18 @@ def test_cases_without_a_compiled_kernel_are_the_reference_bit_for_bit(case):
         dtype = "f16"
     else:
         gdtype = "f64"
-    g = _graph(shape, dtype, axis=axis, gdtype=gdtype)
+    g = _graph(shape, dtype, axis=axis, gdtype=gdtype, op=op)
     x, p = _data(shape, DType.of(dtype).numpy, shape[axis], seed=4)
     p = {k: v.astype(DType.of(gdtype or dtype).numpy) for k, v in p.items()}
     got = rlx.compile(g, backend="numpy", params=p, kernels="jit").run({"x": x})[0]
     np.testing.assert_array_equal(got, rlx.run(g, {"x": x}, p)[0])
 
 
-def test_non_contiguous_operands_take_the_formula():
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_non_contiguous_operands_take_the_formula(op):
     from rlx.runtime.jit_kernels import into_of
 
-    g = _graph((5, 8))
+    g = _graph((5, 8), op=op)
     node = g.node(g.output_ids[0])
     kernel = into_of(node, [g.node(i).type for i in node.inputs])
     assert kernel is not None
@@ -108,7 +121,7 @@ def test_non_contiguous_operands_take_the_formula():
     xt = x.T  # [5, 8], not C-contiguous
     out = np.empty((5, 8), np.float32)
     kernel([xt, p["g"], p["b"]], node.attrs, TensorType((5, 8), DType.F32), out)
-    np.testing.assert_allclose(out, _f64(xt, p["g"], p["b"], 1e-5), rtol=1e-5, atol=2e-5)
+    np.testing.assert_allclose(out, _f64(xt, p["g"], p["b"], 1e-5, rms=op == "rms_norm"), rtol=1e-5, atol=2e-5)
 
 
 def test_outputs_are_the_callers_own_arrays():

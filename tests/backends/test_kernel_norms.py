@@ -158,3 +158,18 @@ def test_bad_kernels_option_and_missing_numba(monkeypatch):
     with pytest.raises(rlx.RlxError, match="needs numba"):
         rlx.compile(g, backend="numpy", kernels="jit")
     rlx.compile(g, backend="numpy")  # the reference mode never needs it
+
+
+def test_concurrent_runs_each_get_their_own_rows():
+    """The kernel releases the GIL; concurrent runs (one arena frame each) never mix their rows."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    x0, p = _data((64, 256), np.float32, 256, seed=8)
+    exe = rlx.compile(_graph((64, 256)), backend="numpy", params=p, kernels="jit")
+    feeds = [x0 * (k + 1) + k for k in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda x: [exe.run({"x": x})[0] for _ in range(5)], feeds))
+    for x, runs in zip(feeds, got):
+        want = _f64(x, p["g"], p["b"], 1e-5)
+        for r in runs:
+            np.testing.assert_allclose(r, want, rtol=1e-4, atol=1e-4)

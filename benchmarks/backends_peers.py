@@ -6,9 +6,10 @@ Workloads (exec_speed_jax.WORKLOADS, float32): x[128,768] @ W + b -> gelu; layer
 attention q, k, v [1,12,128,64]; a pre-norm transformer layer (B=1, S=128, D=768, 12 heads, FFN 3072,
 causal). Contenders, all NumPy in / NumPy out:
 
-* rlx numpy / rlx torch / rlx torch inductor / rlx onnxruntime / rlx openvino / rlx jax / rlx auto:
+* rlx numpy / rlx numpy jit / rlx torch / rlx torch inductor / rlx onnxruntime / rlx openvino / rlx jax / rlx auto:
   ``rlx.compile(graph, backend=..., params=...)`` then ``exe.run(inputs=...)``
-  (``backend="torch", mode="inductor"`` is ``torch.compile`` of the lowered fx module);
+  (``backend="torch", mode="inductor"`` is ``torch.compile`` of the lowered fx module; ``rlx numpy jit`` is
+  ``backend="numpy", kernels="jit"``: numba's compiled kernels where one applies, left out without numba);
 * torch eager / torch.compile: the same model written with ``torch.nn.functional``
   (exec_peers._torch_fns) under ``torch.inference_mode()``, and that function through ``torch.compile``;
 * onnxruntime: the ``rlx.onnx.export`` model in an ``InferenceSession`` (CPU provider, default
@@ -44,7 +45,8 @@ from exec_speed_jax import WORKLOADS, Workload  # noqa: E402
 
 import rlx  # noqa: E402
 
-RLX_BACKENDS = {"rlx numpy": ("numpy", {}), "rlx torch": ("torch", {}), "rlx torch inductor": ("torch", {"mode": "inductor"}),
+RLX_BACKENDS = {"rlx numpy": ("numpy", {}), "rlx numpy jit": ("numpy", {"kernels": "jit"}),
+                "rlx torch": ("torch", {}), "rlx torch inductor": ("torch", {"mode": "inductor"}),
                 "rlx onnxruntime": ("onnxruntime", {"threads": THREADS}), "rlx openvino": ("openvino", {"threads": THREADS}),
                 "rlx jax": ("jax", {}), "rlx auto": ("auto", {"threads": THREADS, "device": "cpu"})}
 
@@ -71,7 +73,7 @@ def contenders(key: str, w: Workload, skip_compile: bool) -> dict:
             opts = {**opts, "inputs": w.inputs}
         try:
             exe = rlx.compile(w.graph, backend=backend, params=w.params, **opts)
-        except rlx.RlxError as exc:  # openvino not installed
+        except rlx.RlxError as exc:  # openvino / numba not installed
             print(f"    {name}: {exc}", file=sys.stderr)
             continue
         fns[name] = lambda exe=exe: exe.run(inputs=w.inputs)[0]

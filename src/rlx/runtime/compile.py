@@ -17,7 +17,10 @@ executor then never does more work than ``rlx.run``; ``adopt=False`` runs every 
 planned slot (what proves a plan by running it). ``fold_weights=True`` (the default) computes
 the nodes that depend only on params and constants (transposed or dequantised weights, folded
 norms) when params are bound, not on every run; pass False when the params' memory is written
-behind the executor's back (the trainer updates its arena's weight slots in place). An LirModule is run with the plan it carries.
+behind the executor's back (the trainer updates its arena's weight slots in place). ``kernels="jit"``
+runs numba-compiled kernels (:mod:`rlx.runtime.jit_kernels`, the ``kernels`` extra) where one applies
+instead of the ops' NumPy formulas: faster, equal to ``rlx.run`` within float rounding rather than bit
+for bit. An LirModule is run with the plan it carries.
 """
 
 from __future__ import annotations
@@ -58,7 +61,8 @@ def to_mir(obj: Any) -> Graph:
 _PLAN_KEYS = ("alignment", "inputs", "constants", "outputs", "inplace", "heuristics", "weight_layout", "schedule", "search")
 
 
-def _numpy_backend(obj: Any, params: Any = None, adopt: bool = True, fold_weights: bool = True, **options: Any) -> Any:
+def _numpy_backend(obj: Any, params: Any = None, adopt: bool = True, fold_weights: bool = True, kernels: str = "reference",
+                   **options: Any) -> Any:
     from rlx.runtime.arena import ArenaExecutor
 
     held = getattr(obj, "_lir", None)  # a GraphModule at the LIR stage holds its LirModule
@@ -67,7 +71,7 @@ def _numpy_backend(obj: Any, params: Any = None, adopt: bool = True, fold_weight
 
     unknown = sorted(set(options) - set(_PLAN_KEYS) - {"param_policy"})
     if unknown:
-        known = sorted((*_PLAN_KEYS, "adopt", "fold_weights", "param_policy", "params"))
+        known = sorted((*_PLAN_KEYS, "adopt", "fold_weights", "kernels", "param_policy", "params"))
         raise RlxError(f"numpy backend: unknown option(s) {unknown}; known: {known}")
     if isinstance(obj, LirModule) and not options:
         lir = obj
@@ -76,7 +80,7 @@ def _numpy_backend(obj: Any, params: Any = None, adopt: bool = True, fold_weight
         if "param_policy" in options:
             kw["params"] = options["param_policy"]
         lir = plan(to_mir(obj), **kw)
-    return ArenaExecutor(lir, params=params, adopt=adopt, fold_weights=fold_weights)
+    return ArenaExecutor(lir, params=params, adopt=adopt, fold_weights=fold_weights, kernels=kernels)
 
 
 register_backend("numpy", _numpy_backend)  # the others register by name from rlx.backends

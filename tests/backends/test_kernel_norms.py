@@ -173,3 +173,31 @@ def test_concurrent_runs_each_get_their_own_rows():
         want = _f64(x, p["g"], p["b"], 1e-5)
         for r in runs:
             np.testing.assert_allclose(r, want, rtol=1e-4, atol=1e-4)
+
+
+def test_auto_offers_the_compiled_norms_and_returns_them_when_they_win(monkeypatch):
+    """``backend="auto"`` times ``numpy jit`` for a graph with a norm (not for one without); the winner it returns is
+    the numpy executor with ``kernels="jit"``, equal to torch's layer_norm."""
+    torch = pytest.importorskip("torch")
+    from rlx.backends import auto
+
+    g = _graph((4, 32, 64))
+    g.name = "ln_auto_jit"
+    assert "numpy jit" in auto.candidates(g, 1)
+    plain = rlx.Graph("no_norm")
+    plain.set_outputs([plain.relu(plain.input("x", (4, 8)))])
+    assert "numpy jit" not in auto.candidates(plain, 1)
+
+    def jit_fastest(exes, feed, clock=None):
+        return {name: (1e-6 if name == "numpy jit" else 1e-3) for name in exes}, {}
+
+    monkeypatch.setattr(auto, "time_candidates", jit_fastest)
+    x, params = _data((4, 32, 64), np.float32, 64, seed=5)
+    exe = rlx.compile(g, backend="auto", params=params, device="cpu", threads=1, inputs={"x": x})
+    assert auto.explain(g, threads=1, inputs={"x": x}).backend == "numpy jit"
+    assert exe.backend == "numpy" and exe.kernels == "jit"
+    want = torch.nn.functional.layer_norm(torch.from_numpy(x), (64,), torch.from_numpy(params["g"]),
+                                          torch.from_numpy(params["b"]), eps=1e-5).numpy()
+    np.testing.assert_allclose(exe.run({"x": x})[0], want, rtol=1e-5, atol=1e-5)
+    again = rlx.compile(_graph((4, 32, 64)), backend="auto", params=params, device="cpu", threads=1, inputs={"x": x})
+    assert again.backend == "numpy" and again.kernels == "jit"  # the cached choice compiles the same way

@@ -81,11 +81,11 @@ def test_auto_measures_the_candidates_and_caches_the_choice(monkeypatch):
     g, params = block(), weights(np.random.default_rng(3))
     feed = {"x": np.random.default_rng(4).standard_normal((4, 16)).astype(np.float32)}
     names = auto.candidates(g, 1)
-    assert names[-1] == "numpy" and "onnxruntime" in names
+    assert "numpy" in names and "onnxruntime" in names
     exe = rlx.compile(g, backend="auto", params=params, device="cpu", threads=1, inputs=feed)
     choice = auto.explain(g, threads=1, inputs=feed)
-    assert choice.measured and exe.backend == choice.backend in names
-    assert set(choice.medians) | set(choice.dropped) == set(names) and min(choice.medians.values()) == choice.medians[exe.backend]
+    assert choice.measured and choice.backend in names and exe.backend == choice.backend.split()[0]  # "numpy jit": numpy
+    assert set(choice.medians) | set(choice.dropped) == set(names) and min(choice.medians.values()) == choice.medians[choice.backend]
     assert_close(exe.run(feed), rlx.run(g, feed, params), rtol=1e-4, atol=1e-5)
 
     def no_calibration(*args, **kwargs):
@@ -126,9 +126,10 @@ def test_auto_candidates_follow_the_documented_rule(monkeypatch):
     installed = auto._installed
     monkeypatch.setattr(auto, "_installed", lambda name: name not in ("onnxruntime", "openvino") and installed(name))
     threads = torch.get_num_threads()
-    assert auto.candidates(g, None) == ["torch", "numpy"]  # every op of the block has a torch device lowering
-    assert auto.candidates(g, threads) == ["torch", "numpy"]
-    assert auto.candidates(g, threads + 1) == ["numpy"]  # torch's thread count is process-wide: not this setting
+    jit = ["numpy jit"] if installed("numba") else []  # the block's layer_norm has a compiled kernel
+    assert auto.candidates(g, None) == ["torch", "numpy", *jit]  # every op of the block has a torch device lowering
+    assert auto.candidates(g, threads) == ["torch", "numpy", *jit]
+    assert auto.candidates(g, threads + 1) == ["numpy", *jit]  # torch's thread count is process-wide: not this setting
     host = rlx.Graph("host_op")
     host.set_outputs([host.cumsum(host.input("x", (4,)), axis=0)])  # cumulative runs on the host in torch
     assert auto.candidates(host, None) == ["numpy"]

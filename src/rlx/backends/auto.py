@@ -6,8 +6,10 @@ The rule:
    CUDA when torch sees a GPU, else the JAX backend on its GPU.
 2. On the CPU, the candidates are the installed backends that can run the graph: ``onnxruntime`` and
    ``openvino`` when the graph exports to ONNX, ``torch`` when every op has a torch device lowering and
-   torch's own thread count equals ``threads`` (torch's is process-wide: the backend cannot set it), and
-   ``numpy`` always. Each is compiled, run once and checked against the numpy executor's outputs (a
+   torch's own thread count equals ``threads`` (torch's is process-wide: the backend cannot set it),
+   ``numpy`` always, and ``numpy jit`` (the numpy executor with ``kernels="jit"``) when numba is installed and
+   the graph holds an op it has a compiled kernel for (:func:`rlx.runtime.jit_kernels.applies`: layer_norm
+   [8, 128, 768] runs there in half torch's time). Each is compiled, run once and checked against the numpy executor's outputs (a
    candidate that disagrees or fails is dropped, and so is one whose warm-up calls took over
    :data:`PRUNE` times the fastest one's), then timed in interleaved rounds
    (:data:`ROUNDS` rounds, each sample at least :data:`SAMPLE_SECONDS` of calls after :data:`WARM_CALLS`
@@ -24,10 +26,11 @@ The rule:
 3. The choice is cached per (graph fingerprint, input shapes and dtypes, threads): compiling the same
    graph again takes the winner without measuring. :func:`explain` returns the times measured.
 4. A graph with symbolic dims and no ``inputs=`` cannot be timed: the fixed order onnxruntime, openvino,
-   torch, numpy (the first that can run it; wave-2 and issue #38 figures: the engines beat torch and numpy
+   torch, numpy, numpy jit (the first that can run it; wave-2 and issue #38 figures: the engines beat torch and numpy
    on every model measured) decides.
 
-``exe.backend`` tells which was chosen. Options: ``params``, ``device``, ``threads`` (passed to the
+``exe.backend`` tells which was chosen (``numpy`` for ``numpy jit``, whose executable has ``kernels == "jit"``).
+Options: ``params``, ``device``, ``threads`` (passed to the
 engines), ``inputs`` (the calibration feed); the chosen backend's other options need it named.
 """
 
@@ -54,8 +57,9 @@ RUNOFF_SECONDS = 0.02  # the runoff's samples: longer, a near tie (ResNet-18: th
 QUANTILE = 25  # the percentile of a candidate's samples that stands for its time (see _statistic)
 WARM_CALLS = 1  # untimed calls before each sample (the caches refilled after the other candidates ran)
 ENGINES = ("onnxruntime", "openvino")
-ORDER = ("onnxruntime", "openvino", "torch", "numpy")
-_MODULES = {"onnxruntime": ("onnxruntime", "onnx"), "openvino": ("openvino", "onnx"), "torch": ("torch",), "numpy": ()}
+ORDER = ("onnxruntime", "openvino", "torch", "numpy", "numpy jit")
+_MODULES = {"onnxruntime": ("onnxruntime", "onnx"), "openvino": ("openvino", "onnx"), "torch": ("torch",), "numpy": (),
+            "numpy jit": ("numba",)}
 
 
 @dataclass
@@ -122,16 +126,24 @@ def candidates(mir: Any, threads: int | None) -> list[str]:
 
             if not _all_on_device(mir) or (threads is not None and torch.get_num_threads() != threads):
                 continue
+        if name == "numpy jit":
+            from rlx.runtime.jit_kernels import applies
+
+            if not applies(mir):
+                continue
         found.append(name)
     return found
 
 
-def _options(name: str, threads: int | None) -> dict[str, Any]:
+def _backend(name: str, threads: int | None) -> tuple[str, dict[str, Any]]:
+    """The backend a candidate compiles with and its options."""
     if name == "torch":
-        return {"device": "cpu"}
+        return name, {"device": "cpu"}
+    if name == "numpy jit":
+        return "numpy", {"kernels": "jit"}
     if name in ENGINES and threads is not None:
-        return {"threads": threads}
-    return {}
+        return name, {"threads": threads}
+    return name, {}
 
 
 def _calibration_feed(mir: Any, inputs: Mapping[str, Any] | None) -> dict[str, np.ndarray] | None:
@@ -182,7 +194,8 @@ def calibrate(mir: Any, names: list[str], feed: Mapping[str, np.ndarray], params
     first: dict[str, list[np.ndarray]] = {}
     for name in ["numpy", *[n for n in names if n != "numpy"]]:
         try:
-            exe = compile_for(mir, backend=name, params=params, **_options(name, threads))
+            backend, options = _backend(name, threads)
+            exe = compile_for(mir, backend=backend, params=params, **options)
             outs = exe.run(dict(feed))
         except Exception as exc:  # any failure drops the candidate; numpy's failure is the caller's error
             if name == "numpy":
@@ -297,7 +310,7 @@ def _choose(obj: Any, device: Any, threads: int | None, inputs: Mapping[str, Any
     with _CHOICES_LOCK:
         cached = _CHOICES.get(key)
     if cached is not None:
-        return cached.backend, _options(cached.backend, threads), None
+        return (*_backend(cached.backend, threads), None)
     names = candidates(mir, threads)
     complete = set(params or ()) >= set(mir.params())  # every param given: the calibrated winner can be returned
     zeros = {} if complete else _zero_params(mir)  # timing does not depend on the weights' values
@@ -308,7 +321,7 @@ def _choose(obj: Any, device: Any, threads: int | None, inputs: Mapping[str, Any
         choice, exes = calibrate(mir, names, feed, {**zeros, **(params or {})}, threads)
     with _CHOICES_LOCK:
         _CHOICES[key] = choice
-    return choice.backend, _options(choice.backend, threads), exes.get(choice.backend) if complete else None
+    return (*_backend(choice.backend, threads), exes.get(choice.backend) if complete else None)
 
 
 def compile_auto(obj: Any, **options: Any) -> Any:

@@ -30,7 +30,7 @@ from rlx.ir.graph import Node
 from rlx.ir.opdef import get_op
 from rlx.ir.shape import TensorType
 
-__all__ = ["KERNELS", "available", "into_of"]
+__all__ = ["KERNELS", "applies", "available", "into_of"]
 
 #: the numpy executor's kernel modes: the ops' own NumPy kernels, or these compiled ones where one applies
 KERNELS = ("reference", "jit")
@@ -145,6 +145,11 @@ def _norm(op: str, make: Callable[[Any], Any]) -> Callable[[Node, list[TensorTyp
 
 _MAKERS: dict[str, Callable[[Node, list[TensorType]], Callable[..., Any] | None]] = {
     "layer_norm": _norm("layer_norm", _layer_norm_rows), "rms_norm": _norm("rms_norm", _rms_norm_rows)}
+
+
+def applies(graph: Any) -> bool:
+    """Whether ``graph`` holds an op with a compiled kernel here (``backend="auto"``'s test for the candidate)."""
+    return any(n.op in _MAKERS for n in graph.nodes)
 
 
 def into_of(node: Node, in_types: list[TensorType]) -> Callable[..., Any] | None:

@@ -1,0 +1,72 @@
+"""The decode loop's reused buffers (rlx.llm.model.DecodeStep) and OpenVINO's bound request: tokens equal to the
+numpy reference executor's, buffers reused across generate calls and fresh for a nested one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gguf_models import write_model
+from test_gguf_parity import GEMMA2_CAPS
+
+from rlx.llm import load_gguf
+from rlx.llm.graphs import build_decode
+
+pytest.importorskip("gguf")
+
+PROMPT = [1, 5, 9, 200, 17, 33, 120]
+
+
+@pytest.fixture(scope="module")
+def gemma2(tmp_path_factory):
+    """gemma2 with a window of 4 (shorter than the prompt: the local mask binds) and soft-caps; F32 weights."""
+    return write_model(tmp_path_factory.mktemp("ds") / "g.gguf", arch="gemma2", tie=True, extra=GEMMA2_CAPS, embed_std=0.05)
+
+
+def test_openvino_bound_step_equals_numpy(gemma2):
+    """OpenVINO's decode through a request bound once to the step's buffers gives the numpy executor's tokens,
+    again on a second, shorter prompt (the same buffers, reset: stale slots masked and zeroed)."""
+    pytest.importorskip("openvino")
+    ref, ov = load_gguf(gemma2, backend="numpy"), load_gguf(gemma2, backend="openvino")
+    for prompt in (PROMPT, PROMPT[:3]):
+        assert ov.generate(prompt, max_new_tokens=8, stop=[]) == ref.generate(prompt, max_new_tokens=8, stop=[])
+    (step,) = ov._local.steps.values()
+    assert type(step.call).__name__ == "BoundRequest"
+
+
+def test_buffers_reused_and_nested_generate(gemma2):
+    """A second generate reuses the first one's buffers; a generate called from on_token (same thread, same
+    capacity) gets its own and leaves the outer one's tokens unchanged."""
+    model = load_gguf(gemma2, backend="numpy")
+    want = model.generate(PROMPT, max_new_tokens=6, stop=[])
+    first = model._step(128)
+    assert model.generate(PROMPT, max_new_tokens=6, stop=[]) == want and model._step(128) is first
+    inner: list[list[int]] = []
+    got = model.generate(PROMPT, max_new_tokens=6, stop=[],
+                         on_token=lambda t: inner.append(model.generate(PROMPT[:4], max_new_tokens=3, stop=[])) if not inner else None)
+    assert got == want
+    assert inner == [load_gguf(gemma2, backend="numpy").generate(PROMPT[:4], max_new_tokens=3, stop=[])]
+
+
+def test_query_scale_folded_into_the_rope_multiply(tmp_path):
+    """With q / k / v merged, the decode step scales q in the rope's elementwise chain (no separate multiply per
+    layer), and its logits equal the separate form's bit for bit (rope then scale, the same products)."""
+    import rlx
+
+    path = write_model(tmp_path / "l.gguf", qtype="F32", seed=3)
+    model = load_gguf(path, backend="numpy")
+    c, w = model.config, model.weights
+    rng = np.random.default_rng(0)
+    g = build_decode(c, w, 128)
+    feed = {n: rng.standard_normal(v.node.shape).astype(np.float32) for n, v in g.inputs().items()}
+    params = {n: w.arrays[n] for n in g.params()}
+    folded = rlx.compile(g, backend="numpy", params=params).run(inputs=feed)
+    g2 = build_decode(c, w, 128, fold_query_scale=False)
+    separate = rlx.compile(g2, backend="numpy", params=params).run(inputs=feed)
+    def q_source(gr):  # the op that produced the q operand of the first q·K matmul ([KV, rep, C] scores)
+        mm = next(n for n in gr.nodes if n.op == "matmul" and tuple(n.shape) == (c.n_kv_heads, c.group, 128))
+        return gr.node(gr.node(mm.inputs[0]).inputs[0])
+
+    assert q_source(g).op == "narrow"  # q straight from the rope's (scaled) output
+    assert (q_source(g2).op, q_source(g2).attrs.get("op")) == ("binary", "mul")
+    for a, b in zip(folded, separate):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

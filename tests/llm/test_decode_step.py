@@ -9,7 +9,7 @@ from gguf_models import write_model
 from test_gguf_parity import GEMMA2_CAPS
 
 from rlx.llm import load_gguf
-from rlx.llm.graphs import build_decode
+from rlx.llm.graphs import build_decode, new_keys
 
 pytest.importorskip("gguf")
 
@@ -49,7 +49,8 @@ def test_buffers_reused_and_nested_generate(gemma2):
 
 def test_query_scale_folded_into_the_rope_multiply(tmp_path):
     """With q / k / v merged, the decode step scales q in the rope's elementwise chain (no separate multiply per
-    layer), and its logits equal the separate form's bit for bit (rope then scale, the same products)."""
+    layer), and its outputs equal the separate form's bit for bit (rope then scale, the same products); the keys
+    come out as the rope's rows (q lanes, then k's), read by new_keys."""
     import rlx
 
     path = write_model(tmp_path / "l.gguf", qtype="F32", seed=3)
@@ -68,5 +69,6 @@ def test_query_scale_folded_into_the_rope_multiply(tmp_path):
 
     assert q_source(g).op == "narrow"  # q straight from the rope's (scaled) output
     assert (q_source(g2).op, q_source(g2).attrs.get("op")) == ("binary", "mul")
-    for a, b in zip(folded, separate):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_array_equal(np.asarray(folded[0]), np.asarray(separate[0]))  # logits
+    np.testing.assert_array_equal(new_keys(np.asarray(folded[1]), c), new_keys(np.asarray(separate[1]), c))
+    np.testing.assert_array_equal(np.asarray(folded[2]), np.asarray(separate[2]))  # values

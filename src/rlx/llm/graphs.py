@@ -127,6 +127,10 @@ class _Builder:
         self._pairs: dict[int, Value] = {}
         self.fold_q = True  # the decode step's query scale in the rope's multiply (see qkv)
         self._lanes: Value | None = None
+        #: the last qkv's rotated keys as rows [S, W] whose last KV·hd lanes are k: the merged q / k rope output
+        #: itself (W = (H + KV)·hd) or k. The decode step returns these rows: an output read straight from the
+        #: rope's kernel, where k's own slice took OpenVINO a copy (Reorder) per layer
+        self.k_rows: Value | None = None
 
     def param(self, name: str) -> Value:
         if name not in self.params:
@@ -196,13 +200,13 @@ class _Builder:
                 if self._lanes is None:  # elementwise kernel, instead of a multiply node on q per layer
                     self._lanes = g.constant(np.concatenate([np.full(wq, q_scale, np.float32), np.ones(wk, np.float32)]))
                 qk, q_scale = qk * self._lanes, None
-            q = g.narrow(qk, 1, 0, wq)
+            q, self.k_rows = g.narrow(qk, 1, 0, wq), qk
             return (q if q_scale is None else q * q_scale), g.narrow(qk, 1, wq, wk), g.narrow(y, 1, wq + wk, wv)
         q, k, v = self.linears(h, stems)
         if c.qk_norm:
             q, k = self.head_norm(q, b + "attn_q_norm.weight", c.n_heads), self.head_norm(k, b + "attn_k_norm.weight", c.n_kv_heads)
-        q = self.rope(q, c.n_heads, cos, sin)
-        return (q if q_scale is None else q * q_scale), self.rope(k, c.n_kv_heads, cos, sin), v
+        q, self.k_rows = self.rope(q, c.n_heads, cos, sin), self.rope(k, c.n_kv_heads, cos, sin)
+        return (q if q_scale is None else q * q_scale), self.k_rows, v
 
     def ffn(self, x: Value, i: int) -> Value:
         b = f"blk.{i}."
@@ -264,8 +268,9 @@ def build_prefill(c: LlmConfig, w: Weights, length: int | None = None) -> Graph:
 
 def build_decode(c: LlmConfig, w: Weights, capacity: int, fold_query_scale: bool = True) -> Graph:
     """One token: its embedding x [1, D], cos / sin rows [1, hd], bias [1, C] (0 for filled slots, -1e30 else), per layer
-    keys [KV, hd, C] and values [KV, C, hd] -> (logits [1, V], every layer's new key [L, KV, hd], new value [L, KV, hd]):
-    two stacked outputs rather than 2·L, so the caller's per-token cache update is two array writes.
+    keys [KV, hd, C] and values [KV, C, hd] -> (logits [1, V], every layer's new key as rows [L, W] whose last KV·hd
+    lanes are the key (see ``_Builder.k_rows``), new value [L, KV, hd]): two stacked outputs rather than 2·L, so the
+    caller's per-token cache update is two array writes (:func:`new_keys` reads the keys out of the rows).
     ``fold_query_scale``: q's scale applied in the rope's multiply (merged q / k / v; one node less per layer, the
     same products: bit-equal, tested) rather than as a multiply of its own."""
     bld = _Builder(c, w, f"llm_decode_{capacity}")
@@ -292,7 +297,12 @@ def build_decode(c: LlmConfig, w: Weights, capacity: int, fold_query_scale: bool
         x = x + bld.post_norm(bld.linear(g.reshape(att, new_shape=[1, c.n_heads * hd]), f"blk.{i}.attn_output.weight"),
                               f"blk.{i}.post_attention_norm.weight")
         x = bld.ffn(x, i)
-        news += [g.reshape(k, new_shape=[1, kv, hd]), g.reshape(v, new_shape=[1, kv, hd])]
+        news += [bld.k_rows, g.reshape(v, new_shape=[1, kv, hd])]
     stacked = [g.concat(news[j::2], axis=0) if c.n_layers > 1 else news[j] for j in (0, 1)]
     g.set_outputs([bld.head(x), *stacked])
     return g
+
+
+def new_keys(rows: np.ndarray, c: LlmConfig) -> np.ndarray:
+    """The decode step's key output [L, W] (or [L, KV, hd]) as keys [L, KV, hd]: its last KV·hd lanes (a view)."""
+    return rows.reshape(c.n_layers, -1)[:, -c.n_kv_heads * c.head_dim:].reshape(c.n_layers, c.n_kv_heads, c.head_dim)

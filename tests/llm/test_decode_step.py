@@ -40,6 +40,9 @@ def test_buffers_reused_and_nested_generate(gemma2):
     want = model.generate(PROMPT, max_new_tokens=6, stop=[])
     first = model._step(128)
     assert model.generate(PROMPT, max_new_tokens=6, stop=[]) == want and model._step(128) is first
+    model.generate(PROMPT, max_new_tokens=200, stop=[])  # another capacity (256): the 128 one is dropped
+    assert list(model._local.steps) == [256]
+    assert model.generate(PROMPT, max_new_tokens=6, stop=[]) == want
     inner: list[list[int]] = []
     got = model.generate(PROMPT, max_new_tokens=6, stop=[],
                          on_token=lambda t: inner.append(model.generate(PROMPT[:4], max_new_tokens=3, stop=[])) if not inner else None)

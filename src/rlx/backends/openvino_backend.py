@@ -162,7 +162,8 @@ class OpenVinoExecutable(EngineExecutable):
     def bind(self, inputs: Mapping[str, np.ndarray]) -> BoundRequest:
         """A request of its own that reads ``inputs`` in place: every array is wrapped once, the caller updates
         them between calls and calls the result (see :class:`BoundRequest`). For a loop that runs one graph many
-        times on the same buffers (an LLM decode step): no feed check, copy or wrap per call."""
+        times on the same buffers (an LLM decode step): no feed check, copy or wrap per call. The request runs the
+        session of the params bound now (a later ``set_params`` needs a new ``bind``)."""
         if not self.feed.plain(dict(inputs)) or not all(a.flags.c_contiguous and a.flags.writeable for a in inputs.values()):
             self.feed.check(inputs, self._params)  # names every problem
             raise RlxError(f"openvino backend: bind needs every input of {self.graph.name!r} as a writable C-contiguous "

@@ -189,12 +189,15 @@ class LlmModel:
         return out
 
     def _step(self, cap: int) -> DecodeStep:
-        """This thread's decode step for capacity ``cap`` (its buffers and bound call are reused by every generate)."""
+        """This thread's decode step for capacity ``cap``: its buffers and bound call are reused by the next generate
+        of the same capacity; one capacity is kept per thread (a cache of a long context can be large)."""
         steps = self._local.__dict__.setdefault("steps", {})
         st = steps.get(cap)
         if st is None or st.busy:  # busy: a generate called from an on_token callback gets buffers of its own
             st = DecodeStep(self.config, self.decode_executable(cap), cap, {k: t.shape[1] for k, t in self._tables(cap).items()})
-            steps.setdefault(cap, st)
+            if cap not in steps:
+                steps.clear()  # a generate still using an evicted step holds it itself
+                steps[cap] = st
         return st
 
     @staticmethod

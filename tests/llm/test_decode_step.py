@@ -75,3 +75,30 @@ def test_query_scale_folded_into_the_rope_multiply(tmp_path):
     np.testing.assert_array_equal(np.asarray(folded[0]), np.asarray(separate[0]))  # logits
     np.testing.assert_array_equal(new_keys(np.asarray(folded[1]), c), new_keys(np.asarray(separate[1]), c))
     np.testing.assert_array_equal(np.asarray(folded[2]), np.asarray(separate[2]))  # values
+
+
+def test_layers_merged_and_not(tmp_path):
+    """A file whose layers differ in whether q / k / v merge (mixed weight types, e.g. a Q4_K_M file's Q6_K attn_v):
+    the decode step's keys still stack, and equal those of the all-separate form."""
+    import rlx
+    from rlx.frontends.gguf import read_gguf
+    from rlx.llm.config import config_from_gguf
+    from rlx.llm.graphs import MERGED, _merge, load_weights
+
+    path = write_model(tmp_path / "m.gguf", qtype="Q8_0", layers=3, seed=4)
+    f = read_gguf(path)
+    c = config_from_gguf(f)
+    separate, mixed = load_weights(f, c, merge=False), load_weights(f, c, merge=False)
+    _merge(mixed, "blk.1.attn_qkv", tuple(f"blk.1.{p}" for p in MERGED["attn_qkv"]))  # layer 1 merged only
+    rng = np.random.default_rng(0)
+    feed = {n: rng.standard_normal(v.node.shape).astype(np.float32) for n, v in build_decode(c, separate, 128).inputs().items()}
+    for t in ("cos", "sin"):  # rope rows are the same for every head (tiled), as the model feeds them
+        feed[t] = np.tile(feed[t][:, :c.head_dim], (1, c.n_heads + c.n_kv_heads))
+    outs = []
+    for w in (separate, mixed):
+        g = build_decode(c, w, 128)
+        outs.append(rlx.compile(g, backend="numpy", params={n: w.arrays[n] for n in g.params()}).run(inputs=feed))
+    (a, ka, va), (b, kb, vb) = outs
+    np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-5 * np.abs(a).max())
+    np.testing.assert_allclose(new_keys(np.asarray(kb), c), new_keys(np.asarray(ka), c), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(vb), np.asarray(va), rtol=1e-5, atol=1e-5)

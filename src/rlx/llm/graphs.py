@@ -298,6 +298,8 @@ def build_decode(c: LlmConfig, w: Weights, capacity: int, fold_query_scale: bool
                               f"blk.{i}.post_attention_norm.weight")
         x = bld.ffn(x, i)
         news += [bld.k_rows, g.reshape(v, new_shape=[1, kv, hd])]
+    if len({r.shape[1] for r in news[0::2]}) > 1:  # merged and separate q / k / v layers (mixed weight types): k only
+        news[0::2] = [g.narrow(r, 1, r.shape[1] - kv * hd, kv * hd) for r in news[0::2]]
     stacked = [g.concat(news[j::2], axis=0) if c.n_layers > 1 else news[j] for j in (0, 1)]
     g.set_outputs([bld.head(x), *stacked])
     return g

@@ -9,7 +9,7 @@ from gguf_models import write_model
 from test_gguf_parity import GEMMA2_CAPS
 
 from rlx.llm import load_gguf
-from rlx.llm.graphs import build_decode, new_keys
+from rlx.llm.graphs import build_decode, kv_lanes
 
 pytest.importorskip("gguf")
 
@@ -53,7 +53,7 @@ def test_buffers_reused_and_nested_generate(gemma2):
 def test_query_scale_folded_into_the_rope_multiply(tmp_path):
     """With q / k / v merged, the decode step scales q in the rope's elementwise chain (no separate multiply per
     layer), and its outputs equal the separate form's bit for bit (rope then scale, the same products); the keys
-    come out as the rope's rows (q lanes, then k's), read by new_keys."""
+    come out as the rope's rows (q lanes, then k's), read by kv_lanes."""
     import rlx
 
     path = write_model(tmp_path / "l.gguf", qtype="F32", seed=3)
@@ -73,8 +73,8 @@ def test_query_scale_folded_into_the_rope_multiply(tmp_path):
     assert q_source(g).op == "narrow"  # q straight from the rope's (scaled) output
     assert (q_source(g2).op, q_source(g2).attrs.get("op")) == ("binary", "mul")
     np.testing.assert_array_equal(np.asarray(folded[0]), np.asarray(separate[0]))  # logits
-    np.testing.assert_array_equal(new_keys(np.asarray(folded[1]), c), new_keys(np.asarray(separate[1]), c))
-    np.testing.assert_array_equal(np.asarray(folded[2]), np.asarray(separate[2]))  # values
+    np.testing.assert_array_equal(kv_lanes(np.asarray(folded[1]), c), kv_lanes(np.asarray(separate[1]), c))
+    np.testing.assert_array_equal(kv_lanes(np.asarray(folded[2]), c), kv_lanes(np.asarray(separate[2]), c))  # values
 
 
 def test_layers_merged_and_not(tmp_path):
@@ -100,5 +100,5 @@ def test_layers_merged_and_not(tmp_path):
         outs.append(rlx.compile(g, backend="numpy", params={n: w.arrays[n] for n in g.params()}).run(inputs=feed))
     (a, ka, va), (b, kb, vb) = outs
     np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-5 * np.abs(a).max())
-    np.testing.assert_allclose(new_keys(np.asarray(kb), c), new_keys(np.asarray(ka), c), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(np.asarray(vb), np.asarray(va), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(kv_lanes(np.asarray(kb), c), kv_lanes(np.asarray(ka), c), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(kv_lanes(np.asarray(vb), c), kv_lanes(np.asarray(va), c), rtol=1e-5, atol=1e-5)

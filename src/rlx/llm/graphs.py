@@ -127,10 +127,12 @@ class _Builder:
         self._pairs: dict[int, Value] = {}
         self.fold_q = True  # the decode step's query scale in the rope's multiply (see qkv)
         self._lanes: Value | None = None
-        #: the last qkv's rotated keys as rows [S, W] whose last KV·hd lanes are k: the merged q / k rope output
-        #: itself (W = (H + KV)·hd) or k. The decode step returns these rows: an output read straight from the
-        #: rope's kernel, where k's own slice took OpenVINO a copy (Reorder) per layer
+        #: the last qkv's rotated keys and its values as rows [S, W] whose last KV·hd lanes are k (v): the merged q / k
+        #: rope output itself (W = (H + KV)·hd) or k; the merged q / k / v matmul's output or v. The decode step
+        #: returns these rows: outputs read straight from the kernels that wrote them, where k's and v's own slices
+        #: took OpenVINO a copy (Reorder) per layer each
         self.k_rows: Value | None = None
+        self.v_rows: Value | None = None
 
     def param(self, name: str) -> Value:
         if name not in self.params:
@@ -200,12 +202,12 @@ class _Builder:
                 if self._lanes is None:  # elementwise kernel, instead of a multiply node on q per layer
                     self._lanes = g.constant(np.concatenate([np.full(wq, q_scale, np.float32), np.ones(wk, np.float32)]))
                 qk, q_scale = qk * self._lanes, None
-            q, self.k_rows = g.narrow(qk, 1, 0, wq), qk
+            q, self.k_rows, self.v_rows = g.narrow(qk, 1, 0, wq), qk, y
             return (q if q_scale is None else q * q_scale), g.narrow(qk, 1, wq, wk), g.narrow(y, 1, wq + wk, wv)
         q, k, v = self.linears(h, stems)
         if c.qk_norm:
             q, k = self.head_norm(q, b + "attn_q_norm.weight", c.n_heads), self.head_norm(k, b + "attn_k_norm.weight", c.n_kv_heads)
-        q, self.k_rows = self.rope(q, c.n_heads, cos, sin), self.rope(k, c.n_kv_heads, cos, sin)
+        q, self.k_rows, self.v_rows = self.rope(q, c.n_heads, cos, sin), self.rope(k, c.n_kv_heads, cos, sin), v
         return (q if q_scale is None else q * q_scale), self.k_rows, v
 
     def ffn(self, x: Value, i: int) -> Value:
@@ -268,9 +270,9 @@ def build_prefill(c: LlmConfig, w: Weights, length: int | None = None) -> Graph:
 
 def build_decode(c: LlmConfig, w: Weights, capacity: int, fold_query_scale: bool = True) -> Graph:
     """One token: its embedding x [1, D], cos / sin rows [1, hd], bias [1, C] (0 for filled slots, -1e30 else), per layer
-    keys [KV, hd, C] and values [KV, C, hd] -> (logits [1, V], every layer's new key as rows [L, W] whose last KV·hd
-    lanes are the key (see ``_Builder.k_rows``), new value [L, KV, hd]): two stacked outputs rather than 2·L, so the
-    caller's per-token cache update is two array writes (:func:`new_keys` reads the keys out of the rows).
+    keys [KV, hd, C] and values [KV, C, hd] -> (logits [1, V], every layer's new key and new value as rows [L, W]
+    whose last KV·hd lanes are the key / value (see ``_Builder.k_rows``)): two stacked outputs rather than 2·L, so
+    the caller's per-token cache update is two array writes (:func:`kv_lanes` reads them out of the rows).
     ``fold_query_scale``: q's scale applied in the rope's multiply (merged q / k / v; one node less per layer, the
     same products: bit-equal, tested) rather than as a multiply of its own."""
     bld = _Builder(c, w, f"llm_decode_{capacity}")
@@ -297,14 +299,15 @@ def build_decode(c: LlmConfig, w: Weights, capacity: int, fold_query_scale: bool
         x = x + bld.post_norm(bld.linear(g.reshape(att, new_shape=[1, c.n_heads * hd]), f"blk.{i}.attn_output.weight"),
                               f"blk.{i}.post_attention_norm.weight")
         x = bld.ffn(x, i)
-        news += [bld.k_rows, g.reshape(v, new_shape=[1, kv, hd])]
-    if len({r.shape[1] for r in news[0::2]}) > 1:  # merged and separate q / k / v layers (mixed weight types): k only
-        news[0::2] = [g.narrow(r, 1, r.shape[1] - kv * hd, kv * hd) for r in news[0::2]]
+        news += [bld.k_rows, bld.v_rows]
+    for j in (0, 1):  # merged and separate q / k / v layers (mixed weight types): k's (v's) lanes only
+        if len({r.shape[1] for r in news[j::2]}) > 1:
+            news[j::2] = [g.narrow(r, 1, r.shape[1] - kv * hd, kv * hd) for r in news[j::2]]
     stacked = [g.concat(news[j::2], axis=0) if c.n_layers > 1 else news[j] for j in (0, 1)]
     g.set_outputs([bld.head(x), *stacked])
     return g
 
 
-def new_keys(rows: np.ndarray, c: LlmConfig) -> np.ndarray:
-    """The decode step's key output [L, W] (or [L, KV, hd]) as keys [L, KV, hd]: its last KV·hd lanes (a view)."""
+def kv_lanes(rows: np.ndarray, c: LlmConfig) -> np.ndarray:
+    """The decode step's key or value output [L, W] as keys / values [L, KV, hd]: its last KV·hd lanes (a view)."""
     return rows.reshape(c.n_layers, -1)[:, -c.n_kv_heads * c.head_dim:].reshape(c.n_layers, c.n_kv_heads, c.head_dim)

@@ -13,7 +13,7 @@ import numpy as np
 from rlx.frontends.gguf import GgufError, GgufFile
 from rlx.ir.errors import RlxError
 from rlx.llm.config import LlmConfig
-from rlx.llm.graphs import NEG, Weights, build_decode, build_prefill, new_keys, rope_rows
+from rlx.llm.graphs import NEG, Weights, build_decode, build_prefill, kv_lanes, rope_rows
 from rlx.llm.weights import to_f32
 from rlx.ops.numerics import philox_f32, sample_rows
 
@@ -166,8 +166,8 @@ class LlmModel:
                 outs = step_fn()  # openvino: views of its request's memory, read before the next step
                 in_graph += time.perf_counter() - r0
                 logits = np.asarray(outs[0])[0]
-                keys[:, :, :, pos] = new_keys(outs[1], c)  # the in-place cache update: slot pos of every layer
-                values[:, :, pos, :] = outs[2]
+                keys[:, :, :, pos] = kv_lanes(outs[1], c)  # the in-place cache update: slot pos of every layer
+                values[:, :, pos, :] = kv_lanes(outs[2], c)
                 bias[0, pos] = 0.0
                 if window:
                     local[0, pos] = 0.0

@@ -299,6 +299,7 @@ def build_decode(c: LlmConfig, w: Weights, capacity: int, fold_query_scale: bool
         x = x + bld.post_norm(bld.linear(g.reshape(att, new_shape=[1, c.n_heads * hd]), f"blk.{i}.attn_output.weight"),
                               f"blk.{i}.post_attention_norm.weight")
         x = bld.ffn(x, i)
+        assert bld.k_rows is not None and bld.v_rows is not None  # set by qkv
         news += [bld.k_rows, bld.v_rows]
     for j in (0, 1):  # merged and separate q / k / v layers (mixed weight types): k's (v's) lanes only
         if len({r.shape[1] for r in news[j::2]}) > 1:

@@ -50,10 +50,12 @@ def weight_bytes(model) -> int:
     return sum(int(model.file.tensors[n].nbytes) for n in names if n in model.file.tensors)
 
 
-def bench_rlx(path: Path, threads: int, prompt: list[int], new: int, backend: str, int8: bool) -> dict:
+def bench_rlx(path: Path, threads: int, prompt: list[int], new: int, backend: str, int8: bool, ov_config: dict | None = None) -> dict:
     from rlx.llm import load_gguf
 
-    opts = {"threads": threads} if backend in ("onnxruntime", "openvino") else {}
+    opts: dict = {"threads": threads} if backend in ("onnxruntime", "openvino") else {}
+    if backend == "openvino" and ov_config:
+        opts["config"] = ov_config
     t = time.perf_counter()
     model = load_gguf(path, backend=backend, int8_activations=int8, **opts)
     model.generate(prompt[:8], max_new_tokens=2, stop=[])  # compile the graphs (prefill bucket 16, decode)
@@ -207,7 +209,10 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="keep the GGUF files here (reused when present)")
     ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
     ap.add_argument("--profile", action="store_true", help="also print the openvino int8x decode step's time per node type")
+    ap.add_argument("--ov-configs", default="", help="extra openvino rows: NAME=JSON;NAME=JSON (CPU properties, e.g. "
+                    "'nopin={\"ENABLE_CPU_PINNING\": \"NO\"}'), run interleaved with the default one")
     args = ap.parse_args()
+    ov_configs = [(name, json.loads(cfg)) for name, _, cfg in (item.partition("=") for item in args.ov_configs.split(";") if item)]
     from gguf_models import write_model
 
     try:
@@ -245,9 +250,10 @@ def main() -> None:
                 for backend in args.backends.split(","):
                     modes = args.modes.split(",") if qtype in ("Q8_0", "Q4_0") else ["exact"]
                     for mode in modes:
-                        r = best(args.rounds, bench_rlx, *run, backend, mode == "int8x")
-                        r["bound_ms_per_token"] = 1e3 * r["weight_bytes"] / bw
-                        add(f"rlx-{backend}" + ("-int8x" if mode == "int8x" else ""), r)
+                        for label, cfg in [("", None), *ov_configs] if backend == "openvino" else [("", None)]:
+                            r = best(args.rounds, bench_rlx, *run, backend, mode == "int8x", cfg)
+                            r["bound_ms_per_token"] = 1e3 * r["weight_bytes"] / bw
+                            add(f"rlx-{backend}" + ("-int8x" if mode == "int8x" else "") + (f"-{label}" if label else ""), r)
                 if not args.no_transformers:
                     add("transformers-eager", best(args.rounds, bench_transformers, *run))
                 if args.profile and qtype in ("Q8_0", "Q4_0") and importlib.util.find_spec("openvino"):

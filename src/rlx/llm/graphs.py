@@ -125,6 +125,14 @@ class _Builder:
         self.c, self.w, self.g = c, w, Graph(name)
         self.params: dict[str, Value] = {}
         self._pairs: dict[int, Value] = {}
+        self.fold_q = True  # the decode step's query scale in the rope's multiply (see qkv)
+        self._lanes: Value | None = None
+        #: the last qkv's rotated keys and its values as rows [S, W] whose last KV·hd lanes are k (v): the merged q / k
+        #: rope output itself (W = (H + KV)·hd) or k; the merged q / k / v matmul's output or v. The decode step
+        #: returns these rows: outputs read straight from the kernels that wrote them, where k's and v's own slices
+        #: took OpenVINO a copy (Reorder) per layer each
+        self.k_rows: Value | None = None
+        self.v_rows: Value | None = None
 
     def param(self, name: str) -> Value:
         if name not in self.params:
@@ -180,7 +188,9 @@ class _Builder:
             cos, sin = g.narrow(cos, 1, 0, width), g.narrow(sin, 1, 0, width)
         return t * cos + g.gather(t, self._pairs[heads], axis=1) * sin
 
-    def qkv(self, h: Value, i: int, cos: Value, sin: Value) -> tuple[Value, Value, Value]:
+    def qkv(self, h: Value, i: int, cos: Value, sin: Value, q_scale: float | None = None) -> tuple[Value, Value, Value]:
+        """Rotated q, k and v of layer i; with ``q_scale``, q comes out multiplied by it (the decode step's query
+        scale, applied after the rotation as before, in the same fused elementwise kernel as the rope)."""
         c, b, g = self.c, f"blk.{i}.", self.g
         stems = (b + "attn_q", b + "attn_k", b + "attn_v")
         merged = self.w.merged_name(tuple(s + ".weight" for s in stems))
@@ -188,11 +198,17 @@ class _Builder:
             y = self.linear(h, merged, b + "attn_qkv.bias")
             wq, wk, wv = self.w.merged[merged][1]
             qk = self.rope(g.narrow(y, 1, 0, wq + wk), c.n_heads + c.n_kv_heads, cos, sin)
-            return g.narrow(qk, 1, 0, wq), g.narrow(qk, 1, wq, wk), g.narrow(y, 1, wq + wk, wv)
+            if q_scale is not None and self.fold_q:  # one lane-scale multiply (1.0 on the k lanes: exact) fused into the rope's
+                if self._lanes is None:  # elementwise kernel, instead of a multiply node on q per layer
+                    self._lanes = g.constant(np.concatenate([np.full(wq, q_scale, np.float32), np.ones(wk, np.float32)]))
+                qk, q_scale = qk * self._lanes, None
+            q, self.k_rows, self.v_rows = g.narrow(qk, 1, 0, wq), qk, y
+            return (q if q_scale is None else q * q_scale), g.narrow(qk, 1, wq, wk), g.narrow(y, 1, wq + wk, wv)
         q, k, v = self.linears(h, stems)
         if c.qk_norm:
             q, k = self.head_norm(q, b + "attn_q_norm.weight", c.n_heads), self.head_norm(k, b + "attn_k_norm.weight", c.n_kv_heads)
-        return self.rope(q, c.n_heads, cos, sin), self.rope(k, c.n_kv_heads, cos, sin), v
+        q, self.k_rows, self.v_rows = self.rope(q, c.n_heads, cos, sin), self.rope(k, c.n_kv_heads, cos, sin), v
+        return (q if q_scale is None else q * q_scale), self.k_rows, v
 
     def ffn(self, x: Value, i: int) -> Value:
         b = f"blk.{i}."
@@ -252,11 +268,15 @@ def build_prefill(c: LlmConfig, w: Weights, length: int | None = None) -> Graph:
     return g
 
 
-def build_decode(c: LlmConfig, w: Weights, capacity: int) -> Graph:
+def build_decode(c: LlmConfig, w: Weights, capacity: int, fold_query_scale: bool = True) -> Graph:
     """One token: its embedding x [1, D], cos / sin rows [1, hd], bias [1, C] (0 for filled slots, -1e30 else), per layer
-    keys [KV, hd, C] and values [KV, C, hd] -> (logits [1, V], every layer's new key [L, KV, hd], new value [L, KV, hd]):
-    two stacked outputs rather than 2·L, so the caller's per-token cache update is two array writes."""
+    keys [KV, hd, C] and values [KV, C, hd] -> (logits [1, V], every layer's new key and new value as rows [L, W]
+    whose last KV·hd lanes are the key / value (see ``_Builder.k_rows``)): two stacked outputs rather than 2·L, so
+    the caller's per-token cache update is two array writes (:func:`kv_lanes` reads them out of the rows).
+    ``fold_query_scale``: q's scale applied in the rope's multiply (merged q / k / v; one node less per layer, the
+    same products: bit-equal, tested) rather than as a multiply of its own."""
     bld = _Builder(c, w, f"llm_decode_{capacity}")
+    bld.fold_q = fold_query_scale
     g, kv, hd, rep = bld.g, c.n_kv_heads, c.head_dim, c.group
     x = g.input("x", (1, c.d_model), "f32")
     tables = rope_inputs(g, c, 1)
@@ -269,8 +289,8 @@ def build_decode(c: LlmConfig, w: Weights, capacity: int) -> Graph:
     for i in range(c.n_layers):
         kc = g.input(f"k{i}", (kv, hd, capacity), "f32")
         vc = g.input(f"v{i}", (kv, capacity, hd), "f32")
-        q, k, v = bld.qkv(bld.norm(x, f"blk.{i}.attn_norm.weight"), i, *tables[c.is_local(i) and c.rope_base_local > 0])
-        q3 = g.reshape(q, new_shape=[kv, rep, hd]) * scale
+        q, k, v = bld.qkv(bld.norm(x, f"blk.{i}.attn_norm.weight"), i, *tables[c.is_local(i) and c.rope_base_local > 0], scale)
+        q3 = g.reshape(q, new_shape=[kv, rep, hd])
         v3 = g.reshape(v, new_shape=[kv, 1, hd])
         s_cache = bld.softcap(g.matmul(q3, kc), c.attn_softcap) + (bias_local if c.is_local(i) else bias)  # [KV, rep, C]
         s_self = bld.softcap(g.matmul(q3, g.reshape(k, new_shape=[kv, hd, 1])), c.attn_softcap)  # [KV, rep, 1]
@@ -279,7 +299,16 @@ def build_decode(c: LlmConfig, w: Weights, capacity: int) -> Graph:
         x = x + bld.post_norm(bld.linear(g.reshape(att, new_shape=[1, c.n_heads * hd]), f"blk.{i}.attn_output.weight"),
                               f"blk.{i}.post_attention_norm.weight")
         x = bld.ffn(x, i)
-        news += [g.reshape(k, new_shape=[1, kv, hd]), g.reshape(v, new_shape=[1, kv, hd])]
+        assert bld.k_rows is not None and bld.v_rows is not None  # set by qkv
+        news += [bld.k_rows, bld.v_rows]
+    for j in (0, 1):  # merged and separate q / k / v layers (mixed weight types): k's (v's) lanes only
+        if len({r.shape[1] for r in news[j::2]}) > 1:
+            news[j::2] = [g.narrow(r, 1, r.shape[1] - kv * hd, kv * hd) for r in news[j::2]]
     stacked = [g.concat(news[j::2], axis=0) if c.n_layers > 1 else news[j] for j in (0, 1)]
     g.set_outputs([bld.head(x), *stacked])
     return g
+
+
+def kv_lanes(rows: np.ndarray, c: LlmConfig) -> np.ndarray:
+    """The decode step's key or value output [L, W] as keys / values [L, KV, hd]: its last KV·hd lanes (a view)."""
+    return rows.reshape(c.n_layers, -1)[:, -c.n_kv_heads * c.head_dim:].reshape(c.n_layers, c.n_kv_heads, c.head_dim)

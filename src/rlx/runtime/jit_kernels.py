@@ -57,45 +57,35 @@ def _numba() -> Any:
     return numba
 
 
-def _layer_norm_rows(numba: Any) -> Any:
-    """The row loop: per row the mean, the two-pass variance, then ``(x - mu) * rstd * gamma + beta`` in one
-    sweep (``x * rstd - mu * rstd``, torch's form, is no faster and loses digits when |mu| >> std).
-    Reassociation lets the sums vectorise; contraction makes fused multiply-adds; no NaN / inf assumption."""
+def _norm_rows(centred: bool) -> Callable[[Any], Any]:
+    """The maker of the row loop: per row the mean (layer_norm; rms_norm: ``centred`` False, the mean is 0), the
+    two-pass variance (rms_norm: the mean square), then ``(x - mu) * rstd * gamma + beta`` in one sweep
+    (``x * rstd - mu * rstd``, torch's form, is no faster and loses digits when |mu| >> std). ``centred`` is a
+    compile-time constant of the loop. Reassociation lets the sums vectorise; contraction makes fused multiply-adds;
+    no NaN / inf assumption."""
 
-    @numba.njit(fastmath={"reassoc", "contract"}, error_model="numpy", nogil=True)
-    def rows(x, gamma, beta, out, eps, zero, one, inv):  # pragma: no cover (compiled by numba)
-        for r in range(x.shape[0]):
-            row, o = x[r], out[r]
-            s = zero
-            for i in range(row.shape[0]):
-                s += row[i]
-            mu = s * inv
-            v = zero
-            for i in range(row.shape[0]):
-                d = row[i] - mu
-                v += d * d
-            rstd = one / np.sqrt(v * inv + eps)
-            for i in range(row.shape[0]):
-                o[i] = (row[i] - mu) * rstd * gamma[i] + beta[i]
+    def make(numba: Any) -> Any:
+        @numba.njit(fastmath={"reassoc", "contract"}, error_model="numpy", nogil=True)
+        def rows(x, gamma, beta, out, eps, zero, one, inv):  # pragma: no cover (compiled by numba)
+            for r in range(x.shape[0]):
+                row, o = x[r], out[r]
+                mu = zero
+                if centred:
+                    s = zero
+                    for i in range(row.shape[0]):
+                        s += row[i]
+                    mu = s * inv
+                v = zero
+                for i in range(row.shape[0]):
+                    d = row[i] - mu
+                    v += d * d
+                rstd = one / np.sqrt(v * inv + eps)
+                for i in range(row.shape[0]):
+                    o[i] = (row[i] - mu) * rstd * gamma[i] + beta[i]
 
-    return rows
+        return rows
 
-
-def _rms_norm_rows(numba: Any) -> Any:
-    """The RMS row loop: per row the mean square, then ``x * rstd * gamma + beta`` in one sweep."""
-
-    @numba.njit(fastmath={"reassoc", "contract"}, error_model="numpy", nogil=True)
-    def rows(x, gamma, beta, out, eps, zero, one, inv):  # pragma: no cover (compiled by numba)
-        for r in range(x.shape[0]):
-            row, o = x[r], out[r]
-            v = zero
-            for i in range(row.shape[0]):
-                v += row[i] * row[i]
-            rstd = one / np.sqrt(v * inv + eps)
-            for i in range(row.shape[0]):
-                o[i] = row[i] * rstd * gamma[i] + beta[i]
-
-    return rows
+    return make
 
 
 def _compiled(name: str, dtype: type, make: Callable[[Any], Any]) -> Any:
@@ -144,7 +134,7 @@ def _norm(op: str, make: Callable[[Any], Any]) -> Callable[[Node, list[TensorTyp
 
 
 _MAKERS: dict[str, Callable[[Node, list[TensorType]], Callable[..., Any] | None]] = {
-    "layer_norm": _norm("layer_norm", _layer_norm_rows), "rms_norm": _norm("rms_norm", _rms_norm_rows)}
+    "layer_norm": _norm("layer_norm", _norm_rows(centred=True)), "rms_norm": _norm("rms_norm", _norm_rows(centred=False))}
 
 
 def applies(graph: Any) -> bool:

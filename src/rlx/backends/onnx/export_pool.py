@@ -67,4 +67,4 @@ def _pool2d_padded(ex: Any, node: Node, ins: list[str]) -> str:
         vid, found = other, True
     if not found:
         return _PLAIN_POOL(ex, node, ins)
-    return pool_window(ex, node, ex.names[vid], {"kernel_shape": k, "strides": list(a["stride"]), "pads": pads})
+    return pool_window(ex, node, ex.names[vid], {"kernel_shape": k, "strides": list(a["stride"]), "pads": pads}, vid)

@@ -784,20 +784,46 @@ def _conv_t(ex, node, ins):
                        output_padding=list(a["output_padding"]))
 
 
-def _window_nan(ex, x: str, dtype: DType, channels: int, geo: dict) -> str:
+def _window_nan(ex, x: str, dtype: DType, channels: int, geo: dict, nonneg: bool = False) -> str:
     """NaN where a pooling window holds a NaN, else 0: added to MaxPool, which skips a NaN that is not
-    first in its window (onnxruntime), it makes max / min pooling propagate NaN. Tanh keeps NaN and maps
-    every other value (±inf too) into [-1, 1]; a depthwise Conv with zero weights over the pool's windows
-    sums 0 · tanh, which is NaN exactly where a window holds one. Tanh, Conv and Add keep onnxruntime's
-    blocked (NCHWc) conv layout and the Add fuses into the Conv, where an IsNaN test costs a CNN layout
-    reorders (scripts/pool_nan_cost.py). onnxruntime's CPU Conv is float32-only: other float types make
-    the term in float32 (a cast keeps NaN and sends the rest to a float or ±inf). Written for onnxruntime
+    last in its window (onnxruntime) or anywhere (OpenVINO), it makes max / min pooling propagate NaN.
+
+    General form: Tanh keeps NaN and maps every other value (±inf too) into [-1, 1]; a depthwise Conv
+    with zero weights over the pool's windows sums 0 · tanh, which is NaN exactly where a window holds one.
+    Tanh, Conv and Add keep onnxruntime's blocked (NCHWc) conv layout and the Add fuses into the Conv, where
+    an IsNaN test costs a CNN layout reorders (scripts/pool_nan_cost.py). Written for onnxruntime
     (``engine``), HardSigmoid takes Tanh's place: it keeps NaN there too and costs ~5% less on SqueezeNet;
-    OpenVINO's HardSigmoid drops NaN, so any other engine gets Tanh."""
+    OpenVINO's HardSigmoid drops NaN, so any other engine gets Tanh.
+
+    ``nonneg`` (the pooled tensor is a relu's, never negative nor -inf) on onnxruntime: no bounding pass.
+    A depthwise Conv with unit weights sums each window, NaN exactly where it holds one (no -inf to meet
+    a +inf), and its fused ``Clip(0, 0)`` sends every other sum, +inf included, to 0 while keeping NaN;
+    one pass over the pool's input instead of two (OpenVINO's Clip drops NaN: Tanh there).
+    onnxruntime's CPU Conv is float32-only: other float types make the term in float32 (a cast keeps NaN
+    and sends the rest to a float or ±inf)."""
     x32 = ex.cast(x, dtype, DType.F32)
+    if nonneg and ex.engine == "onnxruntime" and ex.opset >= 11:
+        ones = ex.const(np.ones((channels, 1, *geo["kernel_shape"]), np.float32))
+        zero = ex.scalar(0.0, DType.F32)
+        sums = ex.node("Conv", [x32, ones], group=channels, **geo)
+        return ex.cast(ex.node("Clip", [sums, zero, zero]), DType.F32, dtype)
     zeros = ex.const(np.zeros((channels, 1, *geo["kernel_shape"]), np.float32))
     bounded = ex.node("HardSigmoid" if ex.engine == "onnxruntime" else "Tanh", [x32])
     return ex.cast(ex.node("Conv", [bounded, zeros], group=channels, **geo), DType.F32, dtype)
+
+
+def _nonneg(ex, vid: int) -> bool:
+    """Whether node ``vid`` is never negative nor -inf (NaN allowed) on any input: a relu (max(x, 0)),
+    alone or fused after a conv, a concat of such (the fire / inception modules before a max pool), or a
+    float cast of one (rounding keeps the sign; an overflow gives +inf)."""
+    node = ex.g.node(vid)
+    if node.op == "cast":
+        return node.dtype.is_float and _in_dtype(ex, node, 0).is_float and _nonneg(ex, node.inputs[0])
+    if node.op == "activation":
+        return node.attrs["kind"] == "relu"
+    if node.op == "fused_conv2d_bias_act":
+        return node.attrs["activation"] == "relu"
+    return node.op == "concat" and all(_nonneg(ex, i) for i in node.inputs)
 
 
 @exporter("pool2d")
@@ -807,20 +833,34 @@ def _pool2d(ex, node, ins):
     return pool_window(ex, node, ins[0], {"kernel_shape": k, "strides": s, "pads": [p[0], p[1], p[0], p[1]]})
 
 
-def pool_window(ex, node: Node, x: str, geo: dict) -> str:
-    """The pool2d node's ONNX pooling of ``x`` over the windows ``geo`` (kernel_shape, strides, pads)."""
+_POOL_FLOATS = (DType.F16, DType.F32, DType.F64)  # the float types ONNX MaxPool / AveragePool take
+
+
+def pool_window(ex, node: Node, x: str, geo: dict, source: int | None = None) -> str:
+    """The pool2d node's ONNX pooling of ``x`` over the windows ``geo`` (kernel_shape, strides, pads);
+    ``source``: the graph node ``x`` is the value of (default: the pool's operand). Other float types
+    (bf16, the f8s) pool in float32 and are cast back: exact for max / min, a mean rounded once."""
+    dt = node.dtype
+    if dt.is_float and dt not in _POOL_FLOATS:
+        return ex.cast(_pool(ex, node, ex.cast(x, dt, DType.F32), geo, source, DType.F32), DType.F32, dt)
+    return _pool(ex, node, x, geo, source, dt)
+
+
+def _pool(ex, node: Node, x: str, geo: dict, source: int | None, dt: DType) -> str:
     a, k = node.attrs, geo["kernel_shape"]
     kind = a["kind"]
     if kind in ("max", "min"):
         y = ex.node("MaxPool", [x if kind == "max" else ex.node("Neg", [x])], **geo)
-        if node.dtype.is_float:
-            y = ex.node("Add", [y, _window_nan(ex, x, node.dtype, _in_shape(ex, node, 0)[1], geo)])
+        if dt.is_float:
+            src = node.inputs[0] if source is None else source
+            term = _window_nan(ex, x, dt, _in_shape(ex, node, 0)[1], geo, kind == "max" and _nonneg(ex, src))
+            y = ex.node("Add", [y, term])
         return y if kind == "max" else ex.node("Neg", [y])
     if kind == "mean":
         return ex.node("AveragePool", [x], count_include_pad=int(a["count_include_pad"]), **geo)
     if kind == "sum":
         avg = ex.node("AveragePool", [x], count_include_pad=1, **geo)
-        return ex.node("Mul", [avg, ex.scalar(float(k[0] * k[1]), node.dtype)])
+        return ex.node("Mul", [avg, ex.scalar(float(k[0] * k[1]), dt)])
     raise OnnxUnsupported(f"pool2d {kind!r} has no ONNX equivalent")
 
 

@@ -153,3 +153,34 @@ def test_low_precision_relu_pool(dtype):
     got = rlx.compile(g, backend="onnxruntime", threads=1).run({"x": x})[0]
     _check(got, want)
     assert np.isnan(want).any() and np.isposinf(want).any()
+
+
+def test_pool_of_a_ceil_mode_pool_of_relu():
+    """GoogLeNet's pool branch: a stride-1 max pool reading a ceil-mode max pool (its -inf fill never wins a
+    window) of a relu is never negative either: both pools sum their windows, torch's values kept."""
+    mod = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.MaxPool2d(3, 2, ceil_mode=True),
+                              torch.nn.MaxPool2d(3, 1, padding=1, ceil_mode=True)).eval()
+    x = _cases()[:, :8]
+    g, params = rlx.torch.import_module(mod, (torch.from_numpy(x),))
+    ops = Counter(n.op_type for n in export_for_session(g, params, engine="onnxruntime").graph.node)
+    assert ops["Clip"] == 2 and ops["HardSigmoid"] == 0 and ops["Concat"] == 0, ops
+    exe = rlx.compile(g, backend="onnxruntime", params=params, threads=1)
+    with torch.no_grad():
+        want = mod(torch.from_numpy(x)).numpy()
+    got = exe.run(dict(zip(g.inputs(), [x])))[0]
+    _check(got, want)
+    assert np.isnan(want).any() and np.isposinf(want).any()
+
+
+def test_negative_fill_is_not_nonneg():
+    """A max pool over a relu concatenated with a negative (not -inf) block may be negative: bounded term."""
+
+    class Cat(torch.nn.Module):
+        def forward(self, x):
+            pad = torch.full((x.shape[0], x.shape[1], 1, x.shape[3]), -2.0)
+            return torch.nn.functional.max_pool2d(torch.cat([torch.relu(x), pad], 2), 3, 2)
+
+    x = np.random.default_rng(4).standard_normal((1, 2, 8, 7)).astype(np.float32)
+    g, params = rlx.torch.import_module(Cat().eval(), (torch.from_numpy(x),))
+    ops = Counter(n.op_type for n in export_for_session(g, params, engine="onnxruntime").graph.node)
+    assert ops["HardSigmoid"] == 1 and ops["Clip"] == 0, ops

@@ -812,20 +812,6 @@ def _window_nan(ex, x: str, dtype: DType, channels: int, geo: dict, nonneg: bool
     return ex.cast(ex.node("Conv", [bounded, zeros], group=channels, **geo), DType.F32, dtype)
 
 
-def _nonneg(ex, vid: int) -> bool:
-    """Whether node ``vid`` is never negative nor -inf (NaN allowed) on any input: a relu (max(x, 0)),
-    alone or fused after a conv, a concat of such (the fire / inception modules before a max pool), or a
-    float cast of one (rounding keeps the sign; an overflow gives +inf)."""
-    node = ex.g.node(vid)
-    if node.op == "cast":
-        return node.dtype.is_float and _in_dtype(ex, node, 0).is_float and _nonneg(ex, node.inputs[0])
-    if node.op == "activation":
-        return node.attrs["kind"] == "relu"
-    if node.op == "fused_conv2d_bias_act":
-        return node.attrs["activation"] == "relu"
-    return node.op == "concat" and all(_nonneg(ex, i) for i in node.inputs)
-
-
 @exporter("pool2d")
 def _pool2d(ex, node, ins):
     a = node.attrs
@@ -836,24 +822,23 @@ def _pool2d(ex, node, ins):
 _POOL_FLOATS = (DType.F16, DType.F32, DType.F64)  # the float types ONNX MaxPool / AveragePool take
 
 
-def pool_window(ex, node: Node, x: str, geo: dict, source: int | None = None) -> str:
+def pool_window(ex, node: Node, x: str, geo: dict, nonneg: bool = False) -> str:
     """The pool2d node's ONNX pooling of ``x`` over the windows ``geo`` (kernel_shape, strides, pads);
-    ``source``: the graph node ``x`` is the value of (default: the pool's operand). Other float types
-    (bf16, the f8s) pool in float32 and are cast back: exact for max / min, a mean rounded once."""
+    ``nonneg``: ``x`` is never negative nor -inf (:func:`rlx.backends.onnx.export_pool.nonneg`). Other
+    float types (bf16, the f8s) pool in float32 and are cast back: exact for max / min, a mean rounded once."""
     dt = node.dtype
     if dt.is_float and dt not in _POOL_FLOATS:
-        return ex.cast(_pool(ex, node, ex.cast(x, dt, DType.F32), geo, source, DType.F32), DType.F32, dt)
-    return _pool(ex, node, x, geo, source, dt)
+        return ex.cast(_pool(ex, node, ex.cast(x, dt, DType.F32), geo, nonneg, DType.F32), DType.F32, dt)
+    return _pool(ex, node, x, geo, nonneg, dt)
 
 
-def _pool(ex, node: Node, x: str, geo: dict, source: int | None, dt: DType) -> str:
+def _pool(ex, node: Node, x: str, geo: dict, nonneg: bool, dt: DType) -> str:
     a, k = node.attrs, geo["kernel_shape"]
     kind = a["kind"]
     if kind in ("max", "min"):
         y = ex.node("MaxPool", [x if kind == "max" else ex.node("Neg", [x])], **geo)
         if dt.is_float:
-            src = node.inputs[0] if source is None else source
-            term = _window_nan(ex, x, dt, _in_shape(ex, node, 0)[1], geo, kind == "max" and _nonneg(ex, src))
+            term = _window_nan(ex, x, dt, _in_shape(ex, node, 0)[1], geo, kind == "max" and nonneg)
             y = ex.node("Add", [y, term])
         return y if kind == "max" else ex.node("Neg", [y])
     if kind == "mean":

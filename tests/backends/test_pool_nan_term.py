@@ -69,36 +69,53 @@ def _check(got: np.ndarray, want: np.ndarray) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("engine", ["onnxruntime", "openvino"])
+def _plain_on_onnxruntime(g, params):
+    """The engine-neutral export (``0 · tanh`` of the window sums) in a plain onnxruntime session."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(export_for_session(g, params).SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+    return lambda feed: sess.run(None, feed)
+
+
+@pytest.mark.parametrize("engine", ["onnxruntime", "openvino", "plain"])
 @pytest.mark.parametrize("blocked", [True, False])
 def test_relu_pool_nan_and_inf_at_every_window_cell(engine, blocked):
-    """OpenVINO: the ±inf cases only, its Relu maps NaN to 0 before any pool sees it (not the pool's doing)."""
+    """OpenVINO: the ±inf cases only, its Relu maps NaN to 0 before any pool sees it (not the pool's doing).
+    ``plain``: the export for no engine in particular, run by onnxruntime."""
     x = _cases()
     if engine == "openvino":
         pytest.importorskip("openvino")
         x = x[~np.isnan(x).any(axis=(1, 2, 3))]
     mod = _ReluPool(blocked).eval()
     g, params = rlx.torch.import_module(mod, (torch.from_numpy(x),))
-    exe = rlx.compile(g, backend=engine, params=params, threads=1)
+    run = (_plain_on_onnxruntime(g, params) if engine == "plain"
+           else rlx.compile(g, backend=engine, params=params, threads=1).run)
     with torch.no_grad():
         want = mod(torch.from_numpy(x)).numpy()
-    got = exe.run(dict(zip(g.inputs(), [x])))[0]
+    got = run(dict(zip(g.inputs(), [x])))[0]
     _check(got, want)
     nan_items = np.isnan(want).any(axis=(1, 2, 3)).sum()
-    assert nan_items == (9 + 3 + 1 if engine == "onnxruntime" else 0) and np.isposinf(want).any()
+    assert nan_items == (0 if engine == "openvino" else 9 + 3 + 1) and np.isposinf(want).any()
 
 
 def test_onnxruntime_export_sums_relu_windows_and_other_engines_bound():
-    """The onnxruntime backend's export of a relu -> max pool: unit-weight Conv + Clip, no bounding
-    pass; a max pool over a tensor that may be negative, the plain export and OpenVINO's keep theirs."""
+    """The onnxruntime backend's export of a relu -> max pool: unit-weight Conv + Clip, the plain export
+    (which OpenVINO runs) ``0 · tanh`` of the sums; a max pool over a tensor that may be negative keeps the
+    bounding pass (HardSigmoid on onnxruntime)."""
     mod = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.MaxPool2d(3, 2)).eval()
     x = np.random.default_rng(1).standard_normal((1, 4, 9, 9)).astype(np.float32)
     g, params = rlx.torch.import_module(mod, (torch.from_numpy(x),))
     ops = Counter(n.op_type for n in export_for_session(g, params, engine="onnxruntime").graph.node)
     assert ops["Clip"] == 1 and ops["HardSigmoid"] == 0 and ops["Tanh"] == 0, ops
     for engine in (None, "openvino"):
-        ops = Counter(n.op_type for n in export_for_session(g, params, engine=engine).graph.node)
-        assert ops["Tanh"] == 1 and ops["Clip"] == 0, ops
+        model = export_for_session(g, params, engine=engine)
+        ops = Counter(n.op_type for n in model.graph.node)
+        assert ops["Tanh"] == 1 and ops["Mul"] == 1 and ops["Clip"] == 0, ops
+        tanh = next(n for n in model.graph.node if n.op_type == "Tanh")
+        assert next(n for n in model.graph.node if n.output[0] == tanh.input[0]).op_type == "Conv"
     signed = torch.nn.Sequential(torch.nn.MaxPool2d(3, 2)).eval()
     g, params = rlx.torch.import_module(signed, (torch.from_numpy(x),))
     ops = Counter(n.op_type for n in export_for_session(g, params, engine="onnxruntime").graph.node)

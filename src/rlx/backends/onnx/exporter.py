@@ -795,18 +795,23 @@ def _window_nan(ex, x: str, dtype: DType, channels: int, geo: dict, nonneg: bool
     (``engine``), HardSigmoid takes Tanh's place: it keeps NaN there too and costs ~5% less on SqueezeNet;
     OpenVINO's HardSigmoid drops NaN, so any other engine gets Tanh.
 
-    ``nonneg`` (the pooled tensor is a relu's, never negative nor -inf) on onnxruntime: no bounding pass.
-    A depthwise Conv with unit weights sums each window, NaN exactly where it holds one (no -inf to meet
-    a +inf), and its fused ``Clip(0, 0)`` sends every other sum, +inf included, to 0 while keeping NaN;
-    one pass over the pool's input instead of two (OpenVINO's Clip drops NaN: Tanh there).
+    ``nonneg`` (``x`` is a relu's, never negative nor -inf: :func:`rlx.backends.onnx.export_pool.nonneg`):
+    no pass over ``x`` but the window sums. A depthwise Conv with unit weights sums each window, NaN
+    exactly where it holds one (no -inf to meet a +inf), else in [0, +inf]. onnxruntime's fused
+    ``Clip(0, 0)`` sends those to 0 and keeps NaN (OpenVINO's Clip drops NaN); any other engine gets
+    ``0 · tanh(sum)``, on the pool's (smaller) output side, which OpenVINO fuses into the Conv.
     onnxruntime's CPU Conv is float32-only: other float types make the term in float32 (a cast keeps NaN
     and sends the rest to a float or ±inf)."""
     x32 = ex.cast(x, dtype, DType.F32)
-    if nonneg and ex.engine == "onnxruntime" and ex.opset >= 11:
+    if nonneg:
         ones = ex.const(np.ones((channels, 1, *geo["kernel_shape"]), np.float32))
-        zero = ex.scalar(0.0, DType.F32)
         sums = ex.node("Conv", [x32, ones], group=channels, **geo)
-        return ex.cast(ex.node("Clip", [sums, zero, zero]), DType.F32, dtype)
+        zero = ex.scalar(0.0, DType.F32)
+        if ex.engine == "onnxruntime" and ex.opset >= 11:
+            term = ex.node("Clip", [sums, zero, zero])
+        else:
+            term = ex.node("Mul", [ex.node("Tanh", [sums]), zero])
+        return ex.cast(term, DType.F32, dtype)
     zeros = ex.const(np.zeros((channels, 1, *geo["kernel_shape"]), np.float32))
     bounded = ex.node("HardSigmoid" if ex.engine == "onnxruntime" else "Tanh", [x32])
     return ex.cast(ex.node("Conv", [bounded, zeros], group=channels, **geo), DType.F32, dtype)

@@ -1,9 +1,10 @@
 """Cost of the ONNX export's NaN-propagating max / min pooling (docs/semantics.md "Edge cases").
 
-Builds each model's ONNX twice -- the onnxruntime backend's export as it is (MaxPool plus a zero-weight depthwise
-Conv over Tanh(x): NaN where a window holds one) and the same export with the bare MaxPool -- and times both sessions
-interleaved (round r runs A then B, round r+1 B then A), reporting medians and the ratio. It also counts
-the layout reorders onnxruntime inserts (ReorderInput / ReorderOutput), which an IsNaN-based guard adds.
+Builds each model's ONNX three times -- the onnxruntime backend's export as it is ("guarded": MaxPool plus the NaN
+term, for a relu's output a unit-weight depthwise Conv with a fused Clip(0, 0)), the same with the relu analysis off
+("general": a zero-weight depthwise Conv over HardSigmoid(x)) and with the bare MaxPool -- and times the sessions
+interleaved (the order reversed every round), reporting medians and the ratios to bare. It also counts the layout
+reorders onnxruntime inserts (ReorderInput / ReorderOutput), which an IsNaN-based guard adds.
 Run: PYTHONPATH=src python scripts/pool_nan_cost.py [--rounds 30] [--threads 1]. Indicative on a shared machine.
 """
 
@@ -16,6 +17,18 @@ import tempfile
 import time
 
 import numpy as np
+
+
+def _general_pool(ex, node, ins):
+    """The export with the relu analysis off: every max pool gets the general (bounding) NaN term."""
+    from rlx.backends.onnx import export_pool
+
+    kept = export_pool.nonneg
+    export_pool.nonneg = lambda ex, vid: False
+    try:
+        return GUARDED(ex, node, ins)
+    finally:
+        export_pool.nonneg = kept
 
 
 def _bare_pool(ex, node, ins):
@@ -72,10 +85,12 @@ def _models():
         out[f"resnet18 {size}²"] = (g, params)
     import rlx
 
-    pg = rlx.Graph("pool")  # a pooling microbench: one 3x3 / stride-2 max pool over 64 x 112 x 112
-    pg.set_outputs([pg.pool2d(pg.input("x", (1, 64, 112, 112)), kind="max", kernel_size=[3, 3], stride=[2, 2],
-                              padding=[1, 1])])
-    out["max_pool2d 3x3/2 on 1x64x112x112"] = (pg, {})
+    for relu in (False, True):  # a pooling microbench: one 3x3 / stride-2 max pool over 64 x 112 x 112
+        pg = rlx.Graph("pool")
+        x = pg.input("x", (1, 64, 112, 112))
+        pg.set_outputs([pg.pool2d(pg.relu(x) if relu else x, kind="max", kernel_size=[3, 3], stride=[2, 2],
+                                  padding=[1, 1])])
+        out[f"max_pool2d 3x3/2 on {'relu of ' if relu else ''}1x64x112x112"] = (pg, {})
     return out
 
 
@@ -123,27 +138,27 @@ def main() -> None:
     print(f"load {os.getloadavg()[0]:.1f}, {args.threads} thread(s), {args.rounds} interleaved rounds")
     for name, (g, params) in _models().items():
         models = {}
-        for label, fn in (("guarded", GUARDED), ("bare", _bare_pool)):
+        for label, fn in (("guarded", GUARDED), ("general", _general_pool), ("bare", _bare_pool)):
             EXPORTERS["pool2d"] = fn
-            models[label] = export_for_session(g, params)  # what the onnxruntime backend runs
+            models[label] = export_for_session(g, params, engine="onnxruntime")  # what the onnxruntime backend runs
         EXPORTERS["pool2d"] = GUARDED
         sess = {k: _session(m, args.threads) for k, m in models.items()}
         inp = models["guarded"].graph.input[0]
         shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
         feeds = {inp.name: np.random.default_rng(1).standard_normal(shape).astype(np.float32)}
         got = {k: s.run(None, feeds)[0] for k, s in sess.items()}
-        assert np.allclose(got["guarded"], got["bare"], rtol=1e-5, atol=1e-5), name
+        assert all(np.allclose(got[k], got["bare"], rtol=1e-5, atol=1e-5) for k in got), name
         for s in sess.values():
             _time(s, feeds, 3)  # warm
-        ts: dict[str, list[float]] = {"guarded": [], "bare": []}
+        ts: dict[str, list[float]] = {k: [] for k in sess}
         for r in range(args.rounds):
-            order = ("guarded", "bare") if r % 2 == 0 else ("bare", "guarded")
-            for k in order:
+            for k in (list(sess) if r % 2 == 0 else list(sess)[::-1]):
                 ts[k].append(_time(sess[k], feeds))
-        mg, mb = statistics.median(ts["guarded"]), statistics.median(ts["bare"])
+        med = {k: statistics.median(v) for k, v in ts.items()}
         ro = {k: _reorders(m, args.threads) for k, m in models.items()}
-        print(f"{name}: bare {mb * 1e3:.3f} ms, guarded {mg * 1e3:.3f} ms, ratio {mg / mb:.3f}; "
-              f"layout reorders bare {ro['bare']} / guarded {ro['guarded']}")
+        print(f"{name}: bare {med['bare'] * 1e3:.3f} ms, guarded {med['guarded'] * 1e3:.3f} ms "
+              f"(x{med['guarded'] / med['bare']:.3f}), general {med['general'] * 1e3:.3f} ms "
+              f"(x{med['general'] / med['bare']:.3f}); layout reorders {ro}")
     print(f"load after {os.getloadavg()[0]:.1f}")
 
 

@@ -48,15 +48,15 @@ def _constant_fill(ex: Any, vid: int) -> np.ndarray | None:
     return constant_of(ex, node.inputs[0]) if node.op == "expand" else constant_of(ex, vid)
 
 
-@exporter("pool2d")
-def _pool2d_padded(ex: Any, node: Node, ins: list[str]) -> str:
+def _unpadded(ex: Any, node: Node) -> tuple[int, list[int]]:
+    """(operand id, ONNX pads) of max / min pool2d ``node``: its operand, or the tensor under the
+    ``-inf`` (max) / ``+inf`` (min) concat pads it reads, the pads then grown by the fill while they stay
+    below the kernel (so every window still holds a cell of the tensor)."""
     a = node.attrs
-    if a["kind"] not in ("max", "min") or not node.dtype.is_float:
-        return _PLAIN_POOL(ex, node, ins)
     fill = -np.inf if a["kind"] == "max" else np.inf
     k, p = list(a["kernel_size"]), list(a["padding"])
     pads = [p[0], p[1], p[0], p[1]]
-    vid, found = node.inputs[0], False
+    vid = node.inputs[0]
     while (hit := _fill_pad(ex, vid, fill)) is not None:
         other, axis, begin, end = hit
         i = axis - 2
@@ -64,7 +64,33 @@ def _pool2d_padded(ex: Any, node: Node, ins: list[str]) -> str:
             break
         pads[i] += begin
         pads[i + 2] += end
-        vid, found = other, True
-    if not found:
+        vid = other
+    return vid, pads
+
+
+def nonneg(ex: Any, vid: int) -> bool:
+    """Whether node ``vid`` is never negative nor -inf (NaN allowed) on any input: a relu (max(x, 0)),
+    alone or fused after a conv, a concat of such (the fire / inception modules before a max pool), a max
+    or mean pool of one (a ceil-mode max pool's ``-inf`` fill never wins a window), or a float cast of one
+    (rounding keeps the sign; an overflow gives +inf). The max pool NaN term reads it
+    (:func:`rlx.backends.onnx.exporter._window_nan`)."""
+    node = ex.g.node(vid)
+    if node.op == "cast":
+        return node.dtype.is_float and ex.g.node(node.inputs[0]).dtype.is_float and nonneg(ex, node.inputs[0])
+    if node.op == "activation":
+        return node.attrs["kind"] == "relu"
+    if node.op == "fused_conv2d_bias_act":
+        return node.attrs["activation"] == "relu"
+    if node.op == "pool2d" and node.attrs["kind"] in ("max", "mean"):
+        return nonneg(ex, _unpadded(ex, node)[0] if node.attrs["kind"] == "max" else node.inputs[0])
+    return node.op == "concat" and all(nonneg(ex, i) for i in node.inputs)
+
+
+@exporter("pool2d")
+def _pool2d_padded(ex: Any, node: Node, ins: list[str]) -> str:
+    a = node.attrs
+    if a["kind"] not in ("max", "min") or not node.dtype.is_float:
         return _PLAIN_POOL(ex, node, ins)
-    return pool_window(ex, node, ex.names[vid], {"kernel_shape": k, "strides": list(a["stride"]), "pads": pads})
+    vid, pads = _unpadded(ex, node)
+    geo = {"kernel_shape": list(a["kernel_size"]), "strides": list(a["stride"]), "pads": pads}
+    return pool_window(ex, node, ex.names[vid], geo, a["kind"] == "max" and nonneg(ex, vid))

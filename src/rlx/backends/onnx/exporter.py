@@ -784,17 +784,34 @@ def _conv_t(ex, node, ins):
                        output_padding=list(a["output_padding"]))
 
 
-def _window_nan(ex, x: str, dtype: DType, channels: int, geo: dict) -> str:
+def _window_nan(ex, x: str, dtype: DType, channels: int, geo: dict, nonneg: bool = False) -> str:
     """NaN where a pooling window holds a NaN, else 0: added to MaxPool, which skips a NaN that is not
-    first in its window (onnxruntime), it makes max / min pooling propagate NaN. Tanh keeps NaN and maps
-    every other value (±inf too) into [-1, 1]; a depthwise Conv with zero weights over the pool's windows
-    sums 0 · tanh, which is NaN exactly where a window holds one. Tanh, Conv and Add keep onnxruntime's
-    blocked (NCHWc) conv layout and the Add fuses into the Conv, where an IsNaN test costs a CNN layout
-    reorders (scripts/pool_nan_cost.py). onnxruntime's CPU Conv is float32-only: other float types make
-    the term in float32 (a cast keeps NaN and sends the rest to a float or ±inf). Written for onnxruntime
+    last in its window (onnxruntime) or anywhere (OpenVINO), it makes max / min pooling propagate NaN.
+
+    General form: Tanh keeps NaN and maps every other value (±inf too) into [-1, 1]; a depthwise Conv
+    with zero weights over the pool's windows sums 0 · tanh, which is NaN exactly where a window holds one.
+    Tanh, Conv and Add keep onnxruntime's blocked (NCHWc) conv layout and the Add fuses into the Conv, where
+    an IsNaN test costs a CNN layout reorders (scripts/pool_nan_cost.py). Written for onnxruntime
     (``engine``), HardSigmoid takes Tanh's place: it keeps NaN there too and costs ~5% less on SqueezeNet;
-    OpenVINO's HardSigmoid drops NaN, so any other engine gets Tanh."""
+    OpenVINO's HardSigmoid drops NaN, so any other engine gets Tanh.
+
+    ``nonneg`` (``x`` is a relu's, never negative nor -inf: :func:`rlx.backends.onnx.export_pool.nonneg`):
+    no pass over ``x`` but the window sums. A depthwise Conv with unit weights sums each window, NaN
+    exactly where it holds one (no -inf to meet a +inf), else in [0, +inf]. onnxruntime's fused
+    ``Clip(0, 0)`` sends those to 0 and keeps NaN (OpenVINO's Clip drops NaN); any other engine gets
+    ``0 · tanh(sum)``, on the pool's (smaller) output side, which OpenVINO fuses into the Conv.
+    onnxruntime's CPU Conv is float32-only: other float types make the term in float32 (a cast keeps NaN
+    and sends the rest to a float or ±inf)."""
     x32 = ex.cast(x, dtype, DType.F32)
+    if nonneg:
+        ones = ex.const(np.ones((channels, 1, *geo["kernel_shape"]), np.float32))
+        sums = ex.node("Conv", [x32, ones], group=channels, **geo)
+        zero = ex.scalar(0.0, DType.F32)
+        if ex.engine == "onnxruntime" and ex.opset >= 11:
+            term = ex.node("Clip", [sums, zero, zero])
+        else:
+            term = ex.node("Mul", [ex.node("Tanh", [sums]), zero])
+        return ex.cast(term, DType.F32, dtype)
     zeros = ex.const(np.zeros((channels, 1, *geo["kernel_shape"]), np.float32))
     bounded = ex.node("HardSigmoid" if ex.engine == "onnxruntime" else "Tanh", [x32])
     return ex.cast(ex.node("Conv", [bounded, zeros], group=channels, **geo), DType.F32, dtype)
@@ -807,20 +824,33 @@ def _pool2d(ex, node, ins):
     return pool_window(ex, node, ins[0], {"kernel_shape": k, "strides": s, "pads": [p[0], p[1], p[0], p[1]]})
 
 
-def pool_window(ex, node: Node, x: str, geo: dict) -> str:
-    """The pool2d node's ONNX pooling of ``x`` over the windows ``geo`` (kernel_shape, strides, pads)."""
+_POOL_FLOATS = (DType.F16, DType.F32, DType.F64)  # the float types ONNX MaxPool / AveragePool take
+
+
+def pool_window(ex, node: Node, x: str, geo: dict, nonneg: bool = False) -> str:
+    """The pool2d node's ONNX pooling of ``x`` over the windows ``geo`` (kernel_shape, strides, pads);
+    ``nonneg``: ``x`` is never negative nor -inf (:func:`rlx.backends.onnx.export_pool.nonneg`). Other
+    float types (bf16, the f8s) pool in float32 and are cast back: exact for max / min, a mean rounded once."""
+    dt = node.dtype
+    if dt.is_float and dt not in _POOL_FLOATS:
+        return ex.cast(_pool(ex, node, ex.cast(x, dt, DType.F32), geo, nonneg, DType.F32), DType.F32, dt)
+    return _pool(ex, node, x, geo, nonneg, dt)
+
+
+def _pool(ex, node: Node, x: str, geo: dict, nonneg: bool, dt: DType) -> str:
     a, k = node.attrs, geo["kernel_shape"]
     kind = a["kind"]
     if kind in ("max", "min"):
         y = ex.node("MaxPool", [x if kind == "max" else ex.node("Neg", [x])], **geo)
-        if node.dtype.is_float:
-            y = ex.node("Add", [y, _window_nan(ex, x, node.dtype, _in_shape(ex, node, 0)[1], geo)])
+        if dt.is_float:
+            term = _window_nan(ex, x, dt, _in_shape(ex, node, 0)[1], geo, kind == "max" and nonneg)
+            y = ex.node("Add", [y, term])
         return y if kind == "max" else ex.node("Neg", [y])
     if kind == "mean":
         return ex.node("AveragePool", [x], count_include_pad=int(a["count_include_pad"]), **geo)
     if kind == "sum":
         avg = ex.node("AveragePool", [x], count_include_pad=1, **geo)
-        return ex.node("Mul", [avg, ex.scalar(float(k[0] * k[1]), node.dtype)])
+        return ex.node("Mul", [avg, ex.scalar(float(k[0] * k[1]), dt)])
     raise OnnxUnsupported(f"pool2d {kind!r} has no ONNX equivalent")
 
 

@@ -1,0 +1,126 @@
+"""Direct calls: a node's lowering as the one torch call it makes for that node's static types.
+
+An eager module runs its fx graph op by op, and each lowered node is a Python wrapper around its
+lowering (widen, call, cast: ~1.7 µs per node and run on the host). Where the node's operand and
+result types make the lowering exactly one torch call with nothing to widen or cast (f32 ``binary``
+is ``torch.mul``, ``reshape`` is ``torch.reshape`` with the node's bound shape), the builder emits
+that call as the fx target itself. Each entry specialises one registered lowering and applies only
+while that lowering is the table's entry for the op (a replaced lowering disables it);
+``tests/backends/test_torch_overhead.py`` proves every entry equal to its lowering, edge values included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from rlx.backends.torch_backend import lowering as L
+from rlx.ir.dtype import DType
+from rlx.ir.shape import TensorType
+
+#: target, positional args, keyword args of the one call
+Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+Maker = Callable[[Sequence[Any], Mapping[str, Any], list[TensorType], TensorType], "Call | None"]
+
+FLOATS = frozenset({DType.F32, DType.F64})
+INTS = frozenset({DType.I8, DType.I16, DType.I32, DType.I64, DType.U8})
+
+_FLOAT_BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "max": torch.maximum,
+                 "min": torch.minimum, "fmax": torch.fmax, "fmin": torch.fmin, "pow": torch.pow}
+_INT_BINARY = {k: _FLOAT_BINARY[k] for k in ("add", "sub", "mul", "max", "min")}
+#: activation kinds whose torch lowering is this one call on a float operand of the result's dtype
+_ACTIVATIONS: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
+    "relu": (torch.relu, {}), "sigmoid": (torch.sigmoid, {}), "tanh": (torch.tanh, {}), "exp": (torch.exp, {}),
+    "log": (torch.log, {}), "sqrt": (torch.sqrt, {}), "neg": (torch.neg, {}), "abs": (torch.abs, {}),
+    "sin": (torch.sin, {}), "cos": (torch.cos, {}), "tan": (torch.tan, {}), "atan": (torch.atan, {}),
+    "gelu": (torch._C._nn.gelu, {}), "gelu_approx": (torch._C._nn.gelu, {"approximate": "tanh"}),
+    "silu": (torch._C._nn.silu, {}),
+}
+_UNARY_MATH = {"erf": torch.special.erf, "floor": torch.floor, "ceil": torch.ceil, "sign": torch.sign, "trunc": torch.trunc,
+               "round_even": torch.round, "asin": torch.asin, "acos": torch.acos, "sinh": torch.sinh, "cosh": torch.cosh,
+               "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh}
+
+DIRECT: dict[str, tuple[Any, Maker]] = {}
+
+
+def _direct(op: str) -> Callable[[Maker], Maker]:
+    """Register a maker specialising the lowering registered for ``op`` now."""
+    def register(maker: Maker) -> Maker:
+        DIRECT[op] = (L.LOWERINGS[op], maker)
+        return maker
+
+    return register
+
+
+def _all(in_types: list[TensorType], out: TensorType, allowed: frozenset[DType]) -> bool:
+    """Every operand of the result's dtype, that dtype one of ``allowed`` (nothing to widen or cast)."""
+    return out.dtype in allowed and all(t.dtype is out.dtype for t in in_types)
+
+
+def direct_call(op: str, args: Sequence[Any], attrs: Mapping[str, Any], in_types: list[TensorType], out: Any) -> Call | None:
+    """The one torch call equal to ``op``'s lowering for these types, or None (the lowering runs)."""
+    entry = DIRECT.get(op)
+    if entry is None or L.LOWERINGS.get(op) is not entry[0] or out.__class__ is not TensorType:
+        return None
+    if not all(isinstance(d, int) for d in out.shape):
+        return None
+    return entry[1](args, attrs, in_types, out)
+
+
+@_direct("binary")
+def _binary(args, attrs, in_types, out):
+    op = attrs["op"]
+    if _all(in_types, out, FLOATS) and op in _FLOAT_BINARY:
+        return _FLOAT_BINARY[op], tuple(args), {}
+    if _all(in_types, out, INTS) and op in _INT_BINARY:
+        return _INT_BINARY[op], tuple(args), {}
+    return None
+
+
+@_direct("activation")
+def _activation(args, attrs, in_types, out):
+    found = _ACTIVATIONS.get(attrs["kind"])
+    if found is None or not _all(in_types, out, FLOATS):
+        return None
+    return found[0], tuple(args), found[1]
+
+
+@_direct("unary_math")
+def _unary_math(args, attrs, in_types, out):
+    fn = _UNARY_MATH.get(attrs["kind"])
+    return (fn, tuple(args), {}) if fn is not None and _all(in_types, out, FLOATS) else None
+
+
+@_direct("matmul")
+def _matmul(args, attrs, in_types, out):
+    return (torch.matmul, tuple(args), {}) if _all(in_types, out, FLOATS | {DType.F16, DType.BF16}) else None
+
+
+@_direct("layer_norm")
+def _layer_norm(args, attrs, in_types, out):
+    rank = len(out.shape)
+    if not (_all(in_types, out, FLOATS) and rank and attrs["axis"] in (-1, rank - 1)):
+        return None
+    x, gamma, beta = args
+    return torch.layer_norm, (x, (out.shape[-1],), gamma, beta, attrs["eps"]), {}
+
+
+@_direct("reshape")
+def _reshape(args, attrs, in_types, out):
+    return (torch.reshape, (args[0], tuple(out.shape)), {}) if _all(in_types, out, FLOATS | INTS) else None
+
+
+@_direct("transpose")
+def _transpose(args, attrs, in_types, out):
+    if not _all(in_types, out, FLOATS | INTS):
+        return None
+    rank = len(in_types[0].shape)
+    perm = attrs["perm"] if attrs["perm"] is not None else tuple(range(rank - 1, -1, -1))
+    return torch.permute, (args[0], tuple(perm)), {}
+
+
+@_direct("expand")
+def _expand(args, attrs, in_types, out):
+    return (torch.broadcast_to, (args[0], tuple(out.shape)), {}) if _all(in_types, out, FLOATS | INTS) else None

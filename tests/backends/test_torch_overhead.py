@@ -48,10 +48,14 @@ def _check(op: str, attrs: dict, operands: list[torch.Tensor], out: TensorType) 
     in_types = [TensorType(Shape(tuple(a.shape)), L._rlx_dtype(a)) for a in operands]
     call = D.direct_call(op, operands, attrs, in_types, out)
     assert call is not None, (op, attrs, [t.dtype for t in in_types])
-    target, args, kwargs = call
     want = L.LOWERINGS[op](list(operands), attrs, out)
     want = want.to(L.torch_dtype(out.dtype))  # the wrapper's cast (a no-op where a direct call applies)
-    _same_bits(target(*args, **kwargs), want)
+    _same_bits(_made(call), want)
+
+
+def _made(call: D.Call) -> torch.Tensor:
+    """What the fx node of ``call`` computes (its argument calls first)."""
+    return call.target(*(_made(a) if isinstance(a, D.Call) else a for a in call.args), **call.kwargs)
 
 
 def _tt(shape, dtype: DType) -> TensorType:
@@ -101,6 +105,23 @@ def test_layer_norm_and_shape_direct_calls_equal_the_lowering(dtype):
     _check("transpose", {"perm": (2, 0, 1)}, [x], _tt((8, 2, 3), dtype))
     _check("transpose", {"perm": None}, [x], _tt((8, 3, 2), dtype))
     _check("expand", {"target_shape": (4, 8)}, [gamma], _tt((4, 8), dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_conv_and_reduce_direct_calls_equal_the_lowering(dtype):
+    rng = np.random.default_rng(5)
+    x = _float(rng, (1, 4, 7, 6), dtype)
+    w, b = (torch.from_numpy(rng.standard_normal(s)).to(x.dtype) for s in ((4, 2, 3, 3), (4,)))
+    geo = {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 2), "groups": 2}
+    for act in (None, "relu", "gelu", "silu", "tanh", "sigmoid"):
+        for operands in ([x, w, b], [x, w]):
+            attrs = {**geo, "activation": act, "has_bias": len(operands) == 3}
+            _check("fused_conv2d_bias_act", attrs, operands, _tt((1, 4, 4, 2), dtype))
+    y = _float(rng, (2, 3, 4), dtype)
+    for op in ("sum", "mean"):
+        for axes, keep, shape in (((1, 2), True, (2, 1, 1)), ((-1,), False, (2, 3)), (None, False, ())):
+            _check("reduce", {"op": op, "axes": axes, "keep_dim": keep}, [y], _tt(shape, dtype))
+        _check("reduce", {"op": op, "axes": (1,), "keep_dim": False}, [y[:, :0]], _tt((2, 4), dtype))  # empty: 0 / NaN
 
 
 def test_no_direct_call_where_the_lowering_widens_casts_or_was_replaced(monkeypatch):

@@ -4,7 +4,8 @@ An eager module runs its fx graph op by op, and each lowered node is a Python wr
 lowering (widen, call, cast: ~1.7 µs per node and run on the host). Where the node's operand and
 result types make the lowering exactly one torch call with nothing to widen or cast (f32 ``binary``
 is ``torch.mul``, ``reshape`` is ``torch.reshape`` with the node's bound shape), the builder emits
-that call as the fx target itself. Each entry specialises one registered lowering and applies only
+that call as the fx target itself (an argument may be a call in turn: a fused conv's activation of
+its ``torch.conv2d``). Each entry specialises one registered lowering and applies only
 while that lowering is the table's entry for the op (a replaced lowering disables it);
 ``tests/backends/test_torch_overhead.py`` proves every entry equal to its lowering, edge values included.
 """
@@ -12,17 +13,26 @@ while that lowering is the table's entry for the op (a replaced lowering disable
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
+import torch.nn.functional as F
 
 from rlx.backends.torch_backend import lowering as L
 from rlx.ir.dtype import DType
 from rlx.ir.shape import TensorType
+from rlx.ops.rows import reduce_axes
 
-#: target, positional args, keyword args of the one call
-Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
-Maker = Callable[[Sequence[Any], Mapping[str, Any], list[TensorType], TensorType], "Call | None"]
+
+class Call(NamedTuple):
+    """One torch call: an argument that is a Call is made first, its result passed."""
+
+    target: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+Maker = Callable[[Sequence[Any], Mapping[str, Any], list[TensorType], TensorType], Call | None]
 
 FLOATS = frozenset({DType.F32, DType.F64})
 INTS = frozenset({DType.I8, DType.I16, DType.I32, DType.I64, DType.U8})
@@ -41,6 +51,8 @@ _ACTIVATIONS: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
 _UNARY_MATH = {"erf": torch.special.erf, "floor": torch.floor, "ceil": torch.ceil, "sign": torch.sign, "trunc": torch.trunc,
                "round_even": torch.round, "asin": torch.asin, "acos": torch.acos, "sinh": torch.sinh, "cosh": torch.cosh,
                "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh}
+
+_REDUCE = {"sum": torch.sum, "mean": torch.mean}
 
 DIRECT: dict[str, tuple[Any, Maker]] = {}
 
@@ -73,9 +85,9 @@ def direct_call(op: str, args: Sequence[Any], attrs: Mapping[str, Any], in_types
 def _binary(args, attrs, in_types, out):
     op = attrs["op"]
     if _all(in_types, out, FLOATS) and op in _FLOAT_BINARY:
-        return _FLOAT_BINARY[op], tuple(args), {}
+        return Call(_FLOAT_BINARY[op], tuple(args), {})
     if _all(in_types, out, INTS) and op in _INT_BINARY:
-        return _INT_BINARY[op], tuple(args), {}
+        return Call(_INT_BINARY[op], tuple(args), {})
     return None
 
 
@@ -84,18 +96,18 @@ def _activation(args, attrs, in_types, out):
     found = _ACTIVATIONS.get(attrs["kind"])
     if found is None or not _all(in_types, out, FLOATS):
         return None
-    return found[0], tuple(args), found[1]
+    return Call(found[0], tuple(args), found[1])
 
 
 @_direct("unary_math")
 def _unary_math(args, attrs, in_types, out):
     fn = _UNARY_MATH.get(attrs["kind"])
-    return (fn, tuple(args), {}) if fn is not None and _all(in_types, out, FLOATS) else None
+    return Call(fn, tuple(args), {}) if fn is not None and _all(in_types, out, FLOATS) else None
 
 
 @_direct("matmul")
 def _matmul(args, attrs, in_types, out):
-    return (torch.matmul, tuple(args), {}) if _all(in_types, out, FLOATS | {DType.F16, DType.BF16}) else None
+    return Call(torch.matmul, tuple(args), {}) if _all(in_types, out, FLOATS | {DType.F16, DType.BF16}) else None
 
 
 @_direct("layer_norm")
@@ -104,12 +116,12 @@ def _layer_norm(args, attrs, in_types, out):
     if not (_all(in_types, out, FLOATS) and rank and attrs["axis"] in (-1, rank - 1)):
         return None
     x, gamma, beta = args
-    return torch.layer_norm, (x, (out.shape[-1],), gamma, beta, attrs["eps"]), {}
+    return Call(torch.layer_norm, (x, (out.shape[-1],), gamma, beta, attrs["eps"]), {})
 
 
 @_direct("reshape")
 def _reshape(args, attrs, in_types, out):
-    return (torch.reshape, (args[0], tuple(out.shape)), {}) if _all(in_types, out, FLOATS | INTS) else None
+    return Call(torch.reshape, (args[0], tuple(out.shape)), {}) if _all(in_types, out, FLOATS | INTS) else None
 
 
 @_direct("transpose")
@@ -118,9 +130,37 @@ def _transpose(args, attrs, in_types, out):
         return None
     rank = len(in_types[0].shape)
     perm = attrs["perm"] if attrs["perm"] is not None else tuple(range(rank - 1, -1, -1))
-    return torch.permute, (args[0], tuple(perm)), {}
+    return Call(torch.permute, (args[0], tuple(perm)), {})
 
 
 @_direct("expand")
 def _expand(args, attrs, in_types, out):
-    return (torch.broadcast_to, (args[0], tuple(out.shape)), {}) if _all(in_types, out, FLOATS | INTS) else None
+    return Call(torch.broadcast_to, (args[0], tuple(out.shape)), {}) if _all(in_types, out, FLOATS | INTS) else None
+
+
+@_direct("reduce")
+def _reduce(args, attrs, in_types, out):
+    """sum / mean of floats over at least one axis (no axes: the lowering returns its operand)."""
+    fn = _REDUCE.get(attrs["op"])
+    if fn is None or not _all(in_types, out, FLOATS):
+        return None
+    axes = reduce_axes(attrs["axes"], len(in_types[0].shape))
+    return Call(fn, (args[0], axes), {"keepdim": attrs["keep_dim"]}) if axes else None
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    return int(v[0]), int(v[1])
+
+
+@_direct("fused_conv2d_bias_act")
+def _conv2d_bias_act(args, attrs, in_types, out):
+    """F.conv2d (as the lowering: read when the module is built) with its bias, then the activation's call
+    (if any) on its result."""
+    act = attrs["activation"]
+    found = _ACTIVATIONS.get(act) if act is not None else (None, {})
+    if found is None or not _all(in_types, out, FLOATS):
+        return None
+    x, w, *b = args
+    conv = Call(F.conv2d, (x, w, b[0] if b else None, _pair(attrs["stride"]), _pair(attrs["padding"]),
+                               _pair(attrs["dilation"]), attrs["groups"]), {})
+    return conv if found[0] is None else Call(found[0], (conv,), found[1])

@@ -26,7 +26,7 @@ import torch.fx as fx
 
 from rlx.backends.common import live_nodes
 from rlx.backends.torch_backend import lowering as L
-from rlx.backends.torch_backend.direct import direct_call
+from rlx.backends.torch_backend.direct import Call, direct_call
 from rlx.backends.torch_backend.weights import CONVS, WeightSplit, inference_graph, split_weights
 from rlx.ir.dtype import DType
 from rlx.ir.errors import FeedError, RlxError
@@ -207,10 +207,15 @@ class _Builder:
         if not self.eager:
             return self.fx.call_function(_lowered(node, out, in_types), tuple(args))
         call = direct_call(node.op, args, node.attrs, in_types, out)
-        made = self.fx.call_function(*call) if call is not None else self.fx.call_function(
-            _lowered(node, out, in_types, check=False), tuple(args))
+        made = self.call(call) if call is not None else self.fx.call_function(_lowered(node, out, in_types, check=False),
+                                                                               tuple(args))
         made.meta["rlx_shape"] = (node.op, node.id, tuple(out.shape))
         return made
+
+    def call(self, call: Call) -> fx.Node:
+        """A direct call's fx node (the calls among its arguments first)."""
+        target, args, kwargs = call
+        return self.fx.call_function(target, tuple(self.call(a) if isinstance(a, Call) else a for a in args), kwargs)
 
     def decomposed(self, node: Node, args: list[fx.Node], in_types: list[TensorType]) -> fx.Node:
         """The node's registry decomposition (rlx.backends.lowering_table) inlined; a multi-result node

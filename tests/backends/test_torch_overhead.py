@@ -81,7 +81,7 @@ def test_binary_direct_calls_equal_the_lowering(dtype):
 def test_activation_and_unary_math_direct_calls_equal_the_lowering(dtype):
     rng = np.random.default_rng(1)
     x = _float(rng, (4, 6), dtype)
-    for kind in D._ACTIVATIONS:
+    for kind in [*D._ACTIVATIONS, "rsqrt"]:
         _check("activation", {"kind": kind}, [x], _tt((4, 6), dtype))
     for kind in D._UNARY_MATH:
         _check("unary_math", {"kind": kind}, [x], _tt((4, 6), dtype))
@@ -105,6 +105,20 @@ def test_layer_norm_and_shape_direct_calls_equal_the_lowering(dtype):
     _check("transpose", {"perm": (2, 0, 1)}, [x], _tt((8, 2, 3), dtype))
     _check("transpose", {"perm": None}, [x], _tt((8, 3, 2), dtype))
     _check("expand", {"target_shape": (4, 8)}, [gamma], _tt((4, 8), dtype))
+    _check("narrow", {"axis": -1, "start": 2, "length": 5}, [x], _tt((2, 3, 5), dtype))
+    _check("narrow", {"axis": 1, "start": 0, "length": 0}, [x], _tt((2, 0, 8), dtype))
+
+
+@pytest.mark.parametrize("dtype", [*FLOATS, DType.I32, DType.U8])
+def test_compare_where_and_concat_direct_calls_equal_the_lowering(dtype):
+    rng = np.random.default_rng(6)
+    a, b = _operand(rng, (3, 4), dtype), _operand(rng, (4,), dtype)
+    b[1] = a[0, 1]  # some ties
+    for op in D._COMPARE:
+        _check("compare", {"op": op}, [a, b], _tt((3, 4), DType.BOOL))
+    cond = torch.from_numpy(rng.random((3, 1)) < 0.5)
+    _check("where", {}, [cond, a, b], _tt((3, 4), dtype))
+    _check("concat", {"axis": -2}, [a, b.reshape(1, 4), a], _tt((7, 4), dtype))
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -129,10 +143,12 @@ def test_no_direct_call_where_the_lowering_widens_casts_or_was_replaced(monkeypa
     assert D.direct_call("binary", [0, 1], {"op": "add"}, [f16, f16], f16) is None  # widened to f32 first
     assert D.direct_call("binary", [0, 1], {"op": "add"}, [f32, i32], f32) is None  # a cast first
     assert D.direct_call("binary", [0, 1], {"op": "div"}, [i32, i32], i32) is None  # integer division's own rule
-    assert D.direct_call("activation", [0], {"kind": "rsqrt"}, [f32], f32) is None  # the row's 1 / sqrt(x)
+    assert D.direct_call("activation", [0], {"kind": "round"}, [f32], f32) is None  # the row's formula
     assert D.direct_call("layer_norm", [0, 1, 2], {"axis": 0, "eps": 1e-5}, [_tt((4, 4), DType.F32), f32, f32],
                          _tt((4, 4), DType.F32)) is None
     assert D.direct_call("binary", [0, 1], {"op": "add"}, [f32, f32], f32) is not None
+    wide = _tt((2, 6), DType.F32)
+    assert D.direct_call("narrow", [0], {"axis": 1, "start": 4, "length": 3}, [wide], _tt((2, 3), DType.F32)) is None  # raises
     monkeypatch.setitem(L.LOWERINGS, "binary", lambda args, attrs, out: args[0])
     assert D.direct_call("binary", [0, 1], {"op": "add"}, [f32, f32], f32) is None
 

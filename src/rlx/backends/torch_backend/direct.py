@@ -93,10 +93,12 @@ def _binary(args, attrs, in_types, out):
 
 @_direct("activation")
 def _activation(args, attrs, in_types, out):
-    found = _ACTIVATIONS.get(attrs["kind"])
-    if found is None or not _all(in_types, out, FLOATS):
+    if not _all(in_types, out, FLOATS):
         return None
-    return Call(found[0], tuple(args), found[1])
+    if attrs["kind"] == "rsqrt":  # the row's 1.0 / sqrt(x): torch divides a number by a tensor as reciprocal * number
+        return Call(torch.mul, (Call(torch.reciprocal, (Call(torch.sqrt, tuple(args), {}),), {}), 1.0), {})
+    found = _ACTIVATIONS.get(attrs["kind"])
+    return None if found is None else Call(found[0], tuple(args), found[1])
 
 
 @_direct("unary_math")
@@ -164,3 +166,39 @@ def _conv2d_bias_act(args, attrs, in_types, out):
     conv = Call(F.conv2d, (x, w, b[0] if b else None, _pair(attrs["stride"]), _pair(attrs["padding"]),
                                _pair(attrs["dilation"]), attrs["groups"]), {})
     return conv if found[0] is None else Call(found[0], (conv,), found[1])
+
+
+@_direct("narrow")
+def _narrow(args, attrs, in_types, out):
+    """torch.narrow where the slice fits the operand's bound size (the lowering's bounds check, made once here;
+    a slice out of bounds keeps the lowering, which raises on the run)."""
+    shape = in_types[0].shape
+    if not (_all(in_types, out, FLOATS | INTS) and len(shape) and all(isinstance(d, int) for d in shape)):
+        return None
+    axis, start, length = attrs["axis"] % len(shape), attrs["start"], attrs["length"]
+    return Call(torch.narrow, (args[0], axis, start, length), {}) if start + length <= shape[axis] else None
+
+
+_COMPARE = {"eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge}
+
+
+@_direct("compare")
+def _compare(args, attrs, in_types, out):
+    """Operands of one dtype: nothing to promote."""
+    same = in_types[0].dtype in FLOATS | INTS and in_types[1].dtype is in_types[0].dtype
+    return Call(_COMPARE[attrs["op"]], tuple(args), {}) if same and out.dtype is DType.BOOL else None
+
+
+@_direct("where")
+def _where(args, attrs, in_types, out):
+    """A bool condition and branches of the result's dtype."""
+    if in_types[0].dtype is not DType.BOOL or not _all(in_types[1:], out, FLOATS | INTS):
+        return None
+    return Call(torch.where, tuple(args), {})
+
+
+@_direct("concat")
+def _concat(args, attrs, in_types, out):
+    if not _all(in_types, out, FLOATS | INTS):
+        return None
+    return Call(torch.cat, (list(args), attrs["axis"] % len(out.shape)), {})

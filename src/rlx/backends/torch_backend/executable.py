@@ -2,7 +2,9 @@
 through ``torch.compile`` (Inductor), on CPU or CUDA.
 
 Each MIR node becomes one ``call_function`` node of the fx graph, whose target applies the op's
-row of the lowering table (:mod:`.lowering`) and casts the result to the node's dtype; fused ops
+row of the lowering table (:mod:`.lowering`) and casts the result to the node's dtype; in an eager
+module a node whose lowering is one torch call for its types is that call (:mod:`.direct`: no Python
+wrapper per node and run), and the result shapes are checked on the first run; fused ops
 without a row are inlined through their registry decomposition; the few ops in ``HOST`` run
 their NumPy reference kernel on the host (a graph break under ``torch.compile``). Constants are
 buffers of the module; params are moved to the device once (``compile(params=...)``,

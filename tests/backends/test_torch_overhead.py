@@ -216,3 +216,24 @@ def test_a_direct_call_giving_the_wrong_shape_is_caught_until_a_run_succeeds(mon
     fixed = rlx.compile(g, backend="torch")
     for _ in range(3):
         assert_close(fixed.run(feed), rlx.run(g, feed), rtol=0, atol=0)
+
+
+def test_direct_views_of_inputs_and_params_leave_as_the_callers_own_arrays():
+    """torch.reshape / permute / narrow / broadcast_to of a fed or bound array are views of it: the outputs
+    are copies, which neither a later run nor writing to the feed changes."""
+    g = rlx.Graph("views")
+    x, p = g.input("x", (2, 6)), g.param("p", (6,))
+    g.set_outputs([g.reshape(x, (3, 4)), g.transpose(x, (1, 0)), g.narrow(x, 1, 2, 3), g.expand(p, (2, 6))])
+    rng = np.random.default_rng(7)
+    params = {"p": rng.standard_normal(6).astype(np.float32)}
+    exe = rlx.compile(g, backend="torch", params=params)
+    assert all(not n.target.__module__.startswith("rlx.") for n in exe.module.graph.nodes if n.op == "call_function")
+    x0 = rng.standard_normal((2, 6)).astype(np.float32)
+    want = [np.array(w, copy=True) for w in rlx.run(g, {"x": x0.copy()}, params)]
+    for _ in range(2):  # the first run (checked) and a bare one
+        feed = {"x": x0.copy()}
+        got = exe.run(feed)
+        feed["x"] += 1.0
+        params["p"] += 1.0  # the executable holds its own copy
+        exe.run({"x": x0 * 3})
+        assert_close(got, want, rtol=0, atol=0)

@@ -120,6 +120,13 @@ def test_compare_where_and_concat_direct_calls_equal_the_lowering(dtype):
     _check("where", {}, [cond, a, b], _tt((3, 4), dtype))
     _check("concat", {"axis": -2}, [a, b.reshape(1, 4), a], _tt((7, 4), dtype))
 
+    m = torch.from_numpy(rng.random((2, 3, 4)) < 0.5)  # bool: the shape ops move it as it is
+    _check("reshape", {"new_shape": (6, 4)}, [m], _tt((6, 4), DType.BOOL))
+    _check("transpose", {"perm": (2, 0, 1)}, [m], _tt((4, 2, 3), DType.BOOL))
+    _check("narrow", {"axis": 2, "start": 1, "length": 2}, [m], _tt((2, 3, 2), DType.BOOL))
+    _check("expand", {"target_shape": (5, 2, 3, 4)}, [m], _tt((5, 2, 3, 4), DType.BOOL))
+    _check("concat", {"axis": 0}, [m, m], _tt((4, 3, 4), DType.BOOL))
+
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_conv_and_reduce_direct_calls_equal_the_lowering(dtype):

@@ -36,6 +36,8 @@ Maker = Callable[[Sequence[Any], Mapping[str, Any], list[TensorType], TensorType
 
 FLOATS = frozenset({DType.F32, DType.F64})
 INTS = frozenset({DType.I8, DType.I16, DType.I32, DType.I64, DType.U8})
+#: the dtypes the shape ops (reshape, transpose, expand, narrow, concat) move as they are
+MOVED = FLOATS | INTS | {DType.BOOL}
 
 _FLOAT_BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "max": torch.maximum,
                  "min": torch.minimum, "fmax": torch.fmax, "fmin": torch.fmin, "pow": torch.pow}
@@ -123,12 +125,12 @@ def _layer_norm(args, attrs, in_types, out):
 
 @_direct("reshape")
 def _reshape(args, attrs, in_types, out):
-    return Call(torch.reshape, (args[0], tuple(out.shape)), {}) if _all(in_types, out, FLOATS | INTS) else None
+    return Call(torch.reshape, (args[0], tuple(out.shape)), {}) if _all(in_types, out, MOVED) else None
 
 
 @_direct("transpose")
 def _transpose(args, attrs, in_types, out):
-    if not _all(in_types, out, FLOATS | INTS):
+    if not _all(in_types, out, MOVED):
         return None
     rank = len(in_types[0].shape)
     perm = attrs["perm"] if attrs["perm"] is not None else tuple(range(rank - 1, -1, -1))
@@ -137,7 +139,7 @@ def _transpose(args, attrs, in_types, out):
 
 @_direct("expand")
 def _expand(args, attrs, in_types, out):
-    return Call(torch.broadcast_to, (args[0], tuple(out.shape)), {}) if _all(in_types, out, FLOATS | INTS) else None
+    return Call(torch.broadcast_to, (args[0], tuple(out.shape)), {}) if _all(in_types, out, MOVED) else None
 
 
 @_direct("reduce")
@@ -173,7 +175,7 @@ def _narrow(args, attrs, in_types, out):
     """torch.narrow where the slice fits the operand's bound size (the lowering's bounds check, made once here;
     a slice out of bounds keeps the lowering, which raises on the run)."""
     shape = in_types[0].shape
-    if not (_all(in_types, out, FLOATS | INTS) and len(shape) and all(isinstance(d, int) for d in shape)):
+    if not (_all(in_types, out, MOVED) and len(shape) and all(isinstance(d, int) for d in shape)):
         return None
     axis, start, length = attrs["axis"] % len(shape), attrs["start"], attrs["length"]
     return Call(torch.narrow, (args[0], axis, start, length), {}) if start + length <= shape[axis] else None
@@ -199,6 +201,6 @@ def _where(args, attrs, in_types, out):
 
 @_direct("concat")
 def _concat(args, attrs, in_types, out):
-    if not _all(in_types, out, FLOATS | INTS):
+    if not _all(in_types, out, MOVED):
         return None
     return Call(torch.cat, (list(args), attrs["axis"] % len(out.shape)), {})

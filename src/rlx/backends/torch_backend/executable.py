@@ -109,7 +109,9 @@ class _FirstRun(fx.Interpreter):
     against its node's type (``meta["rlx_shape"]``); a static module's shapes cannot change after a
     successful run, so later runs call the module's ``forward`` bare."""
 
-    extra_traceback = False  # errors keep their own message
+    def __init__(self, gm: fx.GraphModule) -> None:
+        super().__init__(gm)
+        self.extra_traceback = False  # errors keep their own message
 
     def run_node(self, n: fx.Node) -> Any:
         r = super().run_node(n)

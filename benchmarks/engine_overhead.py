@@ -7,7 +7,9 @@ Run: .venv/bin/python benchmarks/engine_overhead.py [--repeat 15]
 Contenders, interleaved, process CPU time per call (medians): onnxruntime ``sess.run(None, feed)`` vs
 ``rlx onnxruntime``; OpenVINO ``compiled_model(feed)`` (its documented call) and ``request.infer(feed)``
 vs ``rlx openvino`` (and a bare ``request.infer()`` on inputs set once: the engine's floor); torch: the
-graph's two ops written in torch under ``inference_mode`` (as a user calls them) vs ``rlx torch``; the numpy
+graph's two ops written in torch under ``inference_mode`` (as a user calls them) and without it (the
+floor: rlx's eager module calls the same two torch functions, ``torch.mul`` and ``torch.relu``, with no
+Python between them: rlx.backends.torch_backend.direct) vs ``rlx torch``; the numpy
 executor's ``run`` beside them (rlx's own engine: no outside call to compare with). Outputs are checked
 against ``rlx.run`` before timing.
 """
@@ -81,8 +83,13 @@ def main() -> None:
             with torch.inference_mode():
                 return torch.relu(torch.from_numpy(feed["x"]) * s_t).numpy()
 
+        def bare() -> np.ndarray:  # no inference_mode: rlx's module runs without one (no operand requires grad)
+            return torch.relu(torch.from_numpy(feed["x"]) * s_t).numpy()
+
         np.testing.assert_allclose(eager(), want[0], rtol=1e-6)
+        np.testing.assert_allclose(bare(), want[0], rtol=1e-6)
         fns["torch eager ops"] = eager
+        fns["torch ops, no inference_mode"] = bare
         fns["rlx torch"] = lambda: tt.run(feed)
     host = rlx.compile(g, backend="numpy", params=params)
     np.testing.assert_array_equal(host.run(feed)[0], want[0])
@@ -95,7 +102,8 @@ def main() -> None:
     t = timings
     print(f"rlx onnxruntime - session.run: {(t['rlx onnxruntime'].median_cpu - t['ort session.run'].median_cpu) * 1e6:+.2f} µs")
     if "rlx torch" in t:
-        print(f"rlx torch - torch eager ops: {(t['rlx torch'].median_cpu - t['torch eager ops'].median_cpu) * 1e6:+.2f} µs")
+        for own in ("torch eager ops", "torch ops, no inference_mode"):
+            print(f"rlx torch - {own}: {(t['rlx torch'].median_cpu - t[own].median_cpu) * 1e6:+.2f} µs")
     if "rlx openvino" in t:
         for own in ("ov compiled_model(feed)", "ov request.infer(feed)", "ov bare request.infer()"):
             print(f"rlx openvino - {own}: {(t['rlx openvino'].median_cpu - t[own].median_cpu) * 1e6:+.2f} µs")

@@ -2,7 +2,9 @@
 through ``torch.compile`` (Inductor), on CPU or CUDA.
 
 Each MIR node becomes one ``call_function`` node of the fx graph, whose target applies the op's
-row of the lowering table (:mod:`.lowering`) and casts the result to the node's dtype; fused ops
+row of the lowering table (:mod:`.lowering`) and casts the result to the node's dtype; in an eager
+module a node whose lowering is one torch call for its types is that call (:mod:`.direct`: no Python
+wrapper per node and run), and the result shapes are checked on the first run; fused ops
 without a row are inlined through their registry decomposition; the few ops in ``HOST`` run
 their NumPy reference kernel on the host (a graph break under ``torch.compile``). Constants are
 buffers of the module; params are moved to the device once (``compile(params=...)``,
@@ -26,6 +28,7 @@ import torch.fx as fx
 
 from rlx.backends.common import live_nodes
 from rlx.backends.torch_backend import lowering as L
+from rlx.backends.torch_backend.direct import Call, direct_call
 from rlx.backends.torch_backend.weights import CONVS, WeightSplit, inference_graph, split_weights
 from rlx.ir.dtype import DType
 from rlx.ir.errors import FeedError, RlxError
@@ -80,30 +83,42 @@ def _named(fn: Any, name: str) -> Any:
     return fn
 
 
-class _ShapeChecks:
-    """Whether the lowered calls of one module still check each result's shape against the node's type:
-    an eager module's first run checks (a static module's shapes cannot change after it), later runs skip
-    the check; compiled modules keep it on (Inductor traces it away)."""
-
-    def __init__(self) -> None:
-        self.on = True
-
-
-_ALWAYS = _ShapeChecks()
-
-
-def _lowered(node: Node, out: TensorType, in_types: list[TensorType], checks: _ShapeChecks = _ALWAYS) -> Any:
+def _lowered(node: Node, out: TensorType, in_types: list[TensorType], check: bool = True) -> Any:
+    """The wrapper running ``node``'s lowering: operands widened where the op needs it, the result's shape
+    checked against the node's type (``check``; an eager module checks on its first run instead:
+    :class:`_FirstRun`) and cast to the node's dtype."""
     fn, op, attrs = L.LOWERINGS[node.op], node.op, node.attrs
     widen = op not in L.NATIVE_LOW_PRECISION and any(t.dtype.is_low_precision_float for t in in_types)
     want, shape = L.torch_dtype(out.dtype), tuple(out.shape)
 
     def call(*args: torch.Tensor) -> torch.Tensor:
         r = fn([a.float() if _low(a) else a for a in args] if widen else list(args), attrs, out)
-        if checks.on and r.shape != shape:
-            raise RlxError(f"torch lowering of {op!r} (node %{node.id}) gave shape {list(r.shape)}, expected {list(shape)}")
+        if check and r.shape != shape:
+            raise _shape_error(op, node.id, r.shape, shape)
         return r if r.dtype == want else r.to(want)
 
     return _named(call, op)
+
+
+def _shape_error(op: str, nid: int, got: Any, shape: tuple) -> RlxError:
+    return RlxError(f"torch lowering of {op!r} (node %{nid}) gave shape {list(got)}, expected {list(shape)}")
+
+
+class _FirstRun(fx.Interpreter):
+    """An eager module's first run: node by node, each lowered or direct call's result shape checked
+    against its node's type (``meta["rlx_shape"]``); a static module's shapes cannot change after a
+    successful run, so later runs call the module's ``forward`` bare."""
+
+    def __init__(self, gm: fx.GraphModule) -> None:
+        super().__init__(gm)
+        self.extra_traceback = False  # errors keep their own message
+
+    def run_node(self, n: fx.Node) -> Any:
+        r = super().run_node(n)
+        want = n.meta.get("rlx_shape")
+        if want is not None and r.shape != want[2]:
+            raise _shape_error(want[0], want[1], r.shape, want[2])
+        return r
 
 
 def _host(node: Node, out: TensorType | tuple[TensorType, ...], in_types: list[TensorType], device: torch.device) -> Any:
@@ -129,11 +144,13 @@ def _to_contiguous(t: torch.Tensor) -> torch.Tensor:
 
 class _Builder:
     """Emits the fx graph of one MIR graph (with its symbols bound); ``channels_last`` gives every 2-D
-    convolution its operands in that memory format (a no-op for those already in it)."""
+    convolution its operands in that memory format (a no-op for those already in it). ``eager``: the
+    module runs op by op (no tracing compiler), so a node whose lowering is one torch call for its types
+    is that call (:mod:`.direct`), and the shape checks move to the first run (:class:`_FirstRun`)."""
 
-    def __init__(self, graph: Graph, binding: Mapping[str, int], device: torch.device, checks: _ShapeChecks = _ALWAYS,
+    def __init__(self, graph: Graph, binding: Mapping[str, int], device: torch.device, eager: bool = False,
                  channels_last: bool = False):
-        self.graph, self.binding, self.device, self.checks = graph, dict(binding), device, checks
+        self.graph, self.binding, self.device, self.eager = graph, dict(binding), device, eager
         self.channels_last = channels_last
         self.fx = fx.Graph()
         self.root = torch.nn.Module()
@@ -180,7 +197,7 @@ class _Builder:
         if op in L.LOWERINGS:
             if self.channels_last and op in CONVS and len(in_types[0].shape) == 4:
                 args = [self.fx.call_function(_to_channels_last, (a,)) for a in args[:2]] + args[2:]
-            return self.fx.call_function(_lowered(node, out, in_types, self.checks), tuple(args))
+            return self.lowered(node, args, in_types, out)
         if op in L.DECOMPOSED:
             return self.decomposed(node, args, in_types)
         if op in L.REFUSED:
@@ -189,6 +206,21 @@ class _Builder:
             raise RlxError(f"torch backend: op {op!r} (node %{node.id}) has neither a torch lowering nor a reference kernel")
         return self.fx.call_function(_host(node, out, in_types, self.device), tuple(args))
 
+    def lowered(self, node: Node, args: list[fx.Node], in_types: list[TensorType], out: TensorType) -> fx.Node:
+        """The node's lowering: its direct torch call where there is one (eager), else the wrapper."""
+        if not self.eager:
+            return self.fx.call_function(_lowered(node, out, in_types), tuple(args))
+        call = direct_call(node.op, args, node.attrs, in_types, out)
+        made = self.call(call) if call is not None else self.fx.call_function(_lowered(node, out, in_types, check=False),
+                                                                               tuple(args))
+        made.meta["rlx_shape"] = (node.op, node.id, tuple(out.shape))
+        return made
+
+    def call(self, call: Call) -> fx.Node:
+        """A direct call's fx node (the calls among its arguments first)."""
+        target, args, kwargs = call
+        return self.fx.call_function(target, tuple(self.call(a) if isinstance(a, Call) else a for a in args), kwargs)
+
     def decomposed(self, node: Node, args: list[fx.Node], in_types: list[TensorType]) -> fx.Node:
         """The node's registry decomposition (rlx.backends.lowering_table) inlined; a multi-result node
         gives a tuple (its result nodes read it with getitem)."""
@@ -196,7 +228,7 @@ class _Builder:
         env: dict[int, fx.Node] = {}
         for v, a, t in zip(operands, args, in_types):
             env[v.id] = a if t.dtype == v.dtype else self.fx.call_function(_named(lambda x: x.float(), "widen"), (a,))
-        inner = _Builder(sub, {}, self.device, self.checks, self.channels_last)
+        inner = _Builder(sub, {}, self.device, self.eager, self.channels_last)
         inner.fx, inner.root, inner._consts = self.fx, self.root, self._consts
         types = {v.id: v.type for v in operands}
         inner.emit_graph(sub, env, types)
@@ -308,9 +340,8 @@ class TorchExecutable(ExecutableBase):
         self._input_dtypes = [(name, v.node.dtype) for name, v in self._inputs.items()]
         self._wrap_plain = self.device.type == "cpu" and not any(d in _BIT_VIEWS for _, d in self._input_dtypes)
         self.module: fx.GraphModule | None = None
-        self._static_checks = _ALWAYS
         if self._static:
-            self.module, self._static_checks = self._build({})
+            self.module = self._build({})
         self._bound: list[torch.Tensor] | None = None  # the prelude's results for the bound params, once all are bound
         host, ready = self.device.type == "cpu", self.prepared
         self._out_convs = [_output_converter(ready.node(o), host, copy=host and (
@@ -318,10 +349,9 @@ class TorchExecutable(ExecutableBase):
         self.set_params(params or {})  # a graph without params is bound already (the per-run fast paths apply)
 
     # ----------------------------------------------------------------- building
-    def _build(self, binding: Mapping[str, int]) -> tuple[fx.GraphModule, _ShapeChecks]:
-        checks = _ShapeChecks() if self.mode == "eager" else _ALWAYS
-        builder = _Builder(self.prepared, binding, self.device, checks, self.memory_format == "channels_last")
-        return builder.build(self._received), checks
+    def _build(self, binding: Mapping[str, int]) -> fx.GraphModule:
+        builder = _Builder(self.prepared, binding, self.device, self.mode == "eager", self.memory_format == "channels_last")
+        return builder.build(self._received)
 
     def _build_prelude(self, split: WeightSplit) -> fx.GraphModule:
         convert = dict.fromkeys(split.conv_weights, _to_channels_last)
@@ -346,19 +376,19 @@ class TorchExecutable(ExecutableBase):
             with self._lock:
                 fn = self._modules.get(key)
                 if fn is None:
-                    gm, checks = (self.module, self._static_checks) if (not key and self._static) else self._build(binding)
+                    gm = self.module if (not key and self._static) else self._build(binding)
                     self.module = gm
-                    fn = self._checked_first(key, gm.forward, checks) if self.mode == "eager" else torch.compile(
+                    fn = self._checked_first(key, gm) if self.mode == "eager" else torch.compile(
                         gm, mode=None if self.mode == "inductor" else self.mode, dynamic=False)
                     self._modules[key] = fn
         return fn
 
-    def _checked_first(self, key: tuple, forward: Any, checks: _ShapeChecks) -> Any:
-        """``forward`` whose first successful run checks every result's shape; later runs call it bare."""
+    def _checked_first(self, key: tuple, gm: fx.GraphModule) -> Any:
+        """``gm`` whose first successful run checks every result's shape (:class:`_FirstRun`); later runs
+        call its ``forward`` bare (a failing run leaves the checks on)."""
         def first(*tensors: torch.Tensor) -> Any:
-            out = forward(*tensors)
-            checks.on = False
-            self._modules[key] = forward
+            out = _FirstRun(gm).run(*tensors)
+            self._modules[key] = gm.forward
             return out
 
         return first

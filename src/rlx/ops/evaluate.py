@@ -228,7 +228,8 @@ def node_out_type(node: Node, binding: Mapping[str, int]) -> TensorType | tuple[
 
 
 def run(g: Graph, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
-    """Evaluate ``g`` on the given feed and return its outputs as NumPy arrays."""
+    """Evaluate ``g`` on the given feed and return its outputs as NumPy arrays (the caller's own: see
+    :func:`_own_outputs`)."""
     fed, binding = bind_feed(g, inputs, params)
     values: dict[int, np.ndarray] = {}
     remaining = _last_uses(g)
@@ -249,7 +250,29 @@ def run(g: Graph, inputs: Mapping[str, Any] | None = None, params: Mapping[str, 
         for src in set(node.inputs):
             if remaining.get(src) == node.id and src not in outputs:
                 del values[src]
-    return [values[i] for i in g.output_ids]
+    return _own_outputs([values[i] for i in g.output_ids], fed.values())
+
+
+def _root(arr: Any) -> Any:
+    while isinstance(getattr(arr, "base", None), np.ndarray):
+        arr = arr.base
+    return arr
+
+
+def _own_outputs(outs: list[np.ndarray], fed: Any) -> list[np.ndarray]:
+    """``outs`` with a copy where an output is, or views, a fed array or an earlier output, or is read-only (a
+    constant's array): the caller's results are its own and writable, as every executable backend returns them
+    (a reshape's view of an input would change with it)."""
+    seen = {id(_root(a)) for a in fed}
+    owned = []
+    for arr in outs:
+        root = id(_root(arr))
+        if root in seen or (isinstance(arr, np.ndarray) and not arr.flags.writeable):
+            arr = np.array(arr, copy=True)
+        else:
+            seen.add(root)
+        owned.append(arr)
+    return owned
 
 
 def _last_uses(g: Graph) -> dict[int, int]:

@@ -59,7 +59,7 @@ WARM_CALLS = 1  # untimed calls before each sample (the caches refilled after th
 ENGINES = ("onnxruntime", "openvino")
 ORDER = ("onnxruntime", "openvino", "torch", "numpy", "numpy jit")
 _MODULES = {"onnxruntime": ("onnxruntime", "onnx"), "openvino": ("openvino", "onnx"), "torch": ("torch",), "numpy": (),
-            "numpy jit": ("numba",)}
+            "numpy jit": ()}
 
 
 @dataclass
@@ -127,9 +127,9 @@ def candidates(mir: Any, threads: int | None) -> list[str]:
             if not _all_on_device(mir) or (threads is not None and torch.get_num_threads() != threads):
                 continue
         if name == "numpy jit":
-            from rlx.runtime.jit_kernels import applies
+            from rlx.runtime.jit_kernels import applies, available
 
-            if not applies(mir):
+            if not (available() and applies(mir)):
                 continue
         found.append(name)
     return found

@@ -18,6 +18,7 @@ at ``rlx.compile``), once per process.
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -41,12 +42,8 @@ _LOCK = threading.Lock()
 
 
 def available() -> bool:
-    """Whether numba can be imported (the ``kernels="jit"`` mode needs it)."""
-    try:
-        import numba  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether numba is installed (the ``kernels="jit"`` mode needs it); found, not imported (cheap)."""
+    return importlib.util.find_spec("numba") is not None
 
 
 def _numba() -> Any:

@@ -67,3 +67,18 @@ def test_onnxruntime_binding_per_thread():
 
     with ThreadPoolExecutor(4) as pool:
         assert all(pool.map(work, range(4)))
+
+
+def test_onnxruntime_inplace_outputs_are_checked():
+    """``inplace_outputs`` (an output written into an input's own array) needs the IO binding, an existing output
+    index and input name, and equal types: each mistake is an RlxError naming it."""
+    pytest.importorskip("onnxruntime")
+    g = rlx.Graph("inplace_checks")
+    a, b = g.input("a", (4, 8)), g.input("b", (1, 8))
+    g.set_outputs([a + b, g.sum(a, axes=[0])])
+    for options, message in [({"inplace_outputs": {0: "a"}}, "needs bind_inputs=True"),
+                             ({"bind_inputs": True, "inplace_outputs": {2: "a"}}, "output index"),
+                             ({"bind_inputs": True, "inplace_outputs": {0: "c"}}, "input name"),
+                             ({"bind_inputs": True, "inplace_outputs": {1: "a"}}, "does not match input 'a'")]:
+        with pytest.raises(rlx.RlxError, match=message):
+            rlx.compile(g, backend="onnxruntime", **options)

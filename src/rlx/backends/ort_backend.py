@@ -19,7 +19,11 @@ graph transformers to skip. By default a session on the CPU provider alone skips
 (measured by ``benchmarks/ort_fusions.py``); ``disabled_optimizers=()`` keeps every fusion.
 ``bind_inputs=True`` runs through an IO binding that binds an input again only when another array object
 comes, so arrays fed again and updated in place between calls (the LLM decode step's KV cache) are not
-re-wrapped each call; the plain ``session.run`` is cheaper for everything else.
+re-wrapped each call; the plain ``session.run`` is cheaper for everything else. With it,
+``inplace_outputs={output index: input name}`` binds those outputs to their input's own array: the engine writes
+the result there and ``run`` returns that array. Only for outputs whose ONNX node updates that input in place
+(onnxruntime's GroupQueryAttention appends to its past cache when present and past share a buffer:
+``cached_attention`` exported for onnxruntime), where no copy of the whole input is made per call.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from rlx.ir.shape import TensorType
 __all__ = ["SLOW_CPU_FUSIONS", "OrtExecutable", "compile_ort", "coverage", "digest", "export_for_session", "node_session",
            "session_count"]
 
-_OPTIONS = ("params", "providers", "threads", "config", "disabled_optimizers", "bind_inputs")
+_OPTIONS = ("params", "providers", "threads", "config", "disabled_optimizers", "bind_inputs", "inplace_outputs")
 
 # onnxruntime 1.32 on x86-64, 1 thread (benchmarks/ort_fusions.py, 2026-12-03): with SkipLayerNormalization
 # off, BERT runs 0.89-0.91x, DistilBERT 0.90-0.91x, GPT-2 0.97x the time of the default session, and no
@@ -77,7 +81,7 @@ class OrtExecutable(EngineExecutable):
     def __init__(self, graph: Graph, params: Mapping[str, Any] | None = None, *,
                  providers: Sequence[str] | None = None, threads: int | None = None,
                  config: Mapping[str, str] | None = None, disabled_optimizers: Sequence[str] | None = None,
-                 bind_inputs: bool = False):
+                 bind_inputs: bool = False, inplace_outputs: Mapping[int, str] | None = None):
         ort = _ort()
         available = ort.get_available_providers()
         self.providers = list(providers) if providers else ["CPUExecutionProvider"]
@@ -95,8 +99,22 @@ class OrtExecutable(EngineExecutable):
         self.bind_inputs = bool(bind_inputs)
         self._local = threading.local()
         super().__init__(graph, threads)
+        self.inplace = self._check_inplace(dict(inplace_outputs or {}))
         if params:
             self.set_params(params)
+
+    def _check_inplace(self, inplace: dict[int, str]) -> dict[int, str]:
+        if inplace and not self.bind_inputs:
+            raise RlxError("onnxruntime backend: inplace_outputs needs bind_inputs=True (the outputs are bound to the inputs' arrays)")
+        outs = self.graph.outputs
+        for index, name in inplace.items():
+            if not (isinstance(index, int) and 0 <= index < len(outs)) or name not in self.input_names:
+                raise RlxError(f"onnxruntime backend: inplace_outputs entry {index!r}: {name!r} must map an output index "
+                               f"(0..{len(outs) - 1}) to an input name ({list(self.input_names)})")
+            want, got = self.feed.inputs[name].node.type, outs[index].node.type
+            if want != got:
+                raise RlxError(f"onnxruntime backend: inplace output {index} ({got}) does not match input {name!r} ({want})")
+        return inplace
 
     def _key_settings(self) -> tuple[Any, ...]:
         return tuple(self.providers), self.config, self.disabled_optimizers
@@ -131,18 +149,24 @@ class OrtExecutable(EngineExecutable):
         # the benchmark model's decode step: 24 cache wraps)
         # the outputs are bound afresh each run: onnxruntime allocates them and the arrays returned view that
         # memory (no copy; a reused output buffer would need one, +0.1 ms for a [8, 128, 768] layer norm)
+        # outputs in ``inplace`` are bound to their input's array (each time it is bound again) and returned as it
         binding, wrapped, outputs = self._binding(sess)
+        ort, inplace = _ort(), self.inplace
         try:
             binding.clear_binding_outputs()
-            for name in outputs:
-                binding.bind_output(name)
             for name, a in feed.items():
                 if wrapped.get(name) is not a:
                     c = np.ascontiguousarray(a)
                     binding.bind_cpu_input(name, c)
                     wrapped[name] = c  # held: the binding reads this memory until the input is bound again
+            for i, name in enumerate(outputs):
+                if i in inplace:
+                    binding.bind_ortvalue_output(name, ort.OrtValue.ortvalue_from_numpy(wrapped[inplace[i]]))
+                else:
+                    binding.bind_output(name)
             sess.run_with_iobinding(binding)
-            return [v.numpy() for v in binding.get_outputs()]
+            got = binding.get_outputs()
+            return [wrapped[inplace[i]] if i in inplace else v.numpy() for i, v in enumerate(got)]
         except Exception as exc:  # onnxruntime raises its own types (Fail, InvalidArgument, RuntimeException)
             wrapped.clear()
             raise RlxError(f"onnxruntime backend: running graph {self.graph.name!r} failed: {exc}") from exc

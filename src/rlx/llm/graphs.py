@@ -9,6 +9,10 @@ tensor, stays out of the compiled sessions (onnxruntime models must serialize be
   keys [KV, hd, C], values [KV, C, hd]) is an input read in place: slots >= p are masked by the ``bias`` input, and
   the current token's own key and value join through a separate score column, so the cache is never copied. The
   caller writes the returned entries into slot p (an in-place update of its own buffers).
+* cached decode (:func:`build_decode_cached`, for engines with a fused kernel for it: onnxruntime's
+  GroupQueryAttention): each layer's rope, cache append and attention are one ``cached_attention`` node over
+  caches [1, KV, C, hd] and the position p; the updated caches are outputs, which such an engine writes into the
+  input caches themselves (the onnxruntime backend's ``inplace_outputs``).
 
 Grouped-query attention folds the H / KV query heads that share a key head into the query rows of that head.
 """
@@ -306,6 +310,42 @@ def build_decode(c: LlmConfig, w: Weights, capacity: int, fold_query_scale: bool
             news[j::2] = [g.narrow(r, 1, r.shape[1] - kv * hd, kv * hd) for r in news[j::2]]
     stacked = [g.concat(news[j::2], axis=0) if c.n_layers > 1 else news[j] for j in (0, 1)]
     g.set_outputs([bld.head(x), *stacked])
+    return g
+
+
+def cached_decode_applies(c: LlmConfig, w: Weights) -> bool:
+    """Whether :func:`build_decode_cached` can build this model's decode step: merged q / k / v matmuls (one packed
+    qkv row), the rope over whole heads with one table, and plain causal attention (no per-head q / k norm between
+    the matmul and the rope, no logit soft-cap, no sliding window)."""
+    merged = all(w.merged_name(tuple(f"blk.{i}.attn_{p}.weight" for p in "qkv")) for i in range(c.n_layers))
+    return (merged and not c.qk_norm and not c.attn_softcap and not c.sliding_window and not c.rope_base_local
+            and c.n_rot == c.head_dim)
+
+
+def build_decode_cached(c: LlmConfig, w: Weights, capacity: int) -> Graph:
+    """One token: its embedding x [1, D], its position ``pos`` [1] (the filled cache slots), the rope tables cos / sin
+    [C, hd/2] (row t: position t), per layer keys ``k{i}`` and values ``v{i}`` [1, KV, C, hd] -> (logits [1, V], then
+    per layer the keys and values with slot pos written). Each layer's attention is one ``cached_attention`` node
+    reading the merged q / k / v row (:func:`cached_decode_applies`)."""
+    bld = _Builder(c, w, f"llm_decode_cached_{capacity}")
+    g, kv, hd, heads = bld.g, c.n_kv_heads, c.head_dim, c.n_heads
+    x = bld.embed(g.input("x", (1, c.d_model), "f32"))
+    pos = g.input("pos", (1,), "i64")
+    cos, sin = (g.input(name, (capacity, hd // 2), "f32") for name in ("cos", "sin"))
+    width = (heads + 2 * kv) * hd
+    caches: list[Value] = []
+    for i in range(c.n_layers):
+        b = f"blk.{i}."
+        kc, vc = (g.input(f"{kind}{i}", (1, kv, capacity, hd), "f32") for kind in "kv")
+        qkv = bld.linear(bld.norm(x, b + "attn_norm.weight"), b + "attn_qkv.weight", b + "attn_qkv.bias")
+        att, k_new, v_new = g.cached_attention(g.reshape(qkv, new_shape=[1, 1, width]), kc, vc, pos, cos, sin, num_heads=heads,
+                                               kv_heads=kv, head_dim=hd, scale=bld.scale(),
+                                               rope="interleaved" if c.rope_interleaved else "half")
+        x = x + bld.post_norm(bld.linear(g.reshape(att, new_shape=[1, heads * hd]), b + "attn_output.weight"),
+                              b + "post_attention_norm.weight")
+        x = bld.ffn(x, i)
+        caches += [k_new, v_new]
+    g.set_outputs([bld.head(x), *caches])
     return g
 
 

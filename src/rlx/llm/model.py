@@ -13,7 +13,7 @@ import numpy as np
 from rlx.frontends.gguf import GgufError, GgufFile
 from rlx.ir.errors import RlxError
 from rlx.llm.config import LlmConfig
-from rlx.llm.graphs import NEG, Weights, build_decode, build_prefill, kv_lanes, rope_rows
+from rlx.llm.graphs import NEG, Weights, build_decode, build_decode_cached, build_prefill, cached_decode_applies, kv_lanes, rope_rows
 from rlx.llm.weights import to_f32
 from rlx.ops.numerics import philox_f32, sample_rows
 
@@ -23,6 +23,10 @@ from rlx.ops.numerics import philox_f32, sample_rows
 CAPACITY_BUCKETS = (*(b for k in range(7, 16) for b in (1 << k, 3 << (k - 1))), 65536)
 #: backends that run the prefill graph with a symbolic length; the others get static lengths of these buckets
 SYMBOLIC_PREFILL = frozenset({"numpy"})
+#: backends whose decode step is the cached form (:func:`rlx.llm.graphs.build_decode_cached`): one fused kernel per
+#: layer for rope + cache append + attention, appending in place (onnxruntime's GroupQueryAttention); the benchmark
+#: model's Q4_0 step: 564 -> 320 onnxruntime nodes, 0.4-0.6 ms less per token at 1 and 2 threads (docs/llm.md)
+CACHED_DECODE = frozenset({"onnxruntime"})
 PREFILL_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
 
 
@@ -53,6 +57,8 @@ class LlmModel:
         self._rope: dict[str, np.ndarray] = {"cos": np.zeros((0, 0), np.float32)}
         self.last_stats: dict[str, float] = {}
         self._local = threading.local()  # per thread: the decode steps' buffers (see DecodeStep)
+        #: the decode step's form: the cached one (CachedDecodeStep) where the backend fuses it, else the masked one
+        self.cached = backend in CACHED_DECODE and cached_decode_applies(config, weights)
 
     # ----------------------------------------------------------------- compiled graphs
     def _compile(self, graph: Any) -> Any:
@@ -63,8 +69,12 @@ class LlmModel:
         names = {n for n in graph.params()}
         params = {k: v for k, v in self.weights.arrays.items() if k in names}
         try:
-            options = {"bind_inputs": True, **self.options} if self.backend == "onnxruntime" else self.options
-            return rlx_compile(graph, backend=self.backend, params=params, **options)  # the KV cache bound once
+            options = self.options
+            if self.backend == "onnxruntime":  # the KV cache bound once; the cached step's new caches written into it
+                cached = graph.name.startswith("llm_decode_cached")
+                inplace = {1 + 2 * i + j: f"{kind}{i}" for i in range(self.config.n_layers) for j, kind in enumerate("kv")}
+                options = {"bind_inputs": True, **({"inplace_outputs": inplace} if cached else {}), **self.options}
+            return rlx_compile(graph, backend=self.backend, params=params, **options)
         except (RlxError, ValueError, MemoryError) as exc:  # e.g. an onnxruntime model past protobuf's 2 GB
             if self.fallback is None or self.fallback == self.backend:
                 raise
@@ -84,7 +94,8 @@ class LlmModel:
 
     def decode_executable(self, capacity: int) -> Any:
         if capacity not in self._decode:
-            self._decode[capacity] = self._compile(build_decode(self.config, self.weights, capacity))
+            build = build_decode_cached if self.cached else build_decode
+            self._decode[capacity] = self._compile(build(self.config, self.weights, capacity))
         return self._decode[capacity]
 
     def _tables(self, n: int) -> dict[str, np.ndarray]:
@@ -140,15 +151,12 @@ class LlmModel:
         out: list[int] = []
         pos = ids.shape[0]
         cap = next(b for b in CAPACITY_BUCKETS if b >= min(total, CAPACITY_BUCKETS[-1]))
-        rope = self._tables(total)
-        window = c.sliding_window
         st = None
         if max_new_tokens > 1:  # a decode step follows: its buffers hold the prefill's keys / values
             st = self._step(cap)
-            st.reset(kvs, pos, window)
+            st.reset(kvs, pos, c.sliding_window, self._tables(total))
             st.busy = True
-            feed, keys, values, bias, local, step_fn = st.feed, st.keys, st.values, st.bias, st.local, st.call
-            embed, rows = self._embed, [(feed[name], t) for name, t in rope.items()]
+            prepare, step_fn, advance, embed = st.prepare, st.call, st.advance, self._embed
         in_graph = 0.0  # seconds inside the compiled decode graph: the rest of the decode time is per-token Python
         fastest, mark = float("inf"), t1  # the fastest whole decode step (a figure a busy machine distorts least)
         try:
@@ -159,20 +167,12 @@ class LlmModel:
                     on_token(tok)
                 if tok in stops or step == max_new_tokens - 1:
                     break
-                feed["x"][0] = embed[tok]
-                for buf, t in rows:
-                    buf[0] = t[pos]
+                prepare(embed[tok], pos)
                 r0 = time.perf_counter()
                 outs = step_fn()  # openvino: views of its request's memory, read before the next step
                 in_graph += time.perf_counter() - r0
                 logits = np.asarray(outs[0])[0]
-                keys[:, :, :, pos] = kv_lanes(outs[1], c)  # the in-place cache update: slot pos of every layer
-                values[:, :, pos, :] = kv_lanes(outs[2], c)
-                bias[0, pos] = 0.0
-                if window:
-                    local[0, pos] = 0.0
-                    if pos + 1 - window >= 0:
-                        local[0, pos + 1 - window] = NEG  # out of the next query's window
+                advance(outs, pos)
                 pos += 1
                 now = time.perf_counter()
                 fastest, mark = min(fastest, now - mark), now
@@ -188,13 +188,17 @@ class LlmModel:
                            "decode_ms_fastest_token": 1e3 * fastest if n_dec else 0.0}
         return out
 
-    def _step(self, cap: int) -> DecodeStep:
+    def _step(self, cap: int) -> DecodeStep | CachedDecodeStep:
         """This thread's decode step for capacity ``cap``: its buffers and bound call are reused by the next generate
         of the same capacity; one capacity is kept per thread (a cache of a long context can be large)."""
         steps = self._local.__dict__.setdefault("steps", {})
         st = steps.get(cap)
         if st is None or st.busy:  # busy: a generate called from an on_token callback gets buffers of its own
-            st = DecodeStep(self.config, self.decode_executable(cap), cap, {k: t.shape[1] for k, t in self._tables(cap).items()})
+            exe = self.decode_executable(cap)
+            if self.cached:
+                st = CachedDecodeStep(self.config, exe, cap, rope_tables(self.config, cap, self._freq_factors))
+            else:
+                st = DecodeStep(self.config, exe, cap, {k: t.shape[1] for k, t in self._tables(cap).items()})
             if cap not in steps:
                 steps.clear()  # a generate still using an evicted step holds it itself
                 steps[cap] = st
@@ -217,6 +221,7 @@ class DecodeStep:
     get ``exe.run`` on the same arrays (onnxruntime's IO binding keeps them bound while they are the same objects)."""
 
     def __init__(self, c: LlmConfig, exe: Any, cap: int, rope_widths: dict[str, int]):
+        self.config = c
         self.keys = np.zeros((c.n_layers, c.n_kv_heads, c.head_dim, cap), np.float32)
         self.values = np.zeros((c.n_layers, c.n_kv_heads, cap, c.head_dim), np.float32)
         self.bias = np.full((1, cap), NEG, np.float32)
@@ -228,12 +233,14 @@ class DecodeStep:
         for i in range(c.n_layers):
             self.feed[f"k{i}"], self.feed[f"v{i}"] = self.keys[i], self.values[i]
         self.busy = False  # a generate is using the buffers
-        bind = getattr(exe, "bind", None)
-        self.call: Callable[[], list[np.ndarray]] = bind(self.feed) if bind is not None else lambda: exe.run(inputs=self.feed)
+        self.window = 0
+        self.rows: list[tuple[np.ndarray, np.ndarray]] = []  # (the feed's rope row, the table it is read from)
+        self.call = _bound_call(exe, self.feed)
 
-    def reset(self, kvs: list[np.ndarray], n: int, window: int) -> None:
+    def reset(self, kvs: list[np.ndarray], n: int, window: int, rope: dict[str, np.ndarray]) -> None:
         """The prefill's keys / values in slots 0..n-1, zeros after them; the masks opened for those slots (the local
-        one, gemma2's, only for the last ``window``)."""
+        one, gemma2's, only for the last ``window``); the rope rows read from ``rope``'s tables from now on."""
+        self.window, self.rows = window, [(self.feed[name], t) for name, t in rope.items()]
         for i in range(self.keys.shape[0]):
             self.keys[i, :, :, :n], self.values[i, :, :n, :] = kvs[2 * i], kvs[2 * i + 1]
         self.keys[..., n:] = 0.0
@@ -242,6 +249,67 @@ class DecodeStep:
         self.local[...] = self.bias
         if window:
             self.local[0, :max(n - window + 1, 0)] = NEG
+
+    def prepare(self, row: np.ndarray, pos: int) -> None:
+        """The inputs of the step at position ``pos``: the token's embedding row and its rope rows."""
+        self.feed["x"][0] = row
+        for buf, t in self.rows:
+            buf[0] = t[pos]
+
+    def advance(self, outs: list[np.ndarray], pos: int) -> None:
+        """After the step at ``pos``: its keys / values written into slot pos of every layer, the slot unmasked."""
+        c = self.config
+        self.keys[:, :, :, pos] = kv_lanes(outs[1], c)
+        self.values[:, :, pos, :] = kv_lanes(outs[2], c)
+        self.bias[0, pos] = 0.0
+        window = self.window
+        if window:
+            self.local[0, pos] = 0.0
+            if pos + 1 - window >= 0:
+                self.local[0, pos + 1 - window] = NEG  # out of the next query's window
+
+
+class CachedDecodeStep:
+    """The cached decode step of one capacity (:func:`rlx.llm.graphs.build_decode_cached`): its input buffers (the
+    token's embedding row ``x``, its position ``pos``, the rope tables, per layer keys and values [1, KV, C, hd] as
+    views of [L, 1, KV, C, hd] arrays) and ``call()``. The step returns every layer's caches with slot pos written;
+    an engine that writes them into the inputs (onnxruntime's ``inplace_outputs``) returns the input arrays
+    themselves and nothing is copied, the others' results are copied in."""
+
+    def __init__(self, c: LlmConfig, exe: Any, cap: int, tables: tuple[np.ndarray, np.ndarray]):
+        shape = (c.n_layers, 1, c.n_kv_heads, cap, c.head_dim)
+        self.keys, self.values = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
+        self.feed: dict[str, np.ndarray] = {"x": np.zeros((1, c.d_model), np.float32), "pos": np.zeros(1, np.int64),
+                                            "cos": np.ascontiguousarray(tables[0]), "sin": np.ascontiguousarray(tables[1])}
+        for i in range(c.n_layers):
+            self.feed[f"k{i}"], self.feed[f"v{i}"] = self.keys[i], self.values[i]
+        self.caches = [self.feed[f"{kind}{i}"] for i in range(c.n_layers) for kind in "kv"]  # the outputs' order
+        self.busy = False
+        self.call = _bound_call(exe, self.feed)
+
+    def reset(self, kvs: list[np.ndarray], n: int, window: int, rope: dict[str, np.ndarray]) -> None:
+        """The prefill's keys ([KV, hd, n]) and values ([KV, n, hd]) in slots 0..n-1, zeros after them (the rope
+        tables are inputs of their own; cached_decode_applies excludes sliding windows)."""
+        for i in range(self.keys.shape[0]):
+            self.keys[i, 0, :, :n, :] = kvs[2 * i].transpose(0, 2, 1)
+            self.values[i, 0, :, :n, :] = kvs[2 * i + 1]
+        self.keys[:, :, :, n:, :] = 0.0
+        self.values[:, :, :, n:, :] = 0.0
+
+    def prepare(self, row: np.ndarray, pos: int) -> None:
+        self.feed["x"][0] = row
+        self.feed["pos"][0] = pos
+
+    def advance(self, outs: list[np.ndarray], pos: int) -> None:
+        for buf, new in zip(self.caches, outs[1:]):
+            if new is not buf:  # an engine that returned new arrays: copy them in
+                buf[...] = new
+
+
+def _bound_call(exe: Any, feed: dict[str, np.ndarray]) -> Callable[[], list[np.ndarray]]:
+    """``exe`` run on ``feed``'s arrays: bound once where the engine can (openvino's ``bind``), else ``exe.run``."""
+    bind = getattr(exe, "bind", None)
+    return bind(feed) if bind is not None else lambda: exe.run(inputs=feed)
 
 
 def check_vocab(f: GgufFile, c: LlmConfig) -> None:

@@ -23,7 +23,10 @@ re-wrapped each call; the plain ``session.run`` is cheaper for everything else. 
 ``inplace_outputs={output index: input name}`` binds those outputs to their input's own array: the engine writes
 the result there and ``run`` returns that array. Only for outputs whose ONNX node updates that input in place
 (onnxruntime's GroupQueryAttention appends to its past cache when present and past share a buffer:
-``cached_attention`` exported for onnxruntime), where no copy of the whole input is made per call.
+``cached_attention`` exported for onnxruntime), where no copy of the whole input is made per call. The other
+cache results of such nodes (:func:`appended_caches`) get the same binding to a copy of their input made for the
+call: GroupQueryAttention writes only the cache's filled slots into an output buffer of its own, so this keeps
+the op's result (the input's other slots unchanged) without touching the caller's array.
 """
 
 from __future__ import annotations
@@ -100,6 +103,8 @@ class OrtExecutable(EngineExecutable):
         self._local = threading.local()
         super().__init__(graph, threads)
         self.inplace = self._check_inplace(dict(inplace_outputs or {}))
+        #: cache results bound to a per-call copy of their input (see the module doc): output index -> input name
+        self.copied = {i: name for i, name in appended_caches(graph).items() if i not in self.inplace}
         if params:
             self.set_params(params)
 
@@ -135,6 +140,9 @@ class OrtExecutable(EngineExecutable):
             raise RlxError(f"onnxruntime backend: cannot load graph {self.graph.name!r}: {exc}") from exc
 
     def _call(self, sess: Any, feed: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        if self.copied:  # new arrays each call: rebound, and written by the engine
+            feed = {**feed, **{name: np.array(feed[name], copy=True) for name in self.copied.values()}}
+            return self._bound_call(sess, feed)
         if self.bind_inputs:
             return self._bound_call(sess, feed)
         try:  # the plain call: ~5 us less per call than a binding on small models
@@ -151,7 +159,7 @@ class OrtExecutable(EngineExecutable):
         # memory (no copy; a reused output buffer would need one, +0.1 ms for a [8, 128, 768] layer norm)
         # outputs in ``inplace`` are bound to their input's array (each time it is bound again) and returned as it
         binding, wrapped, outputs = self._binding(sess)
-        ort, inplace = _ort(), self.inplace
+        ort, inplace = _ort(), {**self.copied, **self.inplace}
         try:
             binding.clear_binding_outputs()
             for name, a in feed.items():
@@ -180,6 +188,22 @@ class OrtExecutable(EngineExecutable):
 
     def __repr__(self) -> str:
         return f"<OrtExecutable {self.graph.name!r} on {self.providers}>"
+
+
+def appended_caches(graph: Graph) -> dict[int, str]:
+    """Output index -> input name for the cache results of ``cached_attention`` nodes that read that input as the
+    cache and whose result is that graph output: the ones the exporter hands to GroupQueryAttention's shared
+    past / present buffer (:mod:`rlx.backends.onnx.export_kv_attention`)."""
+    out_index = {v: i for i, v in enumerate(graph.output_ids)}
+    found = {}
+    for node in graph.nodes:
+        if node.op != "cached_attention":
+            continue
+        for r in (1, 2):
+            cache = graph.node(node.inputs[r])
+            if cache.op == "input" and node.id + r in out_index:
+                found[out_index[node.id + r]] = cache.name
+    return found
 
 
 def export_for_session(graph: Graph, params: Mapping[str, np.ndarray], engine: str | None = None) -> Any:

@@ -85,6 +85,11 @@ def _macs(ins: list[Dims], out: Dims, attrs: Mapping[str, Any]) -> int | None:
     return None if q is None or isinstance(slots, str) else 2 * q * slots
 
 
+def _batch(ctx: Any, node: Any, operands: list[Any], batched: list[bool]) -> tuple[Any, ...]:
+    """vmap: every operand given the batch axis, one more batch dim (all three results)."""
+    return ctx.graph.results(batch_lead(ctx, node, operands, batched))
+
+
 _NO_GRAD = refuse_rule("an inference op (a KV-cache decode step): it has no gradient; differentiate attention and rope")
 
 defop(
@@ -99,7 +104,7 @@ defop(
                          doc="rotated pairs: (2j, 2j+1) (llama.cpp's normal rope) or (j, j + D/2) (NeoX)"),
         "batch_dims": BATCH_DIMS,
     },
-    infer=_type, kernel=_kernel, vjp=_NO_GRAD, jvp=_NO_GRAD, batch=batch_lead, macs=_macs, flags={BLAS},
+    infer=_type, kernel=_kernel, vjp=_NO_GRAD, jvp=_NO_GRAD, batch=_batch, macs=_macs, flags={BLAS},
     doc="One decode step of grouped-query attention over a KV cache. Operands: qkv [B, S, (H + 2·KV)·D] "
     "(per token the H query heads, then the KV key heads, then the KV value heads, not yet rotated); "
     "k_cache, v_cache [B, KV, C, D] in qkv's float dtype; pos i64 [B], the slots already filled per row "

@@ -4,7 +4,11 @@ For ``engine="onnxruntime"`` (f32 / f16) it is one ``com.microsoft.GroupQueryAtt
 query, the caches as past_key / past_value and present_key / present_value as the op's cache results,
 with nothing between them, so a caller that binds a present output to its past input's buffer gets the
 append in place (onnxruntime's shared-buffer mode). seqlens_k is pos + S - 1 and the total length the
-largest pos + S (int32); onnxruntime rejects positions past the cos / sin rows itself.
+largest pos + S (int32); onnxruntime rejects positions past the cos / sin rows itself. Unbound, the
+present outputs hold the op's caches on slots < pos + S and zeros after them (GroupQueryAttention copies
+only the filled slots); bound in place, the later slots are the caller's, unchanged, as the op defines.
+GroupQueryAttention takes several new tokens with a past only for batch 1: B > 1 with S > 1 (and f64) is
+exported as below.
 
 Any other engine gets standard ONNX: the cos / sin rows Gathered at pos + i, the rotation, the new rows
 placed into the caches by GatherElements of the token at each slot and a Where over the written slots,

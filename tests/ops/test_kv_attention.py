@@ -78,7 +78,7 @@ GEOMETRIES = [  # (B, S, C, P, H, KV, pos): S = 1 and S > 1, H/KV 1 and 3, pos 0
 
 
 @pytest.mark.parametrize("rope", ["interleaved", "half"])
-@pytest.mark.parametrize("geo", GEOMETRIES, ids=lambda geo: "b{}s{}h{}kv{}".format(geo[0], geo[1], geo[4], geo[5]))
+@pytest.mark.parametrize("geo", GEOMETRIES, ids=lambda geo: f"b{geo[0]}s{geo[1]}h{geo[4]}kv{geo[5]}")
 def test_kernel_matches_torch(geo, rope):
     b, s, c, p, heads, kv, pos = geo
     hd = 8

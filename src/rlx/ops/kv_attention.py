@@ -47,7 +47,7 @@ def _type(ins: list[TensorType], attrs: Mapping[str, Any]) -> tuple[TensorType, 
     if pos.dtype != DType.I64:
         raise ShapeError(f"cached_attention: pos must be i64, got {pos.dtype}")
     b, _, width = qkv.shape
-    require_dim(width, (heads + 2 * kv) * hd, f"cached_attention: qkv last dim ((num_heads + 2·kv_heads)·head_dim)")
+    require_dim(width, (heads + 2 * kv) * hd, "cached_attention: qkv last dim ((num_heads + 2·kv_heads)·head_dim)")
     for t, what in ((kc, "k_cache"), (vc, "v_cache")):
         if t.dtype != qkv.dtype:
             raise ShapeError(f"cached_attention: {what} is {t.dtype}, qkv is {qkv.dtype}")
@@ -116,5 +116,7 @@ defop(
     "new caches: softmax over them of scale·q·k (scale None: D**-0.5), the weighted sum of v rows, heads "
     "concatenated. Results (out [B, S, H·D] in qkv's dtype, k_cache_new, v_cache_new). pos < 0, "
     "pos + S > C or pos + S > P is an RlxError at run time. Not differentiable (AutodiffError); "
-    "batch_dims leading axes on every operand are mapped over (vmap).",
+    "batch_dims leading axes on every operand are mapped over (vmap). Exported for onnxruntime it is one "
+    "GroupQueryAttention node, which returns zeros in the cache slots >= pos + S unless its present "
+    "outputs are bound to the cache buffers (then it appends in place and those slots are unchanged).",
 )

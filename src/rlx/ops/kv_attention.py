@@ -74,6 +74,7 @@ _ROW = rows.bind(rows.cached_attention, NUMPY)
 
 
 def _kernel(args: list[np.ndarray], attrs: Mapping[str, Any], out: Any) -> tuple[np.ndarray, ...]:
+    """The NumPy reference: the positions checked, then the row."""
     qkv, kc, _, pos, cos, _ = args
     check_positions(pos, qkv.shape[-2], kc.shape[-2], cos.shape[-2])
     return tuple(np.asarray(r) for r in _ROW(args, attrs, out))

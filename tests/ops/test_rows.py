@@ -22,7 +22,7 @@ from rlx.ir.shape import Shape, TensorType
 from rlx.ops import rows
 from rlx.ops.kinds import NUMPY
 
-OPS = ("softmax", "layer_norm", "layer_norm2d", "rms_norm", "group_norm", "attention")
+OPS = ("softmax", "layer_norm", "layer_norm2d", "rms_norm", "group_norm", "attention", "cached_attention")
 CASES = [c for c in collect().cases if c.op in OPS]
 
 
@@ -41,6 +41,11 @@ def _row(op):
     return getattr(rows, op)
 
 
+def _results(r):
+    """A row's results as a tuple (one array, or a multi-result row's tuple)."""
+    return r if isinstance(r, tuple) else (r,)
+
+
 def _close(a, b, dtype):
     tol = 1e-12 if np.dtype(dtype) == np.float64 else 2e-5
     np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=tol, atol=tol)
@@ -50,9 +55,9 @@ def _close(a, b, dtype):
 def test_numpy_row_matches_the_oracle(case):
     node, args, out, direct = _operands(case)
     got = _row(case.op)(NUMPY, args, node.attrs, out)
-    if direct:
-        np.testing.assert_allclose(np.asarray(got, np.float64), case.expected()[0], rtol=max(case.rtol, 1e-6),
-                                   atol=max(case.atol, 1e-7))
+    if direct or node.extra_types:  # a multi-result row gives every result, in the case's output order
+        for a, want in zip(_results(got), case.expected()):
+            np.testing.assert_allclose(np.asarray(a, np.float64), want, rtol=max(case.rtol, 1e-6), atol=max(case.atol, 1e-7))
     into = rlx.ir.opdef.get_op(case.op).kernel_into
     if into is not None and not out.dtype.is_low_precision_float:
         slot = np.empty(tuple(out.shape), out.dtype.numpy)
@@ -70,8 +75,9 @@ def test_torch_overrides_equal_the_row(case):
     tensors = [t.float() if t.dtype in (torch.float16, torch.bfloat16) else t for t in tensors]
     got = LOWERINGS[case.op](tensors, node.attrs, out)
     want = _row(case.op)(TORCH, tensors, node.attrs, out)
-    assert got.dtype == want.dtype == compute_dtype(out.dtype)
-    _close(got.numpy(), want.numpy(), got.numpy().dtype)
+    for a, w in zip(_results(got), _results(want), strict=True):
+        assert a.dtype == w.dtype == compute_dtype(out.dtype)
+        _close(a.numpy(), w.numpy(), a.numpy().dtype)
 
 
 @pytest.mark.filterwarnings("ignore:Explicitly requested dtype float64")

@@ -59,6 +59,9 @@ class GraphBuilders:
     def bitcast(self, x: Operand, /, to: DTypeLike = ..., name: str | None = None) -> Value:
         """Reinterpret each element's bits as dtype `to` of the same bit width (np.ndarray.view, ONNX BitCast, torch Tensor.view(dtype), lax.bitcast_convert_type); little-endian bytes; the sub-byte types are their low bits (i4 -1 is u4 15); to bool a nonzero byte is True."""
 
+    def cached_attention(self, qkv: Operand, k_cache: Operand, v_cache: Operand, pos: Operand, cos: Operand, sin: Operand, /, num_heads: int = ..., kv_heads: int = ..., head_dim: int = ..., scale: float | None = ..., rope: Literal['interleaved', 'half'] = ..., batch_dims: int = ..., name: str | None = None) -> tuple[Value, Value, Value]:
+        """One decode step of grouped-query attention over a KV cache."""
+
     def cast(self, x: Operand, /, to: DTypeLike = ..., name: str | None = None) -> Value:
         """Convert the element type (x.astype(to)); float to int truncates toward zero, anything to bool is x != 0, c64 to a real type keeps the real part."""
 

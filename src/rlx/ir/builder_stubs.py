@@ -62,6 +62,7 @@ MULTI_RESULT: dict[str, tuple[str | None, Any, str, bool]] = {
     **{op: ("output", "both", "tuple[Value, Value]", True) for op in ("eigh", "eig")},
     "svd": ("output", "both", "tuple[Value, Value, Value]", True),
     "lu_unpack": (None, None, "tuple[Value, Value, Value]", True),
+    "cached_attention": (None, None, "tuple[Value, Value, Value]", True),
 }
 
 

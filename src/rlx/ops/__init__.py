@@ -15,6 +15,7 @@ from rlx.ops import (  # noqa: F401
     hir_blocks,
     hir_qwen35,
     indexing,
+    kv_attention,
     linalg,
     linalg_decomp,
     logcumsumexp,

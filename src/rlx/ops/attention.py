@@ -489,14 +489,7 @@ def rope_kernel(args, attrs, out):
     s = sin[:seq, None, :half]
     xh = x.reshape(*x.shape[:-1], -1, head_dim)  # [..., S, H, D]
     y = xh.copy()
-    if attrs["interleaved"]:
-        a, b = xh[..., 0:n_rot:2], xh[..., 1:n_rot:2]
-        y[..., 0:n_rot:2] = a * c - b * s
-        y[..., 1:n_rot:2] = b * c + a * s
-    else:
-        a, b = xh[..., :half], xh[..., half:n_rot]
-        y[..., :half] = a * c - b * s
-        y[..., half:n_rot] = b * c + a * s
+    y[..., :n_rot] = rows.rotate_pairs(NUMPY, xh[..., :n_rot], c, s, attrs["interleaved"])
     return y.reshape(x.shape)
 
 

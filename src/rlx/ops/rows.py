@@ -386,6 +386,57 @@ def attention(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> A
     return lay.from_bhsd(xp, attention_core(xp, q, k, v, attrs, args[3] if len(args) > 3 else None))
 
 
+# ------------------------------------------------------------------------------ cached attention
+def rotate_pairs(xp: Any, x: Any, c: Any, s: Any, interleaved: bool) -> Any:
+    """Rotary rotation of ``x`` [..., D] by angles (c, s) [..., D/2]: pairs (2j, 2j+1) when ``interleaved``,
+    else (j, j + D/2); a' = a·c - b·s, b' = b·c + a·s."""
+    d = x.shape[-1]
+    if interleaved:
+        pairs = xp.reshape(x, (*x.shape[:-1], d // 2, 2))
+        a, b, c, s = pairs[..., 0:1], pairs[..., 1:2], c[..., None], s[..., None]
+        return xp.reshape(xp.concat([a * c - b * s, b * c + a * s], -1), tuple(x.shape))
+    a, b = x[..., : d // 2], x[..., d // 2:]
+    return xp.concat([a * c - b * s, b * c + a * s], -1)
+
+
+def one_hot(xp: Any, idx: Any, n: int, like: Any) -> Any:
+    """[..., n] rows of ``like``'s dtype, 1 where the column equals ``idx`` (gathers and scatters as matmuls)."""
+    return xp.astype(idx[..., None] == xp.arange_like(n, idx), xp.rlx_dtype(like))
+
+
+def cached_attention(xp: Any, args: list[Any], attrs: Mapping[str, Any], out: Any) -> Any:
+    """The ``cached_attention`` op on operands with any leading axes ``L`` (``batch_dims``) before B: rope q and k
+    at positions pos + i, write k and v into the caches' slots pos + i, causal grouped-query attention over the
+    new caches. Rows are gathered and slots written through one-hot matmuls (exact: one nonzero term)."""
+    qkv, kc, vc, pos, cos, sin = args
+    heads, kv, hd = attrs["num_heads"], attrs["kv_heads"], attrs["head_dim"]
+    group, lead, s, c = heads // kv, tuple(qkv.shape[:-2]), qkv.shape[-2], kc.shape[-2]
+    n = len(lead)
+    t = pos[..., None] + xp.arange_like(s, pos)  # [*L, B, S] absolute positions
+    cos, sin = (as_dtype_of(xp, xp.reshape(a, (*a.shape[:-2], 1, *a.shape[-2:])), qkv) for a in (cos, sin))
+    at = one_hot(xp, t, cos.shape[-2], qkv)  # [*L, B, S, P]
+    ct, st = xp.matmul(at, cos)[..., None, :], xp.matmul(at, sin)[..., None, :]  # [*L, B, S, 1, D/2]
+    x = xp.reshape(qkv, (*lead, s, heads + 2 * kv, hd))
+    q = rotate_pairs(xp, x[..., :heads, :], ct, st, attrs["rope"] == "interleaved")
+    k = rotate_pairs(xp, x[..., heads:heads + kv, :], ct, st, attrs["rope"] == "interleaved")
+    to_heads = (*range(n), n + 1, n, n + 2)  # [*L, B, S, KV, D] -> [*L, B, KV, S, D]
+    slot = xp.swapaxes(one_hot(xp, t, c, kc), -1, -2)[..., None, :, :]  # [*L, B, 1, C, S]
+    written = xp.sum(slot, axis=-1, keepdims=True) > 0
+    k_new, v_new = (xp.where(written, xp.matmul(slot, xp.permute(a, to_heads)), cache)
+                    for a, cache in ((k, kc), (x[..., heads + kv:, :], vc)))
+    qg = xp.permute(xp.reshape(q, (*lead, s, kv, group, hd)), (*range(n), n + 1, n + 2, n, n + 3))  # [*L,B,KV,G,S,D]
+    scores = xp.matmul(qg, xp.swapaxes(k_new, -1, -2)[..., None, :, :]) * cached_attention_scale(attrs)
+    keep = xp.reshape(xp.arange_like(c, pos) <= t[..., None], (*lead, 1, 1, s, c))
+    p = softmax_of(xp, xp.where(keep, scores, MASK_FILL), n + 3)
+    o = xp.matmul(p, v_new[..., None, :, :])  # [*L, B, KV, G, S, D]
+    return xp.reshape(xp.permute(o, (*range(n), n + 2, n, n + 1, n + 3)), (*lead, s, heads * hd)), k_new, v_new
+
+
+def cached_attention_scale(attrs: Mapping[str, Any]) -> float:
+    """The score multiplier of ``cached_attention``: ``scale``, else head_dim**-0.5."""
+    return attrs["scale"] if attrs["scale"] is not None else attrs["head_dim"] ** -0.5
+
+
 # ------------------------------------------------------------------------------ elementwise
 #: the int types whose float conversion out of range is defined (float_to_int); the sub-byte ones give 0
 WIDE_INTS = frozenset({DType.I8, DType.I16, DType.I32, DType.I64, DType.U8, DType.U16, DType.U32, DType.U64})
@@ -550,5 +601,6 @@ ROWS: dict[str, Callable[..., Any]] = {
     **SHAPE_ROWS, "reduce": reduce, "bitcast": bitcast, "binary": binary, "activation": activation, "cast": cast,
     "compare": compare, "where": where, "unary_math": unary_math, "softmax": softmax, "layer_norm": layer_norm,
     "layer_norm2d": layer_norm2d, "rms_norm": rms_norm, "group_norm": group_norm, "attention": attention,
+    "cached_attention": cached_attention,
 }
 # new composite rows go here

@@ -576,6 +576,16 @@ def coverage() -> dict[str, str]:
     return TABLE.coverage(host=HOST)
 
 
+
+@lowering("cached_attention")
+def _cached_attention(args, attrs, out):
+    """The row, with the position check folded into the program: 0 <= pos <= min(C, P) - S."""
+    qkv, kc, vc, pos, cos, sin = args
+    fits = min(kc.shape[-2], cos.shape[-2]) - qkv.shape[-2] + 1
+    pos = checked_index(pos, max(fits, 0), "cached_attention pos (pos + S must fit the cache slots and the cos / sin rows)",
+                        wrap=False)
+    return rows.cached_attention(JNP, [qkv, kc, vc, pos, cos, sin], attrs, out)
+
 from rlx.backends.jax import (  # noqa: E402  (each module registers its lowerings on import)
     lowering_control_flow,  # noqa: F401  (registers if_ / while_ / scan)
     lowering_custom,  # noqa: F401  (registers custom_fn and rlx.custom_op(jax=...) lowerings)

@@ -8,6 +8,7 @@ from rlx.backends.onnx import (  # each registers its exporters on import, after
     export_channel_scale,  # noqa: F401  (a depthwise 1x1 conv on a matmul's result as Mul)
     export_control_flow,  # noqa: F401  (if_ / while_ / scan)
     export_index,  # noqa: F401  (advanced_index / advanced_index_put)
+    export_kv_attention,  # noqa: F401  (cached_attention: GroupQueryAttention on onnxruntime)
     export_linalg,  # noqa: F401  (det)
     export_moe,  # noqa: F401  (grouped_matmul)
     export_pad,  # noqa: F401  (constant pads as one Pad)

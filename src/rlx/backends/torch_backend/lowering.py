@@ -32,6 +32,7 @@ from rlx.ir.shape import TensorType
 from rlx.ops import rows
 from rlx.ops.conv import pool_count, pool_geo
 from rlx.ops.kinds import ArrayNamespace
+from rlx.ops.kv_attention import check_positions
 from rlx.ops.rows import minmax_reduce, reduce_identity
 
 Lowering = Callable[[list[Any], Mapping[str, Any], TensorType], Any]
@@ -344,6 +345,14 @@ def _pool2d(args, attrs, out):
     if attrs["count_include_pad"]:
         return total / (k[0] * k[1])
     return total / torch.as_tensor(pool_count(x.shape, attrs), dtype=total.dtype, device=total.device)
+
+
+@lowering("cached_attention")
+def _cached_attention(args, attrs, out):
+    """The row, after the kernel's position check (pos read on the host: one sync per decode step)."""
+    qkv, kc, _, pos, cos, _ = args
+    check_positions(pos.cpu().numpy(), qkv.shape[-2], kc.shape[-2], cos.shape[-2])
+    return rows.cached_attention(TORCH, list(args), attrs, out)
 
 
 lowering("special")(special_lowering)  # torch.special calls (rlx.backends.torch_backend.lowering_special)

@@ -377,6 +377,7 @@ RLX_ONLY = {
     "scatter_elements": "element-wise scatter (ONNX ScatterElements) is an rlx extension",
     "observer_update": "upstream updates the EMA state of FakeQuantize in place; rlx returns it from this op",
     "bitcast": "upstream 0.2.1 has no bit reinterpretation op (ONNX BitCast, torch Tensor.view(dtype))",
+    "cached_attention": "upstream 0.2.1 has no KV-cache op (a decode step's rope + attention + cache append in one node)",
     "gaussian_splat_render_jvp": "upstream's splat render has no forward-mode derivative op (autodiff treats it as constant)",
     "fused_conv2d_bias_act": "upstream has no fused conv: its Conv takes no bias, which a separate Add applies",
 }

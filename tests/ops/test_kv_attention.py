@@ -239,3 +239,40 @@ def test_backends_raise_on_positions_out_of_range(backend):
     exe = rlx.compile(make_graph(feed, num_heads=2, kv_heads=1, head_dim=4), backend=backend)
     with pytest.raises(rlx.RlxError, match="cached_attention"):
         exe.run(inputs=feed)
+
+
+def test_onnxruntime_backend_keeps_the_later_slots():
+    """Through ``rlx.compile(backend="onnxruntime")`` the cache results are the op's on every slot (the backend binds
+    GroupQueryAttention's present outputs to a copy of the caches made for the call): the caller's arrays are
+    untouched; with ``inplace_outputs`` (and the IO binding) the caches are written in place and returned."""
+    pytest.importorskip("onnxruntime")
+    feed = make_feed(1, 1, 16, 20, 6, 2, 16, [5], seed=4)
+    g = make_graph(feed, num_heads=6, kv_heads=2, head_dim=16)
+    want = rlx.run(g, feed)
+    before = {k: v.copy() for k, v in feed.items()}
+    got = rlx.compile(g, backend="onnxruntime").run(inputs=feed)
+    for a, w in zip(got, want):
+        np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-5)
+    for name in feed:
+        np.testing.assert_array_equal(feed[name], before[name])
+    exe = rlx.compile(g, backend="onnxruntime", bind_inputs=True, inplace_outputs={1: "k_cache", 2: "v_cache"})
+    got = exe.run(inputs=feed)
+    assert got[1] is feed["k_cache"] and got[2] is feed["v_cache"]
+    for a, w in zip(got, want):
+        np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-5)
+
+
+def test_caches_no_caller_can_bind_get_the_standard_form():
+    """A cache computed in the graph, or a cache result that is not a graph output, cannot share GroupQueryAttention's
+    past / present buffer: the onnxruntime export writes the standard form, exact on every slot."""
+    pytest.importorskip("onnxruntime")
+    feed = make_feed(1, 1, 16, 20, 6, 2, 16, [5], seed=6)
+    g = rlx.Graph("computed_cache")
+    ins = [g.input(n, feed[n].shape, rlx.DType.of(feed[n].dtype)) for n in NAMES]
+    out, k_new, v_new = g.cached_attention(ins[0], ins[1] * 1.0, *ins[2:], num_heads=6, kv_heads=2, head_dim=16)
+    g.set_outputs([out, g.sum(k_new, axes=[2]), v_new])
+    rlx.verify(g)
+    proto = rlx.onnx.export(g, engine="onnxruntime")
+    assert not any(n.op_type == "GroupQueryAttention" for n in proto.graph.node)
+    for a, w in zip(rlx.compile(g, backend="onnxruntime").run(inputs=feed), rlx.run(g, feed)):
+        np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-5)

@@ -7,6 +7,8 @@ append in place (onnxruntime's shared-buffer mode). seqlens_k is pos + S - 1 and
 largest pos + S (int32); onnxruntime rejects positions past the cos / sin rows itself. Unbound, the
 present outputs hold the op's caches on slots < pos + S and zeros after them (GroupQueryAttention copies
 only the filled slots); bound in place, the later slots are the caller's, unchanged, as the op defines.
+So this form is written only where a caller can bind them: both caches are graph inputs and both cache
+results graph outputs (the onnxruntime backend binds them, :func:`rlx.backends.ort_backend.appended_caches`).
 GroupQueryAttention takes several new tokens with a past only for batch 1: B > 1 with S > 1 (and f64) is
 exported as below.
 
@@ -38,9 +40,16 @@ def _cached_attention(ex: Exporter, node: Node, ins: list[str]) -> list[str]:
         raise OnnxUnsupported(f"node %{node.id} (cached_attention): batch_dims={node.attrs['batch_dims']} (a vmapped "
                               "decode step) has no ONNX form; export the unbatched graph")
     b, s = node.shape[0], node.shape[1]
-    if ex.engine == "onnxruntime" and node.dtype in GQA_DTYPES and (s == 1 or b == 1):  # GQA's own limits
+    if ex.engine == "onnxruntime" and node.dtype in GQA_DTYPES and (s == 1 or b == 1) and _bindable(ex, node):  # GQA's own limits
         return _group_query_attention(ex, node, ins)
     return _decomposed(ex, node, ins)
+
+
+def _bindable(ex: Exporter, node: Node) -> bool:
+    """Both caches are graph inputs and both cache results graph outputs: a caller can bind each present output
+    to its past buffer (see the module doc)."""
+    outputs = set(ex.g.output_ids)
+    return all(ex.g.node(node.inputs[r]).op == "input" and node.id + r in outputs for r in (1, 2))
 
 
 def _positions_end(ex: Exporter, pos: str, s: int) -> str:

@@ -3,8 +3,10 @@
 For each weight type and thread count: rlx (each backend given) vs llama.cpp (``llama-cpp-python``, when importable:
 it is built from source and stays out of rlx's extras) and transformers eager on the same file, prefill and decode
 tokens/s, and decode time per token against the memory-bandwidth bound (matmul weight bytes read per token / a
-STREAM-like NumPy copy's bandwidth, measured in the same run). Engines are interleaved per type and thread count;
-``--rounds R`` repeats each measurement and keeps the best (a shared machine's noise only ever slows a run down).
+STREAM-like NumPy copy's bandwidth, measured in the same run). Per type and thread count every engine is set up
+once (model loaded, graphs compiled, warmed), then runs ``--rounds R`` interleaved rounds (each round every engine
+once, the order rotated: drift on a shared machine hits all alike); an engine's row is its median round by decode
+time, with the best prefill and the fastest single token over all rounds.
 Prints one table per thread count with the ratios the issue's "Done when" asks for. Not run by CI; files go to a
 temp dir that is removed at the end (or ``--dir``, kept, to reuse between runs).
 
@@ -20,6 +22,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +53,11 @@ def weight_bytes(model) -> int:
     return sum(int(model.file.tensors[n].nbytes) for n in names if n in model.file.tensors)
 
 
-def bench_rlx(path: Path, threads: int, prompt: list[int], new: int, backend: str, int8: bool, ov_config: dict | None = None) -> dict:
+Runner = Callable[[list[int], int], dict]
+
+
+def rlx_runner(path: Path, threads: int, prompt: list[int], backend: str, int8: bool, ov_config: dict | None = None) -> Runner:
+    """rlx on ``backend``, loaded and warmed; the runner times one prefill and one generate."""
     from rlx.llm import load_gguf
 
     opts: dict = {"threads": threads} if backend in ("onnxruntime", "openvino") else {}
@@ -60,21 +67,25 @@ def bench_rlx(path: Path, threads: int, prompt: list[int], new: int, backend: st
     model = load_gguf(path, backend=backend, int8_activations=int8, **opts)
     model.generate(prompt[:8], max_new_tokens=2, stop=[])  # compile the graphs (prefill bucket 16, decode)
     model.generate(prompt, max_new_tokens=2, stop=[])  # and the prompt's prefill bucket
-    setup = time.perf_counter() - t
-    c0 = time.process_time()
-    model.logits(prompt)
-    c1 = time.process_time()
-    model.generate(prompt, max_new_tokens=new, stop=[])
-    c2 = time.process_time()
-    st = model.last_stats
-    return {"setup_s": setup, "prefill_tok_s": len(prompt) / (st["prefill_ms"] / 1e3), "decode_tok_s": st["decode_tokens_per_s"],
-            "decode_ms_per_token": 1e3 / st["decode_tokens_per_s"], "weight_bytes": weight_bytes(model),
-            "python_us_per_token": st["decode_overhead_us_per_token"], "fastest_ms": st["decode_ms_fastest_token"],
-            # CPU seconds of the process (all its threads): on a loaded machine closer to the work done than wall time
-            "cpu_prefill_ms": 1e3 * (c1 - c0), "cpu_decode_ms_per_token": 1e3 * max(c2 - c1 - (c1 - c0), 0.0) / (new - 1)}
+    setup, wbytes = time.perf_counter() - t, weight_bytes(model)
+
+    def run(prompt: list[int], new: int) -> dict:
+        c0 = time.process_time()
+        model.logits(prompt)
+        c1 = time.process_time()
+        model.generate(prompt, max_new_tokens=new, stop=[])
+        c2 = time.process_time()
+        st = model.last_stats
+        return {"setup_s": setup, "prefill_tok_s": len(prompt) / (st["prefill_ms"] / 1e3), "decode_tok_s": st["decode_tokens_per_s"],
+                "decode_ms_per_token": 1e3 / st["decode_tokens_per_s"], "weight_bytes": wbytes,
+                "python_us_per_token": st["decode_overhead_us_per_token"], "fastest_ms": st["decode_ms_fastest_token"],
+                # CPU seconds of the process (all its threads): on a loaded machine closer to the work done than wall time
+                "cpu_prefill_ms": 1e3 * (c1 - c0), "cpu_decode_ms_per_token": 1e3 * max(c2 - c1 - (c1 - c0), 0.0) / (new - 1)}
+
+    return run
 
 
-def bench_transformers(path: Path, threads: int, prompt: list[int], new: int) -> dict:
+def transformers_runner(path: Path, threads: int) -> Runner:
     # isort: off
     import models.zoo  # noqa: F401  (first: the torchvision shim)
     import torch
@@ -84,58 +95,66 @@ def bench_transformers(path: Path, threads: int, prompt: list[int], new: int) ->
     transformers.logging.set_verbosity_error()
     torch.set_num_threads(threads)
     model = transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
-    ids = torch.tensor([prompt])
-    with torch.no_grad():
-        model(ids[:, :8])
-        t, c0 = time.perf_counter(), time.process_time()
-        out = model(ids, use_cache=True)
-        prefill, c1 = time.perf_counter() - t, time.process_time()
-        past, tok = out.past_key_values, out.logits[:, -1:].argmax(-1)
-        t = fastest = time.perf_counter()
-        steps = []
-        for _ in range(new - 1):
-            out = model(tok, past_key_values=past, use_cache=True)
+
+    def run(prompt: list[int], new: int) -> dict:
+        torch.set_num_threads(threads)
+        ids = torch.tensor([prompt])
+        with torch.no_grad():
+            model(ids[:, :8])
+            t, c0 = time.perf_counter(), time.process_time()
+            out = model(ids, use_cache=True)
+            prefill, c1 = time.perf_counter() - t, time.process_time()
             past, tok = out.past_key_values, out.logits[:, -1:].argmax(-1)
-            steps.append(time.perf_counter() - fastest)
-            fastest = time.perf_counter()
-        dec, c2 = time.perf_counter() - t, time.process_time()
-    return {"prefill_tok_s": len(prompt) / prefill, "decode_tok_s": (new - 1) / dec, "decode_ms_per_token": 1e3 * dec / (new - 1),
-            "cpu_prefill_ms": 1e3 * (c1 - c0), "cpu_decode_ms_per_token": 1e3 * (c2 - c1) / (new - 1), "fastest_ms": 1e3 * min(steps)}
+            t = fastest = time.perf_counter()
+            steps = []
+            for _ in range(new - 1):
+                out = model(tok, past_key_values=past, use_cache=True)
+                past, tok = out.past_key_values, out.logits[:, -1:].argmax(-1)
+                steps.append(time.perf_counter() - fastest)
+                fastest = time.perf_counter()
+            dec, c2 = time.perf_counter() - t, time.process_time()
+        return {"prefill_tok_s": len(prompt) / prefill, "decode_tok_s": (new - 1) / dec, "decode_ms_per_token": 1e3 * dec / (new - 1),
+                "cpu_prefill_ms": 1e3 * (c1 - c0), "cpu_decode_ms_per_token": 1e3 * (c2 - c1) / (new - 1), "fastest_ms": 1e3 * min(steps)}
+
+    return run
 
 
-def bench_llamacpp(path: Path, threads: int, prompt: list[int], new: int) -> dict:
+def llamacpp_runner(path: Path, threads: int, n_ctx: int) -> Runner:
     """llama.cpp on the same file: prefill = one ``eval`` of the prompt, decode = one ``eval`` per token with a
     greedy argmax of the last logits row (as rlx's loop does); wall time and llama.cpp's own perf counters."""
     import llama_cpp
 
-    llm = llama_cpp.Llama(model_path=str(path), n_ctx=max(256, len(prompt) + new), n_threads=threads,
-                          n_threads_batch=threads, n_batch=max(512, len(prompt)), logits_all=False, verbose=False)
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=max(256, n_ctx), n_threads=threads, n_threads_batch=threads,
+                          n_batch=512, logits_all=False, verbose=False)
     ctx, vocab = llm._ctx.ctx, llm.n_vocab()
 
     def last_logits() -> np.ndarray:
         return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(vocab,))
 
-    llm.eval(prompt[:8])  # warm-up
-    llm.reset()
-    llama_cpp.llama_perf_context_reset(ctx)
-    t, c0 = time.perf_counter(), time.process_time()
-    llm.eval(prompt)
-    tok = int(np.argmax(last_logits()))
-    prefill, c1 = time.perf_counter() - t, time.process_time()
-    toks, steps = [tok], []
-    t = mark = time.perf_counter()
-    for _ in range(new - 1):
-        llm.eval([tok])
+    def run(prompt: list[int], new: int) -> dict:
+        llm.reset()
+        llm.eval(prompt[:8])  # warm-up
+        llm.reset()
+        llama_cpp.llama_perf_context_reset(ctx)
+        t, c0 = time.perf_counter(), time.process_time()
+        llm.eval(prompt)
         tok = int(np.argmax(last_logits()))
-        toks.append(tok)
-        steps.append(time.perf_counter() - mark)
-        mark = time.perf_counter()
-    dec, c2 = time.perf_counter() - t, time.process_time()
-    perf = llama_cpp.llama_perf_context(ctx)
-    llm.close()
-    return {"prefill_tok_s": len(prompt) / prefill, "decode_tok_s": (new - 1) / dec, "decode_ms_per_token": 1e3 * dec / (new - 1),
-            "cpu_prefill_ms": 1e3 * (c1 - c0), "cpu_decode_ms_per_token": 1e3 * (c2 - c1) / (new - 1),
-            "perf_eval_ms_per_token": perf.t_eval_ms / max(perf.n_eval, 1), "tokens": toks, "fastest_ms": 1e3 * min(steps)}
+        prefill, c1 = time.perf_counter() - t, time.process_time()
+        toks, steps = [tok], []
+        t = mark = time.perf_counter()
+        for _ in range(new - 1):
+            llm.eval([tok])
+            tok = int(np.argmax(last_logits()))
+            toks.append(tok)
+            steps.append(time.perf_counter() - mark)
+            mark = time.perf_counter()
+        dec, c2 = time.perf_counter() - t, time.process_time()
+        perf = llama_cpp.llama_perf_context(ctx)
+        return {"prefill_tok_s": len(prompt) / prefill, "decode_tok_s": (new - 1) / dec, "decode_ms_per_token": 1e3 * dec / (new - 1),
+                "cpu_prefill_ms": 1e3 * (c1 - c0), "cpu_decode_ms_per_token": 1e3 * (c2 - c1) / (new - 1),
+                "perf_eval_ms_per_token": perf.t_eval_ms / max(perf.n_eval, 1), "tokens": toks, "fastest_ms": 1e3 * min(steps)}
+
+    return run
 
 
 def profile_openvino(path: Path, threads: int, prompt: list[int], new: int, int8: bool, runs: int = 40) -> list[tuple[str, int, float]]:
@@ -161,12 +180,18 @@ def profile_openvino(path: Path, threads: int, prompt: list[int], new: int, int8
     return sorted(((k, len(v), sum(v)) for k, v in by.items()), key=lambda r: -r[2])
 
 
-def best(rounds: int, fn, *args) -> dict:
-    """The fastest of ``rounds`` runs of ``fn(*args)`` (by decode time), with the best prefill of them."""
-    rows = [fn(*args) for _ in range(max(rounds, 1))]
-    out = min(rows, key=lambda r: r["decode_ms_per_token"])
-    out["prefill_tok_s"] = max(r["prefill_tok_s"] for r in rows)
-    out["fastest_ms"] = min(r["fastest_ms"] for r in rows)
+def interleaved(runners: dict[str, Runner], rounds: int, prompt: list[int], new: int) -> dict[str, dict]:
+    """``rounds`` rounds of every runner, the order rotated each round; per engine its median round by decode time,
+    with the best prefill and the fastest single token of all its rounds."""
+    names, got = list(runners), {name: [] for name in runners}
+    for r in range(max(rounds, 1)):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            got[name].append(runners[name](prompt, new))
+    out = {}
+    for name, rows in got.items():
+        rows.sort(key=lambda row: row["decode_ms_per_token"])
+        out[name] = {**rows[(len(rows) - 1) // 2], "prefill_tok_s": max(row["prefill_tok_s"] for row in rows),
+                     "fastest_ms": min(row["fastest_ms"] for row in rows)}
     return out
 
 
@@ -245,17 +270,22 @@ def main() -> None:
                           f"{r['cpu_decode_ms_per_token']:.2f} ms/token{extra}, fastest token {r['fastest_ms']:.2f} ms); "
                           f"load {os.getloadavg()[0]:.1f}", flush=True)
 
+                runners: dict[str, Runner] = {}
                 if have_llamacpp:
-                    add("llama.cpp", best(args.rounds, bench_llamacpp, *run))
+                    runners["llama.cpp"] = llamacpp_runner(path, threads, len(prompt) + args.new)
                 for backend in args.backends.split(","):
                     modes = args.modes.split(",") if qtype in ("Q8_0", "Q4_0") else ["exact"]
                     for mode in modes:
                         for label, cfg in [("", None), *ov_configs] if backend == "openvino" else [("", None)]:
-                            r = best(args.rounds, bench_rlx, *run, backend, mode == "int8x", cfg)
-                            r["bound_ms_per_token"] = 1e3 * r["weight_bytes"] / bw
-                            add(f"rlx-{backend}" + ("-int8x" if mode == "int8x" else "") + (f"-{label}" if label else ""), r)
+                            name = f"rlx-{backend}" + ("-int8x" if mode == "int8x" else "") + (f"-{label}" if label else "")
+                            runners[name] = rlx_runner(path, threads, prompt, backend, mode == "int8x", cfg)
                 if not args.no_transformers:
-                    add("transformers-eager", best(args.rounds, bench_transformers, *run))
+                    runners["transformers-eager"] = transformers_runner(path, threads)
+                for engine, r in interleaved(runners, args.rounds, prompt, args.new).items():
+                    if "weight_bytes" in r:
+                        r["bound_ms_per_token"] = 1e3 * r["weight_bytes"] / bw
+                    add(engine, r)
+                del runners  # the engines' sessions and weights, before the next thread count's
                 if args.profile and qtype in ("Q8_0", "Q4_0") and importlib.util.find_spec("openvino"):
                     table = profile_openvino(*run, int8=True)
                     print(f"  openvino int8x decode step, threads={threads} (per-node minimum over 40 runs): "

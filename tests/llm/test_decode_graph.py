@@ -82,14 +82,40 @@ def test_onnxruntime_decode_step_node_count(small, tmp_path):
     assert len(ops) <= 45 * layers + 10, len(ops)
 
 
-def test_auto_backend_for_int8_activations(small):
-    """backend="auto" takes openvino for the int8-activation path when it is installed (faster there), onnxruntime
-    (or numpy) otherwise and for the exact path."""
+def test_auto_backend(small):
+    """backend="auto" takes onnxruntime when it is installed (numpy otherwise), for the exact and the int8-activation
+    paths (the faster engine for both on the benchmark model, docs/llm.md)."""
     import importlib.util
 
     from rlx.llm import default_backend
 
-    have = {name: importlib.util.find_spec(name) is not None for name in ("openvino", "onnxruntime")}
-    exact = "onnxruntime" if have["onnxruntime"] else "numpy"
-    assert load_gguf(small).backend == default_backend() == exact
-    assert load_gguf(small, int8_activations=True).backend == ("openvino" if have["openvino"] else exact)
+    want = "onnxruntime" if importlib.util.find_spec("onnxruntime") is not None else "numpy"
+    assert load_gguf(small).backend == default_backend() == want
+    assert load_gguf(small, int8_activations=True).backend == want
+
+
+def test_onnxruntime_cached_decode_step_node_count(small, tmp_path):
+    """The cached decode step: one GroupQueryAttention per layer in onnxruntime's optimized graph (its present caches
+    the graph's outputs, so the backend can bind them to the input caches), about 14 nodes per layer in all."""
+    ort = pytest.importorskip("onnxruntime")
+    import onnx
+
+    from rlx.backends.ort_backend import export_for_session
+    from rlx.llm.graphs import build_decode_cached
+
+    m = load_gguf(small, backend="onnxruntime")
+    assert m.cached
+    g = build_decode_cached(m.config, m.weights, 256)
+    names = set(g.params())
+    proto = export_for_session(g, {k: v for k, v in m.weights.arrays.items() if k in names}, engine="onnxruntime")
+    opts = ort.SessionOptions()
+    opts.optimized_model_filepath = str(tmp_path / "opt.onnx")
+    opts.log_severity_level = 3
+    ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    optimized = onnx.load(str(tmp_path / "opt.onnx"))
+    ops = [n.op_type for n in optimized.graph.node]
+    layers = m.config.n_layers
+    assert ops.count("GroupQueryAttention") == layers and ops.count("MatMulNBits") == 4 * layers + 1
+    presents = {o for n in optimized.graph.node if n.op_type == "GroupQueryAttention" for o in n.output[1:]}
+    assert presents == {o.name for o in optimized.graph.output[1:]}
+    assert len(ops) <= 15 * layers + 10, len(ops)

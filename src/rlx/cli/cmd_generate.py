@@ -114,7 +114,7 @@ def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser)
     p.add_argument("--ignore-eos", action="store_true", help="do not stop at the file's end-of-sequence token")
     p.add_argument("--backend", default="auto", metavar="NAME",
                    help="a registered backend; auto (default): onnxruntime when installed (Q4_0 / Q8_0 weights stay packed), "
-                        "else numpy (the reference executor); with --int8-activations, openvino first when installed")
+                        "else numpy (the reference executor)")
     p.add_argument("--int8-activations", action="store_true",
                    help="Q4_0 / Q8_0 matmuls take int8 activation blocks (llama.cpp's scheme; integer kernels on onnxruntime "
                         "and openvino)")

@@ -14,13 +14,12 @@ from rlx.llm.model import LlmModel, check_vocab
 __all__ = ["GgufError", "LlmConfig", "LlmModel", "default_backend", "load_gguf"]
 
 
-def default_backend(int8_activations: bool = False) -> str:
-    """onnxruntime when installed (packed Q4_0 / Q8_0 kernels, low per-call overhead), else the numpy executor; with
-    ``int8_activations``, openvino first when installed: it runs the same graphs' int8-activation matmuls in ~30%
-    less CPU time per decoded token and prefills ~2x faster (docs/llm.md), and its 4-bit kernels always quantize
-    activations, which is that path's semantics but not the exact one's."""
-    if int8_activations and importlib.util.find_spec("openvino") is not None:
-        return "openvino"
+def default_backend() -> str:
+    """onnxruntime when installed (packed Q4_0 / Q8_0 kernels, one fused attention kernel per layer that appends to
+    the cache in place, low per-call overhead), else the numpy executor. For both paths: measured on an AVX2 x86-64
+    CPU (docs/llm.md, "Benchmarks"), onnxruntime decoded the benchmark model 1.2-1.9x faster than openvino at Q4_0
+    and 0.9-1.2x at Q8_0, 1 and 2 threads (``int8_activations``; openvino's 4-bit kernels need AVX-512 to be fast);
+    openvino stays one ``backend="openvino"`` away."""
     return "onnxruntime" if importlib.util.find_spec("onnxruntime") is not None else "numpy"
 
 
@@ -39,10 +38,8 @@ def load_gguf(path: str | os.PathLike[str], backend: str = "auto", *, int8_activ
     check_vocab(f, c)
     auto = backend == "auto"
     if auto:
-        backend = default_backend(int8_activations)
+        backend = default_backend()
     w = load_weights(f, c)
     w.x_quant = "q8_block" if int8_activations else "none"
-    fallback = None
-    if auto:  # openvino -> onnxruntime -> numpy, for graphs an engine cannot compile
-        fallback = "onnxruntime" if backend == "openvino" and default_backend() == "onnxruntime" else "numpy"
+    fallback = "numpy" if auto else None  # for graphs the engine cannot compile
     return LlmModel(f, c, w, backend=backend, options=options, fallback=fallback)

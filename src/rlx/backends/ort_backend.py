@@ -24,7 +24,7 @@ re-wrapped each call; the plain ``session.run`` is cheaper for everything else. 
 the result there and ``run`` returns that array. Only for outputs whose ONNX node updates that input in place
 (onnxruntime's GroupQueryAttention appends to its past cache when present and past share a buffer:
 ``cached_attention`` exported for onnxruntime), where no copy of the whole input is made per call. The other
-cache results of such nodes (:func:`appended_caches`) get the same binding to a copy of their input made for the
+cache results of such nodes (:func:`updated_inputs`) get the same binding to a copy of their input made for the
 call: GroupQueryAttention writes only the cache's filled slots into an output buffer of its own, so this keeps
 the op's result (the input's other slots unchanged) without touching the caller's array.
 """
@@ -40,7 +40,7 @@ import numpy as np
 from rlx.backends.engine import EngineExecutable, digest
 from rlx.backends.session_cache import SESSIONS
 from rlx.ir.errors import RlxError
-from rlx.ir.graph import Graph, Node
+from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.shape import TensorType
 
 __all__ = ["SLOW_CPU_FUSIONS", "OrtExecutable", "compile_ort", "coverage", "digest", "export_for_session", "node_session",
@@ -104,7 +104,7 @@ class OrtExecutable(EngineExecutable):
         super().__init__(graph, threads)
         self.inplace = self._check_inplace(dict(inplace_outputs or {}))
         #: cache results bound to a per-call copy of their input (see the module doc): output index -> input name
-        self.copied = {i: name for i, name in appended_caches(graph).items() if i not in self.inplace}
+        self.copied = {i: name for i, name in updated_inputs(graph).items() if i not in self.inplace}
         if params:
             self.set_params(params)
 
@@ -216,19 +216,23 @@ class _Binding:
             self.written_by = {}
 
 
-def appended_caches(graph: Graph) -> dict[int, str]:
-    """Output index -> input name for the cache results of ``cached_attention`` nodes that read that input as the
-    cache and whose result is that graph output: the ones the exporter hands to GroupQueryAttention's shared
-    past / present buffer (:mod:`rlx.backends.onnx.export_kv_attention`)."""
+def updated_inputs(graph: Graph) -> dict[int, str]:
+    """Output index -> input name for the results of ops that update an operand (:data:`rlx.ir.flags.UPDATES_OPERANDS`:
+    result r is operand r with some entries replaced) where that operand is a graph input and the result that graph
+    output: ``cached_attention``'s caches, which the exporter hands to GroupQueryAttention's shared past / present
+    buffer (:mod:`rlx.backends.onnx.export_kv_attention`)."""
+    from rlx.ir.flags import UPDATES_OPERANDS
+    from rlx.ir.opdef import get_op
+
     out_index = {v: i for i, v in enumerate(graph.output_ids)}
     found = {}
     for node in graph.nodes:
-        if node.op != "cached_attention":
+        if node.op == RESULT or UPDATES_OPERANDS not in get_op(node.op).flags:
             continue
-        for r in (1, 2):
-            cache = graph.node(node.inputs[r])
-            if cache.op == "input" and node.id + r in out_index:
-                found[out_index[node.id + r]] = cache.name
+        for r in range(1, node.num_results):
+            operand = graph.node(node.inputs[r])
+            if operand.op == "input" and node.id + r in out_index:
+                found[out_index[node.id + r]] = operand.name
     return found
 
 

@@ -15,6 +15,9 @@ EPILOGUE = "epilogue"
 #: degenerate camera, a bad label) or draw random numbers: control-flow lowering never runs it
 #: speculatively (``rlx.opt.lower.eager_unsafe_ops``). Floating-point overflow and NaN never count.
 EAGER_UNSAFE = "eager_unsafe"
+#: Result r >= 1 is operand r with some of its entries replaced (same type; a KV-cache append): an engine may write it
+#: into the operand's own buffer (``rlx.backends.ort_backend.updated_inputs`` binds it there).
+UPDATES_OPERANDS = "updates_operands"
 #: The operands broadcast implicitly (NumPy rules); ``rlx.opt.legalize`` makes it explicit for
 #: backends that need equal shapes.
 BROADCASTS = "broadcasts"

@@ -18,7 +18,7 @@ import numpy as np
 from rlx.ir.attrs import AttrSpec
 from rlx.ir.dtype import DType
 from rlx.ir.errors import RlxError, ShapeError
-from rlx.ir.flags import BLAS
+from rlx.ir.flags import BLAS, UPDATES_OPERANDS
 from rlx.ir.opdef import Dims, defop
 from rlx.ir.shape import Shape, TensorType
 from rlx.ops import rows
@@ -105,7 +105,7 @@ defop(
                          doc="rotated pairs: (2j, 2j+1) (llama.cpp's normal rope) or (j, j + D/2) (NeoX)"),
         "batch_dims": BATCH_DIMS,
     },
-    infer=_type, kernel=_kernel, vjp=_NO_GRAD, jvp=_NO_GRAD, batch=_batch, macs=_macs, flags={BLAS},
+    infer=_type, kernel=_kernel, vjp=_NO_GRAD, jvp=_NO_GRAD, batch=_batch, macs=_macs, flags={BLAS, UPDATES_OPERANDS},
     doc="One decode step of grouped-query attention over a KV cache. Operands: qkv [B, S, (H + 2·KV)·D] "
     "(per token the H query heads, then the KV key heads, then the KV value heads, not yet rotated); "
     "k_cache, v_cache [B, KV, C, D] in qkv's float dtype; pos i64 [B], the slots already filled per row "

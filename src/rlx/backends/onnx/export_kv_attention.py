@@ -8,7 +8,7 @@ largest pos + S (int32); onnxruntime rejects positions past the cos / sin rows i
 present outputs hold the op's caches on slots < pos + S and zeros after them (GroupQueryAttention copies
 only the filled slots); bound in place, the later slots are the caller's, unchanged, as the op defines.
 So this form is written only where a caller can bind them: both caches are graph inputs and both cache
-results graph outputs (the onnxruntime backend binds them, :func:`rlx.backends.ort_backend.appended_caches`).
+results graph outputs (the onnxruntime backend binds them, :func:`rlx.backends.ort_backend.updated_inputs`).
 GroupQueryAttention takes several new tokens with a past only for batch 1: B > 1 with S > 1 (and f64) is
 exported as below.
 

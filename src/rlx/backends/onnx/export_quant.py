@@ -7,6 +7,13 @@ integer kernels: the fast path); without it Q4_0 runs at accuracy_level 0 (float
 float-compute kernel measured 25x slower than an f32 MatMul (onnxruntime 1.32, K=768, N=32000), and the other GGUF
 schemes are decoded once, here, into an f32 ``MatMul`` initializer (4 bytes per weight, never a per-run decode). An
 unbound packed weight (a graph input) cannot be repacked and is refused.
+
+For onnxruntime, a gguf_q8_0 matmul with ``x_quant='q8_block'`` and at least :data:`Q8_ROWS_AS_F32` static rows of x
+(an LLM prefill) is written as the int8 block round trip of x in ONNX ops and an f32 MatMul of the decoded weight:
+the op's products (up to f32 summation order; the kernel also rounds exact ties to even, docs/backends.md), faster at
+128 rows on AVX2: a 128-token prefill of the benchmark model (onnxruntime 1.32, interleaved) 339 -> 408 tok/s at 1
+thread, 493 -> 544 at 2 (the 8-bit integer kernel is slow at many rows; the f32 weight costs 4 bytes per weight in
+the prefill's session, as the exact path's does).
 """
 
 from __future__ import annotations
@@ -15,9 +22,11 @@ import numpy as np
 
 from rlx.backends.onnx.exporter import REFUSED, exporter
 from rlx.ir.onnx_format import OnnxUnsupported
-from rlx.ops.dequant import decode_packed, gguf_block
+from rlx.ops.dequant import X_QUANT_BLOCK, decode_packed, gguf_block
 
 MS_DOMAIN = "com.microsoft"
+#: rows of x from which onnxruntime runs an int8-activation gguf_q8_0 matmul as the f32 form (see the module doc)
+Q8_ROWS_AS_F32 = 16
 
 
 def _q4_0_blobs(raw: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -56,6 +65,10 @@ def _dequant_matmul(ex, node, ins):
     n = raw.size // nbytes * elems // k
     x_dt = ex.g.node(node.inputs[0]).dtype
     int8_x = node.attrs["x_quant"] == "q8_block"
+    rows = ex.g.node(node.inputs[0]).shape[0]
+    if int8_x and scheme == "gguf_q8_0" and ex.engine == "onnxruntime" and isinstance(rows, int) and rows >= Q8_ROWS_AS_F32:
+        w_t = np.ascontiguousarray(decode_packed(raw, scheme).reshape(n, k).T).astype(np.float32)
+        return ex.node("MatMul", [_q8_block_roundtrip(ex, ins[0], k), ex.const(w_t)])
     if scheme in _NBITS and x_dt.numpy == np.float32 and (int8_x or scheme == "gguf_q4_0"):
         bits, repack = _NBITS[scheme]
         blobs, scales = repack(raw, n)
@@ -66,6 +79,21 @@ def _dequant_matmul(ex, node, ins):
                               f"gguf_q8_0 with f32 x only, not {scheme} / {x_dt}")
     w_t = np.ascontiguousarray(decode_packed(raw, scheme).reshape(n, k).T).astype(x_dt.numpy)
     return ex.node("MatMul", [ins[0], ex.const(w_t)])
+
+
+def _q8_block_roundtrip(ex, x: str, k: int) -> str:
+    """:func:`rlx.ops.dequant.q8_block_roundtrip` in ONNX ops: per 32 elements along K, s = max|x|/127,
+    clip(round half away from zero(x / s), -127, 127)·s (0 where s is 0)."""
+    f32 = np.float32
+    blocks = ex.node("Reshape", [x, ex.ints([0, k // X_QUANT_BLOCK, X_QUANT_BLOCK])])
+    s = ex.node("Div", [ex.node("ReduceMax", [ex.node("Abs", [blocks]), ex.ints([-1])], keepdims=1),
+                        ex.const(np.array(127, f32))])
+    nonzero = ex.node("Greater", [s, ex.const(np.array(0, f32))])
+    scaled = ex.node("Div", [blocks, ex.node("Where", [nonzero, s, ex.const(np.array(1, f32))])])
+    rounded = ex.node("Mul", [ex.node("Sign", [scaled]),
+                              ex.node("Floor", [ex.node("Add", [ex.node("Abs", [scaled]), ex.const(np.array(0.5, f32))])])])
+    q = ex.node("Clip", [rounded, ex.const(np.array(-127, f32)), ex.const(np.array(127, f32))])
+    return ex.node("Reshape", [ex.node("Mul", [q, s]), ex.ints([0, k])])
 
 
 REFUSED.pop("dequant_matmul", None)

@@ -117,7 +117,9 @@ defop(
     "new caches: softmax over them of scale·q·k (scale None: D**-0.5), the weighted sum of v rows, heads "
     "concatenated. Results (out [B, S, H·D] in qkv's dtype, k_cache_new, v_cache_new). pos < 0, "
     "pos + S > C or pos + S > P is an RlxError at run time. Not differentiable (AutodiffError); "
-    "batch_dims leading axes on every operand are mapped over (vmap). Exported for onnxruntime it is one "
-    "GroupQueryAttention node, which returns zeros in the cache slots >= pos + S unless its present "
-    "outputs are bound to the cache buffers (then it appends in place and those slots are unchanged).",
+    "batch_dims leading axes on every operand are mapped over (vmap). Exported for onnxruntime, where both "
+    "caches are graph inputs and both cache results graph outputs, it is one GroupQueryAttention node, which "
+    "appends in place when a present output is bound to its cache's buffer (and leaves zeros in slots >= pos + S "
+    "when unbound): the onnxruntime backend binds them, to the caller's array with inplace_outputs, else to a "
+    "copy made for the call.",
 )

@@ -23,6 +23,12 @@ from rlx.ops.numerics import philox_f32, sample_rows
 CAPACITY_BUCKETS = (*(b for k in range(7, 16) for b in (1 << k, 3 << (k - 1))), 65536)
 #: backends that run the prefill graph with a symbolic length; the others get static lengths of these buckets
 SYMBOLIC_PREFILL = frozenset({"numpy"})
+#: onnxruntime session settings of the LLM graphs (a caller's ``config=`` entries win): the intra-op pool's workers spin
+#: 2 ms before they sleep, through the ~0.1 ms of Python between decode steps, as llama.cpp's threads do. With the
+#: default short spin the benchmark model's Q4_0 step at 2 threads had llama.cpp's median per token but a tail (p99
+#: 11-13 ms, mean 4.0-4.6 ms); spinning: p99 4.2-5.2 ms, mean 3.5-3.9 ms (docs/llm.md). Idle cores burn while a
+#: generate runs, never after it.
+ORT_SPIN = {"session.intra_op.spin_duration_us": "2000", "session.intra_op.spin_backoff_max": "1"}
 #: backends whose decode step is the cached form (:func:`rlx.llm.graphs.build_decode_cached`): one fused kernel per
 #: layer for rope + cache append + attention, appending in place (onnxruntime's GroupQueryAttention); the benchmark
 #: model's Q4_0 step: 564 -> 320 onnxruntime nodes, 0.4-0.6 ms less per token at 1 and 2 threads (docs/llm.md)
@@ -73,7 +79,8 @@ class LlmModel:
             if self.backend == "onnxruntime":  # the KV cache bound once; the cached step's new caches written into it
                 cached = graph.name.startswith("llm_decode_cached")
                 inplace = {1 + 2 * i + j: f"{kind}{i}" for i in range(self.config.n_layers) for j, kind in enumerate("kv")}
-                options = {"bind_inputs": True, **({"inplace_outputs": inplace} if cached else {}), **self.options}
+                options = {"bind_inputs": True, **({"inplace_outputs": inplace} if cached else {}), **self.options,
+                           "config": {**ORT_SPIN, **dict(self.options.get("config") or {})}}
             return rlx_compile(graph, backend=self.backend, params=params, **options)
         except (RlxError, ValueError, MemoryError) as exc:  # e.g. an onnxruntime model past protobuf's 2 GB
             if self.fallback is None or self.fallback == self.backend:

@@ -203,17 +203,15 @@ class _Binding:
         self.session, self.binding, self.inplace = session, session.io_binding(), inplace
         self.wrapped: dict[str, np.ndarray] = {}
         self.names = tuple(o.name for o in session.get_outputs())
-        self.written_by: dict[str, list[int]] = {}
-        for i, name in inplace.items():
-            self.written_by.setdefault(name, []).append(i)
-        types = [v.node.type for v in graph.outputs]
+        self.written_by: dict[str, list[int]] = {}  # kept mode only; otherwise every output is bound before each run
         self.kept: dict[int, np.ndarray] | None = None
-        if inplace and all(types[i].shape.is_static for i in range(len(types)) if i not in inplace):
-            self.kept = {i: np.empty(tuple(types[i].shape), types[i].dtype.numpy) for i in range(len(types)) if i not in inplace}
+        others = [(i, v.node.type) for i, v in enumerate(graph.outputs) if i not in inplace]
+        if inplace and all(t.shape.is_static for _, t in others):
+            self.kept = {i: np.empty(tuple(t.shape), t.dtype.numpy) for i, t in others}
             for i, buf in self.kept.items():
                 self.binding.bind_ortvalue_output(self.names[i], _ort().OrtValue.ortvalue_from_numpy(buf))
-        else:  # the in-place outputs are bound with the others before each run
-            self.written_by = {}
+            for i, name in inplace.items():
+                self.written_by.setdefault(name, []).append(i)
 
 
 def updated_inputs(graph: Graph) -> dict[int, str]:

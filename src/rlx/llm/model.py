@@ -67,7 +67,8 @@ class LlmModel:
         self.cached = backend in CACHED_DECODE and cached_decode_applies(config, weights)
 
     # ----------------------------------------------------------------- compiled graphs
-    def _compile(self, graph: Any) -> Any:
+    def _compile(self, graph: Any, inplace: dict[int, str] | None = None) -> Any:
+        """``graph`` compiled on the model's backend; ``inplace``: outputs the onnxruntime backend writes into inputs."""
         from rlx.runtime.compile import compile as rlx_compile
 
         if self.backend != "numpy":
@@ -77,9 +78,7 @@ class LlmModel:
         try:
             options = self.options
             if self.backend == "onnxruntime":  # the KV cache bound once; the cached step's new caches written into it
-                cached = graph.name.startswith("llm_decode_cached")
-                inplace = {1 + 2 * i + j: f"{kind}{i}" for i in range(self.config.n_layers) for j, kind in enumerate("kv")}
-                options = {"bind_inputs": True, **({"inplace_outputs": inplace} if cached else {}), **self.options,
+                options = {"bind_inputs": True, **({"inplace_outputs": inplace} if inplace else {}), **self.options,
                            "config": {**ORT_SPIN, **dict(self.options.get("config") or {})}}
             return rlx_compile(graph, backend=self.backend, params=params, **options)
         except (RlxError, ValueError, MemoryError) as exc:  # e.g. an onnxruntime model past protobuf's 2 GB
@@ -101,8 +100,12 @@ class LlmModel:
 
     def decode_executable(self, capacity: int) -> Any:
         if capacity not in self._decode:
-            build = build_decode_cached if self.cached else build_decode
-            self._decode[capacity] = self._compile(build(self.config, self.weights, capacity))
+            c = self.config
+            if self.cached:  # outputs 1.. are the layers' new keys and values, written into the input caches
+                inplace = {1 + 2 * i + j: f"{kind}{i}" for i in range(c.n_layers) for j, kind in enumerate("kv")}
+                self._decode[capacity] = self._compile(build_decode_cached(c, self.weights, capacity), inplace)
+            else:
+                self._decode[capacity] = self._compile(build_decode(c, self.weights, capacity))
         return self._decode[capacity]
 
     def _tables(self, n: int) -> dict[str, np.ndarray]:

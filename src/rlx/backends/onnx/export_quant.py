@@ -65,11 +65,11 @@ def _dequant_matmul(ex, node, ins):
     n = raw.size // nbytes * elems // k
     x_dt = ex.g.node(node.inputs[0]).dtype
     int8_x = node.attrs["x_quant"] == "q8_block"
-    rows = ex.g.node(node.inputs[0]).shape[0]
-    if int8_x and scheme == "gguf_q8_0" and ex.engine == "onnxruntime" and isinstance(rows, int) and rows >= Q8_ROWS_AS_F32:
-        w_t = np.ascontiguousarray(decode_packed(raw, scheme).reshape(n, k).T).astype(np.float32)
-        return ex.node("MatMul", [_q8_block_roundtrip(ex, ins[0], k), ex.const(w_t)])
-    if scheme in _NBITS and x_dt.numpy == np.float32 and (int8_x or scheme == "gguf_q4_0"):
+    rows, f32_x = ex.g.node(node.inputs[0]).shape[0], x_dt.numpy == np.float32
+    if (int8_x and f32_x and scheme == "gguf_q8_0" and ex.engine == "onnxruntime" and isinstance(rows, int)
+            and rows >= Q8_ROWS_AS_F32):
+        return ex.node("MatMul", [_q8_block_roundtrip(ex, ins[0], k), ex.const(_decoded_t(raw, scheme, n, k, np.float32))])
+    if scheme in _NBITS and f32_x and (int8_x or scheme == "gguf_q4_0"):
         bits, repack = _NBITS[scheme]
         blobs, scales = repack(raw, n)
         return ex.node("MatMulNBits", [ins[0], ex.const(blobs), ex.const(scales)], domain=MS_DOMAIN, K=k, N=n, bits=bits,
@@ -77,8 +77,12 @@ def _dequant_matmul(ex, node, ins):
     if int8_x:
         raise OnnxUnsupported(f"node %{node.id} (dequant_matmul): x_quant='q8_block' maps to MatMulNBits for gguf_q4_0 / "
                               f"gguf_q8_0 with f32 x only, not {scheme} / {x_dt}")
-    w_t = np.ascontiguousarray(decode_packed(raw, scheme).reshape(n, k).T).astype(x_dt.numpy)
-    return ex.node("MatMul", [ins[0], ex.const(w_t)])
+    return ex.node("MatMul", [ins[0], ex.const(_decoded_t(raw, scheme, n, k, x_dt.numpy))])
+
+
+def _decoded_t(raw: np.ndarray, scheme: str, n: int, k: int, dtype: np.dtype) -> np.ndarray:
+    """The packed weight decoded once, as the [K, N] MatMul operand."""
+    return np.ascontiguousarray(decode_packed(raw, scheme).reshape(n, k).T).astype(dtype)
 
 
 def _q8_block_roundtrip(ex, x: str, k: int) -> str:

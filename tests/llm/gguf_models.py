@@ -50,8 +50,10 @@ def _quantized(rng: np.random.Generator, w: np.ndarray, qtype: str) -> np.ndarra
 def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: int = 300, d: int = 64, layers: int = 2,
                 heads: int = 4, kv_heads: int = 2, ff: int = 96, seed: int = 0, qk_norm: bool | None = None,
                 tie: bool = False, extra: dict | None = None, tensors: dict[str, np.ndarray] | None = None,
-                tokenizer: str = "llama", embed_std: float = 1.0) -> Path:
-    """Write a random-weight model; matmul weights in ``qtype`` (norms, biases, embedding F32)."""
+                tokenizer: str = "llama", embed_std: float = 1.0, tokens: list[str] | None = None, pre: str = "qwen2") -> Path:
+    """Write a random-weight model; matmul weights in ``qtype`` (norms, biases, embedding F32). ``tokens``: a
+    sentencepiece vocabulary of ``vocab`` pieces, scored best-first (default: the toy one of :func:`_tokens`);
+    ``pre``: a byte-level vocabulary's pre-tokenizer name."""
     from gguf import GGMLQuantizationType, GGUFWriter
 
     rng = np.random.default_rng(seed)
@@ -73,7 +75,7 @@ def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: i
         getattr(w, key)(value)
     w.add_tokenizer_model(tokenizer)
     if tokenizer == "llama":  # SentencePiece-style: <unk> <s> </s>, byte fallback pieces, letters
-        w.add_token_list(_tokens(vocab))
+        w.add_token_list(tokens or _tokens(vocab))
         w.add_token_scores([-float(i) for i in range(vocab)])
         w.add_token_types([2, 3, 3] + [6] * 256 + [1] * (vocab - 259))
         w.add_bos_token_id(1)
@@ -84,7 +86,7 @@ def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: i
         w.add_token_list(toks)
         w.add_token_types([1] * (vocab - 1) + [3])
         w.add_token_merges(BPE_MERGES)
-        w.add_tokenizer_pre("qwen2")
+        w.add_tokenizer_pre(pre)
         w.add_eos_token_id(vocab - 1)
 
     def f32(name: str, shape: tuple[int, ...], scale: float = 0.02, offset: float = 0.0) -> None:

@@ -1,45 +1,17 @@
 """``rlx generate MODEL.gguf``: text (or token ids) in, generated tokens out, through rlx.llm's compiled graphs.
 
-``--prompt`` is tokenized with the file's own vocabulary by transformers' GGUF tokenizer conversion (no tokenizer is
-written here); the new text streams to stdout as tokens arrive; ``--json`` prints one rlx.generate document instead.
+``--prompt`` is tokenized with the file's own vocabulary as llama.cpp tokenizes it (:class:`rlx.llm.GgufTokenizer`);
+the new text streams to stdout as tokens arrive; ``--json`` prints one rlx.generate document instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from rlx.cli import common
 from rlx.cli.common import UsageError
 from rlx.cli.output import emit_json
-from rlx.ir.errors import RlxError
-
-
-class _Tokenizer:
-    """The file's vocabulary as a ``tokenizers.Tokenizer`` built by transformers' GGUF tokenizer conversion."""
-
-    def __init__(self, path: str, model: Any):
-        try:
-            from transformers.integrations.gguf.gguf_tokenizer_mapping import convert_gguf_tokenizer
-            from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
-        except ImportError as exc:
-            raise RlxError("--prompt needs transformers (>= 5) to read the file's vocabulary; or pass --prompt-ids") from exc
-        try:
-            info = load_gguf_checkpoint(path, return_tensors=False)
-            self.tok, _ = convert_gguf_tokenizer(info["config"]["model_type"], info["tokenizer"])
-        except Exception as exc:  # the library's own failure on this vocabulary
-            raise RlxError(f"{path}: cannot build a tokenizer from the file's vocabulary ({type(exc).__name__}: {exc})") from None
-        c = model.config
-        add_bos = model.file.get("tokenizer.ggml.add_bos_token", c.arch in ("llama", "mistral"))
-        self.bos = c.bos if add_bos else None
-
-    def encode(self, text: str) -> list[int]:
-        ids = list(self.tok.encode(text, add_special_tokens=False).ids)
-        return [self.bos, *ids] if self.bos is not None and ids[:1] != [self.bos] else ids
-
-    def decode(self, ids: list[int]) -> str:
-        return self.tok.decode(ids, skip_special_tokens=True)
 
 
 def _ids(text: str) -> list[int]:
@@ -53,7 +25,7 @@ def _ids(text: str) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rlx.llm import load_gguf
+    from rlx.llm import GgufTokenizer, load_gguf
 
     if (args.prompt is None) == (args.prompt_ids is None):
         raise UsageError("give exactly one of --prompt and --prompt-ids")
@@ -61,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("need --temperature >= 0, 0 < --top-p <= 1, --top-k >= 0, --max-new-tokens >= 0")
     given = _ids(args.prompt_ids) if args.prompt_ids is not None else None
     model = load_gguf(args.file, backend=args.backend, int8_activations=args.int8_activations)
-    tok = _Tokenizer(args.file, model) if args.prompt is not None or not args.json else None
+    tok = GgufTokenizer(model.file) if args.prompt is not None or not args.json else None
     ids: list[int]
     if args.prompt is not None:
         assert tok is not None
@@ -76,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     def stream(token: int, new: list[int] = []) -> None:  # noqa: B006  (the ids generated so far)
         assert tok is not None
         new.append(token)
-        text = tok.decode(new)
+        text = tok.decode(new, after=ids)
         if text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for its next bytes
             return
         sys.stdout.write(text[len(state["text"]):])
@@ -92,19 +64,21 @@ def run(args: argparse.Namespace) -> int:
                 "tokens": tokens, "prefill_ms": st["prefill_ms"], "decode_tokens_per_s": st["decode_tokens_per_s"],
                 "decode_tokens": st["decode_tokens"]}
         if tok is not None:
-            body["text"] = tok.decode(tokens)
+            body["text"] = tok.decode(tokens, after=ids)
         emit_json("generate", body)
     else:
         if tok is not None:
-            sys.stdout.write(tok.decode(tokens)[len(state["text"]):])
+            sys.stdout.write(tok.decode(tokens, after=ids)[len(state["text"]):])
         sys.stdout.write("\n")
     return 0
 
 
 def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
-    p = common.command_parser(sub, parent, "generate", run, "generate tokens from a GGUF language model (llama, mistral, qwen2, qwen3)",
+    p = common.command_parser(sub, parent, "generate", run,
+                              "generate tokens from a GGUF language model (llama, mistral, qwen2, qwen3, gemma 1-3)",
                               file_help="a GGUF model file (llama.cpp's format)")
-    p.add_argument("--prompt", default=None, help="prompt text, tokenized with the file's own vocabulary (needs transformers)")
+    p.add_argument("--prompt", default=None,
+                   help="prompt text, tokenized with the file's vocabulary as llama.cpp does (needs transformers)")
     p.add_argument("--prompt-ids", default=None, metavar="1,2,3", help="prompt as comma-separated token ids")
     p.add_argument("--max-new-tokens", type=int, default=32, metavar="N", help="tokens to generate at most (default 32)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); else sample")

@@ -10,8 +10,9 @@ from rlx.frontends.gguf import GgufError, read_gguf
 from rlx.llm.config import LlmConfig, check_tensors, config_from_gguf
 from rlx.llm.graphs import load_weights
 from rlx.llm.model import LlmModel, check_vocab
+from rlx.llm.tokenizer import GgufTokenizer
 
-__all__ = ["GgufError", "LlmConfig", "LlmModel", "default_backend", "load_gguf"]
+__all__ = ["GgufError", "GgufTokenizer", "LlmConfig", "LlmModel", "default_backend", "load_gguf"]
 
 
 def default_backend() -> str:

@@ -50,10 +50,12 @@ def _quantized(rng: np.random.Generator, w: np.ndarray, qtype: str) -> np.ndarra
 def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: int = 300, d: int = 64, layers: int = 2,
                 heads: int = 4, kv_heads: int = 2, ff: int = 96, seed: int = 0, qk_norm: bool | None = None,
                 tie: bool = False, extra: dict | None = None, tensors: dict[str, np.ndarray] | None = None,
-                tokenizer: str = "llama", embed_std: float = 1.0, tokens: list[str] | None = None, pre: str = "qwen2") -> Path:
+                tokenizer: str = "llama", embed_std: float = 1.0, tokens: list[str] | None = None, pre: str = "qwen2",
+                merges: list[str] | None = None) -> Path:
     """Write a random-weight model; matmul weights in ``qtype`` (norms, biases, embedding F32). ``tokens``: a
     sentencepiece vocabulary of ``vocab`` pieces, scored best-first (default: the toy one of :func:`_tokens`);
-    ``pre``: a byte-level vocabulary's pre-tokenizer name."""
+    ``pre`` / ``merges``: a byte-level vocabulary's pre-tokenizer name and merges (default :data:`BPE_MERGES`; the
+    merged pieces follow the 256 bytes in merge order)."""
     from gguf import GGMLQuantizationType, GGUFWriter
 
     rng = np.random.default_rng(seed)
@@ -81,11 +83,12 @@ def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: i
         w.add_bos_token_id(1)
         w.add_eos_token_id(2)
     else:  # "gpt2": byte-level BPE (qwen2's kind), the end-of-text token last
-        toks = [*_byte_level_tokens(), "he", "ll", "hell", "hello"]
+        merges = merges or BPE_MERGES
+        toks = [*_byte_level_tokens(), *(m.replace(" ", "") for m in merges)]
         toks += [f"x{i}" for i in range(vocab - len(toks) - 1)] + ["<|endoftext|>"]
         w.add_token_list(toks)
         w.add_token_types([1] * (vocab - 1) + [3])
-        w.add_token_merges(BPE_MERGES)
+        w.add_token_merges(merges)
         w.add_tokenizer_pre(pre)
         w.add_eos_token_id(vocab - 1)
 

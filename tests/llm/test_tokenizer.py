@@ -67,6 +67,21 @@ def test_byte_level_bos_follows_the_pre_tokenizer(tmp_path, pre, bos):
     assert tok.encode("hello hell") == [299] * bos + [259, 32, 258]
 
 
+#: "1000000" under each pre-tokenizer with the merges "0 0", "00 0" (ids: bytes 0-255, then "00" 256, "000" 257)
+DIGITS = {
+    "gpt-2": [49, 256, 256, 256],  # one piece (" ?\p{N}+"): 1 00 00 00 (pairs merge left to right)
+    "default": [49, 256, 257, 48],  # cut into 100 | 000 | 0 by "[0-9][0-9][0-9]"
+    "smollm": [49] + [48] * 6,  # every digit its own piece (starcoder's rule)
+    "qwen2": [49] + [48] * 6,
+}
+
+
+@pytest.mark.parametrize("pre", sorted(DIGITS))
+def test_byte_level_splits_digits_as_llama_cpp(tmp_path, pre):
+    path = write_model(tmp_path / "d.gguf", arch="qwen2", tokenizer="gpt2", pre=pre, merges=["0 0", "00 0"])
+    assert GgufTokenizer(read_gguf(path)).encode("1000000") == DIGITS[pre]
+
+
 @pytest.mark.parametrize("arch", ["llama", "gemma"])
 def test_equals_llama_cpp(tmp_path, arch):
     llama_cpp = pytest.importorskip("llama_cpp")
@@ -75,4 +90,15 @@ def test_equals_llama_cpp(tmp_path, arch):
     tok = GgufTokenizer(read_gguf(path))
     ref = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
     for text in TEXTS:
+        assert tok.encode(text) == ref.tokenize(text.encode(), add_bos=True, special=True), text
+
+
+@pytest.mark.parametrize("pre", ["gpt-2", "default", "smollm", "falcon", "stablelm2", "qwen2", "starcoder"])
+def test_byte_level_equals_llama_cpp(tmp_path, pre):
+    llama_cpp = pytest.importorskip("llama_cpp")
+    merges = ["0 0", "00 0", "1 00", "Ġ 1", "! !", "$ +", "h e", "l l", "he ll", "hell o"]
+    path = str(write_model(tmp_path / f"{pre}.gguf", arch="qwen2", tokenizer="gpt2", pre=pre, merges=merges))
+    tok = GgufTokenizer(read_gguf(path))
+    ref = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
+    for text in [*TEXTS, "x 1000000 12,000!! $+= hello 100", "a1b22 hello\n\n  hell"]:
         assert tok.encode(text) == ref.tokenize(text.encode(), add_bos=True, special=True), text

@@ -7,6 +7,8 @@ metadata rlx's reader has already validated and applies llama.cpp's rules where 
 
 - a sentencepiece vocabulary (``tokenizer.ggml.model = "llama"``) gets a space before the text unless
   ``tokenizer.ggml.add_space_prefix`` is false (gemma), also when the text already starts with one;
+- a byte-level vocabulary whose ``tokenizer.ggml.pre`` transformers has no split for (smollm, gpt-2, starcoder, …,
+  none) is split by llama.cpp's regexes for it (:data:`LLAMA_CPP_SPLITS`);
 - BOS is added when ``tokenizer.ggml.add_bos_token`` says so; without the key, for sentencepiece vocabularies and
   for byte-level ones of the llama-3 family; EOS only when ``tokenizer.ggml.add_eos_token`` says so.
 """
@@ -22,6 +24,18 @@ LLAMA3_PRE = frozenset({"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1
                         "jina-v5-nano"})
 #: sentencepiece vocabularies whose builder in transformers already spells spaces as the file does (no prefix)
 _OWN_SPACING = ("gemma", "gemma2", "gemma3", "gemma4")
+_GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
+_QWEN2 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+          r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+#: byte-level pre-tokenizers transformers' conversion has no split for: llama.cpp's regexes, applied in turn (each
+#: splits the pieces of the one before); a file without ``tokenizer.ggml.pre`` gets llama.cpp's default
+LLAMA_CPP_SPLITS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("gpt-2", "phi-2", "mpt", "olmo", "jais", "exaone4", "roberta-bpe", "mellum", "modern-bert"), (_GPT2,)),
+    **dict.fromkeys(("starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"), (r"\p{N}", _GPT2)),
+    "stablelm2": (_QWEN2,),
+    "falcon": (r"[\p{P}\$\+<=>\^~\|`]+", _GPT2, "[0-9][0-9][0-9]"),
+    "default": (r"[\p{P}\$\+<=>\^~\|]+", _GPT2, r"\p{N}+", "[0-9][0-9][0-9]"),
+}
 
 
 class GgufTokenizer:
@@ -29,7 +43,7 @@ class GgufTokenizer:
 
     def __init__(self, f: GgufFile):
         try:
-            from tokenizers import normalizers
+            from tokenizers import Regex, normalizers, pre_tokenizers
             from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_TOKENIZER_MAPPING, convert_gguf_tokenizer
         except ImportError as exc:
             raise GgufError("tokenizing text needs transformers (>= 5.24) to read the file's vocabulary") from exc
@@ -47,6 +61,10 @@ class GgufTokenizer:
             replace = normalizers.Replace(" ", "\u2581")
             self.tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), replace]) if self.space_prefix else replace
             self.tok.pre_tokenizer = None
+        splits = LLAMA_CPP_SPLITS.get(f.get("tokenizer.ggml.pre", "default")) if kind == "gpt2" else None
+        if splits:
+            self.tok.pre_tokenizer = pre_tokenizers.Sequence([*(pre_tokenizers.Split(Regex(r), behavior="isolated") for r in splits),
+                                                              pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
         default_bos = kind == "llama" or (kind == "gpt2" and f.get("tokenizer.ggml.pre") in LLAMA3_PRE)
         self.bos = _special(f, "bos", default_bos)
         self.eos = _special(f, "eos", False)

@@ -75,14 +75,15 @@ def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: i
     w.add_value_length(hd)
     for key, value in (extra or {}).items():
         getattr(w, key)(value)
-    w.add_tokenizer_model(tokenizer)
+    if tokenizer != "none":
+        w.add_tokenizer_model(tokenizer)
     if tokenizer == "llama":  # SentencePiece-style: <unk> <s> </s>, byte fallback pieces, letters
         w.add_token_list(tokens or _tokens(vocab))
         w.add_token_scores([-float(i) for i in range(vocab)])
         w.add_token_types([2, 3, 3] + [6] * 256 + [1] * (vocab - 259))
         w.add_bos_token_id(1)
         w.add_eos_token_id(2)
-    else:  # "gpt2": byte-level BPE (qwen2's kind), the end-of-text token last
+    elif tokenizer == "gpt2":  # byte-level BPE (qwen2's kind), the end-of-text token last
         merges = merges or BPE_MERGES
         toks = [*_byte_level_tokens(), *(m.replace(" ", "") for m in merges)]
         toks += [f"x{i}" for i in range(vocab - len(toks) - 1)] + ["<|endoftext|>"]

@@ -88,3 +88,16 @@ def test_byte_level_bpe_vocabulary_in_process(tmp_path, capsys):
     # ids 0-255 are the bytes, then he, ll, hell, hello: "hello" merges fully, " hell" is the space byte and "hell"
     assert doc["prompt_tokens"] == [259, 32, 258]
     assert len(doc["tokens"]) == 3 and doc["backend"] in ("onnxruntime", "numpy")
+
+
+def test_file_without_vocabulary_prints_ids(tmp_path, capsys):
+    """No tokenizer.ggml.* keys: --prompt-ids still generates; the new ids are printed (what greedy decoding of the
+    same file gives through the API), and --prompt is refused with the reason."""
+    from rlx.cli import main
+
+    path = str(write_model(tmp_path / "novocab.gguf", qtype="Q8_0", tokenizer="none"))
+    assert main(["generate", path, "--prompt-ids", "1,5,9", "--max-new-tokens", "3", "--ignore-eos"]) == 0
+    expected = load_gguf(path).generate([1, 5, 9], max_new_tokens=3, stop=[])
+    assert capsys.readouterr().out.split() == [str(t) for t in expected]
+    assert main(["generate", path, "--prompt", "hi"]) == 1
+    assert "no vocabulary" in capsys.readouterr().err

@@ -33,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("need --temperature >= 0, 0 < --top-p <= 1, --top-k >= 0, --max-new-tokens >= 0")
     given = _ids(args.prompt_ids) if args.prompt_ids is not None else None
     model = load_gguf(args.file, backend=args.backend, int8_activations=args.int8_activations)
-    tok = GgufTokenizer(model.file) if args.prompt is not None or not args.json else None
+    has_vocab = isinstance(model.file.get("tokenizer.ggml.tokens"), list)
+    tok = GgufTokenizer(model.file) if args.prompt is not None or (has_vocab and not args.json) else None
     ids: list[int]
     if args.prompt is not None:
         assert tok is not None
@@ -67,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
             body["text"] = tok.decode(tokens, after=ids)
         emit_json("generate", body)
     else:
-        if tok is not None:
-            sys.stdout.write(tok.decode(tokens, after=ids)[len(state["text"]):])
+        # a file without a vocabulary (and --prompt-ids): the new ids
+        sys.stdout.write(tok.decode(tokens, after=ids)[len(state["text"]):] if tok is not None else " ".join(map(str, tokens)))
         sys.stdout.write("\n")
     return 0
 

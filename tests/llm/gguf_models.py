@@ -6,8 +6,12 @@ from pathlib import Path
 
 import numpy as np
 
-#: K-quant types: random valid blocks (scale fields set to small finite f16 values) -> (block bytes, f16 field offsets)
-K_BLOCKS = {"Q2_K": (84, (80, 82)), "Q3_K": (110, (108,)), "Q4_K": (144, (0, 2)), "Q5_K": (176, (0, 2)), "Q6_K": (210, (208,))}
+#: types the gguf package cannot quantize: random valid blocks (scale fields set to small finite f16 values) ->
+#: (block elements, block bytes, f16 field offsets)
+K_BLOCKS = {"Q2_K": (256, 84, (80, 82)), "Q3_K": (256, 110, (108,)), "Q4_K": (256, 144, (0, 2)), "Q5_K": (256, 176, (0, 2)),
+            "Q6_K": (256, 210, (208,)), "IQ4_NL": (32, 18, (0,)), "IQ4_XS": (256, 136, (0,))}
+#: their f16 scales' size where the codes reach far (weights of order 0.05)
+BLOCK_SCALE = {"Q6_K": 0.0005, "IQ4_NL": 0.0005, "IQ4_XS": 0.00003}
 
 
 def _tokens(vocab: int) -> list[str]:
@@ -38,11 +42,11 @@ def _quantized(rng: np.random.Generator, w: np.ndarray, qtype: str) -> np.ndarra
     t = GGMLQuantizationType[qtype]
     if qtype not in K_BLOCKS:
         return quantize(w.astype(np.float32), t)
-    nbytes, f16_at = K_BLOCKS[qtype]
+    elems, nbytes, f16_at = K_BLOCKS[qtype]
     n, k = w.shape
-    blocks = rng.integers(0, 256, size=(n * k // 256, nbytes), dtype=np.uint8)
+    blocks = rng.integers(0, 256, size=(n * k // elems, nbytes), dtype=np.uint8)
     for off in f16_at:
-        scale = np.float16(0.02 if qtype != "Q6_K" else 0.0005) * rng.uniform(0.5, 1.5, size=blocks.shape[0])
+        scale = np.float16(BLOCK_SCALE.get(qtype, 0.02)) * rng.uniform(0.5, 1.5, size=blocks.shape[0])
         blocks[:, off:off + 2] = scale.astype("<f2").view(np.uint8).reshape(-1, 2)
     return blocks.reshape(n, -1)
 

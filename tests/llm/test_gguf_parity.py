@@ -18,7 +18,7 @@ SLOW = pytest.mark.slow
 
 
 def _case(tmp_path, arch: str, qtype: str, backend: str = "numpy", **kw):
-    d = 256 if qtype.endswith("_K") else 64
+    d = 256 if qtype.endswith("_K") or qtype == "IQ4_XS" else 64
     path = write_model(tmp_path / f"{arch}_{qtype}.gguf", arch=arch, qtype=qtype, d=d, ff=2 * d if d == 256 else 96, **kw)
     model = load_gguf(path, backend=backend)
     logits = model.logits(PROMPT)
@@ -32,7 +32,8 @@ def _case(tmp_path, arch: str, qtype: str, backend: str = "numpy", **kw):
 
 FAST = [("llama", "F32"), ("qwen2", "Q8_0"), ("qwen3", "Q4_0")]
 FULL = [(a, q) for a in ("llama", "qwen2") for q in ("F32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q6_K")]
-MORE = [("llama", q) for q in ("Q2_K", "Q3_K", "Q5_K", "Q4_1", "Q5_0", "Q5_1")] + [("qwen3", "Q6_K"), ("llama", "BF16")]
+MORE = [("llama", q) for q in ("Q2_K", "Q3_K", "Q5_K", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL")] + [("qwen2", "IQ4_XS"), ("qwen3", "Q6_K"),
+                                                                                         ("llama", "BF16")]
 
 
 @pytest.mark.parametrize(("arch", "qtype"), FAST)
@@ -84,7 +85,7 @@ def test_gemma2(tmp_path, qtype, backend):
     than the prompt: prefill and decode masks both bind); transformers' GGUF reader takes neither cap nor the query
     scale from the file, so its config gets them. Embeddings at std 0.05 so the tied head does not just repeat
     the last token."""
-    d = 256 if qtype.endswith("_K") else 64
+    d = 256 if qtype.endswith("_K") or qtype == "IQ4_XS" else 64
     path = write_model(tmp_path / "g.gguf", arch="gemma2", qtype=qtype, d=d, ff=2 * d if d == 256 else 96, tie=True,
                        extra=GEMMA2_CAPS, embed_std=0.05)
     model = load_gguf(path, backend=backend)

@@ -70,7 +70,7 @@ def test_hostile_files_raise_gguf_error(good, tmp_path):
 
 
 def test_unsupported_tensor_type(tmp_path):
-    """A weight in a block type rlx does not decode (IQ4_NL) is refused by name."""
+    """A weight in a block type rlx does not decode (Q8_1, a type ggml keeps for activations) is refused by name."""
     import numpy as np
 
     from rlx.llm import GgufError, load_gguf
@@ -86,10 +86,10 @@ def test_unsupported_tensor_type(tmp_path):
     for name in ("attn_norm", "ffn_norm"):
         w.add_tensor(f"blk.0.{name}.weight", np.ones(32, np.float32))
     for name in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"):
-        w.add_tensor(f"blk.0.{name}.weight", rng.integers(0, 255, (32, 18), dtype=np.uint8), raw_dtype=gguf.GGMLQuantizationType.IQ4_NL)
+        w.add_tensor(f"blk.0.{name}.weight", rng.integers(0, 255, (32, 40), dtype=np.uint8), raw_dtype=gguf.GGMLQuantizationType.Q8_1)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    with pytest.raises(GgufError, match="IQ4_NL"):
+    with pytest.raises(GgufError, match="Q8_1"):
         load_gguf(path)

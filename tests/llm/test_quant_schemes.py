@@ -19,7 +19,7 @@ def test_dequant_matmul_matches_gguf(qtype):
     from gguf.quants import dequantize
 
     rng = np.random.default_rng(1)
-    n, k = 6, 256 if qtype.endswith("_K") else 64
+    n, k = 6, 4 * gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[qtype]][0]
     raw = _quantized(rng, rng.standard_normal((n, k)).astype(np.float32), qtype)
     w = dequantize(raw, gguf.GGMLQuantizationType[qtype]).reshape(n, k).astype(np.float64)
     x = rng.standard_normal((3, k)).astype(np.float32)

@@ -10,6 +10,7 @@ from rlx.frontends.gguf import GgufError, GgufTensor
 PACKED_SCHEMES = {
     "Q8_0": "gguf_q8_0", "Q4_0": "gguf_q4_0", "Q4_1": "gguf_q4_1", "Q5_0": "gguf_q5_0", "Q5_1": "gguf_q5_1",
     "Q2_K": "gguf_q2_k", "Q3_K": "gguf_q3_k", "Q4_K": "gguf_q4_k", "Q5_K": "gguf_q5_k", "Q6_K": "gguf_q6_k",
+    "IQ4_NL": "gguf_iq4_nl", "IQ4_XS": "gguf_iq4_xs",
 }
 FLOAT_TYPES = ("F32", "F16", "BF16")
 

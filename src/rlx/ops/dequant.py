@@ -23,12 +23,12 @@ from rlx.ops.quant import BATCH_DIMS, batch_lead, map_lead, require_dtype, split
 # ----------------------------------------------------------------------- dequant_matmul
 DEQUANT_SCHEMES = ("int8_block", "int8_block_asym", "int4_block", "fp8_e4m3", "fp8_e5m2",
                    "gguf_q4_k", "gguf_q5_k", "gguf_q6_k", "gguf_q8_k", "gguf_q2_k", "gguf_q3_k", "gguf_q4_0", "gguf_q8_0",
-                   "nvfp4_block", "gguf_q4_1", "gguf_q5_0", "gguf_q5_1")
+                   "nvfp4_block", "gguf_q4_1", "gguf_q5_0", "gguf_q5_1", "gguf_iq4_nl", "gguf_iq4_xs")
 # Tier-3 schemes (docs/semantics.md#packed-weights); their block decoders live in rlx.ops.moe (imported lazily: moe imports this module).
 _GGUF_DQ = tuple(s for s in DEQUANT_SCHEMES if s.startswith("gguf_"))
 
 
-# ggml's other 32-element block types (dequantize_row_q4_1 / q5_0 / q5_1), written over an array namespace like the
+# ggml's other block types (dequantize_row_q4_1 / q5_0 / q5_1 / iq4_nl / iq4_xs), written over an array namespace like the
 # decoders in rlx.ops.moe: element j < 16 of a block is the low nibble of qs[j], element j + 16 the high nibble; Q5
 # types take bit j (resp. j + 16) of the little-endian u32 qh as the fifth bit.
 def _nibbles_32(xp, qs):
@@ -57,8 +57,31 @@ def _decode_q5_1(xp, cast, b):
     return d[:, None] * q.astype(xp.float32) + m[:, None]
 
 
+#: IQ4_NL's and IQ4_XS's 16 levels (ggml's kvalues_iq4nl): a 4-bit code picks one, times the block's scale
+IQ4_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.float32)
+
+
+def _decode_iq4_nl(xp, cast, b):
+    """18 bytes: f16 d, then 16 bytes of codes (element j < 16 the low nibble of byte j, j + 16 its high one)."""
+    d = cast(b[:, 0:2], "f16").astype(xp.float32)
+    return d[:, None] * IQ4_LEVELS[_nibbles_32(xp, b[:, 2:18].astype(xp.int32))]
+
+
+def _decode_iq4_xs(xp, cast, b):
+    """136 bytes per 256 elements: f16 d, u16 scales_h, u8 scales_l[4], 8 sub-blocks of 16 code bytes laid out as
+    IQ4_NL's; sub-block i's scale is d·(s - 32), s = its nibble of scales_l[i / 2] | (2 bits i of scales_h) << 4."""
+    d = cast(b[:, 0:2], "f16").astype(xp.float32)
+    high = b[:, 2].astype(xp.int32) | (b[:, 3].astype(xp.int32) << 8)
+    i = xp.arange(8)
+    s = ((b[:, 4 + i // 2].astype(xp.int32) >> (4 * (i % 2))) & 15) | (((high[:, None] >> (2 * i)) & 3) << 4)
+    qs = b[:, 8:136].astype(xp.int32).reshape(-1, 16)
+    levels = IQ4_LEVELS[_nibbles_32(xp, qs)].reshape(-1, 8, 32)
+    return ((d[:, None] * (s - 32).astype(xp.float32))[:, :, None] * levels).reshape(-1, 256)
+
+
 #: scheme -> (block elements, block bytes, decoder) for the block types decoded here
-LEGACY_BLOCKS = {"gguf_q4_1": (32, 20, _decode_q4_1), "gguf_q5_0": (32, 22, _decode_q5_0), "gguf_q5_1": (32, 24, _decode_q5_1)}
+LEGACY_BLOCKS = {"gguf_q4_1": (32, 20, _decode_q4_1), "gguf_q5_0": (32, 22, _decode_q5_0), "gguf_q5_1": (32, 24, _decode_q5_1),
+                 "gguf_iq4_nl": (32, 18, _decode_iq4_nl), "gguf_iq4_xs": (256, 136, _decode_iq4_xs)}
 
 
 def gguf_block(scheme: str) -> tuple[int, int]:
@@ -284,11 +307,12 @@ defop(
     "offset; store signed weights with +8 and fold the offset into x·scale sums if needed); fp8_e4m3 / fp8_e5m2: "
     "w_q u8 [K, N] one byte per weight, W = decode(byte)·scale[j], scale [N] ([1] shared, [0] = 1.0), zp ignored; "
     "decoders as upstream: e4m3 bias 7, subnormal m·2⁻⁹, exponent 15 -> ±inf / NaN (not OCP E4M3FN); e5m2 bias 15. "
-    "GGUF schemes (docs/semantics.md#packed-weights; gguf_q2_k / q3_k / q4_k / q5_k / q6_k / q8_k, gguf_q4_0 / q4_1 / q5_0 / q5_1 / q8_0) "
-    "take 2 operands (x, w_q): "
-    "w_q u8 holds raw ggml blocks of a weight stored [N, K] (flat j·K + p, 256-element blocks, 32 for q4_0 / q4_1 / q5_0 / q5_1 / q8_0; "
-    "N = bytes / block_bytes · block / K), decoded as ggml's "
-    "dequantize_row_* (layouts in rlx.ops.moe) and transposed: out = x @ Wᵀ_packed. nvfp4_block takes (x, w_q, scale, "
+    "GGUF schemes (docs/semantics.md#packed-weights; gguf_q2_k / q3_k / q4_k / q5_k / q6_k / q8_k, gguf_q4_0 / q4_1 / q5_0 / q5_1 / q8_0, "
+    "gguf_iq4_nl / iq4_xs) take 2 operands (x, w_q): "
+    "w_q u8 holds raw ggml blocks of a weight stored [N, K] (flat j·K + p, 256-element blocks, 32 for q4_0 / q4_1 / q5_0 / q5_1 / q8_0 / "
+    "iq4_nl; N = bytes / block_bytes · block / K), decoded as ggml's "
+    "dequantize_row_* (layouts in rlx.ops.moe and rlx.ops.dequant; iq4 codes index ggml's 16 kvalues_iq4nl levels) and "
+    "transposed: out = x @ Wᵀ_packed. nvfp4_block takes (x, w_q, scale, "
     "global): w_q u8 ceil(K·N/2) bytes of 4-bit codes of W [K, N] (flat p·N + j, low nibble first), scale u8 [ceil(K/16), "
     "N] OCP E4M3FN bytes (0x7F / 0xFF read as 0), global f32 [1] (in the zp slot): W = LUT[code]·e4m3fn(scale)·global. "
     "W is decoded in f32; the product runs in x's dtype. x_quant='q8_block' (K a multiple of 32) first replaces x by "

@@ -93,3 +93,18 @@ def test_unsupported_tensor_type(tmp_path):
     w.close()
     with pytest.raises(GgufError, match="Q8_1"):
         load_gguf(path)
+
+
+def test_hostile_vocabularies_raise_gguf_error(tmp_path):
+    """A vocabulary the tokenizer cannot be built from is refused with the reason, in a limited child process."""
+    cases = {
+        "no_vocabulary": (write_model(tmp_path / "none.gguf", tokenizer="none"), "no vocabulary"),
+        "merge_without_pair": (write_model(tmp_path / "merge.gguf", arch="qwen2", tokenizer="gpt2", merges=["h e", "xyz"]),
+                               "cannot build a tokenizer"),
+        "bos_out_of_range": (write_model(tmp_path / "bos.gguf", arch="qwen2", tokenizer="gpt2", pre="llama-bpe",
+                                         extra={"add_bos_token_id": 10 ** 6}), "bos_token_id"),
+    }
+    outcomes = run_cases(CHILDREN, "tokenize", [[str(path)] for path, _ in cases.values()], wall=60)
+    wrong = [(label, out) for (label, (_, expect)), out in zip(cases.items(), outcomes)
+             if not (out.exited and out.is_a("GgufError") and expect in out.message)]
+    assert not wrong, wrong

@@ -68,6 +68,9 @@ class GgufTokenizer:
         default_bos = kind == "llama" or (kind == "gpt2" and f.get("tokenizer.ggml.pre") in LLAMA3_PRE)
         self.bos = _special(f, "bos", default_bos)
         self.eos = _special(f, "eos", False)
+        for which, token in (("bos", self.bos), ("eos", self.eos)):
+            if token is not None and not 0 <= token < len(fields["tokens"]):
+                raise GgufError(f"{f.path}: tokenizer.ggml.{which}_token_id = {token} is outside the vocabulary of {len(fields['tokens'])}")
 
     def encode(self, text: str) -> list[int]:
         """The ids llama.cpp's ``llama_tokenize(..., add_special=True, parse_special=True)`` gives (one BOS at most)."""

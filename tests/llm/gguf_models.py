@@ -55,11 +55,11 @@ def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: i
                 heads: int = 4, kv_heads: int = 2, ff: int = 96, seed: int = 0, qk_norm: bool | None = None,
                 tie: bool = False, extra: dict | None = None, tensors: dict[str, np.ndarray] | None = None,
                 tokenizer: str = "llama", embed_std: float = 1.0, tokens: list[str] | None = None, pre: str = "qwen2",
-                merges: list[str] | None = None) -> Path:
+                merges: list[str] | None = None, n_rot: int | None = None) -> Path:
     """Write a random-weight model; matmul weights in ``qtype`` (norms, biases, embedding F32). ``tokens``: a
     sentencepiece vocabulary of ``vocab`` pieces, scored best-first (default: the toy one of :func:`_tokens`);
     ``pre`` / ``merges``: a byte-level vocabulary's pre-tokenizer name and merges (default :data:`BPE_MERGES`; the
-    merged pieces follow the 256 bytes in merge order)."""
+    merged pieces follow the 256 bytes in merge order); ``n_rot``: rotated lanes per head (default all)."""
     from gguf import GGMLQuantizationType, GGUFWriter
 
     rng = np.random.default_rng(seed)
@@ -74,7 +74,7 @@ def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: i
     w.add_layer_norm_rms_eps(1e-5)
     if "add_rope_freq_base" not in (extra or {}):
         w.add_rope_freq_base(10000.0)
-    w.add_rope_dimension_count(hd)
+    w.add_rope_dimension_count(n_rot or hd)
     w.add_key_length(hd)
     w.add_value_length(hd)
     for key, value in (extra or {}).items():
@@ -113,9 +113,12 @@ def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: i
     for i in range(layers):
         b = f"blk.{i}."
         f32(b + "attn_norm.weight", (d,), 0.1, 1.0)
-        mat(b + "attn_q.weight", heads * hd, d)
-        mat(b + "attn_k.weight", kv_heads * hd, d)
-        mat(b + "attn_v.weight", kv_heads * hd, d)
+        if arch == "phi3":  # llama.cpp's phi3 tensors: q / k / v rows in one attn_qkv, gate / up rows in one ffn_up
+            mat(b + "attn_qkv.weight", (heads + 2 * kv_heads) * hd, d)
+        else:
+            mat(b + "attn_q.weight", heads * hd, d)
+            mat(b + "attn_k.weight", kv_heads * hd, d)
+            mat(b + "attn_v.weight", kv_heads * hd, d)
         if arch == "qwen2":
             f32(b + "attn_q.bias", (heads * hd,), 0.1)
             f32(b + "attn_k.bias", (kv_heads * hd,), 0.1)
@@ -128,8 +131,11 @@ def write_model(path: Path, *, arch: str = "llama", qtype: str = "F32", vocab: i
             f32(b + "post_attention_norm.weight", (d,), 0.1, 1.0)
             f32(b + "post_ffw_norm.weight", (d,), 0.1, 1.0)
         f32(b + "ffn_norm.weight", (d,), 0.1, 1.0)
-        mat(b + "ffn_gate.weight", ff, d)
-        mat(b + "ffn_up.weight", ff, d)
+        if arch == "phi3":
+            mat(b + "ffn_up.weight", 2 * ff, d)
+        else:
+            mat(b + "ffn_gate.weight", ff, d)
+            mat(b + "ffn_up.weight", ff, d)
         mat(b + "ffn_down.weight", d, ff)
     f32("output_norm.weight", (d,), 0.1, 1.0)
     if not tie:

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     p = common.command_parser(sub, parent, "generate", run,
-                              "generate tokens from a GGUF language model (llama, mistral, qwen2, qwen3, gemma 1-3)",
+                              "generate tokens from a GGUF language model (llama, mistral, qwen2, qwen3, gemma 1-3, phi3)",
                               file_help="a GGUF model file (llama.cpp's format)")
     p.add_argument("--prompt", default=None,
                    help="prompt text, tokenized with the file's vocabulary as llama.cpp does (needs transformers)")

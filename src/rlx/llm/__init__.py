@@ -25,7 +25,7 @@ def default_backend() -> str:
 
 
 def load_gguf(path: str | os.PathLike[str], backend: str = "auto", *, int8_activations: bool = False, **options: Any) -> LlmModel:
-    """Read, validate and build the model in a GGUF file (llama / mistral / qwen2 / qwen3 / gemma / gemma2 / gemma3).
+    """Read, validate and build the model in a GGUF file (llama / mistral / qwen2 / qwen3 / gemma / gemma2 / gemma3 / phi3).
 
     ``backend`` (``"auto"``: :func:`default_backend`, falling back to numpy for graphs it cannot compile) and
     ``options`` (e.g. ``threads=1`` for onnxruntime) go to :func:`rlx.compile` for the prefill and decode graphs;

@@ -10,7 +10,8 @@ from rlx.frontends.gguf import GgufError, GgufFile
 
 #: architectures rlx builds -> whether llama.cpp rotates adjacent pairs (its converter permutes q / k rows of
 #: llama-family checkpoints for this "normal" rope) rather than NeoX halves
-ROPE_INTERLEAVED = {"llama": True, "mistral": True, "qwen2": False, "qwen3": False, "gemma": False, "gemma2": False, "gemma3": False}
+ROPE_INTERLEAVED = {"llama": True, "mistral": True, "qwen2": False, "qwen3": False, "gemma": False, "gemma2": False, "gemma3": False,
+                    "phi3": False}
 #: llama.cpp's gemma2 defaults where the file has no key (also transformers' Gemma2Config defaults)
 GEMMA2_SOFTCAP = (50.0, 30.0)
 MAX_LAYERS = 1024
@@ -50,6 +51,11 @@ class LlmConfig:
     local_pattern: int = 2
     #: gemma3's local layers rotate with their own base (0: the global tables), unscaled
     rope_base_local: float = 0.0
+    #: phi3: cos and sin times ``rope.scaling.attn_factor`` (llama.cpp's attn_factor, longrope's attention factor)
+    rope_mscale: float = 1.0
+    #: phi3: q / k / v in one tensor ``attn_qkv`` (q rows, then k, then v), gate and up in one ``ffn_up`` (gate first)
+    fused_qkv: bool = False
+    fused_gate_up: bool = False
 
     @property
     def group(self) -> int:
@@ -125,6 +131,11 @@ def config_from_gguf(f: GgufFile) -> LlmConfig:
                  **({"local_pattern": 6, "rope_base_local": 10000.0} if arch == "gemma3" else {})}
         if extra["attn_softcap"] < 0 or extra["final_softcap"] < 0:
             raise GgufError(f"{f.path}: soft-capping values must be >= 0 (0: none)")
+    if arch == "phi3":  # llama.cpp runs phi3 without its sliding window (the file's key is ignored there too)
+        extra = {"rope_mscale": _float(f, f"{a}.rope.scaling.attn_factor", 1.0), "fused_gate_up": True,
+                 "fused_qkv": "blk.0.attn_qkv.weight" in f.tensors}
+        if extra["rope_mscale"] <= 0:
+            raise GgufError(f"{f.path}: rope.scaling.attn_factor must be > 0")
     return LlmConfig(
         arch=arch, n_layers=_int(f, f"{a}.block_count", hi=MAX_LAYERS), d_model=d, n_heads=heads, n_kv_heads=kv,
         head_dim=head_dim, n_rot=n_rot, d_ff=_int(f, f"{a}.feed_forward_length", hi=1 << 20), vocab=emb.shape[0],
@@ -142,10 +153,18 @@ def expected_shapes(c: LlmConfig) -> dict[str, tuple[int, ...]]:
     for i in range(c.n_layers):
         b = f"blk.{i}."
         shapes.update({
-            b + "attn_norm.weight": (d,), b + "attn_q.weight": (c.n_heads * hd, d), b + "attn_k.weight": (c.n_kv_heads * hd, d),
-            b + "attn_v.weight": (c.n_kv_heads * hd, d), b + "attn_output.weight": (d, c.n_heads * hd),
-            b + "ffn_norm.weight": (d,), b + "ffn_gate.weight": (f, d), b + "ffn_up.weight": (f, d), b + "ffn_down.weight": (d, f),
+            b + "attn_norm.weight": (d,), b + "attn_output.weight": (d, c.n_heads * hd),
+            b + "ffn_norm.weight": (d,), b + "ffn_down.weight": (d, f),
         })
+        if c.fused_qkv:
+            shapes[b + "attn_qkv.weight"] = ((c.n_heads + 2 * c.n_kv_heads) * hd, d)
+        else:
+            kvw = c.n_kv_heads * hd
+            shapes.update({b + "attn_q.weight": (c.n_heads * hd, d), b + "attn_k.weight": (kvw, d), b + "attn_v.weight": (kvw, d)})
+        if c.fused_gate_up:
+            shapes[b + "ffn_up.weight"] = (2 * f, d)
+        else:
+            shapes.update({b + "ffn_gate.weight": (f, d), b + "ffn_up.weight": (f, d)})
         if c.qkv_bias:
             kvw = c.n_kv_heads * hd
             shapes.update({b + "attn_q.bias": (c.n_heads * hd,), b + "attn_k.bias": (kvw,), b + "attn_v.bias": (kvw,)})
@@ -157,13 +176,17 @@ def expected_shapes(c: LlmConfig) -> dict[str, tuple[int, ...]]:
 
 
 OPTIONAL = frozenset({"output.weight", "rope_freqs.weight"})
+#: per-frequency divisors of the rope's angles (llama3's rope_freqs; phi3's longrope short factors, the ones llama.cpp
+#: takes for a context no longer than the original one)
+FREQ_FACTORS = ("rope_freqs.weight", "rope_factors_short.weight")
 
 
 def check_tensors(f: GgufFile, c: LlmConfig) -> None:
     """Every tensor the model reads exists with the right shape (output.weight may be tied to token_embd)."""
     want = expected_shapes(c)
-    if "rope_freqs.weight" in f.tensors:
-        want["rope_freqs.weight"] = (c.n_rot // 2,)
+    for name in FREQ_FACTORS:
+        if name in f.tensors:
+            want[name] = (c.n_rot // 2,)
     for name, shape in want.items():
         t = f.tensors.get(name)
         if t is None:

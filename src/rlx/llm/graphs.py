@@ -71,9 +71,18 @@ def load_weights(f: GgufFile, c: LlmConfig, merge: bool = True) -> Weights:
             w.arrays[name] = np.ascontiguousarray(to_f32(t))
     if "output.weight" not in w.arrays:  # tied embeddings: the lm head reads token_embd's (packed) rows
         w.schemes["output.weight"], w.arrays["output.weight"] = matmul_operand(f.tensors["token_embd.weight"])
-    for i in range(c.n_layers) if merge else ():
-        for merged, parts in MERGED.items():
-            _merge(w, f"blk.{i}.{merged}", tuple(f"blk.{i}.{p}" for p in parts))
+    hd, kvw = c.head_dim, c.n_kv_heads * c.head_dim
+    for i in range(c.n_layers):
+        b = f"blk.{i}."
+        if c.fused_qkv:  # the file's own merged weight (rows of q, k, v)
+            w.merged[b + "attn_qkv.weight"] = (tuple(f"{b}attn_{p}.weight" for p in "qkv"), (c.n_heads * hd, kvw, kvw))
+        if c.fused_gate_up:  # ffn_up holds gate's rows, then up's
+            w.arrays[b + "ffn_gate_up.weight"] = w.arrays.pop(b + "ffn_up.weight")
+            w.schemes[b + "ffn_gate_up.weight"] = w.schemes.pop(b + "ffn_up.weight")
+            w.merged[b + "ffn_gate_up.weight"] = ((b + "ffn_gate.weight", b + "ffn_up.weight"), (c.d_ff, c.d_ff))
+        for merged, parts in MERGED.items() if merge else ():
+            if b + merged + ".weight" not in w.merged:
+                _merge(w, b + merged, tuple(b + p for p in parts))
     return w
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from rlx.frontends.gguf import GgufError, GgufFile
 from rlx.ir.errors import RlxError
-from rlx.llm.config import LlmConfig
+from rlx.llm.config import FREQ_FACTORS, LlmConfig
 from rlx.llm.graphs import NEG, Weights, build_decode, build_decode_cached, build_prefill, cached_decode_applies, kv_lanes, rope_rows
 from rlx.llm.weights import to_f32
 from rlx.ops.numerics import philox_f32, sample_rows
@@ -37,14 +37,14 @@ PREFILL_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 327
 
 
 def rope_tables(c: LlmConfig, n: int, freq_factors: np.ndarray | None = None, local: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """cos, sin [n, n_rot/2] for positions 0..n-1: theta_i = base^(-2i/n_rot) / factor_i, position / linear factor
-    (``local``: gemma3's local layers, their own base, unscaled)."""
+    """cos, sin [n, n_rot/2] for positions 0..n-1: theta_i = base^(-2i/n_rot) / factor_i, position / linear factor,
+    both times ``c.rope_mscale`` (``local``: gemma3's local layers, their own base, unscaled)."""
     base, factor = (c.rope_base_local, 1.0) if local else (c.rope_base, c.rope_linear_factor)
     inv = 1.0 / (base ** (np.arange(0, c.n_rot, 2, dtype=np.float64) / c.n_rot))
     if freq_factors is not None and not local:
         inv = inv / freq_factors.astype(np.float64)
     ang = np.outer(np.arange(n, dtype=np.float64) / factor, inv)
-    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    return (c.rope_mscale * np.cos(ang)).astype(np.float32), (c.rope_mscale * np.sin(ang)).astype(np.float32)
 
 
 class LlmModel:
@@ -56,7 +56,7 @@ class LlmModel:
         self.fallback = fallback  # backend to use when ``backend`` cannot compile these graphs (backend="auto")
         self.options = dict(options or {})
         self._embed = weights.arrays["token_embd.weight"]
-        ff = f.tensors.get("rope_freqs.weight")
+        ff = next((f.tensors[n] for n in FREQ_FACTORS if n in f.tensors), None)
         self._freq_factors = to_f32(ff).reshape(-1) if ff is not None else None
         self._prefill: dict[int | None, Any] = {}
         self._decode: dict[int, Any] = {}

@@ -152,19 +152,18 @@ def expected_shapes(c: LlmConfig) -> dict[str, tuple[int, ...]]:
     shapes: dict[str, tuple[int, ...]] = {"token_embd.weight": (c.vocab, d), "output_norm.weight": (d,), "output.weight": (c.vocab, d)}
     for i in range(c.n_layers):
         b = f"blk.{i}."
-        shapes.update({
-            b + "attn_norm.weight": (d,), b + "attn_output.weight": (d, c.n_heads * hd),
-            b + "ffn_norm.weight": (d,), b + "ffn_down.weight": (d, f),
-        })
+        shapes[b + "attn_norm.weight"] = (d,)
         if c.fused_qkv:
             shapes[b + "attn_qkv.weight"] = ((c.n_heads + 2 * c.n_kv_heads) * hd, d)
         else:
             kvw = c.n_kv_heads * hd
             shapes.update({b + "attn_q.weight": (c.n_heads * hd, d), b + "attn_k.weight": (kvw, d), b + "attn_v.weight": (kvw, d)})
+        shapes.update({b + "attn_output.weight": (d, c.n_heads * hd), b + "ffn_norm.weight": (d,)})
         if c.fused_gate_up:
             shapes[b + "ffn_up.weight"] = (2 * f, d)
         else:
             shapes.update({b + "ffn_gate.weight": (f, d), b + "ffn_up.weight": (f, d)})
+        shapes[b + "ffn_down.weight"] = (d, f)
         if c.qkv_bias:
             kvw = c.n_kv_heads * hd
             shapes.update({b + "attn_q.bias": (c.n_heads * hd,), b + "attn_k.bias": (kvw,), b + "attn_v.bias": (kvw,)})

@@ -126,18 +126,24 @@ class OrtExecutable(EngineExecutable):
 
     def _build(self, params: Mapping[str, np.ndarray]) -> Any:
         ort = _ort()
-        proto = export_for_session(self.graph, params, engine="onnxruntime")
+        external: dict[str, np.ndarray] = {}  # large initializers handed over as arrays, not serialized
+        proto = export_for_session(self.graph, params, engine="onnxruntime", external=external)
         opts = ort.SessionOptions()
+        values = [ort.OrtValue.ortvalue_from_numpy(a) for a in external.values()]
+        if external:
+            opts.add_external_initializers(list(external), values)
         opts.log_severity_level = 3  # errors only: onnxruntime's optimizer notes (unused initializers it drops) are not ours to print
         if self.threads is not None:
             opts.intra_op_num_threads = self.threads
         for k, v in self.config:
             opts.add_session_config_entry(k, v)
         try:
-            return ort.InferenceSession(proto.SerializeToString(), sess_options=opts, providers=self.providers,
+            sess = ort.InferenceSession(proto.SerializeToString(), sess_options=opts, providers=self.providers,
                                         disabled_optimizers=list(self.disabled_optimizers))
         except Exception as exc:  # onnxruntime's own exception types
             raise RlxError(f"onnxruntime backend: cannot load graph {self.graph.name!r}: {exc}") from exc
+        sess.rlx_external = values  # the arrays its initializers were read from live as long as the session
+        return sess
 
     def _call(self, sess: Any, feed: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         if self.copied:  # new arrays each call: rebound, and written by the engine
@@ -234,13 +240,14 @@ def updated_inputs(graph: Graph) -> dict[int, str]:
     return found
 
 
-def export_for_session(graph: Graph, params: Mapping[str, np.ndarray], engine: str | None = None) -> Any:
+def export_for_session(graph: Graph, params: Mapping[str, np.ndarray], engine: str | None = None,
+                       external: dict[str, np.ndarray] | None = None) -> Any:
     """``graph`` with ``params`` bound as the ONNX model a session runs: inference BatchNorm chains
     folded into their convolutions (:func:`rlx.opt.fold_affine.fold_conv_affine`; onnxruntime folds
     a conv's Mul / Add but not the Sub of the mean, so the chain would stay four passes; after any other
     activation the chain becomes a 1x1 depthwise conv, one onnxruntime Conv) and every
     weight-only subgraph computed once (:func:`rlx.opt.fold_weights.fold_weights`); ``engine`` as for
-    :func:`rlx.backends.onnx.export`."""
+    :func:`rlx.backends.onnx.export` (``external`` too)."""
     from rlx.backends.onnx import export
     from rlx.ir.verify import verify
     from rlx.opt.fold_affine import fold_conv_affine
@@ -249,7 +256,7 @@ def export_for_session(graph: Graph, params: Mapping[str, np.ndarray], engine: s
     folded = fold_conv_affine(graph, depthwise=True)
     g = verify(folded.graph) if folded.changed else graph
     g2, bound = fold_weights(g, params)
-    return export(verify(g2) if g2 is not g else g2, bound, engine=engine)
+    return export(verify(g2) if g2 is not g else g2, bound, engine=engine, external=external)
 
 
 def node_session(node: Node, in_types: list[TensorType], out: TensorType | tuple[TensorType, ...]) -> Any:

@@ -62,8 +62,7 @@ def run(args: argparse.Namespace) -> int:
     st = model.last_stats
     if args.json:
         body = {"model": args.file, "architecture": model.config.arch, "backend": model.backend, "prompt_tokens": ids,
-                "tokens": tokens, "prefill_ms": st["prefill_ms"], "decode_tokens_per_s": st["decode_tokens_per_s"],
-                "decode_tokens": st["decode_tokens"]}
+                "tokens": tokens, **{k: st[k] for k in ("compile_ms", "prefill_ms", "decode_tokens_per_s", "decode_tokens")}}
         if tok is not None:
             body["text"] = tok.decode(tokens, after=ids)
         emit_json("generate", body)

@@ -155,15 +155,19 @@ class LlmModel:
         if total > CAPACITY_BUCKETS[-1]:
             raise RlxError(f"{total} tokens exceed the largest cache capacity {CAPACITY_BUCKETS[-1]}")
         draws = philox_f32(seed or 0xDEADBEEF, max(max_new_tokens, 1)) if temperature > 0 else None
+        cap = next(b for b in CAPACITY_BUCKETS if b >= min(total, CAPACITY_BUCKETS[-1]))
+        tc = time.perf_counter()  # the graphs this call runs, compiled (and their engine sessions built) first
+        _built(self.prefill_executable(ids.shape[0])[0])
+        st = None
+        if max_new_tokens > 1:  # a decode step follows: its buffers take the prefill's keys / values
+            st = self._step(cap)
+            _built(self.decode_executable(cap))
         t0 = time.perf_counter()
         logits, kvs = self._run_prefill(ids)
         t1 = time.perf_counter()
         out: list[int] = []
         pos = ids.shape[0]
-        cap = next(b for b in CAPACITY_BUCKETS if b >= min(total, CAPACITY_BUCKETS[-1]))
-        st = None
-        if max_new_tokens > 1:  # a decode step follows: its buffers hold the prefill's keys / values
-            st = self._step(cap)
+        if st is not None:
             st.reset(kvs, pos, c.sliding_window, self._tables(total))
             st.busy = True
             prepare, step_fn, advance, embed = st.prepare, st.call, st.advance, self._embed
@@ -191,7 +195,7 @@ class LlmModel:
                 st.busy = False
         t2 = time.perf_counter()
         n_dec = max(len(out) - 1, 0)
-        self.last_stats = {"prefill_ms": (t1 - t0) * 1e3, "decode_s": t2 - t1, "decode_tokens": n_dec,
+        self.last_stats = {"compile_ms": (t0 - tc) * 1e3, "prefill_ms": (t1 - t0) * 1e3, "decode_s": t2 - t1, "decode_tokens": n_dec,
                            "decode_tokens_per_s": n_dec / (t2 - t1) if n_dec and t2 > t1 else 0.0,
                            "prompt_tokens": int(ids.shape[0]),
                            "decode_overhead_us_per_token": 1e6 * (t2 - t1 - in_graph) / n_dec if n_dec else 0.0,
@@ -314,6 +318,13 @@ class CachedDecodeStep:
         for buf, new in zip(self.caches, outs[1:]):
             if new is not buf:  # an engine that returned new arrays: copy them in
                 buf[...] = new
+
+
+def _built(exe: Any) -> None:
+    """Build an engine executable's session now (engines build it on the first run otherwise)."""
+    session = getattr(exe, "session", None)
+    if callable(session):
+        session()
 
 
 def _bound_call(exe: Any, feed: dict[str, np.ndarray]) -> Callable[[], list[np.ndarray]]:

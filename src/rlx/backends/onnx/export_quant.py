@@ -18,6 +18,8 @@ the prefill's session, as the exact path's does).
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from rlx.backends.onnx.exporter import REFUSED, exporter
@@ -80,9 +82,20 @@ def _dequant_matmul(ex, node, ins):
     return ex.node("MatMul", [ins[0], ex.const(_decoded_t(raw, scheme, n, k, x_dt.numpy))])
 
 
+#: decoded weights by (packed buffer, scheme, N, K, dtype), while an export or a session holds them: the LLM's prefill
+#: and decode graphs read the same packed weights, and an engine handed the arrays (``export(external=...)``) gets
+#: the same ones for both
+_DECODED: weakref.WeakValueDictionary[tuple, np.ndarray] = weakref.WeakValueDictionary()
+
+
 def _decoded_t(raw: np.ndarray, scheme: str, n: int, k: int, dtype: np.dtype) -> np.ndarray:
     """The packed weight decoded once, as the [K, N] MatMul operand."""
-    return np.ascontiguousarray(decode_packed(raw, scheme).reshape(n, k).T).astype(dtype)
+    key = (raw.__array_interface__["data"][0], raw.nbytes, scheme, n, k, np.dtype(dtype).str)
+    w = _DECODED.get(key)
+    if w is None:
+        w = np.ascontiguousarray(decode_packed(raw, scheme).reshape(n, k).T).astype(dtype, copy=False)
+        _DECODED[key] = w
+    return w
 
 
 def _q8_block_roundtrip(ex, x: str, k: int) -> str:

@@ -121,11 +121,41 @@ def exporter(*ops: str):
     return wrap
 
 
+#: initializers from this size on go to ``export(external=...)``'s dict (when given) instead of the model's bytes
+EXTERNAL_MIN_BYTES = 1 << 20
+#: the location their placeholders name: no file, the engine is handed the arrays (onnxruntime:
+#: ``SessionOptions.add_external_initializers``)
+EXTERNAL_LOCATION = "rlx-external"
+
+
+def _as_inputs(model: Any, external: Mapping[str, np.ndarray]) -> Any:
+    """A copy of ``model`` with its external initializers as graph inputs of the same type, for the checker (which
+    reads external data from files)."""
+    import onnx
+
+    checked = onnx.ModelProto()
+    checked.CopyFrom(model)
+    kept = [t for t in checked.graph.initializer if t.name not in external]
+    moved = [t for t in checked.graph.initializer if t.name in external]
+    del checked.graph.initializer[:]
+    checked.graph.initializer.extend(kept)
+    checked.graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in moved)
+    return checked
+
+
+def external_tensor(onnx: Any, name: str, data_type: int, shape: tuple[int, ...], nbytes: int) -> Any:
+    """An initializer whose data lives outside the model (ONNX external data under :data:`EXTERNAL_LOCATION`)."""
+    t = onnx.TensorProto(name=name, data_type=data_type, dims=list(shape), data_location=onnx.TensorProto.EXTERNAL)
+    for key, value in (("location", f"{EXTERNAL_LOCATION}/{name}"), ("offset", "0"), ("length", str(nbytes))):
+        t.external_data.add(key=key, value=value)
+    return t
+
+
 class Exporter:
     """State of one export: the ONNX nodes, initializers and value names written so far."""
 
     def __init__(self, g: Graph, params: Mapping[str, np.ndarray], opset: int, parent: Exporter | None = None,
-                 engine: str | None = None):
+                 engine: str | None = None, external: dict[str, np.ndarray] | None = None):
         import onnx
 
         self.onnx = onnx
@@ -133,6 +163,8 @@ class Exporter:
         self.params = dict(params or {})
         self.opset = opset
         self.engine = parent.engine if parent else engine
+        #: where large initializers go instead of the model's bytes (see :func:`export`), or None
+        self.external = parent.external if parent else external
         self.nodes: list[Any] = []
         self.inputs: list[Any] = []
         self.names: dict[int, str] = {}
@@ -201,6 +233,9 @@ class Exporter:
         if dt in (DType.BF16, DType.F8E4M3, DType.F8E5M2):
             t = self.onnx.helper.make_tensor(name, onnx_dtype(dt), arr.shape, arr.astype(np.float32).reshape(-1).tolist())
             return t
+        if self.external is not None and arr.nbytes >= EXTERNAL_MIN_BYTES:
+            self.external[name] = np.ascontiguousarray(arr)
+            return external_tensor(self.onnx, name, onnx_dtype(dt), arr.shape, arr.nbytes)
         return self.onnx.numpy_helper.from_array(np.ascontiguousarray(arr).reshape(arr.shape), name)  # keeps rank 0
 
     def ints(self, values) -> str:
@@ -962,12 +997,14 @@ def primitive(graph: Graph) -> Graph:
 
 
 def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opset: int = OPSET, name: str | None = None,
-           engine: str | None = None):
+           engine: str | None = None, external: dict[str, np.ndarray] | None = None):
     """Export an rlx MIR graph (fused ops are unfused first) as an ``onnx.ModelProto``.
 
     Params with a value in ``params`` become initializers; the others become graph inputs. ``engine``
     (``"onnxruntime"``) picks forms that engine runs faster with the same results; the default writes forms
-    every engine computes as rlx does.
+    every engine computes as rlx does. ``external``: a dict that receives the initializers of 1 MiB or more
+    (name -> array) while the model names them as external data without a file, for an engine handed the arrays
+    themselves (a session over decoded LLM weights: no copy of them in the model's bytes).
     The model passes ``onnx.checker.check_model(full_check=True)``.
     """
     import onnx
@@ -985,7 +1022,7 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
         if SINCE_OPSET.get(node.dtype, 0) > opset:
             raise OnnxUnsupported(f"node %{node.id} ({node.op}): element type {node.dtype} needs opset "
                                   f"{SINCE_OPSET[node.dtype]}, exporting at {opset} (pass opset=)")
-    ex = Exporter(graph, params or {}, opset, engine=engine)
+    ex = Exporter(graph, params or {}, opset, engine=engine, external=external)
     for node in graph.nodes:
         if node.op == "input":
             ex.names[node.id] = node.attrs["name"]
@@ -1014,12 +1051,16 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
         outputs.append(ex.value_info(out_name, graph.node(oid).type))
     names = [o.name for o in outputs]
     nodes, inits = drop_unread(clamps_as_clip(fuse_hard_activations(ex.nodes, ex.inits, names), ex.inits, names), ex.inits, names)
+    if external is not None:  # only what the model still reads
+        kept = {t.name for t in inits}
+        for dropped in [k for k in external if k not in kept]:
+            del external[dropped]
     g = onnx.helper.make_graph(nodes, name or graph.name, ex.inputs, outputs, initializer=inits)
     contrib = [onnx.helper.make_opsetid(d, 1) for d in sorted({nd.domain for nd in nodes if nd.domain})]  # export_quant
     model = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", opset), *contrib], producer_name="rlx")
     model.ir_version = min(model.ir_version, 10)
     try:
-        onnx.checker.check_model(model, full_check=True)
+        onnx.checker.check_model(_as_inputs(model, external) if external else model, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:  # a type ONNX lacks (u8 ReduceSum …)
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise OnnxUnsupported(f"export of {graph.name!r}: the ONNX model does not check: {first}") from None

@@ -74,3 +74,26 @@ def test_decoded_gguf_weight_is_shared_by_two_graphs():
     (a,), (b,) = (list(e.values()) for e in externals)
     assert a is b
     np.testing.assert_array_equal(a, dequantize(raw, GGMLQuantizationType.Q8_0).reshape(n, k).T)
+
+
+def test_a_new_weight_never_gets_a_freed_ones_decoding():
+    """A packed param freed while its decoded array lives on (held by a session) and another of the same size made
+    next (often at the same address): the new one is decoded from its own bytes."""
+    pytest.importorskip("gguf")
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize, quantize
+
+    from rlx.backends.ort_backend import export_for_session
+
+    n, k = 1024, 512
+    g = rlx.Graph("dq")
+    g.set_outputs([g.dequant_matmul(g.input("x", (1, k), "f32"), g.param("w", (n, k // 32 * 34), "u8"), scheme="gguf_q8_0")])
+    held = []
+    for seed in range(3):
+        raw = quantize(np.random.default_rng(seed).standard_normal((n, k)).astype(np.float32), GGMLQuantizationType.Q8_0)
+        external: dict[str, np.ndarray] = {}
+        export_for_session(g, {"w": raw}, engine="onnxruntime", external=external)
+        (decoded,) = external.values()
+        np.testing.assert_array_equal(decoded, dequantize(raw, GGMLQuantizationType.Q8_0).reshape(n, k).T)
+        held.append(decoded)  # as a cached session would
+        del raw

@@ -58,7 +58,7 @@ def _dequant_matmul(ex, node, ins):
     if not scheme.startswith("gguf_") or node.attrs["batch_dims"]:
         raise OnnxUnsupported(f"node %{node.id} (dequant_matmul): scheme {scheme!r} / batch_dims has no ONNX mapping")
     wnode = ex.g.node(node.inputs[1])
-    raw = ex.params.get(wnode.attrs["name"]) if wnode.op == "param" else None
+    param = raw = ex.params.get(wnode.attrs["name"]) if wnode.op == "param" else None
     if raw is None:
         raise OnnxUnsupported(f"node %{node.id} (dequant_matmul): the packed weight must be a bound param to be repacked")
     raw = np.ascontiguousarray(raw, dtype=np.uint8).reshape(-1)
@@ -70,7 +70,7 @@ def _dequant_matmul(ex, node, ins):
     rows, f32_x = ex.g.node(node.inputs[0]).shape[0], x_dt.numpy == np.float32
     if (int8_x and f32_x and scheme == "gguf_q8_0" and ex.engine == "onnxruntime" and isinstance(rows, int)
             and rows >= Q8_ROWS_AS_F32):
-        return ex.node("MatMul", [_q8_block_roundtrip(ex, ins[0], k), ex.const(_decoded_t(raw, scheme, n, k, np.float32))])
+        return ex.node("MatMul", [_q8_block_roundtrip(ex, ins[0], k), ex.const(_decoded_t(param, raw, scheme, n, k, np.float32))])
     if scheme in _NBITS and f32_x and (int8_x or scheme == "gguf_q4_0"):
         bits, repack = _NBITS[scheme]
         blobs, scales = repack(raw, n)
@@ -79,22 +79,33 @@ def _dequant_matmul(ex, node, ins):
     if int8_x:
         raise OnnxUnsupported(f"node %{node.id} (dequant_matmul): x_quant='q8_block' maps to MatMulNBits for gguf_q4_0 / "
                               f"gguf_q8_0 with f32 x only, not {scheme} / {x_dt}")
-    return ex.node("MatMul", [ins[0], ex.const(_decoded_t(raw, scheme, n, k, x_dt.numpy))])
+    return ex.node("MatMul", [ins[0], ex.const(_decoded_t(param, raw, scheme, n, k, x_dt.numpy))])
 
 
-#: decoded weights by (packed buffer, scheme, N, K, dtype), while an export or a session holds them: the LLM's prefill
-#: and decode graphs read the same packed weights, and an engine handed the arrays (``export(external=...)``) gets
-#: the same ones for both
-_DECODED: weakref.WeakValueDictionary[tuple, np.ndarray] = weakref.WeakValueDictionary()
+#: decoded weights per packed param object (id -> (a weak reference to it, (scheme, N, K, dtype) -> the array while
+#: an export or a session holds it)): the LLM's prefill and decode graphs bind the same param arrays, and an engine
+#: handed the arrays (``export(external=...)``) gets one decoded copy for both. Keyed by the live object, not its
+#: address: another file mapped where a freed one was must not find that one's weights.
+_DECODED: dict[int, tuple[weakref.ref, weakref.WeakValueDictionary]] = {}
 
 
-def _decoded_t(raw: np.ndarray, scheme: str, n: int, k: int, dtype: np.dtype) -> np.ndarray:
-    """The packed weight decoded once, as the [K, N] MatMul operand."""
-    key = (raw.__array_interface__["data"][0], raw.nbytes, scheme, n, k, np.dtype(dtype).str)
-    w = _DECODED.get(key)
+def _forget(pid: int, ref: weakref.ref) -> None:
+    """A packed param died: drop its entry (unless its id already names a newer object's)."""
+    if _DECODED.get(pid, (None,))[0] is ref:
+        del _DECODED[pid]
+
+
+def _decoded_t(param: np.ndarray, raw: np.ndarray, scheme: str, n: int, k: int, dtype: np.dtype) -> np.ndarray:
+    """``param``'s packed weight (its bytes ``raw``) decoded once, as the [K, N] MatMul operand."""
+    pid = id(param)
+    entry = _DECODED.get(pid)
+    if entry is None or entry[0]() is not param:
+        entry = (weakref.ref(param, lambda ref: _forget(pid, ref)), weakref.WeakValueDictionary())
+        _DECODED[pid] = entry
+    key = (scheme, n, k, np.dtype(dtype).str)
+    w = entry[1].get(key)
     if w is None:
-        w = np.ascontiguousarray(decode_packed(raw, scheme).reshape(n, k).T).astype(dtype, copy=False)
-        _DECODED[key] = w
+        w = entry[1][key] = np.ascontiguousarray(decode_packed(raw, scheme).reshape(n, k).T).astype(dtype, copy=False)
     return w
 
 

@@ -68,7 +68,9 @@ class LlmModel:
 
     # ----------------------------------------------------------------- compiled graphs
     def _compile(self, graph: Any, inplace: dict[int, str] | None = None) -> Any:
-        """``graph`` compiled on the model's backend; ``inplace``: outputs the onnxruntime backend writes into inputs."""
+        """``graph`` compiled on the model's backend, its engine session built now (so that a graph the engine cannot
+        load falls back here, and a generate's timings leave the build out); ``inplace``: outputs the onnxruntime
+        backend writes into inputs."""
         from rlx.runtime.compile import compile as rlx_compile
 
         if self.backend != "numpy":
@@ -80,7 +82,7 @@ class LlmModel:
             if self.backend == "onnxruntime":  # the KV cache bound once; the cached step's new caches written into it
                 options = {"bind_inputs": True, **({"inplace_outputs": inplace} if inplace else {}), **self.options,
                            "config": {**ORT_SPIN, **dict(self.options.get("config") or {})}}
-            return rlx_compile(graph, backend=self.backend, params=params, **options)
+            return _built(rlx_compile(graph, backend=self.backend, params=params, **options))
         except (RlxError, ValueError, MemoryError) as exc:  # e.g. an onnxruntime model past protobuf's 2 GB
             if self.fallback is None or self.fallback == self.backend:
                 raise
@@ -156,12 +158,9 @@ class LlmModel:
             raise RlxError(f"{total} tokens exceed the largest cache capacity {CAPACITY_BUCKETS[-1]}")
         draws = philox_f32(seed or 0xDEADBEEF, max(max_new_tokens, 1)) if temperature > 0 else None
         cap = next(b for b in CAPACITY_BUCKETS if b >= min(total, CAPACITY_BUCKETS[-1]))
-        tc = time.perf_counter()  # the graphs this call runs, compiled (and their engine sessions built) first
-        _built(self.prefill_executable(ids.shape[0])[0])
-        st = None
-        if max_new_tokens > 1:  # a decode step follows: its buffers take the prefill's keys / values
-            st = self._step(cap)
-            _built(self.decode_executable(cap))
+        tc = time.perf_counter()  # the graphs this call runs, compiled first (with their engine sessions)
+        self.prefill_executable(ids.shape[0])
+        st = self._step(cap) if max_new_tokens > 1 else None  # a decode step follows: its buffers take the prefill's cache
         t0 = time.perf_counter()
         logits, kvs = self._run_prefill(ids)
         t1 = time.perf_counter()
@@ -320,11 +319,12 @@ class CachedDecodeStep:
                 buf[...] = new
 
 
-def _built(exe: Any) -> None:
-    """Build an engine executable's session now (engines build it on the first run otherwise)."""
+def _built(exe: Any) -> Any:
+    """``exe`` with its engine session built (engines build it on the first run otherwise)."""
     session = getattr(exe, "session", None)
     if callable(session):
         session()
+    return exe
 
 
 def _bound_call(exe: Any, feed: dict[str, np.ndarray]) -> Callable[[], list[np.ndarray]]:

@@ -143,7 +143,7 @@ def _as_inputs(model: Any, external: Mapping[str, np.ndarray]) -> Any:
     return checked
 
 
-def external_tensor(onnx: Any, name: str, data_type: int, shape: tuple[int, ...], nbytes: int) -> Any:
+def _external_tensor(onnx: Any, name: str, data_type: int, shape: tuple[int, ...], nbytes: int) -> Any:
     """An initializer whose data lives outside the model (ONNX external data under :data:`EXTERNAL_LOCATION`)."""
     t = onnx.TensorProto(name=name, data_type=data_type, dims=list(shape), data_location=onnx.TensorProto.EXTERNAL)
     for key, value in (("location", f"{EXTERNAL_LOCATION}/{name}"), ("offset", "0"), ("length", str(nbytes))):
@@ -235,7 +235,7 @@ class Exporter:
             return t
         if self.external is not None and arr.nbytes >= EXTERNAL_MIN_BYTES:
             self.external[name] = np.ascontiguousarray(arr)
-            return external_tensor(self.onnx, name, onnx_dtype(dt), arr.shape, arr.nbytes)
+            return _external_tensor(self.onnx, name, onnx_dtype(dt), arr.shape, arr.nbytes)
         return self.onnx.numpy_helper.from_array(np.ascontiguousarray(arr).reshape(arr.shape), name)  # keeps rank 0
 
     def ints(self, values) -> str:

@@ -346,6 +346,11 @@ ZOO: list[Entry] = [
     Entry("vit_timm", _timm("vit_tiny_patch16_224", img_size=32, patch_size=8, num_classes=10)),
     Entry("mixer_timm", _timm("mixer_s16_224", img_size=32, num_classes=10)),
     Entry("ghostnet", _timm("ghostnet_050", num_classes=10)),
+    # re-parameterizable blocks as trained (parallel conv branches + the input's BatchNorm, summed)
+    Entry("mobileone", _timm("mobileone_s0", num_classes=10)),
+    Entry("repghost", _timm("repghostnet_050", num_classes=10)),
+    Entry("fastvit", _timm("fastvit_t8", num_classes=10)),
+    Entry("repvit", _timm("repvit_m0_9", num_classes=10)),
     Entry("resnet_tv", _torchvision("resnet18", num_classes=10)),
     Entry("mobilenetv2_tv", _torchvision("mobilenet_v2", width_mult=0.25, num_classes=10)),
     Entry("squeezenet", _torchvision("squeezenet1_1", size=64, num_classes=10)),

@@ -55,3 +55,57 @@ def test_chains_that_are_not_weight_only_or_not_per_channel_stay():
     g.set_outputs([y * s])
     res = fold_conv_affine(g)
     assert res.stats["folded"] == 0 and res.graph is g
+
+
+class LinearNorm(torch.nn.Module):
+    """LeViT's linear layer: a bias-free Linear, then BatchNorm1d over the flattened tokens."""
+
+    def __init__(self, k: int, c: int):
+        super().__init__()
+        self.linear = torch.nn.Linear(k, c, bias=False)
+        self.bn = torch.nn.BatchNorm1d(c)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-1, 1)
+            self.bn.running_var.uniform_(0.5, 2)
+            self.bn.weight.uniform_(0.5, 1.5)
+            self.bn.bias.uniform_(-1, 1)
+
+    def forward(self, x):
+        return self.bn(self.linear(x).flatten(0, 1)).reshape(x.shape[0], x.shape[1], -1)
+
+
+@pytest.mark.parametrize("tokens", [True, False])
+def test_batchnorm1d_folds_into_the_linear_weight(tokens):
+    """matmul -> reshape keeping the last dim -> (x - mean) * s + beta: one matmul by W · s and one bias add."""
+    torch.manual_seed(0)
+    m = (LinearNorm(6, 5) if tokens else torch.nn.Sequential(torch.nn.Linear(6, 5, bias=False), LinearNorm(5, 5).bn)).eval()
+    x = torch.randn(2, 3, 6) if tokens else torch.randn(4, 6)
+    g, params = rlx.torch.import_module(m, (x,))
+    res = fold_conv_affine(g)
+    assert res.stats["folded"] == 1
+    folded = rlx.verify(res.graph)
+
+    def activation_binaries(gr):  # elementwise ops that read the input (not the weights' preparation)
+        data: set[int] = set()
+        for n in gr.nodes:
+            if n.op == "input" or data.intersection(n.inputs):
+                data.add(n.id)
+        return sum(n.op == "binary" and n.id in data for n in gr.nodes)
+
+    assert activation_binaries(folded) == 1 < activation_binaries(g)
+    feed = {next(iter(g.inputs())): x.numpy()}
+    got = rlx.run(folded, feed, params)[0]
+    np.testing.assert_allclose(got, rlx.run(g, feed, params)[0], rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        np.testing.assert_allclose(got, m(x).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_matmul_by_data_or_a_per_row_scale_stays():
+    g = rlx.Graph("keep")
+    x, w = g.input("x", (3, 4)), g.input("w", (4, 5))  # the weight is data
+    g.set_outputs([g.matmul(x, w) * g.param("s", (5,))])
+    assert fold_conv_affine(g).stats["folded"] == 0
+    g = rlx.Graph("rows")
+    x = g.input("x", (3, 4))
+    g.set_outputs([g.matmul(x, g.param("w", (4, 5))) * g.param("s", (3, 1))])  # per row, not per column
+    assert fold_conv_affine(g).stats["folded"] == 0

@@ -245,9 +245,12 @@ def export_for_session(graph: Graph, params: Mapping[str, np.ndarray], engine: s
     """``graph`` with ``params`` bound as the ONNX model a session runs: inference BatchNorm chains
     folded into their convolutions (:func:`rlx.opt.fold_affine.fold_conv_affine`; onnxruntime folds
     a conv's Mul / Add but not the Sub of the mean, so the chain would stay four passes; after any other
-    activation the chain becomes a 1x1 depthwise conv, one onnxruntime Conv) and every
-    weight-only subgraph computed once (:func:`rlx.opt.fold_weights.fold_weights`); ``engine`` as for
+    activation the chain becomes a 1x1 depthwise conv, one onnxruntime Conv), every
+    weight-only subgraph computed once (:func:`rlx.opt.fold_weights.fold_weights`) and the convolution
+    branches summed over one activation merged into one conv
+    (:func:`rlx.backends.conv_branches.merge_conv_branches`); ``engine`` as for
     :func:`rlx.backends.onnx.export` (``external`` too)."""
+    from rlx.backends.conv_branches import merge_conv_branches
     from rlx.backends.onnx import export
     from rlx.ir.verify import verify
     from rlx.opt.fold_affine import fold_conv_affine
@@ -256,7 +259,9 @@ def export_for_session(graph: Graph, params: Mapping[str, np.ndarray], engine: s
     folded = fold_conv_affine(graph, depthwise=True)
     g = verify(folded.graph) if folded.changed else graph
     g2, bound = fold_weights(g, params)
-    return export(verify(g2) if g2 is not g else g2, bound, engine=engine, external=external)
+    g2 = verify(g2) if g2 is not g else g2
+    g3, bound = merge_conv_branches(g2, bound)
+    return export(verify(g3) if g3 is not g2 else g3, bound, engine=engine, external=external)
 
 
 def node_session(node: Node, in_types: list[TensorType], out: TensorType | tuple[TensorType, ...]) -> Any:

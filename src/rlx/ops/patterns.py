@@ -57,6 +57,9 @@ MATMUL_BIAS_ACT = Fusion("matmul", "fused_matmul_bias_act", step="binary", act="
 CONV_BIAS_ACT = Fusion("conv2d", "fused_conv2d_bias_act", step="binary", view="reshape", act="activation")
 #: conv2d -> mul / add by per-channel constants => conv2d with the affine folded into its weight and bias
 CONV_AFFINE = Fusion("conv2d", "conv2d", step="binary")
+#: matmul [-> reshape keeping the last dim] -> mul / add by per-column constants => matmul with the affine
+#: folded into its 2-D weight and bias (a linear layer's BatchNorm1d over flattened tokens, as in LeViT)
+MATMUL_AFFINE = Fusion("matmul", "matmul", step="binary", view="reshape")
 #: add(x, residual) -> layer_norm (last axis) => fused_residual_layer_norm (two results when the sum is read too)
 RESIDUAL_LAYER_NORM = Fusion("layer_norm", "fused_residual_layer_norm", step="binary")
 #: add(x, residual) -> rms_norm (last axis) => fused_residual_rms_norm

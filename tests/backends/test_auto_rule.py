@@ -101,3 +101,23 @@ def test_a_candidate_far_slower_in_the_warm_up_is_pruned():
     exes = {"onnxruntime": _Engine(clock, 1e-4, 1.0, rng), "numpy": _Engine(clock, 5e-4, 1.0, rng)}
     medians, pruned = auto.time_candidates(exes, {}, clock)
     assert list(medians) == ["onnxruntime"] and "numpy" in pruned and pruned["numpy"].endswith("x the fastest candidate's warm-up time")
+
+
+def test_the_agreement_check_keeps_float_rounding_and_drops_wrong_outputs():
+    """A candidate is checked against the numpy executor before timing. A deep network's float32 rounding
+    reaches a few 1e-4 of the output's largest magnitude (EfficientNetV2: 2.5e-4, torch eager's own
+    difference too): kept; a real error, a NaN where there is none, another shape: dropped."""
+    rng = np.random.default_rng(0)
+    want = rng.standard_normal((4, 1000)).astype(np.float32) * 3
+    scale = float(np.abs(want).max())
+    rounding = want + (rng.uniform(-3e-4, 3e-4, want.shape) * scale).astype(np.float32)
+    assert auto._agrees([rounding], [want])
+    wrong = want.copy()
+    wrong[1, 7] += 5e-3 * scale
+    assert not auto._agrees([wrong], [want])
+    nan = want.copy()
+    nan[0, 0] = np.nan
+    assert not auto._agrees([nan], [want]) and auto._agrees([nan], [nan])
+    assert not auto._agrees([want[:, :10]], [want]) and not auto._agrees([want], [want, want])
+    assert auto._agrees([np.zeros(3, np.float32)], [np.zeros(3, np.float32)])
+    assert not auto._agrees([np.full(3, 1e-3, np.float32)], [np.zeros(3, np.float32)])

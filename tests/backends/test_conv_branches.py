@@ -64,15 +64,16 @@ class RepGhostModule(torch.nn.Module):
 
 
 class RepVggDw(torch.nn.Module):
-    """RepViT's token mixer: dw 3x3 conv+BN + dw 1x1 conv (with a bias) + the input itself."""
+    """RepViT's token mixer: dw 3x3 conv+BN + dw 1x1 conv (with a bias) + the input itself [, then a BatchNorm]."""
 
-    def __init__(self, c: int):
+    def __init__(self, c: int, bn: bool):
         super().__init__()
         self.conv = _conv_bn(c, c, 3, groups=c)
         self.conv1 = torch.nn.Conv2d(c, c, 1, groups=c)
+        self.bn = _bn(c) if bn else torch.nn.Identity()
 
     def forward(self, x):
-        return torch.relu(self.conv(x) + self.conv1(x) + x)
+        return torch.relu(self.bn(self.conv(x) + self.conv1(x) + x))
 
 
 def _session_convs(module: torch.nn.Module, x: torch.Tensor) -> tuple[int, object, dict, list]:
@@ -116,9 +117,11 @@ def test_repghost_fusion_branch_merges_into_the_depthwise_conv(tmp_path):
     _check_engines(block, g, params, feed)
 
 
-def test_the_input_itself_is_an_identity_branch():
+@pytest.mark.parametrize("bn", [False, True])
+def test_the_input_itself_is_an_identity_branch(bn):
+    """... and a BatchNorm after the sum scales the merged kernel and the shift: one conv either way."""
     torch.manual_seed(0)
-    block = RepVggDw(8).eval()
+    block = RepVggDw(8, bn).eval()
     convs, g, params, feed = _session_convs(block, torch.randn(2, 8, 6, 6))
     assert convs == 1
     _check_engines(block, g, params, feed)

@@ -132,14 +132,53 @@ def _partitions(branches: list[_Branch], groups_of_input: int) -> list[list[_Bra
     return list(by_groups.values())
 
 
+_Conv = tuple[int, np.ndarray, int, tuple[int, int], tuple[int, ...], tuple[int, ...]]
+
+
 class _Plan(NamedTuple):
     """How one sum is rewritten: the merged convs (input id, kernel, groups, padding, stride, dilation),
-    the terms kept as they are, the summed shift and the nodes the merge absorbs."""
+    the terms kept as they are, the summed shift, the nodes the merge absorbs and the node whose value
+    the rewrite computes (the sum, or the last per-channel step after it that it absorbed)."""
 
-    convs: list[tuple[int, np.ndarray, int, tuple[int, int], tuple[int, ...], tuple[int, ...]]]
+    convs: list[_Conv]
     kept: list[int]
     shift: np.ndarray | None
     absorbed: set[int]
+    result: int
+
+
+def _channel_scale(g: Graph, node: Node, params: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    """The [C] scale of a bound 1x1 depthwise conv2d (stride 1, no padding): a BatchNorm after the sum, as
+    :func:`rlx.opt.fold_affine.fold_conv_affine` writes it in its depthwise form."""
+    a, channels = node.attrs, node.shape[1]
+    if (not _built_by(node, "conv2d") or a["groups"] != channels or list(a["stride"]) != [1, 1] or any(a["padding"])
+            or list(node.shape) != list(g.node(node.inputs[0]).shape)):
+        return None
+    name = _bound_param(g, node.inputs[1], params, 4)
+    return None if name is None or params[name].shape != (channels, 1, 1, 1) else np.asarray(params[name]).reshape(-1)
+
+
+def _absorb_after(g: Graph, root: Node, uses: dict[int, list[int]], params: Mapping[str, np.ndarray],
+                  convs: list[_Conv], shift: np.ndarray | None) -> tuple[list[_Conv], np.ndarray | None, list[int]]:
+    """RepViT's ``bn(conv(x) + conv1(x) + x)``: the per-channel scales and shifts after a sum of only convs
+    and shifts, folded into the merged kernels and the shift; the nodes absorbed, in order."""
+    absorbed: list[int] = []
+    cur = root
+    while len(uses.get(cur.id, [])) == 1 and uses[cur.id][0] >= 0:
+        nxt = g.node(uses[cur.id][0])
+        if nxt.type != root.type or nxt.inputs[0] != cur.id:
+            break
+        scale = _channel_scale(g, nxt, params)
+        if scale is not None:
+            convs = [(x, kernel * scale[:, None, None, None], *rest) for x, kernel, *rest in convs]
+            shift = None if shift is None else shift * scale[:, None, None]
+        elif _built_by(nxt, "add") and (extra := _shift(g, nxt.inputs[1], root, params)) is not None:
+            shift = extra if shift is None else shift + extra
+        else:
+            break
+        absorbed.append(nxt.id)
+        cur = nxt
+    return convs, shift, absorbed
 
 
 def _plan(g: Graph, root: Node, uses: dict[int, list[int]], params: Mapping[str, np.ndarray]) -> _Plan | None:
@@ -163,7 +202,8 @@ def _plan(g: Graph, root: Node, uses: dict[int, list[int]], params: Mapping[str,
             eye = np.ones((channels, 1, 1, 1), dtype=np.float64)
             groups[key].append(_Branch(eye, channels, (0, 0), None))
             rest.remove(vid)
-    convs, kept, absorbed = [], list(rest), set(inner) | {root.id}
+    convs: list[_Conv] = []
+    kept, absorbed = list(rest), set(inner) | {root.id}
     merged_any = False
     for (x, stride, dilation), branches in groups.items():
         cin = g.node(x).shape[1]
@@ -182,7 +222,10 @@ def _plan(g: Graph, root: Node, uses: dict[int, list[int]], params: Mapping[str,
     if not merged_any:
         return None
     shift = np.sum(shifts, axis=0) if shifts else None
-    return _Plan(convs, kept, shift, absorbed)
+    after: list[int] = []
+    if not kept:
+        convs, shift, after = _absorb_after(g, root, uses, params, convs, shift)
+    return _Plan(convs, kept, shift, absorbed | set(after), after[-1] if after else root.id)
 
 
 def merge_conv_branches(g: Graph, params: Mapping[str, np.ndarray]) -> tuple[Graph, dict[str, np.ndarray]]:
@@ -197,7 +240,7 @@ def merge_conv_branches(g: Graph, params: Mapping[str, np.ndarray]) -> tuple[Gra
                 or not node.shape.is_static:
             continue
         plan = _plan(g, node, uses, params)
-        if plan is not None:
+        if plan is not None and not claimed.intersection(plan.absorbed):
             plans[node.id] = plan
             claimed |= plan.absorbed
     if not plans:
@@ -235,7 +278,7 @@ def merge_conv_branches(g: Graph, params: Mapping[str, np.ndarray]) -> tuple[Gra
         y = terms[0]
         for t in terms[1:]:
             y = out.append("binary", [y, t], {"op": "add"}, prov=node.prov).id
-        env[node.id] = y
+        env[plan.result] = y
     out.set_outputs([env[o] for o in g.output_ids])
     kept_names = {n.attrs["name"] for n in out.nodes if n.op == "param"}
     return out, {**{k: v for k, v in params.items() if k in kept_names}, **new_params}

@@ -181,3 +181,18 @@ def test_merged_graph_passes_the_verifier_and_keeps_its_signature():
     np.testing.assert_allclose(rlx.run(merged, {"x": x.numpy()}, merged_params)[0],
                                rlx.run(g, {"x": x.numpy()}, params)[0], rtol=1e-5, atol=1e-5)
     assert merge_conv_branches(merged, merged_params)[0] is merged  # nothing left to merge
+
+
+def test_a_symbolic_batch_still_merges():
+    """Files as shipped have a symbolic batch: channels and spatial dims are what the merge needs."""
+    from torch.export import Dim
+
+    torch.manual_seed(0)
+    block = MobileOneBlock(8, 3, 8, 2).eval()
+    x = torch.randn(2, 8, 6, 6)
+    g, params = rlx.torch.import_module(block, (x,), {"x": {0: Dim("b", min=1, max=64)}})
+    assert not next(iter(g.inputs().values())).node.shape.is_static
+    proto = export_for_session(g, params)
+    assert sum(n.op_type == "Conv" for n in proto.graph.node) == 1
+    assert not {n.op_type for n in proto.graph.node} & {"Sub", "Mul"}  # the input's BatchNorm folded and merged
+    _check_engines(block, g, params, [torch.randn(3, 8, 6, 6).numpy()])

@@ -93,6 +93,11 @@ def _frame(branches: list[_Branch], dilation: tuple[int, ...]) -> tuple[tuple[in
     return (size[0], size[1]), (pad[0], pad[1])
 
 
+def _static_chw(node: Node) -> bool:
+    """Channels and spatial dims known (the batch may be symbolic: ONNX files as shipped)."""
+    return all(isinstance(d, int) for d in list(node.shape)[1:])
+
+
 def _out_size(n: int, k: int, s: int, p: int, d: int) -> int:
     return (n + 2 * p - d * (k - 1) - 1) // s + 1
 
@@ -206,6 +211,9 @@ def _plan(g: Graph, root: Node, uses: dict[int, list[int]], params: Mapping[str,
     kept, absorbed = list(rest), set(inner) | {root.id}
     merged_any = False
     for (x, stride, dilation), branches in groups.items():
+        if not _static_chw(g.node(x)):
+            kept += [b.node if b.node is not None else x for b in branches]
+            continue
         cin = g.node(x).shape[1]
         for part in _partitions(branches, cin) if len(branches) > 1 else [branches]:
             frame = _frame(part, dilation)
@@ -237,7 +245,7 @@ def merge_conv_branches(g: Graph, params: Mapping[str, np.ndarray]) -> tuple[Gra
     claimed: set[int] = set()
     for node in reversed(g.nodes):  # the outermost add of each tree first
         if node.id in claimed or not _built_by(node, "add") or len(node.shape) != 4 or not node.dtype.is_float \
-                or not node.shape.is_static:
+                or not _static_chw(node):
             continue
         plan = _plan(g, node, uses, params)
         if plan is not None and not claimed.intersection(plan.absorbed):

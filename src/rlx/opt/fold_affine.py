@@ -122,7 +122,7 @@ def _chains(g: Graph, depthwise: bool = False) -> dict[int, _Chain]:
             if head.inputs[1] not in weights or uses[head.id] != 1 or head.id in outputs:
                 continue
             starts = consumers[head.id][:1]
-        elif not depthwise or head.id in weights or not head.shape.is_static:
+        elif not depthwise or head.id in weights or not isinstance(head.shape[1], int):  # the batch may be symbolic
             continue
         else:
             starts = consumers.get(head.id, [])

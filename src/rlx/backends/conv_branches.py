@@ -9,7 +9,8 @@ conv). After the BatchNorms are folded (:func:`rlx.opt.fold_affine.fold_conv_aff
 ``conv(x, W) + T``, the input's own BatchNorm a 1x1 depthwise conv), each add tree whose terms are
 convs of one activation with the same stride and dilation (and that activation itself, the identity
 branch) becomes one conv: each kernel placed in a common frame (centred by its padding, its groups
-embedded block-diagonally) and the kernels summed, the per-channel shifts summed into one bias. The
+embedded block-diagonally) and the kernels summed, the per-channel shifts summed into one bias; a
+per-channel scale and shift after such a sum (RepViT's BatchNorm of it) folded in as well. The
 result equals the sum of the branches up to rounding (f64 accumulation of the kernels); a merge that
 would cost more multiply-adds than its branches (a depthwise kernel widened into a dense one) is not
 made, and branches whose padding cannot share one symmetric frame stay apart.

@@ -4,8 +4,8 @@ with the bound weights (an engine-backend rewrite, like :mod:`rlx.backends.engin
 Re-parameterizable blocks (RepVGG, MobileOne, RepGhost, FastViT, RepViT) train as parallel branches over
 one input: a kxk conv, a 1x1 conv, a BatchNorm of the input itself, summed. Their authors fold the
 branches into one conv before deployment; a model exported as trained keeps them all, and no engine
-merges them from the file (onnxruntime runs MobileOne's three to five convs per block, 1.12x of the one
-conv). After the BatchNorms are folded (:func:`rlx.opt.fold_affine.fold_conv_affine`: a branch is then
+merges them from the file (MobileOne-S0 in onnxruntime: 226 Convs, 4.7x the time of the 43 merged
+ones). After the BatchNorms are folded (:func:`rlx.opt.fold_affine.fold_conv_affine`: a branch is then
 ``conv(x, W) + T``, the input's own BatchNorm a 1x1 depthwise conv), each add tree whose terms are
 convs of one activation with the same stride and dilation (and that activation itself, the identity
 branch) becomes one conv: each kernel placed in a common frame (centred by its padding, its groups

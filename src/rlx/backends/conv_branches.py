@@ -24,8 +24,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rlx.backends.engine_rewrites import _bound_param, _built_by, _uses
+from rlx.backends.engine_rewrites import bound_param, built_by, readers
 from rlx.ir.graph import Graph, Node
+from rlx.opt.fold_affine import is_channel_scale
 from rlx.opt.fold_weights import fresh_param_name
 
 
@@ -48,7 +49,7 @@ def _terms(g: Graph, root: Node, uses: dict[int, list[int]]) -> tuple[list[int],
     while todo:
         vid = todo.pop()
         node = g.node(vid)
-        if _built_by(node, "add") and node.type == root.type and len(uses.get(vid, [])) == 1:
+        if built_by(node, "add") and node.type == root.type and len(uses.get(vid, [])) == 1:
             inner.append(vid)
             todo.extend(node.inputs)
         else:
@@ -59,9 +60,9 @@ def _terms(g: Graph, root: Node, uses: dict[int, list[int]]) -> tuple[list[int],
 def _conv_branch(g: Graph, node: Node, root: Node, uses: dict[int, list[int]],
                  params: Mapping[str, np.ndarray]) -> tuple[tuple, _Branch] | None:
     """(group key, branch) of a conv term: a float conv2d read only by the sum, its kernel a bound param."""
-    if not _built_by(node, "conv2d") or node.type != root.type or len(uses.get(node.id, [])) != 1:
+    if not built_by(node, "conv2d") or node.type != root.type or len(uses.get(node.id, [])) != 1:
         return None
-    name = _bound_param(g, node.inputs[1], params, 4)
+    name = bound_param(g, node.inputs[1], params, 4)
     if name is None:
         return None
     a = node.attrs
@@ -73,7 +74,7 @@ def _shift(g: Graph, vid: int, root: Node, params: Mapping[str, np.ndarray]) -> 
     """A term that is a bound per-channel shift of the sum ([C, 1, 1] or [1, C, 1, 1]), as [C, 1, 1]."""
     channels = root.shape[1]
     for rank in (3, 4):
-        name = _bound_param(g, vid, params, rank)
+        name = bound_param(g, vid, params, rank)
         if name is not None and g.node(vid).dtype == root.dtype and params[name].size == channels \
                 and params[name].shape[-3:] == (channels, 1, 1):
             return np.asarray(params[name]).reshape(channels, 1, 1)
@@ -156,12 +157,10 @@ class _Plan(NamedTuple):
 def _channel_scale(g: Graph, node: Node, params: Mapping[str, np.ndarray]) -> np.ndarray | None:
     """The [C] scale of a bound 1x1 depthwise conv2d (stride 1, no padding): a BatchNorm after the sum, as
     :func:`rlx.opt.fold_affine.fold_conv_affine` writes it in its depthwise form."""
-    a, channels = node.attrs, node.shape[1]
-    if (not _built_by(node, "conv2d") or a["groups"] != channels or list(a["stride"]) != [1, 1] or any(a["padding"])
-            or list(node.shape) != list(g.node(node.inputs[0]).shape)):
+    if not is_channel_scale(node, g.node(node.inputs[0])):
         return None
-    name = _bound_param(g, node.inputs[1], params, 4)
-    return None if name is None or params[name].shape != (channels, 1, 1, 1) else np.asarray(params[name]).reshape(-1)
+    name = bound_param(g, node.inputs[1], params, 4)
+    return None if name is None or params[name].shape != (node.shape[1], 1, 1, 1) else np.asarray(params[name]).reshape(-1)
 
 
 def _absorb_after(g: Graph, root: Node, uses: dict[int, list[int]], params: Mapping[str, np.ndarray],
@@ -178,7 +177,7 @@ def _absorb_after(g: Graph, root: Node, uses: dict[int, list[int]], params: Mapp
         if scale is not None:
             convs = [(x, kernel * scale[:, None, None, None], *rest) for x, kernel, *rest in convs]
             shift = None if shift is None else shift * scale[:, None, None]
-        elif _built_by(nxt, "add") and (extra := _shift(g, nxt.inputs[1], root, params)) is not None:
+        elif built_by(nxt, "add") and (extra := _shift(g, nxt.inputs[1], root, params)) is not None:
             shift = extra if shift is None else shift + extra
         else:
             break
@@ -241,11 +240,11 @@ def merge_conv_branches(g: Graph, params: Mapping[str, np.ndarray]) -> tuple[Gra
     """``(graph, params)`` with each sum of convolution branches over one activation merged (see the module
     docstring); ``g`` itself when there is none. Kernels and shifts read only by merged branches leave the
     graph and the params."""
-    uses = _uses(g)
+    uses = readers(g)
     plans: dict[int, _Plan] = {}
     claimed: set[int] = set()
     for node in reversed(g.nodes):  # the outermost add of each tree first
-        if node.id in claimed or not _built_by(node, "add") or len(node.shape) != 4 or not node.dtype.is_float \
+        if node.id in claimed or not built_by(node, "add") or len(node.shape) != 4 or not node.dtype.is_float \
                 or not _static_chw(node):
             continue
         plan = _plan(g, node, uses, params)

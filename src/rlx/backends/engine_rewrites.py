@@ -19,14 +19,15 @@ from rlx.ir.opdef import builder_method
 from rlx.opt.fold_weights import fresh_param_name
 
 
-def _built_by(node: Node, method: str) -> bool:
+def built_by(node: Node, method: str) -> bool:
     """Whether ``node`` is what the ``Graph`` builder method ``method`` makes: its op and preset attributes,
     read from the op registry (``g.add`` is a ``binary`` node with ``op="add"``), not named here."""
     found = builder_method(method)
     return found is not None and node.op == found[0].name and all(node.attrs.get(k) == v for k, v in found[1].items())
 
 
-def _uses(g: Graph) -> dict[int, list[int]]:
+def readers(g: Graph) -> dict[int, list[int]]:
+    """value id -> the ids of the nodes that read it (-1 for each graph output it is)."""
     uses: dict[int, list[int]] = {}
     for node in g.nodes:
         for i in node.inputs:
@@ -36,7 +37,8 @@ def _uses(g: Graph) -> dict[int, list[int]]:
     return uses
 
 
-def _bound_param(g: Graph, nid: int, params: Mapping[str, np.ndarray], rank: int) -> str | None:
+def bound_param(g: Graph, nid: int, params: Mapping[str, np.ndarray], rank: int) -> str | None:
+    """The name of ``nid`` when it is a param of ``rank`` static dims with a value in ``params``."""
     node = g.node(nid)
     if node.op == "param" and node.attrs["name"] in params and len(node.shape) == rank and node.shape.is_static:
         return node.attrs["name"]
@@ -49,18 +51,18 @@ def _bias(g: Graph, mm: Node, uses: dict[int, list[int]], params: Mapping[str, n
     if len(readers) != 1 or readers[0] < 0:
         return None
     add = g.node(readers[0])
-    if not _built_by(add, "add") or add.inputs[0] != mm.id or add.type != mm.type:
+    if not built_by(add, "add") or add.inputs[0] != mm.id or add.type != mm.type:
         return None
-    name = _bound_param(g, add.inputs[1], params, 1)
+    name = bound_param(g, add.inputs[1], params, 1)
     return (add, name) if name is not None and params[name].shape == (mm.shape[-1],) else None
 
 
 def _groups(g: Graph, params: Mapping[str, np.ndarray]) -> list[list[Node]]:
     by_input: dict[tuple, list[Node]] = {}
     for node in g.nodes:
-        if not _built_by(node, "matmul") or not node.shape.is_static or len(g.node(node.inputs[0]).shape) < 2:
+        if not built_by(node, "matmul") or not node.shape.is_static or len(g.node(node.inputs[0]).shape) < 2:
             continue
-        w = _bound_param(g, node.inputs[1], params, 2)
+        w = bound_param(g, node.inputs[1], params, 2)
         if w is not None:
             by_input.setdefault((node.inputs[0], node.dtype, params[w].shape[0]), []).append(node)
     return [members for members in by_input.values() if len(members) > 1]
@@ -73,7 +75,7 @@ def merge_parallel_matmuls(g: Graph, params: Mapping[str, np.ndarray]) -> tuple[
     groups = _groups(g, params)
     if not groups:
         return g, dict(params)
-    uses = _uses(g)
+    uses = readers(g)
     plan: dict[int, tuple[list[Node], list[tuple[Node, str]] | None]] = {}  # first member id -> group
     member_of: dict[int, int] = {}
     for members in groups:

@@ -46,9 +46,19 @@ def _per_channel(node: Node, channels: int, last_axis: bool) -> bool:
     return shape in ((channels, 1, 1), (1, channels, 1, 1))
 
 
-def _is_conv(node: Node) -> bool:
+def _scales_weight(node: Node) -> bool:
     """A chain's head is a conv2d or matmul (its weight takes the scale) or, in the depthwise form, any activation."""
     return node.op in (CONV_AFFINE.anchor, MATMUL_AFFINE.anchor)
+
+
+def is_channel_scale(node: Node, x: Node) -> bool:
+    """Whether ``node`` has the depthwise form's shape: a float conv2d of ``x`` [N, C, H, W] with C groups, a
+    1x1 kernel, stride 1 and no padding (a per-channel scale by its [C, 1, 1, 1] weight); readers that need
+    the weight's values check them."""
+    shape, a = x.shape, node.attrs
+    return (node.op == CONV_AFFINE.anchor and node.dtype.is_float and len(shape) == 4 and isinstance(shape[1], int)
+            and list(a["kernel_size"]) == [1, 1] and list(a["stride"]) == [1, 1] and not any(a["padding"])
+            and list(a["dilation"]) == [1, 1] and a["groups"] == shape[1] and node.shape[1] == shape[1])
 
 
 def _is_matmul(node: Node) -> bool:
@@ -56,7 +66,7 @@ def _is_matmul(node: Node) -> bool:
 
 
 class _Chain(NamedTuple):
-    """A foldable chain: its head (a conv, or in the depthwise form any activation), the steps' ops and
+    """A foldable chain: its head (a conv or matmul, or in the depthwise form any activation), the steps' ops and
     weight-only operands, and the steps' node ids (the last one's value is the chain's result)."""
 
     head: int
@@ -118,7 +128,7 @@ def _chains(g: Graph, depthwise: bool = False) -> dict[int, _Chain]:
                 continue
         elif len(head.shape) != 4:
             continue
-        if _is_conv(head):
+        if _scales_weight(head):
             if head.inputs[1] not in weights or uses[head.id] != 1 or head.id in outputs:
                 continue
             starts = consumers[head.id][:1]
@@ -143,7 +153,7 @@ def fold_conv_affine(g: Graph, depthwise: bool = False) -> PassResult:
     if not chains:
         return PassResult(g, None, {"folded": 0})
     skip = {nid for chain in chains.values() for nid in chain.nodes[:-1]}
-    skip |= {chain.head for chain in chains.values() if _is_conv(g.node(chain.head))}  # a conv is re-emitted scaled
+    skip |= {chain.head for chain in chains.values() if _scales_weight(g.node(chain.head))}  # a conv is re-emitted scaled
     out = Graph(g.name, g.stage, g.symbol_ranges)
     env: dict[int, int] = {}
     for node in g.nodes:
@@ -187,7 +197,7 @@ def _emit_folded(out: Graph, g: Graph, head: Node, chain: _Chain, env: dict[int,
                 y = out.append(op, [y], dict(g.node(nid).attrs), name=g.node(nid).name, prov=g.node(nid).prov).id
         return y if shift is None else out.append("binary", [y, shift], {"op": "add"}).id
     s4 = out.append("reshape", [scale], {"new_shape": [channels, 1, 1, 1]}).id
-    if not _is_conv(head):  # the depthwise form: y = conv(x, S[C, 1, 1, 1], groups=C) + T
+    if not _scales_weight(head):  # the depthwise form: y = conv(x, S[C, 1, 1, 1], groups=C) + T
         y = out.append("conv2d", [env[head.id], s4], {"kernel_size": [1, 1], "stride": [1, 1], "padding": [0, 0],
                                                       "dilation": [1, 1], "groups": int(channels)}).id
     else:

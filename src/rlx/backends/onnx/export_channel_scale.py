@@ -19,6 +19,7 @@ import numpy as np
 from rlx.backends.onnx.export_resample import constant_of
 from rlx.backends.onnx.exporter import EXPORTERS, exporter
 from rlx.ir.graph import Node
+from rlx.opt.fold_affine import is_channel_scale
 
 _PLAIN_CONV = EXPORTERS["conv2d"]
 _MATMUL_RESULTS = frozenset({"matmul", "dot_general", "fused_matmul_bias_act"})  # producers with no conv layout
@@ -26,13 +27,10 @@ _MATMUL_RESULTS = frozenset({"matmul", "dot_general", "fused_matmul_bias_act"}) 
 
 def channel_scale(ex: Any, node: Node) -> np.ndarray | None:
     """The [1, C, 1, 1] scale of a float 1x1 depthwise conv2d with constant weights, stride 1, no padding."""
-    a, shape = node.attrs, ex.g.node(node.inputs[0]).shape
-    if not node.dtype.is_float or len(shape) != 4 or not isinstance(shape[1], int):
+    x = ex.g.node(node.inputs[0])
+    if not is_channel_scale(node, x):
         return None
-    c = shape[1]
-    if (list(a["kernel_size"]) != [1, 1] or list(a["stride"]) != [1, 1] or any(a["padding"])
-            or list(a["dilation"]) != [1, 1] or a["groups"] != c or node.shape[1] != c):
-        return None
+    c = x.shape[1]
     w = constant_of(ex, node.inputs[1])
     if w is None or w.shape != (c, 1, 1, 1):
         return None

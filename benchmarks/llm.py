@@ -3,7 +3,7 @@
 For each weight type and thread count: rlx (each backend given) vs llama.cpp (``llama-cpp-python``, when importable:
 it is built from source and stays out of rlx's extras) and transformers eager on the same file, prefill and decode
 tokens/s, and decode time per token against the memory-bandwidth bound (matmul weight bytes read per token / a
-STREAM-like NumPy copy's bandwidth, measured in the same run). Per type and thread count every engine is set up
+STREAM-like NumPy copy's bandwidth on as many threads, measured in the same run). Per type and thread count every engine is set up
 once (model loaded, graphs compiled, warmed), then runs ``--rounds R`` interleaved rounds (each round every engine
 once, the order rotated: drift on a shared machine hits all alike); an engine's row is its median round by decode
 time, with the best prefill and the fastest single token over all rounds.
@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -34,15 +35,18 @@ sys.path.insert(0, str(HERE.parent / "tests" / "llm"))
 SHAPE = {"vocab": 32000, "d": 768, "layers": 12, "heads": 12, "kv_heads": 4, "ff": 2048}
 
 
-def bandwidth(nbytes: int = 256 << 20, rounds: int = 5) -> float:
-    """Bytes per second of a large NumPy copy (read + write counted), best of ``rounds``."""
+def bandwidth(threads: int = 1, nbytes: int = 256 << 20, rounds: int = 10) -> float:
+    """Bytes per second of a large NumPy copy (read + write counted) split over ``threads`` threads (NumPy releases
+    the GIL while it copies), best of ``rounds``: the bound at N threads is what N cores can stream, not one."""
     a = np.ones(nbytes // 8)
-    b = np.empty_like(a)
+    b = np.zeros_like(a)  # written once first: page faults are not bandwidth
+    sources, targets = np.array_split(a, threads), np.array_split(b, threads)
     best = float("inf")
-    for _ in range(rounds):
-        t = time.perf_counter()
-        np.copyto(b, a)
-        best = min(best, time.perf_counter() - t)
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in range(rounds):
+            t = time.perf_counter()
+            list(pool.map(np.copyto, targets, sources))
+            best = min(best, time.perf_counter() - t)
     return 2 * a.nbytes / best
 
 
@@ -195,13 +199,13 @@ def interleaved(runners: dict[str, Runner], rounds: int, prompt: list[int], new:
     return out
 
 
-def tables(rows: list[dict], bw: float) -> str:
+def tables(rows: list[dict], bws: dict[int, float]) -> str:
     """One markdown table per thread count: rlx against llama.cpp (decode ratios: wall tokens/s, fastest token, and
     CPU time per token, the figure a shared machine distorts least), the bandwidth bound and transformers eager
     (prefill ratio)."""
     out = []
     for threads in sorted({r["threads"] for r in rows}):
-        out += [f"\nthreads={threads} (memory bandwidth {bw / 1e9:.1f} GB/s)\n",
+        out += [f"\nthreads={threads} (memory bandwidth at {threads} thread(s) {bws[threads] / 1e9:.1f} GB/s)\n",
                 "| type | engine | prefill tok/s | decode tok/s | ms / token | fastest token ms | CPU ms / token | x bound "
                 "| decode / llama.cpp | fastest / llama.cpp's | CPU: llama.cpp's / this | prefill / transformers |",
                 "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -246,8 +250,9 @@ def main() -> None:
     except ImportError:
         print("llama-cpp-python: not installed (build it from source to compare)")
         have_llamacpp = False
-    bw = bandwidth()
-    print(f"memory bandwidth (NumPy copy, read + write): {bw / 1e9:.1f} GB/s; load average {os.getloadavg()[0]:.1f}")
+    bws = {threads: bandwidth(threads) for threads in map(int, args.threads.split(","))}
+    print("memory bandwidth (NumPy copy, read + write): " + ", ".join(f"{bw / 1e9:.1f} GB/s at {t} thread(s)" for t, bw in bws.items())
+          + f"; load average {os.getloadavg()[0]:.1f}")
     prompt = [int(t) for t in np.random.default_rng(0).integers(3, SHAPE["vocab"], args.prompt)]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -283,16 +288,16 @@ def main() -> None:
                     runners["transformers-eager"] = transformers_runner(path, threads)
                 for engine, r in interleaved(runners, args.rounds, prompt, args.new).items():
                     if "weight_bytes" in r:
-                        r["bound_ms_per_token"] = 1e3 * r["weight_bytes"] / bw
+                        r["bound_ms_per_token"] = 1e3 * r["weight_bytes"] / bws[threads]
                     add(engine, r)
                 del runners  # the engines' sessions and weights, before the next thread count's
                 if args.profile and qtype in ("Q8_0", "Q4_0") and importlib.util.find_spec("openvino"):
                     table = profile_openvino(*run, int8=True)
                     print(f"  openvino int8x decode step, threads={threads} (per-node minimum over 40 runs): "
                           f"{sum(us for _, _, us in table):.0f} us in nodes; " + ", ".join(f"{k} x{n} {us:.0f}" for k, n, us in table))
-    print(tables(rows, bw))
+    print(tables(rows, bws))
     if args.json:
-        Path(args.json).write_text(json.dumps({"bandwidth_Bps": bw, "rows": rows}, indent=1))
+        Path(args.json).write_text(json.dumps({"bandwidth_Bps": {str(t): bw for t, bw in bws.items()}, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

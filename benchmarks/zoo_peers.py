@@ -14,7 +14,9 @@ module itself under ``torch.inference_mode()`` (``torch eager``), ``torch.compil
 out: its compilation takes most of a model's time on 2 cores), and torch's ONNX file (TorchScript exporter, float
 outputs flattened, the zoo row's keywords as inputs) in onnxruntime and in OpenVINO at f32. Timing as in
 ``models_peers.py``: medians of ``--repeat`` interleaved rounds of every contender, then the fastest rlx path, the best
-engine and ``rlx auto`` measured alone (``--trio-rounds`` rounds, ~0.1 s of calls per sample after one untimed call);
+engine, ``rlx auto`` and the rlx backend auto chose measured alone (``--trio-rounds`` rounds, ~0.1 s of calls per
+sample after one untimed call; auto returns the chosen backend's executable, so "its row / fastest" judges the choice
+and "auto / fastest" adds the noise of measuring the same call twice);
 process CPU time per call at 1 thread (robust to neighbours on a shared machine). ``--threads 0`` means all cores for
 every contender, judged on wall time (the latency a user buys threads for; CPU time would charge an engine for every
 thread it runs, spinning included, and rank engines by work instead of latency): run it on a quiet machine. Both
@@ -102,7 +104,7 @@ def contenders(entry, skip_compile: bool, jax: bool, failed: dict[str, str]):
             return None
 
     exes = {
-        "rlx numpy": build("rlx numpy", lambda: rlx.compile(g, params=params)),
+        "rlx numpy": build("rlx numpy", lambda: rlx.compile(g, params=params, threads=THREADS)),  # BLAS too
         "rlx torch": build("rlx torch", lambda: rlx.compile(g, backend="torch", params=params)),
         "rlx onnxruntime": build("rlx onnxruntime", lambda: rlx.compile(g, backend="onnxruntime", params=params, threads=THREADS)),
         "rlx openvino": build("rlx openvino", lambda: rlx.compile(g, backend="openvino", params=params, threads=THREADS)),
@@ -178,7 +180,7 @@ def measure_model(entry, args) -> dict:
         return row
     row["nodes"] = len(g)
     if auto is not None:
-        row["auto_chose"] = auto.backend
+        row["auto_chose"] = auto.backend + (" jit" if getattr(auto, "kernels", None) == "jit" else "")
     errs = {}
     for k, f in list(fns.items()):  # the first call also compiles (Inductor): a failure drops the contender
         try:
@@ -198,7 +200,8 @@ def measure_model(entry, args) -> dict:
         # calls per sample): in the round of all contenders a sample follows a slow contender, cold caches included
         # (at all threads every engine: in the round of all contenders the engines' thread pools disturb each other's
         # first calls, torch eager's most, so that round cannot be trusted to rank them)
-        top = [*sorted(rlx_paths, key=ms.get)[:2], *sorted(engines, key=ms.get)[:2 if THREADS == 1 else None], "rlx auto"]
+        picked = f"rlx {row['auto_chose']}" if "auto_chose" in row else None
+        top = [*sorted(rlx_paths, key=ms.get)[:2], *sorted(engines, key=ms.get)[:2 if THREADS == 1 else None], picked, "rlx auto"]
         trio = {k: fns[k] for k in dict.fromkeys(top) if k in fns}
         tt = measure(trio, args.trio_rounds, number=min(calls_for(f, 0.1) for f in trio.values()), gc_off=False, warmup=True,
                      warm_calls=1)
@@ -210,6 +213,8 @@ def measure_model(entry, args) -> dict:
         row.update(fastest=fastest, best=best, trio_ms=trio_ms, fastest_vs_best=trio_ms[fastest] / trio_ms[best])
         if "rlx auto" in trio_ms:
             row["auto_vs_fastest"] = trio_ms["rlx auto"] / trio_ms[fastest]
+        if picked in trio_ms:
+            row["pick_vs_fastest"] = trio_ms[picked] / trio_ms[fastest]
     row.update(ms=ms, wall_ms={k: v.median_wall * 1e3 for k, v in t.items()}, cpu_ms={k: v.median_cpu * 1e3 for k, v in t.items()},
                err=errs, failed=failed, load_end=load_average(), seconds=round(time.perf_counter() - t0, 1))
     return row
@@ -234,9 +239,10 @@ def report(paths: list[str]) -> None:
             continue
         threads = ok[0]["threads"]
         table = [[r["model"], r["nodes"], *(r["ms"].get(k, float("nan")) for k in cols), r["best"], r["fastest"],
-                  r["fastest_vs_best"], r.get("auto_vs_fastest", float("nan")), r.get("auto_chose", "")] for r in ok]
+                  r["fastest_vs_best"], r.get("auto_vs_fastest", float("nan")), r.get("auto_chose", ""),
+                  r.get("pick_vs_fastest", float("nan"))] for r in ok]
         print_table(["model", "nodes", *(f"{k} ms" for k in cols), "best engine", "fastest rlx", "fastest / best",
-                     "auto / fastest", "auto chose"], table,
+                     "auto / fastest", "auto chose", "its row / fastest"], table,
                     title=f"{path}: {threads} thread(s), {ok[0].get('clock', 'cpu')} time, {ok[0]['time']} .. {ok[-1]['time']} UTC, "
                           f"load {ok[0]['load_start']} .. "
                           f"{ok[-1]['load_end']}")
@@ -245,6 +251,10 @@ def report(paths: list[str]) -> None:
         print(f"\n{len(ok)} models measured: fastest rlx / best engine geomean {mp.geomean(vs):.3g}, max {max(vs):.3g} "
               f"({sum(v > 1.1 for v in vs)} above 1.1); rlx auto / fastest rlx geomean {mp.geomean(av):.3g}, max {max(av):.3g} "
               f"({sum(v > 1.05 for v in av)} above 1.05)")
+        pv = [r["pick_vs_fastest"] for r in ok if "pick_vs_fastest" in r]
+        if pv:  # auto returns the chosen backend's executable: its own trio row is the same call measured apart
+            print(f"auto's pick (the chosen backend's trio row) / fastest rlx over {len(pv)}: geomean {mp.geomean(pv):.3g}, "
+                  f"max {max(pv):.3g} ({sum(v > 1.05 for v in pv)} above 1.05)")
         for k in cols:
             ratios = [r["ms"][k] / r["ms"]["torch eager"] for r in ok if k in r["ms"] and "torch eager" in r["ms"]]
             if ratios:

@@ -7,9 +7,11 @@ The rule:
 2. On the CPU, the candidates are the installed backends that can run the graph: ``onnxruntime`` and
    ``openvino`` when the graph exports to ONNX, ``torch`` when every op has a torch device lowering and
    torch's own thread count equals ``threads`` (torch's is process-wide: the backend cannot set it),
-   ``numpy`` always, and ``numpy jit`` (the numpy executor with ``kernels="jit"``) when numba is installed and
-   the graph holds an op it has a compiled kernel for (:func:`rlx.runtime.jit_kernels.applies`: layer_norm
-   [8, 128, 768] runs there in half torch's time). Each is compiled, run once and checked against the numpy executor's outputs (a
+   ``numpy`` always, and ``numpy jit`` (the numpy executor with ``kernels="jit"``) when numba is installed
+   and the graph holds an op it has a compiled kernel for (:func:`rlx.runtime.jit_kernels.applies`: layer_norm
+   [8, 128, 768] runs there in half torch's time); the two numpy ones with their BLAS limited to ``threads``
+   where threadpoolctl is installed (unlimited, its spinning workers were charged to the engines timed after
+   them: :mod:`rlx.runtime.blas_threads`). Each is compiled, run once and checked against the numpy executor's outputs (a
    candidate that disagrees or fails is dropped, and so is one whose warm-up calls took over
    :data:`PRUNE` times the fastest one's), then timed in interleaved rounds
    (:data:`ROUNDS` rounds, each sample at least :data:`SAMPLE_SECONDS` of calls after :data:`WARM_CALLS`
@@ -46,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from rlx.ir.errors import RlxError
+from rlx.runtime import blas_threads
 
 _OPTIONS = ("params", "device", "threads", "inputs")
 ROUNDS = 5
@@ -139,11 +142,10 @@ def _backend(name: str, threads: int | None) -> tuple[str, dict[str, Any]]:
     """The backend a candidate compiles with and its options."""
     if name == "torch":
         return name, {"device": "cpu"}
-    if name == "numpy jit":
-        return "numpy", {"kernels": "jit"}
-    if name in ENGINES and threads is not None:
-        return name, {"threads": threads}
-    return name, {}
+    limit = {"threads": threads} if threads is not None else {}
+    if name in ("numpy", "numpy jit"):  # BLAS limited as asked (when threadpoolctl can): see rlx.runtime.blas_threads
+        return "numpy", {**({"kernels": "jit"} if name == "numpy jit" else {}), **(limit if blas_threads.available() else {})}
+    return name, limit if name in ENGINES else {}
 
 
 def _calibration_feed(mir: Any, inputs: Mapping[str, Any] | None) -> dict[str, np.ndarray] | None:

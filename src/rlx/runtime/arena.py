@@ -11,6 +11,7 @@ fresh result is taken as the node's array (no copy: the executor never does more
 with ``adopt=False`` a wrong plan produces wrong numbers: the plan is proven by running it.
 ``kernels="jit"`` runs the compiled kernels of :mod:`rlx.runtime.jit_kernels` where one applies (equal
 to ``rlx.run`` within float rounding: layer_norm at 0.5x torch eager's time) and the ops' own elsewhere.
+``threads=N`` limits NumPy's BLAS to N threads while a run lasts (:mod:`rlx.runtime.blas_threads`).
 
 Params are bound once (``compile(..., params=...)`` or :meth:`ArenaExecutor.set_params`)
 and copied into their slots; params passed to :meth:`run` replace the bound ones (and
@@ -37,6 +38,7 @@ from rlx.ir.opdef import get_op
 from rlx.ir.shape import TensorType
 from rlx.lir.liveness import LEAVES
 from rlx.lir.plan import LirModule
+from rlx.runtime.blas_threads import blas_limit, check_threads
 from rlx.runtime.executable import ExecutableBase, Feed
 from rlx.runtime.reference import eval_node, kernel_of, widens
 from rlx.runtime.specialize import PlanCache
@@ -104,13 +106,14 @@ class ArenaExecutor(ExecutableBase):
     backend = "numpy"
 
     def __init__(self, lir: LirModule, params: Mapping[str, Any] | None = None, *, adopt: bool = True,
-                 fold_weights: bool = True, kernels: str = "reference"):
+                 fold_weights: bool = True, kernels: str = "reference", threads: int | None = None):
         from rlx.runtime.jit_kernels import KERNELS
 
         if kernels not in KERNELS:
             raise RlxError(f"numpy backend: kernels must be one of {list(KERNELS)}, got {kernels!r}")
         self.lir = lir
         self.adopt, self.fold_weights, self.kernels = adopt, fold_weights, kernels
+        self.threads = check_threads(threads)  # NumPy's BLAS threads during a run (None: BLAS's own count)
         self._jit = kernels == "jit"
         self._into: dict[int, Any] = {}  # node id -> its kernel_into (or None), decided once per executor
         self.graph = lir.graph
@@ -407,6 +410,12 @@ class ArenaExecutor(ExecutableBase):
 
     # ------------------------------------------------------------------ run
     def run(self, inputs: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> list[np.ndarray]:
+        if self.threads is None:
+            return self._run(inputs, params)
+        with blas_limit(self.threads):
+            return self._run(inputs, params)
+
+    def _run(self, inputs: Mapping[str, Any] | None, params: Mapping[str, Any] | None) -> list[np.ndarray]:
         if not params and not self._dynamic and self._plain(inputs) and len(self._params) == len(self._param_ids):
             # the per-run fast path: exactly the declared NumPy inputs, every param bound (the full check's 10 us skipped)
             frame = self._acquire()

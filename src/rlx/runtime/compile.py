@@ -62,7 +62,7 @@ _PLAN_KEYS = ("alignment", "inputs", "constants", "outputs", "inplace", "heurist
 
 
 def _numpy_backend(obj: Any, params: Any = None, adopt: bool = True, fold_weights: bool = True, kernels: str = "reference",
-                   **options: Any) -> Any:
+                   threads: int | None = None, **options: Any) -> Any:
     from rlx.runtime.arena import ArenaExecutor
 
     held = getattr(obj, "_lir", None)  # a GraphModule at the LIR stage holds its LirModule
@@ -71,7 +71,7 @@ def _numpy_backend(obj: Any, params: Any = None, adopt: bool = True, fold_weight
 
     unknown = sorted(set(options) - set(_PLAN_KEYS) - {"param_policy"})
     if unknown:
-        known = sorted((*_PLAN_KEYS, "adopt", "fold_weights", "kernels", "param_policy", "params"))
+        known = sorted((*_PLAN_KEYS, "adopt", "fold_weights", "kernels", "param_policy", "params", "threads"))
         raise RlxError(f"numpy backend: unknown option(s) {unknown}; known: {known}")
     if isinstance(obj, LirModule) and not options:
         lir = obj
@@ -80,7 +80,7 @@ def _numpy_backend(obj: Any, params: Any = None, adopt: bool = True, fold_weight
         if "param_policy" in options:
             kw["params"] = options["param_policy"]
         lir = plan(to_mir(obj), **kw)
-    return ArenaExecutor(lir, params=params, adopt=adopt, fold_weights=fold_weights, kernels=kernels)
+    return ArenaExecutor(lir, params=params, adopt=adopt, fold_weights=fold_weights, kernels=kernels, threads=threads)
 
 
 register_backend("numpy", _numpy_backend)  # the others register by name from rlx.backends

@@ -9,11 +9,14 @@ The rule:
    torch's own thread count equals ``threads`` (torch's is process-wide: the backend cannot set it),
    ``numpy`` always, and ``numpy jit`` (the numpy executor with ``kernels="jit"``) when numba is installed
    and the graph holds an op it has a compiled kernel for (:func:`rlx.runtime.jit_kernels.applies`: layer_norm
-   [8, 128, 768] runs there in half torch's time); the two numpy ones with their BLAS limited to ``threads``
-   where threadpoolctl is installed (unlimited, its spinning workers were charged to the engines timed after
-   them: :mod:`rlx.runtime.blas_threads`). Each is compiled, run once and checked against the numpy executor's outputs (a
-   candidate that disagrees or fails is dropped, and so is one whose warm-up calls took over
-   :data:`PRUNE` times the fastest one's), then timed in interleaved rounds
+   [8, 128, 768] runs there in half torch's time); the two numpy ones with NumPy's BLAS on one thread, as
+   compiled when chosen, where threadpoolctl is installed (:mod:`rlx.runtime.blas_threads`): OpenBLAS's
+   workers slowed whatever the process ran after them, at one thread (spinning ~0.1 s, charged to the next
+   candidate's CPU time) and at two (HGNetV2-B0's onnxruntime 0.70-0.81 ms a call in calibrations without
+   the numpy candidate, 1.0-2.1 ms with it, the choice flipped in 2 of 4; with its BLAS on one thread,
+   0.71-0.92 and 8 of 8 right), and the numpy executor wins only graphs too small for BLAS to thread.
+   Each is compiled, run once and checked against the numpy executor's outputs (a candidate that disagrees
+   or fails is dropped, and so is one whose warm-up calls took over :data:`PRUNE` times the fastest one's), then timed in interleaved rounds
    (:data:`ROUNDS` rounds, each sample at least :data:`SAMPLE_SECONDS` of calls after :data:`WARM_CALLS`
    untimed one(s): the model warm, as the caller runs it) on the caller's ``inputs=`` (an example feed) or
    on zeros of the declared shapes, the order rotated each round. A candidate's time is the lower quartile
@@ -142,10 +145,9 @@ def _backend(name: str, threads: int | None) -> tuple[str, dict[str, Any]]:
     """The backend a candidate compiles with and its options."""
     if name == "torch":
         return name, {"device": "cpu"}
-    limit = {"threads": threads} if threads is not None else {}
-    if name in ("numpy", "numpy jit"):  # BLAS limited as asked (when threadpoolctl can): see rlx.runtime.blas_threads
-        return "numpy", {**({"kernels": "jit"} if name == "numpy jit" else {}), **(limit if blas_threads.available() else {})}
-    return name, limit if name in ENGINES else {}
+    if name in ("numpy", "numpy jit"):  # BLAS on one thread where threadpoolctl can: see the module docstring, rule 2
+        return "numpy", {**({"kernels": "jit"} if name == "numpy jit" else {}), **({"threads": 1} if blas_threads.available() else {})}
+    return name, {"threads": threads} if name in ENGINES and threads is not None else {}
 
 
 def _calibration_feed(mir: Any, inputs: Mapping[str, Any] | None) -> dict[str, np.ndarray] | None:

@@ -11,10 +11,8 @@ The rule:
    and the graph holds an op it has a compiled kernel for (:func:`rlx.runtime.jit_kernels.applies`: layer_norm
    [8, 128, 768] runs there in half torch's time); the two numpy ones with NumPy's BLAS on one thread, as
    compiled when chosen, where threadpoolctl is installed (:mod:`rlx.runtime.blas_threads`): OpenBLAS's
-   workers slowed whatever the process ran after them, at one thread (spinning ~0.1 s, charged to the next
-   candidate's CPU time) and at two (HGNetV2-B0's onnxruntime 0.70-0.81 ms a call in calibrations without
-   the numpy candidate, 1.0-2.1 ms with it, the choice flipped in 2 of 4; with its BLAS on one thread,
-   0.71-0.92 and 8 of 8 right), and the numpy executor wins only graphs too small for BLAS to thread.
+   workers slowed whatever was timed after them, at every thread count (docs/backends.md has the figures),
+   and the numpy executor wins only graphs too small for BLAS to thread.
    Each is compiled, run once and checked against the numpy executor's outputs (a candidate that disagrees
    or fails is dropped, and so is one whose warm-up calls took over :data:`PRUNE` times the fastest one's), then timed in interleaved rounds
    (:data:`ROUNDS` rounds, each sample at least :data:`SAMPLE_SECONDS` of calls after :data:`WARM_CALLS`
@@ -145,8 +143,11 @@ def _backend(name: str, threads: int | None) -> tuple[str, dict[str, Any]]:
     """The backend a candidate compiles with and its options."""
     if name == "torch":
         return name, {"device": "cpu"}
-    if name in ("numpy", "numpy jit"):  # BLAS on one thread where threadpoolctl can: see the module docstring, rule 2
-        return "numpy", {**({"kernels": "jit"} if name == "numpy jit" else {}), **({"threads": 1} if blas_threads.available() else {})}
+    if name in ("numpy", "numpy jit"):
+        options: dict[str, Any] = {"kernels": "jit"} if name == "numpy jit" else {}
+        if blas_threads.available():  # BLAS on one thread: the module docstring, rule 2
+            options["threads"] = 1
+        return "numpy", options
     return name, {"threads": threads} if name in ENGINES and threads is not None else {}
 
 

@@ -1,11 +1,10 @@
 """The numpy executor's ``threads=``: NumPy's BLAS thread pool limited for the length of each run.
 
 NumPy's OpenBLAS runs a matmul on every core whatever the caller asked for, and its idle workers keep spinning
-for a while after: a ``threads=1`` executable then used two cores, and ``backend="auto"``'s calibration (process
-CPU time at one thread) charged that spinning to the engines timed after the numpy candidate: HGNetV2-B0's
-OpenVINO read 2.2 ms a call there against 0.9 ms alone, and auto picked the slower engine. The limit is
-threadpoolctl's (the ``onnx`` / ``openvino`` extras install it), set around each run and restored after it;
-it is process-wide while it holds, as BLAS's own setting is.
+about 0.1 s after: a ``threads=1`` executable used two cores, and whatever the process timed next paid for it
+(``backend="auto"``'s calibration picked the slower engine: docs/backends.md). The limit is threadpoolctl's (the
+``onnx`` / ``openvino`` extras install it), set around each run and restored after it; it is process-wide while
+it holds, as BLAS's own setting is.
 """
 
 from __future__ import annotations

@@ -337,6 +337,10 @@ ZOO: list[Entry] = [
                                   neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64], bn=True)),
     Entry("resnet_hf", _vision_hf("ResNetConfig", "ResNetModel", embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1]), grad=True),
     Entry("mobilenetv2_hf", _vision_hf("MobileNetV2Config", "MobileNetV2Model", image_size=32, depth_multiplier=0.35, bn=True)),
+    # its pooler: a hidden_dim-wide average window with ceil_mode over the 1x1 map (see rlx.frontends.pool_window);
+    # conv weights at the scale of a trained model's (at the default 0.02 the image's signal is gone by the last block)
+    Entry("efficientnet_hf", _vision_hf("EfficientNetConfig", "EfficientNetModel", image_size=32, width_coefficient=0.25,
+                                        depth_coefficient=0.25, hidden_dim=320, initializer_range=0.3, bn=True)),
     # detection / segmentation
     Entry("segformer", _vision_hf("SegformerConfig", "SegformerForSemanticSegmentation", **_SEGMENT), grad=True),
     Entry("yolos", _vision_hf("YolosConfig", "YolosForObjectDetection", num_detection_tokens=5,

@@ -10,6 +10,7 @@ from rlx.frontends.conv3d import conv3d, conv_transpose3d
 from rlx.frontends.onnx.import_context import NeedsShapes, converter
 from rlx.frontends.onnx.import_helpers import _cast, _reshape, _static_shape
 from rlx.frontends.onnx.import_shape import pad_value
+from rlx.frontends.pool_window import clipped_kernel
 from rlx.ir.dtype import DType
 from rlx.ir.errors import ShapeError
 from rlx.ir.graph import Value
@@ -177,6 +178,8 @@ def _pool_geometry(cx, x: Value, attrs, nsp: int):
                 out -= 1
         else:
             out = total // strides[i] + 1
+        if dil[i] == 1:  # a window longer than the padded axis reads only zeros past it (rlx.frontends.pool_window)
+            kernel[i] = span = clipped_kernel(kernel[i], sizes[i], pads[i], pads[i + nsp])
         need = (out - 1) * strides[i] + span - (sizes[i] + pads[i] + pads[i + nsp])
         if not attrs.get("ceil_mode", 0):
             extra[i] = 0  # floor mode: the last window fits

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from rlx.frontends.pool_window import clipped_kernel
 from rlx.frontends.torch.context import (
     _conv,
     _Ctx,
@@ -284,7 +285,10 @@ def _max_pool2d(cx, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil
     with_indices = _target_name(node.target) == "aten.max_pool2d_with_indices.default"
     x, added = _unbatched(cx, x, 2)
     want = cx.shape(cx.meta()[0] if with_indices else cx.meta())
-    extra = [(want[-2 + i] - 1) * s[i] + k[i] - (x.shape[2 + i] + 2 * _pair(padding)[i]) for i in range(2)] if ceil_mode else []
+    extra = []
+    if ceil_mode:
+        k = [clipped_kernel(k[i], x.shape[2 + i], _pair(padding)[i], _pair(padding)[i]) for i in range(2)]
+        extra = [(want[-2 + i] - 1) * s[i] + k[i] - (x.shape[2 + i] + 2 * _pair(padding)[i]) for i in range(2)]
     width = x.shape[3]
     x = _pad_end(cx, x, extra)  # ceil_mode: the last windows run past the end; -inf rows / columns make them exist
     if with_indices:  # torch's plane indices h * W + w (of the unpadded plane)
@@ -355,6 +359,7 @@ def _avg_pool_ceil(cx: _Ctx, x: Value, k: list[int], s: list[int], p: list[int],
         real = np.minimum(end, sizes[i]) - np.maximum(start, 0)
         counts.append(padded if include_pad else real)
     count = np.outer(*counts).astype(x.dtype.numpy) if divisor is None else np.full(out, divisor, x.dtype.numpy)
+    k = [clipped_kernel(k[i], sizes[i], p[i], p[i]) for i in range(2)]
     extra = [(out[i] - 1) * s[i] + k[i] - (sizes[i] + 2 * p[i]) for i in range(2)]
     for i, n in enumerate(extra):
         if n > 0:

@@ -1,7 +1,8 @@
 """Every model of the test zoo (tests/models/zoo.py, ~90 real architectures, random init, small configs) against
 the best engine a user could pick, one JSON row per model, resumable (issue #38's >= 30-model table).
 
-Run (one thread, then all threads; each call appends to its ``--out`` file and skips the models already in it):
+Run (one thread, then all threads; each call appends to its ``--out`` file and skips the models already in it;
+``--set heldout-timm`` or ``--set heldout-hf`` runs a held-out-style set of ``heldout_sets.py`` instead of the zoo):
 
     .venv/bin/python benchmarks/zoo_peers.py --threads 1 --out /tmp/zoo_t1.jsonl [--models gpt2,bert] [--skip-compile]
     .venv/bin/python benchmarks/zoo_peers.py --threads 0 --out /tmp/zoo_t0.jsonl
@@ -38,6 +39,7 @@ import models_peers as mp
 import numpy as np
 import torch
 from common import REPO_DIR, calls_for, load_average, measure, print_table
+from heldout_sets import SETS
 
 import rlx
 
@@ -273,6 +275,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, help="interleaved rounds of every contender")
     ap.add_argument("--trio-rounds", type=int, default=21, help="rounds of the fastest rlx path, best engine and auto alone")
     ap.add_argument("--models", default=None, help="zoo names to run, comma-separated (default: all)")
+    ap.add_argument("--set", default="zoo", choices=("zoo", "heldout-timm", "heldout-hf"),
+                    help="the test zoo (default) or a held-out-style set of heldout_sets.py")
     ap.add_argument("--skip-compile", action="store_true", help="leave out torch.compile")
     ap.add_argument("--jax", action="store_true", help="add the rlx jax backend")
     ap.add_argument("--out", default=None, help="JSON lines file: rows appended as models finish, models in it skipped")
@@ -286,9 +290,10 @@ def main() -> None:
         return
     torch.set_num_threads(THREADS)
     zoo = _zoo()
+    models = zoo.ZOO if args.set == "zoo" else SETS[args.set](zoo)
     wanted = set(args.models.split(",")) if args.models else None
     done = _done(args.out) if args.out else set()
-    entries = [e for e in zoo.ZOO if (wanted is None or e.name in wanted) and e.name not in done]
+    entries = [e for e in models if (wanted is None or e.name in wanted) and e.name not in done]
     print(f"zoo_peers: {len(entries)} models, threads {THREADS}, load {load_average()}", file=sys.stderr, flush=True)
     for entry in entries:
         row = measure_model(entry, args)

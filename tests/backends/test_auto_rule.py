@@ -2,8 +2,9 @@
 1-thread zoo run (benchmarks/README.md, 2026-12-06 16:49 UTC) gave each engine's warm per-call time (the
 "trio" medians, ~0.1 s samples) and its time in samples straight after other contenders (the first round).
 Fake engines replay those costs on a fake clock, with per-call noise, a neighbour's burst now and then, and
-a cache-cold first call after another engine ran; the rule must pick an engine within 5% of the warm
-fastest on every row and seed. Where the engines are 5-7% apart (ResNet-18, EfficientNet-B0), the rule
+a cache-cold first call after another engine ran (and, in one case, the other engine's threads spinning
+after its call); the rule must pick an engine within 5% of the warm fastest on every row (two seeds in 40 may
+miss on the 7% gap of one row). Where the engines are 5-7% apart (ResNet-18, EfficientNet-B0), the rule
 before this one (no warm call before a sample, short runoff samples) picked the slower one."""
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class _Clock:
     def __init__(self):
         self.t = 0.0
         self.last: object = None
+        self.spinning: dict[object, float] = {}  # engine -> until when its worker threads spin
 
     def __call__(self) -> float:
         return self.t
@@ -38,10 +40,13 @@ class _Clock:
 
 class _Engine:
     """``run`` advances the clock by the warm cost times noise; the first call after another engine ran also
-    pays the cold penalty (three warm calls' worth of the recorded cold excess)."""
+    pays the cold penalty (three warm calls' worth of the recorded cold excess); while this engine's threads
+    spin (``spin_s`` after its last call) another engine's calls cost ``spin_cost`` times more."""
 
-    def __init__(self, clock: _Clock, warm_s: float, cold_ratio: float, rng: np.random.Generator):
+    def __init__(self, clock: _Clock, warm_s: float, cold_ratio: float, rng: np.random.Generator, spin_s: float = 0.0,
+                 spin_cost: float = 1.0):
         self.clock, self.warm, self.cold, self.rng = clock, warm_s, cold_ratio, rng
+        self.spin_s, self.spin_cost = spin_s, spin_cost
 
     def run(self, feed):
         cost = self.warm * float(self.rng.lognormal(0.0, 0.04))
@@ -49,8 +54,12 @@ class _Engine:
             cost *= 3.0
         if self.clock.last is not self:
             cost += 3.0 * (self.cold - 1.0) * self.warm
+        for other, until in self.clock.spinning.items():
+            if other is not self and until > self.clock.t:  # its threads take the cores from this call
+                cost *= other.spin_cost
         self.clock.last = self
         self.clock.t += cost
+        self.clock.spinning[self] = self.clock.t + self.spin_s
 
 
 def _pick(row, seed: int) -> tuple[str, float]:
@@ -71,15 +80,16 @@ def _misses(row, seeds: int = 40) -> int:
 
 @pytest.mark.parametrize("row", RECORDED, ids=[r[0] for r in RECORDED])
 def test_the_rule_picks_within_5_percent_of_the_warm_fastest(row):
-    # at most one seed in 40 off (the noise above is harsher than a quiet machine's: ~0.4% of picks on the
-    # 7% gap of the torchvision ResNet-18 row, none elsewhere)
-    assert _misses(row) <= 1, row[0]
+    # at most two seeds in 40 off (the noise above is harsher than a quiet machine's: 3 of 100 seeds on the 7%
+    # gap of the torchvision ResNet-18 row, none elsewhere; the rule with one warm call: 8 of 200)
+    assert _misses(row) <= 2, row[0]
 
 
 def test_the_rule_before_missed_the_resnet_rows(monkeypatch):
     # the same replay through the rule before this one: samples straight after the other engine, medians, the
     # runoff's samples as short as the rounds'
     monkeypatch.setattr(auto, "WARM_CALLS", 0)
+    monkeypatch.setattr(auto, "WARM_SECONDS", 0.0)
     monkeypatch.setattr(auto, "QUANTILE", 50)
     monkeypatch.setattr(auto, "RUNOFF_SECONDS", auto.SAMPLE_SECONDS)
     rows = {r[0]: r for r in RECORDED}
@@ -93,7 +103,25 @@ def test_without_the_warm_call_a_cold_penalty_decides(monkeypatch):
     names = ("onnxruntime", "openvino")
     assert {_pick(row, s)[0] for s in range(6)} == {names[0]}
     monkeypatch.setattr(auto, "WARM_CALLS", 0)
+    monkeypatch.setattr(auto, "WARM_SECONDS", 0.0)
     assert {_pick(row, s)[0] for s in range(6)} == {names[1]}
+
+
+def test_the_warm_period_outlasts_the_other_engines_spinning_threads(monkeypatch):
+    # LeViT-128S at 2 threads (benchmarks/README.md): OpenVINO 3.9 ms a call alone, onnxruntime 4.2; onnxruntime's
+    # worker threads spin after its call and slow what runs next. With one warm call before each sample the
+    # rule timed OpenVINO in onnxruntime's wake and picked onnxruntime (5 calibrations of 5 on the machine);
+    # warm calls lasting WARM_SECONDS time it quiet.
+    def pick(seed: int) -> str:
+        rng, clock = np.random.default_rng(seed), _Clock()
+        exes = {"onnxruntime": _Engine(clock, 4.2e-3, 1.0, rng, spin_s=0.02, spin_cost=1.3),
+                "openvino": _Engine(clock, 3.9e-3, 1.0, rng)}
+        medians, _ = auto.time_candidates(exes, {}, clock)
+        return min(medians, key=medians.__getitem__)
+
+    assert {pick(seed) for seed in range(20)} == {"openvino"}
+    monkeypatch.setattr(auto, "WARM_SECONDS", 0.0)
+    assert {pick(seed) for seed in range(20)} == {"onnxruntime"}
 
 
 def test_a_candidate_far_slower_in_the_warm_up_is_pruned():

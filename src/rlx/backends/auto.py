@@ -16,7 +16,8 @@ The rule:
    Each is compiled, run once and checked against the numpy executor's outputs (a candidate that disagrees
    or fails is dropped, and so is one whose warm-up calls took over :data:`PRUNE` times the fastest one's), then timed in interleaved rounds
    (:data:`ROUNDS` rounds, each sample at least :data:`SAMPLE_SECONDS` of calls after :data:`WARM_CALLS`
-   untimed one(s): the model warm, as the caller runs it) on the caller's ``inputs=`` (an example feed) or
+   untimed one(s) lasting at least :data:`WARM_SECONDS`: the model warm and the engine timed before it quiet,
+   as the caller runs it) on the caller's ``inputs=`` (an example feed) or
    on zeros of the declared shapes, the order rotated each round. A candidate's time is the lower quartile
    of its samples (:data:`QUANTILE`: a neighbour's interference only adds time); when the two fastest are
    within :data:`CLOSE` of each other, :data:`RUNOFF_ROUNDS` rounds of those two alone with longer samples
@@ -40,6 +41,7 @@ engines), ``inputs`` (the calibration feed); the chosen backend's other options 
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import threading
 import time
 from collections.abc import Mapping
@@ -59,7 +61,8 @@ CLOSE = 1.1  # the two fastest within 10% of each other: RUNOFF_ROUNDS more roun
 RUNOFF_ROUNDS = 10
 RUNOFF_SECONDS = 0.02  # the runoff's samples: longer, a near tie (ResNet-18: the engines 5-7% apart) needs the precision
 QUANTILE = 25  # the percentile of a candidate's samples that stands for its time (see _statistic)
-WARM_CALLS = 1  # untimed calls before each sample (the caches refilled after the other candidates ran)
+WARM_CALLS = 1  # untimed calls before each sample (the caches refilled after the other candidates ran) ...
+WARM_SECONDS = 0.025  # ... and at least this long: the engine before it still spins its threads (see _rounds)
 ENGINES = ("onnxruntime", "openvino")
 ORDER = ("onnxruntime", "openvino", "torch", "numpy", "numpy jit")
 _MODULES = {"onnxruntime": ("onnxruntime", "onnx"), "openvino": ("openvino", "onnx"), "torch": ("torch",), "numpy": (),
@@ -266,12 +269,19 @@ def time_candidates(exes: Mapping[str, Any], feed: Mapping[str, np.ndarray],
 def _rounds(exes: Mapping[str, Any], names: list[str], samples: dict[str, list[float]], feed: Mapping[str, np.ndarray],
             calls: dict[str, int], clock: Any, rounds: int) -> None:
     """``rounds`` interleaved rounds of ``names``, the order rotated each round (drift hits all alike). Each
-    sample follows :data:`WARM_CALLS` untimed call(s): the candidate before it evicted this one's weights from
-    the caches, and what the caller runs is the warm model (ResNet-18 at the zoo's size, 1 thread: ~1.6 ms a
-    call in samples of three calls straight after the other engine, ~0.96 ms warm, on either engine)."""
+    sample follows :data:`WARM_CALLS` untimed call(s), :data:`WARM_SECONDS` at least: the candidate before it
+    evicted this one's weights from the caches, and what the caller runs is the warm model (ResNet-18 at the
+    zoo's size, 1 thread: ~1.6 ms a call in samples of three calls straight after the other engine, ~0.96 ms
+    warm, on either engine); and an engine's worker threads spin for a while after its call, slowing whatever
+    runs next on the same cores (LeViT-128S at 2 threads: OpenVINO 3.9 ms a call alone, onnxruntime 4.1-4.3;
+    after one warm call straight after onnxruntime OpenVINO read 4.9-5.5 and lost; after ~13 ms of warm calls
+    3.7-3.9, the order of the engines alone)."""
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
-            for _ in range(WARM_CALLS):
+            start = clock()
+            for k in itertools.count():
+                if k >= WARM_CALLS and clock() - start >= WARM_SECONDS:
+                    break
                 exes[name].run(feed)
             samples[name].append(_sample(exes[name], feed, calls[name], clock))
 

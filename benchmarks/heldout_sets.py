@@ -5,9 +5,10 @@ was tuned on; these are the architectures the sessions measured as such, kept so
 random init through the zoo's timm builder (10 classes, batch 2, BatchNorm statistics of real-looking data),
 64x64 input, 224 where the architecture fixes its resolution.
 ``heldout-hf``: 30 transformers models at their public configs (text encoders at sequence 128 with a padding
-mask, 64 for the 768-wide one; speech encoders on 0.25-0.5 s of audio; ViT-style encoders at 112 px; mobile
-hybrids and small CNNs at 160-256 px), batch 1, random init (conv weights of transformers' EfficientNet at
-0.3 std: at its default the image's signal is gone by the last block).
+mask, 64 for DistilRoBERTa and DeBERTa-v3; speech encoders on 0.25-0.5 s of audio; ViT-style encoders at 112
+px; mobile hybrids and small CNNs at 160-256 px), batch 1, random init through the zoo's builders (BatchNorm
+statistics from 8 images; conv weights of transformers' EfficientNet at 0.3 std: at its default the image's
+signal is gone by the last block).
 """
 
 from __future__ import annotations
@@ -24,18 +25,10 @@ TIMM = ("levit_128s efficientformer_l1 efficientformerv2_s0 fastvit_t8 repvit_m0
 FIXED_224 = {"levit_128s", "efficientformer_l1", "efficientformerv2_s0", "coat_lite_tiny"}  # fail at 64x64
 
 
-def _hf(zoo: Any, config_cls: str, model_cls: str, **config: Any) -> torch.nn.Module:
-    import transformers
-
-    torch.manual_seed(0)
-    model = getattr(transformers, model_cls)(getattr(transformers, config_cls)(**config))
-    model.config.use_cache = False
-    return zoo.perturb(model)
-
-
 def _text(zoo: Any, config_cls: str, model_cls: str, seq: int = 128, vocab: int = 30522, **config: Any):
     def build():
-        model = _hf(zoo, config_cls, model_cls, vocab_size=vocab, **config)
+        model = zoo._hf(config_cls, model_cls, vocab_size=vocab, **config)
+        model.config.use_cache = False
         ids = torch.randint(3, min(vocab, 1000), (1, seq), generator=torch.Generator().manual_seed(1))
         mask = torch.ones_like(ids)
         mask[0, -seq // 4:] = 0
@@ -45,18 +38,12 @@ def _text(zoo: Any, config_cls: str, model_cls: str, seq: int = 128, vocab: int 
 
 
 def _vision(zoo: Any, config_cls: str, model_cls: str, size: int = 224, bn: bool = False, **config: Any):
-    def build():
-        model = _hf(zoo, config_cls, model_cls, **config)
-        if bn:
-            model = zoo.calibrate(model, zoo._image(size, batch=4, seed=9))
-        return model, (), {"pixel_values": zoo._image(size, batch=1)}
-
-    return build
+    return zoo._vision_hf(config_cls, model_cls, size=size, bn=bn, batch=1, **config)
 
 
 def _audio(zoo: Any, config_cls: str, model_cls: str, samples: int, **config: Any):
     def build():
-        model = _hf(zoo, config_cls, model_cls, **config)
+        model = zoo._hf(config_cls, model_cls, **config)
         return model, (), {"input_values": torch.randn(1, samples, generator=torch.Generator().manual_seed(6))}
 
     return build

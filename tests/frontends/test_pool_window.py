@@ -5,6 +5,7 @@ extended to the window's length (lowered as written, one such pool held 1280x128
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -66,43 +67,14 @@ def test_onnx_pool_window_longer_than_the_axis(op, attrs):
     _bounded(g, x.size)
 
 
-RUN_CHILD = r"""
-import json, resource, sys
-resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
-resource.setrlimit(resource.RLIMIT_CPU, (60, 60))
-import numpy as np
-import rlx
-from rlx.frontends.onnx import import_model
-x = np.random.default_rng(0).standard_normal((1, 2, 7, 7)).astype(np.float32)
-try:
-    g, params = import_model(open(sys.argv[1], "rb").read())
-    (y,) = rlx.run(g, {"x": x}, params)
-    print(json.dumps({"outcome": "ran", "err": float(np.abs(y - x.mean(axis=(2, 3), keepdims=True)).max())}))
-except rlx.RlxError as exc:
-    print(json.dumps({"outcome": "rlx_error", "message": str(exc)}))
-"""
 
-
-def test_a_file_asking_for_a_2_to_the_40_window_imports_and_runs_bounded(tmp_path):
+def test_a_file_asking_for_a_2_to_the_40_window_imports_and_runs_bounded():
     """Hostile-size window in a file (a 2**40-wide ceil_mode AveragePool over 7x7): imported and run in a child
     process under 3 GiB and 60 s of CPU, it gives the plane means (NumPy; before windows were cut, a typed refusal
     of the divisor's 2**80 elements)."""
-    import json
-    import os
-    import subprocess
-    import sys
-
     pytest.importorskip("onnx")
-    from onnx import TensorProto, helper
+    from security.isolate import run_cases
 
-    k = 1 << 40
-    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[k, k], strides=[k, k], ceil_mode=1)
-    graph = helper.make_graph([node], "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 7, 7])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    path = tmp_path / "pool.onnx"
-    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]).SerializeToString())
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    proc = subprocess.run([sys.executable, "-c", RUN_CHILD, str(path)], capture_output=True, text=True, timeout=240, env=env)
-    assert proc.returncode == 0, f"child died with {proc.returncode}: {proc.stderr[-2000:]}"
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result == {"outcome": "ran", "err": result.get("err")} and result["err"] < 1e-6, result
+    (out,) = run_cases(os.path.join(os.path.dirname(__file__), "pool_window_cases.py"), "huge_window_mean_error",
+                       [[1 << 40]], memory=3 << 30, cpu=60)
+    assert out.exited and out.error is None and out.value < 1e-6, (out.how, out.raised, out.message, out.value)

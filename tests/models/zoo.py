@@ -135,12 +135,12 @@ def _encoder(config_cls: str, model_cls: str, mask: bool = True, **extra: Any) -
     return build
 
 
-def _vision_hf(config_cls: str, model_cls: str, size: int = 32, bn: bool = False, **config: Any) -> Callable:
+def _vision_hf(config_cls: str, model_cls: str, size: int = 32, bn: bool = False, batch: int = 2, **config: Any) -> Callable:
     def build():
         model = _hf(config_cls, model_cls, **config)
         if bn:  # batch-norm statistics of real data (see calibrate)
             model = calibrate(model, _image(size, batch=8, seed=9))
-        return model, (), {"pixel_values": _image(size)}
+        return model, (), {"pixel_values": _image(size, batch=batch)}
 
     return build
 

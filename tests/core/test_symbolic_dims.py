@@ -9,7 +9,22 @@ import pytest
 
 import rlx
 from rlx.ir.serialize import fingerprint, from_json, to_json
-from rlx.ir.symbolic import SymDim, bounds, dim_max, dim_min, evaluate, floordiv, fresh_symbol, known_ge, mod, parse_dim, substitute, symbol
+from rlx.ir.symbolic import (
+    SymDim,
+    bounds,
+    dim_max,
+    dim_min,
+    evaluate,
+    floordiv,
+    fresh_symbol,
+    known_ge,
+    least_for_nonnegative,
+    mod,
+    parse_dim,
+    ranges_in_effect,
+    substitute,
+    symbol,
+)
 from rlx.ir.text import parse
 from rlx.runtime.specialize import PlanCache, ValueSpecialized
 
@@ -31,6 +46,10 @@ def _exprs():
         (floordiv(b * s, s), lambda B, S: B),
         (mod(b * s, b), lambda B, S: 0),
         (floordiv(b + 1, s) * s + mod(b + 1, s), lambda B, S: B + 1),
+        (floordiv(12 * (b + 1) * (s + 2), (b + 1) * (s + 2)), lambda B, S: 12),
+        (floordiv((s + 1) * (s + 2) + 1, s + 2), lambda B, S: ((S + 1) * (S + 2) + 1) // (S + 2)),
+        (floordiv(b * b * s - s, b + 1), lambda B, S: (B * B * S - S) // (B + 1)),
+        (mod(3 * (b + s) * (b + 1), b + s), lambda B, S: 0),
     ]
 
 
@@ -67,6 +86,43 @@ def test_decisions_are_sound_and_undecidable_ones_raise():
         _ = b > s
     with pytest.raises(rlx.ShapeError, match="cannot decide"):
         _ = b > 3
+
+
+def test_exact_division_by_a_polynomial_is_a_polynomial():
+    """A divisor of several terms that divides the dividend exactly gives the polynomial quotient (a reshape's -1
+    after a conv stack: 768*b*n / (64*b*n) with n = floordiv(...) - 1); an inexact one stays a floordiv atom."""
+    n = floordiv(floordiv(s, 80) + 1, 2) - 1
+    assert floordiv(768 * b * n, 64 * b * n) == 12
+    assert floordiv(b * s * (s + 1) * 64, (s + 1) * 64) == b * s
+    assert floordiv(b * b * s - s, b + 1) == b * s - s
+    assert mod(s * s + 3 * s + 2, s + 1) == 0
+    for inexact in (floordiv(s * s + 1, s + 1), floordiv(6 * b * s, 4 * b)):
+        assert "floordiv" in str(inexact)
+
+
+def _brute_least(d, name, top=5000):
+    """The least size of ``name`` from which ``d`` is >= 0 at every size up to ``top``, by evaluation."""
+    values = [evaluate(d, {name: v}) >= 0 for v in range(1, top)]
+    return next(v for v in range(1, top) if all(values[v - 1:]))
+
+
+@pytest.mark.parametrize("text", ["floordiv(floordiv(floordiv(s, 80) + 1, 2) + 1, 2) - 1", "s - 7", "2*s - 9",
+                                  "floordiv(s - 10, 5) - 3", "max(floordiv(s, 3), floordiv(s, 5) + 4) - 12",
+                                  "min(s, 40) + floordiv(s, 7) - 30", "s^2 - 50"])
+def test_least_size_where_a_size_expression_is_nonnegative(text):
+    d = parse_dim(text)
+    name, lo = least_for_nonnegative(d)
+    assert name == "s" and lo == _brute_least(d, "s")
+    with ranges_in_effect({"s": (lo, float("inf"))}):
+        assert known_ge(d, 0) is True and dim_max(0, d) == d  # the clamp a [:-1] crop leaves folds away
+
+
+@pytest.mark.parametrize("text", ["s + 3", "7 - s", "mod(s, 5) - 2", "b + s - 5", "floordiv(s, 2) - s + 40",
+                                  "max(s - 20, 5) - 12"])
+def test_least_size_is_none_where_it_cannot_be_a_range(text):
+    """Always >= 0, decreasing, periodic, in two symbols, not monotone, or not evaluable at small sizes (a negative
+    part of a max): no range start is claimed."""
+    assert least_for_nonnegative(parse_dim(text)) is None
 
 
 def test_plain_strings_and_numpy_ints_interoperate():

@@ -14,6 +14,9 @@ the graph holds while its shape rules run); where the answer depends on the size
 Internally a dim is a sum of ``coefficient * monomial`` terms; a monomial is a product of
 atoms raised to powers; an atom is a symbol name or a ``(op, a, b)`` tuple for floordiv / mod /
 max / min of two dims. Constants collapse to plain ``int``.
+
+Size: one algebra. Arithmetic, the decisions from ranges, monotonicity and the parser all read the private
+term form; split, each part would reach into another's internals.
 """
 
 from __future__ import annotations
@@ -229,21 +232,36 @@ def _mul(a: Dim, b: Dim) -> Dim:
 
 
 def _exact_quotient(a: Dim, b: SymDim) -> Dim | None:
-    """a / b when b is one term c*m that divides every term of a, else None."""
-    if len(b._terms) != 1:
-        return None
-    (bm, bc), = b._terms
-    bpow = dict(bm)
-    out: dict[_Mono, int] = {}
-    for m, c in _terms(a).items():
+    """a / b when b divides a as a polynomial (atoms taken as variables) with integer coefficients, else
+    None. Long division by b's leading term under a graded lexicographic order: when b divides a the
+    remainder is zero, so a leading term of the remainder that b's does not divide means no exact quotient
+    (``768*batch*n - 768*batch`` by ``64*batch*n - 64*batch`` is 12: a reshape's -1 after a conv stack)."""
+    atoms = sorted({atom for d in (a, b) for m in _terms(d) for atom, _ in m}, key=_atom_key)
+
+    def order(mono: _Mono) -> tuple:
+        powers = dict(mono)
+        return (_degree(mono), tuple(powers.get(atom, 0) for atom in atoms))
+
+    lead, lead_c = max(b._terms, key=lambda mc: order(mc[0]))
+    lead_powers = dict(lead)
+    rest, out = _terms(a), {}
+    for _ in range(MAX_TERMS):
+        if not rest:
+            return _make(out)
+        m, c = max(rest.items(), key=lambda mc: order(mc[0]))
         powers = dict(m)
-        if c % bc or any(powers.get(x, 0) < p for x, p in bpow.items()):
+        if c % lead_c or any(powers.get(x, 0) < p for x, p in lead_powers.items()):
             return None
-        for x, p in bpow.items():
-            powers[x] -= p
-        mono = tuple(sorted(((x, p) for x, p in powers.items() if p), key=lambda ap: _atom_key(ap[0])))
-        out[mono] = c // bc
-    return _make(out)
+        q = tuple((x, p - lead_powers.get(x, 0)) for x, p in m if p - lead_powers.get(x, 0))
+        out[q] = c // lead_c
+        for bm, bc in b._terms:
+            t = _mono_mul(q, bm)
+            rest[t] = rest.get(t, 0) - out[q] * bc
+            if not rest[t]:
+                del rest[t]
+        if len(rest) > MAX_TERMS * 4:  # bounded work on hostile expressions: no claim made
+            return None
+    return None
 
 
 def floordiv(a: Dim, b: Dim) -> Dim:
@@ -432,6 +450,64 @@ def divides(k: Dim, d: Dim) -> bool | None:
     if r.__class__ is int:
         return r == 0
     return None
+
+
+def _nondecreasing(d: Dim) -> bool:
+    """Whether ``d`` cannot decrease when a symbol grows: positive coefficients on atoms that cannot
+    either (symbols; floordiv by a positive constant, max and min of such), a product only of atoms >= 0."""
+    if d.__class__ is int:
+        return True
+    for mono, coeff in d._terms:  # type: ignore[union-attr]
+        if not mono:
+            continue
+        if coeff < 0 or not all(_atom_nondecreasing(atom) for atom, _ in mono):
+            return False
+        if (len(mono) > 1 or mono[0][1] > 1) and not all(_atom_bounds(atom)[0] >= 0 for atom, _ in mono):
+            return False
+    return True
+
+
+def _atom_nondecreasing(atom: _Atom) -> bool:
+    if atom.__class__ is str:
+        return True
+    op, a, b = atom
+    if op == "floordiv":
+        return b.__class__ is int and b > 0 and _nondecreasing(a)
+    return op in ("max", "min") and _nondecreasing(a) and _nondecreasing(b)
+
+
+def least_for_nonnegative(d: Dim, limit: int = 1 << 62) -> tuple[str, int] | None:
+    """``(s, lo)`` when ``d`` is nondecreasing in its one symbol ``s``, may be negative in ``s``'s range,
+    and is >= 0 exactly from ``s = lo`` on (``lo`` within the range); None otherwise. A tensor's size is
+    >= 0 for every input a model runs on, so an importer may narrow ``s`` to start at ``lo``: then
+    ``max(0, d)`` is ``d`` (a conv's output length sliced by ``[:-1]``, wav2vec2's positional conv)."""
+    if d.__class__ is not SymDim or len(d.symbols) != 1 or known_ge(d, 0) is not None or not _nondecreasing(d):
+        return None
+    (name,) = d.symbols
+    lo, hi = symbol_range(name)
+    top = min(hi, limit)
+
+    def ok(size: int) -> bool:
+        return evaluate(d, {name: size}) >= 0
+
+    try:
+        if ok(lo) or not ok(top):  # already >= 0 on the range (the bounds could not show it), or never
+            return None
+        return name, _least(ok, lo, top)
+    except ShapeError:  # a part is negative where it is evaluated (max(s - 20, 5) at s = 1): no claim made
+        return None
+
+
+def _least(ok: Any, lo: int, top: int) -> int:
+    """The least size in (lo, top] where the nondecreasing predicate ``ok`` holds (it fails at lo, holds at top)."""
+    step = 1
+    while lo + step < top and not ok(lo + step):  # doubling, then bisection: O(log size) evaluations
+        lo, step = lo + step, step * 2
+    hi_ok = min(lo + step, top)
+    while hi_ok - lo > 1:
+        mid = (lo + hi_ok) // 2
+        lo, hi_ok = (lo, mid) if ok(mid) else (mid, hi_ok)
+    return hi_ok
 
 
 # ------------------------------------------------------------------ ranges

@@ -59,7 +59,10 @@ def bind_graph(g: Graph, binding: Mapping[str, int]) -> Graph:
     provenance kept; each node's type re-inferred by its op rule)."""
     out = Graph(g.name, g.stage, g.symbol_ranges)
     for node in g.nodes:
-        out.append(node.op, node.inputs, bind_attrs(node.op, node.attrs, binding), name=node.name, prov=node.prov)
+        attrs = bind_attrs(node.op, node.attrs, binding)
+        if node.op == "reshape" and -1 in attrs["new_shape"]:  # the hole its rule solved: at a size of 0 it is ambiguous
+            attrs = {**attrs, "new_shape": tuple(node.shape.bind(binding))}
+        out.append(node.op, node.inputs, attrs, name=node.name, prov=node.prov)
     out.set_outputs(g.output_ids)
     return out
 
@@ -231,6 +234,8 @@ def run(g: Graph, inputs: Mapping[str, Any] | None = None, params: Mapping[str, 
     """Evaluate ``g`` on the given feed and return its outputs as NumPy arrays (the caller's own: see
     :func:`_own_outputs`)."""
     fed, binding = bind_feed(g, inputs, params)
+    if binding:  # every op rule checked at the fed sizes: a conv window longer than its input is a ShapeError, not a kernel's crash
+        g = bind_graph(g, binding)
     values: dict[int, np.ndarray] = {}
     remaining = _last_uses(g)
     outputs = set(g.output_ids)
@@ -240,8 +245,7 @@ def run(g: Graph, inputs: Mapping[str, Any] | None = None, params: Mapping[str, 
             continue
         if node.op == RESULT:  # computed with its producer
             continue
-        attrs = bind_attrs(node.op, node.attrs, binding) if binding else node.attrs
-        got = eval_node(node, [values[i] for i in node.inputs], node_out_type(node, binding), attrs)
+        got = eval_node(node, [values[i] for i in node.inputs], node.types if node.extra_types else node.type)
         if node.extra_types:
             for r, arr in enumerate(got):
                 values[node.id + r] = arr

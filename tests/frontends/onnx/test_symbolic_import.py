@@ -327,3 +327,47 @@ def test_sizes_used_as_numbers():
              helper.make_node("Sqrt", ["t_f"], ["root"]),
              helper.make_node("Div", ["x", "root"], ["scaled"])]
     _check(_model(nodes, [x], outs, opset=18), [[(2, 5, 3)], [(4, 1, 3)]])
+
+
+def test_speech_encoder_front_end_imports_as_one_graph():
+    """wav2vec2 / SEW-shaped: a strided conv stack over raw audio, a positional conv cropped by ``[:-1]`` and added
+    back, a reshape to heads by -1, a mask of half the frames (Div of a size into ConstantOfShape) and a learned
+    probe repeated over the batch (Tile by a size). The conv stack's length is negative for short audio, so its
+    symbol's range is narrowed to where it is a size; then the crop's clamp folds away and every shape is proven:
+    one graph for every length, checked against onnxruntime; shorter audio is refused with a typed error."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+
+    class Front(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.convs = torch.nn.ModuleList([torch.nn.Conv1d(1, 8, 10, 5), torch.nn.Conv1d(8, 8, 3, 2),
+                                              torch.nn.Conv1d(8, 8, 2, 2)])
+            self.pos = torch.nn.Conv1d(8, 8, 4, padding=2, groups=2)
+            self.probe = torch.nn.Parameter(torch.randn(1, 1, 8))
+            self.q = torch.nn.Linear(8, 8)
+
+        def forward(self, wav):
+            x = wav[:, None]
+            for conv in self.convs:
+                x = torch.nn.functional.gelu(conv(x))
+            x = x + torch.nn.functional.gelu(self.pos(x)[:, :, :-1])
+            x = x.transpose(1, 2)
+            b, n, _ = x.shape
+            heads = self.q(x).reshape(b, n, -1, 4)
+            mask = torch.ones(b, n // 2) * 0.5
+            return torch.cat([self.probe.repeat(b, 1, 1), x], 1), heads, mask
+
+    data = _torch_onnx(Front(), (torch.randn(2, 400),), {"wav": {0: "b", 1: "t"}}, ["wav"], n_out=3)
+    g = _check(data, [[(1, 400)], [(3, 1237)], [(2, 50)]])
+    assert [str(d) for d in g.inputs()["wav"].shape] == ["b", "t"]
+    lo = g.symbol_ranges["t"][0]
+    assert 1 < lo <= 50  # the stack's length is >= 0 from t = lo on: the least length whose frames are a size
+    params = rlx.onnx.import_model(data)[1]
+    with pytest.raises(rlx.FeedError, match=r"'t' = .* outside its range"):
+        rlx.run(g, {"wav": np.zeros((1, lo - 1), np.float32)}, params)
+    with pytest.raises(rlx.ShapeError, match="not positive"):  # in range, but a conv's window outgrows its input
+        rlx.run(g, {"wav": np.zeros((1, lo), np.float32)}, params)
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.InvalidArgument):  # onnxruntime refuses that length too
+        sess.run(None, {"wav": np.zeros((1, lo), np.float32)})

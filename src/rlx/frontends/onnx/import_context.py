@@ -149,6 +149,7 @@ class Importer:
         self.deps: dict[str, frozenset[str]] = {}
         self.known: dict[int, np.ndarray] = {}
         self.dims: dict[int, np.ndarray] = {}  # value id -> object array of dims (import_symbolic)
+        self.sized: set[str] = set()  # symbolic sizes already checked by import_symbolic.narrow_to_sizes
         self.static_inputs = dict(static_inputs or {})
         self.input_shapes = dict(input_shapes or {})
         self.params: dict[str, np.ndarray] = {}
@@ -515,7 +516,9 @@ class Importer:
         self.g.stamp_origin(start, Origin("onnx", node.op_type, node.name, _module_of(node)))  # provenance: viewers show the source op
         self._check_new(start, node)
         self._fold_from(start)
-        import_symbolic.propagate(self, node, ins, _attrs(node), results)
+        with ranges_in_effect(self.g.symbol_ranges):  # decided with the ranges narrowed so far, as the converters
+            import_symbolic.propagate(self, node, ins, _attrs(node), results)
+        import_symbolic.narrow_to_sizes(self, results)
         for i, name in enumerate(node.output):
             if not name:
                 continue

@@ -189,8 +189,12 @@ def _expand_op(cx, node, ins, attrs):
 @converter("Tile")
 def _tile(cx, node, ins, attrs):
     x = ins[0]
-    reps = _ints(cx, node, 1, None, attrs)
+    reps = _sizes(cx, node, 1, attrs)  # symbolic where the model repeats by a size (``probe.repeat(batch, 1, 1)``)
     shape = list(x.shape)
+    if len(reps) != len(shape):
+        raise OnnxFormatError(f"Tile: {len(reps)} repeats for a rank-{len(shape)} input")
+    if any(not is_symbolic(r) and r < 0 for r in reps):
+        raise OnnxFormatError(f"Tile: negative repeats {reps}")
     if all(r == 1 for r in reps):
         return x
     inter = []

@@ -28,7 +28,7 @@ from rlx.ir.dim_fold import fold_dim
 from rlx.ir.dtype import DType
 from rlx.ir.errors import ShapeError
 from rlx.ir.graph import Value
-from rlx.ir.symbolic import dim_max, dim_min, floordiv, is_symbolic, known_ge, mod, symbol
+from rlx.ir.symbolic import dim_max, dim_min, floordiv, is_symbolic, known_ge, least_for_nonnegative, mod, ranges_in_effect, symbol
 
 _INT_KINDS = "iub"
 
@@ -329,3 +329,24 @@ def propagate(cx, node, ins: list, attrs: dict, results: list) -> None:
             return
         return
     cx.dims[out.id] = arr
+
+
+def narrow_to_sizes(cx, results: list) -> None:
+    """A result's sizes are >= 0 for every input the model runs on. Where one of them may be negative in its
+    symbol's range (a conv stack's output length ``floordiv(floordiv(seq, 80) + 1, 2) - 1``), the symbol's range
+    starts where it is not (:func:`~rlx.ir.symbolic.least_for_nonnegative`): a shorter feed is refused naming the
+    range, and the clamps exporters put on sizes later (``max(0, n)`` of a ``[:-1]`` slice) fold away, so the
+    shapes they meet are proven equal (wav2vec2's positional conv added to its input)."""
+    for v in results:
+        if not isinstance(v, Value) or v.shape.is_static:
+            continue
+        for d in v.shape:
+            if not is_symbolic(d) or d in cx.sized:
+                continue
+            cx.sized.add(d)
+            with ranges_in_effect(cx.g.symbol_ranges):
+                found = least_for_nonnegative(d)
+            if found is not None:
+                name, lo = found
+                hi = cx.g.symbol_ranges.get(name, (1, math.inf))[1]
+                cx.g.set_range(name, lo, None if hi == math.inf else hi)

@@ -244,7 +244,8 @@ def _exact_quotient(a: Dim, b: SymDim) -> Dim | None:
 
     lead, lead_c = max(b._terms, key=lambda mc: order(mc[0]))
     lead_powers = dict(lead)
-    rest, out = _terms(a), {}
+    rest: dict[_Mono, int] = _terms(a)
+    out: dict[_Mono, int] = {}
     for _ in range(MAX_TERMS):
         if not rest:
             return _make(out)
@@ -468,7 +469,7 @@ def _nondecreasing(d: Dim) -> bool:
 
 
 def _atom_nondecreasing(atom: _Atom) -> bool:
-    if atom.__class__ is str:
+    if isinstance(atom, str):
         return True
     op, a, b = atom
     if op == "floordiv":

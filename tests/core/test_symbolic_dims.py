@@ -245,6 +245,27 @@ def test_conv_and_pool_output_sizes_are_floordiv_expressions():
         g.pool2d(g.input("z", ("n", 1, 1, 1)), kind="max", kernel_size=[3, 3])
 
 
+def test_run_checks_op_rules_at_the_fed_sizes_and_follows_a_grown_graph():
+    """rlx.run binds the graph's symbols per feed and re-runs every op rule: a conv window longer than the fed
+    input is the conv rule's ShapeError (as torch refuses it), not NumPy's; a graph grown after a run is run as it
+    is now (the bound copies are remembered per graph length and outputs)."""
+    torch = pytest.importorskip("torch")
+    g = rlx.Graph("conv")
+    x = g.input("x", (1, 2, 4, "w"))
+    wt = np.random.default_rng(3).standard_normal((2, 2, 3, 3)).astype(np.float32)
+    y = g.conv2d(x, g.constant(wt))
+    g.set_outputs([y])
+    with pytest.raises(rlx.ShapeError, match="not positive"):
+        rlx.run(g, {"x": np.zeros((1, 2, 4, 2), np.float32)})
+    with pytest.raises(RuntimeError):
+        torch.nn.functional.conv2d(torch.zeros(1, 2, 4, 2), torch.from_numpy(wt))
+    X = np.random.default_rng(4).standard_normal((1, 2, 4, 6)).astype(np.float32)
+    want = torch.nn.functional.conv2d(torch.from_numpy(X), torch.from_numpy(wt)).numpy()
+    np.testing.assert_allclose(rlx.run(g, {"x": X})[0], want, rtol=1e-4, atol=1e-5)
+    g.set_outputs([g.neg(y)])
+    np.testing.assert_allclose(rlx.run(g, {"x": X})[0], -want, rtol=1e-4, atol=1e-5)
+
+
 def test_fresh_symbols_are_identifiers_named_from_input_and_axis():
     assert fresh_symbol("pixel_values.0", 2) == "pixel_values_0_d2"
     assert fresh_symbol("x", 0, taken={"x_d0"}) == "x_d0_2"

@@ -37,7 +37,7 @@ def bind_attrs(op: str, attrs: Mapping[str, Any], binding: Mapping[str, int]) ->
             continue
         bound: Any
         if spec.kind == "graph":
-            bound = bind_subgraph(value, binding)
+            bound = bound_graph(value, binding)
             changed = bound is not value
         elif spec.kind == "size":
             bound = substitute(value, binding)
@@ -67,19 +67,19 @@ def bind_graph(g: Graph, binding: Mapping[str, int]) -> Graph:
     return out
 
 
-_BOUND_SUBGRAPHS: dict[tuple[int, tuple], tuple[weakref.ref, Graph]] = {}  # (id(sub), binding) -> (sub, bound)
+_BOUND_SUBGRAPHS: dict[tuple, tuple[weakref.ref, Graph]] = {}  # (id(sub), its length, outputs, binding) -> (sub, bound)
 _BOUND_LOCK = threading.Lock()  # executables run from several threads
 
 
-def bind_subgraph(sub: Graph, binding: Mapping[str, int]) -> Graph:
-    """:func:`bind_graph` of a subgraph attribute, ``sub`` itself when it names none of the bound
-    symbols; remembered per subgraph and binding (a loop body is bound once per size, not per run)."""
+def bound_graph(sub: Graph, binding: Mapping[str, int]) -> Graph:
+    """:func:`bind_graph` of a graph (a run's, or a subgraph attribute), ``sub`` itself when it names none of
+    the bound symbols; remembered per graph and binding (a loop body is bound once per size, not per iteration)."""
     keys = set(binding)
     used = tuple(sorted(s for s in _symbols_of(sub) if s in keys))
     if not used:
         return sub
     pairs = tuple((s, binding[s]) for s in used)
-    key = (id(sub), pairs)
+    key = (id(sub), len(sub.nodes), tuple(sub.output_ids), pairs)  # a graph is append-only: its length and outputs date it
     with _BOUND_LOCK:
         hit = _BOUND_SUBGRAPHS.pop(key, None)
     if hit is None or hit[0]() is not sub:  # an id reused by a new graph is a miss
@@ -235,7 +235,7 @@ def run(g: Graph, inputs: Mapping[str, Any] | None = None, params: Mapping[str, 
     :func:`_own_outputs`)."""
     fed, binding = bind_feed(g, inputs, params)
     if binding:  # every op rule checked at the fed sizes: a conv window longer than its input is a ShapeError, not a kernel's crash
-        g = bind_graph(g, binding)
+        g = bound_graph(g, binding)
     values: dict[int, np.ndarray] = {}
     remaining = _last_uses(g)
     outputs = set(g.output_ids)

@@ -1,6 +1,7 @@
 """Symbolic dims (rlx.ir.symbolic): canonical form, arithmetic checked against integer
 evaluation at many sizes, sound decisions, text / JSON round trips, feed binding."""
 
+import gc
 import itertools
 import json
 
@@ -264,6 +265,13 @@ def test_run_checks_op_rules_at_the_fed_sizes_and_follows_a_grown_graph():
     np.testing.assert_allclose(rlx.run(g, {"x": X})[0], want, rtol=1e-4, atol=1e-5)
     g.set_outputs([g.neg(y)])
     np.testing.assert_allclose(rlx.run(g, {"x": X})[0], -want, rtol=1e-4, atol=1e-5)
+    from rlx.ops import evaluate
+
+    graph_id = id(g)
+    assert any(key[0] == graph_id for key in evaluate._BOUND_SUBGRAPHS)
+    del g, x, y
+    gc.collect()
+    assert not any(key[0] == graph_id for key in evaluate._BOUND_SUBGRAPHS)  # the copies (and constants) go with it
 
 
 def test_fresh_symbols_are_identifiers_named_from_input_and_axis():

@@ -69,6 +69,7 @@ def bind_graph(g: Graph, binding: Mapping[str, int]) -> Graph:
 
 _BOUND_SUBGRAPHS: dict[tuple, tuple[weakref.ref, Graph]] = {}  # (id(sub), its length, outputs, binding) -> (sub, bound)
 _BOUND_LOCK = threading.Lock()  # executables run from several threads
+_WATCHED: set[int] = set()  # ids of the graphs whose copies are dropped when they are (weakref.finalize)
 
 
 def bound_graph(sub: Graph, binding: Mapping[str, int]) -> Graph:
@@ -84,11 +85,22 @@ def bound_graph(sub: Graph, binding: Mapping[str, int]) -> Graph:
         hit = _BOUND_SUBGRAPHS.pop(key, None)
     if hit is None or hit[0]() is not sub:  # an id reused by a new graph is a miss
         hit = (weakref.ref(sub), bind_graph(sub, dict(pairs)))
+        with _BOUND_LOCK:
+            if id(sub) not in _WATCHED:  # its copies (and the constants they share) go with it
+                _WATCHED.add(id(sub))
+                weakref.finalize(sub, _forget, id(sub))
     with _BOUND_LOCK:
         _BOUND_SUBGRAPHS[key] = hit  # most recent last
         while len(_BOUND_SUBGRAPHS) > 64:
             _BOUND_SUBGRAPHS.pop(next(iter(_BOUND_SUBGRAPHS)))
     return hit[1]
+
+
+def _forget(graph_id: int) -> None:
+    with _BOUND_LOCK:
+        _WATCHED.discard(graph_id)
+        for key in [k for k in _BOUND_SUBGRAPHS if k[0] == graph_id]:
+            del _BOUND_SUBGRAPHS[key]
 
 
 def _symbols_of(g: Graph) -> set[str]:

@@ -5,6 +5,7 @@ two input sizes through ``rlx.run``, the compiled numpy backend and the onnxrunt
 from __future__ import annotations
 
 import io
+import os
 import warnings
 
 import numpy as np
@@ -371,3 +372,17 @@ def test_speech_encoder_front_end_imports_as_one_graph():
     sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     with pytest.raises(ort.capi.onnxruntime_pybind11_state.InvalidArgument):  # onnxruntime refuses that length too
         sess.run(None, {"wav": np.zeros((1, lo), np.float32)})
+
+
+def test_a_deep_strided_conv_chain_narrows_its_length_in_bounded_work():
+    """Each strided conv halves the length, so the least length whose output is a size doubles per stride: found
+    by doubling and bisection (O(log size) evaluations per size expression), and given up past 2**62. Imported in
+    a child process under 2 GiB and 30 s of CPU: 20 convs (10 strided) need t >= 1023 (stride-1 convs take one
+    sample each, strided ones halve: the least length is 2**10 - 1); 400 convs narrow it until the next start
+    would pass 2**62, then make no further claim."""
+    from security.isolate import run_cases
+
+    cases = os.path.join(os.path.dirname(__file__), "symbolic_cases.py")
+    short, deep = run_cases(cases, "conv_chain_range", [[20], [400]], memory=2 << 30, cpu=30)
+    assert short.exited and short.error is None and short.value == 1023, (short.how, short.message)
+    assert deep.exited and deep.error is None and 2**61 <= deep.value <= 2**62, (deep.how, deep.message, deep.value)

@@ -67,7 +67,6 @@ def test_onnx_pool_window_longer_than_the_axis(op, attrs):
     _bounded(g, x.size)
 
 
-
 def test_a_file_asking_for_a_2_to_the_40_window_imports_and_runs_bounded():
     """Hostile-size window in a file (a 2**40-wide ceil_mode AveragePool over 7x7): imported and run in a child
     process under 3 GiB and 60 s of CPU, it gives the plane means (NumPy; before windows were cut, a typed refusal

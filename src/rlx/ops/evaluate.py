@@ -257,7 +257,7 @@ def run(g: Graph, inputs: Mapping[str, Any] | None = None, params: Mapping[str, 
             continue
         if node.op == RESULT:  # computed with its producer
             continue
-        got = eval_node(node, [values[i] for i in node.inputs], node.types if node.extra_types else node.type)
+        got = eval_node(node, [values[i] for i in node.inputs], node_out_type(node, {}))  # bound above
         if node.extra_types:
             for r, arr in enumerate(got):
                 values[node.id + r] = arr

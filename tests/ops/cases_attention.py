@@ -167,6 +167,10 @@ CASES = [
            _qkv(2, 4, 4, seed=77, heads=3, head_dim=8), sdpa(heads=3, is_causal=True), **TOL),
     OpCase("attention", "f32", _attn(mask_kind="causal"), _qkv(2, 6, 6, dtype=np.float32, seed=80),
            sdpa(is_causal=True), rtol=1e-5, atol=1e-6),
+    # empty sequences: no keys gives zeros (torch's SDPA too), no queries an empty result
+    OpCase("attention", "no_keys", _attn(), _qkv(2, 3, 0, "bhsd", seed=86), sdpa("bhsd"), **TOL),
+    OpCase("attention", "no_queries_causal", _attn(mask_kind="causal", layout="bshd"), _qkv(2, 0, 3, "bshd", seed=89),
+           sdpa("bshd", is_causal=True), **TOL),
     OpCase("attention", "symbolic_batch_seq",
            symbolic(_attn(mask_kind="causal"), {"q": ("b", "s", H * D), "k": ("b", "t", H * D), "v": ("b", "t", H * D)},
                     ("b", "s", H * D)),

@@ -4,6 +4,8 @@ refusals (no derivative, bounded polynomial work, scipy missing)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -151,7 +153,9 @@ def test_polynomial_degree_is_bounded_work():
         rlx.run(g, {"a0": np.array([0.5, 0.2]), "a1": np.array([3.0, 1e12])})
 
 
-def test_missing_scipy_names_the_extra(monkeypatch):
+@pytest.fixture
+def without_scipy(monkeypatch):
+    """``import scipy...`` fails, as on an install without the special extra."""
     import builtins
 
     real_import = builtins.__import__
@@ -162,9 +166,28 @@ def test_missing_scipy_names_the_extra(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_scipy)
+
+
+def test_missing_scipy_names_the_extra(without_scipy):
     g = _graph("bessel_j0", [np.zeros(2)])
     with pytest.raises(rlx.RlxError, match=r"rlx\[special\]"):
         rlx.run(g, {"a0": np.array([0.5, 0.2])})
+
+
+def test_erf_and_gelu_without_scipy_use_the_c_library(without_scipy):
+    from rlx.ops.kinds import numpy_erf
+
+    x = np.array([-4.0, -1.5, -0.25, 0.0, 0.3, 1.0, 2.5, np.inf, np.nan], np.float32)
+    want = np.array([math.erf(float(v)) for v in x], np.float64)
+    np.testing.assert_allclose(numpy_erf(x), want, rtol=1e-6, atol=1e-7)
+    slot = x.copy()
+    assert numpy_erf(slot, out=slot) is slot
+    np.testing.assert_allclose(slot, want, rtol=1e-6, atol=1e-7)
+    g = rlx.Graph("gelu")
+    g.set_outputs([g.gelu(g.input("x", x.shape, "f32"))])
+    gelu = x.astype(np.float64) * 0.5 * (1.0 + np.array([math.erf(float(v) / math.sqrt(2.0)) for v in x]))
+    for got in (rlx.run(g, {"x": x})[0], rlx.compile(g, backend="numpy").run({"x": x})[0]):
+        np.testing.assert_allclose(got, gelu, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("backend", ["jax", "torch"])

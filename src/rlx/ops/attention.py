@@ -111,13 +111,13 @@ def attention_type(ins: list[TensorType], attrs) -> TensorType:
     return TensorType(q.shape, promote_all([t.dtype for t in ins[:3]]))
 
 
-def softmax(s: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """NumPy's in-place override of the softmax row over the last axis (the arena's attention
-    kernel_into; tests/ops/test_rows.py proves it equal to the row): written into ``out`` (which may
-    be ``s`` itself) when given. Scores are finite (masked ones are MASK_FILL), so no guard is needed."""
-    e = np.subtract(s, s.max(axis=-1, keepdims=True), out=out)
+def softmax(s: np.ndarray, out: np.ndarray | None = None, axis: int = -1) -> np.ndarray:
+    """NumPy's in-place override of the softmax row along ``axis`` (the arena's attention kernel;
+    tests/ops/test_rows.py proves it equal to the row): written into ``out`` (which may be ``s``
+    itself) when given. Scores are finite (masked ones are MASK_FILL), so no guard is needed."""
+    e = np.subtract(s, s.max(axis=axis, keepdims=True), out=out)
     np.exp(e, out=e)
-    return np.divide(e, e.sum(axis=-1, keepdims=True), out=e)
+    return np.divide(e, e.sum(axis=axis, keepdims=True), out=e)
 
 
 def attention_scores(
@@ -128,26 +128,36 @@ def attention_scores(
 
 
 def _attention_kernel(args, attrs, out_type):
-    """The attention row in NumPy."""
-    return rows.attention(NUMPY, args, attrs, out_type)
+    """The attention row in NumPy: :func:`_attention_into` into a fresh array (so ``rlx.run`` and the
+    arena give the same bits)."""
+    shape = tuple(out_type.shape)
+    dtype = np.float32 if out_type.dtype.is_low_precision_float else out_type.dtype.numpy
+    return _attention_into(args, attrs, out_type, np.empty(shape, dtype))
 
 
 def _attention_into(args, attrs, out_type, out):
-    """The arena's override of the row: the scores are the one temporary, softmax in place, p @ v into ``out``."""
+    """The arena's override of the row, on the scores transposed ([*batch, H, Sk, Sq] = k @ qᵀ, the one
+    temporary): the softmax then reduces across rows, where NumPy's reductions run at vector speed (along
+    the last axis they pay ~0.1 us a row: 12 heads x 128 queries made the max 3x the cost of the exp);
+    pᵀ is read transposed by the p @ v product into ``out``."""
     heads, head_dim = attrs["num_heads"], attrs["head_dim"]
     lay = Layout(args[0].ndim, attrs["layout"])
     q, k, v = (lay.to_bhsd(a, heads, head_dim) for a in promote_args(args[:3], out_type.dtype))
     mask = args[3] if len(args) > 3 else None
-    s = np.matmul(q, np.swapaxes(k, -1, -2))  # a fresh array, scaled and masked in place (the row's steps)
-    np.multiply(s, np.asarray(attention_scale(attrs), s.dtype), out=s)
+    st = np.matmul(k, np.swapaxes(q, -1, -2))  # a fresh array, scaled and masked in place (the row's steps)
+    np.multiply(st, np.asarray(attention_scale(attrs), st.dtype), out=st)
     if attrs["attn_logit_softcap"] is not None:
-        s, _ = rows.softcap(NUMPY, s, attrs["attn_logit_softcap"])
+        st, _ = rows.softcap(NUMPY, st, attrs["attn_logit_softcap"])
+    s = np.swapaxes(st, -1, -2)  # the scores [*batch, H, Sq, Sk], a view
     if attrs["mask_kind"] == "bias":
         np.add(s, mask.astype(s.dtype, copy=False), out=s)
     keep = rows.keep_mask(NUMPY, attrs, s.shape[-2], s.shape[-1], mask, s)
     if keep is not None:
         np.copyto(s, MASK_FILL, where=~keep)
-    p = softmax(s, out=s)
+    if st.shape[-2] == 0:  # no keys: the row's empty softmax, a zero product
+        out[...] = 0
+        return out
+    p = np.swapaxes(softmax(st, out=st, axis=-2), -1, -2)
     o = lay.to_bhsd(out, heads, head_dim)
     if o.flags.c_contiguous:
         np.matmul(p, v, out=o)

@@ -37,7 +37,7 @@ def _gelu_into(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """The gelu row's formula x·½(1 + erf(x/√2)) computed in place (no temporaries in the arena)."""
     half = 0.5 * x  # first: out may be x itself
     e = np.asarray(np.divide(x, math.sqrt(2.0), out=out))
-    e[...] = numpy_erf(e)
+    numpy_erf(e, out=e)
     return np.multiply(half, np.add(1.0, e, out=e), out=e)
 
 

@@ -70,13 +70,18 @@ def _libm_erf(x: np.ndarray) -> np.ndarray:
     return np.frompyfunc(math.erf, 1, 1)(x)
 
 
-def numpy_erf(x: np.ndarray) -> np.ndarray:
-    """Vectorised error function in x's dtype (SciPy's if installed, else the C library's)."""
+def numpy_erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Vectorised error function in x's dtype (SciPy's if installed, else the C library's), written
+    into ``out`` (which may be ``x``) when given."""
     try:
         from scipy.special import erf as scipy_erf
     except ImportError:
-        return np.asarray(_libm_erf(x), dtype=np.float64).astype(np.asarray(x).dtype, copy=False)
-    return scipy_erf(x)
+        r = np.asarray(_libm_erf(x), dtype=np.float64).astype(np.asarray(x).dtype, copy=False)
+        if out is None:
+            return r
+        np.copyto(out, r)
+        return out
+    return scipy_erf(x, out=out)
 
 
 def tanh_sigmoid(xp: Any, x: Any) -> Any:

@@ -181,8 +181,8 @@ def main() -> None:
             steps = exe._steps
 
             def loop(steps=steps):
-                for s in steps:
-                    s()
+                for f, args in steps:
+                    f(*args)
 
             t_call = t_exe - interleaved([loop])[0]
             print(f"\nchain: {t_exe / n * 1e6:.2f} us per node through exe.run (kernel included); "

@@ -50,6 +50,11 @@ def test_kernel_into_is_bitwise_the_reference_kernel(case):
             out = np.full(tuple(node.shape), 7, node.dtype.numpy)  # garbage the hook must overwrite
             opdef.kernel_into(args, node.attrs, node.type, out)
             assert _bits(out) == _bits(ref), f"{node.op} %{node.id} {node.attrs}"
+            direct = opdef.ufunc(node.attrs, [a.dtype for a in args], out.dtype) if opdef.ufunc else None
+            if direct is not None:  # the arena calls the ufunc itself, out by position
+                out = np.full(tuple(node.shape), 7, node.dtype.numpy)
+                direct[0](*args, *direct[1], out)
+                assert _bits(out) == _bits(ref), f"{node.op} %{node.id} {node.attrs} as one ufunc call"
             assert _bits(values[node.id]) == _bits(ref)
             if "elementwise" in opdef.flags:  # the planner may let an elementwise op overwrite a same-typed operand
                 for j, a in enumerate(args):
@@ -60,6 +65,50 @@ def test_kernel_into_is_bitwise_the_reference_kernel(case):
                         assert _bits(alias[j]) == _bits(ref), f"{node.op} %{node.id} written over operand {j}"
             checked += 1
     assert checked
+
+
+def test_ops_with_a_ufunc_fact_have_an_into_hook_and_cases_reach_it():
+    ufunc_ops = {op.name for op in all_ops() if op.ufunc is not None}
+    assert {"activation", "binary"} <= ufunc_ops <= set(INTO_OPS)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64", "i32", "u8", "bool"])
+def test_arena_ufunc_steps_match_the_reference_in_place_and_broadcast(dtype):
+    """Every binary op, and the activations that are one ufunc, on operands the arena may overwrite, against
+    NumPy written out (int div / pow and the bool ops take the kernel's own path)."""
+    rng = np.random.default_rng(3)
+    np_dtype = rlx.DType.of(dtype).numpy
+    a = (rng.standard_normal((3, 4)) * 4).astype(np_dtype)
+    b = (rng.standard_normal(4) * 4 + 0.5).astype(np_dtype)
+    if dtype != "bool":
+        a[0, 0], b[1] = 0, 1
+    ops = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+    if dtype in ("f32", "f64"):
+        ops.update(sub=np.subtract, div=np.divide, fmax=np.fmax, fmin=np.fmin, pow=np.power)
+        a[0, 1], b[2] = np.nan, np.inf
+    elif dtype != "bool":
+        ops.update(sub=np.subtract)
+    if dtype == "bool":
+        ops.update(add=np.logical_or, mul=np.logical_and)
+    g = rlx.Graph("ufuncs")
+    x, y = g.input("x", a.shape, dtype), g.input("y", b.shape, dtype)
+    outs, want = [], []
+    for name, f in ops.items():
+        h = g.binary(x, y, op=name)  # broadcast y
+        outs.append(g.binary(h, x, op=name))  # h is dead after this: the planner may write over it
+        with np.errstate(all="ignore"):
+            want.append(f(f(a, b), a))
+    if dtype in ("f32", "f64"):
+        for kind, f in (("relu", lambda v: np.maximum(v, 0)), ("tanh", np.tanh), ("exp", np.exp), ("abs", np.abs)):
+            outs.append(g.activation(g.binary(x, y, op="add"), kind=kind))
+            want.append(f(a + b))
+    g.set_outputs(outs)
+    with np.errstate(all="ignore"):
+        got = rlx.compile(g, backend="numpy").run({"x": a, "y": b})
+    ref = rlx.run(g, {"x": a, "y": b})
+    for out, w, r in zip(got, want, ref, strict=True):
+        np.testing.assert_array_equal(out, w)
+        assert _bits(out) == _bits(r)
 
 
 def test_arena_runs_the_into_hooks_without_copies():

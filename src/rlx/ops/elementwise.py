@@ -10,6 +10,7 @@ Max / min propagate NaN (``np.maximum``, torch.maximum, ONNX Max); fmax / fmin i
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -47,15 +48,19 @@ def round_half_away(x: np.ndarray) -> np.ndarray:
 
 #: activation kind -> its row (formula, derivative, domain, names): :mod:`rlx.ops.kinds`.
 ACTIVATIONS = ACTIVATION_KINDS
-#: NumPy kernels that write into ``out`` (the arena's ``kernel_into``: no temporary per node);
+#: kinds whose NumPy kernel is one ufunc call ``f(x, *constants, out=out)`` (the activation op's ``ufunc`` fact)
+_UFUNC_KINDS: dict[str, tuple[np.ufunc, tuple[Any, ...]]] = {
+    "relu": (np.maximum, (0,)),
+    **{k: (getattr(np, u), ()) for k, u in (("tanh", "tanh"), ("exp", "exp"), ("log", "log"), ("sqrt", "sqrt"),
+                                            ("neg", "negative"), ("abs", "abs"), ("sin", "sin"), ("cos", "cos"),
+                                            ("tan", "tan"), ("atan", "arctan"))},
+}
+#: the other NumPy kernels that write into ``out`` (the arena's ``kernel_into``: no temporary per node);
 #: every other kind runs its row's formula. Same values as the rows (tests/ops walk every kind).
 _INTO = {
-    "gelu": _gelu_into, "relu": lambda x, out=None: np.maximum(x, 0, out=out), "sigmoid": numpy_sigmoid,
+    "gelu": _gelu_into, "sigmoid": numpy_sigmoid,
     "silu": lambda x, out=None: np.multiply(x, numpy_sigmoid(x), out=out),
     "rsqrt": lambda x, out=None: np.divide(1.0, np.sqrt(x, out=out), out=out),
-    **{k: getattr(np, u) for k, u in (("tanh", "tanh"), ("exp", "exp"), ("log", "log"), ("sqrt", "sqrt"),
-                                      ("neg", "negative"), ("abs", "abs"), ("sin", "sin"), ("cos", "cos"),
-                                      ("tan", "tan"), ("atan", "arctan"))},
 }
 
 
@@ -74,6 +79,10 @@ def _activation_type(ins: list[TensorType], attrs) -> TensorType:
 
 def _activation_kernel(args, attrs, out_type, out=None):
     x, kind = args[0], attrs["kind"]
+    direct = _UFUNC_KINDS.get(kind)
+    if direct is not None:
+        f, constants = direct
+        return f(x, *constants, out=out)
     into = _INTO.get(kind)
     if into is not None:
         return into(x, out=out)
@@ -109,7 +118,8 @@ defop(
     name="activation", region_key="kind", shown_kind="kind", precision="elementwise", family="elementwise", arity=1, operands=("x",),
     attrs={"kind": AttrSpec("str", choices=tuple(ACTIVATIONS))},
     methods={k: {"kind": k} for k in ACTIVATIONS},
-    infer=_activation_type, kernel=_activation_kernel, kernel_into=_activation_kernel, flags={"elementwise", "complex_ad"},
+    infer=_activation_type, kernel=_activation_kernel, kernel_into=_activation_kernel,
+    ufunc=lambda attrs, dtypes, out: _UFUNC_KINDS.get(attrs["kind"]), flags={"elementwise", "complex_ad"},
     vjp=_activation_vjp, jvp=_activation_jvp, batch=broadcasting_batch, keeps_grid=_activation_keeps_grid,
     doc="Unary elementwise function (one row per kind: rlx.ops.kinds). gelu is exact (erf); gelu_approx is the tanh form; "
     "round is half away from zero; relu/neg/abs/round also accept integers; only "
@@ -186,22 +196,36 @@ _BINARY_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": 
 MINMAX = frozenset({"max", "min", "fmax", "fmin"})
 
 
+def _binary_ufunc(op: str, dtype: np.dtype) -> np.ufunc | None:
+    """The ufunc of binary ``op`` on two operands of ``dtype`` (the compute dtype); None for an int div / pow."""
+    kind = dtype.kind
+    if kind == "b" and op in ("add", "mul"):
+        return np.logical_or if op == "add" else np.logical_and
+    if kind in "biu" and op in ("div", "pow"):
+        return None
+    return _BINARY_UFUNCS[op]
+
+
+def _binary_direct(attrs, dtypes, out) -> tuple[np.ufunc, tuple[()]] | None:
+    """The binary op's ``ufunc`` fact: operands already in the result dtype reach its ufunc as they are."""
+    f = _binary_ufunc(attrs["op"], out) if all(d == out for d in dtypes) else None
+    return None if f is None else (f, ())
+
+
 def _binary_kernel(args, attrs, out_type, out=None):
     a, b = args
     op = attrs["op"]
     if out is None or not a.dtype == b.dtype == out.dtype:  # (out has the compute dtype already)
         a, b = promote_args(args, out_type.dtype)
-    kind = a.dtype.kind  # NumPy's dtype tests: a per-node cost in the arena
-    if kind == "b" and op in ("add", "mul"):
-        return (np.logical_or if op == "add" else np.logical_and)(a, b, out=out)
-    if kind in "biu" and op in ("div", "pow"):
-        with np.errstate(over="ignore"):  # MIN / -1 wraps to MIN
-            res = rows.int_div(NUMPY, a, b) if op == "div" else rows.int_pow(NUMPY, a, b)
-        if out is None:
-            return res
-        np.copyto(out, res, casting="unsafe")
-        return out
-    return _BINARY_UFUNCS[op](a, b, out=out)
+    f = _binary_ufunc(op, a.dtype)
+    if f is not None:
+        return f(a, b, out=out)
+    with np.errstate(over="ignore"):  # MIN / -1 wraps to MIN
+        res = rows.int_div(NUMPY, a, b) if op == "div" else rows.int_pow(NUMPY, a, b)
+    if out is None:
+        return res
+    np.copyto(out, res, casting="unsafe")
+    return out
 
 
 def _binary_type(ins, attrs):
@@ -281,7 +305,8 @@ defop(
     name="binary", region_key="op", shown_kind="op", precision="elementwise", family="elementwise", arity=2, operands=("lhs", "rhs"),
     attrs={"op": AttrSpec("str", choices=("add", "sub", "mul", "div", "max", "min", "fmax", "fmin", "pow"))},
     methods={m: {"op": k} for m, k in BINARY_METHODS.items()},
-    infer=_binary_type, kernel=_binary_kernel, kernel_into=_binary_kernel, flags={"elementwise", "complex_ad", "broadcasts"},
+    infer=_binary_type, kernel=_binary_kernel, kernel_into=_binary_kernel, ufunc=_binary_direct,
+    flags={"elementwise", "complex_ad", "broadcasts"},
     vjp=_binary_vjp, jvp=_binary_jvp, batch=broadcasting_batch,
     identity=_binary_identity, commutes=lambda attrs: BINARY_KINDS[attrs["op"]].commutative,
     doc="Broadcasting binary arithmetic in the promoted dtype. Builder methods: add, sub, "

@@ -44,6 +44,9 @@ from rlx.runtime.reference import eval_node, kernel_of, widens
 from rlx.runtime.specialize import PlanCache
 
 Step = Callable[[], None]
+#: what a frame runs per node: ``f(*args)`` (a step is ``(step, ())``; a ufunc node ``(ufunc, (*operands, out))``,
+#: no Python frame of ours between the loop and NumPy)
+Call = tuple[Callable[..., Any], tuple[Any, ...]]
 
 
 def _into_of(node: Node, in_types: list[TensorType], jit: bool = False) -> Any:
@@ -86,8 +89,8 @@ class _Frame:
 
     def __init__(self, raw: np.ndarray, arena: np.ndarray, env: list[Any]):
         self.raw, self.arena, self.env = raw, arena, env
-        self.steps: list[Step] = []
-        self.weight_steps: list[Step] = []  # the weight-only nodes, run when the frame's params change
+        self.steps: list[Call] = []
+        self.weight_steps: list[Call] = []  # the weight-only nodes, run when the frame's params change
         self.weights_ready = False
         self.loaded: dict[str, Any] = {}
         self.version = -1
@@ -252,7 +255,8 @@ class ArenaExecutor(ExecutableBase):
                 env[nid] = np.empty(tuple(node.shape), node.dtype.numpy)
                 fixed[nid] = True
             if node.op != RESULT:  # a result node is written by its producer's step
-                (frame.weight_steps if nid in self._weight_only else frame.steps).append(self._make_step(node, env, fixed))
+                call = self._make_step(node, env, fixed)
+                (frame.weight_steps if nid in self._weight_only else frame.steps).append(call if isinstance(call, tuple) else (call, ()))
         self._step_count = len(frame.steps) + len(frame.weight_steps)
         self._frames += 1
         return frame
@@ -263,7 +267,7 @@ class ArenaExecutor(ExecutableBase):
             self._into[node.id] = _into_of(node, [self.graph.nodes[i].type for i in node.inputs], self._jit)
         return self._into[node.id]
 
-    def _make_step(self, node: Node, env: list[Any], fixed: list[bool]) -> Step:
+    def _make_step(self, node: Node, env: list[Any], fixed: list[bool]) -> Step | Call:
         nodes = self.graph.nodes
         if node.extra_types:
             return self._make_multi_step(node, env)
@@ -277,7 +281,8 @@ class ArenaExecutor(ExecutableBase):
             attrs, out_type = node.attrs, node.type
             if static:
                 args = [env[i] for i in ins]
-                return lambda: into(args, attrs, out_type, out)
+                direct = self._ufunc_call(node, into, args, out)
+                return direct if direct is not None else lambda: into(args, attrs, out_type, out)
             return lambda: into([env[i] for i in ins], attrs, out_type, out)
         opdef = get_op(node.op)
         kernel = kernel_of(opdef, self._call_body)  # control-flow ops: bodies run in arenas of their own
@@ -303,6 +308,14 @@ class ArenaExecutor(ExecutableBase):
             args = [env[i] for i in ins]
             return lambda: finish(kernel(args, attrs, out_type))
         return lambda: finish(kernel([env[i] for i in ins], attrs, out_type))
+
+    @staticmethod
+    def _ufunc_call(node: Node, into: Any, args: list[np.ndarray], out: np.ndarray) -> Call | None:
+        """The op's ufunc called on these arrays where its ``kernel_into`` is one ufunc call (``OpDef.ufunc``;
+        ``out`` passed by position, the cheaper form); None otherwise (a compiled kernel, other dtypes)."""
+        opdef = get_op(node.op)
+        found = opdef.ufunc(node.attrs, [a.dtype for a in args], out.dtype) if opdef.ufunc and into is opdef.kernel_into else None
+        return None if found is None else (found[0], (*args, *found[1], out))
 
     def _make_dynamic_step(self, node: Node, env: list[Any]) -> Step:
         """A node whose output array changes per run: an output root outside the arena, or an adopted node
@@ -394,8 +407,8 @@ class ArenaExecutor(ExecutableBase):
         frame.version = -1 if given else version  # a run's own params: resync before the next run
         if not frame.weights_ready and len(frame.loaded) == len(self._param_ids):
             with np.errstate(all="ignore"):
-                for step in frame.weight_steps:
-                    step()
+                for f, args in frame.weight_steps:
+                    f(*args)
             frame.weights_ready = True
 
     def _acquire(self) -> _Frame:
@@ -452,8 +465,8 @@ class ArenaExecutor(ExecutableBase):
         for vid, root, off in self._runtime_views:
             env[vid] = _byte_view(env[root], off, nodes[vid].type)
         with np.errstate(all="ignore"):
-            for step in frame.steps:
-                step()
+            for f, args in frame.steps:
+                f(*args)
         return [env[o] if hand else np.array(env[o], copy=True) for o, hand in zip(self.graph.output_ids, self._hand_over)]
 
     def _specialized(self, binding: Mapping[str, int]) -> ArenaExecutor:

@@ -21,7 +21,7 @@ from rlx.ir.flags import BLAS
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType, broadcast_shapes
 from rlx.ops import rows
-from rlx.ops.common import promote_args, require_dim, require_float
+from rlx.ops.common import fresh_into, promote_args, require_dim, require_float
 from rlx.ops.cost import attention_macs
 from rlx.ops.facts import NOT_TPU
 from rlx.ops.kinds import NUMPY, GraphNamespace
@@ -125,14 +125,6 @@ def attention_scores(
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """The scores row (:func:`rlx.ops.rows.attention_scores`) in NumPy: (s, keep, t) for the kernels."""
     return rows.attention_scores(NUMPY, q, k, attrs, mask)
-
-
-def _attention_kernel(args, attrs, out_type):
-    """The attention row in NumPy: :func:`_attention_into` into a fresh array (so ``rlx.run`` and the
-    arena give the same bits)."""
-    shape = tuple(out_type.shape)
-    dtype = np.float32 if out_type.dtype.is_low_precision_float else out_type.dtype.numpy
-    return _attention_into(args, attrs, out_type, np.empty(shape, dtype))
 
 
 def _attention_into(args, attrs, out_type, out):
@@ -432,7 +424,7 @@ defop(
         "attn_logit_softcap": AttrSpec("float", default=None, doc="c > 0: scores become c*tanh(s/c); None = off"),
         "layout": AttrSpec("str", default="bhsd", choices=("bhsd", "bshd"), doc="rank-4 operand layout"),
     },
-    infer=attention_type, kernel=_attention_kernel, kernel_into=_attention_into,
+    infer=attention_type, kernel=fresh_into(_attention_into), kernel_into=_attention_into,
     vjp=_attention_vjp, jvp=_attention_jvp, batch=_attention_batch,
     doc="Scaled dot-product attention, per batch b and head h: s = q_h @ k_h.T * scale "
     "(scale = score_scale, default head_dim**-0.5); soft-cap s = c*tanh(s/c) if "

@@ -56,6 +56,26 @@ def promote_args(args: list[np.ndarray], dtype: DType) -> list[np.ndarray]:
     return [a.astype(target, copy=False) for a in args]
 
 
+def fresh_into(into: Callable[..., Any]) -> Callable[..., Any]:
+    """The reference kernel that is ``into`` (an op's ``kernel_into``) writing a fresh array of the compute
+    dtype: where an op's NumPy kernel departs from the row for speed, ``rlx.run`` and the arena give the same bits."""
+
+    def kernel(args: list[np.ndarray], attrs: Mapping[str, Any], out_type: TensorType) -> np.ndarray:
+        dtype = np.float32 if out_type.dtype.is_low_precision_float else out_type.dtype.numpy
+        return into(args, attrs, out_type, np.empty(tuple(out_type.shape), dtype))
+
+    return kernel
+
+
+def dot_mean(a: np.ndarray, b: np.ndarray, axis: int) -> np.ndarray:
+    """mean(a·b) over ``axis`` of the real ``a`` (``b``: same shape, or a vector along the axis), that axis kept
+    with size 1: dot products (np.vecdot, BLAS at memory speed) instead of add.reduce, which along a short
+    last axis pays per row, and without an a·b temporary."""
+    rows_a = np.moveaxis(a, axis, -1)
+    m = np.expand_dims(np.asarray(np.vecdot(rows_a, np.moveaxis(b, axis, -1) if b.ndim > 1 else b)), axis)
+    return np.divide(m, a.shape[axis], out=m)
+
+
 # ------------------------------------------------------------------ rewrite facts (OpDef)
 def same_type_identity(attrs, ins: list[TensorType], out: TensorType, consts) -> int | None:
     """``OpDef.identity`` of ops that change nothing when the result type is the operand's

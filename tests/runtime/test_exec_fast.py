@@ -1,7 +1,11 @@
 """The numpy executor's fast paths: weight-only nodes computed once per params binding, fresh kernel
-results adopted (never copied into a slot), both matching ``rlx.run`` exactly."""
+results adopted (never copied into a slot), both matching ``rlx.run`` exactly; a run lets go of the
+arrays it was given and made."""
 
 from __future__ import annotations
+
+import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -66,3 +70,29 @@ def test_adopted_and_slotted_runs_match_the_reference(adopt):
         feed = {"x": rng.standard_normal((8, 16)).astype(np.float32)}
         for got, want in zip(exe.run(feed), rlx.run(g, feed, {"w": W})):
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("adopt", [True, False])
+def test_a_run_keeps_no_reference_to_its_inputs_or_results(adopt):
+    """Inputs read in place and outputs written to fresh arrays (one a view of another) belong to the caller
+    after the run: the executor holds none of them (they are freed when the caller drops them)."""
+    rng = np.random.default_rng(2)
+    g = rlx.Graph("let_go")
+    x = g.input("x", (8, 16))
+    h = g.cumsum(g.relu(x @ g.param("w", (16, 16))), axis=1)  # cumulative: a fresh result, adopted when adopt=True
+    a, b = g.split(g.tanh(x), axis=1, sizes=[10, 6])  # a multi-result node inside the arena: copied into its slots
+    g.set_outputs([g.reshape(h * 2.0, (16, 8)), h, g.concat([b, a], axis=1) * 1.5])  # a view of an output too
+    W = rng.standard_normal((16, 16)).astype(np.float32)
+    exe = rlx_compile(g, params={"w": W}, adopt=adopt)
+    feed = {"x": rng.standard_normal((8, 16)).astype(np.float32)}
+    want = rlx.run(g, feed, {"w": W})
+    outs = exe.run(feed)
+    for i, w in enumerate(want):
+        np.testing.assert_array_equal(outs[i], w)
+    refs = [weakref.ref(feed["x"]), *(weakref.ref(o) for o in outs)]
+    del feed, outs
+    gc.collect()
+    assert [r() is None for r in refs] == [True] * len(refs)
+    again = {"x": rng.standard_normal((8, 16)).astype(np.float32)}
+    for got, w in zip(exe.run(again), rlx.run(g, again, {"w": W})):  # the next run binds its own again
+        np.testing.assert_array_equal(got, w)

@@ -194,9 +194,10 @@ class ArenaExecutor(ExecutableBase):
                 self._fresh.append((nid, tuple(node.shape), node.dtype.numpy))
         roots = {a.root for a in p.view_aliases.values()}
         # planned nodes whose op has no kernel_into: the kernel's fresh result is adopted instead of copied into the slot
+        # (not a multi-result node's: its step copies each result into its slot)
         self._adopted = {nid for nid in p.schedule if self.adopt and nid in placed and nid not in p.view_aliases and nid not in roots
-                         and nodes[nid].op not in LEAVES and get_op(nodes[nid].op).kernel is not None
-                         and self._into_for(nodes[nid]) is None}
+                         and nodes[nid].op not in LEAVES and not nodes[nid].extra_types
+                         and get_op(nodes[nid].op).kernel is not None and self._into_for(nodes[nid]) is None}
         # weight-only nodes (params and constants in, not an output, not viewed): computed when params are bound
         self._weight_only: set[int] = set()
         if self.fold_weights:
@@ -209,6 +210,9 @@ class ArenaExecutor(ExecutableBase):
                     known.add(nid)
                     self._weight_only.add(nid)
         fresh_ids = {nid for nid, _, _ in self._fresh}
+        # what a run binds for itself (the caller's inputs, new outputs, views of them, adopted results): let go after it
+        self._per_run = tuple(sorted({nid for _, nid in self._outside_inputs} | fresh_ids | {v for v, _, _ in self._runtime_views}
+                                     | (self._adopted - self._weight_only)))
         given: set[int] = set()
         self._hand_over: list[bool] = []  # output i returned as is (a fresh array) rather than copied
         for o in g.output_ids:
@@ -464,10 +468,14 @@ class ArenaExecutor(ExecutableBase):
         nodes = self.graph.nodes
         for vid, root, off in self._runtime_views:
             env[vid] = _byte_view(env[root], off, nodes[vid].type)
-        with np.errstate(all="ignore"):
-            for f, args in frame.steps:
-                f(*args)
-        return [env[o] if hand else np.array(env[o], copy=True) for o, hand in zip(self.graph.output_ids, self._hand_over)]
+        try:
+            with np.errstate(all="ignore"):
+                for f, args in frame.steps:
+                    f(*args)
+            return [env[o] if hand else np.array(env[o], copy=True) for o, hand in zip(self.graph.output_ids, self._hand_over)]
+        finally:  # the caller owns them now: freed when it drops them (and the next run's allocations reuse that memory)
+            for nid in self._per_run:
+                env[nid] = None
 
     def _specialized(self, binding: Mapping[str, int]) -> ArenaExecutor:
         from rlx.lir.specialize import specialize

@@ -180,7 +180,7 @@ def main() -> None:
             n = 1000
             steps, env, bound = exe._steps, exe._env, [(nid, feed[name]) for name, nid in exe._input_ids]
 
-            def loop(steps=steps):
+            def loop(steps=steps, env=env, bound=bound):
                 for nid, arr in bound:  # a run lets go of its inputs: bind them as a run would
                     env[nid] = arr
                 for f, args in steps:

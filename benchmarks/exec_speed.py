@@ -178,19 +178,16 @@ def main() -> None:
               f"| {ratio(cs, hs):16s} | {t_ref * 1e3:19.3f} | {same!s:^5} |", flush=True)
         if name.startswith("chain"):
             n = 1000
-            steps, env, bound = exe._steps, exe._env, [(nid, feed[name]) for name, nid in exe._input_ids]
+            frame, fed = exe._free[0], {nid: feed[name] for name, nid in exe._input_ids}
 
-            def loop(steps=steps, env=env, bound=bound):
-                for nid, arr in bound:  # a run lets go of its inputs: bind them as a run would
-                    env[nid] = arr
-                for f, args in steps:
-                    f(*args)
+            def loop(exe=exe, frame=frame, fed=fed):  # one frame's run: the nodes, without the feed check and the frame pool
+                exe._run_frame(frame, fed)
 
             t_call = t_exe - interleaved([loop])[0]
             print(f"\nchain: {t_exe / n * 1e6:.2f} us per node through exe.run (kernel included); "
                   f"hand NumPy {t_hand / n * 1e6:.2f} us per ufunc call; "
                   f"dispatch overhead = (arena - hand) / n = {(t_exe - t_hand) / n * 1e6:.2f} us per node; "
-                  f"fixed cost per run (feed check, copies) {t_call * 1e6:.1f} us; "
+                  f"fixed cost per run (feed check, frame pool) {t_call * 1e6:.1f} us; "
                   f"rlx.run {t_ref / n * 1e6:.2f} us per node")
 
 

@@ -257,8 +257,8 @@ def _openvino_file(blob: bytes, feed_values: list[np.ndarray]):
     return lambda: compiled(ov_feed)[0]
 
 
-def contenders(make, skip_compile: bool = False, engines: bool = False) -> tuple[dict, rlx.Graph, object]:
-    """name -> zero-argument callable returning the first output; the imported graph; the numpy executable.
+def contenders(make, skip_compile: bool = False, engines: bool = False) -> tuple[dict, rlx.Graph, object, dict]:
+    """name -> zero-argument callable returning the first output; the imported graph; the numpy executable; the feed.
     ``engines``: only rlx numpy and the engine-backed contenders (no slots, jax, torch backend)."""
     module, args, kwargs = make()
     module = module.eval()
@@ -309,7 +309,7 @@ def contenders(make, skip_compile: bool = False, engines: bool = False) -> tuple
             fns["rlx ort (onnx import)"] = lambda: exe2.run(feed2)[0]
         except rlx.RlxError as exc:
             print(f"    rlx.onnx.import_model failed: {exc}", file=sys.stderr)
-    return fns, g, exes["rlx numpy"]
+    return fns, g, exes["rlx numpy"], feed
 
 
 def _maybe(make):
@@ -341,6 +341,10 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(THREADS)
     models = {**(REAL if args.set != "shapes" else {}), **(SHAPES if args.set != "real" else {})}
+    if args.only:
+        models = {name: make for name, make in models.items() if any(part in name for part in args.only.split(","))}
+        if not models:
+            raise SystemExit(f"--only {args.only!r} names none of the models ({', '.join(REAL | SHAPES)})")
     if any(k in REAL for k in models):
         sys.path.insert(0, os.path.join(REPO_DIR, "tests", "models"))
         import zoo  # noqa: F401  (makes torchvision, hence timm and transformers, importable)
@@ -352,10 +356,8 @@ def main() -> None:
         cols = [c for c in cols if c not in ("rlx numpy slots", "rlx torch", "rlx torch inductor", "rlx jax")]
     rows, vs_torch, vs_ref, vs_ort, vs_best, auto_vs_fastest, best_rows = [], {}, {}, [], [], [], []
     for name, make in models.items():
-        if args.only and not any(part in name for part in args.only.split(",")):
-            continue
         torch.manual_seed(0)
-        fns, g, exe = contenders(make, args.skip_compile, args.engines)
+        fns, g, exe, feed = contenders(make, args.skip_compile, args.engines)
         ref = fns["rlx.run"]()
         if args.engines:  # the reference checks the outputs; its timing belongs to the numpy rows only
             del fns["rlx.run"]
@@ -376,11 +378,10 @@ def main() -> None:
                 tp = measure(pair, max(args.repeat, 21), number=min(calls_for(f, 0.1) for f in pair.values()), gc_off=False,
                              warmup=True)
                 ms.update({k: v.median_cpu * 1e3 for k, v in tp.items()})
-        steps = exe._steps
+        steps, frame, fed = exe._steps, exe._free[0], {nid: feed[name] for name, nid in exe._input_ids}
 
-        def bare(steps=steps):
-            for s in steps:
-                s()
+        def bare(exe=exe, frame=frame, fed=fed):  # one frame's run: the nodes, without the feed check and the frame pool
+            exe._run_frame(frame, fed)
 
         bare_ms = measure({"b": bare}, args.repeat, number=number, gc_off=False)["b"].median_cpu * 1e3
         per_node_us = (ms["rlx numpy"] - bare_ms) / max(len(steps), 1) * 1e3

@@ -167,6 +167,14 @@ CASES = [
            _qkv(2, 4, 4, seed=77, heads=3, head_dim=8), sdpa(heads=3, is_causal=True), **TOL),
     OpCase("attention", "f32", _attn(mask_kind="causal"), _qkv(2, 6, 6, dtype=np.float32, seed=80),
            sdpa(is_causal=True), rtol=1e-5, atol=1e-6),
+    # >= 32 queries over <= 512 keys: NumPy computes the scores transposed (TRANSPOSED_MIN_QUERIES): masks on that layout
+    OpCase("attention", "many_queries_causal", _attn(mask_kind="causal"), _qkv(1, 40, 48, seed=92),
+           sdpa(mask_fn=lambda sq, sk, m: keep_band(sq, sk)), **TOL),
+    OpCase("attention", "many_queries_bias_softcap", _attn_mask(mask_kind="bias", attn_logit_softcap=2.0),
+           {**_qkv(2, 33, 35, seed=95), "mask": randn(2, H, 33, 35, seed=98)}, reference_attention(cap=2.0, bias=True), **TOL),
+    OpCase("attention", "many_queries_custom_bshd", _attn_mask(mask_kind="custom", layout="bshd"),
+           {**_qkv(2, 32, 5, "bshd", seed=101), "mask": PADDING}, sdpa("bshd", mask_fn=lambda sq, sk, m: custom_keep(sq, sk, m)),
+           **TOL),
     # empty sequences: no keys gives zeros (torch's SDPA too), no queries an empty result
     OpCase("attention", "no_keys", _attn(), _qkv(2, 3, 0, "bhsd", seed=86), sdpa("bhsd"), **TOL),
     OpCase("attention", "no_queries_causal", _attn(mask_kind="causal", layout="bshd"), _qkv(2, 0, 3, "bshd", seed=89),

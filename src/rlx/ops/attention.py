@@ -127,34 +127,42 @@ def attention_scores(
     return rows.attention_scores(NUMPY, q, k, attrs, mask)
 
 
+#: Scores are computed transposed ([*batch, H, Sk, Sq]) for at least this many queries and at most this many keys:
+#: NumPy's reductions along a last axis pay ~0.1 us a row, which dominates short rows (at Sq = Sk = 128, 12 heads,
+#: the max took 160 us, the exp 88 us); across rows they run at vector speed once a row holds 32 or more floats.
+#: Measured on [1, 12, Sq, Sk] f32 (benchmarks/README.md): 0.74-0.91x the time where it applies; outside it the
+#: transposed form lost up to 1.6x (few queries over many keys: decode).
+TRANSPOSED_MIN_QUERIES, TRANSPOSED_MAX_KEYS = 32, 512
+
+
 def _attention_into(args, attrs, out_type, out):
-    """The arena's override of the row, on the scores transposed ([*batch, H, Sk, Sq] = k @ qᵀ, the one
-    temporary): the softmax then reduces across rows, where NumPy's reductions run at vector speed (along
-    the last axis they pay ~0.1 us a row: at 12 heads x 128 queries the max took 160 us, the exp 88 us);
-    pᵀ is read transposed by the p @ v product into ``out``."""
+    """The arena's override of the row (``rlx.run`` runs it too): the scores are the one temporary, scaled, masked
+    and soft-maxed in place (transposed for the shapes above), then p @ v into ``out``."""
     heads, head_dim = attrs["num_heads"], attrs["head_dim"]
     lay = Layout(args[0].ndim, attrs["layout"])
     q, k, v = (lay.to_bhsd(a, heads, head_dim) for a in promote_args(args[:3], out_type.dtype))
     mask = args[3] if len(args) > 3 else None
-    st = np.matmul(k, np.swapaxes(q, -1, -2))  # a fresh array, scaled and masked in place (the row's steps)
+    transposed = q.shape[-2] >= TRANSPOSED_MIN_QUERIES and k.shape[-2] <= TRANSPOSED_MAX_KEYS
+    a, b = (k, q) if transposed else (q, k)
+    st = np.matmul(a, np.swapaxes(b, -1, -2))  # a fresh array, scaled and masked in place (the row's steps)
     np.multiply(st, np.asarray(attention_scale(attrs), st.dtype), out=st)
     if attrs["attn_logit_softcap"] is not None:
         st, _ = rows.softcap(NUMPY, st, attrs["attn_logit_softcap"])
-    s = np.swapaxes(st, -1, -2)  # the scores [*batch, H, Sq, Sk], a view
+    s = np.swapaxes(st, -1, -2) if transposed else st  # the scores [*batch, H, Sq, Sk]
     if attrs["mask_kind"] == "bias":
         np.add(s, mask.astype(s.dtype, copy=False), out=s)
     keep = rows.keep_mask(NUMPY, attrs, s.shape[-2], s.shape[-1], mask, s)
     if keep is not None:
         np.copyto(s, MASK_FILL, where=~keep)
-    if st.shape[-2] == 0:  # no keys: the row's empty softmax, a zero product
+    if s.shape[-1] == 0:  # no keys: the row's empty softmax, a zero product
         out[...] = 0
         return out
-    p = np.swapaxes(softmax(st, out=st, axis=-2), -1, -2)
+    softmax(st, out=st, axis=-2 if transposed else -1)
     o = lay.to_bhsd(out, heads, head_dim)
     if o.flags.c_contiguous:
-        np.matmul(p, v, out=o)
+        np.matmul(s, v, out=o)
         return out
-    np.copyto(o, np.matmul(p, v))  # a strided view of out (bshd, ranks 2-3): the product is made contiguous, as without out
+    np.copyto(o, np.matmul(s, v))  # a strided view of out (bshd, ranks 2-3): the product is made contiguous, as without out
     return out
 
 

@@ -25,6 +25,7 @@ from rlx.ops.common import fresh_into, promote_args, require_dim, require_float
 from rlx.ops.cost import attention_macs
 from rlx.ops.facts import NOT_TPU
 from rlx.ops.kinds import NUMPY, GraphNamespace
+from rlx.ops.reduction import softmax
 from rlx.ops.rows import KEEP_AT, MASK_FILL, attention_scale
 
 __all__ = ["KEEP_AT", "MASK_FILL", "MASK_KINDS", "Layout", "attention_scale", "attention_scores", "attention_type",
@@ -109,15 +110,6 @@ def attention_type(ins: list[TensorType], attrs) -> TensorType:
         if len(ins[3].shape) > len(full) or broadcast_shapes(ins[3].shape, full) != full:
             raise ShapeError(f"bias mask {ins[3].shape!r} does not broadcast to [batch..., H, Sq, Sk] = {full!r}")
     return TensorType(q.shape, promote_all([t.dtype for t in ins[:3]]))
-
-
-def softmax(s: np.ndarray, out: np.ndarray | None = None, axis: int = -1) -> np.ndarray:
-    """NumPy's in-place override of the softmax row along ``axis`` (the arena's attention kernel;
-    tests/ops/test_rows.py proves it equal to the row): written into ``out`` (which may be ``s``
-    itself) when given. Scores are finite (masked ones are MASK_FILL), so no guard is needed."""
-    e = np.subtract(s, s.max(axis=axis, keepdims=True), out=out)
-    np.exp(e, out=e)
-    return np.divide(e, e.sum(axis=axis, keepdims=True), out=e)
 
 
 def attention_scores(

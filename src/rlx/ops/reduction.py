@@ -134,6 +134,24 @@ def _softmax_canon(ins, attrs):
         return attrs
 
 
+def softmax(s: np.ndarray, out: np.ndarray | None = None, axis: int = -1) -> np.ndarray:
+    """The softmax row along ``axis`` in NumPy, in place: the row's operations in its order (the same bits; the
+    softmax op's and attention's arena kernels, tests/ops/test_rows.py), written into ``out`` (which may be ``s``
+    itself) when given. ``s`` has rank >= 1 and a non-empty ``axis``."""
+    e = np.subtract(s, s.max(axis=axis, keepdims=True), out=out)
+    np.exp(e, out=e)
+    return np.divide(e, e.sum(axis=axis, keepdims=True), out=e)
+
+
+def _softmax_into(args, attrs, out_type, out):
+    x = args[0]
+    axis = int(attrs["axis"]) % max(x.ndim, 1)
+    if x.ndim == 0 or x.shape[axis] == 0:  # the row's edge cases
+        np.copyto(out, rows.softmax_of(NUMPY, x, axis))
+        return out
+    return softmax(x, out=out, axis=axis)
+
+
 def _softmax_linearized(ctx, node, v):
     """y·(v − sum(y·v, axis, keep)): the VJP of ct = v and the JVP of t = v (the Jacobian is
     symmetric). Emits mul / sub / reduce and the recomputed softmax, so it is differentiable
@@ -145,7 +163,8 @@ def _softmax_linearized(ctx, node, v):
 defop(
     name="softmax", work="input", precision="reduction", family="reduction", arity=1, operands=("x",),
     attrs={"axis": AttrSpec("int", default=-1)},
-    canonicalize=_softmax_canon, infer=_softmax_type, kernel=rows.bind(rows.softmax, NUMPY), flags={"reduction"},
+    canonicalize=_softmax_canon, infer=_softmax_type, kernel=rows.bind(rows.softmax, NUMPY), kernel_into=_softmax_into,
+    flags={"reduction"},
     vjp=lambda ctx, node, ct: [_softmax_linearized(ctx, node, ct)],
     jvp=lambda ctx, node, tangents: _softmax_linearized(ctx, node, tangents[0]),
     batch=lambda ctx, node, operands, batched: ctx.graph.softmax(operands[0], axis=ctx.shift_axis(node.attrs["axis"])),

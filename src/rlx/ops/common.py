@@ -50,9 +50,14 @@ def along_axis(t: TensorType, attrs: Mapping[str, Any], op: str) -> int:
     return axis_of(attrs["axis"], t)
 
 
+def compute_dtype(dtype: DType) -> np.dtype:
+    """The NumPy dtype a reference kernel computes in for a tensor of ``dtype`` (narrow floats in f32)."""
+    return np.dtype(np.float32) if dtype.is_low_precision_float else np.dtype(dtype.numpy)
+
+
 def promote_args(args: list[np.ndarray], dtype: DType) -> list[np.ndarray]:
     """Cast kernel operands to the computation dtype (low-precision floats stay f32)."""
-    target = np.dtype(np.float32) if dtype.is_low_precision_float else dtype.numpy
+    target = compute_dtype(dtype)
     return [a.astype(target, copy=False) for a in args]
 
 
@@ -61,8 +66,7 @@ def fresh_into(into: Callable[..., Any]) -> Callable[..., Any]:
     dtype: where an op's NumPy kernel departs from the row for speed, ``rlx.run`` and the arena give the same bits."""
 
     def kernel(args: list[np.ndarray], attrs: Mapping[str, Any], out_type: TensorType) -> np.ndarray:
-        dtype = np.float32 if out_type.dtype.is_low_precision_float else out_type.dtype.numpy
-        return into(args, attrs, out_type, np.empty(tuple(out_type.shape), dtype))
+        return into(args, attrs, out_type, np.empty(tuple(out_type.shape), compute_dtype(out_type.dtype)))
 
     return kernel
 

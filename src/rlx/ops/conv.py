@@ -19,7 +19,7 @@ from rlx.ir.errors import ShapeError
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
 from rlx.ir.symbolic import known_ge
-from rlx.ops.common import promote_args, require_float, require_rank
+from rlx.ops.common import compute_dtype, promote_args, require_float, require_rank
 from rlx.ops.cost import conv_macs, conv_transpose_macs
 from rlx.ops.facts import CONV_WEIGHT
 from rlx.ops.kinds import REDUCE_KINDS
@@ -98,13 +98,10 @@ def _windows(x: np.ndarray, k, s, d) -> np.ndarray:
 # the static one of them into the channels (weights tiled, groups multiplied), because a
 # product of a symbol and a size is not expressible. Batched weights go through im2col:
 # patches @ per-example weights (matmul batches over B, any B).
-def _np_dtype(dtype):
-    return np.float32 if dtype.is_low_precision_float else dtype.numpy
-
 
 def const_like(g, arr, dtype):
     """A constant array in ``dtype``."""
-    return g.constant(np.asarray(arr, dtype=_np_dtype(dtype)), dtype=dtype)
+    return g.constant(np.asarray(arr, dtype=compute_dtype(dtype)), dtype=dtype)
 
 
 def tap_weight(channels: int, k) -> np.ndarray:

@@ -175,11 +175,6 @@ def bind_feed(g: Graph, inputs: Mapping[str, Any] | None, params: Mapping[str, A
     return fed, binding
 
 
-def compute_dtype(dtype: DType) -> np.dtype:
-    """The NumPy dtype a reference kernel computes in for a tensor of ``dtype``."""
-    return np.dtype(np.float32) if dtype.is_low_precision_float else dtype.numpy
-
-
 #: OpDef flag of ops whose kernel evaluates subgraphs (control flow, rlx.ops.control_flow):
 #: their kernel is called with ``evaluate=`` a subgraph runner (this interpreter's
 #: :func:`call_graph`, or the arena executor's own).

@@ -41,6 +41,7 @@ from rlx.ir.errors import ShapeError
 from rlx.ir.graph import Graph, Value
 from rlx.ir.opdef import defop
 from rlx.ir.shape import Shape, TensorType
+from rlx.ops.common import compute_dtype
 from rlx.ops.graph_helpers import zeros_like
 
 _FAMILY = "sequence"
@@ -67,10 +68,6 @@ def _ranks(ins: list[TensorType], names: tuple[str, ...], ranks: tuple[int, ...]
 
 def _dim(actual: Any, expected: Any, what: str) -> None:
     _require(actual == expected, f"{what}: expected {expected}, got {actual}")
-
-
-def _compute_dtype(dtype: DType) -> np.dtype:
-    return np.dtype(np.float32) if dtype.is_low_precision_float else np.dtype(dtype.numpy)
 
 
 def _dims(shape: Sequence[Any]) -> list[int]:
@@ -127,7 +124,7 @@ def _ss_type(ins: list[TensorType], attrs: Mapping[str, Any]) -> TensorType:
 
 
 def _ss_kernel(args: list[np.ndarray], attrs: Mapping[str, Any], out: TensorType) -> np.ndarray:
-    dt = _compute_dtype(out.dtype)
+    dt = compute_dtype(out.dtype)
     x, delta, a, b, c = (np.asarray(v, dtype=dt) for v in args)
     bs, s, h = x.shape
     da = np.exp(delta[..., None] * a)  # [b, s, h, n], vectorised over the sequence
@@ -199,7 +196,7 @@ def _gdn_type(ins: list[TensorType], attrs: Mapping[str, Any]) -> TensorType:
 
 
 def _gdn_kernel(args: list[np.ndarray], attrs: Mapping[str, Any], out: TensorType) -> np.ndarray:
-    dt = _compute_dtype(out.dtype)
+    dt = compute_dtype(out.dtype)
     q, k, v, gg, beta = (np.asarray(a, dtype=dt) for a in args[:5])
     bs, s, h, n = q.shape
     st = np.array(args[5], dtype=dt) if attrs["carry_state"] else np.zeros((bs, h, n, n), dtype=dt)
@@ -302,7 +299,7 @@ def _rope2d_type(ins: list[TensorType], attrs: Mapping[str, Any]) -> TensorType:
 
 
 def _rope2d_kernel(args: list[np.ndarray], attrs: Mapping[str, Any], out: TensorType) -> np.ndarray:
-    dt = _compute_dtype(out.dtype)
+    dt = compute_dtype(out.dtype)
     x = np.asarray(args[0], dtype=dt)
     b, s, _ = x.shape
     cos, sin = (t.astype(dt)[:, None, :] for t in axial_rope2d_tables(attrs))  # [S, 1, D/2]

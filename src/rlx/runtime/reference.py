@@ -14,11 +14,11 @@ import numpy as np
 
 from rlx.ir.errors import FeedError
 from rlx.ir.graph import Graph
+from rlx.ops.common import compute_dtype
 from rlx.ops.evaluate import (
     SUBGRAPHS,
     bind_feed,
     call_graph,
-    compute_dtype,
     eval_node,
     feed_maps,
     kernel_of,

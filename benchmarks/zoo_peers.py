@@ -15,9 +15,10 @@ module itself under ``torch.inference_mode()`` (``torch eager``), ``torch.compil
 out: its compilation takes most of a model's time on 2 cores), and torch's ONNX file (TorchScript exporter, float
 outputs flattened, the zoo row's keywords as inputs) in onnxruntime and in OpenVINO at f32. Timing as in
 ``models_peers.py``: medians of ``--repeat`` interleaved rounds of every contender, then the fastest rlx path, the best
-engine, ``rlx auto`` and the rlx backend auto chose measured alone (``--trio-rounds`` rounds, ~0.1 s of calls per
-sample after one untimed call; auto returns the chosen backend's executable, so "its row / fastest" judges the choice
-and "auto / fastest" adds the noise of measuring the same call twice);
+engine, ``rlx auto`` and the rlx backend auto chose measured alone (``--trio-rounds`` rounds, ``--trio-seconds``
+(0.1) of calls per sample after a fifth of that in untimed calls: longer samples where the thread pools of
+consecutive engines disturb each other, at all threads; auto returns the chosen backend's executable, so "its row
+/ fastest" judges the choice and "auto / fastest" adds the noise of measuring the same call twice);
 process CPU time per call at 1 thread (robust to neighbours on a shared machine). ``--threads 0`` means all cores for
 every contender, judged on wall time (the latency a user buys threads for; CPU time would charge an engine for every
 thread it runs, spinning included, and rank engines by work instead of latency): run it on a quiet machine. Both
@@ -205,8 +206,8 @@ def measure_model(entry, args) -> dict:
         picked = f"rlx {row['auto_chose']}" if "auto_chose" in row else None
         top = [*sorted(rlx_paths, key=ms.get)[:2], *sorted(engines, key=ms.get)[:2 if THREADS == 1 else None], picked, "rlx auto"]
         trio = {k: fns[k] for k in dict.fromkeys(top) if k in fns}
-        tt = measure(trio, args.trio_rounds, number=min(calls_for(f, 0.1) for f in trio.values()), gc_off=False, warmup=True,
-                     warm_calls=1)
+        number = min(calls_for(f, args.trio_seconds) for f in trio.values())
+        tt = measure(trio, args.trio_rounds, number=number, gc_off=False, warmup=True, warm_calls=max(1, number // 5))
         trio_ms = {k: v.get(args.clock) * 1e3 for k, v in tt.items()}
         row.update(clock=args.clock, trio_wall_ms={k: v.median_wall * 1e3 for k, v in tt.items()},
                    trio_cpu_ms={k: v.median_cpu * 1e3 for k, v in tt.items()})
@@ -274,6 +275,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="threads for every contender (0 = all cores)")
     ap.add_argument("--repeat", type=int, default=5, help="interleaved rounds of every contender")
     ap.add_argument("--trio-rounds", type=int, default=21, help="rounds of the fastest rlx path, best engine and auto alone")
+    ap.add_argument("--trio-seconds", type=float, default=0.1,
+                    help="length of each of those samples (after a fifth of it in untimed calls)")
     ap.add_argument("--models", default=None, help="zoo names to run, comma-separated (default: all)")
     ap.add_argument("--set", default="zoo", choices=("zoo", "heldout-timm", "heldout-hf"),
                     help="the test zoo (default) or a held-out-style set of heldout_sets.py")

@@ -127,7 +127,7 @@ class OrtExecutable(EngineExecutable):
     def _build(self, params: Mapping[str, np.ndarray]) -> Any:
         ort = _ort()
         external: dict[str, np.ndarray] = {}  # large initializers handed over as arrays, not serialized
-        proto = export_for_session(self.graph, params, engine="onnxruntime", external=external)
+        proto = export_for_session(self.graph, params, engine="onnxruntime", external=external, threads=self.threads)
         opts = ort.SessionOptions()
         values = [ort.OrtValue.ortvalue_from_numpy(a) for a in external.values()]
         if external:
@@ -241,27 +241,30 @@ def updated_inputs(graph: Graph) -> dict[int, str]:
 
 
 def export_for_session(graph: Graph, params: Mapping[str, np.ndarray], engine: str | None = None,
-                       external: dict[str, np.ndarray] | None = None) -> Any:
+                       external: dict[str, np.ndarray] | None = None, threads: int | None = None) -> Any:
     """``graph`` with ``params`` bound as the ONNX model a session runs: inference BatchNorm chains
     folded into their convolutions (:func:`rlx.opt.fold_affine.fold_conv_affine`; onnxruntime folds
     a conv's Mul / Add but not the Sub of the mean, so the chain would stay four passes; after any other
     activation the chain becomes a 1x1 depthwise conv, one onnxruntime Conv), every
-    weight-only subgraph computed once (:func:`rlx.opt.fold_weights.fold_weights`) and the convolution
+    weight-only subgraph computed once (:func:`rlx.opt.fold_weights.fold_weights`), the algebraic identities
+    those weights make (:func:`rlx.opt.cleanup.simplify` with their values: x + a mask of zeros) and the convolution
     branches summed over one activation merged into one conv
     (:func:`rlx.backends.conv_branches.merge_conv_branches`); ``engine`` as for
-    :func:`rlx.backends.onnx.export` (``external`` too)."""
+    :func:`rlx.backends.onnx.export` (``external`` and ``threads`` too)."""
     from rlx.backends.conv_branches import merge_conv_branches
     from rlx.backends.onnx import export
     from rlx.ir.verify import verify
+    from rlx.opt.cleanup import dce, simplify
     from rlx.opt.fold_affine import fold_conv_affine
     from rlx.opt.fold_weights import fold_weights
 
     folded = fold_conv_affine(graph, depthwise=True)
     g = verify(folded.graph) if folded.changed else graph
     g2, bound = fold_weights(g, params)
-    g2 = verify(g2) if g2 is not g else g2
+    simpler = simplify(g2, bound)  # identities on the folded weights: a mask of zeros, a guard that never fires
+    g2 = verify(dce(simpler.graph).graph) if simpler.changed else verify(g2) if g2 is not g else g2
     g3, bound = merge_conv_branches(g2, bound)
-    return export(verify(g3) if g3 is not g2 else g3, bound, engine=engine, external=external)
+    return export(verify(g3) if g3 is not g2 else g3, bound, engine=engine, external=external, threads=threads)
 
 
 def node_session(node: Node, in_types: list[TensorType], out: TensorType | tuple[TensorType, ...]) -> Any:

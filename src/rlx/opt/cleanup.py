@@ -5,6 +5,7 @@ simplification. Each returns a :class:`PassResult` with an old → new id map.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -158,22 +159,31 @@ def fold_constants(g: Graph, max_elements: int = DEFAULT_FOLD_LIMIT) -> PassResu
 
 
 # ---------------------------------------------------------------------- simplify
-def _identity_of(node: Node, nodes: list[Node]) -> int | None:
+def _value(node: Node, values: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    """A constant's value, or a param's bound one."""
+    if node.op == "constant":
+        return node.attrs["value"].array
+    return values.get(node.attrs["name"]) if node.op == "param" else None
+
+
+def _identity_of(node: Node, nodes: list[Node], values: Mapping[str, np.ndarray]) -> int | None:
     """The operand (old id) this node equals by its op's ``identity`` fact, or None."""
     rule = get_op(node.op).identity if has_op(node.op) else None
     if rule is None:
         return None
     operands = [nodes[i] for i in node.inputs]
-    consts = [n.attrs["value"].array if n.op == "constant" else None for n in operands]
-    keep = rule(node.attrs, [n.type for n in operands], node.type, consts)
+    keep = rule(node.attrs, [n.type for n in operands], node.type, [_value(n, values) for n in operands])
     return None if keep is None else node.inputs[keep]
 
 
-def simplify(g: Graph) -> PassResult:
+def simplify(g: Graph, values: Mapping[str, np.ndarray] | None = None) -> PassResult:
     """Algebraic identities, as each op states them (``OpDef.identity``, the binary kinds' identity
     elements in ``rlx.ops.kinds``): x+0, x-0, x*1, x/1, x**1 (types must be unchanged), identity
     cast / reshape / expand / transpose / narrow, single-operand concat; transpose of a
-    transpose and reshape of a reshape collapse into one op (the inner one is left for DCE)."""
+    transpose and reshape of a reshape collapse into one op (the inner one is left for DCE).
+    ``values`` (param name -> array) are bound params' values, seen as constants are (an engine
+    export's folded weights: a constant attention mask of zeros, a fully-masked-row guard that
+    never fires)."""
     rb = Rebuilder(g, "simplify")
     nodes = g.nodes
     m = rb.map
@@ -182,7 +192,7 @@ def simplify(g: Graph) -> PassResult:
         if node.op in LEAVES or node.op == "constant":
             rb.copy(node, trusted=True)
             continue
-        src = _identity_of(node, nodes)
+        src = _identity_of(node, nodes, values or {})
         if src is not None:
             rb.alias(node.id, m[src])
             removed += 1

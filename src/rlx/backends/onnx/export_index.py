@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlx.backends.onnx.export_resample import constant_of
 from rlx.backends.onnx.export_shapes import shape_value
-from rlx.backends.onnx.exporter import _in_dtype, _in_shape, exporter
+from rlx.backends.onnx.exporter import _in_dtype, _in_shape, constant_of, exporter
 from rlx.ir.dtype import DType
 from rlx.ir.onnx_format import OnnxUnsupported
 from rlx.ir.shape import Shape, broadcast_shapes

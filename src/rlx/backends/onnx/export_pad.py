@@ -15,8 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx.backends.onnx.export_resample import constant_of
-from rlx.backends.onnx.exporter import EXPORTERS, exporter
+from rlx.backends.onnx.exporter import EXPORTERS, constant_of, exporter
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Node
 

@@ -18,8 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx.backends.onnx.export_resample import constant_of
-from rlx.backends.onnx.exporter import EXPORTERS, exporter, pool_window
+from rlx.backends.onnx.exporter import EXPORTERS, constant_of, exporter, pool_window
 from rlx.ir.graph import Node
 
 _PLAIN_POOL = EXPORTERS["pool2d"]

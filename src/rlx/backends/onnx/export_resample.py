@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx.backends.onnx.exporter import EXPORTERS, exporter
+from rlx.backends.onnx.exporter import EXPORTERS, constant_of, exporter
 from rlx.ir.dtype import DType
 from rlx.ir.graph import Node
 
@@ -34,16 +34,6 @@ _PLAIN_BINARY = EXPORTERS["binary"]
 _MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")  # tried in this order
 _RESIZE_DTYPES = (DType.F32, DType.F16)  # onnxruntime's CPU Resize has no float64 kernel
 _ATOL = 1e-6  # the taps are float32 numbers of the same formula: they agree to ~1e-7
-
-
-def constant_of(ex: Any, vid: int) -> np.ndarray | None:
-    """The value of a constant node, or of a param the export binds (an initializer); else None."""
-    node = ex.g.node(vid)
-    if node.op == "constant":
-        return np.asarray(node.attrs["value"].array)
-    if node.op == "param" and node.attrs["name"] in ex.params:
-        return np.asarray(ex.params[node.attrs["name"]])
-    return None
 
 
 def _static_index(ex: Any, node: Node) -> tuple[np.ndarray, int, int] | None:

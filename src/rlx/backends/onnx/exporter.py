@@ -35,6 +35,7 @@ top to bottom beside ``docs/ops.md``; the families that need more than a few lin
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -155,7 +156,8 @@ class Exporter:
     """State of one export: the ONNX nodes, initializers and value names written so far."""
 
     def __init__(self, g: Graph, params: Mapping[str, np.ndarray], opset: int, parent: Exporter | None = None,
-                 engine: str | None = None, external: dict[str, np.ndarray] | None = None):
+                 engine: str | None = None, external: dict[str, np.ndarray] | None = None,
+                 threads: int | None = None):
         import onnx
 
         self.onnx = onnx
@@ -163,6 +165,8 @@ class Exporter:
         self.params = dict(params or {})
         self.opset = opset
         self.engine = parent.engine if parent else engine
+        #: the engine's intra-op threads (None: all cores), for forms whose speed depends on them
+        self.threads = parent.threads if parent else threads
         #: where large initializers go instead of the model's bytes (see :func:`export`), or None
         self.external = parent.external if parent else external
         self.nodes: list[Any] = []
@@ -183,6 +187,11 @@ class Exporter:
         if nodes is not None:
             child.nodes = nodes
         return child
+
+    @functools.cached_property
+    def users(self) -> list[list[int]]:
+        """For each node of the graph, the ids of the nodes that read it (graph outputs not counted)."""
+        return self.g.users()
 
     def fresh(self, hint: str = "t") -> str:
         name = f"{hint}_{next(self._uid)}"
@@ -649,8 +658,13 @@ def _reduce(ex, node, ins):
         return pooled if node.attrs["keep_dim"] else ex.node("Flatten", [pooled], axis=1)
     op, keep = node.attrs["op"], int(node.attrs["keep_dim"])
     shape = _in_shape(ex, node, 0)
-    if op == "mean" and dt.is_float and any(shape[a] == 0 for a in axes):  # NumPy: the mean of nothing is NaN
-        return ex.node("Div", [ex.node("ReduceSum", [x, ex.ints(axes)], keepdims=keep), ex.scalar(0.0, dt)])
+    if dt.is_float and op in ("mean", "max", "min") and any(shape[a] == 0 for a in axes):
+        # the identity from the sum of nothing (0): the mean of nothing is NaN (NumPy; onnxruntime's ReduceMean
+        # gives 0), the max -inf and the min +inf (OpenVINO's ReduceMax / ReduceMin give the float's limits)
+        total = ex.node("ReduceSum", [x, ex.ints(axes)], keepdims=keep)
+        if op == "mean":
+            return ex.node("Div", [total, ex.scalar(0.0, dt)])
+        return ex.node("Add", [total, ex.scalar(float("-inf") if op == "max" else float("inf"), dt)])
     if dt in (DType.I16, DType.U16) or (dt in (DType.I8, DType.U8) and op in ("sum", "prod")):
         # ONNX reduces no i16 / u16 and sums no 8-bit ints: in i64, wrapped back (exact for max / min)
         wide = ex.node(_RED[op], [ex.cast(x, dt, DType.I64), ex.ints(axes)], keepdims=keep)
@@ -895,6 +909,20 @@ def _resize(ex, node, ins):
                    nearest_mode="floor", coordinate_transformation_mode="asymmetric")
 
 
+def _all_zero(value: np.ndarray | None) -> bool:
+    return value is not None and not np.any(value)
+
+
+def constant_of(ex: Exporter, vid: int) -> np.ndarray | None:
+    """The value of a constant node, or of a param the export binds (an initializer); else None."""
+    node = ex.g.node(vid)
+    if node.op == "constant":
+        return np.asarray(node.attrs["value"].array)
+    if node.op == "param" and node.attrs["name"] in ex.params:
+        return np.asarray(ex.params[node.attrs["name"]])
+    return None
+
+
 # ================================================================ attention
 @exporter("attention")
 def _attention(ex, node, ins):
@@ -932,8 +960,8 @@ def _attention(ex, node, ins):
         mshape = list(_in_shape(ex, node, 3))
         m = ex.node("Reshape", [m, reshape_target(ex, [*mshape[:-1], 1, 1, mshape[-1]], [*mshape[:-1], 1, 1, mshape[-1]])])
         s = ex.node("Where", [ex.node("GreaterOrEqual", [m, ex.scalar(KEEP_AT, dt)]), s, fill])
-    elif kind == "bias":
-        s = ex.node("Add", [s, ex.cast(ins[3], _in_dtype(ex, node, 3), dt)])
+    elif kind == "bias" and not _all_zero(constant_of(ex, node.inputs[3])):  # a bias of zeros (a mask that masks
+        s = ex.node("Add", [s, ex.cast(ins[3], _in_dtype(ex, node, 3), dt)])  # nothing, bound): the same softmax
     p = ex.node("Softmax", [s], axis=-1)
     o = ex.node("MatMul", [p, v])
     if rank == 4:
@@ -997,14 +1025,15 @@ def primitive(graph: Graph) -> Graph:
 
 
 def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opset: int = OPSET, name: str | None = None,
-           engine: str | None = None, external: dict[str, np.ndarray] | None = None):
+           engine: str | None = None, external: dict[str, np.ndarray] | None = None, threads: int | None = None):
     """Export an rlx MIR graph (fused ops are unfused first) as an ``onnx.ModelProto``.
 
     Params with a value in ``params`` become initializers; the others become graph inputs. ``engine``
     (``"onnxruntime"``) picks forms that engine runs faster with the same results; the default writes forms
     every engine computes as rlx does. ``external``: a dict that receives the initializers of 1 MiB or more
     (name -> array) while the model names them as external data without a file, for an engine handed the arrays
-    themselves (a session over decoded LLM weights: no copy of them in the model's bytes).
+    themselves (a session over decoded LLM weights: no copy of them in the model's bytes). ``threads``: the
+    engine's intra-op thread count (None: all cores), for the ``engine`` forms whose speed depends on it.
     The model passes ``onnx.checker.check_model(full_check=True)``.
     """
     import onnx
@@ -1022,7 +1051,7 @@ def export(graph: Graph, params: Mapping[str, np.ndarray] | None = None, *, opse
         if SINCE_OPSET.get(node.dtype, 0) > opset:
             raise OnnxUnsupported(f"node %{node.id} ({node.op}): element type {node.dtype} needs opset "
                                   f"{SINCE_OPSET[node.dtype]}, exporting at {opset} (pass opset=)")
-    ex = Exporter(graph, params or {}, opset, engine=engine, external=external)
+    ex = Exporter(graph, params or {}, opset, engine=engine, external=external, threads=threads)
     for node in graph.nodes:
         if node.op == "input":
             ex.names[node.id] = node.attrs["name"]

@@ -43,3 +43,24 @@ def test_symbolic_length_mask_exports_through_the_row(kind, window):
         (got,) = sess.run(None, feed)
         np.testing.assert_allclose(got, _oracle(feed["q"], feed["k"], feed["v"], kind, window), rtol=2e-5, atol=2e-6,
                                    err_msg=f"{kind} sq={sq} sk={sk}")
+
+
+@pytest.mark.parametrize("bias_value", [0.0, -0.5])
+def test_a_bound_bias_of_zeros_is_not_added(bias_value):
+    """An attention bias the export binds to zeros (a padding mask that masks nothing, folded) adds nothing
+    to the softmax's input, so no Add is written; any other bias is. Values: the formula in NumPy."""
+    sq = 3
+    g = rlx.Graph("attn_bias")
+    q, k, v = (g.input(n, (1, H, sq, D)) for n in "qkv")
+    bias = g.param("bias", (1, 1, sq, sq))
+    g.set_outputs([g.attention(q, k, v, bias, num_heads=H, head_dim=D, mask_kind="bias")])
+    bias_v = np.full((1, 1, sq, sq), bias_value, np.float32)
+    bias_v[..., 0, -1] = bias_value * 3
+    model = rlx.onnx.export(g, {"bias": bias_v})
+    assert ("Add" in {n.op_type for n in model.graph.node}) == (bias_value != 0)
+    rng = np.random.default_rng(1)
+    feed = {n: rng.standard_normal((1, H, sq, D)).astype(np.float32) for n in "qkv"}
+    (got,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)
+    s = feed["q"].astype(np.float64) @ np.swapaxes(feed["k"], -1, -2) * D ** -0.5 + bias_v
+    p = np.exp(s - s.max(-1, keepdims=True))
+    np.testing.assert_allclose(got, (p / p.sum(-1, keepdims=True)) @ feed["v"], rtol=2e-5, atol=2e-6)

@@ -441,3 +441,19 @@ def test_matmuls_sharing_an_activation_are_merged():
     assert_close(rlx.run(merged, feed, bound), want, rtol=1e-4, atol=1e-5)
     assert_close(rlx.compile(g, backend="onnxruntime", params=params).run(feed), want, rtol=1e-4, atol=1e-5)
     assert merge_parallel_matmuls(merged, bound)[0] is merged  # nothing left to merge
+
+
+def test_engine_export_drops_identities_of_the_bound_weights():
+    """A fully-masked-row guard under a bound mask that masks nothing (where(all false, 0, x)) and a bias of
+    zeros reach the engine as nothing (rlx.opt.cleanup.simplify with the folded weights' values)."""
+    from rlx.backends.ort_backend import export_for_session
+
+    g = rlx.Graph("guarded")
+    x = g.input("x", (2, 3))
+    guard, zeros = g.param("guard", (2, 1), "bool"), g.param("zeros", (1, 3))
+    g.set_outputs([g.where(guard, g.constant(np.float32(0)), g.exp(x) + zeros)])
+    params = {"guard": np.zeros((2, 1), bool), "zeros": np.zeros((1, 3), np.float32)}
+    ops = [n.op_type for n in export_for_session(g, params, engine="onnxruntime").graph.node]
+    assert ops == ["Exp", "Identity"], ops
+    xv = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(rlx.compile(g, backend="onnxruntime", params=params).run({"x": xv})[0], np.exp(xv), rtol=1e-6)

@@ -195,6 +195,25 @@ def test_simplify_where_with_a_constant_condition():
         np.testing.assert_array_equal(x, y)
 
 
+def test_simplify_sees_bound_param_values():
+    """Given the params' values (an engine export's folded weights), x + zeros and where(all false, c, x)
+    leave x; a param without a value, or with other values, stays. Checked against NumPy."""
+    g = rlx.Graph()
+    x = g.input("x", (2, 3))
+    mask, guard, other, free = g.param("mask", (1, 3)), g.param("guard", (2, 1), "bool"), g.param("other", (1, 3)), g.param("free", (1, 3))
+    out = g.where(guard, g.constant(np.float32(0)), x + mask)
+    g.set_outputs([out, x + other, x + free])
+    values = {"mask": np.zeros((1, 3), np.float32), "guard": np.zeros((2, 1), bool), "other": np.full((1, 3), 0.5, np.float32)}
+    assert not simplify(g).changed
+    r = run_passes(g, [Pass("simplify", lambda gr: simplify(gr, values)), DCE])
+    counts = op_counts(r.graph)
+    assert "where" not in counts and counts["binary"] == 2, counts
+    feed = {"x": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    got = rlx.run(r.graph, inputs=feed, params={**values, "free": np.ones((1, 3), np.float32)})
+    for a, b in zip(got, [feed["x"], feed["x"] + 0.5, feed["x"] + 1]):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_simplify_double_transpose_and_reshape():
     g = rlx.Graph()
     x = g.input("x", (2, 3, 4))

@@ -133,6 +133,25 @@ def test_x_ne_x_is_isnan():
     np.testing.assert_array_equal(_session(out).run(None, {"x": xv})[0], np.isnan(xv))
 
 
+@pytest.mark.parametrize("source", ["bool", "i64", "f32"])
+def test_max_of_a_cast_mask_needs_no_nan_test(source):
+    """A max / argmax over a bool or integer mask cast to float (the torch reader's fully-masked-row guard)
+    cannot meet NaN: no IsNaN is written. Over a float it is (NaN propagates). Values: NumPy."""
+    g = rlx.Graph("mask_max")
+    m = g.input("m", (3, 4), source)
+    f = g.cast(m, "f32") if source != "f32" else m
+    g.set_outputs([g.reduce(f, op="max", axes=[1], keep_dim=True), g.arg_reduce(f, op="argmax", axis=1, keep_dim=False)])
+    out = rlx.onnx.export(g, {})
+    assert (_ops(out)["IsNaN"] > 0) == (source == "f32"), _ops(out)
+    mv = np.array([[0, 1, 1, 0], [0, 0, 0, 0], [1, 0, 0, 1]]).astype({"bool": bool, "i64": np.int64, "f32": np.float32}[source])
+    if source == "f32":
+        mv[1, 2] = np.nan
+    got = _session(out).run(None, {"m": mv})
+    fv = mv.astype(np.float32)
+    np.testing.assert_array_equal(got[0], np.max(fv, axis=1, keepdims=True))
+    np.testing.assert_array_equal(got[1], np.argmax(fv, axis=1))
+
+
 def _maxpool_model(pads):
     return _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=pads)], {},
                   [1, 2, 9, 8])

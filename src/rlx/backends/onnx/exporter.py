@@ -673,9 +673,19 @@ def _reduce(ex, node, ins):
             wide = ex.node("Min", [ex.node("Max", [wide, ex.scalar(int(info.min), DType.I64)]), ex.scalar(int(info.max), DType.I64)])
         return ex.cast(wide, DType.I64, dt)
     y = ex.node(_RED[op], [x, ex.ints(axes)], keepdims=keep)
-    if op in ("max", "min") and dt.is_float:  # onnxruntime skips a NaN unless it comes first: rlx propagates it
+    if op in ("max", "min") and dt.is_float and not _never_nan(ex, node.inputs[0]):
+        # onnxruntime skips a NaN unless it comes first: rlx propagates it
         y = ex.node("Where", [_any_nan(ex, x, axes, keep), ex.scalar(float("nan"), dt), y])
     return y
+
+
+def _never_nan(ex, vid: int) -> bool:
+    """Whether value ``vid`` is a cast of a bool or an integer (a mask seen as floats): never NaN, no NaN test."""
+    node = ex.g.node(vid)
+    if node.op != "cast":
+        return False
+    source = ex.g.node(node.inputs[0]).dtype
+    return source.is_bool or source.is_int
 
 
 def _any_nan(ex, x: str, axes: list[int], keep: int) -> str:
@@ -701,7 +711,7 @@ def _arg_reduce(ex, node, ins):
     axis, keep, last = node.attrs["axis"], int(node.attrs["keep_dim"]), int(node.attrs["select_last"])
     idx = ex.node("ArgMax" if node.attrs["op"] == "argmax" else "ArgMin", [ins[0]], axis=axis, keepdims=keep,
                   select_last_index=last)
-    if not _in_dtype(ex, node, 0).is_float:
+    if not _in_dtype(ex, node, 0).is_float or _never_nan(ex, node.inputs[0]):
         return idx
     # NaN counts as the extreme (NumPy): the first (select_last: last) NaN of a slice that has one
     flags = ex.cast(ex.node("IsNaN", [ins[0]]), DType.BOOL, DType.U8)

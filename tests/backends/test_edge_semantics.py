@@ -265,7 +265,7 @@ def _narrow(g, **ins):
 def _run(backend: str, g: rlx.Graph, feed):
     if backend == "reference":
         return rlx.run(g, feed)
-    pytest.importorskip(backend if backend != "torch" else "torch")
+    pytest.importorskip(backend)
     return rlx.compile(g, backend=backend).run(feed)
 
 

@@ -262,7 +262,9 @@ def export_for_session(graph: Graph, params: Mapping[str, np.ndarray], engine: s
     g = verify(folded.graph) if folded.changed else graph
     g2, bound = fold_weights(g, params)
     simpler = simplify(g2, bound)  # identities on the folded weights: a mask of zeros, a guard that never fires
-    g2 = verify(dce(simpler.graph).graph) if simpler.changed else verify(g2) if g2 is not g else g2
+    if simpler.changed:
+        g2 = dce(simpler.graph).graph
+    g2 = verify(g2) if g2 is not g else g2
     g3, bound = merge_conv_branches(g2, bound)
     return export(verify(g3) if g3 is not g2 else g3, bound, engine=engine, external=external, threads=threads)
 

@@ -50,6 +50,7 @@ from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.onnx_format import SINCE_OPSET, OnnxError, OnnxUnsupported, onnx_dtype
 from rlx.ops import rows
 from rlx.ops.attention import KEEP_AT, MASK_FILL, attention_scale, position_keep
+from rlx.ops.common import all_equal
 from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, UNARY_MATH_KINDS
 from rlx.ops.powers import MULTIPLIED_DTYPES
 from rlx.ops.splat import SPLAT_OPS
@@ -919,10 +920,6 @@ def _resize(ex, node, ins):
                    nearest_mode="floor", coordinate_transformation_mode="asymmetric")
 
 
-def _all_zero(value: np.ndarray | None) -> bool:
-    return value is not None and not np.any(value)
-
-
 def constant_of(ex: Exporter, vid: int) -> np.ndarray | None:
     """The value of a constant node, or of a param the export binds (an initializer); else None."""
     node = ex.g.node(vid)
@@ -970,7 +967,7 @@ def _attention(ex, node, ins):
         mshape = list(_in_shape(ex, node, 3))
         m = ex.node("Reshape", [m, reshape_target(ex, [*mshape[:-1], 1, 1, mshape[-1]], [*mshape[:-1], 1, 1, mshape[-1]])])
         s = ex.node("Where", [ex.node("GreaterOrEqual", [m, ex.scalar(KEEP_AT, dt)]), s, fill])
-    elif kind == "bias" and not _all_zero(constant_of(ex, node.inputs[3])):  # a bias of zeros (a mask that masks
+    elif kind == "bias" and not all_equal(constant_of(ex, node.inputs[3]), 0.0, max_size=1 << 24):  # a bias of zeros (a mask that masks
         s = ex.node("Add", [s, ex.cast(ins[3], _in_dtype(ex, node, 3), dt)])  # nothing, bound): the same softmax
     p = ex.node("Softmax", [s], axis=-1)
     o = ex.node("MatMul", [p, v])

@@ -457,3 +457,20 @@ def test_engine_export_drops_identities_of_the_bound_weights():
     assert ops == ["Exp", "Identity"], ops
     xv = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_allclose(rlx.compile(g, backend="onnxruntime", params=params).run({"x": xv})[0], np.exp(xv), rtol=1e-6)
+
+
+def test_engine_export_of_an_embedding_with_a_padding_row_is_one_gather():
+    """The torch reader keeps torch's padding-row gradient rule (a Where over a gradient stop); the
+    engine never differentiates, so it gets the Gather alone (rlx.opt.inference). torch is the oracle."""
+    torch = pytest.importorskip("torch")
+    import rlx.torch
+    from rlx.backends.ort_backend import export_for_session
+
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(9, 5, padding_idx=0).eval()
+    ids = torch.tensor([[0, 4, 8], [2, 0, 0]])
+    g, params = rlx.torch.import_module(emb, (ids,))
+    ops = [n.op_type for n in export_for_session(g, params, engine="onnxruntime").graph.node]
+    assert ops == ["Gather", "Identity"], ops  # + the output copy
+    got = rlx.compile(g, backend="onnxruntime", params=params).run({next(iter(g.inputs())): ids.numpy()})[0]
+    np.testing.assert_array_equal(got, emb(ids).detach().numpy())

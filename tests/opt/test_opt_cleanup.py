@@ -214,6 +214,70 @@ def test_simplify_sees_bound_param_values():
         np.testing.assert_array_equal(a, b)
 
 
+def _evaluated_only(g: rlx.Graph):
+    """simplify for a graph no one differentiates, then DCE (the verifier runs after each pass)."""
+    return run_passes(g, [Pass("simplify", lambda gr: simplify(gr, keep_gradients=False)), DCE]).graph
+
+
+def test_an_embeddings_padding_row_rule_is_a_plain_gather_when_no_one_differentiates():
+    """The torch reader writes torch's padding-row gradient rule as where(ids == pad, stop(rows), rows),
+    the stop a bitcast round trip; kept by default, a gather alone with keep_gradients=False. torch is
+    the oracle."""
+    torch = pytest.importorskip("torch")
+    import rlx.torch
+
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(7, 4, padding_idx=1).eval()
+    ids = torch.tensor([[1, 3, 1, 6], [0, 1, 2, 5]])
+    g, params = rlx.torch.import_module(emb, (ids,))
+    kept = run_passes(g, [SIMPLIFY, DCE]).graph
+    assert {"where", "bitcast"} <= set(op_counts(kept)), op_counts(kept)
+    lean = _evaluated_only(g)
+    assert op_counts(lean).keys() <= {"input", "param", "gather"}, op_counts(lean)
+    got = rlx.run(lean, {next(iter(lean.inputs())): ids.numpy()}, params)[0]
+    np.testing.assert_array_equal(got, emb(ids).detach().numpy())
+
+
+def test_a_gradient_stop_keeps_its_derivative_unless_no_one_differentiates():
+    """d/dx sum(stop(x) * x) = stop(x): after the default simplify still x (NumPy), not 2x."""
+    g = rlx.Graph("stop")
+    x = g.input("x", (3,))
+    g.set_outputs([g.sum(g.bitcast(g.bitcast(x, to="i32"), to="f32") * x)])
+    xv = np.array([1.0, -2.0, 3.0], np.float32)
+    for kept in (run_passes(g, [SIMPLIFY, DCE]).graph, g):
+        grad = rlx.grad_with_loss(kept, wrt=["x"])
+        np.testing.assert_allclose(rlx.run(grad, {"x": xv, "d_output": np.float32(1)})[1], xv, rtol=1e-6)
+    assert "bitcast" not in op_counts(_evaluated_only(g))
+
+
+def test_bitcasts_compose_except_through_bool():
+    """bitcast to bool makes each nonzero byte 1: u8 -> bool -> u8 is not the identity; f32 -> i32 -> u32
+    is one bitcast. NumPy's views are the oracle."""
+    g = rlx.Graph("bitcasts")
+    b, f = g.input("b", (4,), "u8"), g.input("f", (3,))
+    g.set_outputs([g.bitcast(g.bitcast(b, to="bool"), to="u8"), g.bitcast(g.bitcast(f, to="i32"), to="u32")])
+    lean = _evaluated_only(g)
+    assert op_counts(lean)["bitcast"] == 3, op_counts(lean)
+    bv, fv = np.array([0, 2, 1, 255], np.uint8), np.array([1.5, -0.0, np.nan], np.float32)
+    got = rlx.run(lean, {"b": bv, "f": fv})
+    np.testing.assert_array_equal(got[0], (bv != 0).astype(np.uint8))
+    np.testing.assert_array_equal(got[1], fv.view(np.uint32))
+
+
+def test_a_select_between_one_value_is_that_value_only_at_its_type():
+    """where(c, x, x) is x, but a condition wider than x broadcasts it: kept. NumPy is the oracle."""
+    g = rlx.Graph("select_one")
+    c, c1, x = g.input("c", (2, 3), "bool"), g.input("c1", (3,), "bool"), g.input("x", (3,))
+    g.set_outputs([g.where(c, x, x), g.where(c1, x, x)])
+    r = run_passes(g, [SIMPLIFY, DCE]).graph
+    assert op_counts(r).get("where") == 1 and r.output_ids[1] == r.inputs()["x"].id, op_counts(r)
+    cv = np.array([[True, False, True], [False, False, True]])
+    xv = np.array([1.5, np.nan, -2.0], np.float32)
+    got = rlx.run(r, {"c": cv, "c1": cv[0], "x": xv})
+    np.testing.assert_array_equal(got[0], np.where(cv, xv, xv))
+    np.testing.assert_array_equal(got[1], xv)
+
+
 def test_simplify_double_transpose_and_reshape():
     g = rlx.Graph()
     x = g.input("x", (2, 3, 4))

@@ -78,6 +78,7 @@ from typing import Any
 
 from rlx.ir.dtype import DType
 from rlx.ir.errors import AutodiffError
+from rlx.ir.flags import NO_GRAD  # noqa: F401  (re-exported: rules and their tests read it here)
 from rlx.ir.graph import Graph, Node, Value
 from rlx.ir.shape import Dim, Shape
 from rlx.ops.graph_helpers import (  # noqa: F401  (re-exported: the helpers rules use)
@@ -90,8 +91,6 @@ from rlx.ops.graph_helpers import (  # noqa: F401  (re-exported: the helpers rul
     zeros_like,
 )
 
-#: OpDef flag: the op needs no derivative rule (sources; ops locally constant in every operand).
-NO_GRAD = "no_grad"
 #: OpDef flag: the op's vjp / jvp rules are right for ``c64`` operands and results (JAX's convention).
 COMPLEX_AD = "complex_ad"
 

@@ -247,7 +247,8 @@ def export_for_session(graph: Graph, params: Mapping[str, np.ndarray], engine: s
     a conv's Mul / Add but not the Sub of the mean, so the chain would stay four passes; after any other
     activation the chain becomes a 1x1 depthwise conv, one onnxruntime Conv), every
     weight-only subgraph computed once (:func:`rlx.opt.fold_weights.fold_weights`), the algebraic identities
-    those weights make (:func:`rlx.opt.cleanup.simplify` with their values: x + a mask of zeros) and the convolution
+    those weights make and the gradient stops (:func:`rlx.opt.cleanup.simplify` with their values and
+    ``keep_gradients=False``: x + a mask of zeros, an embedding's padding-row rule) and the convolution
     branches summed over one activation merged into one conv
     (:func:`rlx.backends.conv_branches.merge_conv_branches`); ``engine`` as for
     :func:`rlx.backends.onnx.export` (``external`` and ``threads`` too)."""
@@ -261,7 +262,8 @@ def export_for_session(graph: Graph, params: Mapping[str, np.ndarray], engine: s
     folded = fold_conv_affine(graph, depthwise=True)
     g = verify(folded.graph) if folded.changed else graph
     g2, bound = fold_weights(g, params)
-    simpler = simplify(g2, bound)  # identities on the folded weights: a mask of zeros, a guard that never fires
+    # identities on the folded weights (a mask of zeros, a guard that never fires) and of gradient stops
+    simpler = simplify(g2, bound, keep_gradients=False)
     if simpler.changed:
         g2 = dce(simpler.graph).graph
     g2 = verify(g2) if g2 is not g else g2

@@ -2,8 +2,8 @@
 
 A flag is a promise an op makes about itself, stated once in its ``defop``; a pass reads the
 flag instead of keeping its own list of op names. Flags read only by one upper layer live
-with their reader (``NO_GRAD`` / ``COMPLEX_AD`` in :mod:`rlx.autodiff.rules`, ``SUBGRAPHS``
-in :mod:`rlx.ops.evaluate`).
+with their reader (``COMPLEX_AD`` in :mod:`rlx.autodiff.rules`, ``SUBGRAPHS`` in
+:mod:`rlx.ops.evaluate`).
 """
 
 #: Compute-bound: matrix products, convolutions, attention, dense solves. The buffer planner
@@ -21,3 +21,9 @@ UPDATES_OPERANDS = "updates_operands"
 #: The operands broadcast implicitly (NumPy rules); ``rlx.opt.legalize`` makes it explicit for
 #: backends that need equal shapes.
 BROADCASTS = "broadcasts"
+#: Element by element the result is one of the operands after the first (the first chooses): where
+#: those are one value of the result's type, the result is that value (``rlx.opt.cleanup.simplify``).
+SELECTS = "selects"
+#: The op needs no derivative rule (sources; ops locally constant in every operand): autodiff passes
+#: no gradient through it, so ``simplify`` collapses it only when told no one differentiates the graph.
+NO_GRAD = "no_grad"

@@ -81,7 +81,7 @@ class OpDef:
     coordinates (the ones choosing its scale) are unchanged, and with ``copies_only`` the op also
     keeps max|x| of every scale group (only moves, duplicates, negates or takes abs of elements);
     ``compose(inner attrs, outer attrs)`` the attributes of the one node equal to the op applied
-    twice (``simplify``: a transpose of a transpose, a reshape of a reshape).
+    twice, None where no one node is (``simplify``: a transpose of a transpose, a reshape of a reshape).
 
     Cost facts, read by the summary's FLOP count (``rlx.cli.summary``): ``macs`` is a contraction's
     multiply-accumulate rule (``rlx.ops.cost`` holds the shared ones; the op then does 2 FLOPs per
@@ -123,7 +123,7 @@ class OpDef:
     identity: IdentityFn | None = None
     commutes: Callable[[Mapping[str, Any]], bool] | None = None
     keeps_grid: GridFn | None = None
-    compose: Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]] | None = None
+    compose: Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any] | None] | None = None
     work: str = "output"
     macs: MacsFn | None = None
     text: TextFn | None = None

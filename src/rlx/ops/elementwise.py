@@ -17,6 +17,7 @@ import numpy as np
 from rlx.ir.attrs import AttrSpec
 from rlx.ir.dtype import DType
 from rlx.ir.errors import ShapeError
+from rlx.ir.flags import SELECTS
 from rlx.ir.opdef import defop
 from rlx.ir.shape import TensorType
 from rlx.ops import rows
@@ -179,11 +180,16 @@ def _bitcast_kernel(args, attrs, out):
     return x.view(to.numpy)
 
 
+def _bitcast_compose(inner: dict[str, Any], outer: dict[str, Any]) -> dict[str, Any] | None:
+    """Two reinterpretations are the outer one, except through bool (each nonzero byte becomes 1)."""
+    return None if DType.of(inner["to"]).is_bool else {"to": outer["to"]}
+
+
 defop(
     name="bitcast", precision="data_movement", family="elementwise", arity=1, operands=("x",),
     attrs={"to": AttrSpec("dtype")},
     infer=_bitcast_type, kernel=_bitcast_kernel, flags={"elementwise", "no_grad", RAW_OPERANDS},
-    identity=same_type_identity, batch=broadcasting_batch,
+    identity=same_type_identity, compose=_bitcast_compose, batch=broadcasting_batch,
     doc="Reinterpret each element's bits as dtype `to` of the same bit width (np.ndarray.view, ONNX BitCast, "
     "torch Tensor.view(dtype), lax.bitcast_convert_type); little-endian bytes; the sub-byte types are their low "
     "bits (i4 -1 is u4 15); to bool a nonzero byte is True. Not differentiable (docs/semantics.md#element-types).",
@@ -377,7 +383,7 @@ defop(
     name="where", region_key="", precision="elementwise", family="elementwise", arity=3, operands=("cond", "on_true", "on_false"),
     infer=_where_type,
     kernel=lambda args, attrs, out: np.where(args[0] != 0, *promote_args(args[1:], out.dtype)),
-    flags={"elementwise", "complex_ad", "broadcasts"}, vjp=_where_vjp, jvp=_where_jvp, batch=broadcasting_batch,
+    flags={"elementwise", "complex_ad", "broadcasts", SELECTS}, vjp=_where_vjp, jvp=_where_jvp, batch=broadcasting_batch,
     identity=_where_identity,
     doc="np.where(cond != 0, on_true, on_false) with three-way broadcasting; the branches "
     "are promoted to a common dtype.",

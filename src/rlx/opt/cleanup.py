@@ -12,8 +12,9 @@ import numpy as np
 
 from rlx.ir.attrs import FrozenArray
 from rlx.ir.errors import InternalError, RlxError
+from rlx.ir.flags import NO_GRAD, SELECTS
 from rlx.ir.graph import Graph, Node
-from rlx.ir.opdef import get_op, has_op
+from rlx.ir.opdef import OpDef, get_op, has_op
 from rlx.ops.evaluate import eval_node
 from rlx.opt.manager import Pass, PassResult
 from rlx.opt.rebuild import Rebuilder
@@ -166,42 +167,53 @@ def _value(node: Node, values: Mapping[str, np.ndarray]) -> np.ndarray | None:
     return values.get(node.attrs["name"]) if node.op == "param" else None
 
 
-def _identity_of(node: Node, nodes: list[Node], values: Mapping[str, np.ndarray]) -> int | None:
-    """The operand (old id) this node equals by its op's ``identity`` fact, or None."""
-    rule = get_op(node.op).identity if has_op(node.op) else None
-    if rule is None:
-        return None
+def _identity_of(node: Node, opdef: OpDef, nodes: list[Node], mapped: Mapping[int, int],
+                 values: Mapping[str, np.ndarray]) -> int | None:
+    """The operand (old id) this node equals by its op's ``identity`` fact or, for an op that
+    selects among operands (:data:`SELECTS`), because they are all one value; or None."""
     operands = [nodes[i] for i in node.inputs]
-    keep = rule(node.attrs, [n.type for n in operands], node.type, [_value(n, values) for n in operands])
+    if SELECTS in opdef.flags and len({mapped[i] for i in node.inputs[1:]}) == 1 and operands[1].type == node.type:
+        return node.inputs[1]
+    if opdef.identity is None:
+        return None
+    keep = opdef.identity(node.attrs, [n.type for n in operands], node.type, [_value(n, values) for n in operands])
     return None if keep is None else node.inputs[keep]
 
 
-def simplify(g: Graph, values: Mapping[str, np.ndarray] | None = None) -> PassResult:
+def simplify(g: Graph, values: Mapping[str, np.ndarray] | None = None, keep_gradients: bool = True) -> PassResult:
     """Algebraic identities, as each op states them (``OpDef.identity``, the binary kinds' identity
     elements in ``rlx.ops.kinds``): x+0, x-0, x*1, x/1, x**1 (types must be unchanged), identity
-    cast / reshape / expand / transpose / narrow, single-operand concat; transpose of a
-    transpose and reshape of a reshape collapse into one op (the inner one is left for DCE).
+    cast / reshape / expand / transpose / narrow, single-operand concat, a select between one
+    value; transpose of a transpose and reshape of a reshape collapse into one op (the inner one
+    is left for DCE).
     ``values`` (param name -> array) are bound params' values, seen as constants are (an engine
     export's folded weights: a constant attention mask of zeros, a fully-masked-row guard that
-    never fires)."""
+    never fires). Ops that pass no gradient (:data:`NO_GRAD`) keep their value but not their
+    derivative when collapsed, so they are left alone unless ``keep_gradients=False`` (a graph
+    only evaluated: the torch reader's gradient stop, ``bitcast(bitcast(x))``, is ``x``)."""
     rb = Rebuilder(g, "simplify")
     nodes = g.nodes
     m = rb.map
     removed = collapsed = 0
     for node in nodes:
-        if node.op in LEAVES or node.op == "constant":
+        if node.op in LEAVES or node.op == "constant" or not has_op(node.op):
             rb.copy(node, trusted=True)
             continue
-        src = _identity_of(node, nodes, values or {})
+        opdef = get_op(node.op)
+        if keep_gradients and NO_GRAD in opdef.flags:
+            rb.copy(node, trusted=True)
+            continue
+        src = _identity_of(node, opdef, nodes, m, values or {})
         if src is not None:
             rb.alias(node.id, m[src])
             removed += 1
             continue
-        opdef = get_op(node.op) if has_op(node.op) else None
-        if opdef is not None and opdef.compose is not None and nodes[node.inputs[0]].op == node.op:
+        attrs = None
+        if opdef.compose is not None and nodes[node.inputs[0]].op == node.op:
             inner = nodes[node.inputs[0]]
             base = nodes[inner.inputs[0]]
             attrs = opdef.compose(inner.attrs, node.attrs)
+        if attrs is not None:
             if opdef.identity is not None and opdef.identity(attrs, [base.type], node.type, [None]) == 0:
                 rb.alias(node.id, m[base.id])
                 removed += 1

@@ -461,7 +461,8 @@ def test_engine_export_drops_identities_of_the_bound_weights():
 
 def test_engine_export_of_an_embedding_with_a_padding_row_is_one_gather():
     """The torch reader keeps torch's padding-row gradient rule (a Where over a gradient stop); the
-    engine never differentiates, so it gets the Gather alone (rlx.opt.inference). torch is the oracle."""
+    engine never differentiates, so it gets the Gather alone (simplify with keep_gradients=False). torch is the
+    oracle."""
     torch = pytest.importorskip("torch")
     import rlx.torch
     from rlx.backends.ort_backend import export_for_session

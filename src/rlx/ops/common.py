@@ -9,6 +9,7 @@ import numpy as np
 
 from rlx.ir.dtype import DType, promote_all
 from rlx.ir.errors import AutodiffError, ShapeError
+from rlx.ir.graph import Node
 from rlx.ir.shape import TensorType, broadcast_shapes, normalize_axis
 
 #: The default epsilon of every normalisation (layer, RMS, group, batch norm and their fused and
@@ -85,6 +86,16 @@ def same_type_identity(attrs, ins: list[TensorType], out: TensorType, consts) ->
     """``OpDef.identity`` of ops that change nothing when the result type is the operand's
     (cast, reshape, expand, narrow)."""
     return 0 if ins[0] == out else None
+
+
+def bound_value(node: Node, params: Mapping[str, Any]) -> np.ndarray | None:
+    """A constant node's value, or a param's value when ``params`` binds it (folded weights, an
+    export's initializers); else None."""
+    if node.op == "constant":
+        return np.asarray(node.attrs["value"].array)
+    if node.op == "param" and node.attrs["name"] in params:
+        return np.asarray(params[node.attrs["name"]])
+    return None
 
 
 def all_equal(value: np.ndarray | None, element: float, max_size: int = 4096) -> bool:

@@ -15,6 +15,7 @@ from rlx.ir.errors import InternalError, RlxError
 from rlx.ir.flags import NO_GRAD, SELECTS
 from rlx.ir.graph import Graph, Node
 from rlx.ir.opdef import OpDef, get_op, has_op
+from rlx.ops.common import bound_value
 from rlx.ops.evaluate import eval_node
 from rlx.opt.manager import Pass, PassResult
 from rlx.opt.rebuild import Rebuilder
@@ -160,13 +161,6 @@ def fold_constants(g: Graph, max_elements: int = DEFAULT_FOLD_LIMIT) -> PassResu
 
 
 # ---------------------------------------------------------------------- simplify
-def _value(node: Node, values: Mapping[str, np.ndarray]) -> np.ndarray | None:
-    """A constant's value, or a param's bound one."""
-    if node.op == "constant":
-        return node.attrs["value"].array
-    return values.get(node.attrs["name"]) if node.op == "param" else None
-
-
 def _identity_of(node: Node, opdef: OpDef, nodes: list[Node], mapped: Mapping[int, int],
                  values: Mapping[str, np.ndarray]) -> int | None:
     """The operand (old id) this node equals by its op's ``identity`` fact or, for an op that
@@ -176,7 +170,7 @@ def _identity_of(node: Node, opdef: OpDef, nodes: list[Node], mapped: Mapping[in
         return node.inputs[1]
     if opdef.identity is None:
         return None
-    keep = opdef.identity(node.attrs, [n.type for n in operands], node.type, [_value(n, values) for n in operands])
+    keep = opdef.identity(node.attrs, [n.type for n in operands], node.type, [bound_value(n, values) for n in operands])
     return None if keep is None else node.inputs[keep]
 
 

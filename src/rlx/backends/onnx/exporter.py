@@ -50,7 +50,7 @@ from rlx.ir.graph import RESULT, Graph, Node
 from rlx.ir.onnx_format import SINCE_OPSET, OnnxError, OnnxUnsupported, onnx_dtype
 from rlx.ops import rows
 from rlx.ops.attention import KEEP_AT, MASK_FILL, attention_scale, position_keep
-from rlx.ops.common import all_equal
+from rlx.ops.common import all_equal, bound_value
 from rlx.ops.kinds import ACTIVATION_KINDS, BINARY_KINDS, COMPARE_KINDS, UNARY_MATH_KINDS
 from rlx.ops.powers import MULTIPLIED_DTYPES
 from rlx.ops.splat import SPLAT_OPS
@@ -922,12 +922,7 @@ def _resize(ex, node, ins):
 
 def constant_of(ex: Exporter, vid: int) -> np.ndarray | None:
     """The value of a constant node, or of a param the export binds (an initializer); else None."""
-    node = ex.g.node(vid)
-    if node.op == "constant":
-        return np.asarray(node.attrs["value"].array)
-    if node.op == "param" and node.attrs["name"] in ex.params:
-        return np.asarray(ex.params[node.attrs["name"]])
-    return None
+    return bound_value(ex.g.node(vid), ex.params)
 
 
 # ================================================================ attention
